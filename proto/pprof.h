@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pprof profiles: build, merge, encode, decode and print.
+ *
+ * struct fp_pprof is an in-memory profile.proto that interns everything it
+ * holds: strings, mappings, functions and locations are deduplicated, and
+ * samples with the same locations and labels are merged by summing their
+ * values. The agent builds one from its aggregated stacks, the collector
+ * decodes uploads into one and merges them, and the text printers (top,
+ * folded) work on one, so every path from samples to people goes through
+ * this module.
+ *
+ * Ids handed out (mapping, function, location) are 1-based, as in pprof;
+ * 0 means "none". Every function that can fail returns 0 or a count on
+ * success and -errno on failure (-ENOMEM, -EINVAL, -EBADMSG for malformed
+ * input, -EFBIG for input over a size limit).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct fp_pprof;
+
+/* A sample label: a string label when str != NULL, else a numeric one. */
+struct fp_pprof_label {
+        const char *key;
+        const char *str;
+        int64_t num;
+        const char *num_unit; /* may be NULL */
+};
+
+/* Read-only view of one sample, as handed out by fp_pprof_sample_get(). */
+struct fp_pprof_sample_view {
+        const uint64_t *location_ids; /* leaf first, as in profile.proto */
+        size_t n_locations;
+        const int64_t *values; /* n_sample_types entries */
+        size_t n_labels;
+};
+
+/* Read-only view of one location's first line (its innermost function). */
+struct fp_pprof_location_view {
+        uint64_t mapping_id;
+        uint64_t address;
+        const char *function_name; /* "" when the location has no line */
+        const char *mapping_file;  /* "" when no mapping */
+        const char *build_id;      /* "" when unknown */
+};
+
+struct fp_pprof *fp_pprof_new(void);
+void fp_pprof_free(struct fp_pprof *p);
+
+/* Appends a sample type ("samples"/"count", "cpu"/"nanoseconds"); returns its index. */
+int fp_pprof_add_sample_type(struct fp_pprof *p, const char *type, const char *unit);
+size_t fp_pprof_n_sample_types(const struct fp_pprof *p);
+/* Type and unit of sample type i; NULL when out of range. */
+const char *fp_pprof_sample_type(const struct fp_pprof *p, size_t i, const char **ret_unit);
+int fp_pprof_set_period(struct fp_pprof *p, const char *type, const char *unit, int64_t period);
+void fp_pprof_set_time(struct fp_pprof *p, int64_t time_nanos, int64_t duration_nanos);
+void fp_pprof_get_time(const struct fp_pprof *p, int64_t *ret_time_nanos,
+                       int64_t *ret_duration_nanos);
+int fp_pprof_set_default_sample_type(struct fp_pprof *p, const char *type);
+int fp_pprof_add_comment(struct fp_pprof *p, const char *text);
+size_t fp_pprof_n_comments(const struct fp_pprof *p);
+const char *fp_pprof_comment(const struct fp_pprof *p, size_t i);
+
+/* Interned; identical arguments return the same id. Strings may be NULL (= ""). */
+int fp_pprof_mapping(struct fp_pprof *p, uint64_t memory_start, uint64_t memory_limit,
+                     uint64_t file_offset, const char *filename, const char *build_id,
+                     uint64_t *ret_id);
+int fp_pprof_function(struct fp_pprof *p, const char *name, const char *filename,
+                      uint64_t *ret_id);
+/* A location with one line (function_id != 0) or none (function_id == 0). */
+int fp_pprof_location(struct fp_pprof *p, uint64_t mapping_id, uint64_t address,
+                      uint64_t function_id, uint64_t *ret_id);
+
+/*
+ * Adds values (fp_pprof_n_sample_types() of them) to the sample with these
+ * locations (leaf first) and labels, creating it when new. Label order does
+ * not matter for the merge.
+ */
+int fp_pprof_add_sample(struct fp_pprof *p, const uint64_t *location_ids, size_t n_locations,
+                        const int64_t *values, const struct fp_pprof_label *labels,
+                        size_t n_labels);
+
+size_t fp_pprof_n_samples(const struct fp_pprof *p);
+int fp_pprof_sample_get(const struct fp_pprof *p, size_t i, struct fp_pprof_sample_view *ret);
+/* Label j of sample i; pointers stay valid until the profile changes. */
+int fp_pprof_sample_label(const struct fp_pprof *p, size_t i, size_t j,
+                          struct fp_pprof_label *ret);
+int fp_pprof_location_get(const struct fp_pprof *p, uint64_t location_id,
+                          struct fp_pprof_location_view *ret);
+/* Sum of sample type i over all samples. */
+int64_t fp_pprof_total(const struct fp_pprof *p, size_t i);
+
+/*
+ * Adds every sample of src to dst, re-interning its strings, mappings,
+ * functions and locations. Sample types must match (same types and units
+ * in the same order; an empty dst takes src's) or -EINVAL. Comments are
+ * appended, the time range widens to cover both.
+ */
+int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src);
+
+/* Serialises to profile.proto, gzip-compressed when gzip != 0. *ret_buf is malloc'd. */
+int fp_pprof_encode(const struct fp_pprof *p, int gzip, uint8_t **ret_buf, size_t *ret_len);
+
+/*
+ * Parses a profile.proto, gzip-compressed or not (detected by magic).
+ * Validates everything an outside sender could get wrong: decompressed
+ * size over max_size (-EFBIG), not protobuf (-EBADMSG), string indices
+ * outside the table, ids that refer to nothing, values count not matching
+ * sample types, negative counts, ... On failure *ret_error (when non-NULL)
+ * is set to a static or malloc'd-into-buf description: it points into
+ * errbuf of errbuf_len bytes.
+ */
+int fp_pprof_decode(const uint8_t *buf, size_t len, size_t max_size, struct fp_pprof **ret,
+                    char *errbuf, size_t errbuf_len);
+
+/*
+ * Text output for people. top: a flat/cumulative table of the n hottest
+ * functions by sample type index value_index (n == 0: all), with shares in
+ * percent, plus per-thread shares when samples carry a "thread_name"
+ * label. folded: one "root;...;leaf value" line per distinct stack.
+ */
+int fp_pprof_write_top(const struct fp_pprof *p, size_t value_index, size_t n, FILE *out);
+int fp_pprof_write_folded(const struct fp_pprof *p, size_t value_index, FILE *out);
