@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agentctl: the command-line client of fleetprof-agent.
+ *
+ * It checks what it can locally (numbers, event names, formats) so that a
+ * typo gets its answer without an agent, sends one request over the
+ * agent's Unix socket (ctl.h), and prints the response: the body on
+ * stdout (or into -o FILE), an error as one line on stderr with exit
+ * status 1. Usage errors exit with 2.
+ */
+#include "ctl.h"
+#include "perf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET "/run/fleetprof/agent.sock"
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: agentctl [--socket PATH] COMMAND [ARGS]\n"
+                "\n"
+                "  start PID [--event EVENT] [--freq HZ | --period N] [--kernel]\n"
+                "        sample every thread of PID (default cpu-clock at 99 Hz per thread)\n"
+                "  stop PID\n"
+                "        stop sampling PID and forget its samples\n"
+                "  status [--json]\n"
+                "        targets, threads, samples and lost records\n"
+                "  dump [PID] [--event EVENT] [--format pprof|top|folded] [-o FILE]\n"
+                "        the profile so far (pprof: gzip profile.proto for go tool pprof)\n"
+                "\n"
+                "  --socket PATH   the agent's socket (default " DEFAULT_SOCKET ")\n"
+                "  --version       print the version\n");
+}
+
+static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int status, const char *fmt, ...)
+{
+        va_list ap;
+        fputs("agentctl: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return status;
+}
+
+static bool is_number(const char *s, unsigned long long max)
+{
+        char *end;
+        if (!s || !*s || *s == '-' || *s == '+')
+                return false;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        return !errno && !*end && v > 0 && v <= max;
+}
+
+struct request {
+        char buf[FP_CTL_MAX_REQUEST];
+        size_t len;
+};
+
+static int req_add(struct request *q, const char *key, const char *value)
+{
+        if (strchr(value, '\n'))
+                return -EINVAL;
+        int n = snprintf(q->buf + q->len, sizeof(q->buf) - q->len, "%s=%s\n", key, value);
+        if (n < 0 || (size_t)n >= sizeof(q->buf) - q->len)
+                return -E2BIG;
+        q->len += (size_t)n;
+        return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+        const uint8_t *p = buf;
+        while (len) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+        uint8_t *p = buf;
+        while (len) {
+                ssize_t n = read(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EPIPE;
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+/* Sends q, prints the answer's body to out_path (or stdout). Returns the exit status. */
+static int transact(const char *socket_path, const struct request *q, const char *out_path)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        uint8_t hdr[4];
+        char *resp;
+        int fd, r;
+
+        if (strlen(socket_path) >= sizeof(sa.sun_path))
+                return fail(2, "socket path too long: %s", socket_path);
+        strcpy(sa.sun_path, socket_path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return fail(1, "cannot create a socket: %s", strerror(errno));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = errno;
+                close(fd);
+                return fail(1, "the agent is not running (cannot connect to %s: %s)",
+                            socket_path, strerror(e));
+        }
+        fp_ctl_put_length(hdr, (uint32_t)q->len);
+        if (write_all(fd, hdr, sizeof(hdr)) < 0 || write_all(fd, q->buf, q->len) < 0) {
+                close(fd);
+                return fail(1, "cannot send the request to the agent: %s", strerror(errno));
+        }
+        r = read_all(fd, hdr, sizeof(hdr));
+        if (r < 0) {
+                close(fd);
+                return fail(1, "the agent closed the connection without answering");
+        }
+        uint32_t len = fp_ctl_get_length(hdr);
+        if (len > FP_CTL_MAX_RESPONSE) {
+                close(fd);
+                return fail(1, "the agent's answer is malformed");
+        }
+        resp = malloc((size_t)len + 1);
+        if (!resp) {
+                close(fd);
+                return fail(1, "out of memory for a %u-byte answer", len);
+        }
+        r = read_all(fd, resp, len);
+        close(fd);
+        if (r < 0) {
+                free(resp);
+                return fail(1, "the agent's answer was cut short");
+        }
+        resp[len] = 0;
+        char *nl = memchr(resp, '\n', len);
+        if (!nl) {
+                free(resp);
+                return fail(1, "the agent's answer is malformed");
+        }
+        *nl = 0;
+        if (strncmp(resp, "error ", 6) == 0) {
+                int st = fail(1, "%s", resp + 6);
+                free(resp);
+                return st;
+        }
+        if (strcmp(resp, "ok") != 0) {
+                free(resp);
+                return fail(1, "the agent's answer is malformed");
+        }
+        const char *body = nl + 1;
+        size_t body_len = len - (size_t)(body - resp);
+        int out = STDOUT_FILENO;
+        if (out_path) {
+                out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                if (out < 0) {
+                        int e = errno;
+                        free(resp);
+                        return fail(1, "cannot write '%s': %s", out_path, strerror(e));
+                }
+        }
+        r = write_all(out, body, body_len);
+        if (out_path && close(out) < 0 && r == 0)
+                r = -errno;
+        free(resp);
+        if (r < 0)
+                return fail(1, "cannot write %s: %s", out_path ? out_path : "to stdout",
+                            strerror(-r));
+        if (out_path)
+                fprintf(stderr, "wrote %zu bytes to %s\n", body_len, out_path);
+        return 0;
+}
+
+static int check_event_list(const char *list)
+{
+        struct fp_perf_event ev;
+        if (fp_perf_event_parse(list, &ev) < 0)
+                return fail(2,
+                            "unknown event '%s' (try cpu-clock, task-clock, page-faults, "
+                            "context-switches, cycles, instructions, or rNNNN)",
+                            list);
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        const char *socket_path = DEFAULT_SOCKET;
+        const char *out_path = NULL;
+        struct request *q;
+        int i = 1, st;
+
+        while (i < argc && argv[i][0] == '-') {
+                if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+                        socket_path = argv[i + 1];
+                        i += 2;
+                } else if (strcmp(argv[i], "--version") == 0) {
+                        printf("agentctl %s\n", FP_VERSION);
+                        return 0;
+                } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                        usage(stdout);
+                        return 0;
+                } else {
+                        return fail(2, "unknown option '%s' (see --help)", argv[i]);
+                }
+        }
+        if (i >= argc) {
+                usage(stderr);
+                return 2;
+        }
+        const char *cmd = argv[i++];
+        q = calloc(1, sizeof(*q));
+        if (!q)
+                return fail(1, "out of memory");
+#define ADD(k, v)                                                                                  \
+        do {                                                                                       \
+                if (req_add(q, (k), (v)) < 0) {                                                    \
+                        free(q);                                                                   \
+                        return fail(2, "argument too long or malformed: %s", (v));               \
+                }                                                                                  \
+        } while (0)
+
+        if (strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0 || strcmp(cmd, "status") == 0 ||
+            strcmp(cmd, "dump") == 0) {
+                ADD("cmd", cmd);
+        } else {
+                free(q);
+                return fail(2, "unknown command '%s' (start, stop, status, dump)", cmd);
+        }
+        bool want_pid = strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0;
+        bool may_pid = want_pid || strcmp(cmd, "dump") == 0;
+        bool have_pid = false, have_freq = false, have_period = false;
+
+        for (; i < argc; i++) {
+                const char *a = argv[i];
+                const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+                bool is_start = strcmp(cmd, "start") == 0, is_dump = strcmp(cmd, "dump") == 0;
+
+                if (a[0] != '-' && may_pid && !have_pid) {
+                        if (!is_number(a, INT_MAX)) {
+                                free(q);
+                                return fail(2, "invalid PID '%s'", a);
+                        }
+                        ADD("pid", a);
+                        have_pid = true;
+                } else if ((is_start || is_dump) && strcmp(a, "--event") == 0 && v) {
+                        if ((st = check_event_list(v))) {
+                                free(q);
+                                return st;
+                        }
+                        ADD("event", v);
+                        i++;
+                } else if (is_start && strcmp(a, "--freq") == 0 && v) {
+                        if (!is_number(v, FP_PERF_MAX_FREQ)) {
+                                free(q);
+                                return fail(2, "invalid frequency '%s': 1 to %d Hz", v,
+                                            FP_PERF_MAX_FREQ);
+                        }
+                        ADD("freq", v);
+                        have_freq = true;
+                        i++;
+                } else if (is_start && strcmp(a, "--period") == 0 && v) {
+                        if (!is_number(v, ULLONG_MAX / 2)) {
+                                free(q);
+                                return fail(2, "invalid period '%s': a positive number", v);
+                        }
+                        ADD("period", v);
+                        have_period = true;
+                        i++;
+                } else if (is_start && strcmp(a, "--kernel") == 0) {
+                        ADD("kernel", "1");
+                } else if (strcmp(cmd, "status") == 0 && strcmp(a, "--json") == 0) {
+                        ADD("json", "1");
+                } else if (is_dump && strcmp(a, "--format") == 0 && v) {
+                        if (strcmp(v, "pprof") && strcmp(v, "top") && strcmp(v, "folded")) {
+                                free(q);
+                                return fail(2, "unknown format '%s': pprof, top or folded", v);
+                        }
+                        ADD("format", v);
+                        i++;
+                } else if (is_dump && strcmp(a, "-o") == 0 && v) {
+                        out_path = v;
+                        i++;
+                } else {
+                        free(q);
+                        if (a[0] != '-')
+                                return fail(2, "unexpected argument '%s'", a);
+                        return fail(2, "unknown or incomplete option '%s' for %s (see --help)",
+                                    a, cmd);
+                }
+        }
+        if (want_pid && !have_pid) {
+                free(q);
+                return fail(2, "%s needs a PID", cmd);
+        }
+        if (have_freq && have_period) {
+                free(q);
+                return fail(2, "--freq and --period exclude each other");
+        }
+        st = transact(socket_path, q, out_path);
+        free(q);
+        return st;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Aggregation of samples: identical stacks of one thread become one entry
+ * with a count and a summed value (the sample period: nanoseconds for the
+ * clock events).
+ *
+ * The key is (tid, maps epoch, raw callchain). A raw address means the same
+ * code only within one epoch of the process's mappings (see maps.h), so
+ * the epoch is part of the key. When an entry is created the caller's
+ * resolve callback fills in each frame's mapping, once per distinct stack;
+ * after that a repeated stack costs one hash and one comparison.
+ *
+ * Frames are stored leaf first, as pprof wants them. The address of every
+ * frame but the leaf is a return address; it is stored minus one so that
+ * it falls inside the calling instruction (and so inside the caller, even
+ * when the call is a function's last instruction).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fp_frame {
+        uint64_t addr;
+        uint32_t mapping; /* 1-based index into the target's maps, 0: unknown */
+        uint32_t flags;   /* FP_FRAME_* */
+};
+
+#define FP_FRAME_KERNEL_TIME 1u /* synthetic "[kernel]" leaf: time in the kernel, frames excluded */
+
+struct fp_agg_entry {
+        uint64_t hash;
+        pid_t tid;
+        unsigned epoch;
+        uint32_t n_frames;
+        uint64_t count;
+        uint64_t value;
+        struct fp_frame frames[];
+};
+
+struct fp_agg;
+
+/* Fills frames[i].mapping for i < n; called once per new entry. */
+typedef void (*fp_agg_resolve_fn)(void *userdata, struct fp_frame *frames, uint32_t n);
+
+struct fp_agg *fp_agg_new(void);
+void fp_agg_free(struct fp_agg *a);
+
+/*
+ * Adds one sample of value to the entry (tid, epoch, frames addr/flags).
+ * frames[].mapping is ignored on input. -ENOMEM leaves the table as it was.
+ */
+int fp_agg_add(struct fp_agg *a, pid_t tid, unsigned epoch, const struct fp_frame *frames,
+               uint32_t n, uint64_t value, fp_agg_resolve_fn resolve, void *userdata);
+
+size_t fp_agg_n_entries(const struct fp_agg *a);
+/* Entry i (0 <= i < n_entries), in insertion order. */
+const struct fp_agg_entry *fp_agg_entry(const struct fp_agg *a, size_t i);
+/* Totals over all entries. */
+uint64_t fp_agg_total_count(const struct fp_agg *a);

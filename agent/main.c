@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fleetprof-agent: the per-host profiling daemon.
+ *
+ * One thread runs one libevent loop: perf ring wake-ups, thread rescans
+ * and agentctl requests all arrive there (see server.c and target.c).
+ * SIGTERM and SIGINT end the loop; every target is detached on the way out.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET "/run/fleetprof/agent.sock"
+
+static void usage(FILE *f)
+{
+        fprintf(f, "Usage: fleetprof-agent [--foreground] [--socket PATH]\n"
+                   "\n"
+                   "The fleetprof profiling agent. Control it with agentctl.\n"
+                   "\n"
+                   "  --foreground   stay in the foreground and log to stderr\n"
+                   "  --socket PATH  control socket (default " DEFAULT_SOCKET ")\n"
+                   "  --version      print the version and exit\n"
+                   "  --help         this text\n");
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+        (void)sig;
+        (void)what;
+        event_base_loopexit(arg, NULL);
+}
+
+/* Raises a soft limit to the hard one: many threads need many fds and locked ring pages. */
+static void raise_limit(int resource)
+{
+        struct rlimit rl;
+        if (getrlimit(resource, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(resource, &rl);
+        }
+}
+
+/* Creates the directory holding the socket (one level) when missing. */
+static int ensure_parent_dir(const char *path)
+{
+        char *dir = strdup(path);
+        char *slash;
+        int r = 0;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = 0;
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        r = -errno;
+        }
+        free(dir);
+        return r;
+}
+
+int main(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                {"foreground", no_argument, NULL, 'f'},
+                {"socket", required_argument, NULL, 's'},
+                {"version", no_argument, NULL, 'V'},
+                {"help", no_argument, NULL, 'h'},
+                {0},
+        };
+        const char *socket_path = DEFAULT_SOCKET;
+        bool foreground = false;
+        struct fp_server *server = NULL;
+        struct event_base *base;
+        struct event *sigterm, *sigint;
+        char err[512];
+        int c, r;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+                switch (c) {
+                case 'f':
+                        foreground = true;
+                        break;
+                case 's':
+                        socket_path = optarg;
+                        break;
+                case 'V':
+                        printf("fleetprof-agent %s\n", FP_VERSION);
+                        return 0;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        fprintf(stderr, "fleetprof-agent: unknown or incomplete option '%s' (see --help)\n",
+                                argv[optind - 1]);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "fleetprof-agent: unexpected argument '%s' (see --help)\n",
+                        argv[optind]);
+                return 2;
+        }
+
+        signal(SIGPIPE, SIG_IGN);
+        raise_limit(RLIMIT_NOFILE);
+        raise_limit(RLIMIT_MEMLOCK);
+
+        r = ensure_parent_dir(socket_path);
+        if (r < 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to create the directory of '%s': %s\n",
+                        socket_path, strerror(-r));
+                return 1;
+        }
+        if (!foreground && daemon(0, 0) < 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to daemonize: %s\n", strerror(errno));
+                return 1;
+        }
+
+        base = event_base_new();
+        if (!base) {
+                fprintf(stderr, "fleetprof-agent: Failed to create the event loop\n");
+                return 1;
+        }
+        r = fp_server_new(base, socket_path, &server, err, sizeof(err));
+        if (r < 0) {
+                fprintf(stderr, "fleetprof-agent: %s\n", err);
+                event_base_free(base);
+                return 1;
+        }
+        sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+        sigint = evsignal_new(base, SIGINT, on_signal, base);
+        if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 ||
+            evsignal_add(sigint, NULL) < 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to install signal handlers\n");
+                return 1;
+        }
+        fprintf(stderr, "fleetprof-agent %s: listening on %s (pid %d)\n", FP_VERSION, socket_path,
+                (int)getpid());
+
+        event_base_dispatch(base);
+
+        fprintf(stderr, "fleetprof-agent: shutting down\n");
+        event_free(sigterm);
+        event_free(sigint);
+        fp_server_free(server);
+        event_base_free(base);
+        return 0;
+}

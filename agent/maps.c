@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The executable mappings of one process; see maps.h for the model
+ * (append-only history, a sorted live index, an epoch per displacement).
+ */
+#include "maps.h"
+#include "symbols.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KERNEL_START 0xffff800000000000ULL
+
+struct fp_maps {
+        pid_t pid;
+        struct fp_symcache *cache;
+        struct fp_mapping **all; /* owned, append-only */
+        size_t n_all, cap_all;
+        uint32_t *live; /* 1-based indices into all, sorted by start */
+        size_t n_live, cap_live;
+        uint32_t kernel; /* index of the kernel pseudo-mapping, 0 until needed */
+        unsigned epoch;
+};
+
+struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache)
+{
+        struct fp_maps *m = calloc(1, sizeof(*m));
+        if (!m)
+                return NULL;
+        m->pid = pid;
+        m->cache = cache;
+        return m;
+}
+
+void fp_maps_free(struct fp_maps *m)
+{
+        if (!m)
+                return;
+        for (size_t i = 0; i < m->n_all; i++) {
+                fp_symtab_unref(m->all[i]->symtab);
+                free(m->all[i]->path);
+                free(m->all[i]);
+        }
+        free(m->all);
+        free(m->live);
+        free(m);
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+        if (need <= *cap)
+                return 0;
+        size_t n = *cap ? *cap * 2 : 16;
+        while (n < need)
+                n *= 2;
+        if (n > SIZE_MAX / elem)
+                return -ENOMEM;
+        void *p = realloc(*arr, n * elem);
+        if (!p)
+                return -ENOMEM;
+        *arr = p;
+        *cap = n;
+        return 0;
+}
+
+/* Finds an identical mapping in the history, or appends a new one. Returns its index or -errno. */
+static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
+                      const char *path)
+{
+        for (size_t i = m->n_all; i-- > 0;) {
+                struct fp_mapping *x = m->all[i];
+                if (x->start == start && x->end == end && x->pgoff == pgoff &&
+                    strcmp(x->path, path) == 0)
+                        return (int64_t)i + 1;
+        }
+        if (grow((void **)&m->all, &m->cap_all, m->n_all + 1, sizeof(*m->all)) < 0)
+                return -ENOMEM;
+        struct fp_mapping *x = calloc(1, sizeof(*x));
+        if (!x)
+                return -ENOMEM;
+        x->path = strdup(path);
+        if (!x->path) {
+                free(x);
+                return -ENOMEM;
+        }
+        x->start = start;
+        x->end = end;
+        x->pgoff = pgoff;
+        if (strcmp(path, "[vdso]") == 0)
+                x->kind = FP_MAPPING_VDSO;
+        else if (strcmp(path, "[kernel.kallsyms]") == 0)
+                x->kind = FP_MAPPING_KERNEL;
+        else if (path[0] == '/')
+                x->kind = FP_MAPPING_FILE;
+        else
+                x->kind = FP_MAPPING_ANON;
+        m->all[m->n_all++] = x;
+        return (int64_t)m->n_all;
+}
+
+/* Inserts idx into the live index, dropping live mappings it overlaps. */
+static int live_insert(struct fp_maps *m, uint32_t idx)
+{
+        struct fp_mapping *x = m->all[idx - 1];
+        size_t lo = 0, w = 0;
+        bool displaced = false;
+
+        /* Drop overlapping entries, keeping order. */
+        for (size_t i = 0; i < m->n_live; i++) {
+                struct fp_mapping *y = m->all[m->live[i] - 1];
+                if (m->live[i] == idx)
+                        return 0; /* already live */
+                if (y->start < x->end && x->start < y->end) {
+                        displaced = true;
+                        continue;
+                }
+                m->live[w++] = m->live[i];
+        }
+        m->n_live = w;
+        if (displaced)
+                m->epoch++;
+        if (grow((void **)&m->live, &m->cap_live, m->n_live + 1, sizeof(*m->live)) < 0)
+                return -ENOMEM;
+        while (lo < m->n_live && m->all[m->live[lo] - 1]->start < x->start)
+                lo++;
+        memmove(m->live + lo + 1, m->live + lo, (m->n_live - lo) * sizeof(*m->live));
+        m->live[lo] = idx;
+        m->n_live++;
+        return 0;
+}
+
+int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff, const char *path)
+{
+        if (len == 0 || start + len < start)
+                return -EINVAL;
+        int64_t idx = intern(m, start, start + len, pgoff, path && *path ? path : "[anon]");
+        if (idx < 0)
+                return (int)idx;
+        return live_insert(m, (uint32_t)idx);
+}
+
+int fp_maps_load_proc(struct fp_maps *m)
+{
+        char fn[64], line[4096 + 128];
+        FILE *f;
+        int r = 0;
+
+        snprintf(fn, sizeof(fn), "/proc/%d/maps", (int)m->pid);
+        f = fopen(fn, "re");
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                uint64_t start, end, pgoff;
+                char perms[8];
+                int path_at = 0;
+
+                if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start,
+                           &end, perms, &pgoff, &path_at) < 4)
+                        continue;
+                if (perms[2] != 'x')
+                        continue;
+                char *path = line + path_at;
+                path[strcspn(path, "\n")] = 0;
+                if (strcmp(path, "[vsyscall]") == 0)
+                        continue;
+                r = fp_maps_add(m, start, end - start, pgoff, path);
+                if (r < 0)
+                        break;
+        }
+        fclose(f);
+        return r;
+}
+
+unsigned fp_maps_epoch(const struct fp_maps *m)
+{
+        return m->epoch;
+}
+
+uint32_t fp_maps_find(struct fp_maps *m, uint64_t addr)
+{
+        if (addr >= KERNEL_START) {
+                if (!m->kernel) {
+                        int64_t idx = intern(m, KERNEL_START, UINT64_MAX, 0, "[kernel.kallsyms]");
+                        if (idx < 0)
+                                return 0;
+                        m->kernel = (uint32_t)idx;
+                }
+                return m->kernel;
+        }
+        size_t lo = 0, hi = m->n_live;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                struct fp_mapping *x = m->all[m->live[mid] - 1];
+                if (addr < x->start)
+                        hi = mid;
+                else if (addr >= x->end)
+                        lo = mid + 1;
+                else
+                        return m->live[mid];
+        }
+        return 0;
+}
+
+struct fp_mapping *fp_maps_get(const struct fp_maps *m, uint32_t idx)
+{
+        if (idx == 0 || idx > m->n_all)
+                return NULL;
+        return m->all[idx - 1];
+}
+
+size_t fp_maps_count(const struct fp_maps *m)
+{
+        return m->n_all;
+}
+
+/* Loads x's symbols: through the process's root first (other mount namespaces), then as named. */
+static void load_symtab(struct fp_maps *m, struct fp_mapping *x)
+{
+        char fn[4200];
+
+        x->symtab_tried = true;
+        switch (x->kind) {
+        case FP_MAPPING_VDSO:
+                (void)fp_symcache_get_vdso(m->cache, &x->symtab);
+                return;
+        case FP_MAPPING_KERNEL:
+                (void)fp_symcache_get_kernel(m->cache, &x->symtab);
+                return;
+        case FP_MAPPING_ANON:
+                return;
+        case FP_MAPPING_FILE:
+                break;
+        }
+        snprintf(fn, sizeof(fn), "/proc/%d/root%s", (int)m->pid, x->path);
+        if (fp_symcache_get(m->cache, fn, &x->symtab) == 0)
+                return;
+        if (fp_symcache_get(m->cache, x->path, &x->symtab) == 0)
+                return;
+        /* A deleted or replaced file is still reachable through map_files while mapped. */
+        snprintf(fn, sizeof(fn), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid, x->start,
+                 x->end);
+        (void)fp_symcache_get(m->cache, fn, &x->symtab);
+}
+
+const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr,
+                              uint64_t *ret_offset)
+{
+        struct fp_mapping *x = fp_maps_get(m, idx);
+        uint64_t off, vaddr;
+
+        if (!x)
+                return NULL;
+        if (!x->symtab_tried)
+                load_symtab(m, x);
+        off = x->kind == FP_MAPPING_KERNEL ? addr : addr - x->start + x->pgoff;
+        if (ret_offset)
+                *ret_offset = off;
+        if (!x->symtab)
+                return NULL;
+        if (fp_symtab_offset_to_vaddr(x->symtab, off, &vaddr) < 0)
+                return NULL;
+        return fp_symtab_lookup(x->symtab, vaddr, NULL);
+}

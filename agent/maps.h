@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The executable mappings of one process, as /proc/PID/maps and MMAP2
+ * records tell them.
+ *
+ * Every mapping ever seen is kept, in an append-only array, so that a
+ * stack resolved against a mapping stays valid after the library is
+ * unloaded or the process has exited; mappings are referred to by their
+ * 1-based index in that array (0: none). A separate sorted index holds
+ * the mappings live now, for address lookups. Whenever a new mapping
+ * displaces (overlaps) a live one, the epoch advances: raw addresses seen
+ * before and after mean different code, so callers key caches by epoch.
+ *
+ * Each mapping loads its ELF symbol table lazily, once, through the shared
+ * symbol cache, while the file is still there to be read.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fp_symcache;
+struct fp_symtab;
+
+enum fp_mapping_kind {
+        FP_MAPPING_FILE,
+        FP_MAPPING_VDSO,
+        FP_MAPPING_ANON, /* JIT code, [heap], ... : no symbols */
+        FP_MAPPING_KERNEL,
+};
+
+struct fp_mapping {
+        uint64_t start, end, pgoff;
+        enum fp_mapping_kind kind;
+        char *path;              /* as the process sees it; "[vdso]", "[kernel.kallsyms]", ... */
+        struct fp_symtab *symtab; /* NULL until loaded, or when it could not be */
+        bool symtab_tried;
+};
+
+struct fp_maps;
+
+struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache);
+void fp_maps_free(struct fp_maps *m);
+
+/* Re-reads /proc/PID/maps, making its executable mappings the live set. */
+int fp_maps_load_proc(struct fp_maps *m);
+/* Adds one executable mapping (from an MMAP2 record). */
+int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff, const char *path);
+
+unsigned fp_maps_epoch(const struct fp_maps *m);
+/* 1-based index of the live mapping holding addr, 0 if none. Kernel addresses map to the kernel. */
+uint32_t fp_maps_find(struct fp_maps *m, uint64_t addr);
+/* The mapping with 1-based index idx, or NULL. */
+struct fp_mapping *fp_maps_get(const struct fp_maps *m, uint32_t idx);
+size_t fp_maps_count(const struct fp_maps *m);
+
+/*
+ * Function name of addr in mapping idx, loading its symbols on first use;
+ * NULL when unknown. *ret_offset gets the file offset (or kernel address)
+ * used for the lookup, so callers can print "binary+0xoffset".
+ */
+const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr,
+                              uint64_t *ret_offset);

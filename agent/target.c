@@ -1,0 +1,681 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A profiled process; see target.h for the thread life cycle.
+ *
+ * All of it runs on the agent's one event-loop thread: ring callbacks,
+ * the rescan timer and the control requests that dump or stop a target
+ * never run concurrently, so nothing here locks.
+ */
+#include "target.h"
+#include "aggregate.h"
+#include "maps.h"
+#include "pprof.h"
+#include "symbols.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FRAMES      512
+#define RESCAN_INTERVAL 1 /* seconds */
+#define COMM_LEN        16
+
+struct fp_thread {
+        struct fp_target *target;
+        pid_t tid;
+        char comm[COMM_LEN];
+        bool live;
+        struct fp_perf_ring sampler, sideband;
+        struct event *ev_sampler, *ev_sideband;
+};
+
+struct fp_target {
+        struct event_base *base;
+        struct fp_symcache *cache;
+        pid_t pid;
+        uint64_t starttime;
+        char comm[COMM_LEN];
+        char *exe;
+        struct fp_perf_config cfg;
+        struct fp_thread **threads; /* every thread ever attached, live or dead */
+        size_t n_threads, cap_threads;
+        struct fp_maps *maps;
+        struct fp_agg *agg;
+        struct event *ev_rescan;
+        struct fp_target_stats st;
+        uint64_t maps_reload_ns; /* last unresolved-frame reload of /proc/PID/maps */
+        struct fp_frame frames[MAX_FRAMES];
+};
+
+static uint64_t now_ns(clockid_t clk)
+{
+        struct timespec ts;
+        clock_gettime(clk, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads a one-line /proc file into buf without its newline. */
+static int read_line(const char *path, char *buf, size_t len)
+{
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        if (!fgets(buf, (int)len, f)) {
+                fclose(f);
+                return -EIO;
+        }
+        fclose(f);
+        buf[strcspn(buf, "\n")] = 0;
+        return 0;
+}
+
+uint64_t fp_proc_starttime(pid_t pid)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (read_line(path, buf, sizeof(buf)) < 0)
+                return 0;
+        /* comm may hold spaces and parentheses: fields resume after the last ')'. */
+        char *p = strrchr(buf, ')');
+        if (!p)
+                return 0;
+        unsigned long long st = 0;
+        /* state is field 3; starttime is field 22, the 20th after the ')'. */
+        if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                          "%*d %*d %llu",
+                   &st) != 1)
+                return 0;
+        return st;
+}
+
+static struct fp_thread *thread_find(struct fp_target *t, pid_t tid)
+{
+        for (size_t i = t->n_threads; i-- > 0;)
+                if (t->threads[i]->tid == tid)
+                        return t->threads[i];
+        return NULL;
+}
+
+static void on_sampler(evutil_socket_t fd, short what, void *arg);
+static void on_sideband(evutil_socket_t fd, short what, void *arg);
+
+/* Closes a thread's events at once; its name and samples stay. */
+static void thread_detach(struct fp_thread *th)
+{
+        struct fp_target *t = th->target;
+
+        if (!th->live)
+                return;
+        fp_target_drain(t); /* its last samples, and any FORK records siblings wrote */
+        event_free(th->ev_sampler);
+        event_free(th->ev_sideband);
+        th->ev_sampler = th->ev_sideband = NULL;
+        fp_perf_ring_close(&th->sampler);
+        fp_perf_ring_close(&th->sideband);
+        th->live = false;
+        t->st.threads_live--;
+}
+
+static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
+{
+        char path[96];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)t->pid, (int)th->tid);
+        (void)read_line(path, th->comm, sizeof(th->comm));
+}
+
+/*
+ * Opens both events on tid. Returns 0 when attached or already attached,
+ * -ESRCH when the thread is gone, other -errno when the event could not be
+ * opened (the caller decides whether that is fatal).
+ */
+static int thread_attach(struct fp_target *t, pid_t tid)
+{
+        struct fp_thread *th = thread_find(t, tid);
+        bool kernel_excluded = false;
+        int r;
+
+        if (th && th->live)
+                return 0;
+        if (!th) {
+                if (t->n_threads == t->cap_threads) {
+                        size_t cap = t->cap_threads ? t->cap_threads * 2 : 16;
+                        void *p = realloc(t->threads, cap * sizeof(*t->threads));
+                        if (!p)
+                                return -ENOMEM;
+                        t->threads = p;
+                        t->cap_threads = cap;
+                }
+                th = calloc(1, sizeof(*th));
+                if (!th)
+                        return -ENOMEM;
+                th->target = t;
+                th->tid = tid;
+                th->sampler.fd = th->sideband.fd = -1;
+                t->threads[t->n_threads++] = th;
+                t->st.threads_seen++;
+        }
+
+        /* Side-band first, then the name: a rename in between is caught by a COMM record. */
+        r = fp_perf_open_sideband(tid, &th->sideband);
+        if (r < 0)
+                return r;
+        r = fp_perf_open_sampler(&t->cfg, tid, &th->sampler, &kernel_excluded);
+        if (r < 0) {
+                fp_perf_ring_close(&th->sideband);
+                return r;
+        }
+        if (kernel_excluded)
+                t->st.kernel_excluded = true;
+        thread_read_comm(t, th);
+
+        th->ev_sampler = event_new(t->base, th->sampler.fd, EV_READ | EV_PERSIST, on_sampler, th);
+        th->ev_sideband =
+                event_new(t->base, th->sideband.fd, EV_READ | EV_PERSIST, on_sideband, th);
+        if (!th->ev_sampler || !th->ev_sideband || event_add(th->ev_sampler, NULL) < 0 ||
+            event_add(th->ev_sideband, NULL) < 0) {
+                if (th->ev_sampler)
+                        event_free(th->ev_sampler);
+                if (th->ev_sideband)
+                        event_free(th->ev_sideband);
+                th->ev_sampler = th->ev_sideband = NULL;
+                fp_perf_ring_close(&th->sampler);
+                fp_perf_ring_close(&th->sideband);
+                return -ENOMEM;
+        }
+        th->live = true;
+        t->st.threads_live++;
+        return 0;
+}
+
+/* Attaches every thread in /proc/PID/task not yet live. Returns threads attached or -errno. */
+static int rescan(struct fp_target *t, int *ret_first_error)
+{
+        char path[64];
+        struct dirent *de;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
+        DIR *d = opendir(path);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                char *end;
+                long tid = strtol(de->d_name, &end, 10);
+                if (*end || tid <= 0)
+                        continue;
+                struct fp_thread *th = thread_find(t, (pid_t)tid);
+                if (th && th->live)
+                        continue;
+                int r = thread_attach(t, (pid_t)tid);
+                if (r == 0) {
+                        n++;
+                } else if (r != -ESRCH) {
+                        t->st.attach_failed++;
+                        if (ret_first_error && !*ret_first_error)
+                                *ret_first_error = r;
+                }
+        }
+        closedir(d);
+        return n;
+}
+
+static bool process_gone(struct fp_target *t)
+{
+        return fp_proc_starttime(t->pid) != t->starttime;
+}
+
+static void check_exited(struct fp_target *t)
+{
+        if (t->st.state == FP_TARGET_EXITED || t->st.threads_live > 0 || !process_gone(t))
+                return;
+        t->st.state = FP_TARGET_EXITED;
+        if (t->ev_rescan)
+                event_del(t->ev_rescan);
+}
+
+static void on_rescan(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_target *t = arg;
+        (void)fd;
+        (void)what;
+
+        if (t->st.state == FP_TARGET_EXITED)
+                return;
+        /* Threads whose exit record we have not seen yet (the hangup catches them too). */
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                if (th->live && fp_perf_ring_hangup(&th->sideband))
+                        thread_detach(th);
+        }
+        if (!process_gone(t))
+                (void)rescan(t, NULL);
+        check_exited(t);
+}
+
+/* Fills each frame's mapping; reloads /proc/PID/maps (at most every 100 ms) on a miss. */
+static void resolve_frames(void *userdata, struct fp_frame *frames, uint32_t n)
+{
+        struct fp_target *t = userdata;
+        bool reloaded = false;
+
+        for (uint32_t i = 0; i < n; i++) {
+                if (frames[i].flags & FP_FRAME_KERNEL_TIME)
+                        continue;
+                frames[i].mapping = fp_maps_find(t->maps, frames[i].addr);
+                if (!frames[i].mapping && !reloaded) {
+                        uint64_t now = now_ns(CLOCK_MONOTONIC);
+                        reloaded = true;
+                        if (now - t->maps_reload_ns > 100000000ULL) {
+                                t->maps_reload_ns = now;
+                                (void)fp_maps_load_proc(t->maps);
+                                frames[i].mapping = fp_maps_find(t->maps, frames[i].addr);
+                        }
+                }
+                if (!frames[i].mapping) {
+                        t->st.unresolved++;
+                        continue;
+                }
+                /* Load the symbols while the file is surely still there. */
+                (void)fp_maps_symbolize(t->maps, frames[i].mapping, frames[i].addr, NULL);
+        }
+}
+
+static void handle_sample(void *userdata, const struct fp_perf_sample *s)
+{
+        struct fp_target *t = userdata;
+        struct fp_frame *f = t->frames;
+        uint32_t n = 0;
+        uint64_t context = PERF_CONTEXT_USER;
+        bool in_kernel = (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+        uint32_t first_real;
+
+        /* Time spent in the kernel with kernel frames excluded: one synthetic leaf. */
+        if (in_kernel && !t->cfg.kernel_frames)
+                f[n++] = (struct fp_frame){.flags = FP_FRAME_KERNEL_TIME};
+        first_real = n;
+
+        for (uint64_t i = 0; i < s->nr && n < MAX_FRAMES; i++) {
+                uint64_t ip = s->ips[i];
+                if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
+                        context = ip;
+                        continue;
+                }
+                if (context != PERF_CONTEXT_USER && context != PERF_CONTEXT_KERNEL)
+                        continue;
+                if (context == PERF_CONTEXT_KERNEL && !t->cfg.kernel_frames)
+                        continue;
+                /* Every frame below the leaf is a return address: step back into the call. */
+                f[n++] = (struct fp_frame){.addr = n == 0 ? ip : ip - 1};
+        }
+        if (n == first_real) {
+                /* No callchain: keep the sample at its ip (or as [unknown]) rather than drop it. */
+                t->st.unwind_empty++;
+                if (n == 0 || (s->ip && t->cfg.kernel_frames))
+                        f[n++] = (struct fp_frame){.addr = s->ip};
+        }
+        if (fp_agg_add(t->agg, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n, s->period,
+                       resolve_frames, t) == 0) {
+                t->st.samples++;
+                t->st.value += s->period;
+        } else {
+                t->st.dropped_nomem++;
+        }
+}
+
+static void handle_record(void *userdata, const struct fp_perf_record *r)
+{
+        struct fp_target *t = userdata;
+        struct fp_thread *th;
+
+        switch (r->type) {
+        case PERF_RECORD_LOST:
+        case PERF_RECORD_LOST_SAMPLES:
+                t->st.lost += r->lost.lost;
+                break;
+        case PERF_RECORD_THROTTLE:
+                t->st.throttled++;
+                break;
+        case PERF_RECORD_FORK:
+                /* A new thread of the target; children (other pids) are not followed. */
+                if ((pid_t)r->task.pid == t->pid && r->task.tid != r->task.pid &&
+                    t->st.state == FP_TARGET_RUNNING) {
+                        int e = thread_attach(t, (pid_t)r->task.tid);
+                        if (e < 0 && e != -ESRCH)
+                                t->st.attach_failed++;
+                }
+                break;
+        case PERF_RECORD_EXIT:
+                th = thread_find(t, (pid_t)r->task.tid);
+                if (th && (pid_t)r->task.pid == t->pid)
+                        thread_detach(th);
+                break;
+        case PERF_RECORD_COMM:
+                th = thread_find(t, (pid_t)r->comm.tid);
+                if (th)
+                        snprintf(th->comm, sizeof(th->comm), "%s", r->comm.comm);
+                if ((pid_t)r->comm.tid == t->pid)
+                        snprintf(t->comm, sizeof(t->comm), "%s", r->comm.comm);
+                break;
+        case PERF_RECORD_MMAP:
+        case PERF_RECORD_MMAP2:
+                if ((pid_t)r->mmap.pid == t->pid && (r->mmap.prot & 4 /* PROT_EXEC */))
+                        (void)fp_maps_add(t->maps, r->mmap.addr, r->mmap.len, r->mmap.pgoff,
+                                          r->mmap.filename);
+                break;
+        default:
+                break;
+        }
+}
+
+static const struct fp_perf_handlers handlers = {
+        .sample = handle_sample,
+        .record = handle_record,
+};
+
+static void drain_ring(struct fp_target *t, struct fp_perf_ring *ring)
+{
+        if (fp_perf_ring_drain(ring, &handlers, t) == -EBADMSG)
+                t->st.lost++;
+}
+
+static void on_sideband(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_thread *th = arg;
+        struct fp_target *t = th->target;
+        (void)fd;
+        (void)what;
+
+        drain_ring(t, &th->sideband);
+        /* The EXIT record may have detached it; otherwise a hangup with nothing to read does. */
+        if (th->live && !fp_perf_ring_pending(&th->sideband) && fp_perf_ring_hangup(&th->sideband))
+                thread_detach(th);
+        check_exited(t);
+}
+
+static void on_sampler(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_thread *th = arg;
+        struct fp_target *t = th->target;
+        (void)fd;
+        (void)what;
+
+        /* Mappings and names first, so the samples resolve against them. */
+        drain_ring(t, &th->sideband);
+        if (th->live)
+                drain_ring(t, &th->sampler);
+        if (th->live && !fp_perf_ring_pending(&th->sampler) && fp_perf_ring_hangup(&th->sampler))
+                thread_detach(th);
+        check_exited(t);
+}
+
+void fp_target_drain(struct fp_target *t)
+{
+        for (size_t i = 0; i < t->n_threads; i++)
+                if (t->threads[i]->live)
+                        drain_ring(t, &t->threads[i]->sideband);
+        for (size_t i = 0; i < t->n_threads; i++)
+                if (t->threads[i]->live)
+                        drain_ring(t, &t->threads[i]->sampler);
+}
+
+static const char *errno_reason(int r, const struct fp_perf_config *cfg, char *buf, size_t len)
+{
+        switch (r) {
+        case -ENOENT:
+        case -EOPNOTSUPP:
+        case -ENODEV:
+                if (cfg->event.type == PERF_TYPE_HARDWARE || cfg->event.type == PERF_TYPE_RAW)
+                        snprintf(buf, len, "event '%s' is not supported on this machine%s",
+                                 cfg->event.name,
+                                 fp_perf_have_hw_pmu() ? "" : ": no hardware PMU is exposed");
+                else
+                        snprintf(buf, len, "event '%s' is not supported on this machine",
+                                 cfg->event.name);
+                return buf;
+        case -EACCES:
+        case -EPERM:
+                snprintf(buf, len,
+                         "perf_event_open refused (perf_event_paranoid is %d; the agent needs "
+                         "root or CAP_PERFMON)",
+                         fp_perf_paranoid());
+                return buf;
+        case -EINVAL:
+                snprintf(buf, len, "the kernel rejected event '%s' with these settings",
+                         cfg->event.name);
+                return buf;
+        case -EMFILE:
+        case -ENFILE:
+                snprintf(buf, len, "out of file descriptors");
+                return buf;
+        default:
+                snprintf(buf, len, "%s", strerror(-r));
+                return buf;
+        }
+}
+
+int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pid,
+                    const struct fp_perf_config *cfg, struct fp_target **ret, char *err,
+                    size_t err_len)
+{
+        struct fp_target *t;
+        char path[64], buf[4096], reason[256];
+        int r, first_error = 0;
+
+        t = calloc(1, sizeof(*t));
+        if (!t) {
+                snprintf(err, err_len, "out of memory");
+                return -ENOMEM;
+        }
+        t->base = base;
+        t->cache = cache;
+        t->pid = pid;
+        t->cfg = *cfg;
+        t->starttime = fp_proc_starttime(pid);
+        t->st.state = FP_TARGET_RUNNING;
+        t->st.start_ns = now_ns(CLOCK_REALTIME);
+        if (!t->starttime) {
+                snprintf(err, err_len, "no such process: %d", (int)pid);
+                free(t);
+                return -ESRCH;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+        (void)read_line(path, t->comm, sizeof(t->comm));
+        snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+        ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+        buf[n > 0 ? n : 0] = 0;
+        t->exe = strdup(buf);
+        t->maps = fp_maps_new(pid, cache);
+        t->agg = fp_agg_new();
+        t->ev_rescan = event_new(base, -1, EV_PERSIST, on_rescan, t);
+        if (!t->exe || !t->maps || !t->agg || !t->ev_rescan) {
+                snprintf(err, err_len, "out of memory");
+                fp_target_free(t);
+                return -ENOMEM;
+        }
+        r = fp_maps_load_proc(t->maps);
+        if (r < 0) {
+                snprintf(err, err_len, "cannot read the mappings of %d: %s", (int)pid,
+                         strerror(-r));
+                fp_target_free(t);
+                return r == -ENOENT ? -ESRCH : r;
+        }
+
+        /* Threads may be born while we attach: rescan until a pass finds none new. */
+        for (int pass = 0; pass < 10; pass++) {
+                r = rescan(t, &first_error);
+                if (r <= 0)
+                        break;
+        }
+        if (t->st.threads_live == 0) {
+                if (first_error)
+                        snprintf(err, err_len, "%s", errno_reason(first_error, cfg, reason,
+                                                                  sizeof(reason)));
+                else
+                        snprintf(err, err_len, "no such process: %d", (int)pid);
+                r = first_error ? first_error : -ESRCH;
+                fp_target_free(t);
+                return r;
+        }
+        struct timeval tv = {.tv_sec = RESCAN_INTERVAL};
+        event_add(t->ev_rescan, &tv);
+        *ret = t;
+        return 0;
+}
+
+void fp_target_free(struct fp_target *t)
+{
+        if (!t)
+                return;
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                if (th->ev_sampler)
+                        event_free(th->ev_sampler);
+                if (th->ev_sideband)
+                        event_free(th->ev_sideband);
+                fp_perf_ring_close(&th->sampler);
+                fp_perf_ring_close(&th->sideband);
+                free(th);
+        }
+        free(t->threads);
+        if (t->ev_rescan)
+                event_free(t->ev_rescan);
+        fp_agg_free(t->agg);
+        fp_maps_free(t->maps);
+        free(t->exe);
+        free(t);
+}
+
+pid_t fp_target_pid(const struct fp_target *t)
+{
+        return t->pid;
+}
+
+const char *fp_target_comm(const struct fp_target *t)
+{
+        return t->comm;
+}
+
+const char *fp_target_exe(const struct fp_target *t)
+{
+        return t->exe;
+}
+
+uint64_t fp_target_starttime(const struct fp_target *t)
+{
+        return t->starttime;
+}
+
+const struct fp_perf_config *fp_target_config(const struct fp_target *t)
+{
+        return &t->cfg;
+}
+
+void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret)
+{
+        *ret = t->st;
+}
+
+void fp_target_sample_types(const struct fp_target *t, const char *ret_types[2],
+                            const char *ret_units[2])
+{
+        ret_types[0] = "samples";
+        ret_units[0] = "count";
+        if (fp_perf_event_is_clock(&t->cfg.event)) {
+                ret_types[1] = "cpu";
+                ret_units[1] = "nanoseconds";
+        } else {
+                ret_types[1] = t->cfg.event.name;
+                ret_units[1] = "count";
+        }
+}
+
+static const char *basename_of(const char *path)
+{
+        const char *s = strrchr(path, '/');
+        return s ? s + 1 : path;
+}
+
+/* The pprof location of one frame, interning its mapping and function. */
+static int frame_location(struct fp_target *t, struct fp_pprof *p, const struct fp_frame *f,
+                          uint64_t *mapping_ids, uint64_t *ret_loc)
+{
+        char name[512];
+        const char *fn = NULL;
+        uint64_t mapping_id = 0, function_id = 0, off = 0;
+        int r;
+
+        if (f->flags & FP_FRAME_KERNEL_TIME) {
+                fn = "[kernel]";
+        } else if (f->mapping) {
+                struct fp_mapping *x = fp_maps_get(t->maps, f->mapping);
+                if (!mapping_ids[f->mapping - 1]) {
+                        const char *bid = x->symtab ? fp_symtab_build_id(x->symtab) : "";
+                        uint64_t end = x->kind == FP_MAPPING_KERNEL ? UINT64_MAX : x->end;
+                        r = fp_pprof_mapping(p, x->start, end, x->pgoff, x->path, bid,
+                                             &mapping_ids[f->mapping - 1]);
+                        if (r < 0)
+                                return r;
+                }
+                mapping_id = mapping_ids[f->mapping - 1];
+                fn = fp_maps_symbolize(t->maps, f->mapping, f->addr, &off);
+                if (!fn) {
+                        snprintf(name, sizeof(name), "%s+0x%" PRIx64, basename_of(x->path), off);
+                        fn = name;
+                }
+        } else {
+                fn = "[unknown]";
+        }
+        r = fp_pprof_function(p, fn, NULL, &function_id);
+        if (r < 0)
+                return r;
+        return fp_pprof_location(p, mapping_id, f->addr, function_id, ret_loc);
+}
+
+int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p, bool with_process_labels)
+{
+        size_t n_maps = fp_maps_count(t->maps);
+        uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
+        uint64_t *locs = malloc(MAX_FRAMES * sizeof(*locs));
+        int r = 0;
+
+        if (!mapping_ids || !locs) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (size_t i = 0; i < fp_agg_n_entries(t->agg); i++) {
+                const struct fp_agg_entry *e = fp_agg_entry(t->agg, i);
+                struct fp_thread *th = thread_find(t, e->tid);
+                struct fp_pprof_label labels[4];
+                size_t n_labels = 0;
+                int64_t values[2] = {(int64_t)e->count, (int64_t)e->value};
+
+                for (uint32_t j = 0; j < e->n_frames; j++) {
+                        r = frame_location(t, p, &e->frames[j], mapping_ids, &locs[j]);
+                        if (r < 0)
+                                goto out;
+                }
+                labels[n_labels++] = (struct fp_pprof_label){.key = "thread", .num = e->tid};
+                labels[n_labels++] = (struct fp_pprof_label){
+                        .key = "thread_name", .str = th && th->comm[0] ? th->comm : "?"};
+                if (with_process_labels) {
+                        labels[n_labels++] =
+                                (struct fp_pprof_label){.key = "pid", .num = t->pid};
+                        labels[n_labels++] = (struct fp_pprof_label){
+                                .key = "process", .str = t->comm[0] ? t->comm : "?"};
+                }
+                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, n_labels);
+                if (r < 0)
+                        goto out;
+        }
+out:
+        free(mapping_ids);
+        free(locs);
+        return r;
+}

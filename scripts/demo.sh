@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The README's main job: installs what is needed, builds fleetprof, starts
+# an agent, profiles a demo workload (tests/workloads/truth: named threads
+# doing known shares of work, which it measures itself) at 999 Hz per
+# thread, and prints what a person reads: the agent's status, the profile
+# as a table (agentctl dump --format top), the workload's own measured
+# truth to compare against, and the same profile read back by go tool
+# pprof. The pprof file is left in demo-profile.pb.gz.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+  echo "demo.sh: run as root (the agent opens perf events on another process)" >&2
+  exit 1
+fi
+scripts/deps.sh
+scripts/build.sh build
+
+work=$(mktemp -d /tmp/fleetprof-demo.XXXXXX)
+agent_pid= ; load_pid=
+cleanup() {
+  [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null || true
+  [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+sock=$work/agent.sock
+ctl() { build/agent/agentctl --socket "$sock" "$@"; }
+
+build/agent/fleetprof-agent --foreground --socket "$sock" 2>"$work/agent.log" &
+agent_pid=$!
+for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+
+build/tests/truth --seconds 6 --truth "$work/truth.json" --ready "$work/ready" \
+  --wait-for-start "$work/go" --hold >"$work/truth.out" &
+load_pid=$!
+for _ in $(seq 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
+
+echo "\$ agentctl start $load_pid --freq 999"
+ctl start "$load_pid" --freq 999
+touch "$work/go"
+for _ in $(seq 150); do [ -e "$work/truth.json" ] && break; sleep 0.1; done
+
+echo; echo "\$ agentctl status"
+ctl status
+echo; echo "\$ agentctl dump $load_pid --format top"
+ctl dump "$load_pid" --format top | head -30
+ctl dump "$load_pid" -o demo-profile.pb.gz 2>/dev/null
+ctl stop "$load_pid" >/dev/null
+
+echo; echo "What the workload measured itself (CPU time of each caller;leaf, all threads):"
+python3 - "$work/truth.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+total = t["total_ns"]
+for stack, ns in sorted(t["stacks"].items(), key=lambda kv: -kv[1]):
+    print(f"  {100.0 * ns / total:5.1f}%  {stack}")
+for name, th in sorted(t["threads"].items(), key=lambda kv: -kv[1]["total_ns"]):
+    print(f"  {100.0 * th['total_ns'] / total:5.1f}%  thread {name}")
+PY
+
+echo; echo "\$ go tool pprof -top -symbolize=none demo-profile.pb.gz"
+HOME=${HOME:-/root} go tool pprof -top -symbolize=none demo-profile.pb.gz 2>&1 | head -20

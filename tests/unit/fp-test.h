@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The unit tests' few checking macros. Each check prints its failures with
+ * file and line and counts; FP_TEST_DONE() prints the closing
+ * "N passed, M failed" line and yields main's exit status.
+ */
+#pragma once
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static unsigned fp_test_passed, fp_test_failed;
+
+#define FP_CHECK(cond)                                                                             \
+        do {                                                                                       \
+                if (cond) {                                                                        \
+                        fp_test_passed++;                                                          \
+                } else {                                                                           \
+                        fp_test_failed++;                                                          \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
+                }                                                                                  \
+        } while (0)
+
+#define FP_CHECK_EQ_INT(a, b)                                                                      \
+        do {                                                                                       \
+                long long fp_a_ = (long long)(a), fp_b_ = (long long)(b);                          \
+                if (fp_a_ == fp_b_) {                                                              \
+                        fp_test_passed++;                                                          \
+                } else {                                                                           \
+                        fp_test_failed++;                                                          \
+                        fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__,        \
+                                __LINE__, #a, #b, fp_a_, fp_b_);                                   \
+                }                                                                                  \
+        } while (0)
+
+#define FP_CHECK_EQ_STR(a, b)                                                                      \
+        do {                                                                                       \
+                const char *fp_a_ = (a), *fp_b_ = (b);                                             \
+                if (fp_a_ && fp_b_ && strcmp(fp_a_, fp_b_) == 0) {                                 \
+                        fp_test_passed++;                                                          \
+                } else {                                                                           \
+                        fp_test_failed++;                                                          \
+                        fprintf(stderr, "%s:%d: %s == %s failed: '%s' != '%s'\n", __FILE__,        \
+                                __LINE__, #a, #b, fp_a_ ? fp_a_ : "(null)",                        \
+                                fp_b_ ? fp_b_ : "(null)");                                         \
+                }                                                                                  \
+        } while (0)
+
+#define FP_TEST_DONE()                                                                             \
+        (printf("%u passed, %u failed\n", fp_test_passed, fp_test_failed),                         \
+         fp_test_failed ? 1 : 0)
