@@ -275,8 +275,12 @@ static void cmd_status(struct fp_server *s, struct client *c, const struct fp_ct
         uint64_t up = (now_ns(CLOCK_MONOTONIC) - s->start_ns) / 1000000000ULL;
         size_t visible = 0;
 
-        for (size_t i = 0; i < s->n_targets; i++)
-                visible += may_see(c, &s->targets[i]);
+        for (size_t i = 0; i < s->n_targets; i++) {
+                if (!may_see(c, &s->targets[i]))
+                        continue;
+                visible++;
+                fp_target_drain(s->targets[i].t); /* counts up to this moment */
+        }
 
         if (json && strcmp(json, "1") == 0) {
                 bool first = true;

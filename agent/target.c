@@ -32,6 +32,7 @@ struct fp_thread {
         pid_t tid;
         char comm[COMM_LEN];
         bool live;
+        bool exit_pending; /* EXIT seen inside a drain: detached right after it */
         struct fp_perf_ring sampler, sideband;
         struct event *ev_sampler, *ev_sideband;
 };
@@ -50,6 +51,7 @@ struct fp_target {
         struct fp_agg *agg;
         struct event *ev_rescan;
         struct fp_target_stats st;
+        bool exits_pending;
         uint64_t maps_reload_ns; /* last unresolved-frame reload of /proc/PID/maps */
         struct fp_frame frames[MAX_FRAMES];
 };
@@ -76,7 +78,7 @@ static int read_line(const char *path, char *buf, size_t len)
         return 0;
 }
 
-uint64_t fp_proc_starttime(pid_t pid)
+uint64_t fp_proc_stat(pid_t pid, char *ret_state)
 {
         char path[64], buf[1024];
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -87,11 +89,14 @@ uint64_t fp_proc_starttime(pid_t pid)
         if (!p)
                 return 0;
         unsigned long long st = 0;
+        char state = 0;
         /* state is field 3; starttime is field 22, the 20th after the ')'. */
-        if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+        if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
                           "%*d %*d %llu",
-                   &st) != 1)
+                   &state, &st) != 2)
                 return 0;
+        if (ret_state)
+                *ret_state = state;
         return st;
 }
 
@@ -106,21 +111,40 @@ static struct fp_thread *thread_find(struct fp_target *t, pid_t tid)
 static void on_sampler(evutil_socket_t fd, short what, void *arg);
 static void on_sideband(evutil_socket_t fd, short what, void *arg);
 
-/* Closes a thread's events at once; its name and samples stay. */
+static void drain_ring(struct fp_target *t, struct fp_perf_ring *ring);
+
+/*
+ * Closes a thread's events at once; its name and samples stay. Never
+ * called from inside a ring's drain (the ring would be unmapped under the
+ * reader): records only mark exit_pending, and reap_exits() detaches.
+ */
 static void thread_detach(struct fp_thread *th)
 {
         struct fp_target *t = th->target;
 
         if (!th->live)
                 return;
-        fp_target_drain(t); /* its last samples, and any FORK records siblings wrote */
+        drain_ring(t, &th->sideband);
+        drain_ring(t, &th->sampler); /* its last samples */
         event_free(th->ev_sampler);
         event_free(th->ev_sideband);
         th->ev_sampler = th->ev_sideband = NULL;
         fp_perf_ring_close(&th->sampler);
         fp_perf_ring_close(&th->sideband);
         th->live = false;
+        th->exit_pending = false;
         t->st.threads_live--;
+}
+
+/* Detaches the threads whose EXIT records arrived during a drain. */
+static void reap_exits(struct fp_target *t)
+{
+        while (t->exits_pending) {
+                t->exits_pending = false;
+                for (size_t i = 0; i < t->n_threads; i++)
+                        if (t->threads[i]->exit_pending)
+                                thread_detach(t->threads[i]);
+        }
 }
 
 static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
@@ -226,9 +250,11 @@ static int rescan(struct fp_target *t, int *ret_first_error)
         return n;
 }
 
+/* Whether the process has exited: gone, a zombie, or its PID reused by another start. */
 static bool process_gone(struct fp_target *t)
 {
-        return fp_proc_starttime(t->pid) != t->starttime;
+        char state = 0;
+        return fp_proc_stat(t->pid, &state) != t->starttime || state == 'Z' || state == 'X';
 }
 
 static void check_exited(struct fp_target *t)
@@ -353,8 +379,10 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
                 break;
         case PERF_RECORD_EXIT:
                 th = thread_find(t, (pid_t)r->task.tid);
-                if (th && (pid_t)r->task.pid == t->pid)
-                        thread_detach(th);
+                if (th && th->live && (pid_t)r->task.pid == t->pid) {
+                        th->exit_pending = true;
+                        t->exits_pending = true;
+                }
                 break;
         case PERF_RECORD_COMM:
                 th = thread_find(t, (pid_t)r->comm.tid);
@@ -393,9 +421,11 @@ static void on_sideband(evutil_socket_t fd, short what, void *arg)
         (void)what;
 
         drain_ring(t, &th->sideband);
-        /* The EXIT record may have detached it; otherwise a hangup with nothing to read does. */
+        reap_exits(t);
+        /* No EXIT record (it can be lost), but the task is gone: the hangup tells. */
         if (th->live && !fp_perf_ring_pending(&th->sideband) && fp_perf_ring_hangup(&th->sideband))
                 thread_detach(th);
+        reap_exits(t);
         check_exited(t);
 }
 
@@ -408,10 +438,11 @@ static void on_sampler(evutil_socket_t fd, short what, void *arg)
 
         /* Mappings and names first, so the samples resolve against them. */
         drain_ring(t, &th->sideband);
-        if (th->live)
-                drain_ring(t, &th->sampler);
+        drain_ring(t, &th->sampler);
+        reap_exits(t);
         if (th->live && !fp_perf_ring_pending(&th->sampler) && fp_perf_ring_hangup(&th->sampler))
                 thread_detach(th);
+        reap_exits(t);
         check_exited(t);
 }
 
@@ -423,6 +454,8 @@ void fp_target_drain(struct fp_target *t)
         for (size_t i = 0; i < t->n_threads; i++)
                 if (t->threads[i]->live)
                         drain_ring(t, &t->threads[i]->sampler);
+        reap_exits(t);
+        check_exited(t);
 }
 
 static const char *errno_reason(int r, const struct fp_perf_config *cfg, char *buf, size_t len)
@@ -477,7 +510,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->cache = cache;
         t->pid = pid;
         t->cfg = *cfg;
-        t->starttime = fp_proc_starttime(pid);
+        t->starttime = fp_proc_stat(pid, NULL);
         t->st.state = FP_TARGET_RUNNING;
         t->st.start_ns = now_ns(CLOCK_REALTIME);
         if (!t->starttime) {

@@ -83,5 +83,8 @@ int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p, bool with_proces
 void fp_target_sample_types(const struct fp_target *t, const char *ret_types[2],
                             const char *ret_units[2]);
 
-/* Process start time (clock ticks since boot, /proc/PID/stat field 22), 0 when gone. */
-uint64_t fp_proc_starttime(pid_t pid);
+/*
+ * Process start time (clock ticks since boot, /proc/PID/stat field 22), 0
+ * when gone; *ret_state (when non-NULL) gets the state letter (R, S, Z, ...).
+ */
+uint64_t fp_proc_stat(pid_t pid, char *ret_state);
