@@ -136,7 +136,10 @@ int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff,
 {
         if (len == 0 || start + len < start)
                 return -EINVAL;
-        int64_t idx = intern(m, start, start + len, pgoff, path && *path ? path : "[anon]");
+        /* perf names anonymous executable memory (JIT code) "//anon"; maps leaves it blank. */
+        if (!path || !*path || strcmp(path, "//anon") == 0)
+                path = "[anon]";
+        int64_t idx = intern(m, start, start + len, pgoff, path);
         if (idx < 0)
                 return (int)idx;
         return live_insert(m, (uint32_t)idx);

@@ -8,6 +8,10 @@
  */
 #include <stdint.h>
 
+#ifndef FP_PLUGIN_VARIANT
+#define FP_PLUGIN_VARIANT 1
+#endif
+
 uint64_t plugin_spin(uint64_t n);
 
 static __attribute__((noinline)) uint64_t plugin_hidden_work(uint64_t n)
@@ -20,5 +24,5 @@ static __attribute__((noinline)) uint64_t plugin_hidden_work(uint64_t n)
 
 __attribute__((noinline)) uint64_t plugin_spin(uint64_t n)
 {
-        return plugin_hidden_work(n) + 1;
+        return plugin_hidden_work(n) + FP_PLUGIN_VARIANT;
 }
