@@ -379,7 +379,7 @@ static void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_
         struct fp_target *first = NULL;
         size_t n_selected = 0, n_skipped = 0;
         uint64_t t_start = UINT64_MAX;
-        const char *types[2], *units[2];
+        const char *types[2] = {NULL, NULL}, *units[2] = {NULL, NULL};
         pid_t pid = 0;
         int e;
 

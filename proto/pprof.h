@@ -57,10 +57,14 @@ size_t fp_pprof_n_sample_types(const struct fp_pprof *p);
 /* Type and unit of sample type i; NULL when out of range. */
 const char *fp_pprof_sample_type(const struct fp_pprof *p, size_t i, const char **ret_unit);
 int fp_pprof_set_period(struct fp_pprof *p, const char *type, const char *unit, int64_t period);
+/* The period (0 when unset) and its type and unit ("" when unset). */
+int64_t fp_pprof_period(const struct fp_pprof *p, const char **ret_type, const char **ret_unit);
 void fp_pprof_set_time(struct fp_pprof *p, int64_t time_nanos, int64_t duration_nanos);
 void fp_pprof_get_time(const struct fp_pprof *p, int64_t *ret_time_nanos,
                        int64_t *ret_duration_nanos);
 int fp_pprof_set_default_sample_type(struct fp_pprof *p, const char *type);
+/* The default sample type's name, "" when unset. */
+const char *fp_pprof_default_sample_type(const struct fp_pprof *p);
 int fp_pprof_add_comment(struct fp_pprof *p, const char *text);
 size_t fp_pprof_n_comments(const struct fp_pprof *p);
 const char *fp_pprof_comment(const struct fp_pprof *p, size_t i);
@@ -69,8 +73,7 @@ const char *fp_pprof_comment(const struct fp_pprof *p, size_t i);
 int fp_pprof_mapping(struct fp_pprof *p, uint64_t memory_start, uint64_t memory_limit,
                      uint64_t file_offset, const char *filename, const char *build_id,
                      uint64_t *ret_id);
-int fp_pprof_function(struct fp_pprof *p, const char *name, const char *filename,
-                      uint64_t *ret_id);
+int fp_pprof_function(struct fp_pprof *p, const char *name, const char *filename, uint64_t *ret_id);
 /* A location with one line (function_id != 0) or none (function_id == 0). */
 int fp_pprof_location(struct fp_pprof *p, uint64_t mapping_id, uint64_t address,
                       uint64_t function_id, uint64_t *ret_id);
@@ -87,8 +90,7 @@ int fp_pprof_add_sample(struct fp_pprof *p, const uint64_t *location_ids, size_t
 size_t fp_pprof_n_samples(const struct fp_pprof *p);
 int fp_pprof_sample_get(const struct fp_pprof *p, size_t i, struct fp_pprof_sample_view *ret);
 /* Label j of sample i; pointers stay valid until the profile changes. */
-int fp_pprof_sample_label(const struct fp_pprof *p, size_t i, size_t j,
-                          struct fp_pprof_label *ret);
+int fp_pprof_sample_label(const struct fp_pprof *p, size_t i, size_t j, struct fp_pprof_label *ret);
 int fp_pprof_location_get(const struct fp_pprof *p, uint64_t location_id,
                           struct fp_pprof_location_view *ret);
 /* Sum of sample type i over all samples. */
@@ -98,7 +100,8 @@ int64_t fp_pprof_total(const struct fp_pprof *p, size_t i);
  * Adds every sample of src to dst, re-interning its strings, mappings,
  * functions and locations. Sample types must match (same types and units
  * in the same order; an empty dst takes src's) or -EINVAL. Comments are
- * appended, the time range widens to cover both.
+ * appended, the time range widens to cover both. dst == src is -EINVAL;
+ * after -ENOMEM dst may hold part of src.
  */
 int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src);
 
@@ -110,10 +113,11 @@ int fp_pprof_encode(const struct fp_pprof *p, int gzip, uint8_t **ret_buf, size_
  * Validates everything an outside sender could get wrong: decompressed
  * size over max_size (-EFBIG), not protobuf (-EBADMSG), string indices
  * outside the table, ids that refer to nothing, values count not matching
- * sample types, negative counts, ... On failure *ret_error (when non-NULL)
- * is set to a static or malloc'd-into-buf description: it points into
- * errbuf of errbuf_len bytes.
+ * sample types, negative counts, ... On failure a one-line description
+ * of the first problem found is written into errbuf (errbuf_len bytes,
+ * may be NULL/0). max_size == 0 means FP_PPROF_DEFAULT_MAX_SIZE.
  */
+#define FP_PPROF_DEFAULT_MAX_SIZE ((size_t)64 << 20) /* what max_size == 0 means */
 int fp_pprof_decode(const uint8_t *buf, size_t len, size_t max_size, struct fp_pprof **ret,
                     char *errbuf, size_t errbuf_len);
 
