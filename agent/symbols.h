@@ -17,6 +17,10 @@
  * process) and the kernel's symbols from /proc/kallsyms.
  *
  * Functions that can fail return 0 on success and -errno on failure.
+ *
+ * Threads: a symtab is immutable and its reference count atomic, so
+ * symtabs may be shared and looked up from any thread. The cache itself is
+ * not thread-safe; one thread (the agent's event loop) owns it.
  */
 #pragma once
 
@@ -29,19 +33,50 @@ struct fp_symcache;
 struct fp_symcache *fp_symcache_new(void);
 /* Drops the cache's references; symtabs still held elsewhere stay valid. */
 void fp_symcache_free(struct fp_symcache *c);
+/*
+ * Root of the separate debug files ("/usr/lib/debug" by default): an object
+ * without .symtab also gets the symbols of DIR/.build-id/xx/rest.debug when
+ * that file has the same build ID. NULL disables the lookup. Affects only
+ * objects loaded afterwards. 0 or -ENOMEM.
+ */
+int fp_symcache_set_debug_dir(struct fp_symcache *c, const char *dir);
 
 /*
  * Returns (a new reference to) the symtab of the ELF file at path, loading
  * it on first use. path is opened as given: callers pass
  * /proc/PID/root/<file> so files in other mount namespaces work.
- * -ENOENT/-EACCES when it cannot be opened, -ENOEXEC when it is not ELF.
+ * -ENOENT/-EACCES when it cannot be opened, -ENOEXEC when it is not ELF
+ * (-EISDIR for a directory), -ENOMEM. *ret is untouched on failure.
+ *
+ * Objects are keyed by build ID, so two paths (or two containers) with one
+ * build ID share a symtab and only the first is parsed; the second open
+ * reads nothing but the build ID note. Objects without a build ID are keyed
+ * by device, inode, size and mtime. A repeated get of the same path whose
+ * stat() is unchanged costs one stat() and nothing else.
  */
 int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **ret);
-/* The vdso's symtab (new reference). */
+/*
+ * The vdso's symtab (new reference), parsed once from the agent's own vdso
+ * (AT_SYSINFO_EHDR), which the kernel maps unchanged into every 64-bit
+ * process. Callers pass fp_symtab_offset_to_vaddr the offset of the
+ * address in the image: ip - start of the process's [vdso] mapping (its
+ * pgoff is 0, so this is the usual ip - start + pgoff). Offsets past the
+ * image's PT_LOAD still translate through the first PT_LOAD.
+ */
 int fp_symcache_get_vdso(struct fp_symcache *c, struct fp_symtab **ret);
-/* The kernel's symtab from /proc/kallsyms (new reference); -EACCES when addresses are hidden. */
+/*
+ * The kernel's symtab from /proc/kallsyms (new reference); -EACCES when
+ * addresses are hidden (kptr_restrict, or not privileged). Loaded once and
+ * kept; a failure is not remembered, so callers should not retry per
+ * sample. Callers pass fp_symtab_offset_to_vaddr the absolute kernel
+ * address (it is the identity), and lookups take absolute addresses.
+ */
 int fp_symcache_get_kernel(struct fp_symcache *c, struct fp_symtab **ret);
-/* Number of ELF files parsed so far (cache misses), for tests and status. */
+/*
+ * Number of symtabs built from ELF objects so far (files, their debug
+ * files counting as part of them, and the vdso; not kallsyms), that is the
+ * cache misses, for tests and status.
+ */
 size_t fp_symcache_n_loaded(const struct fp_symcache *c);
 
 struct fp_symtab *fp_symtab_ref(struct fp_symtab *t);
@@ -50,6 +85,21 @@ void fp_symtab_unref(struct fp_symtab *t);
 /* Lower-case hex build ID, "" when the object has none. */
 const char *fp_symtab_build_id(const struct fp_symtab *t);
 size_t fp_symtab_n_symbols(const struct fp_symtab *t);
+/*
+ * Symbol i (0 <= i < fp_symtab_n_symbols, in address order, one name per
+ * address), or NULL past the end; *ret_start (when non-NULL) gets its start.
+ */
+const char *fp_symtab_symbol(const struct fp_symtab *t, size_t i, uint64_t *ret_start);
+
+/*
+ * Reads a kallsyms-format file ("ffffffff81000000 T _stext", optionally
+ * followed by "\t[module]") into a new symtab of its text symbols (t, T,
+ * w, W), named "name" or "name [module]"; each extends to the next symbol
+ * (at most 1 MiB; the last one 4 KiB). Offsets are addresses. -EACCES when
+ * every address is 0, -ENODATA when there is no line, -errno from fopen.
+ * fp_symcache_get_kernel uses it on /proc/kallsyms; tests use it on files.
+ */
+int fp_symtab_from_kallsyms(const char *path, struct fp_symtab **ret);
 
 /*
  * Turns a file offset (address - map start + map pgoff) into an ELF
@@ -57,8 +107,7 @@ size_t fp_symtab_n_symbols(const struct fp_symtab *t);
  * segment does. For the kernel and the vdso, offsets are virtual addresses
  * relative to the image base as documented on each getter.
  */
-int fp_symtab_offset_to_vaddr(const struct fp_symtab *t, uint64_t file_offset,
-                              uint64_t *ret_vaddr);
+int fp_symtab_offset_to_vaddr(const struct fp_symtab *t, uint64_t file_offset, uint64_t *ret_vaddr);
 
 /*
  * Name of the function containing vaddr, or NULL. A symbol with size 0

@@ -1,0 +1,1247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ELF symbol tables and the cache that shares them (see symbols.h).
+ *
+ * Loading a symtab: function symbols (STT_FUNC, STT_GNU_IFUNC) of .symtab
+ * and .dynsym, plus those of /usr/lib/debug/.build-id/xx/rest.debug when
+ * the object has no .symtab, go into a builder; names are copied, because
+ * the ELF is closed once loaded. The builder sorts by address, keeps one
+ * name per address (sized before unsized, global before weak before local,
+ * fewer leading underscores, shorter, then alphabetical, so the choice is
+ * deterministic), gives unsized symbols the room up to the next symbol
+ * (bounded by their section), and then flattens the possibly nested or
+ * overlapping symbols into ranges:
+ *
+ *   ranges[i] = { start, sym }  covers [ranges[i].start, ranges[i + 1].start)
+ *
+ * sorted by strictly increasing start, where sym is the index of the
+ * innermost symbol covering that stretch, or NO_SYM for a gap. The last
+ * range is always a gap, so an address past the last symbol's end resolves
+ * to nothing. Lookup is one binary search over the ranges; a symtab never
+ * changes after loading, so any number of threads may look up at once.
+ *
+ * The cache is not thread-safe; it belongs to the agent's event loop. Its
+ * two maps: by_key (build ID, or "@dev:ino:size:mtime" for objects without
+ * one) owns the symtabs, one per distinct object; by_path remembers which
+ * symtab a path gave last time together with the file's identity, so a
+ * repeated get costs one stat(). by_path is bounded and simply emptied
+ * when full: a miss there only costs reading the build ID note.
+ */
+#include "symbols.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BUILD_ID_MAX       64 /* bytes; a longer (odd) note is treated as no build ID */
+#define KEY_MAX            (2 * BUILD_ID_MAX + 1)
+#define NO_SYM             UINT32_MAX
+#define LAST_IMPLIED_SIZE  4096u      /* room given to a last symbol of unknown size */
+#define KERNEL_MAX_IMPLIED (1u << 20) /* kernel symbols never span more than this */
+#define VDSO_MAX_SIZE      (1u << 20) /* sanity bound on the vdso image */
+#define PATH_MAP_MAX       4096u
+#define DEFAULT_DEBUG_DIR  "/usr/lib/debug"
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+
+static void freep(void *p)
+{
+        free(*(void **)p);
+}
+
+static void closep(int *fd)
+{
+        if (*fd >= 0)
+                close(*fd);
+}
+
+static void elf_endp(Elf **e)
+{
+        if (*e)
+                elf_end(*e);
+}
+
+static void fclosep(FILE **f)
+{
+        if (*f)
+                fclose(*f);
+}
+
+struct sym {
+        uint64_t start;
+        uint32_t name; /* offset into names */
+};
+
+struct range {
+        uint64_t start;
+        uint32_t sym; /* index into syms, or NO_SYM */
+};
+
+struct segment {
+        uint64_t offset, filesz, memsz, vaddr;
+};
+
+struct fp_symtab {
+        unsigned long refs;
+        bool identity;            /* kernel: "offsets" are already addresses */
+        bool first_load_fallback; /* vdso: offsets past every segment use the first PT_LOAD */
+        bool full;                /* has .symtab (or a debug file's): not just .dynsym */
+        char build_id[KEY_MAX];
+        struct sym *syms;
+        size_t n_syms;
+        struct range *ranges;
+        size_t n_ranges;
+        char *names;
+        struct segment *segs;
+        size_t n_segs;
+};
+
+/* ---- builder: symbols as collected, before sorting and flattening ---- */
+
+struct raw_sym {
+        uint64_t start;
+        uint64_t end;     /* exclusive; 0 while the size is unknown */
+        uint64_t sec_end; /* end of the containing section, UINT64_MAX if unknown */
+        size_t name;      /* offset into the builder's arena */
+        unsigned rank;    /* binding: 2 global, 1 weak, 0 local */
+};
+
+struct builder {
+        struct raw_sym *syms;
+        size_t n, cap;
+        char *arena;
+        size_t len, arena_cap;
+};
+
+static void builder_done(struct builder *b)
+{
+        free(b->syms);
+        free(b->arena);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+        size_t n = *cap ? *cap : 64;
+        void *q;
+
+        while (n < need) {
+                if (n > SIZE_MAX / 2)
+                        return -ENOMEM;
+                n *= 2;
+        }
+        if (n > SIZE_MAX / elem)
+                return -ENOMEM;
+        q = realloc(*p, n * elem);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *cap = n;
+        return 0;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/*
+ * Appends one symbol; the name is name[0..len) followed, when mod is
+ * non-NULL, by " [mod]". size 0 means unknown. 0 or -ENOMEM.
+ */
+static int builder_add(struct builder *b, uint64_t start, uint64_t size, uint64_t sec_end,
+                       unsigned rank, const char *name, size_t len, const char *mod, size_t mod_len)
+{
+        size_t need = len + 1 + (mod ? mod_len + 3 : 0);
+        struct raw_sym *s;
+        int r;
+
+        if (need < len || b->len > SIZE_MAX - need)
+                return -ENOMEM;
+        if (b->n == b->cap) {
+                r = grow((void **)&b->syms, &b->cap, b->n + 1, sizeof(*b->syms));
+                if (r < 0)
+                        return r;
+        }
+        if (b->len + need > b->arena_cap) {
+                r = grow((void **)&b->arena, &b->arena_cap, b->len + need, 1);
+                if (r < 0)
+                        return r;
+        }
+        s = &b->syms[b->n++];
+        s->start = start;
+        s->end = size ? add_sat(start, size) : 0;
+        s->sec_end = sec_end;
+        s->name = b->len;
+        s->rank = rank;
+        memcpy(b->arena + b->len, name, len);
+        b->len += len;
+        if (mod) {
+                b->arena[b->len++] = ' ';
+                b->arena[b->len++] = '[';
+                memcpy(b->arena + b->len, mod, mod_len);
+                b->len += mod_len;
+                b->arena[b->len++] = ']';
+        }
+        b->arena[b->len++] = '\0';
+        return 0;
+}
+
+static int cmp_start(const void *x, const void *y)
+{
+        const struct raw_sym *a = x, *b = y;
+
+        return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static size_t leading_underscores(const char *s)
+{
+        size_t n = 0;
+
+        while (s[n] == '_')
+                n++;
+        return n;
+}
+
+/* Whether a should name an address rather than b (both start there). */
+static bool better(const struct builder *b, const struct raw_sym *x, const struct raw_sym *y)
+{
+        const char *nx = b->arena + x->name, *ny = b->arena + y->name;
+        size_t ux, uy, lx, ly;
+
+        if ((x->end != 0) != (y->end != 0))
+                return x->end != 0;
+        if (x->rank != y->rank)
+                return x->rank > y->rank;
+        ux = leading_underscores(nx);
+        uy = leading_underscores(ny);
+        if (ux != uy)
+                return ux < uy;
+        lx = strlen(nx);
+        ly = strlen(ny);
+        if (lx != ly)
+                return lx < ly;
+        return strcmp(nx, ny) < 0;
+}
+
+static void emit(struct range *ranges, size_t *n, uint64_t start, uint32_t sym)
+{
+        ranges[(*n)++] = (struct range){.start = start, .sym = sym};
+}
+
+/*
+ * Turns the collected symbols into t's syms, names and ranges (see the
+ * file comment). An unknown size extends to the next symbol, bounded by
+ * the symbol's section and by mid_cap; the last such symbol gets its
+ * section's end or last_cap. The builder's arrays are reordered. 0 or
+ * -ENOMEM (-E2BIG if the names exceed 4 GiB).
+ */
+static int builder_finish(struct builder *b, struct fp_symtab *t, uint64_t mid_cap,
+                          uint64_t last_cap)
+{
+        _cleanup_(freep) uint32_t *stack = NULL;
+        struct range *ranges = NULL;
+        struct sym *syms = NULL;
+        char *names = NULL;
+        size_t n = 0, nr = 0, sp = 0, total = 0;
+
+        if (b->n)
+                qsort(b->syms, b->n, sizeof(*b->syms), cmp_start);
+
+        /* One entry per address; the group is read before its slot is overwritten. */
+        for (size_t i = 0, j; i < b->n; i = j) {
+                struct raw_sym best = b->syms[i];
+                uint64_t end = best.end, sec_end = best.sec_end;
+
+                for (j = i + 1; j < b->n && b->syms[j].start == best.start; j++) {
+                        if (better(b, &b->syms[j], &best))
+                                best = b->syms[j];
+                        if (b->syms[j].end > end)
+                                end = b->syms[j].end;
+                        if (b->syms[j].sec_end < sec_end)
+                                sec_end = b->syms[j].sec_end;
+                }
+                best.end = end;
+                best.sec_end = sec_end;
+                b->syms[n++] = best;
+        }
+        if (n >= NO_SYM)
+                return -E2BIG;
+
+        for (size_t i = 0; i < n; i++) {
+                struct raw_sym *s = &b->syms[i];
+                bool in_section = s->sec_end != UINT64_MAX && s->sec_end > s->start;
+                uint64_t e;
+
+                if (s->end)
+                        continue;
+                if (i + 1 < n) {
+                        e = b->syms[i + 1].start;
+                        if (e - s->start > mid_cap)
+                                e = s->start + mid_cap;
+                        if (in_section && s->sec_end < e)
+                                e = s->sec_end;
+                } else {
+                        e = in_section ? s->sec_end : add_sat(s->start, last_cap);
+                }
+                if (e <= s->start) /* only when start == UINT64_MAX */
+                        e = s->start;
+                s->end = e;
+        }
+
+        for (size_t i = 0; i < n; i++) {
+                total += strlen(b->arena + b->syms[i].name) + 1;
+                if (total > UINT32_MAX)
+                        return -E2BIG;
+        }
+        syms = calloc(n ? n : 1, sizeof(*syms));
+        names = malloc(total ? total : 1);
+        ranges = calloc(2 * n + 1, sizeof(*ranges));
+        stack = calloc(n ? n : 1, sizeof(*stack));
+        if (!syms || !names || !ranges || !stack) {
+                free(syms);
+                free(names);
+                free(ranges);
+                return -ENOMEM;
+        }
+        total = 0;
+        for (size_t i = 0; i < n; i++) {
+                const char *s = b->arena + b->syms[i].name;
+                size_t l = strlen(s) + 1;
+
+                memcpy(names + total, s, l);
+                syms[i] = (struct sym){.start = b->syms[i].start, .name = (uint32_t)total};
+                total += l;
+        }
+
+        /*
+         * Sweep: the stack holds the symbols open at the current address,
+         * innermost on top, their ends strictly decreasing from the bottom.
+         * Whenever the top one ends before the next symbol starts, the one
+         * beneath it (or a gap) takes over from that end.
+         */
+        for (size_t i = 0; i < n; i++) {
+                const struct raw_sym *s = &b->syms[i];
+
+                while (sp && b->syms[stack[sp - 1]].end <= s->start) {
+                        uint64_t e = b->syms[stack[--sp]].end;
+
+                        if (e < s->start)
+                                emit(ranges, &nr, e, sp ? stack[sp - 1] : NO_SYM);
+                }
+                emit(ranges, &nr, s->start, (uint32_t)i);
+                /* Symbols ending within s are hidden from here on; s wins an overlap. */
+                while (sp && b->syms[stack[sp - 1]].end <= s->end)
+                        sp--;
+                stack[sp++] = (uint32_t)i;
+        }
+        while (sp) {
+                uint64_t e = b->syms[stack[--sp]].end;
+
+                emit(ranges, &nr, e, sp ? stack[sp - 1] : NO_SYM);
+        }
+        if (nr && nr < 2 * n + 1) { /* typically about n + 1: give the rest back */
+                struct range *shrunk = realloc(ranges, nr * sizeof(*ranges));
+
+                if (shrunk)
+                        ranges = shrunk;
+        }
+
+        t->syms = syms;
+        t->n_syms = n;
+        t->names = names;
+        t->ranges = ranges;
+        t->n_ranges = nr;
+        return 0;
+}
+
+/* ---- ELF reading ---- */
+
+static void hex(const unsigned char *p, size_t n, char *out)
+{
+        static const char digits[] = "0123456789abcdef";
+
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = digits[p[i] >> 4];
+                out[2 * i + 1] = digits[p[i] & 15];
+        }
+        out[2 * n] = '\0';
+}
+
+/* Finds an NT_GNU_BUILD_ID note in d; writes its hex to out (KEY_MAX bytes). */
+static bool note_build_id(Elf_Data *d, char *out)
+{
+        size_t off = 0, next, name_off, desc_off;
+        GElf_Nhdr nh;
+
+        if (!d || !d->d_buf)
+                return false;
+        while ((next = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+                const char *p = d->d_buf;
+
+                if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+                    memcmp(p + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+                    nh.n_descsz <= BUILD_ID_MAX) {
+                        hex((const unsigned char *)p + desc_off, nh.n_descsz, out);
+                        return true;
+                }
+                off = next;
+        }
+        return false;
+}
+
+/* The build ID of elf from its PT_NOTE segments, else its SHT_NOTE sections; "" if none. */
+static void read_build_id(Elf *elf, char *out)
+{
+        Elf_Scn *scn = NULL;
+        size_t n = 0;
+
+        out[0] = '\0';
+        if (elf_getphdrnum(elf, &n) == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        GElf_Phdr ph;
+                        Elf_Data *d;
+
+                        if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE ||
+                            ph.p_filesz == 0 || ph.p_offset > INT64_MAX)
+                                continue;
+                        d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
+                                                 ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
+                        if (note_build_id(d, out))
+                                return;
+                }
+        }
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+                        continue;
+                if (note_build_id(elf_getdata(scn, NULL), out))
+                        return;
+        }
+}
+
+static unsigned elf_rank(unsigned char bind)
+{
+        switch (bind) {
+        case STB_GLOBAL:
+        case STB_GNU_UNIQUE:
+                return 2;
+        case STB_WEAK:
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+/*
+ * Adds the function symbols of elf's .symtab and .dynsym sections to b.
+ * *ret_has_symtab tells whether a (non-empty) .symtab exists. Malformed
+ * tables are skipped. 0 or -ENOMEM.
+ */
+static int collect_symbols(Elf *elf, struct builder *b, bool *ret_has_symtab)
+{
+        _cleanup_(freep) uint64_t *sec_end = NULL;
+        bool has_symtab = false;
+        Elf_Scn *scn = NULL;
+        size_t shnum = 0;
+        GElf_Ehdr eh = {0};
+        int r;
+
+        if (!gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &shnum) < 0)
+                shnum = 0;
+        if (shnum) {
+                sec_end = calloc(shnum, sizeof(*sec_end));
+                if (!sec_end)
+                        return -ENOMEM;
+                for (size_t i = 0; i < shnum; i++) {
+                        Elf_Scn *s = elf_getscn(elf, i);
+                        GElf_Shdr sh;
+
+                        sec_end[i] = UINT64_MAX;
+                        if (s && gelf_getshdr(s, &sh) && (sh.sh_flags & SHF_ALLOC))
+                                sec_end[i] = add_sat(sh.sh_addr, sh.sh_size);
+                }
+        }
+
+        while ((scn = elf_nextscn(elf, scn))) {
+                size_t symsz = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+                Elf_Data *d;
+                GElf_Shdr sh;
+
+                if (!gelf_getshdr(scn, &sh) ||
+                    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+                        continue;
+                d = elf_getdata(scn, NULL);
+                if (!d || !symsz)
+                        continue;
+                if (sh.sh_type == SHT_SYMTAB && d->d_size > symsz)
+                        has_symtab = true;
+                for (size_t i = 1; i < d->d_size / symsz; i++) {
+                        GElf_Sym s;
+                        const char *name;
+                        unsigned type;
+                        uint64_t value;
+
+                        if (!gelf_getsym(d, (int)i, &s))
+                                break;
+                        type = GELF_ST_TYPE(s.st_info);
+                        if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+                            s.st_shndx == SHN_UNDEF || s.st_value == 0)
+                                continue;
+                        name = elf_strptr(elf, sh.sh_link, s.st_name);
+                        if (!name || !*name)
+                                continue;
+                        value = s.st_value;
+                        if (eh.e_machine == EM_ARM)
+                                value &= ~(uint64_t)1; /* Thumb bit */
+                        r = builder_add(
+                            b, value, s.st_size,
+                            s.st_shndx < shnum && s.st_shndx < SHN_LORESERVE ? sec_end[s.st_shndx]
+                                                                             : UINT64_MAX,
+                            elf_rank(GELF_ST_BIND(s.st_info)), name, strlen(name), NULL, 0);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        *ret_has_symtab = has_symtab;
+        return 0;
+}
+
+/* Copies elf's PT_LOAD segments into t. 0 or -ENOMEM. */
+/* Whether elf has a non-empty .symtab (more than the exported .dynsym). */
+static bool elf_has_symtab(Elf *elf)
+{
+        Elf_Scn *scn = NULL;
+
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB && sh.sh_size > 0)
+                        return true;
+        }
+        return false;
+}
+
+static int collect_segments(Elf *elf, struct fp_symtab *t)
+{
+        size_t n = 0, k = 0;
+
+        if (elf_getphdrnum(elf, &n) < 0 || n == 0)
+                return 0;
+        t->segs = calloc(n, sizeof(*t->segs));
+        if (!t->segs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                GElf_Phdr ph;
+
+                if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+                        continue;
+                t->segs[k++] = (struct segment){
+                    .offset = ph.p_offset,
+                    .filesz = ph.p_filesz,
+                    .memsz = ph.p_memsz,
+                    .vaddr = ph.p_vaddr,
+                };
+        }
+        t->n_segs = k;
+        return 0;
+}
+
+/* Opens path as an ELF file for reading. On success the caller owns *ret_fd and *ret_elf. */
+static int open_elf(const char *path, int *ret_fd, Elf **ret_elf, struct stat *ret_st)
+{
+        _cleanup_(closep) int fd = -1;
+        struct stat st;
+        Elf *elf;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (!S_ISREG(st.st_mode))
+                return -ENOEXEC;
+        elf = elf_begin(fd, ELF_C_READ, NULL);
+        if (!elf)
+                return -ENOEXEC;
+        if (elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) == ELFCLASSNONE) {
+                elf_end(elf);
+                return -ENOEXEC;
+        }
+        *ret_fd = fd;
+        fd = -1;
+        *ret_elf = elf;
+        if (ret_st)
+                *ret_st = st;
+        return 0;
+}
+
+/*
+ * Adds the symbols of the separate debug file for build_id under
+ * debug_dir, if there is one and it carries the same build ID. Only
+ * -ENOMEM is an error; a missing or unreadable debug file is not. Returns
+ * 1 when the debug file had a .symtab, else 0.
+ */
+static int collect_debug_symbols(const char *debug_dir, const char *build_id, struct builder *b)
+{
+        _cleanup_(freep) char *path = NULL;
+        _cleanup_(closep) int fd = -1;
+        _cleanup_(elf_endp) Elf *elf = NULL;
+        char bid[KEY_MAX];
+        bool has_symtab;
+
+        if (!debug_dir || strlen(build_id) < 3)
+                return 0;
+        if (asprintf(&path, "%s/.build-id/%.2s/%s.debug", debug_dir, build_id, build_id + 2) < 0) {
+                path = NULL;
+                return -ENOMEM;
+        }
+        if (open_elf(path, &fd, &elf, NULL) < 0)
+                return 0;
+        read_build_id(elf, bid);
+        if (strcmp(bid, build_id) != 0)
+                return 0;
+        int r = collect_symbols(elf, b, &has_symtab);
+        return r < 0 ? r : has_symtab;
+}
+
+static struct fp_symtab *symtab_alloc(void)
+{
+        struct fp_symtab *t = calloc(1, sizeof(*t));
+
+        if (t)
+                t->refs = 1;
+        return t;
+}
+
+/*
+ * Builds a symtab from an open ELF whose build ID (possibly "") was already
+ * read. The caller keeps elf; *ret is a new reference.
+ */
+static int load_elf(Elf *elf, const char *build_id, const char *debug_dir, bool vdso,
+                    struct fp_symtab **ret)
+{
+        _cleanup_(builder_done) struct builder b = {0};
+        struct fp_symtab *t;
+        bool has_symtab = false;
+        int r;
+
+        t = symtab_alloc();
+        if (!t)
+                return -ENOMEM;
+        snprintf(t->build_id, sizeof(t->build_id), "%s", build_id);
+        t->first_load_fallback = vdso;
+        r = collect_symbols(elf, &b, &has_symtab);
+        t->full = has_symtab;
+        if (r >= 0 && !has_symtab && *build_id) {
+                r = collect_debug_symbols(debug_dir, build_id, &b);
+                t->full = r > 0;
+        }
+        if (r >= 0)
+                r = collect_segments(elf, t);
+        if (r >= 0)
+                r = builder_finish(&b, t, UINT64_MAX, LAST_IMPLIED_SIZE);
+        if (r < 0) {
+                fp_symtab_unref(t);
+                return r;
+        }
+        *ret = t;
+        return 0;
+}
+
+/* ---- symtab API ---- */
+
+struct fp_symtab *fp_symtab_ref(struct fp_symtab *t)
+{
+        if (t)
+                __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+        return t;
+}
+
+void fp_symtab_unref(struct fp_symtab *t)
+{
+        if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return;
+        free(t->syms);
+        free(t->ranges);
+        free(t->names);
+        free(t->segs);
+        free(t);
+}
+
+const char *fp_symtab_build_id(const struct fp_symtab *t)
+{
+        return t ? t->build_id : "";
+}
+
+size_t fp_symtab_n_symbols(const struct fp_symtab *t)
+{
+        return t ? t->n_syms : 0;
+}
+
+int fp_symtab_offset_to_vaddr(const struct fp_symtab *t, uint64_t file_offset, uint64_t *ret_vaddr)
+{
+        if (!t || !ret_vaddr)
+                return -EINVAL;
+        if (t->identity) {
+                *ret_vaddr = file_offset;
+                return 0;
+        }
+        /* File contents first; the memsz tail (.bss) only when nothing else matches. */
+        for (int pass = 0; pass < 2; pass++) {
+                for (size_t i = 0; i < t->n_segs; i++) {
+                        const struct segment *s = &t->segs[i];
+                        uint64_t len =
+                            pass ? (s->memsz > s->filesz ? s->memsz : s->filesz) : s->filesz;
+
+                        if (file_offset >= s->offset && file_offset - s->offset < len) {
+                                *ret_vaddr = file_offset - s->offset + s->vaddr;
+                                return 0;
+                        }
+                }
+        }
+        if (t->first_load_fallback && t->n_segs && file_offset >= t->segs[0].offset) {
+                *ret_vaddr = file_offset - t->segs[0].offset + t->segs[0].vaddr;
+                return 0;
+        }
+        return -ENOENT;
+}
+
+const char *fp_symtab_lookup(const struct fp_symtab *t, uint64_t vaddr, uint64_t *ret_start)
+{
+        size_t lo = 0, hi;
+        const struct range *r;
+
+        if (!t)
+                return NULL;
+        hi = t->n_ranges;
+        while (lo < hi) { /* first range starting after vaddr */
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (t->ranges[mid].start <= vaddr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo == 0)
+                return NULL;
+        r = &t->ranges[lo - 1];
+        if (r->sym == NO_SYM)
+                return NULL;
+        if (ret_start)
+                *ret_start = t->syms[r->sym].start;
+        return t->names + t->syms[r->sym].name;
+}
+
+const char *fp_symtab_symbol(const struct fp_symtab *t, size_t i, uint64_t *ret_start)
+{
+        if (!t || i >= t->n_syms)
+                return NULL;
+        if (ret_start)
+                *ret_start = t->syms[i].start;
+        return t->names + t->syms[i].name;
+}
+
+/* ---- kernel ---- */
+
+/* The kernel's build ID from /sys/kernel/notes (raw 4-byte aligned notes); "" if unknown. */
+static void kernel_build_id(char *out)
+{
+        _cleanup_(closep) int fd = -1;
+        unsigned char buf[4096];
+        size_t off = 0;
+        ssize_t n;
+
+        out[0] = '\0';
+        fd = open("/sys/kernel/notes", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        n = read(fd, buf, sizeof(buf));
+        while (n > 0 && off + 12 <= (size_t)n) {
+                uint32_t namesz, descsz, type;
+                size_t name_len, desc_len;
+
+                memcpy(&namesz, buf + off, 4);
+                memcpy(&descsz, buf + off + 4, 4);
+                memcpy(&type, buf + off + 8, 4);
+                name_len = ((size_t)namesz + 3) & ~(size_t)3;
+                desc_len = ((size_t)descsz + 3) & ~(size_t)3;
+                if (name_len > (size_t)n || desc_len > (size_t)n ||
+                    off + 12 + name_len + desc_len > (size_t)n)
+                        return;
+                if (type == NT_GNU_BUILD_ID && namesz == 4 &&
+                    memcmp(buf + off + 12, "GNU", 4) == 0 && descsz > 0 && descsz <= BUILD_ID_MAX) {
+                        hex(buf + off + 12 + name_len, descsz, out);
+                        return;
+                }
+                off += 12 + name_len + desc_len;
+        }
+}
+
+static unsigned kallsyms_rank(char type)
+{
+        switch (type) {
+        case 'T':
+                return 2;
+        case 'W':
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+int fp_symtab_from_kallsyms(const char *path, struct fp_symtab **ret)
+{
+        _cleanup_(builder_done) struct builder b = {0};
+        _cleanup_(fclosep) FILE *f = NULL;
+        _cleanup_(freep) char *line = NULL;
+        struct fp_symtab *t;
+        size_t line_cap = 0, n_lines = 0;
+        bool any_address = false;
+        ssize_t len;
+        int r;
+
+        if (!path || !ret)
+                return -EINVAL;
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        while ((len = getline(&line, &line_cap, f)) > 0) {
+                char *p, *name, *mod = NULL, *e;
+                size_t name_len, mod_len = 0;
+                uint64_t addr;
+                char type;
+
+                if (line[len - 1] == '\n')
+                        line[--len] = '\0';
+                errno = 0;
+                addr = strtoull(line, &p, 16);
+                if (errno || p == line || p[0] != ' ' || !p[1] || p[2] != ' ')
+                        continue; /* not "ADDR T NAME[\t[MOD]]" */
+                n_lines++;
+                any_address |= addr != 0;
+                type = p[1];
+                if (type != 't' && type != 'T' && type != 'w' && type != 'W')
+                        continue;
+                name = p + 3;
+                name_len = strcspn(name, "\t ");
+                if (!name_len)
+                        continue;
+                e = name + name_len;
+                e += strspn(e, "\t ");
+                if (*e == '[') {
+                        mod = e + 1;
+                        mod_len = strcspn(mod, "]");
+                        if (!mod_len)
+                                mod = NULL;
+                }
+                r = builder_add(&b, addr, 0, UINT64_MAX, kallsyms_rank(type), name, name_len, mod,
+                                mod_len);
+                if (r < 0)
+                        return r;
+        }
+        if (ferror(f))
+                return -EIO;
+        if (n_lines == 0)
+                return -ENODATA;
+        if (!any_address)
+                return -EACCES;
+
+        t = symtab_alloc();
+        if (!t)
+                return -ENOMEM;
+        t->identity = true;
+        kernel_build_id(t->build_id);
+        r = builder_finish(&b, t, KERNEL_MAX_IMPLIED, LAST_IMPLIED_SIZE);
+        if (r < 0) {
+                fp_symtab_unref(t);
+                return r;
+        }
+        *ret = t;
+        return 0;
+}
+
+/* ---- vdso ---- */
+
+/* Size of the ELF image at base as its headers describe it; 0 when implausible. */
+static size_t vdso_image_size(const unsigned char *base)
+{
+        const ElfW(Ehdr) *eh = (const void *)base;
+        const ElfW(Phdr) * ph;
+        const ElfW(Shdr) * sh;
+        uint64_t size = sizeof(*eh);
+
+        if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phoff >= VDSO_MAX_SIZE ||
+            eh->e_shoff >= VDSO_MAX_SIZE || eh->e_phnum > 1024 || eh->e_shnum > 1024)
+                return 0;
+        if (eh->e_phnum && eh->e_phentsize != sizeof(*ph))
+                return 0;
+        if (eh->e_shnum && eh->e_shentsize != sizeof(*sh))
+                return 0;
+        ph = (const void *)(base + eh->e_phoff);
+        sh = (const void *)(base + eh->e_shoff);
+        if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(*ph) > size)
+                size = eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(*ph);
+        if (eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(*sh) > size)
+                size = eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(*sh);
+        for (unsigned i = 0; i < eh->e_phnum; i++)
+                if (ph[i].p_offset + (uint64_t)ph[i].p_filesz > size)
+                        size = ph[i].p_offset + (uint64_t)ph[i].p_filesz;
+        for (unsigned i = 0; i < eh->e_shnum; i++)
+                if (sh[i].sh_type != SHT_NOBITS && sh[i].sh_offset + (uint64_t)sh[i].sh_size > size)
+                        size = sh[i].sh_offset + (uint64_t)sh[i].sh_size;
+        return size > VDSO_MAX_SIZE ? 0 : (size_t)size;
+}
+
+/* Loads the vdso mapped into this process: a private copy, parsed, then freed. */
+static int load_vdso(struct fp_symtab **ret)
+{
+        _cleanup_(freep) char *copy = NULL;
+        _cleanup_(elf_endp) Elf *elf = NULL;
+        unsigned long base = getauxval(AT_SYSINFO_EHDR);
+        char bid[KEY_MAX];
+        size_t size;
+
+        if (!base)
+                return -ENOENT;
+        size = vdso_image_size((const unsigned char *)base);
+        if (!size)
+                return -ENOEXEC;
+        copy = malloc(size);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, (const void *)base, size);
+        elf = elf_memory(copy, size);
+        if (!elf || elf_kind(elf) != ELF_K_ELF)
+                return -ENOEXEC;
+        read_build_id(elf, bid);
+        return load_elf(elf, bid, NULL, true, ret);
+}
+
+/* ---- the cache ---- */
+
+struct entry {
+        struct entry *next;
+        struct fp_symtab *tab; /* one reference */
+        dev_t dev;             /* by_path only: the file's identity when it was read */
+        ino_t ino;
+        off_t size;
+        struct timespec mtime;
+        char key[];
+};
+
+struct map {
+        struct entry **buckets;
+        size_t n_buckets, n;
+};
+
+struct fp_symcache {
+        struct map by_key;
+        struct map by_path;
+        struct fp_symtab *vdso, *kernel;
+        size_t n_loaded;
+        char *debug_dir;
+};
+
+static uint64_t hash_str(const char *s)
+{
+        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+        return h;
+}
+
+static struct entry **map_slot(const struct map *m, const char *key)
+{
+        struct entry **p;
+
+        if (!m->n_buckets)
+                return NULL;
+        p = &m->buckets[hash_str(key) & (m->n_buckets - 1)];
+        while (*p && strcmp((*p)->key, key) != 0)
+                p = &(*p)->next;
+        return p;
+}
+
+static struct entry *map_find(const struct map *m, const char *key)
+{
+        struct entry **p = map_slot(m, key);
+
+        return p ? *p : NULL;
+}
+
+static void entry_free(struct entry *e)
+{
+        if (e) {
+                fp_symtab_unref(e->tab);
+                free(e);
+        }
+}
+
+static void map_clear(struct map *m)
+{
+        for (size_t i = 0; i < m->n_buckets; i++) {
+                while (m->buckets[i]) {
+                        struct entry *e = m->buckets[i];
+
+                        m->buckets[i] = e->next;
+                        entry_free(e);
+                }
+        }
+        m->n = 0;
+}
+
+/* Removes key's entry, if any, dropping its reference. */
+static void map_remove(struct map *m, const char *key)
+{
+        struct entry **p = map_slot(m, key), *e;
+
+        if (!p || !*p)
+                return;
+        e = *p;
+        *p = e->next;
+        m->n--;
+        entry_free(e);
+}
+
+/* Inserts e (whose key must not be present); the map takes ownership on success. */
+static int map_insert(struct map *m, struct entry *e)
+{
+        struct entry **p;
+
+        if (m->n + 1 > m->n_buckets / 4 * 3) {
+                size_t nb = m->n_buckets ? m->n_buckets * 2 : 64;
+                struct entry **b;
+
+                if (nb > SIZE_MAX / sizeof(*b))
+                        return -ENOMEM;
+                b = calloc(nb, sizeof(*b));
+                if (!b)
+                        return -ENOMEM;
+                for (size_t i = 0; i < m->n_buckets; i++) {
+                        while (m->buckets[i]) {
+                                struct entry *x = m->buckets[i];
+
+                                m->buckets[i] = x->next;
+                                x->next = b[hash_str(x->key) & (nb - 1)];
+                                b[hash_str(x->key) & (nb - 1)] = x;
+                        }
+                }
+                free(m->buckets);
+                m->buckets = b;
+                m->n_buckets = nb;
+        }
+        p = &m->buckets[hash_str(e->key) & (m->n_buckets - 1)];
+        e->next = *p;
+        *p = e;
+        m->n++;
+        return 0;
+}
+
+static struct entry *entry_new(const char *key)
+{
+        size_t len = strlen(key) + 1;
+        struct entry *e;
+
+        if (len > SIZE_MAX - sizeof(*e))
+                return NULL;
+        e = calloc(1, sizeof(*e) + len);
+        if (e)
+                memcpy(e->key, key, len);
+        return e;
+}
+
+struct fp_symcache *fp_symcache_new(void)
+{
+        struct fp_symcache *c;
+
+        if (elf_version(EV_CURRENT) == EV_NONE)
+                return NULL;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return NULL;
+        c->debug_dir = strdup(DEFAULT_DEBUG_DIR);
+        if (!c->debug_dir) {
+                free(c);
+                return NULL;
+        }
+        return c;
+}
+
+void fp_symcache_free(struct fp_symcache *c)
+{
+        if (!c)
+                return;
+        map_clear(&c->by_key);
+        map_clear(&c->by_path);
+        free(c->by_key.buckets);
+        free(c->by_path.buckets);
+        fp_symtab_unref(c->vdso);
+        fp_symtab_unref(c->kernel);
+        free(c->debug_dir);
+        free(c);
+}
+
+int fp_symcache_set_debug_dir(struct fp_symcache *c, const char *dir)
+{
+        char *d = NULL;
+
+        if (!c)
+                return -EINVAL;
+        if (dir) {
+                d = strdup(dir);
+                if (!d)
+                        return -ENOMEM;
+        }
+        free(c->debug_dir);
+        c->debug_dir = d;
+        return 0;
+}
+
+size_t fp_symcache_n_loaded(const struct fp_symcache *c)
+{
+        return c ? c->n_loaded : 0;
+}
+
+static bool same_file(const struct entry *e, const struct stat *st)
+{
+        return e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size &&
+               e->mtime.tv_sec == st->st_mtim.tv_sec && e->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* Remembers that path (the file st describes) gave tab. 0 or -ENOMEM. */
+static int remember_path(struct fp_symcache *c, const char *path, const struct stat *st,
+                         struct fp_symtab *tab)
+{
+        struct entry *e;
+        int r;
+
+        map_remove(&c->by_path, path);
+        if (c->by_path.n >= PATH_MAP_MAX)
+                map_clear(&c->by_path);
+        e = entry_new(path);
+        if (!e)
+                return -ENOMEM;
+        e->dev = st->st_dev;
+        e->ino = st->st_ino;
+        e->size = st->st_size;
+        e->mtime = st->st_mtim;
+        e->tab = fp_symtab_ref(tab);
+        r = map_insert(&c->by_path, e);
+        if (r < 0)
+                entry_free(e);
+        return r;
+}
+
+int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **ret)
+{
+        _cleanup_(closep) int fd = -1;
+        _cleanup_(elf_endp) Elf *elf = NULL;
+        struct fp_symtab *tab;
+        struct entry *e;
+        char key[KEY_MAX + 96];
+        struct stat st;
+        int r;
+
+        if (!c || !path || !ret)
+                return -EINVAL;
+        if (stat(path, &st) < 0)
+                return -errno;
+        e = map_find(&c->by_path, path);
+        if (e && same_file(e, &st)) {
+                *ret = fp_symtab_ref(e->tab);
+                return 0;
+        }
+
+        r = open_elf(path, &fd, &elf, &st);
+        if (r < 0)
+                return r;
+        read_build_id(elf, key);
+        if (!key[0])
+                snprintf(key, sizeof(key), "@%" PRIx64 ":%" PRIu64 ":%" PRId64 ":%" PRId64 ".%09ld",
+                         (uint64_t)st.st_dev, (uint64_t)st.st_ino, (int64_t)st.st_size,
+                         (int64_t)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+
+        e = map_find(&c->by_key, key);
+        if (e && !e->tab->full && elf_has_symtab(elf)) {
+                /*
+                 * A stripped copy was seen first; this file of the same build
+                 * has the full table. Later lookups get the richer one; holders
+                 * of the old reference keep it.
+                 */
+                r = load_elf(elf, key[0] == '@' ? "" : key, c->debug_dir, false, &tab);
+                if (r < 0)
+                        return r;
+                fp_symtab_unref(e->tab);
+                e->tab = tab;
+                c->n_loaded++;
+                map_clear(&c->by_path); /* paths remembered with the old table */
+        } else if (e) {
+                tab = e->tab;
+        } else {
+                r = load_elf(elf, key[0] == '@' ? "" : key, c->debug_dir, false, &tab);
+                if (r < 0)
+                        return r;
+                e = entry_new(key);
+                if (!e) {
+                        fp_symtab_unref(tab);
+                        return -ENOMEM;
+                }
+                e->tab = tab;
+                r = map_insert(&c->by_key, e);
+                if (r < 0) {
+                        entry_free(e);
+                        return r;
+                }
+                c->n_loaded++;
+        }
+        r = remember_path(c, path, &st, tab);
+        if (r < 0)
+                return r;
+        *ret = fp_symtab_ref(tab);
+        return 0;
+}
+
+int fp_symcache_get_vdso(struct fp_symcache *c, struct fp_symtab **ret)
+{
+        int r;
+
+        if (!c || !ret)
+                return -EINVAL;
+        if (!c->vdso) {
+                r = load_vdso(&c->vdso);
+                if (r < 0)
+                        return r;
+                c->n_loaded++;
+        }
+        *ret = fp_symtab_ref(c->vdso);
+        return 0;
+}
+
+int fp_symcache_get_kernel(struct fp_symcache *c, struct fp_symtab **ret)
+{
+        int r;
+
+        if (!c || !ret)
+                return -EINVAL;
+        if (!c->kernel) {
+                r = fp_symtab_from_kallsyms("/proc/kallsyms", &c->kernel);
+                if (r < 0)
+                        return r;
+        }
+        *ret = fp_symtab_ref(c->kernel);
+        return 0;
+}

@@ -1,0 +1,762 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the ELF symbolizer (agent/symbols.c). The test compiles
+ * small programs at run time (cc, objcopy, a hand-written assembly file for
+ * nested and unsized symbols) into a temporary directory and checks the
+ * symtab against other tools: build IDs against `readelf -n`, symbol
+ * addresses against `nm -S`, file offsets against the program headers
+ * parsed here by hand. Then the cache (one parse per build ID, per inode
+ * without one, path revalidation), separate debug files, the vdso (its
+ * .dynsym walked here by hand), kallsyms (a synthetic file, and the real
+ * one when readable), errors, and a real lookup in the running libc.
+ */
+#include "symbols.h"
+#include "fp-test.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static const char prog_c[] =
+    "#include <stdio.h>\n"
+    "__attribute__((noinline)) int fp_test_alpha(int x)\n"
+    "{\n"
+    "        volatile int y = x;\n"
+    "        for (int i = 0; i < 10; i++)\n"
+    "                y += i;\n"
+    "        return y;\n"
+    "}\n"
+    "__attribute__((noinline)) int fp_test_beta(int x)\n"
+    "{\n"
+    "        return fp_test_alpha(x) * 2;\n"
+    "}\n"
+    "static __attribute__((noinline)) int fp_test_local(int x)\n"
+    "{\n"
+    "        return x + 1;\n"
+    "}\n"
+    "int main(int argc, char **argv)\n"
+    "{\n"
+    "        (void)argv;\n"
+    "        printf(\"%d\\n\", fp_test_beta(argc) + fp_test_local(argc));\n"
+    "        return 0;\n"
+    "}\n";
+
+/*
+ * outer [0, 16) holds inner [4, 8); alias_outer names outer's address too;
+ * gap_after [16, 20) is followed by 12 bytes of no symbol; nosize has no
+ * size and so extends to last_sized.
+ */
+static const char nest_s[] = "        .text\n"
+                             "        .globl outer\n"
+                             "        .type outer, @function\n"
+                             "outer:\n"
+                             "        .fill 4, 1, 0x90\n"
+                             "        .globl inner\n"
+                             "        .type inner, @function\n"
+                             "inner:\n"
+                             "        .fill 4, 1, 0x90\n"
+                             "        .size inner, 4\n"
+                             "        .fill 8, 1, 0x90\n"
+                             "        .size outer, 16\n"
+                             "        .globl alias_outer\n"
+                             "        .type alias_outer, @function\n"
+                             "        .set alias_outer, outer\n"
+                             "        .size alias_outer, 16\n"
+                             "        .globl gap_after\n"
+                             "        .type gap_after, @function\n"
+                             "gap_after:\n"
+                             "        .fill 4, 1, 0x90\n"
+                             "        .size gap_after, 4\n"
+                             "        .fill 12, 1, 0x90\n"
+                             "        .globl nosize\n"
+                             "        .type nosize, @function\n"
+                             "nosize:\n"
+                             "        .fill 8, 1, 0x90\n"
+                             "        .globl last_sized\n"
+                             "        .type last_sized, @function\n"
+                             "last_sized:\n"
+                             "        .fill 4, 1, 0x90\n"
+                             "        .size last_sized, 4\n"
+                             "        .section .note.GNU-stack,\"\",@progbits\n";
+
+static const char kallsyms_fake[] = "ffffffff81000000 T _stext\n"
+                                    "ffffffff81000000 T _text\n"
+                                    "ffffffff81000100 t local_fn\n"
+                                    "ffffffff81000200 D some_data\n"
+                                    "ffffffff81000300 W weak_fn\n"
+                                    "ffffffffc0001000 t mod_fn\t[mymod]\n";
+
+static const char kallsyms_hidden[] = "0000000000000000 T _stext\n"
+                                      "0000000000000000 t local_fn\n"
+                                      "0000000000000000 t mod_fn\t[mymod]\n";
+
+static const char *in_dir(const char *name)
+{
+        static char bufs[8][512];
+        static unsigned next;
+        char *b = bufs[next++ % 8];
+
+        snprintf(b, sizeof(bufs[0]), "%s/%s", dir, name);
+        return b;
+}
+
+static bool write_file(const char *path, const char *data)
+{
+        FILE *f = fopen(path, "we");
+        bool ok;
+
+        if (!f)
+                return false;
+        ok = fputs(data, f) >= 0;
+        return fclose(f) == 0 && ok;
+}
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+        char cmd[2048];
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        r = system(cmd);
+        if (r != 0)
+                fprintf(stderr, "command failed (%d): %s\n", r, cmd);
+        return r;
+}
+
+/* Address and size (0 if nm shows none) of symbol name in path, from `nm -S`. */
+static bool nm_lookup(const char *path, const char *name, uint64_t *ret_addr, uint64_t *ret_size)
+{
+        char cmd[600], line[512];
+        bool found = false;
+        FILE *p;
+
+        snprintf(cmd, sizeof(cmd), "nm -S '%s' 2>/dev/null", path);
+        p = popen(cmd, "r");
+        if (!p)
+                return false;
+        while (!found && fgets(line, sizeof(line), p)) {
+                char n[256], type;
+                unsigned long long a, s;
+
+                if (sscanf(line, "%llx %llx %c %255s", &a, &s, &type, n) == 4 &&
+                    strcmp(n, name) == 0) {
+                        *ret_addr = a;
+                        *ret_size = s;
+                        found = true;
+                } else if (sscanf(line, "%llx %c %255s", &a, &type, n) == 3 &&
+                           strcmp(n, name) == 0) {
+                        *ret_addr = a;
+                        *ret_size = 0;
+                        found = true;
+                }
+        }
+        pclose(p);
+        return found;
+}
+
+/* The build ID `readelf -n` prints for path, "" if none; out holds 256 bytes. */
+static void readelf_build_id(const char *path, char *out)
+{
+        char cmd[600], line[512];
+        FILE *p;
+
+        out[0] = '\0';
+        snprintf(cmd, sizeof(cmd), "readelf -n '%s' 2>/dev/null", path);
+        p = popen(cmd, "r");
+        if (!p)
+                return;
+        while (fgets(line, sizeof(line), p)) {
+                char *s = strstr(line, "Build ID: ");
+
+                if (s && sscanf(s + 10, "%255s", out) != 1)
+                        out[0] = '\0';
+        }
+        pclose(p);
+}
+
+/* File offset of vaddr in the 64-bit ELF file at path, from its program headers. */
+static bool file_offset_of(const char *path, uint64_t vaddr, uint64_t *ret)
+{
+        unsigned char buf[65536];
+        Elf64_Ehdr eh;
+        bool found = false;
+        FILE *f = fopen(path, "re");
+        size_t n;
+
+        if (!f)
+                return false;
+        n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+        if (n < sizeof(eh))
+                return false;
+        memcpy(&eh, buf, sizeof(eh));
+        for (unsigned i = 0; i < eh.e_phnum && !found; i++) {
+                Elf64_Phdr ph;
+
+                if (eh.e_phoff + (i + 1) * sizeof(ph) > n)
+                        break;
+                memcpy(&ph, buf + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+                if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr &&
+                    vaddr < ph.p_vaddr + ph.p_filesz) {
+                        *ret = vaddr - ph.p_vaddr + ph.p_offset;
+                        found = true;
+                }
+        }
+        return found;
+}
+
+/* Checks that name resolves in t through its file offset, at start, start+1 and its last byte. */
+static void check_function(struct fp_symtab *t, const char *path, const char *name)
+{
+        uint64_t addr = 0, size = 0, off = 0, vaddr = 0, start = 0;
+
+        FP_CHECK(nm_lookup(path, name, &addr, &size));
+        FP_CHECK(size > 1);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, addr, &start), name);
+        FP_CHECK_EQ_INT(start, addr);
+        start = 0;
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, addr + 1, &start), name);
+        FP_CHECK_EQ_INT(start, addr);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, addr + size - 1, NULL), name);
+        const char *after = fp_symtab_lookup(t, addr + size, NULL);
+        FP_CHECK(!after || strcmp(after, name) != 0);
+
+        FP_CHECK(file_offset_of(path, addr + 1, &off));
+        FP_CHECK_EQ_INT(fp_symtab_offset_to_vaddr(t, off, &vaddr), 0);
+        FP_CHECK_EQ_INT(vaddr, addr + 1);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, vaddr, NULL), name);
+}
+
+static bool build_programs(void)
+{
+        const char *d = dir;
+        char bid[256];
+
+        if (!write_file(in_dir("prog.c"), prog_c) || !write_file(in_dir("nest.s"), nest_s) ||
+            !write_file(in_dir("notelf"), "this is not an ELF file\n") ||
+            !write_file(in_dir("empty"), "") ||
+            !write_file(in_dir("kallsyms-fake"), kallsyms_fake) ||
+            !write_file(in_dir("kallsyms-hidden"), kallsyms_hidden) ||
+            !write_file(in_dir("kallsyms-empty"), ""))
+                return false;
+        if (run("cd '%s' && cc -O0 -g -Wl,--build-id -o prog prog.c && "
+                "cc -O0 -g -no-pie -fno-pie -Wl,--build-id -o prog-exec prog.c && "
+                "cc -O0 -g -Wl,--build-id=none -o prog-nobid prog.c && "
+                "cc -shared -nostdlib -Wl,--build-id -o nest.so nest.s && "
+                "cp prog prog-copy && cp prog prog-swap && cp prog-nobid prog-nobid-copy && "
+                "ln prog-nobid prog-nobid-link && "
+                "objcopy --only-keep-debug prog prog.debug && "
+                "objcopy --strip-all prog prog-stripped",
+                d) != 0)
+                return false;
+        readelf_build_id(in_dir("prog"), bid);
+        if (strlen(bid) < 3)
+                return false;
+        return run("mkdir -p '%s/debug/.build-id/%.2s' && cp '%s/prog.debug' "
+                   "'%s/debug/.build-id/%.2s/%s.debug'",
+                   d, bid, d, d, bid, bid + 2) == 0;
+}
+
+static void test_program(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL, *t2 = NULL;
+        char bid[256];
+        uint64_t first = 0, vaddr = 0;
+
+        FP_CHECK(c != NULL);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &t), 0);
+        if (!t) {
+                fp_symcache_free(c);
+                return;
+        }
+        readelf_build_id(in_dir("prog"), bid);
+        FP_CHECK(strlen(bid) >= 16);
+        FP_CHECK_EQ_STR(fp_symtab_build_id(t), bid);
+        FP_CHECK(fp_symtab_n_symbols(t) >= 4);
+        check_function(t, in_dir("prog"), "fp_test_alpha");
+        check_function(t, in_dir("prog"), "fp_test_beta");
+        check_function(t, in_dir("prog"), "fp_test_local");
+        check_function(t, in_dir("prog"), "main");
+
+        /* Before the first symbol, past everything, and offsets outside every segment. */
+        FP_CHECK(fp_symtab_symbol(t, 0, &first) != NULL);
+        FP_CHECK(first > 0);
+        FP_CHECK(fp_symtab_lookup(t, first - 1, NULL) == NULL);
+        FP_CHECK(fp_symtab_lookup(t, 0, NULL) == NULL);
+        FP_CHECK(fp_symtab_lookup(t, UINT64_MAX, NULL) == NULL);
+        FP_CHECK(fp_symtab_symbol(t, fp_symtab_n_symbols(t), NULL) == NULL);
+        FP_CHECK_EQ_INT(fp_symtab_offset_to_vaddr(t, UINT64_C(1) << 40, &vaddr), -ENOENT);
+
+        /* Symbols come out in strictly increasing address order. */
+        bool sorted = true;
+        for (size_t i = 1; i < fp_symtab_n_symbols(t); i++) {
+                uint64_t a, b;
+
+                fp_symtab_symbol(t, i - 1, &a);
+                fp_symtab_symbol(t, i, &b);
+                sorted &= a < b;
+        }
+        FP_CHECK(sorted);
+
+        /* A non-PIE executable: absolute addresses, which offsets map to as well. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-exec"), &t2), 0);
+        if (t2) {
+                readelf_build_id(in_dir("prog-exec"), bid);
+                FP_CHECK_EQ_STR(fp_symtab_build_id(t2), bid);
+                FP_CHECK(strcmp(fp_symtab_build_id(t2), fp_symtab_build_id(t)) != 0);
+                check_function(t2, in_dir("prog-exec"), "fp_test_alpha");
+                check_function(t2, in_dir("prog-exec"), "fp_test_beta");
+                fp_symtab_unref(t2);
+        }
+
+        /* The symtab outlives the cache. */
+        fp_symcache_free(c);
+        check_function(t, in_dir("prog"), "fp_test_alpha");
+        fp_symtab_unref(t);
+}
+
+static void test_nested(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL;
+        uint64_t outer = 0, inner = 0, gap = 0, nosize = 0, last = 0, size, start = 0;
+
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("nest.so"), &t), 0);
+        FP_CHECK(nm_lookup(in_dir("nest.so"), "outer", &outer, &size));
+        FP_CHECK(nm_lookup(in_dir("nest.so"), "inner", &inner, &size));
+        FP_CHECK(nm_lookup(in_dir("nest.so"), "gap_after", &gap, &size));
+        FP_CHECK(nm_lookup(in_dir("nest.so"), "nosize", &nosize, &size));
+        FP_CHECK(nm_lookup(in_dir("nest.so"), "last_sized", &last, &size));
+        if (!t) {
+                fp_symcache_free(c);
+                return;
+        }
+        FP_CHECK_EQ_INT(inner, outer + 4);
+        /* The alias is deduplicated in favour of the plainer name. */
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, outer, &start), "outer");
+        FP_CHECK_EQ_INT(start, outer);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, outer + 3, NULL), "outer");
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, inner, &start), "inner");
+        FP_CHECK_EQ_INT(start, inner);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, inner + 3, NULL), "inner");
+        /* Past the nested symbol, the enclosing one resumes. */
+        start = 0;
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, inner + 4, &start), "outer");
+        FP_CHECK_EQ_INT(start, outer);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, outer + 15, NULL), "outer");
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, outer + 16, NULL), "gap_after");
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, gap + 3, NULL), "gap_after");
+        /* A sized symbol's end leaves a gap; an unsized one reaches the next. */
+        FP_CHECK(fp_symtab_lookup(t, gap + 4, NULL) == NULL);
+        FP_CHECK(fp_symtab_lookup(t, gap + 15, NULL) == NULL);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, nosize + 7, NULL), "nosize");
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, last + 3, NULL), "last_sized");
+        FP_CHECK(fp_symtab_lookup(t, last + 4, NULL) == NULL);
+        FP_CHECK(fp_symtab_lookup(t, outer - 1, NULL) == NULL);
+        fp_symtab_unref(t);
+        fp_symcache_free(c);
+}
+
+static void test_cache(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *a = NULL, *b = NULL, *x = NULL, *y = NULL, *z = NULL;
+        uint64_t addr = 0, size = 0;
+
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &a), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &b), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
+        FP_CHECK(a && a == b);
+        fp_symtab_unref(b);
+        /* Another path, same build ID: one symtab. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-copy"), &b), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
+        FP_CHECK(a && a == b);
+        fp_symtab_unref(b);
+        b = NULL;
+
+        /* Without a build ID: keyed by inode, so a hard link shares and a copy does not. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid"), &x), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 2);
+        FP_CHECK(x && x != a);
+        if (x) {
+                FP_CHECK_EQ_STR(fp_symtab_build_id(x), "");
+                check_function(x, in_dir("prog-nobid"), "fp_test_alpha");
+        }
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid-link"), &z), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 2);
+        FP_CHECK(x == y && x == z);
+        fp_symtab_unref(y);
+        fp_symtab_unref(z);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid-copy"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 3);
+        FP_CHECK(y && y != x);
+        fp_symtab_unref(y);
+
+        /* A path whose file is replaced is re-read. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-swap"), &y), 0);
+        FP_CHECK(y == a);
+        fp_symtab_unref(y);
+        FP_CHECK_EQ_INT(run("cp '%s/prog-exec' '%s/prog-swap.new' && mv '%s/prog-swap.new' "
+                            "'%s/prog-swap'",
+                            dir, dir, dir, dir),
+                        0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-swap"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 4);
+        FP_CHECK(y && y != a);
+        if (y) {
+                FP_CHECK(nm_lookup(in_dir("prog-exec"), "fp_test_beta", &addr, &size));
+                FP_CHECK_EQ_STR(fp_symtab_lookup(y, addr, NULL), "fp_test_beta");
+                fp_symtab_unref(y);
+        }
+        /* prog-exec itself now costs no parse. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-exec"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 4);
+        fp_symtab_unref(y);
+
+        fp_symtab_unref(a);
+        fp_symtab_unref(x);
+        fp_symcache_free(c);
+}
+
+static void test_debug_file(void)
+{
+        struct fp_symcache *c = fp_symcache_new(), *bare = fp_symcache_new();
+        struct fp_symtab *t = NULL, *s = NULL;
+        uint64_t addr = 0, size = 0;
+        char bid[256];
+
+        readelf_build_id(in_dir("prog"), bid);
+        FP_CHECK(nm_lookup(in_dir("prog"), "fp_test_alpha", &addr, &size));
+
+        /* Stripped, with its debug file: the symbols come back. */
+        FP_CHECK_EQ_INT(fp_symcache_set_debug_dir(c, in_dir("debug")), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-stripped"), &t), 0);
+        if (t) {
+                FP_CHECK_EQ_STR(fp_symtab_build_id(t), bid);
+                check_function(t, in_dir("prog"), "fp_test_alpha");
+                check_function(t, in_dir("prog"), "fp_test_local");
+        }
+
+        /* Stripped, without: only .dynsym, which has none of them. */
+        FP_CHECK_EQ_INT(fp_symcache_set_debug_dir(bare, NULL), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog-stripped"), &s), 0);
+        if (s) {
+                const char *n = fp_symtab_lookup(s, addr, NULL);
+
+                FP_CHECK_EQ_STR(fp_symtab_build_id(s), bid);
+                FP_CHECK(!n || strcmp(n, "fp_test_alpha") != 0);
+                FP_CHECK(fp_symtab_n_symbols(s) < fp_symtab_n_symbols(t));
+        }
+        /*
+         * The unstripped file of the same build, seen after the stripped one:
+         * the cache upgrades to its full table; the old reference stays valid.
+         */
+        struct fp_symtab *full = NULL;
+        size_t loaded = fp_symcache_n_loaded(bare);
+        FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog"), &full), 0);
+        if (full && s) {
+                FP_CHECK_EQ_STR(fp_symtab_build_id(full), bid);
+                check_function(full, in_dir("prog"), "fp_test_local");
+                FP_CHECK(fp_symtab_n_symbols(full) > fp_symtab_n_symbols(s));
+                FP_CHECK_EQ_INT(fp_symcache_n_loaded(bare), loaded + 1);
+                /* Now the stripped path also gets the full table. */
+                struct fp_symtab *again = NULL;
+                FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog-stripped"), &again), 0);
+                FP_CHECK(again == full);
+                fp_symtab_unref(again);
+        }
+        fp_symtab_unref(full);
+        fp_symtab_unref(t);
+        fp_symtab_unref(s);
+        fp_symcache_free(c);
+        fp_symcache_free(bare);
+}
+
+/* Start of the vdso's .dynsym symbol name, walked from the in-memory image by hand. */
+static bool vdso_symbol(const char *name, uint64_t *ret_value, uint64_t *ret_offset)
+{
+        const unsigned char *base = (const void *)getauxval(AT_SYSINFO_EHDR);
+        const ElfW(Ehdr) *eh = (const void *)base;
+        const ElfW(Shdr) * sh;
+        const ElfW(Phdr) * ph;
+
+        if (!base)
+                return false;
+        sh = (const void *)(base + eh->e_shoff);
+        ph = (const void *)(base + eh->e_phoff);
+        for (unsigned i = 0; i < eh->e_shnum; i++) {
+                const ElfW(Sym) *syms = (const void *)(base + sh[i].sh_offset);
+                const char *str;
+
+                if (sh[i].sh_type != SHT_DYNSYM)
+                        continue;
+                str = (const char *)base + sh[sh[i].sh_link].sh_offset;
+                for (size_t k = 0; k < sh[i].sh_size / sizeof(ElfW(Sym)); k++) {
+                        if (strcmp(str + syms[k].st_name, name) != 0)
+                                continue;
+                        *ret_value = syms[k].st_value;
+                        for (unsigned j = 0; j < eh->e_phnum; j++) {
+                                if (ph[j].p_type != PT_LOAD)
+                                        continue;
+                                *ret_offset = syms[k].st_value - ph[j].p_vaddr + ph[j].p_offset;
+                                return true;
+                        }
+                }
+        }
+        return false;
+}
+
+static void test_vdso(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL, *t2 = NULL;
+        uint64_t value = 0, off = 0, vaddr = 0, start = 0;
+        const char *n;
+
+        if (!getauxval(AT_SYSINFO_EHDR)) {
+                printf("# no vdso, skipped\n");
+                fp_symcache_free(c);
+                return;
+        }
+        FP_CHECK_EQ_INT(fp_symcache_get_vdso(c, &t), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get_vdso(c, &t2), 0);
+        FP_CHECK(t && t == t2);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
+        fp_symtab_unref(t2);
+        if (!t) {
+                fp_symcache_free(c);
+                return;
+        }
+        FP_CHECK(fp_symtab_n_symbols(t) > 0);
+        FP_CHECK(vdso_symbol("__vdso_clock_gettime", &value, &off));
+        /* Callers pass ip - start of [vdso], i.e. the offset in the image. */
+        FP_CHECK_EQ_INT(fp_symtab_offset_to_vaddr(t, off + 1, &vaddr), 0);
+        FP_CHECK_EQ_INT(vaddr, value + 1);
+        n = fp_symtab_lookup(t, vaddr, &start);
+        FP_CHECK(n && (strcmp(n, "__vdso_clock_gettime") == 0 || strcmp(n, "clock_gettime") == 0));
+        FP_CHECK_EQ_INT(start, value);
+        printf("# vdso: %zu symbols, build id '%s', __vdso_clock_gettime -> %s\n",
+               fp_symtab_n_symbols(t), fp_symtab_build_id(t), n ? n : "(null)");
+        fp_symtab_unref(t);
+        fp_symcache_free(c);
+}
+
+static void test_kallsyms_file(void)
+{
+        struct fp_symtab *t = NULL;
+        uint64_t start = 0, vaddr = 0;
+
+        FP_CHECK_EQ_INT(fp_symtab_from_kallsyms(in_dir("kallsyms-hidden"), &t), -EACCES);
+        FP_CHECK_EQ_INT(fp_symtab_from_kallsyms(in_dir("kallsyms-empty"), &t), -ENODATA);
+        FP_CHECK_EQ_INT(fp_symtab_from_kallsyms(in_dir("missing"), &t), -ENOENT);
+        FP_CHECK(t == NULL);
+        FP_CHECK_EQ_INT(fp_symtab_from_kallsyms(in_dir("kallsyms-fake"), &t), 0);
+        if (!t)
+                return;
+        FP_CHECK_EQ_INT(fp_symtab_n_symbols(t), 4);
+        FP_CHECK_EQ_INT(fp_symtab_offset_to_vaddr(t, 0xffffffff81000123ull, &vaddr), 0);
+        FP_CHECK_EQ_INT(vaddr, 0xffffffff81000123ull);
+        FP_CHECK(fp_symtab_lookup(t, 0xffffffff80ffffffull, NULL) == NULL);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, 0xffffffff81000050ull, &start), "_text");
+        FP_CHECK_EQ_INT(start, 0xffffffff81000000ull);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, 0xffffffff81000100ull, NULL), "local_fn");
+        /* Data symbols are not functions: local_fn runs up to weak_fn. */
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, 0xffffffff810002ffull, NULL), "local_fn");
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, 0xffffffff81000300ull, NULL), "weak_fn");
+        /* weak_fn would reach the module area; it is capped at 1 MiB. */
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, 0xffffffff810fffffull, NULL), "weak_fn");
+        FP_CHECK(fp_symtab_lookup(t, 0xffffffff81100300ull, NULL) == NULL);
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, 0xffffffffc0001000ull, NULL), "mod_fn [mymod]");
+        FP_CHECK_EQ_STR(fp_symtab_lookup(t, 0xffffffffc0001fffull, NULL), "mod_fn [mymod]");
+        FP_CHECK(fp_symtab_lookup(t, 0xffffffffc0002000ull, NULL) == NULL);
+        fp_symtab_unref(t);
+}
+
+/* A text symbol of /proc/kallsyms whose address no other text symbol shares. */
+static bool unique_kernel_symbol(const char *want, uint64_t *ret_addr)
+{
+        char line[1024], name[512];
+        uint64_t addr = 0;
+        unsigned long long a;
+        size_t same = 0;
+        bool found = false;
+        char type;
+        FILE *f;
+
+        for (int pass = 0; pass < 2; pass++) {
+                f = fopen("/proc/kallsyms", "re");
+                if (!f)
+                        return false;
+                while (fgets(line, sizeof(line), f)) {
+                        if (sscanf(line, "%llx %c %511s", &a, &type, name) != 3 ||
+                            !strchr("tTwW", type))
+                                continue;
+                        if (pass == 0 && !found && type == 'T' && strcmp(name, want) == 0) {
+                                addr = a;
+                                found = true;
+                        } else if (pass == 1 && a == addr) {
+                                same++;
+                        }
+                }
+                fclose(f);
+                if (!found)
+                        return false;
+        }
+        *ret_addr = addr;
+        return same == 1;
+}
+
+static void test_kernel(void)
+{
+        static const char *const candidates[] = {"schedule", "do_sys_open", "vfs_read",
+                                                 "do_nanosleep", "ksys_write"};
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL, *t2 = NULL;
+        uint64_t addr = 0, start = 0;
+        const char *want = NULL;
+        int r;
+
+        r = fp_symcache_get_kernel(c, &t);
+        if (r == -EACCES) {
+                printf("# kallsyms addresses hidden (kptr_restrict), kernel lookup skipped\n");
+                FP_CHECK(t == NULL);
+                fp_symcache_free(c);
+                return;
+        }
+        FP_CHECK_EQ_INT(r, 0);
+        FP_CHECK_EQ_INT(fp_symcache_get_kernel(c, &t2), 0);
+        FP_CHECK(t && t == t2);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 0);
+        fp_symtab_unref(t2);
+        for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]) && !want; i++)
+                if (unique_kernel_symbol(candidates[i], &addr))
+                        want = candidates[i];
+        FP_CHECK(want != NULL);
+        if (t && want) {
+                FP_CHECK_EQ_STR(fp_symtab_lookup(t, addr, &start), want);
+                FP_CHECK_EQ_INT(start, addr);
+                FP_CHECK_EQ_STR(fp_symtab_lookup(t, addr + 1, NULL), want);
+                printf("# kernel: %zu text symbols, build id '%s', %s at %#llx\n",
+                       fp_symtab_n_symbols(t), fp_symtab_build_id(t), want,
+                       (unsigned long long)addr);
+        }
+        fp_symtab_unref(t);
+        fp_symcache_free(c);
+}
+
+static void test_errors(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL;
+
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("notelf"), &t), -ENOEXEC);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("empty"), &t), -ENOEXEC);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog.c"), &t), -ENOEXEC);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing"), &t), -ENOENT);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing/x"), &t), -ENOENT);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, dir, &t), -EISDIR);
+        FP_CHECK(t == NULL);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(NULL, in_dir("prog"), &t), -EINVAL);
+        FP_CHECK(fp_symtab_lookup(NULL, 0x1000, NULL) == NULL);
+        FP_CHECK_EQ_STR(fp_symtab_build_id(NULL), "");
+        fp_symtab_unref(NULL);
+        fp_symcache_free(NULL);
+        fp_symcache_free(c);
+}
+
+/* The running libc, symbolized the way the agent does it: ip - map start + pgoff. */
+static void test_own_libc(void)
+{
+        pid_t (*volatile fn)(void) = getpid;
+        uint64_t ip = (uint64_t)(uintptr_t)fn, vaddr = 0;
+        char line[1024], path[512] = "";
+        unsigned long long start = 0, end, pgoff = 0;
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL;
+        struct timespec t0, t1;
+        const char *n;
+        FILE *f = fopen("/proc/self/maps", "re");
+
+        FP_CHECK(f != NULL);
+        while (f && fgets(line, sizeof(line), f)) {
+                char perms[8];
+                int pos = 0;
+
+                if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &pgoff,
+                           &pos) >= 4 &&
+                    pos > 0 && ip >= start && ip < end) {
+                        snprintf(path, sizeof(path), "%s", line + pos);
+                        path[strcspn(path, "\n")] = '\0';
+                        break;
+                }
+        }
+        if (f)
+                fclose(f);
+        if (!strstr(path, "libc")) {
+                printf("# getpid is not in a mapped libc (%s), skipped\n", path);
+                fp_symcache_free(c);
+                return;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, path, &t), 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (t) {
+                FP_CHECK_EQ_INT(fp_symtab_offset_to_vaddr(t, ip - start + pgoff, &vaddr), 0);
+                n = fp_symtab_lookup(t, vaddr, NULL);
+                FP_CHECK(n && strstr(n, "getpid"));
+                printf("# %s: %zu symbols in %.1f ms, build id '%s', getpid -> %s\n", path,
+                       fp_symtab_n_symbols(t),
+                       (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6,
+                       fp_symtab_build_id(t), n ? n : "(null)");
+                fp_symtab_unref(t);
+        }
+        fp_symcache_free(c);
+}
+
+int main(void)
+{
+        const char *tmp = getenv("TMPDIR");
+        bool built;
+
+        snprintf(dir, sizeof(dir), "%s/fp-test-symbols-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(dir)) {
+                fprintf(stderr, "Failed to create '%s': %s\n", dir, strerror(errno));
+                return 1;
+        }
+        built = build_programs();
+        FP_CHECK(built);
+        if (built) {
+                test_program();
+                test_nested();
+                test_cache();
+                test_debug_file();
+        }
+        test_vdso();
+        test_kallsyms_file();
+        test_kernel();
+        if (built)
+                test_errors();
+        test_own_libc();
+        run("rm -rf '%s'", dir);
+        return FP_TEST_DONE();
+}
