@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: MIT
+#
+# Shared helpers for the integration tests (sourced, not run).
+#
+# A test sources this file, calls fp_init with its time budget, and then
+# uses the helpers.  fp_init makes a private temporary directory ($FP_TMP)
+# and installs an EXIT trap that stops every process the test started
+# (registered with fp_track, which fp_start_agent and fp_start_workload do
+# for you), so a failing or timed-out test leaves nothing behind.  A
+# watchdog ends the test after its budget, so nothing hangs ctest.
+#
+# Environment: FP_BUILD (build tree, default $FP_SRC/build), FP_SRC (source
+# tree, default two levels above this file), GO (default go).
+
+FP_SRC=${FP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+FP_BUILD=${FP_BUILD:-$FP_SRC/build}
+FP_AGENT=$FP_BUILD/agent/fleetprof-agent
+FP_AGENTCTL=$FP_BUILD/agent/agentctl
+FP_TRUTH=$FP_BUILD/tests/truth
+FP_SPIN=$FP_BUILD/tests/spin
+FP_PPROFRAW=$FP_SRC/tests/integration/pprofraw.py
+FP_TMP=
+FP_SOCK=
+FP_AGENT_PID=
+FP_TRACKED=()
+FP_WATCHDOG_PID=
+FP_TEST_NAME=$(basename "${0%.sh}")
+
+fp_log() { printf '%s: %s\n' "$FP_TEST_NAME" "$*"; }
+fp_ok() { printf '%s: ok: %s\n' "$FP_TEST_NAME" "$*"; }
+
+# fp_fail MESSAGE: report the failure (with the agent's log tail) and exit 1.
+fp_fail() {
+  printf '%s: FAIL: %s\n' "$FP_TEST_NAME" "$*" >&2
+  if [[ -n $FP_TMP && -s $FP_TMP/agent.log ]]; then
+    echo "--- last lines of the agent log ---" >&2
+    tail -n 25 "$FP_TMP/agent.log" >&2
+  fi
+  exit 1
+}
+
+# fp_track PID...: stop these processes when the test exits.
+fp_track() { FP_TRACKED+=("$@"); }
+
+# fp_untrack PID: forget PID (it has been reaped; its number may be reused).
+fp_untrack() {
+  local i
+  for i in "${!FP_TRACKED[@]}"; do
+    [[ ${FP_TRACKED[i]} == "$1" ]] && unset 'FP_TRACKED[i]'
+  done
+  FP_TRACKED=("${FP_TRACKED[@]}")
+}
+
+# fp_kill PID: SIGTERM, up to 5 s of grace, then SIGKILL; reaps it (it must
+# be our child) and forgets it.
+fp_kill() {
+  local pid=$1 i
+  fp_untrack "$pid"
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    # A zombie child counts as gone.
+    [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]] && break
+    sleep 0.1
+  done
+  kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] &&
+    kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null || true
+}
+
+fp_cleanup() {
+  local rc=$? i
+  trap - EXIT INT TERM
+  local pids=("${FP_TRACKED[@]}")
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    fp_kill "${pids[i]}"
+  done
+  if [[ -n $FP_WATCHDOG_PID ]]; then
+    kill "$FP_WATCHDOG_PID" 2>/dev/null || true
+    wait "$FP_WATCHDOG_PID" 2>/dev/null || true
+  fi
+  if [[ -n $FP_TMP && -d $FP_TMP ]]; then
+    if [[ $rc -ne 0 && -n ${FP_KEEP_TMP:-} ]]; then
+      echo "kept $FP_TMP" >&2
+    else
+      rm -rf "$FP_TMP"
+    fi
+  fi
+  if [[ $rc -eq 0 ]]; then
+    printf '%s: PASS\n' "$FP_TEST_NAME"
+  else
+    printf '%s: FAILED (exit %d)\n' "$FP_TEST_NAME" "$rc" >&2
+  fi
+  exit "$rc"
+}
+
+# fp_init BUDGET_SECONDS: temp dir, cleanup trap, watchdog, binaries present.
+fp_init() {
+  local budget=${1:-240}
+  FP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/fp-${FP_TEST_NAME}.XXXXXX")
+  chmod 755 "$FP_TMP"
+  FP_SOCK=$FP_TMP/agent.sock
+  trap fp_cleanup EXIT
+  trap 'fp_fail "interrupted"' INT
+  trap 'fp_fail "watchdog: the test took longer than its budget"' TERM
+  # The watchdog signals the test shell, whose TERM trap fails the test;
+  # bash runs that trap only once its foreground command has ended, so the
+  # watchdog also ends the shell's direct children (by pid, found through
+  # /proc/PID/stat), except itself.
+  (
+    sp=
+    trap 'kill $sp 2>/dev/null; exit 0' TERM
+    sleep "$budget" &
+    sp=$!
+    wait $sp
+    kill -TERM $$ 2>/dev/null
+    for st in /proc/[0-9]*/stat; do
+      line=$(<"$st") 2>/dev/null || continue
+      read -r _ ppid _ <<<"${line##*) }" # after "pid (comm) ": state ppid ...
+      cpid=${st#/proc/}
+      cpid=${cpid%/stat}
+      [[ $ppid == "$$" && $cpid != "$BASHPID" ]] && kill -TERM "$cpid" 2>/dev/null
+    done
+    exit 0
+  ) &
+  FP_WATCHDOG_PID=$!
+  local b
+  for b in "$FP_AGENT" "$FP_AGENTCTL" "$FP_TRUTH"; do
+    [[ -x $b ]] || fp_fail "missing binary $b (build first: cmake --build $FP_BUILD)"
+  done
+  [[ $(id -u) -eq 0 ]] || fp_log "warning: not running as root; profiling other processes may be refused"
+}
+
+# fp_timeout SECONDS CMD...: run CMD, killed after SECONDS (exit 124).
+fp_timeout() {
+  local secs=$1
+  shift
+  timeout --kill-after=5 "$secs" "$@"
+}
+
+# fp_wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; 1 if never.
+fp_wait_for() {
+  local secs=$1 deadline
+  shift
+  deadline=$((SECONDS + secs))
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+# fp_agent_supports FLAG: the agent's --help mentions FLAG.
+fp_agent_supports() {
+  fp_timeout 10 "$FP_AGENT" --help 2>&1 | grep -q -- "$1"
+}
+
+# fp_start_agent [ARGS...]: run the agent in the foreground mode on $FP_SOCK,
+# logging to $FP_TMP/agent.log; waits for the socket.  Sets FP_AGENT_PID.
+fp_start_agent() {
+  local args=(--foreground --socket "$FP_SOCK")
+  # Keep the store in the test's directory when the agent has one.
+  if fp_agent_supports --store; then
+    args+=(--store "$FP_TMP/agent.db")
+  fi
+  rm -f "$FP_SOCK" # a socket left by an earlier agent of this test
+  "$FP_AGENT" "${args[@]}" "$@" >"$FP_TMP/agent.log" 2>&1 &
+  FP_AGENT_PID=$!
+  fp_track "$FP_AGENT_PID"
+  if ! fp_wait_for 15 test -S "$FP_SOCK"; then
+    kill -0 "$FP_AGENT_PID" 2>/dev/null || fp_fail "the agent exited at start-up"
+    fp_fail "the agent did not create its socket $FP_SOCK within 15 s"
+  fi
+  kill -0 "$FP_AGENT_PID" 2>/dev/null || fp_fail "the agent exited at start-up"
+  fp_log "agent running, pid $FP_AGENT_PID, socket $FP_SOCK"
+}
+
+# fp_stop_agent: SIGTERM the agent and check that it exits 0 within 10 s.
+fp_stop_agent() {
+  local rc=0 i
+  kill -TERM "$FP_AGENT_PID" 2>/dev/null || fp_fail "the agent (pid $FP_AGENT_PID) was already gone"
+  for ((i = 0; i < 100; i++)); do
+    [[ $(awk '{print $3}' "/proc/$FP_AGENT_PID/stat" 2>/dev/null) =~ ^(Z|)$ ]] && break
+    sleep 0.1
+  done
+  ((i < 100)) || fp_fail "the agent did not exit within 10 s of SIGTERM"
+  wait "$FP_AGENT_PID" || rc=$?
+  fp_untrack "$FP_AGENT_PID"
+  [[ $rc -eq 0 ]] || fp_fail "the agent exited with status $rc after SIGTERM (want 0)"
+  FP_AGENT_PID=
+}
+
+# fp_ctl ARGS...: agentctl against the test's agent, bounded to 30 s.
+fp_ctl() { fp_timeout 30 "$FP_AGENTCTL" --socket "$FP_SOCK" "$@"; }
+
+# fp_status_json: print `agentctl status --json`, validated as JSON.
+fp_status_json() {
+  local out
+  out=$(fp_ctl status --json) || fp_fail "agentctl status --json failed"
+  python3 -c 'import json,sys; json.loads(sys.argv[1])' "$out" 2>/dev/null ||
+    fp_fail "agentctl status --json printed something that is not JSON: $out"
+  printf '%s\n' "$out"
+}
+
+# fp_target_field PID FIELD: that field of PID's entry in status --json,
+# "absent" if PID is not listed, "null" if the field is missing.
+fp_target_field() {
+  fp_status_json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+pid, field = int(sys.argv[1]), sys.argv[2]
+for t in d.get("targets", []):
+    if t.get("pid") == pid:
+        v = t.get(field)
+        print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)
+        break
+else:
+    print("absent")' "$1" "$2"
+}
+
+# fp_perf_fds PID: how many perf_event file descriptors PID holds.
+fp_perf_fds() {
+  local n=0 fd link
+  for fd in /proc/"$1"/fd/*; do
+    link=$(readlink "$fd" 2>/dev/null) || continue
+    [[ $link == "anon_inode:[perf_event]" ]] && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+# fp_proc_state PID: the state letter of PID (R, S, Z...), empty if gone.
+fp_proc_state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true; }
+
+# fp_start_workload NAME OUTFILE READYFILE ARGS...: start a workload
+# ($FP_BUILD/tests/NAME) in the background with --ready READYFILE, wait for
+# READYFILE, and set FP_WL_PID.
+fp_start_workload() {
+  local name=$1 out=$2 ready=$3
+  shift 3
+  "$FP_BUILD/tests/$name" --ready "$ready" "$@" >"$out" 2>"$out.err" &
+  FP_WL_PID=$!
+  fp_track "$FP_WL_PID"
+  fp_wait_for 20 test -e "$ready" || fp_fail "$name did not become ready within 20 s: $(cat "$out.err")"
+  [[ $(head -n1 "$out") == "$FP_WL_PID" ]] || fp_fail "$name printed pid '$(head -n1 "$out")', expected $FP_WL_PID"
+}
+
+# fp_pprof ARGS...: `go tool pprof` in an offline, private environment.
+fp_pprof() {
+  local h=$FP_TMP/gohome
+  mkdir -p "$h/pprof"
+  HOME=$h PPROF_TMPDIR=$h/pprof GOCACHE=$h/gocache GOPROXY=off GOTOOLCHAIN=local GOFLAGS= \
+    fp_timeout 120 "${GO:-go}" tool pprof "$@"
+}
+
+# fp_pprofraw ARGS...: the profile checker (see pprofraw.py).
+fp_pprofraw() { fp_timeout 150 python3 "$FP_PPROFRAW" "$@"; }
+
+# fp_require_go: fail unless `go tool pprof` is usable.
+fp_require_go() {
+  command -v "${GO:-go}" >/dev/null || fp_fail "go is not installed; the profile checks need 'go tool pprof'"
+}

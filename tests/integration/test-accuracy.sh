@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Accuracy: the agent's profile of a workload matches that workload's own
+# measured CPU time.
+#
+# tests/workloads/truth runs three named threads at different duty cycles,
+# each calling leaf functions through two callers, and measures with
+# CLOCK_THREAD_CPUTIME_ID how much CPU every (thread, caller, leaf) call
+# took.  We profile it with the agent at 1 kHz for the whole measured window
+# (the workload waits for a start file until profiling has begun, and holds
+# after writing its truth until we have dumped), dump a pprof, read it with
+# Go's own pprof (`go tool pprof -raw`), and compare, on the same population
+# — samples whose leaf is one of the measured leaves, in the measured
+# threads, against the measured leaf time of those threads — each leaf's
+# share, each thread's share and each caller→leaf pair's share.  Every share
+# must be within 2 percentage points; the number of samples must match the
+# measured CPU time at the requested rate within 10 %, so samples are
+# neither lost nor invented.  The same holds for the cpu/nanoseconds values.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+fp_init 200
+fp_require_go
+
+SECS=${FP_ACCURACY_SECONDS:-6}
+HZ=1000
+fp_start_agent
+
+TRUTH_JSON=$FP_TMP/truth.json
+fp_start_workload truth "$FP_TMP/truth.out" "$FP_TMP/ready" \
+  --seconds "$SECS" --truth "$TRUTH_JSON" --wait-for-start "$FP_TMP/go" --hold
+PID=$FP_WL_PID
+NTASKS=$(ls /proc/"$PID"/task | wc -l)
+fp_log "truth running as pid $PID with $NTASKS threads"
+
+out=$(fp_ctl start "$PID" --freq "$HZ") || fp_fail "agentctl start $PID --freq $HZ failed"
+fp_log "agentctl start: $out"
+[[ $out == "profiling $PID "* ]] || fp_fail "start printed '$out', expected 'profiling $PID (truth) with ...'"
+[[ $out == *"$HZ Hz"* ]] || fp_fail "start output does not mention $HZ Hz: '$out'"
+[[ $out =~ ([0-9]+)\ threads ]] && [[ ${BASH_REMATCH[1]} -eq $NTASKS ]] ||
+  fp_fail "start output should report $NTASKS threads: '$out'"
+[[ $(fp_target_field "$PID" frequency) == "$HZ" ]] || fp_fail "status does not show frequency $HZ"
+[[ $(fp_target_field "$PID" event) == cpu-clock ]] || fp_fail "status does not show event cpu-clock"
+[[ $(fp_target_field "$PID" period) == 1000000 ]] || fp_fail "status does not show period 1000000 ns at $HZ Hz"
+fp_ok "start reported $NTASKS threads at $HZ Hz"
+
+touch "$FP_TMP/go"
+fp_wait_for $((SECS + 30)) test -s "$TRUTH_JSON" || fp_fail "truth did not write $TRUTH_JSON"
+fp_log "truth finished: $(python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+print(", ".join("%s %.3fs (thread %.3fs)" % (n, v["total_ns"] / 1e9, v["thread_cpu_ns"] / 1e9)
+                for n, v in sorted(t["threads"].items())))' "$TRUTH_JSON")"
+
+# The workload is idle now; wait until the agent has read everything.
+prev=-1
+for ((i = 0; i < 40; i++)); do
+  cur=$(fp_target_field "$PID" samples)
+  [[ $cur == "$prev" ]] && break
+  prev=$cur
+  sleep 0.5
+done
+fp_log "status: samples $cur, lost $(fp_target_field "$PID" lost), throttled $(fp_target_field "$PID" throttled)"
+[[ $cur =~ ^[0-9]+$ && $cur -gt 0 ]] || fp_fail "status reports no samples ($cur)"
+[[ $(fp_target_field "$PID" lost) == 0 ]] || fp_log "note: the agent reports lost samples"
+
+PROF=$FP_TMP/profile.pb.gz
+fp_ctl dump "$PID" --format pprof -o "$PROF" || fp_fail "agentctl dump --format pprof -o failed"
+[[ $(head -c2 "$PROF" | od -An -tx1 | tr -d ' ') == 1f8b ]] || fp_fail "the dump is not gzip"
+
+raw=$(fp_pprof -raw -symbolize=none "$PROF" 2>"$FP_TMP/pprof.err") ||
+  fp_fail "go tool pprof -raw rejected the profile: $(cat "$FP_TMP/pprof.err")"
+for f in leaf_hash leaf_sqrt leaf_mem mid_one mid_two worker_main; do
+  grep -q " $f " <<<"$raw" || fp_fail "go tool pprof -raw does not show function $f"
+done
+fp_ok "go tool pprof -raw reads the profile and shows the function names"
+
+echo "--- shares by sample count ---"
+fp_pprofraw accuracy --truth "$TRUTH_JSON" "$PROF" --tolerance 2 --rate-hz "$HZ" \
+  --min-rate-ratio 0.9 --max-rate-ratio 1.1 || fp_fail "sample shares differ from the truth"
+echo "--- shares by cpu/nanoseconds ---"
+fp_pprofraw accuracy --truth "$TRUTH_JSON" "$PROF" --tolerance 2 --value cpu ||
+  fp_fail "cpu/nanoseconds shares differ from the truth"
+fp_ok "leaf, thread and caller→leaf shares within 2 points of the measured truth"
+
+fp_ctl stop "$PID" >/dev/null || fp_fail "agentctl stop $PID failed"
+fp_stop_agent
+fp_ok "agent exited 0 on SIGTERM"
