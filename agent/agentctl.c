@@ -10,6 +10,8 @@
  */
 #include "ctl.h"
 #include "perf.h"
+#include "pprof.h"
+#include "store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_SOCKET "/run/fleetprof/agent.sock"
@@ -36,8 +39,11 @@ static void usage(FILE *f)
                 "        stop sampling PID and forget its samples\n"
                 "  status [--json]\n"
                 "        targets, threads, samples and lost records\n"
-                "  dump [PID] [--event EVENT] [--format pprof|top|folded] [-o FILE]\n"
-                "        the profile so far (pprof: gzip profile.proto for go tool pprof)\n"
+                "  dump [PID] [--since DURATION] [--event EVENT] [--format pprof|top|folded]\n"
+                "       [-o FILE] [--store PATH]\n"
+                "        the profile (pprof: gzip profile.proto for go tool pprof); --since 15m\n"
+                "        limits it to recent buckets (s, m, h, d); --store reads the agent's\n"
+                "        store file directly, also when the agent is not running\n"
                 "\n"
                 "  --socket PATH   the agent's socket (default " DEFAULT_SOCKET ")\n"
                 "  --version       print the version\n");
@@ -200,6 +206,101 @@ static int transact(const char *socket_path, const struct request *q, const char
         return 0;
 }
 
+/* "90", "90s", "15m", "2h", "1d" -> seconds; -EINVAL otherwise. */
+static int parse_duration(const char *s, uint64_t *ret)
+{
+        char *end;
+        if (!*s || *s == '-' || *s == '+')
+                return -EINVAL;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        uint64_t mult = 1;
+        if (errno || end == s)
+                return -EINVAL;
+        if (*end == 'm')
+                mult = 60;
+        else if (*end == 'h')
+                mult = 3600;
+        else if (*end == 'd')
+                mult = 86400;
+        else if (*end != 's' && *end)
+                return -EINVAL;
+        if (*end && end[1])
+                return -EINVAL;
+        if (v == 0 || v > UINT32_MAX / mult)
+                return -EINVAL;
+        *ret = v * mult;
+        return 0;
+}
+
+/*
+ * dump --store PATH: reads the store file directly, without the agent.
+ * Returns the exit status.
+ */
+static int dump_from_store(const char *path, pid_t pid, const char *event, uint64_t since_s,
+                           const char *format, const char *out_path)
+{
+        struct fp_store *st = NULL;
+        struct fp_pprof *p = NULL;
+        struct fp_store_filter f = {.pid = pid, .event = event};
+        char err[256] = "";
+        FILE *out = stdout;
+        int r, status = 1;
+
+        if (since_s) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                f.since_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec -
+                             (int64_t)since_s * 1000000000LL;
+        }
+        r = fp_store_open_readonly(path, &st, err, sizeof(err));
+        if (r < 0)
+                return fail(1, "cannot read the store '%s': %s", path, err);
+        p = fp_pprof_new();
+        if (!p) {
+                fp_store_close(st);
+                return fail(1, "out of memory");
+        }
+        r = fp_store_query_pprof(st, &f, p);
+        if (r < 0) {
+                fail(1, "cannot read the store '%s': %s", path, fp_store_errmsg(st));
+                goto out;
+        }
+        if (r == 0) {
+                fail(1, "no samples in '%s'%s", path, pid ? " for that process" : "");
+                goto out;
+        }
+        fp_pprof_add_comment(p, "read from the store file by agentctl");
+        if (out_path && !(out = fopen(out_path, "we"))) {
+                fail(1, "cannot write '%s': %s", out_path, strerror(errno));
+                goto out;
+        }
+        if (strcmp(format, "pprof") == 0) {
+                uint8_t *buf;
+                size_t len;
+                r = fp_pprof_encode(p, 1, &buf, &len);
+                if (r == 0) {
+                        if (fwrite(buf, 1, len, out) != len)
+                                r = -EIO;
+                        free(buf);
+                }
+        } else if (strcmp(format, "top") == 0) {
+                r = fp_pprof_write_top(p, 1, 0, out);
+        } else {
+                r = fp_pprof_write_folded(p, 0, out);
+        }
+        if (out != stdout && fclose(out) != 0 && r == 0)
+                r = -errno;
+        if (r < 0)
+                fail(1, "cannot write the profile: %s", strerror(-r));
+        else
+                status = 0;
+out:
+        fp_pprof_free(p);
+        fp_store_close(st);
+        return status;
+}
+
 static int check_event_list(const char *list)
 {
         struct fp_perf_event ev;
@@ -258,6 +359,8 @@ int main(int argc, char **argv)
         bool want_pid = strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0;
         bool may_pid = want_pid || strcmp(cmd, "dump") == 0;
         bool have_pid = false, have_freq = false, have_period = false;
+        const char *store_path = NULL, *format = "pprof", *event = NULL, *pid_arg = NULL;
+        uint64_t since_s = 0;
 
         for (; i < argc; i++) {
                 const char *a = argv[i];
@@ -271,12 +374,14 @@ int main(int argc, char **argv)
                         }
                         ADD("pid", a);
                         have_pid = true;
+                        pid_arg = a;
                 } else if ((is_start || is_dump) && strcmp(a, "--event") == 0 && v) {
                         if ((st = check_event_list(v))) {
                                 free(q);
                                 return st;
                         }
                         ADD("event", v);
+                        event = v;
                         i++;
                 } else if (is_start && strcmp(a, "--freq") == 0 && v) {
                         if (!is_number(v, FP_PERF_MAX_FREQ)) {
@@ -305,6 +410,19 @@ int main(int argc, char **argv)
                                 return fail(2, "unknown format '%s': pprof, top or folded", v);
                         }
                         ADD("format", v);
+                        format = v;
+                        i++;
+                } else if (is_dump && strcmp(a, "--since") == 0 && v) {
+                        char secs[32];
+                        if (parse_duration(v, &since_s) < 0) {
+                                free(q);
+                                return fail(2, "invalid --since '%s': like 90s, 15m, 2h or 1d", v);
+                        }
+                        snprintf(secs, sizeof(secs), "%llu", (unsigned long long)since_s);
+                        ADD("since", secs);
+                        i++;
+                } else if (is_dump && strcmp(a, "--store") == 0 && v) {
+                        store_path = v;
                         i++;
                 } else if (is_dump && strcmp(a, "-o") == 0 && v) {
                         out_path = v;
@@ -324,6 +442,11 @@ int main(int argc, char **argv)
         if (have_freq && have_period) {
                 free(q);
                 return fail(2, "--freq and --period exclude each other");
+        }
+        if (store_path) {
+                free(q);
+                return dump_from_store(store_path, pid_arg ? (pid_t)atoi(pid_arg) : 0, event,
+                                       since_s, format, out_path);
         }
         st = transact(socket_path, q, out_path);
         free(q);

@@ -21,17 +21,23 @@
 #include <unistd.h>
 
 #define DEFAULT_SOCKET "/run/fleetprof/agent.sock"
+#define DEFAULT_STORE  "/var/lib/fleetprof/agent.db"
 
 static void usage(FILE *f)
 {
-        fprintf(f, "Usage: fleetprof-agent [--foreground] [--socket PATH]\n"
+        fprintf(f, "Usage: fleetprof-agent [--foreground] [--socket PATH] [--store PATH]\n"
+                   "                       [--bucket SECS] [--store-max-mb N]\n"
                    "\n"
                    "The fleetprof profiling agent. Control it with agentctl.\n"
                    "\n"
-                   "  --foreground   stay in the foreground and log to stderr\n"
-                   "  --socket PATH  control socket (default " DEFAULT_SOCKET ")\n"
-                   "  --version      print the version and exit\n"
-                   "  --help         this text\n");
+                   "  --foreground      stay in the foreground and log to stderr\n"
+                   "  --socket PATH     control socket (default " DEFAULT_SOCKET ")\n"
+                   "  --store PATH      the on-disk ring of buckets (default " DEFAULT_STORE ");\n"
+                   "                    'none' keeps samples in memory only\n"
+                   "  --bucket SECS     length of a time bucket, 1 to 3600 (default 10)\n"
+                   "  --store-max-mb N  byte budget of the store, file and log (default 256)\n"
+                   "  --version         print the version and exit\n"
+                   "  --help            this text\n");
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -51,7 +57,20 @@ static void raise_limit(int resource)
         }
 }
 
-/* Creates the directory holding the socket (one level) when missing. */
+static int parse_ulong(const char *s, unsigned long lo, unsigned long hi, unsigned long *ret)
+{
+        char *end;
+        if (!*s || *s == '-')
+                return -EINVAL;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno || *end || v < lo || v > hi)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* Creates the directory holding the socket or the store (one level) when missing. */
 static int ensure_parent_dir(const char *path)
 {
         char *dir = strdup(path);
@@ -75,12 +94,19 @@ int main(int argc, char **argv)
         static const struct option opts[] = {
                 {"foreground", no_argument, NULL, 'f'},
                 {"socket", required_argument, NULL, 's'},
+                {"store", required_argument, NULL, 'S'},
+                {"bucket", required_argument, NULL, 'b'},
+                {"store-max-mb", required_argument, NULL, 'm'},
                 {"version", no_argument, NULL, 'V'},
                 {"help", no_argument, NULL, 'h'},
                 {0},
         };
-        const char *socket_path = DEFAULT_SOCKET;
+        struct fp_server_options opt = {.socket_path = DEFAULT_SOCKET,
+                                        .store_path = DEFAULT_STORE,
+                                        .store_max_bytes = 256ULL << 20,
+                                        .bucket_seconds = 10};
         bool foreground = false;
+        unsigned long v;
         struct fp_server *server = NULL;
         struct event_base *base;
         struct event *sigterm, *sigint;
@@ -94,7 +120,24 @@ int main(int argc, char **argv)
                         foreground = true;
                         break;
                 case 's':
-                        socket_path = optarg;
+                        opt.socket_path = optarg;
+                        break;
+                case 'S':
+                        opt.store_path = strcmp(optarg, "none") == 0 ? NULL : optarg;
+                        break;
+                case 'b':
+                        if (parse_ulong(optarg, 1, 3600, &v) < 0) {
+                                fprintf(stderr, "fleetprof-agent: invalid --bucket '%s': 1 to 3600 seconds\n", optarg);
+                                return 2;
+                        }
+                        opt.bucket_seconds = (unsigned)v;
+                        break;
+                case 'm':
+                        if (parse_ulong(optarg, 1, 1024 * 1024, &v) < 0) {
+                                fprintf(stderr, "fleetprof-agent: invalid --store-max-mb '%s': 1 to 1048576\n", optarg);
+                                return 2;
+                        }
+                        opt.store_max_bytes = (uint64_t)v << 20;
                         break;
                 case 'V':
                         printf("fleetprof-agent %s\n", FP_VERSION);
@@ -118,12 +161,15 @@ int main(int argc, char **argv)
         raise_limit(RLIMIT_NOFILE);
         raise_limit(RLIMIT_MEMLOCK);
 
-        r = ensure_parent_dir(socket_path);
+        r = ensure_parent_dir(opt.socket_path);
         if (r < 0) {
                 fprintf(stderr, "fleetprof-agent: Failed to create the directory of '%s': %s\n",
-                        socket_path, strerror(-r));
+                        opt.socket_path, strerror(-r));
                 return 1;
         }
+        if (opt.store_path && (r = ensure_parent_dir(opt.store_path)) < 0)
+                fprintf(stderr, "fleetprof-agent: Failed to create the directory of '%s': %s\n",
+                        opt.store_path, strerror(-r)); /* the store reports it again; not fatal */
         if (!foreground && daemon(0, 0) < 0) {
                 fprintf(stderr, "fleetprof-agent: Failed to daemonize: %s\n", strerror(errno));
                 return 1;
@@ -134,7 +180,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "fleetprof-agent: Failed to create the event loop\n");
                 return 1;
         }
-        r = fp_server_new(base, socket_path, &server, err, sizeof(err));
+        r = fp_server_new(base, &opt, &server, err, sizeof(err));
         if (r < 0) {
                 fprintf(stderr, "fleetprof-agent: %s\n", err);
                 event_base_free(base);
@@ -147,8 +193,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "fleetprof-agent: Failed to install signal handlers\n");
                 return 1;
         }
-        fprintf(stderr, "fleetprof-agent %s: listening on %s (pid %d)\n", FP_VERSION, socket_path,
-                (int)getpid());
+        fprintf(stderr, "fleetprof-agent %s: listening on %s (pid %d), store %s\n", FP_VERSION,
+                opt.socket_path, (int)getpid(), opt.store_path ? opt.store_path : "none");
 
         event_base_dispatch(base);
 

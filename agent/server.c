@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's control server; see server.h.
+ * The agent's control server; see server.h. This file holds the socket
+ * and its clients, the targets' life cycle and the buckets; commands.c
+ * holds what each command does.
  *
  * Each accepted connection is a bufferevent that collects one framed
  * request (ctl.h), runs it on the loop thread, queues the framed response
- * and frees itself once the response has been written.
+ * and frees itself once the response has been written. A dump is answered
+ * later, when the writer thread has added the store's part: the client
+ * waits (and, should it hang up meanwhile, is freed when the answer comes).
  */
-#include "server.h"
-#include "ctl.h"
-#include "perf.h"
+#include "server-internal.h"
 #include "pprof.h"
+#include "store.h"
 #include "symbols.h"
-#include "target.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -21,55 +23,23 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-struct agent_target {
-        struct fp_target *t;
-        uid_t owner;
-};
+#define MAX_QUEUE_BYTES (256u << 20) /* closed buckets waiting for the disk */
 
-struct fp_server {
-        struct event_base *base;
-        struct fp_symcache *cache;
-        struct evconnlistener *listener;
-        char *socket_path;
-        struct agent_target *targets;
-        size_t n_targets, cap_targets;
-        uint64_t start_ns;
-};
-
-struct client {
-        struct fp_server *server;
-        struct bufferevent *bev;
-        struct ucred cred;
-        bool answered;
-};
-
-/* A response being built: status line and body. */
-struct reply {
-        char *status; /* NULL means ok */
-        char *body;
-        size_t body_len;
-        FILE *out; /* open_memstream on body */
-};
-
-static uint64_t now_ns(clockid_t clk)
+uint64_t fp_now_ns(int clk)
 {
         struct timespec ts;
         clock_gettime(clk, &ts);
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static void reply_error(struct reply *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reply_error(struct reply *r, const char *fmt, ...)
+void reply_error(struct reply *r, const char *fmt, ...)
 {
         va_list ap;
         free(r->status);
@@ -82,21 +52,7 @@ static void reply_error(struct reply *r, const char *fmt, ...)
                 r->status = strdup("out of memory");
 }
 
-static struct agent_target *find_target(struct fp_server *s, pid_t pid)
-{
-        for (size_t i = 0; i < s->n_targets; i++)
-                if (fp_target_pid(s->targets[i].t) == pid)
-                        return &s->targets[i];
-        return NULL;
-}
-
-static bool may_see(const struct client *c, const struct agent_target *at)
-{
-        return c->cred.uid == 0 || c->cred.uid == at->owner;
-}
-
-/* Parses a positive decimal number no larger than max; -EINVAL otherwise. */
-static int parse_u64(const char *s, uint64_t max, uint64_t *ret)
+int parse_u64(const char *s, uint64_t max, uint64_t *ret)
 {
         char *end;
         if (!s || !*s || *s == '-' || *s == '+')
@@ -109,7 +65,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *ret)
         return 0;
 }
 
-static int parse_pid(const char *s, pid_t *ret)
+int parse_pid(const char *s, pid_t *ret)
 {
         uint64_t v;
         int r = parse_u64(s, INT_MAX, &v);
@@ -118,7 +74,7 @@ static int parse_pid(const char *s, pid_t *ret)
         return r;
 }
 
-static int proc_owner(pid_t pid, uid_t *ret)
+int proc_owner(pid_t pid, uid_t *ret)
 {
         char path[64];
         struct stat st;
@@ -129,366 +85,280 @@ static int proc_owner(pid_t pid, uid_t *ret)
         return 0;
 }
 
-static void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_request *q,
-                      struct reply *r)
+void config_finish(struct fp_perf_config *cfg)
 {
-        struct fp_perf_config cfg = {0};
-        const char *pid_s = fp_ctl_request_get(q, "pid");
-        const char *ev = fp_ctl_request_get(q, "event");
-        const char *freq = fp_ctl_request_get(q, "freq");
-        const char *period = fp_ctl_request_get(q, "period");
-        const char *kernel = fp_ctl_request_get(q, "kernel");
+        uint64_t hz = cfg->freq;
+        if (!hz)
+                hz = fp_perf_event_is_clock(&cfg->event) && cfg->period
+                             ? 1000000000ULL / cfg->period
+                             : 1000;
+        cfg->count_kernel = true;
+        cfg->ring_pages = fp_perf_ring_pages_for(hz);
+}
+
+int parse_config_string(const char *s, struct fp_perf_config *cfg)
+{
+        char ev[FP_PERF_EVENT_NAME_MAX];
+        unsigned long long freq, period;
+        int kernel;
+        struct fp_perf_config c = {0};
+
+        if (sscanf(s, "event=%31s freq=%llu period=%llu kernel=%d", ev, &freq, &period, &kernel) !=
+            4)
+                return -EINVAL;
+        if (fp_perf_event_parse(ev, &c.event) < 0 || (freq == 0) == (period == 0) ||
+            freq > FP_PERF_MAX_FREQ)
+                return -EINVAL;
+        c.freq = freq;
+        c.period = period;
+        c.kernel_frames = kernel != 0;
+        config_finish(&c);
+        *cfg = c;
+        return 0;
+}
+
+struct agent_target *server_find_target(struct fp_server *s, pid_t pid)
+{
+        for (size_t i = 0; i < s->n_targets; i++)
+                if (fp_target_pid(s->targets[i].t) == pid)
+                        return &s->targets[i];
+        return NULL;
+}
+
+bool server_may_see(const struct client *c, const struct agent_target *at)
+{
+        return c->cred.uid == 0 || c->cred.uid == at->owner;
+}
+
+int server_start_target(struct fp_server *s, pid_t pid, const struct fp_perf_config *cfg,
+                        uid_t owner, struct fp_target **ret, char *err, size_t err_len)
+{
         struct fp_target *t;
-        uid_t owner = 0;
-        pid_t pid = 0;
-        char err[512];
+        int r;
 
-        if (parse_pid(pid_s, &pid) < 0)
-                return reply_error(r, "invalid PID '%s'", pid_s ? pid_s : "");
-        if (fp_perf_event_parse(ev ? ev : "cpu-clock", &cfg.event) < 0)
-                return reply_error(r, "unknown event '%s'", ev);
-        if (freq && period)
-                return reply_error(r, "--freq and --period exclude each other");
-        if (period) {
-                if (parse_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
-                        return reply_error(r, "invalid period '%s': a positive number of %s",
-                                           period,
-                                           fp_perf_event_is_clock(&cfg.event) ? "nanoseconds"
-                                                                               : "events");
-        } else {
-                uint64_t hz = 99;
-                if (freq && parse_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
-                        return reply_error(r, "invalid frequency '%s': 1 to %d Hz", freq,
-                                           FP_PERF_MAX_FREQ);
-                /* Clocks count nanoseconds: a fixed period gives exact time weights. */
-                if (fp_perf_event_is_clock(&cfg.event))
-                        cfg.period = 1000000000ULL / hz;
-                else
-                        cfg.freq = hz;
-        }
-        cfg.kernel_frames = kernel && strcmp(kernel, "1") == 0;
-        cfg.count_kernel = true;
-        cfg.ring_pages = fp_perf_ring_pages_for(
-                cfg.freq ? cfg.freq
-                         : (fp_perf_event_is_clock(&cfg.event) ? 1000000000ULL / cfg.period : 1000));
-
-        if (proc_owner(pid, &owner) < 0)
-                return reply_error(r, "no such process: %d", (int)pid);
-        if (c->cred.uid != 0 && c->cred.uid != owner)
-                return reply_error(r, "permission denied: process %d belongs to another user",
-                                   (int)pid);
-        struct agent_target *old = find_target(s, pid);
-        if (old) {
-                struct fp_target_stats st;
-                fp_target_stats(old->t, &st);
-                if (st.state == FP_TARGET_RUNNING)
-                        return reply_error(r, "process %d is already being profiled", (int)pid);
-                if (!may_see(c, old))
-                        return reply_error(r, "permission denied: process %d", (int)pid);
-                /* An exited target under a reused PID: the new process replaces it. */
-                fp_target_free(old->t);
-                *old = s->targets[--s->n_targets];
-        }
         if (s->n_targets == s->cap_targets) {
                 size_t cap = s->cap_targets ? s->cap_targets * 2 : 8;
                 void *p = realloc(s->targets, cap * sizeof(*s->targets));
-                if (!p)
-                        return reply_error(r, "out of memory");
+                if (!p) {
+                        snprintf(err, err_len, "out of memory");
+                        return -ENOMEM;
+                }
                 s->targets = p;
                 s->cap_targets = cap;
         }
-        int e = fp_target_start(s->base, s->cache, pid, &cfg, &t, err, sizeof(err));
-        if (e < 0)
-                return reply_error(r, "cannot profile %d: %s", (int)pid, err);
+        r = fp_target_start(s->base, s->cache, pid, cfg, &t, err, err_len);
+        if (r < 0)
+                return r;
         s->targets[s->n_targets++] = (struct agent_target){.t = t, .owner = owner};
-
-        struct fp_target_stats st;
-        fp_target_stats(t, &st);
-        fprintf(r->out, "profiling %d (%s) with %s at ", (int)pid, fp_target_comm(t),
-                cfg.event.name);
-        if (cfg.freq)
-                fprintf(r->out, "%" PRIu64 " Hz", cfg.freq);
-        else if (fp_perf_event_is_clock(&cfg.event))
-                fprintf(r->out, "%" PRIu64 " Hz (every %" PRIu64 " ns)",
-                        (uint64_t)(1000000000ULL / cfg.period), cfg.period);
-        else
-                fprintf(r->out, "every %" PRIu64 " events", cfg.period);
-        fprintf(r->out, ", %u thread%s%s\n", st.threads_live, st.threads_live == 1 ? "" : "s",
-                st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)"
-                                   : "");
+        *ret = t;
+        return 0;
 }
 
-static void cmd_stop(struct fp_server *s, struct client *c, const struct fp_ctl_request *q,
-                     struct reply *r)
-{
-        const char *pid_s = fp_ctl_request_get(q, "pid");
-        pid_t pid = 0;
+/* ---- buckets ---- */
 
-        if (parse_pid(pid_s, &pid) < 0)
-                return reply_error(r, "invalid PID '%s'", pid_s ? pid_s : "");
-        struct agent_target *at = find_target(s, pid);
-        if (!at)
-                return reply_error(r, "process %d is not being profiled", (int)pid);
-        if (!may_see(c, at))
-                return reply_error(r, "permission denied: process %d belongs to another user",
-                                   (int)pid);
-        struct fp_target_stats st;
-        fp_target_drain(at->t);
-        fp_target_stats(at->t, &st);
-        fprintf(r->out, "stopped %d (%s): %" PRIu64 " samples, %" PRIu64 " lost\n", (int)pid,
-                fp_target_comm(at->t), st.samples, st.lost);
+/* Which target of the agent each target index of a batch was. */
+struct batch_ctx {
+        size_t n;
+        struct {
+                pid_t pid;
+                uint64_t starttime;
+                uint32_t idx;
+        } t[];
+};
+
+/* Charges the samples of a batch that could not be stored to its targets' next buckets. */
+static void charge_batch(struct fp_server *s, struct batch_ctx *ctx, struct fp_store_batch *b,
+                         const char *reason)
+{
+        for (size_t i = 0; i < ctx->n; i++) {
+                struct agent_target *at = server_find_target(s, ctx->t[i].pid);
+                uint64_t n = fp_store_batch_target_count(b, ctx->t[i].idx);
+                if (at && fp_target_starttime(at->t) == ctx->t[i].starttime && n)
+                        fp_target_charge_drop(at->t, reason, n);
+        }
+        s->buckets_failed++;
+}
+
+/*
+ * Closes the open bucket of one target (only != NULL, written with the
+ * given active flag) or of all (each active while it runs) into one batch
+ * for the writer. Without a store the samples stay in memory.
+ */
+static void close_buckets(struct fp_server *s, struct agent_target *only, bool active)
+{
+        int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
+        struct fp_store_batch *b;
+        struct batch_ctx *ctx;
+        size_t n = only ? 1 : s->n_targets;
+
+        if (!s->writer || n == 0)
+                return;
+        b = fp_store_batch_new(s->bucket_start_ns, now > s->bucket_start_ns ? now - s->bucket_start_ns : 1);
+        ctx = calloc(1, sizeof(*ctx) + n * sizeof(ctx->t[0]));
+        if (!b || !ctx) {
+                fp_store_batch_free(b);
+                free(ctx);
+                fprintf(stderr, "fleetprof-agent: Failed to close a bucket: out of memory\n");
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct agent_target *at = only ? only : &s->targets[i];
+                struct fp_target_stats st;
+                fp_target_stats(at->t, &st);
+                if (at->final_written)
+                        continue;
+                bool running = st.state == FP_TARGET_RUNNING;
+                int r = fp_target_fill_batch(at->t, b, only ? active : running);
+                if (r < 0) {
+                        fprintf(stderr, "fleetprof-agent: Failed to close the bucket of %d: %s\n",
+                                (int)fp_target_pid(at->t), strerror(-r));
+                        continue;
+                }
+                ctx->t[ctx->n].pid = fp_target_pid(at->t);
+                ctx->t[ctx->n].starttime = fp_target_starttime(at->t);
+                ctx->t[ctx->n].idx = (uint32_t)r;
+                ctx->n++;
+                if (!running)
+                        at->final_written = true;
+        }
+        if (!only)
+                s->bucket_start_ns = now;
+        if (ctx->n == 0) {
+                fp_store_batch_free(b);
+                free(ctx);
+                return;
+        }
+        int r = fp_writer_submit_batch(s->writer, b, ctx);
+        if (r < 0) {
+                charge_batch(s, ctx, b, "queue_full");
+                fp_store_batch_free(b);
+                free(ctx);
+        }
+}
+
+/* Seconds to the next multiple of the bucket length on the wall clock. */
+static void arm_bucket_timer(struct fp_server *s)
+{
+        uint64_t len = (uint64_t)s->opt.bucket_seconds * 1000000000ULL;
+        uint64_t now = fp_now_ns(CLOCK_REALTIME);
+        uint64_t next = (now / len + 1) * len;
+        struct timeval tv = {.tv_sec = (time_t)((next - now) / 1000000000ULL),
+                             .tv_usec = (suseconds_t)((next - now) % 1000000000ULL / 1000)};
+        event_add(s->ev_bucket, &tv);
+}
+
+static void on_bucket(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_server *s = arg;
+        (void)fd;
+        (void)what;
+        close_buckets(s, NULL, true);
+        arm_bucket_timer(s);
+}
+
+static void client_free(struct client *c);
+
+static void on_writer_done(void *userdata, const struct fp_writer_result *r)
+{
+        struct fp_server *s = userdata;
+
+        if (r->kind == FP_WRITER_QUERY) {
+                struct client *c = r->cookie;
+                c->waiting = false;
+                if (r->error < 0 && r->error != -ENODEV)
+                        reply_error(&c->reply, "cannot read the store: %s", r->message);
+                else if (r->error == -ENODEV)
+                        fp_pprof_add_comment(r->pprof, "the store is unavailable: only the open "
+                                                        "bucket is included");
+                if (!c->gone && !c->reply.status)
+                        dump_finish(c, r->pprof);
+                fp_pprof_free(r->pprof);
+                if (c->gone) {
+                        client_free(c);
+                } else {
+                        send_reply(c);
+                }
+                return;
+        }
+
+        struct batch_ctx *ctx = r->cookie;
+        if (r->message[0] && r->error == 0)
+                fprintf(stderr, "fleetprof-agent: %s\n", r->message); /* store moved aside */
+        if (r->error < 0) {
+                if (strcmp(s->store_error, r->message) != 0)
+                        fprintf(stderr, "fleetprof-agent: Failed to write a bucket to '%s': %s\n",
+                                s->opt.store_path, r->message);
+                snprintf(s->store_error, sizeof(s->store_error), "%s", r->message);
+                charge_batch(s, ctx, r->batch, "store_write_failed");
+        } else {
+                s->store_error[0] = 0;
+                s->buckets_closed++;
+        }
+        if (r->have_stats) {
+                s->have_stats = true;
+                s->stats = r->stats;
+        }
+        if (r->have_stats) {
+                /* Replace the drop totals snapshot (n_drops may be 0). */
+                struct fp_writer_drop *copy = NULL;
+                if (r->n_drops && (copy = malloc(r->n_drops * sizeof(*copy))))
+                        memcpy(copy, r->drops, r->n_drops * sizeof(*copy));
+                if (copy || !r->n_drops) {
+                        free(s->drops);
+                        s->drops = copy;
+                        s->n_drops = r->n_drops;
+                }
+        }
+        fp_store_batch_free(r->batch);
+        free(ctx);
+}
+
+void server_stop_target(struct fp_server *s, struct agent_target *at)
+{
+        close_buckets(s, at, false);
         fp_target_free(at->t);
         *at = s->targets[--s->n_targets];
 }
 
-static const char *state_name(enum fp_target_state st)
+int server_submit_dump(struct fp_server *s, struct client *c, const struct fp_store_filter *f,
+                       struct fp_pprof *p)
 {
-        return st == FP_TARGET_RUNNING ? "running" : "exited";
+        if (!s->writer)
+                return -ENODEV;
+        int r = fp_writer_submit_query(s->writer, f, p, c);
+        if (r == 0)
+                c->waiting = true;
+        return r;
 }
 
-/* Writes s as a JSON string literal. */
-static void json_str(FILE *f, const char *s)
+/* ---- clients ---- */
+
+static void client_unlink(struct client *c)
 {
-        fputc('"', f);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-                if (*p == '"' || *p == '\\')
-                        fprintf(f, "\\%c", *p);
-                else if (*p < 0x20)
-                        fprintf(f, "\\u%04x", *p);
-                else
-                        fputc(*p, f);
-        }
-        fputc('"', f);
-}
-
-static uint64_t rate_hz(const struct fp_perf_config *cfg)
-{
-        if (cfg->freq)
-                return cfg->freq;
-        return fp_perf_event_is_clock(&cfg->event) ? 1000000000ULL / cfg->period : 0;
-}
-
-static void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_request *q,
-                       struct reply *r)
-{
-        const char *json = fp_ctl_request_get(q, "json");
-        uint64_t up = (now_ns(CLOCK_MONOTONIC) - s->start_ns) / 1000000000ULL;
-        size_t visible = 0;
-
-        for (size_t i = 0; i < s->n_targets; i++) {
-                if (!may_see(c, &s->targets[i]))
-                        continue;
-                visible++;
-                fp_target_drain(s->targets[i].t); /* counts up to this moment */
-        }
-
-        if (json && strcmp(json, "1") == 0) {
-                bool first = true;
-                fprintf(r->out,
-                        "{\"agent_pid\":%d,\"version\":\"%s\",\"uptime_seconds\":%" PRIu64
-                        ",\"symbol_files_loaded\":%zu,\"targets\":[",
-                        (int)getpid(), FP_VERSION, up, fp_symcache_n_loaded(s->cache));
-                for (size_t i = 0; i < s->n_targets; i++) {
-                        struct fp_target *t = s->targets[i].t;
-                        const struct fp_perf_config *cfg = fp_target_config(t);
-                        struct fp_target_stats st;
-                        if (!may_see(c, &s->targets[i]))
-                                continue;
-                        fp_target_stats(t, &st);
-                        fprintf(r->out, "%s{\"pid\":%d,\"comm\":", first ? "" : ",",
-                                (int)fp_target_pid(t));
-                        json_str(r->out, fp_target_comm(t));
-                        fprintf(r->out, ",\"exe\":");
-                        json_str(r->out, fp_target_exe(t));
-                        fprintf(r->out,
-                                ",\"event\":\"%s\",\"frequency\":%" PRIu64 ",\"period\":%" PRIu64
-                                ",\"state\":\"%s\",\"threads\":%u,\"threads_seen\":%u"
-                                ",\"samples\":%" PRIu64 ",\"value\":%" PRIu64
-                                ",\"lost\":%" PRIu64 ",\"throttled\":%" PRIu64
-                                ",\"unwind_empty\":%" PRIu64 ",\"attach_failed\":%" PRIu64
-                                ",\"unresolved_frames\":%" PRIu64 ",\"dropped_nomem\":%" PRIu64
-                                ",\"kernel_excluded\":%s}",
-                                cfg->event.name, rate_hz(cfg), cfg->period, state_name(st.state),
-                                st.threads_live, st.threads_seen, st.samples, st.value, st.lost,
-                                st.throttled, st.unwind_empty, st.attach_failed, st.unresolved,
-                                st.dropped_nomem, st.kernel_excluded ? "true" : "false");
-                        first = false;
-                }
-                fprintf(r->out, "]}\n");
-                return;
-        }
-
-        fprintf(r->out, "fleetprof-agent %s, pid %d, up %" PRIu64 "s, %zu target%s\n",
-                FP_VERSION, (int)getpid(), up, visible, visible == 1 ? "" : "s");
-        if (!visible)
-                return;
-        fprintf(r->out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT",
-                "RATE", "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED");
-        for (size_t i = 0; i < s->n_targets; i++) {
-                struct fp_target *t = s->targets[i].t;
-                const struct fp_perf_config *cfg = fp_target_config(t);
-                struct fp_target_stats st;
-                char rate[32];
-                if (!may_see(c, &s->targets[i]))
-                        continue;
-                fp_target_stats(t, &st);
-                if (rate_hz(cfg))
-                        snprintf(rate, sizeof(rate), "%" PRIu64 "Hz", rate_hz(cfg));
-                else
-                        snprintf(rate, sizeof(rate), "1/%" PRIu64, cfg->period);
-                fprintf(r->out, "%-8d %-16s %-12s %8s %-8s %8u %10" PRIu64 " %8" PRIu64
-                                " %9" PRIu64 "\n",
-                        (int)fp_target_pid(t), fp_target_comm(t), cfg->event.name, rate,
-                        state_name(st.state), st.threads_live, st.samples, st.lost,
-                        st.throttled);
-        }
-}
-
-/* Adds the comments and accounting of one target to a dump. */
-static void dump_comments(struct fp_pprof *p, struct fp_target *t)
-{
-        const struct fp_perf_config *cfg = fp_target_config(t);
-        struct fp_target_stats st;
-        char line[1024];
-
-        fp_target_stats(t, &st);
-        snprintf(line, sizeof(line), "target %d (%s) %s: %s, %s", (int)fp_target_pid(t),
-                 fp_target_comm(t), fp_target_exe(t), cfg->event.name, state_name(st.state));
-        fp_pprof_add_comment(p, line);
-        snprintf(line, sizeof(line),
-                 "pid %d: samples %" PRIu64 ", lost records %" PRIu64 ", throttle events %" PRIu64
-                 ", samples without callchain %" PRIu64 ", threads seen %u, threads not attached %" PRIu64,
-                 (int)fp_target_pid(t), st.samples, st.lost, st.throttled, st.unwind_empty,
-                 st.threads_seen, st.attach_failed);
-        fp_pprof_add_comment(p, line);
-        if (st.kernel_excluded) {
-                snprintf(line, sizeof(line),
-                         "pid %d: kernel-mode samples were not permitted: user time only",
-                         (int)fp_target_pid(t));
-                fp_pprof_add_comment(p, line);
-        }
-}
-
-static void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request *q,
-                     struct reply *r)
-{
-        const char *pid_s = fp_ctl_request_get(q, "pid");
-        const char *format = fp_ctl_request_get(q, "format");
-        const char *event = fp_ctl_request_get(q, "event");
-        struct fp_pprof *p = NULL;
-        struct fp_target *first = NULL;
-        size_t n_selected = 0, n_skipped = 0;
-        uint64_t t_start = UINT64_MAX;
-        const char *types[2] = {NULL, NULL}, *units[2] = {NULL, NULL};
-        pid_t pid = 0;
-        int e;
-
-        if (!format)
-                format = "pprof";
-        if (strcmp(format, "pprof") != 0 && strcmp(format, "top") != 0 &&
-            strcmp(format, "folded") != 0)
-                return reply_error(r, "unknown format '%s': pprof, top or folded", format);
-        if (pid_s && parse_pid(pid_s, &pid) < 0)
-                return reply_error(r, "invalid PID '%s'", pid_s);
-        if (pid) {
-                struct agent_target *at = find_target(s, pid);
-                if (!at)
-                        return reply_error(r, "process %d is not being profiled", (int)pid);
-                if (!may_see(c, at))
-                        return reply_error(r,
-                                           "permission denied: process %d belongs to another user",
-                                           (int)pid);
-        }
-        if (event) {
-                struct fp_perf_event ev;
-                if (fp_perf_event_parse(event, &ev) < 0)
-                        return reply_error(r, "unknown event '%s'", event);
-        }
-
-        p = fp_pprof_new();
-        if (!p)
-                return reply_error(r, "out of memory");
-        for (size_t i = 0; i < s->n_targets; i++) {
-                struct fp_target *t = s->targets[i].t;
-                const char *ty[2], *un[2];
-                if ((pid && fp_target_pid(t) != pid) || !may_see(c, &s->targets[i]))
-                        continue;
-                if (event && strcmp(fp_target_config(t)->event.name, event) != 0)
-                        continue;
-                fp_target_sample_types(t, ty, un);
-                if (!first) {
-                        first = t;
-                        types[0] = ty[0], types[1] = ty[1], units[0] = un[0], units[1] = un[1];
-                        fp_pprof_add_sample_type(p, ty[0], un[0]);
-                        fp_pprof_add_sample_type(p, ty[1], un[1]);
-                        fp_pprof_set_default_sample_type(p, ty[1]);
-                } else if (strcmp(ty[1], types[1]) != 0 || strcmp(un[1], units[1]) != 0) {
-                        n_skipped++; /* a profile holds one set of sample types */
-                        continue;
-                }
-                fp_target_drain(t);
-                e = fp_target_to_pprof(t, p, pid == 0);
-                if (e < 0) {
-                        reply_error(r, "cannot build the profile: %s", strerror(-e));
-                        goto out;
-                }
-                dump_comments(p, t);
-                struct fp_target_stats st;
-                fp_target_stats(t, &st);
-                if (st.start_ns < t_start)
-                        t_start = st.start_ns;
-                n_selected++;
-        }
-        if (!first) {
-                if (pid)
-                        reply_error(r, "process %d is not profiled with event %s", (int)pid,
-                                    event);
-                else
-                        reply_error(r, "no profiled process%s%s", event ? " with event " : "",
-                                    event ? event : "");
-                goto out;
-        }
-        {
-                const struct fp_perf_config *cfg = fp_target_config(first);
-                char line[256];
-                fp_pprof_set_period(p, types[1], units[1],
-                                    (int64_t)(cfg->freq ? 1 : cfg->period));
-                fp_pprof_set_time(p, (int64_t)t_start,
-                                  (int64_t)(now_ns(CLOCK_REALTIME) - t_start));
-                snprintf(line, sizeof(line), "fleetprof-agent %s: %zu process%s", FP_VERSION,
-                         n_selected, n_selected == 1 ? "" : "es");
-                fp_pprof_add_comment(p, line);
-                if (n_skipped) {
-                        snprintf(line, sizeof(line),
-                                 "%zu process%s with other sample types left out: use --event",
-                                 n_skipped, n_skipped == 1 ? "" : "es");
-                        fp_pprof_add_comment(p, line);
-                }
-        }
-        if (strcmp(format, "pprof") == 0) {
-                uint8_t *buf;
-                size_t len;
-                e = fp_pprof_encode(p, 1, &buf, &len);
-                if (e < 0) {
-                        reply_error(r, "cannot encode the profile: %s", strerror(-e));
-                        goto out;
-                }
-                fwrite(buf, 1, len, r->out);
-                free(buf);
-        } else if (strcmp(format, "top") == 0) {
-                e = fp_pprof_write_top(p, 1, 0, r->out);
-        } else {
-                e = fp_pprof_write_folded(p, 0, r->out);
-        }
-        if (e < 0)
-                reply_error(r, "cannot write the profile: %s", strerror(-e));
-out:
-        fp_pprof_free(p);
+        struct fp_server *s = c->server;
+        if (c->prev)
+                c->prev->next = c->next;
+        else if (s->clients == c)
+                s->clients = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->next = c->prev = NULL;
 }
 
 static void client_free(struct client *c)
 {
-        bufferevent_free(c->bev);
+        if (c->bev)
+                bufferevent_free(c->bev);
+        c->bev = NULL;
+        client_unlink(c);
+        if (c->waiting) {
+                c->gone = true; /* the writer's answer frees it */
+                return;
+        }
+        if (c->reply.out)
+                fclose(c->reply.out);
+        free(c->reply.body);
+        free(c->reply.status);
         free(c);
 }
 
@@ -502,13 +372,13 @@ static void on_client_write(struct bufferevent *bev, void *arg)
 static void on_client_event(struct bufferevent *bev, short what, void *arg)
 {
         (void)bev;
-        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
                 client_free(arg);
 }
 
-/* Frames and queues the reply, then frees it. */
-static void send_reply(struct client *c, struct reply *r)
+void send_reply(struct client *c)
 {
+        struct reply *r = &c->reply;
         struct evbuffer *out = bufferevent_get_output(c->bev);
         char *status = NULL;
         uint8_t len[4];
@@ -539,6 +409,7 @@ static void send_reply(struct client *c, struct reply *r)
         free(status);
         free(r->status);
         free(r->body);
+        *r = (struct reply){0};
         c->answered = true;
         bufferevent_disable(c->bev, EV_READ);
 }
@@ -547,32 +418,26 @@ static void handle_request(struct client *c, const uint8_t *payload, size_t len)
 {
         struct fp_server *s = c->server;
         struct fp_ctl_request q;
-        struct reply r = {0};
 
-        r.out = open_memstream(&r.body, &r.body_len);
-        if (!r.out) {
-                bufferevent_free(c->bev);
-                free(c);
-                return;
-        }
         if (fp_ctl_request_parse(payload, len, &q) < 0) {
-                reply_error(&r, "malformed request");
-                send_reply(c, &r);
+                reply_error(&c->reply, "malformed request");
+                send_reply(c);
                 return;
         }
         const char *cmd = fp_ctl_request_get(&q, "cmd");
         if (strcmp(cmd, "start") == 0)
-                cmd_start(s, c, &q, &r);
+                cmd_start(s, c, &q);
         else if (strcmp(cmd, "stop") == 0)
-                cmd_stop(s, c, &q, &r);
+                cmd_stop(s, c, &q);
         else if (strcmp(cmd, "status") == 0)
-                cmd_status(s, c, &q, &r);
+                cmd_status(s, c, &q);
         else if (strcmp(cmd, "dump") == 0)
-                cmd_dump(s, c, &q, &r);
+                cmd_dump(s, c, &q);
         else
-                reply_error(&r, "unknown command '%s'", cmd);
+                reply_error(&c->reply, "unknown command '%s'", cmd);
         fp_ctl_request_done(&q);
-        send_reply(c, &r);
+        if (!c->waiting)
+                send_reply(c);
 }
 
 static void on_client_read(struct bufferevent *bev, void *arg)
@@ -581,19 +446,13 @@ static void on_client_read(struct bufferevent *bev, void *arg)
         struct evbuffer *in = bufferevent_get_input(bev);
         uint8_t hdr[4];
 
-        if (c->answered || evbuffer_get_length(in) < sizeof(hdr))
+        if (c->answered || c->waiting || evbuffer_get_length(in) < sizeof(hdr))
                 return;
         evbuffer_copyout(in, hdr, sizeof(hdr));
         uint32_t len = fp_ctl_get_length(hdr);
         if (len > FP_CTL_MAX_REQUEST) {
-                struct reply r = {0};
-                r.out = open_memstream(&r.body, &r.body_len);
-                if (!r.out) {
-                        client_free(c);
-                        return;
-                }
-                reply_error(&r, "request too large");
-                send_reply(c, &r);
+                reply_error(&c->reply, "request too large");
+                send_reply(c);
                 return;
         }
         if (evbuffer_get_length(in) < sizeof(hdr) + len)
@@ -603,6 +462,7 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                 client_free(c);
                 return;
         }
+        bufferevent_disable(bev, EV_READ);
         handle_request(c, payload + sizeof(hdr), len);
 }
 
@@ -611,7 +471,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
         struct fp_server *s = arg;
         struct client *c = calloc(1, sizeof(*c));
-        socklen_t cl = sizeof(c ? c->cred : (struct ucred){0});
+        socklen_t cl = sizeof(struct ucred);
         (void)l;
         (void)addr;
         (void)socklen;
@@ -620,7 +480,11 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 close(fd);
                 return;
         }
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &cl) < 0) {
+        c->reply.out = open_memstream(&c->reply.body, &c->reply.body_len);
+        if (!c->reply.out || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &cl) < 0) {
+                if (c->reply.out)
+                        fclose(c->reply.out);
+                free(c->reply.body);
                 close(fd);
                 free(c);
                 return;
@@ -628,15 +492,23 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->server = s;
         c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
         if (!c->bev) {
+                fclose(c->reply.out);
+                free(c->reply.body);
                 close(fd);
                 free(c);
                 return;
         }
+        c->next = s->clients;
+        if (s->clients)
+                s->clients->prev = c;
+        s->clients = c;
         bufferevent_setcb(c->bev, on_client_read, on_client_write, on_client_event, c);
         struct timeval tv = {.tv_sec = 30};
         bufferevent_set_timeouts(c->bev, &tv, NULL);
         bufferevent_enable(c->bev, EV_READ);
 }
+
+/* ---- life cycle ---- */
 
 /* Whether an agent answers on path. */
 static bool socket_alive(const struct sockaddr_un *sa)
@@ -650,22 +522,80 @@ static bool socket_alive(const struct sockaddr_un *sa)
         return alive;
 }
 
-int fp_server_new(struct event_base *base, const char *socket_path, struct fp_server **ret,
-                  char *err, size_t err_len)
+static int resume_one(void *userdata, const struct fp_store_target_info *ti)
+{
+        struct fp_server *s = userdata;
+        struct fp_perf_config cfg;
+        struct fp_target *t;
+        char err[256];
+        uid_t owner = 0;
+
+        if (!ti->active || server_find_target(s, ti->pid))
+                return 0;
+        if (fp_proc_stat(ti->pid, NULL) != ti->starttime || proc_owner(ti->pid, &owner) < 0)
+                return 0; /* that process is gone (or the pid is another's now) */
+        if (parse_config_string(ti->config, &cfg) < 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to resume %d: unreadable config '%s'\n",
+                        (int)ti->pid, ti->config);
+                return 0;
+        }
+        if (server_start_target(s, ti->pid, &cfg, owner, &t, err, sizeof(err)) < 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to resume %d: %s\n", (int)ti->pid, err);
+                return 0;
+        }
+        fprintf(stderr, "fleetprof-agent: resumed profiling %d (%s) with %s\n", (int)ti->pid,
+                fp_target_comm(t), cfg.event.name);
+        return 0;
+}
+
+/* Opens the store, resumes its targets, and starts the writer. Never fatal. */
+static void open_store(struct fp_server *s)
+{
+        struct fp_store *store = NULL;
+        char err[256] = "";
+        int r;
+
+        if (!s->opt.store_path)
+                return;
+        r = fp_store_open(s->opt.store_path, s->opt.store_max_bytes, &store, err, sizeof(err));
+        if (r == FP_STORE_RECOVERED)
+                fprintf(stderr, "fleetprof-agent: %s\n", err);
+        if (r < 0) {
+                fprintf(stderr,
+                        "fleetprof-agent: Failed to open the store '%s': %s (sampling goes on; "
+                        "buckets are counted as lost until it can be opened)\n",
+                        s->opt.store_path, err);
+                snprintf(s->store_error, sizeof(s->store_error), "%s", err);
+                store = NULL;
+        } else {
+                (void)fp_store_list_targets(store, NULL, resume_one, s);
+        }
+        r = fp_writer_new(s->base, store, s->opt.store_path, s->opt.store_max_bytes,
+                          MAX_QUEUE_BYTES, on_writer_done, s, &s->writer);
+        if (r < 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to start the store writer: %s\n",
+                        strerror(-r));
+                fp_store_close(store);
+        }
+}
+
+int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
+                  struct fp_server **ret, char *err, size_t err_len)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         struct fp_server *s;
 
-        if (strlen(socket_path) >= sizeof(sa.sun_path)) {
-                snprintf(err, err_len, "socket path too long: %s", socket_path);
+        if (strlen(opt->socket_path) >= sizeof(sa.sun_path)) {
+                snprintf(err, err_len, "socket path too long: %s", opt->socket_path);
                 return -ENAMETOOLONG;
         }
-        strcpy(sa.sun_path, socket_path);
+        strcpy(sa.sun_path, opt->socket_path);
         if (socket_alive(&sa)) {
-                snprintf(err, err_len, "another agent is already listening on %s", socket_path);
+                snprintf(err, err_len, "another agent is already listening on %s",
+                         opt->socket_path);
                 return -EADDRINUSE;
         }
-        (void)unlink(socket_path);
+        (void)unlink(opt->socket_path);
 
         s = calloc(1, sizeof(*s));
         if (!s) {
@@ -673,14 +603,21 @@ int fp_server_new(struct event_base *base, const char *socket_path, struct fp_se
                 return -ENOMEM;
         }
         s->base = base;
-        s->start_ns = now_ns(CLOCK_MONOTONIC);
-        s->socket_path = strdup(socket_path);
+        s->opt = *opt;
+        if (!s->opt.bucket_seconds)
+                s->opt.bucket_seconds = 10;
+        s->start_ns = fp_now_ns(CLOCK_MONOTONIC);
+        s->bucket_start_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
         s->cache = fp_symcache_new();
-        if (!s->socket_path || !s->cache) {
+        s->ev_bucket = event_new(base, -1, 0, on_bucket, s);
+        if (!s->cache || !s->ev_bucket) {
                 snprintf(err, err_len, "out of memory");
                 fp_server_free(s);
                 return -ENOMEM;
         }
+        open_store(s);
+        arm_bucket_timer(s);
+
         mode_t old = umask(0111); /* 0666: every user may connect; SO_PEERCRED decides */
         s->listener = evconnlistener_new_bind(base, on_accept, s,
                                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
@@ -688,11 +625,15 @@ int fp_server_new(struct event_base *base, const char *socket_path, struct fp_se
         int e = errno;
         umask(old);
         if (!s->listener) {
-                snprintf(err, err_len, "cannot listen on %s: %s", socket_path, strerror(e));
-                free(s->socket_path);
-                s->socket_path = NULL; /* not ours to unlink */
+                snprintf(err, err_len, "cannot listen on %s: %s", opt->socket_path, strerror(e));
                 fp_server_free(s);
                 return -e;
+        }
+        s->socket_path = strdup(opt->socket_path);
+        if (!s->socket_path) {
+                snprintf(err, err_len, "out of memory");
+                fp_server_free(s);
+                return -ENOMEM;
         }
         *ret = s;
         return 0;
@@ -702,14 +643,23 @@ void fp_server_free(struct fp_server *s)
 {
         if (!s)
                 return;
-        for (size_t i = 0; i < s->n_targets; i++)
-                fp_target_free(s->targets[i].t);
-        free(s->targets);
         if (s->listener)
                 evconnlistener_free(s->listener);
         if (s->socket_path)
                 (void)unlink(s->socket_path);
+        close_buckets(s, NULL, true);
+        fp_writer_free(s->writer); /* writes what is queued, answers waiting dumps */
+        while (s->clients) {
+                s->clients->waiting = false;
+                client_free(s->clients);
+        }
+        for (size_t i = 0; i < s->n_targets; i++)
+                fp_target_free(s->targets[i].t);
+        free(s->targets);
+        if (s->ev_bucket)
+                event_free(s->ev_bucket);
         free(s->socket_path);
+        free(s->drops);
         fp_symcache_free(s->cache);
         free(s);
 }

@@ -74,11 +74,39 @@ void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
 void fp_target_drain(struct fp_target *t);
 
 /*
- * Adds the target's samples to p, whose sample types must be the two of
- * fp_target_sample_types(). with_process_labels adds "pid" and "process"
- * labels (for dumps that merge targets).
+ * Adds the samples of the open bucket to p, whose sample types must be the
+ * two of fp_target_sample_types(). Labels: thread, thread_name, pid,
+ * process (the same the store's queries give, so samples merge).
  */
-int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p, bool with_process_labels);
+int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p);
+
+#define FP_TARGET_MAX_CARRIED 8
+
+/*
+ * Closes the open bucket into b: the target (its config as text, active
+ * or not), its event, every aggregated stack symbolized, and the drops
+ * since the last bucket (kernel_ring_overflow, throttled, out_of_memory,
+ * and whatever was charged with fp_target_charge_drop()). Then starts an
+ * empty bucket. Returns the target's index in b, or -errno (the bucket
+ * then stays open).
+ */
+struct fp_store_batch;
+int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool active);
+/* Counts samples lost elsewhere (queue_full, store_write_failed) into the next bucket. */
+void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count);
+/* A count of samples lost for one reason. */
+struct fp_target_drop {
+        const char *reason;
+        uint64_t count;
+};
+/*
+ * The drops not yet in the store: those of the open bucket and those
+ * charged for the next one. Returns how many of ret were filled.
+ */
+size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max);
+/* "event=cpu-clock freq=0 period=1000000 kernel=0": how to start it again. */
+void fp_target_config_string(const struct fp_target *t, char *buf, size_t len);
+
 /* The (type, unit) pairs of the samples: samples/count and cpu/nanoseconds (or EVENT/count). */
 void fp_target_sample_types(const struct fp_target *t, const char *ret_types[2],
                             const char *ret_units[2]);

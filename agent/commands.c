@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What each agentctl command does: start, stop, status, dump. Each checks
+ * its arguments and the caller's rights, then answers into c->reply (an
+ * error line, or a body). A dump's answer waits for the writer thread,
+ * which adds the stored buckets to the open ones (see server.c).
+ */
+#include "server-internal.h"
+#include "pprof.h"
+#include "symbols.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+{
+        struct reply *r = &c->reply;
+        struct fp_perf_config cfg = {0};
+        const char *pid_s = fp_ctl_request_get(q, "pid");
+        const char *ev = fp_ctl_request_get(q, "event");
+        const char *freq = fp_ctl_request_get(q, "freq");
+        const char *period = fp_ctl_request_get(q, "period");
+        const char *kernel = fp_ctl_request_get(q, "kernel");
+        struct fp_target *t;
+        uid_t owner = 0;
+        pid_t pid = 0;
+        char err[512];
+
+        if (parse_pid(pid_s, &pid) < 0)
+                return reply_error(r, "invalid PID '%s'", pid_s ? pid_s : "");
+        if (fp_perf_event_parse(ev ? ev : "cpu-clock", &cfg.event) < 0)
+                return reply_error(r, "unknown event '%s'", ev);
+        if (freq && period)
+                return reply_error(r, "--freq and --period exclude each other");
+        if (period) {
+                if (parse_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
+                        return reply_error(r, "invalid period '%s': a positive number of %s",
+                                           period,
+                                           fp_perf_event_is_clock(&cfg.event) ? "nanoseconds"
+                                                                               : "events");
+        } else {
+                uint64_t hz = 99;
+                if (freq && parse_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
+                        return reply_error(r, "invalid frequency '%s': 1 to %d Hz", freq,
+                                           FP_PERF_MAX_FREQ);
+                /* Clocks count nanoseconds: a fixed period gives exact time weights. */
+                if (fp_perf_event_is_clock(&cfg.event))
+                        cfg.period = 1000000000ULL / hz;
+                else
+                        cfg.freq = hz;
+        }
+        cfg.kernel_frames = kernel && strcmp(kernel, "1") == 0;
+        config_finish(&cfg);
+
+        if (proc_owner(pid, &owner) < 0)
+                return reply_error(r, "no such process: %d", (int)pid);
+        if (c->cred.uid != 0 && c->cred.uid != owner)
+                return reply_error(r, "permission denied: process %d belongs to another user",
+                                   (int)pid);
+        struct agent_target *old = server_find_target(s, pid);
+        if (old) {
+                struct fp_target_stats st;
+                fp_target_stats(old->t, &st);
+                if (st.state == FP_TARGET_RUNNING)
+                        return reply_error(r, "process %d is already being profiled", (int)pid);
+                if (!server_may_see(c, old))
+                        return reply_error(r, "permission denied: process %d", (int)pid);
+                /* An exited target under a reused PID: the new process replaces it. */
+                server_stop_target(s, old);
+        }
+        if (server_start_target(s, pid, &cfg, owner, &t, err, sizeof(err)) < 0)
+                return reply_error(r, "cannot profile %d: %s", (int)pid, err);
+
+        struct fp_target_stats st;
+        fp_target_stats(t, &st);
+        fprintf(r->out, "profiling %d (%s) with %s at ", (int)pid, fp_target_comm(t),
+                cfg.event.name);
+        if (cfg.freq)
+                fprintf(r->out, "%" PRIu64 " Hz", cfg.freq);
+        else if (fp_perf_event_is_clock(&cfg.event))
+                fprintf(r->out, "%" PRIu64 " Hz (every %" PRIu64 " ns)",
+                        (uint64_t)(1000000000ULL / cfg.period), cfg.period);
+        else
+                fprintf(r->out, "every %" PRIu64 " events", cfg.period);
+        fprintf(r->out, ", %u thread%s%s\n", st.threads_live, st.threads_live == 1 ? "" : "s",
+                st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)"
+                                   : "");
+}
+
+void cmd_stop(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+{
+        struct reply *r = &c->reply;
+        const char *pid_s = fp_ctl_request_get(q, "pid");
+        pid_t pid = 0;
+
+        if (parse_pid(pid_s, &pid) < 0)
+                return reply_error(r, "invalid PID '%s'", pid_s ? pid_s : "");
+        struct agent_target *at = server_find_target(s, pid);
+        if (!at)
+                return reply_error(r, "process %d is not being profiled", (int)pid);
+        if (!server_may_see(c, at))
+                return reply_error(r, "permission denied: process %d belongs to another user",
+                                   (int)pid);
+        struct fp_target_stats st;
+        fp_target_drain(at->t);
+        fp_target_stats(at->t, &st);
+        fprintf(r->out, "stopped %d (%s): %" PRIu64 " samples, %" PRIu64 " lost%s\n", (int)pid,
+                fp_target_comm(at->t), st.samples, st.lost,
+                s->writer ? "; its profile stays in the store" : "");
+        server_stop_target(s, at);
+}
+
+static const char *state_name(enum fp_target_state st)
+{
+        return st == FP_TARGET_RUNNING ? "running" : "exited";
+}
+
+/* Writes s as a JSON string literal. */
+static void json_str(FILE *f, const char *s)
+{
+        fputc('"', f);
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                if (*p == '"' || *p == '\\')
+                        fprintf(f, "\\%c", *p);
+                else if (*p < 0x20)
+                        fprintf(f, "\\u%04x", *p);
+                else
+                        fputc(*p, f);
+        }
+        fputc('"', f);
+}
+
+static uint64_t rate_hz(const struct fp_perf_config *cfg)
+{
+        if (cfg->freq)
+                return cfg->freq;
+        return fp_perf_event_is_clock(&cfg->event) ? 1000000000ULL / cfg->period : 0;
+}
+
+/* Drop totals of one target by reason: what is stored plus what is not yet. */
+static size_t target_drops(const struct fp_server *s, struct fp_target *t,
+                           struct fp_target_drop *rows, size_t max)
+{
+        size_t n = fp_target_open_drops(t, rows, max);
+
+        for (size_t i = 0; i < s->n_drops; i++) {
+                const struct fp_writer_drop *d = &s->drops[i];
+                if (d->pid != fp_target_pid(t) || d->starttime != fp_target_starttime(t))
+                        continue;
+                size_t j = 0;
+                while (j < n && strcmp(rows[j].reason, d->reason) != 0)
+                        j++;
+                if (j == n) {
+                        if (n == max)
+                                continue;
+                        rows[n++] = (struct fp_target_drop){d->reason, 0};
+                }
+                rows[j].count += d->count;
+        }
+        return n;
+}
+
+static void status_json(struct fp_server *s, struct client *c, uint64_t up)
+{
+        FILE *out = c->reply.out;
+        char store_msg[256] = "";
+        bool store_ok = s->writer && fp_writer_store_ok(s->writer, store_msg, sizeof(store_msg));
+        bool first = true;
+
+        fprintf(out,
+                "{\"agent_pid\":%d,\"version\":\"%s\",\"uptime_seconds\":%" PRIu64
+                ",\"symbol_files_loaded\":%zu,\"bucket_seconds\":%u,\"store\":{\"path\":",
+                (int)getpid(), FP_VERSION, up, fp_symcache_n_loaded(s->cache),
+                s->opt.bucket_seconds);
+        json_str(out, s->opt.store_path ? s->opt.store_path : "");
+        fprintf(out, ",\"ok\":%s,\"error\":", store_ok ? "true" : "false");
+        json_str(out, store_msg[0] ? store_msg : s->store_error);
+        fprintf(out,
+                ",\"max_bytes\":%" PRIu64 ",\"file_bytes\":%" PRIu64 ",\"wal_bytes\":%" PRIu64
+                ",\"buckets\":%" PRIu64 ",\"pending_upload\":%" PRIu64
+                ",\"buckets_written\":%" PRIu64 ",\"buckets_failed\":%" PRIu64
+                ",\"queued\":%zu},\"targets\":[",
+                s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes,
+                s->stats.file_bytes, s->stats.wal_bytes, s->stats.buckets,
+                s->stats.pending_buckets, s->buckets_closed, s->buckets_failed,
+                s->writer ? fp_writer_pending(s->writer) : 0);
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target *t = s->targets[i].t;
+                const struct fp_perf_config *cfg = fp_target_config(t);
+                struct fp_target_stats st;
+                struct fp_target_drop rows[16];
+                if (!server_may_see(c, &s->targets[i]))
+                        continue;
+                fp_target_stats(t, &st);
+                fprintf(out, "%s{\"pid\":%d,\"comm\":", first ? "" : ",", (int)fp_target_pid(t));
+                json_str(out, fp_target_comm(t));
+                fprintf(out, ",\"exe\":");
+                json_str(out, fp_target_exe(t));
+                fprintf(out,
+                        ",\"event\":\"%s\",\"frequency\":%" PRIu64 ",\"period\":%" PRIu64
+                        ",\"state\":\"%s\",\"threads\":%u,\"threads_seen\":%u"
+                        ",\"samples\":%" PRIu64 ",\"value\":%" PRIu64 ",\"lost\":%" PRIu64
+                        ",\"throttled\":%" PRIu64 ",\"unwind_empty\":%" PRIu64
+                        ",\"attach_failed\":%" PRIu64 ",\"unresolved_frames\":%" PRIu64
+                        ",\"dropped_nomem\":%" PRIu64 ",\"kernel_excluded\":%s,\"drops\":{",
+                        cfg->event.name, rate_hz(cfg), cfg->period, state_name(st.state),
+                        st.threads_live, st.threads_seen, st.samples, st.value, st.lost,
+                        st.throttled, st.unwind_empty, st.attach_failed, st.unresolved,
+                        st.dropped_nomem, st.kernel_excluded ? "true" : "false");
+                size_t n = target_drops(s, t, rows, 16);
+                for (size_t j = 0; j < n; j++)
+                        fprintf(out, "%s\"%s\":%" PRIu64, j ? "," : "", rows[j].reason,
+                                rows[j].count);
+                fprintf(out, "}}");
+                first = false;
+        }
+        fprintf(out, "]}\n");
+}
+
+static void human_bytes(char *buf, size_t len, uint64_t b)
+{
+        if (b >= 10ULL << 20)
+                snprintf(buf, len, "%" PRIu64 " MiB", b >> 20);
+        else if (b >= 10ULL << 10)
+                snprintf(buf, len, "%" PRIu64 " KiB", b >> 10);
+        else
+                snprintf(buf, len, "%" PRIu64 " B", b);
+}
+
+void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+{
+        FILE *out = c->reply.out;
+        const char *json = fp_ctl_request_get(q, "json");
+        uint64_t up = (fp_now_ns(CLOCK_MONOTONIC) - s->start_ns) / 1000000000ULL;
+        size_t visible = 0;
+
+        for (size_t i = 0; i < s->n_targets; i++) {
+                if (!server_may_see(c, &s->targets[i]))
+                        continue;
+                visible++;
+                fp_target_drain(s->targets[i].t); /* counts up to this moment */
+        }
+        if (json && strcmp(json, "1") == 0)
+                return status_json(s, c, up);
+
+        fprintf(out, "fleetprof-agent %s, pid %d, up %" PRIu64 "s, %zu target%s\n", FP_VERSION,
+                (int)getpid(), up, visible, visible == 1 ? "" : "s");
+        if (!s->opt.store_path) {
+                fprintf(out, "store: none (samples are kept in memory only)\n");
+        } else {
+                char msg[256] = "", used[32], max[32];
+                bool ok = s->writer && fp_writer_store_ok(s->writer, msg, sizeof(msg));
+                human_bytes(used, sizeof(used), s->stats.file_bytes + s->stats.wal_bytes);
+                human_bytes(max, sizeof(max),
+                            s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes);
+                fprintf(out,
+                        "store: %s, %s of %s, %" PRIu64 " buckets of %us, %" PRIu64
+                        " not uploaded%s%s\n",
+                        s->opt.store_path, used, max, s->stats.buckets, s->opt.bucket_seconds,
+                        s->stats.pending_buckets, ok && !s->store_error[0] ? "" : ", FAILING: ",
+                        ok && !s->store_error[0] ? "" : (msg[0] ? msg : s->store_error));
+        }
+        if (!visible)
+                return;
+        fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT",
+                "RATE", "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED");
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target *t = s->targets[i].t;
+                const struct fp_perf_config *cfg = fp_target_config(t);
+                struct fp_target_stats st;
+                char rate[32];
+                if (!server_may_see(c, &s->targets[i]))
+                        continue;
+                fp_target_stats(t, &st);
+                if (rate_hz(cfg))
+                        snprintf(rate, sizeof(rate), "%" PRIu64 "Hz", rate_hz(cfg));
+                else
+                        snprintf(rate, sizeof(rate), "1/%" PRIu64, cfg->period);
+                fprintf(out,
+                        "%-8d %-16s %-12s %8s %-8s %8u %10" PRIu64 " %8" PRIu64 " %9" PRIu64 "\n",
+                        (int)fp_target_pid(t), fp_target_comm(t), cfg->event.name, rate,
+                        state_name(st.state), st.threads_live, st.samples, st.lost,
+                        st.throttled);
+        }
+        /* Every sample that could not be kept, by reason. */
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target_drop rows[16];
+                if (!server_may_see(c, &s->targets[i]))
+                        continue;
+                size_t n = target_drops(s, s->targets[i].t, rows, 16);
+                if (!n)
+                        continue;
+                fprintf(out, "dropped from %d:", (int)fp_target_pid(s->targets[i].t));
+                for (size_t j = 0; j < n; j++)
+                        fprintf(out, "%s %s %" PRIu64, j ? "," : "", rows[j].reason,
+                                rows[j].count);
+                fputc('\n', out);
+        }
+}
+
+/* Adds one target's accounting to a dump. */
+static void dump_comments(struct fp_pprof *p, struct fp_target *t)
+{
+        const struct fp_perf_config *cfg = fp_target_config(t);
+        struct fp_target_stats st;
+        char line[1024];
+
+        fp_target_stats(t, &st);
+        snprintf(line, sizeof(line), "target %d (%s) %s: %s, %s", (int)fp_target_pid(t),
+                 fp_target_comm(t), fp_target_exe(t), cfg->event.name,
+                 st.state == FP_TARGET_RUNNING ? "running" : "exited");
+        fp_pprof_add_comment(p, line);
+        snprintf(line, sizeof(line),
+                 "pid %d: samples %" PRIu64 ", lost records %" PRIu64 ", throttle events %" PRIu64
+                 ", samples without callchain %" PRIu64 ", threads seen %u, threads not "
+                 "attached %" PRIu64,
+                 (int)fp_target_pid(t), st.samples, st.lost, st.throttled, st.unwind_empty,
+                 st.threads_seen, st.attach_failed);
+        fp_pprof_add_comment(p, line);
+        if (st.kernel_excluded) {
+                snprintf(line, sizeof(line),
+                         "pid %d: kernel-mode samples were not permitted: user time only",
+                         (int)fp_target_pid(t));
+                fp_pprof_add_comment(p, line);
+        }
+}
+
+void dump_finish(struct client *c, struct fp_pprof *p)
+{
+        struct reply *r = &c->reply;
+        int e;
+
+        if (fp_pprof_n_sample_types(p) == 0) {
+                reply_error(r, "no samples in the range asked for");
+                return;
+        }
+        if (strcmp(c->format, "pprof") == 0) {
+                uint8_t *buf;
+                size_t len;
+                e = fp_pprof_encode(p, 1, &buf, &len);
+                if (e < 0) {
+                        reply_error(r, "cannot encode the profile: %s", strerror(-e));
+                        return;
+                }
+                fwrite(buf, 1, len, r->out);
+                free(buf);
+        } else if (strcmp(c->format, "top") == 0) {
+                e = fp_pprof_write_top(p, 1, 0, r->out);
+        } else {
+                e = fp_pprof_write_folded(p, 0, r->out);
+        }
+        if (e < 0)
+                reply_error(r, "cannot write the profile: %s", strerror(-e));
+}
+
+void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+{
+        struct reply *r = &c->reply;
+        const char *pid_s = fp_ctl_request_get(q, "pid");
+        const char *format = fp_ctl_request_get(q, "format");
+        const char *event = fp_ctl_request_get(q, "event");
+        const char *since = fp_ctl_request_get(q, "since");
+        struct fp_store_filter f = {0};
+        struct fp_pprof *p;
+        struct fp_target *first = NULL;
+        uint64_t since_s = 0;
+        pid_t pid = 0;
+        int e;
+
+        if (!format)
+                format = "pprof";
+        if (strcmp(format, "pprof") != 0 && strcmp(format, "top") != 0 &&
+            strcmp(format, "folded") != 0)
+                return reply_error(r, "unknown format '%s': pprof, top or folded", format);
+        snprintf(c->format, sizeof(c->format), "%s", format);
+        if (pid_s && parse_pid(pid_s, &pid) < 0)
+                return reply_error(r, "invalid PID '%s'", pid_s);
+        if (since && parse_u64(since, UINT32_MAX, &since_s) < 0)
+                return reply_error(r, "invalid --since '%s'", since);
+        if (event) {
+                struct fp_perf_event ev;
+                if (fp_perf_event_parse(event, &ev) < 0)
+                        return reply_error(r, "unknown event '%s'", event);
+        }
+        struct agent_target *at = pid ? server_find_target(s, pid) : NULL;
+        if (pid && at && !server_may_see(c, at))
+                return reply_error(r, "permission denied: process %d belongs to another user",
+                                   (int)pid);
+        if (pid && !at) {
+                /* Not profiled now: the store may still hold it, for root or its owner. */
+                uid_t owner;
+                if (c->cred.uid != 0 && (proc_owner(pid, &owner) < 0 || owner != c->cred.uid))
+                        return reply_error(r, "process %d is not being profiled", (int)pid);
+                if (!s->writer)
+                        return reply_error(r, "process %d is not being profiled", (int)pid);
+        }
+        if (!pid && c->cred.uid != 0)
+                return reply_error(r, "only root may dump every process: give a PID");
+
+        p = fp_pprof_new();
+        if (!p)
+                return reply_error(r, "out of memory");
+        /* The open buckets of the live targets that match. */
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target *t = s->targets[i].t;
+                const char *ty[2], *un[2];
+                if (pid && fp_target_pid(t) != pid)
+                        continue;
+                const char *tev = fp_target_config(t)->event.name;
+                if (event ? strcmp(tev, event) != 0 : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
+                        continue;
+                fp_target_sample_types(t, ty, un);
+                if (!first) {
+                        first = t;
+                        fp_pprof_add_sample_type(p, ty[0], un[0]);
+                        fp_pprof_add_sample_type(p, ty[1], un[1]);
+                        fp_pprof_set_default_sample_type(p, ty[1]);
+                        const struct fp_perf_config *cfg = fp_target_config(t);
+                        fp_pprof_set_period(p, ty[1], un[1], (int64_t)(cfg->freq ? 1 : cfg->period));
+                }
+                fp_target_drain(t);
+                e = fp_target_to_pprof(t, p);
+                if (e < 0) {
+                        fp_pprof_free(p);
+                        return reply_error(r, "cannot build the profile: %s", strerror(-e));
+                }
+                dump_comments(p, t);
+        }
+        char line[128];
+        snprintf(line, sizeof(line), "fleetprof-agent %s", FP_VERSION);
+        fp_pprof_add_comment(p, line);
+        if (first) {
+                /* The open bucket's time; the store's buckets widen it. */
+                int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
+                fp_pprof_set_time(p, s->bucket_start_ns, now - s->bucket_start_ns);
+        }
+
+        f.pid = pid;
+        f.event = event ? event : (first ? fp_target_config(first)->event.name : NULL);
+        if (since_s)
+                f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;
+        e = server_submit_dump(s, c, &f, p);
+        if (e == 0)
+                return; /* answered when the writer is done */
+        if (e != -ENODEV) {
+                fp_pprof_free(p);
+                return reply_error(r, "cannot queue the dump: %s", strerror(-e));
+        }
+        /* No store: the open buckets are all there is. */
+        if (!first) {
+                fp_pprof_free(p);
+                if (pid)
+                        return reply_error(r, "process %d is not profiled with event %s",
+                                           (int)pid, event);
+                return reply_error(r, "no profiled process%s%s", event ? " with event " : "",
+                                   event ? event : "");
+        }
+        dump_finish(c, p);
+        fp_pprof_free(p);
+}

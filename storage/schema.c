@@ -1,0 +1,839 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store's on-disk format, and opening a store: creating, checking,
+ * migrating, and moving aside files that are damaged.
+ *
+ * ==== Schema, version 1 (PRAGMA user_version = 1) ====
+ *
+ * One SQLite file (PRAGMA application_id = 0x46505354, "FPST") in WAL mode,
+ * synchronous=NORMAL, auto_vacuum=INCREMENTAL (set at creation: free pages
+ * are handed back with PRAGMA incremental_vacuum), 4 KiB pages. Times are
+ * CLOCK_REALTIME nanoseconds; 64-bit unsigned quantities (addresses,
+ * hashes) are stored as the signed integer of the same bits. References
+ * are kept by this library, not by FOREIGN KEY constraints (which would
+ * cost a lookup per row written); "-> t" below names the table a column
+ * refers to.
+ *
+ * hosts          id INTEGER PRIMARY KEY, name TEXT UNIQUE
+ *                  A machine: the agent's own hostname, or each host the
+ *                  collector ingests from.
+ * targets        id INTEGER PRIMARY KEY, host_id -> hosts, pid, starttime,
+ *                comm, exe, config, active, first_ns, last_ns, last_bucket
+ *                UNIQUE (host_id, pid, starttime)
+ *                  A profiled process: pid plus /proc/PID/stat starttime
+ *                  tell apart reuses of a pid. config is the agent's text
+ *                  for how it samples the target (event, frequency or
+ *                  period, kernel flag) and active whether it still did
+ *                  when the newest bucket naming it closed: a restarted
+ *                  agent resumes active targets that still run. first_ns
+ *                  and last_ns span the buckets that named it;
+ *                  last_bucket is the newest of them (for GC).
+ * events         id INTEGER PRIMARY KEY, name, count_type, count_unit,
+ *                value_type, value_unit, period_type, period_unit, period
+ *                UNIQUE over all columns but id
+ *                  A sampling event and the pprof sample types of its two
+ *                  values ('' period_type: no period).
+ * threads        id INTEGER PRIMARY KEY, target_id -> targets, tid, name,
+ *                last_bucket          UNIQUE (target_id, tid, name)
+ *                  A thread under one name (a renamed thread gets a row
+ *                  per name).
+ * mappings       id INTEGER PRIMARY KEY, hash UNIQUE, file, build_id,
+ *                memory_start, memory_limit, file_offset
+ * functions      id INTEGER PRIMARY KEY, hash UNIQUE, name
+ * frames         id INTEGER PRIMARY KEY, hash UNIQUE, mapping_id -> mappings
+ *                (0: none), function_id -> functions (0: none), address
+ *                  A pprof location: a code address in a mapping, with the
+ *                  function it symbolized to.
+ * stacks         id INTEGER PRIMARY KEY, hash UNIQUE, last_bucket,
+ *                frames BLOB         INDEX (last_bucket)
+ *                  frames is the stack's frame ids, leaf first, each an
+ *                  unsigned LEB128 varint. last_bucket is the newest
+ *                  bucket with a sample of this stack.
+ *                  The four tables above are deduplicated across buckets
+ *                  by content hash (store-internal.h defines it: it is part
+ *                  of this format).
+ * buckets        id INTEGER PRIMARY KEY AUTOINCREMENT, start_ns, length_ns,
+ *                written_ns, uploaded_ns (NULL: not uploaded yet)
+ *                INDEX (id) WHERE uploaded_ns IS NULL
+ *                  One written batch: the time range [start_ns, start_ns +
+ *                  length_ns). Ids grow in write order and are never
+ *                  reused. This is the per-bucket upload state.
+ * bucket_series  bucket_id -> buckets, target_id -> targets, event_id ->
+ *                events, count, value       PRIMARY KEY (all three ids)
+ *                  Sums of the bucket's samples per target and event: what
+ *                  series listings, eviction accounting and queries use
+ *                  without reading samples.
+ * samples        bucket_id -> buckets, event_id -> events, thread_id ->
+ *                threads, stack_id -> stacks, count, value
+ *                PRIMARY KEY (bucket_id, event_id, thread_id, stack_id),
+ *                WITHOUT ROWID
+ *                  The aggregated samples: count samples of this stack in
+ *                  this thread, whose values (e.g. nanoseconds) sum to value.
+ * drops          bucket_id -> buckets, target_id -> targets, reason, count
+ *                PRIMARY KEY (bucket_id, target_id, reason), WITHOUT ROWID
+ *                  What was lost, by reason (store.h lists them).
+ * carried_drops  target_id -> targets, reason, count
+ *                PRIMARY KEY (target_id, reason), WITHOUT ROWID
+ *                  Drops waiting for the next bucket written: those of
+ *                  evicted or rejected buckets that could not be carried
+ *                  into a bucket at once. The next write moves them into
+ *                  its bucket's drops, so they get uploaded with it.
+ *
+ * Eviction. The budget counts live pages ((page_count - freelist_count) *
+ * page_size). After a bucket is written, and in the same transaction,
+ * while the live pages pass the budget the bucket with the lowest id goes:
+ * its samples, drops and series rows. If it had not been uploaded, each
+ * of its targets' sample count (of the target's busiest event) becomes an
+ * "evicted" drop, and with the bucket's own drops it is added to
+ * carried_drops; the bucket being written takes carried_drops in when the
+ * loop ends, unless it had to go as well. Then stacks and threads whose
+ * last_bucket is older than the oldest surviving bucket are deleted, and
+ * so are targets (unless carried_drops refers to them) and hosts nothing
+ * refers to. Frames, functions and mappings are swept (mark and sweep
+ * from the stacks' frame lists) when a quarter of the stacks went since
+ * the last sweep, or before the last bucket would have to go. After the
+ * commit, free pages past an eighth of the budget are vacuumed and the
+ * log is checkpointed (TRUNCATE) once it passes a quarter of the budget.
+ *
+ * Versions. A file whose user_version is this build's is used as is; an
+ * older one would be migrated step by step in one transaction (version 1
+ * is the first: there is nothing to migrate from yet); a newer one, or a
+ * file of another application, is refused with -EPROTO. A file that is not
+ * a database or fails PRAGMA quick_check at open is renamed to
+ * PATH.corrupt-UNIXTIME (with its -wal and -shm) and a new store created.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store-internal.h"
+
+#define FP_STORE_APP_ID 0x46505354 /* "FPST" */
+
+static const char schema_v1[] =
+        "CREATE TABLE hosts ("
+        " id INTEGER PRIMARY KEY,"
+        " name TEXT NOT NULL UNIQUE);"
+        "CREATE TABLE targets ("
+        " id INTEGER PRIMARY KEY,"
+        " host_id INTEGER NOT NULL,"
+        " pid INTEGER NOT NULL,"
+        " starttime INTEGER NOT NULL,"
+        " comm TEXT NOT NULL,"
+        " exe TEXT NOT NULL,"
+        " config TEXT NOT NULL,"
+        " active INTEGER NOT NULL,"
+        " first_ns INTEGER NOT NULL,"
+        " last_ns INTEGER NOT NULL,"
+        " last_bucket INTEGER NOT NULL,"
+        " UNIQUE (host_id, pid, starttime));"
+        "CREATE TABLE events ("
+        " id INTEGER PRIMARY KEY,"
+        " name TEXT NOT NULL,"
+        " count_type TEXT NOT NULL,"
+        " count_unit TEXT NOT NULL,"
+        " value_type TEXT NOT NULL,"
+        " value_unit TEXT NOT NULL,"
+        " period_type TEXT NOT NULL,"
+        " period_unit TEXT NOT NULL,"
+        " period INTEGER NOT NULL,"
+        " UNIQUE (name, count_type, count_unit, value_type, value_unit, period_type,"
+        "         period_unit, period));"
+        "CREATE TABLE threads ("
+        " id INTEGER PRIMARY KEY,"
+        " target_id INTEGER NOT NULL,"
+        " tid INTEGER NOT NULL,"
+        " name TEXT NOT NULL,"
+        " last_bucket INTEGER NOT NULL,"
+        " UNIQUE (target_id, tid, name));"
+        "CREATE TABLE mappings ("
+        " id INTEGER PRIMARY KEY,"
+        " hash INTEGER NOT NULL UNIQUE,"
+        " file TEXT NOT NULL,"
+        " build_id TEXT NOT NULL,"
+        " memory_start INTEGER NOT NULL,"
+        " memory_limit INTEGER NOT NULL,"
+        " file_offset INTEGER NOT NULL);"
+        "CREATE TABLE functions ("
+        " id INTEGER PRIMARY KEY,"
+        " hash INTEGER NOT NULL UNIQUE,"
+        " name TEXT NOT NULL);"
+        "CREATE TABLE frames ("
+        " id INTEGER PRIMARY KEY,"
+        " hash INTEGER NOT NULL UNIQUE,"
+        " mapping_id INTEGER NOT NULL,"
+        " function_id INTEGER NOT NULL,"
+        " address INTEGER NOT NULL);"
+        "CREATE TABLE stacks ("
+        " id INTEGER PRIMARY KEY,"
+        " hash INTEGER NOT NULL UNIQUE,"
+        " last_bucket INTEGER NOT NULL,"
+        " frames BLOB NOT NULL);"
+        "CREATE INDEX stacks_by_last_bucket ON stacks (last_bucket);"
+        "CREATE TABLE buckets ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " start_ns INTEGER NOT NULL,"
+        " length_ns INTEGER NOT NULL,"
+        " written_ns INTEGER NOT NULL,"
+        " uploaded_ns INTEGER);"
+        "CREATE INDEX buckets_pending ON buckets (id) WHERE uploaded_ns IS NULL;"
+        "CREATE TABLE bucket_series ("
+        " bucket_id INTEGER NOT NULL,"
+        " target_id INTEGER NOT NULL,"
+        " event_id INTEGER NOT NULL,"
+        " count INTEGER NOT NULL,"
+        " value INTEGER NOT NULL,"
+        " PRIMARY KEY (bucket_id, target_id, event_id)) WITHOUT ROWID;"
+        "CREATE TABLE samples ("
+        " bucket_id INTEGER NOT NULL,"
+        " event_id INTEGER NOT NULL,"
+        " thread_id INTEGER NOT NULL,"
+        " stack_id INTEGER NOT NULL,"
+        " count INTEGER NOT NULL,"
+        " value INTEGER NOT NULL,"
+        " PRIMARY KEY (bucket_id, event_id, thread_id, stack_id)) WITHOUT ROWID;"
+        "CREATE TABLE drops ("
+        " bucket_id INTEGER NOT NULL,"
+        " target_id INTEGER NOT NULL,"
+        " reason TEXT NOT NULL,"
+        " count INTEGER NOT NULL,"
+        " PRIMARY KEY (bucket_id, target_id, reason)) WITHOUT ROWID;"
+        "CREATE TABLE carried_drops ("
+        " target_id INTEGER NOT NULL,"
+        " reason TEXT NOT NULL,"
+        " count INTEGER NOT NULL,"
+        " PRIMARY KEY (target_id, reason)) WITHOUT ROWID;";
+
+/*
+ * Migrations: migrations[v - 1] turns schema v into v + 1. Version 1 is
+ * the first, so there are none yet; a file of version 0 is either empty
+ * (created) or not ours (refused).
+ */
+static const char *const migrations[] = {NULL};
+#define FP_STORE_OLDEST_MIGRATABLE FP_STORE_SCHEMA_VERSION
+
+static const char *const st_sql[FP_ST__MAX] = {
+        [FP_ST_BEGIN] = "BEGIN IMMEDIATE",
+        [FP_ST_COMMIT] = "COMMIT",
+        [FP_ST_ROLLBACK] = "ROLLBACK",
+        [FP_ST_PAGE_COUNT] = "PRAGMA page_count",
+        [FP_ST_FREELIST_COUNT] = "PRAGMA freelist_count",
+        [FP_ST_BUCKET_INSERT] = "INSERT INTO buckets (start_ns, length_ns, written_ns, uploaded_ns)"
+                                " VALUES (?1, ?2, ?3, ?4)",
+        [FP_ST_HOST_UPSERT] = "INSERT INTO hosts (name) VALUES (?1) ON CONFLICT (name)"
+                              " DO UPDATE SET name = excluded.name RETURNING id",
+        [FP_ST_TARGET_UPSERT] =
+                "INSERT INTO targets (host_id, pid, starttime, comm, exe, config, active,"
+                " first_ns, last_ns, last_bucket) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                " ON CONFLICT (host_id, pid, starttime) DO UPDATE SET"
+                " comm = iif(excluded.last_ns >= last_ns, excluded.comm, comm),"
+                " exe = iif(excluded.last_ns >= last_ns, excluded.exe, exe),"
+                " config = iif(excluded.last_ns >= last_ns, excluded.config, config),"
+                " active = iif(excluded.last_ns >= last_ns, excluded.active, active),"
+                " first_ns = min(first_ns, excluded.first_ns),"
+                " last_ns = max(last_ns, excluded.last_ns),"
+                " last_bucket = excluded.last_bucket RETURNING id",
+        [FP_ST_EVENT_UPSERT] =
+                "INSERT INTO events (name, count_type, count_unit, value_type, value_unit,"
+                " period_type, period_unit, period) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                " ON CONFLICT (name, count_type, count_unit, value_type, value_unit, period_type,"
+                " period_unit, period) DO UPDATE SET name = excluded.name RETURNING id",
+        [FP_ST_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket)"
+                                " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_id, tid, name)"
+                                " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
+        [FP_ST_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
+        [FP_ST_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
+                                 " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [FP_ST_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
+        [FP_ST_FUNCTION_INSERT] = "INSERT INTO functions (hash, name) VALUES (?1, ?2)",
+        [FP_ST_FRAME_FIND] = "SELECT id FROM frames WHERE hash = ?1",
+        [FP_ST_FRAME_INSERT] = "INSERT INTO frames (hash, mapping_id, function_id, address)"
+                               " VALUES (?1, ?2, ?3, ?4)",
+        [FP_ST_STACK_TOUCH_ID] = "UPDATE stacks SET last_bucket = ?2 WHERE id = ?1",
+        [FP_ST_STACK_TOUCH_HASH] =
+                "UPDATE stacks SET last_bucket = ?2 WHERE hash = ?1 RETURNING id",
+        [FP_ST_STACK_INSERT] = "INSERT INTO stacks (hash, last_bucket, frames) VALUES (?1, ?2, ?3)",
+        [FP_ST_SAMPLE_INSERT] = "INSERT INTO samples (bucket_id, event_id, thread_id, stack_id,"
+                                " count, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [FP_ST_SERIES_INSERT] = "INSERT INTO bucket_series (bucket_id, target_id, event_id, count,"
+                                " value) VALUES (?1, ?2, ?3, ?4, ?5)",
+        [FP_ST_DROP_ADD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
+                           " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (bucket_id, target_id, reason)"
+                           " DO UPDATE SET count = count + excluded.count",
+        [FP_ST_CARRY_FOLD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
+                             " SELECT ?1, target_id, reason, count FROM carried_drops WHERE true"
+                             " ON CONFLICT (bucket_id, target_id, reason)"
+                             " DO UPDATE SET count = count + excluded.count",
+        [FP_ST_CARRY_CLEAR] = "DELETE FROM carried_drops",
+        [FP_ST_CARRY_TOUCH_TARGETS] = "UPDATE targets SET last_bucket = max(last_bucket, ?1)"
+                                      " WHERE id IN (SELECT target_id FROM carried_drops)",
+        [FP_ST_OLDEST_BUCKET] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets ORDER BY id LIMIT 1",
+        [FP_ST_CARRY_SAMPLES] = "INSERT INTO carried_drops (target_id, reason, count)"
+                                " SELECT target_id, ?2, max(count) FROM bucket_series"
+                                " WHERE bucket_id = ?1 GROUP BY target_id"
+                                " ON CONFLICT (target_id, reason)"
+                                " DO UPDATE SET count = count + excluded.count",
+        [FP_ST_CARRY_DROPS] = "INSERT INTO carried_drops (target_id, reason, count)"
+                              " SELECT target_id, reason, count FROM drops WHERE bucket_id = ?1"
+                              " ON CONFLICT (target_id, reason)"
+                              " DO UPDATE SET count = count + excluded.count",
+        [FP_ST_DELETE_SAMPLES] = "DELETE FROM samples WHERE bucket_id = ?1",
+        [FP_ST_DELETE_DROPS] = "DELETE FROM drops WHERE bucket_id = ?1",
+        [FP_ST_DELETE_SERIES] = "DELETE FROM bucket_series WHERE bucket_id = ?1",
+        [FP_ST_DELETE_BUCKET] = "DELETE FROM buckets WHERE id = ?1",
+        [FP_ST_MIN_BUCKET] = "SELECT min(id) FROM buckets",
+        [FP_ST_GC_STACKS] = "DELETE FROM stacks WHERE last_bucket < ?1",
+        [FP_ST_GC_THREADS] = "DELETE FROM threads WHERE last_bucket < ?1",
+        [FP_ST_GC_TARGETS] = "DELETE FROM targets WHERE last_bucket < ?1"
+                             " AND id NOT IN (SELECT target_id FROM carried_drops)",
+        [FP_ST_GC_HOSTS] = "DELETE FROM hosts WHERE id NOT IN (SELECT host_id FROM targets)",
+        [FP_ST_MARK_UPLOADED] =
+                "UPDATE buckets SET uploaded_ns = ?2 WHERE id = ?1 AND uploaded_ns IS NULL",
+        [FP_ST_BUCKET_PENDING] = "SELECT uploaded_ns IS NULL FROM buckets WHERE id = ?1",
+        [FP_ST_PENDING] = "SELECT id, start_ns, length_ns, written_ns FROM buckets"
+                          " WHERE uploaded_ns IS NULL ORDER BY id LIMIT ?1",
+        [FP_ST_COUNT_PENDING] = "SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL",
+};
+
+/* ---- errors ---- */
+
+int fp_sx_errno(sqlite3 *db, int rc)
+{
+        int sys = db ? sqlite3_system_errno(db) : 0;
+
+        switch (rc & 0xff) {
+        case SQLITE_OK:
+        case SQLITE_ROW:
+        case SQLITE_DONE:
+                return 0;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_IOERR:
+                if (sys == ENOSPC || sys == EDQUOT || sys == EFBIG)
+                        return -ENOSPC;
+                if (sys == EROFS)
+                        return -EROFS;
+                return -EIO;
+        case SQLITE_READONLY:
+                return -EROFS;
+        case SQLITE_CANTOPEN:
+                if (sys == EACCES || sys == EPERM || sys == EROFS || sys == ENOENT ||
+                    sys == ENOTDIR || sys == ENOSPC || sys == EDQUOT || sys == EISDIR)
+                        return -sys;
+                return -EIO;
+        case SQLITE_PERM:
+        case SQLITE_AUTH:
+                return -EACCES;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+                return -EBADMSG;
+        case SQLITE_TOOBIG:
+                return -E2BIG;
+        case SQLITE_CONSTRAINT:
+        case SQLITE_MISMATCH:
+        case SQLITE_RANGE:
+                return -EINVAL;
+        default:
+                return -EIO;
+        }
+}
+
+int fp_sx_fail(struct fp_store *s, int rc, const char *what)
+{
+        int r = fp_sx_errno(s->db, rc);
+
+        snprintf(s->errmsg, sizeof(s->errmsg), "Failed to %s in '%s': %s", what, s->path,
+                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        return r ? r : -EIO;
+}
+
+int fp_sx_failf(struct fp_store *s, int r, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+const char *fp_store_errmsg(const struct fp_store *s)
+{
+        return s ? s->errmsg : "no store";
+}
+
+int fp_sx_exec(sqlite3 *db, const char *sql)
+{
+        return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+int fp_sx_pragma_int(struct fp_store *s, const char *sql, int64_t *ret)
+{
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+
+        if (rc == SQLITE_OK) {
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW) {
+                        *ret = sqlite3_column_int64(st, 0);
+                        rc = SQLITE_OK;
+                }
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_OK ? 0 : fp_sx_fail(s, rc, "read the store's settings");
+}
+
+sqlite3_stmt *fp_st(struct fp_store *s, enum fp_st id)
+{
+        int rc;
+
+        if (s->st[id])
+                return s->st[id];
+        rc = sqlite3_prepare_v3(s->db, st_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s->st[id], NULL);
+        if (rc != SQLITE_OK) {
+                fp_sx_fail(s, rc, "prepare a statement");
+                s->st[id] = NULL;
+                return NULL;
+        }
+        return s->st[id];
+}
+
+int64_t fp_sx_now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- opening ---- */
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (!err || !errlen)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+}
+
+static void store_free(struct fp_store *s)
+{
+        if (!s)
+                return;
+        for (int i = 0; i < FP_ST__MAX; i++)
+                sqlite3_finalize(s->st[i]);
+        /* Closing checkpoints and removes the log when it is the last connection. */
+        sqlite3_close_v2(s->db);
+        fp_sx_map_free(&s->stacks);
+        fp_sx_map_free(&s->frames);
+        fp_sx_map_free(&s->functions);
+        fp_sx_map_free(&s->mappings);
+        free(s->path);
+        free(s->wal_path);
+        free(s);
+}
+
+void fp_store_close(struct fp_store *s)
+{
+        store_free(s);
+}
+
+static struct fp_store *store_alloc(const char *path)
+{
+        struct fp_store *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return NULL;
+        s->path = strdup(path);
+        if (!s->path || asprintf(&s->wal_path, "%s-wal", path) < 0) {
+                s->wal_path = NULL;
+                store_free(s);
+                return NULL;
+        }
+        return s;
+}
+
+/* What went wrong, for a message: the system's reason when there is one. */
+static const char *reason(struct fp_store *s, int r)
+{
+        if (r == -EROFS || r == -EACCES || r == -ENOSPC || r == -ENOENT || r == -ENOTDIR)
+                return strerror(-r);
+        return s->db ? sqlite3_errmsg(s->db) : strerror(-r);
+}
+
+/* Creates schema version 1 in an empty file. */
+static int create_schema(struct fp_store *s)
+{
+        char sql[128];
+        int rc;
+
+        /* page_size and auto_vacuum only take effect before the first table exists. */
+        rc = fp_sx_exec(s->db, "PRAGMA page_size = 4096; PRAGMA auto_vacuum = INCREMENTAL;");
+        if (rc == SQLITE_OK)
+                rc = fp_sx_exec(s->db, "PRAGMA journal_mode = WAL");
+        if (rc == SQLITE_OK)
+                rc = fp_sx_exec(s->db, "BEGIN IMMEDIATE");
+        if (rc == SQLITE_OK)
+                rc = fp_sx_exec(s->db, schema_v1);
+        if (rc == SQLITE_OK) {
+                snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d",
+                         FP_STORE_APP_ID, FP_STORE_SCHEMA_VERSION);
+                rc = fp_sx_exec(s->db, sql);
+        }
+        if (rc == SQLITE_OK)
+                rc = fp_sx_exec(s->db, "COMMIT");
+        if (rc != SQLITE_OK) {
+                int r = fp_sx_errno(s->db, rc);
+                if (!sqlite3_get_autocommit(s->db))
+                        fp_sx_exec(s->db, "ROLLBACK");
+                return r ? r : -EIO;
+        }
+        return 0;
+}
+
+static int migrate(struct fp_store *s, int64_t from)
+{
+        char sql[64];
+        int rc = fp_sx_exec(s->db, "BEGIN IMMEDIATE");
+
+        for (int64_t v = from; rc == SQLITE_OK && v < FP_STORE_SCHEMA_VERSION; v++)
+                rc = fp_sx_exec(s->db, migrations[v - 1]);
+        if (rc == SQLITE_OK) {
+                snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", FP_STORE_SCHEMA_VERSION);
+                rc = fp_sx_exec(s->db, sql);
+        }
+        if (rc == SQLITE_OK)
+                rc = fp_sx_exec(s->db, "COMMIT");
+        if (rc != SQLITE_OK) {
+                int r = fp_sx_errno(s->db, rc);
+                if (!sqlite3_get_autocommit(s->db))
+                        fp_sx_exec(s->db, "ROLLBACK");
+                return r ? r : -EIO;
+        }
+        return 0;
+}
+
+/*
+ * Runs quick_check; 0 when the file is sound, -EBADMSG with the first
+ * problem in msg when it is damaged, another -errno when it cannot be read.
+ */
+static int quick_check(struct fp_store *s, char *msg, size_t msglen)
+{
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1)", -1, &st, NULL);
+        int r = 0;
+
+        if (rc == SQLITE_OK) {
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW) {
+                        const char *t = (const char *)sqlite3_column_text(st, 0);
+                        if (!t || strcmp(t, "ok") != 0) {
+                                snprintf(msg, msglen, "%s", t ? t : "quick_check failed");
+                                r = -EBADMSG;
+                        }
+                        rc = SQLITE_OK;
+                }
+        }
+        sqlite3_finalize(st);
+        if (!r && rc != SQLITE_OK) {
+                r = fp_sx_errno(s->db, rc);
+                snprintf(msg, msglen, "%s", sqlite3_errmsg(s->db));
+        }
+        return r;
+}
+
+static int settings(struct fp_store *s)
+{
+        char sql[320];
+        int64_t wal_pages = 1000, limit = (int64_t)FP_STORE_WAL_LIMIT;
+        int rc;
+
+        /*
+         * Writes checkpoint after each commit (store.c); these are the
+         * safety net for other writers: a checkpoint every eighth of the
+         * budget, a reset log cut back to a quarter.
+         */
+        if (s->budget) {
+                wal_pages = (int64_t)(s->budget / 8) / s->page_size;
+                if (wal_pages < 16)
+                        wal_pages = 16;
+                limit = (int64_t)(s->budget / 4);
+        }
+        snprintf(sql, sizeof(sql),
+                 "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = %lld;"
+                 " PRAGMA journal_size_limit = %lld; PRAGMA cache_size = -8192;"
+                 " PRAGMA temp_store = MEMORY; PRAGMA foreign_keys = OFF",
+                 (long long)wal_pages, (long long)limit);
+        rc = fp_sx_exec(s->db, sql);
+        return rc == SQLITE_OK ? 0 : fp_sx_errno(s->db, rc);
+}
+
+/*
+ * A read-only handle needs the -shm file, which a read-only file system
+ * may lack. When there is no log (the last writer closed cleanly), the
+ * file can be read as immutable instead: no locks, no -shm. SQLite rc.
+ */
+static int readonly_fallback(struct fp_store *s, const char *path)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        struct stat st;
+        char *uri;
+        size_t n = 0;
+        int rc = fp_sx_exec(s->db, "PRAGMA application_id");
+
+        if ((rc & 0xff) != SQLITE_CANTOPEN || stat(s->wal_path, &st) == 0)
+                return rc;
+        uri = malloc(strlen(path) * 3 + 32);
+        if (!uri)
+                return SQLITE_NOMEM;
+        n += (size_t)sprintf(uri, "file:");
+        for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || strchr("/._-~", *p)) {
+                        uri[n++] = (char)*p;
+                } else {
+                        uri[n++] = '%';
+                        uri[n++] = hex[*p >> 4];
+                        uri[n++] = hex[*p & 15];
+                }
+        }
+        strcpy(uri + n, "?immutable=1");
+        sqlite3_close_v2(s->db);
+        s->db = NULL;
+        rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+        free(uri);
+        if (rc == SQLITE_OK)
+                rc = fp_sx_exec(s->db, "PRAGMA application_id");
+        return rc;
+}
+
+/*
+ * One attempt at opening. -EBADMSG means the file is damaged (detail in
+ * damage) and may be moved aside; other failures are final.
+ */
+static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct fp_store **ret,
+                     char *err, size_t errlen, char *damage, size_t damagelen)
+{
+        struct fp_store *s = store_alloc(path);
+        int64_t app_id = 0, version = 0, n_tables = 0;
+        int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+        int rc, r;
+
+        if (!s) {
+                seterr(err, errlen, "Failed to open store '%s': out of memory", path);
+                return -ENOMEM;
+        }
+        s->readonly = readonly;
+        s->stacks_gone = 1; /* unknown after a restart: allow one sweep before the last bucket goes */
+        s->max_bytes = max_bytes && max_bytes < FP_STORE_MIN_BYTES ? FP_STORE_MIN_BYTES : max_bytes;
+        s->budget = s->max_bytes;
+        if (!readonly) {
+                /*
+                 * Create the file here: SQLite falls back to opening
+                 * read-only when it cannot write, which hides why (EROFS,
+                 * EACCES, ENOSPC). An empty file is a valid new database.
+                 */
+                int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+                if (fd < 0) {
+                        r = -errno;
+                        seterr(err, errlen, "Failed to open store '%s': %s", path, strerror(-r));
+                        store_free(s);
+                        return r;
+                }
+                close(fd);
+        }
+        rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+        if (rc == SQLITE_OK && readonly)
+                rc = readonly_fallback(s, path);
+        if (rc != SQLITE_OK) {
+                r = fp_sx_errno(s->db, rc);
+                if (!r || r == -EBADMSG)
+                        r = -EIO;
+                seterr(err, errlen, "Failed to open store '%s': %s", path, reason(s, r));
+                store_free(s);
+                return r;
+        }
+        sqlite3_extended_result_codes(s->db, 1);
+        sqlite3_busy_timeout(s->db, 2000);
+        if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
+                seterr(err, errlen, "Failed to open store '%s': the file is read-only", path);
+                store_free(s);
+                return -EROFS;
+        }
+
+        r = readonly ? 0 : quick_check(s, damage, damagelen);
+        if (r == -EBADMSG) {
+                store_free(s);
+                return r;
+        }
+        if (r < 0) {
+                seterr(err, errlen, "Failed to open store '%s': %s", path, reason(s, r));
+                store_free(s);
+                return r;
+        }
+        if ((r = fp_sx_pragma_int(s, "PRAGMA application_id", &app_id)) < 0 ||
+            (r = fp_sx_pragma_int(s, "PRAGMA user_version", &version)) < 0 ||
+            (r = fp_sx_pragma_int(s, "SELECT count(*) FROM sqlite_master", &n_tables)) < 0) {
+                seterr(err, errlen, "%s", s->errmsg);
+                store_free(s);
+                return r;
+        }
+        if (n_tables == 0 && version == 0) {
+                if (readonly) {
+                        seterr(err, errlen, "Failed to open store '%s': it is empty", path);
+                        store_free(s);
+                        return -ENOENT;
+                }
+                r = create_schema(s);
+                if (r < 0) {
+                        seterr(err, errlen, "Failed to create store '%s': %s", path,
+                               reason(s, r));
+                        store_free(s);
+                        return r;
+                }
+        } else if (app_id != FP_STORE_APP_ID) {
+                seterr(err, errlen,
+                       "Refusing to use '%s' as a store: it is an SQLite database of another "
+                       "application (application_id 0x%llx, user_version %lld)",
+                       path, (unsigned long long)app_id, (long long)version);
+                store_free(s);
+                return -EPROTO;
+        } else if (version > FP_STORE_SCHEMA_VERSION) {
+                seterr(err, errlen,
+                       "Refusing to use store '%s': its schema version %lld is newer than this "
+                       "build's %d; upgrade fleetprof or move the file away",
+                       path, (long long)version, FP_STORE_SCHEMA_VERSION);
+                store_free(s);
+                return -EPROTO;
+        } else if (version < FP_STORE_SCHEMA_VERSION) {
+                if (version < FP_STORE_OLDEST_MIGRATABLE || readonly) {
+                        seterr(err, errlen,
+                               "Refusing to use store '%s': its schema version %lld cannot be "
+                               "%s (this build has version %d); move the file away",
+                               path, (long long)version, readonly ? "read without migrating" : "migrated",
+                               FP_STORE_SCHEMA_VERSION);
+                        store_free(s);
+                        return -EPROTO;
+                }
+                r = migrate(s, version);
+                if (r < 0) {
+                        seterr(err, errlen, "Failed to migrate store '%s' from version %lld: %s",
+                               path, (long long)version, reason(s, r));
+                        store_free(s);
+                        return r;
+                }
+        }
+        if ((r = fp_sx_pragma_int(s, "PRAGMA page_size", &s->page_size)) < 0) {
+                seterr(err, errlen, "%s", s->errmsg);
+                store_free(s);
+                return r;
+        }
+        if (!readonly) {
+                rc = fp_sx_exec(s->db, "PRAGMA journal_mode = WAL");
+                r = rc == SQLITE_OK ? settings(s) : fp_sx_errno(s->db, rc);
+                if (r < 0) {
+                        seterr(err, errlen, "Failed to set up store '%s': %s", path, reason(s, r));
+                        store_free(s);
+                        return r;
+                }
+        }
+        *ret = s;
+        return 0;
+}
+
+/* Renames path (and its -wal, -shm) to path.corrupt-T[-N]; fills ret_aside. */
+static int move_aside(const char *path, char *ret_aside, size_t len)
+{
+        static const char *const suffix[] = {"-wal", "-shm"};
+        char from[4096], to[4096];
+        long long t = (long long)time(NULL);
+        struct stat st;
+
+        snprintf(ret_aside, len, "%s.corrupt-%lld", path, t);
+        for (int n = 1; lstat(ret_aside, &st) == 0 && n < 100; n++)
+                snprintf(ret_aside, len, "%s.corrupt-%lld-%d", path, t, n);
+        if (rename(path, ret_aside) < 0)
+                return -errno;
+        for (size_t i = 0; i < 2; i++) {
+                snprintf(from, sizeof(from), "%s%s", path, suffix[i]);
+                snprintf(to, sizeof(to), "%s%s", ret_aside, suffix[i]);
+                if (rename(from, to) < 0 && errno != ENOENT)
+                        (void)unlink(from);
+        }
+        return 0;
+}
+
+int fp_store_open(const char *path, uint64_t max_bytes, struct fp_store **ret, char *err,
+                  size_t errlen)
+{
+        char damage[256] = "", aside[4096];
+        struct fp_store *s = NULL;
+        int r;
+
+        if (!path || !*path || !ret) {
+                seterr(err, errlen, "Failed to open store: no path given");
+                return -EINVAL;
+        }
+        r = open_once(path, max_bytes, false, &s, err, errlen, damage, sizeof(damage));
+        if (r == -EBADMSG) {
+                int m = move_aside(path, aside, sizeof(aside));
+                if (m < 0) {
+                        seterr(err, errlen,
+                               "Store '%s' is damaged (%s) and could not be moved aside: %s", path,
+                               damage, strerror(-m));
+                        return m;
+                }
+                r = open_once(path, max_bytes, false, &s, err, errlen, damage, sizeof(damage));
+                if (r == -EBADMSG) {
+                        seterr(err, errlen, "Failed to create store '%s': %s", path, damage);
+                        return -EIO;
+                }
+                if (r < 0)
+                        return r;
+                seterr(err, errlen,
+                       "Store '%s' was damaged (%s): moved it aside to '%s' and started an empty "
+                       "store",
+                       path, damage, aside);
+                r = FP_STORE_RECOVERED;
+        } else if (r < 0) {
+                return r;
+        }
+        /* A budget lowered since the last run: evict now rather than at the first write. */
+        if (s->budget)
+                (void)fp_store_shrink(s);
+        s->errmsg[0] = '\0';
+        *ret = s;
+        return r;
+}
+
+int fp_store_open_readonly(const char *path, struct fp_store **ret, char *err, size_t errlen)
+{
+        char damage[256] = "";
+        int r;
+
+        if (!path || !*path || !ret) {
+                seterr(err, errlen, "Failed to open store: no path given");
+                return -EINVAL;
+        }
+        r = open_once(path, 0, true, ret, err, errlen, damage, sizeof(damage));
+        if (r == -EBADMSG)
+                seterr(err, errlen, "Store '%s' is damaged: %s", path, damage);
+        return r;
+}

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The time-bucketed ring store: one SQLite file that holds closed buckets
+ * of aggregated samples (stack -> count and value per host, process,
+ * thread and event), the drop counts beside them, and which buckets have
+ * been uploaded. The agent writes one bucket every few seconds and reads
+ * profiles back for dumps and uploads; the collector stores every host's
+ * uploads in the same schema. The schema, the eviction rule and the
+ * on-disk hashes are documented at the top of schema.c.
+ *
+ * Writing goes through a batch: a self-contained, plain-data copy of one
+ * closed bucket (it holds no pointers into its builder's state), so the
+ * agent's loop thread can build it and hand it to a writer thread.
+ *
+ *   b = fp_store_batch_new(start_ns, length_ns);
+ *   fp_store_batch_add_target(b, &target, &t);   -- every profiled target
+ *   fp_store_batch_add_event(b, &event, &e);
+ *   fp_store_batch_add_stack(b, frames, n, &st); -- leaf first, symbolized
+ *   fp_store_batch_add_sample(b, t, e, tid, "worker", st, count, value);
+ *   fp_store_batch_add_drop(b, t, "throttled", 3);
+ *   fp_store_write_batch(store, b);              -- one transaction
+ *   fp_store_batch_free(b);
+ *
+ * Drop reasons the system uses (any short string is accepted):
+ *   kernel_ring_overflow  PERF_RECORD_LOST: the kernel's ring was full
+ *   throttled             the kernel throttled the event
+ *   unwind_failed         no usable callchain
+ *   queue_full            the agent's bucket queue to the writer was full
+ *   store_write_failed    fp_store_write_batch() failed (disk full, I/O
+ *                         error): the caller counts the lost bucket's
+ *                         samples (fp_store_batch_target_count()) under this
+ *                         reason and adds them to a later batch
+ *   evicted               added by the store itself: samples of buckets
+ *                         evicted for space before they were uploaded
+ *   upload_rejected       added by fp_store_mark_rejected(): samples of
+ *                         buckets the collector refused
+ *
+ * A struct fp_store is not thread-safe: use it from one thread at a time.
+ * Other threads or processes may open the same file (a second read-write
+ * store, or fp_store_open_readonly()); SQLite's WAL mode lets readers and
+ * the writer work at the same time.
+ *
+ * Every function that can fail returns 0 (or a count) on success and
+ * -errno on failure: -ENOMEM, -EINVAL (bad argument), -ENOSPC (disk or
+ * file-size limit full), -EIO, -EROFS / -EACCES (cannot write there),
+ * -EBADMSG (the file is damaged: close and reopen, which moves it aside),
+ * -EPROTO (not a fleetprof store, or a schema this build cannot read),
+ * -EBUSY (locked by another process for longer than the busy timeout).
+ * After a failed call the store stays usable and fp_store_errmsg() holds
+ * one line that says what failed. The library never prints.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fp_pprof;
+struct fp_store;
+struct fp_store_batch;
+
+/* ---- batches ---- */
+
+/* A profiled process. host NULL: this machine's hostname. */
+struct fp_store_target {
+        const char *host;
+        pid_t pid;
+        uint64_t starttime; /* /proc/PID/stat field 22: with pid, names one process */
+        const char *comm;   /* NULL: "" */
+        const char *exe;    /* NULL: "" */
+        /*
+         * How it is profiled, for resuming after an agent restart: a short
+         * text the agent writes and parses, e.g. "event=cpu-clock freq=99
+         * kernel=0". NULL: "". The newest batch's value wins.
+         */
+        const char *config;
+        /*
+         * Still being profiled when the bucket closed. The newest batch's
+         * value wins; fp_store_list_targets() reports it so a restarted
+         * agent resumes active targets (whose pid + starttime still run).
+         */
+        bool active;
+};
+
+/*
+ * A sampling event and the meaning of its two values: count (e.g.
+ * "samples"/"count") and value (e.g. "cpu"/"nanoseconds", or
+ * "cycles"/"count"); the pprof sample types of a profile of this event.
+ * period_type NULL: no period. name and all four type strings are required.
+ */
+struct fp_store_event {
+        const char *name; /* as perf list names it: "cpu-clock", "cycles", "r01c2" */
+        const char *count_type, *count_unit;
+        const char *value_type, *value_unit;
+        const char *period_type, *period_unit;
+        int64_t period;
+};
+
+/* One symbolized frame of a stack. */
+struct fp_store_frame {
+        const char *function;     /* NULL or "": unknown (a location without a line) */
+        const char *mapping_file; /* NULL or "": outside every mapping */
+        const char *build_id;     /* hex; NULL or "": unknown */
+        uint64_t mapping_start, mapping_limit, mapping_offset;
+        uint64_t address;
+};
+
+#define FP_STORE_MAX_FRAMES 4096 /* deepest stack a batch accepts */
+
+/* An empty batch for the bucket [start_ns, start_ns + length_ns), CLOCK_REALTIME ns. NULL: ENOMEM. */
+struct fp_store_batch *fp_store_batch_new(int64_t start_ns, int64_t length_ns);
+/* Accepts NULL. */
+void fp_store_batch_free(struct fp_store_batch *b);
+
+/*
+ * Each add function copies what it is given; identical targets (host,
+ * pid, starttime), events, stacks, samples (target, event, tid, thread
+ * name, stack: their count and value are summed) and drops (target,
+ * reason: summed) are stored once. ret_idx gets the index later calls
+ * refer to. Counts and values are capped at INT64_MAX.
+ */
+int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_target *t,
+                              uint32_t *ret_idx);
+int fp_store_batch_add_event(struct fp_store_batch *b, const struct fp_store_event *e,
+                             uint32_t *ret_idx);
+/* frames leaf first, n <= FP_STORE_MAX_FRAMES (n == 0: an empty stack). */
+int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_frame *frames,
+                             size_t n, uint32_t *ret_idx);
+/* thread_name NULL: "". */
+int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_t event, pid_t tid,
+                              const char *thread_name, uint32_t stack, uint64_t count,
+                              uint64_t value);
+int fp_store_batch_add_drop(struct fp_store_batch *b, uint32_t target, const char *reason,
+                            uint64_t count);
+/*
+ * Marks the bucket as final where it is stored: it is written as already
+ * uploaded, so it is never pending and its eviction is no loss. The
+ * collector sets this on what it ingests.
+ */
+void fp_store_batch_set_uploaded(struct fp_store_batch *b, bool uploaded);
+
+size_t fp_store_batch_n_samples(const struct fp_store_batch *b);
+size_t fp_store_batch_n_stacks(const struct fp_store_batch *b);
+/* Bytes the batch holds in memory, for the caller's queue limits. */
+size_t fp_store_batch_bytes(const struct fp_store_batch *b);
+/*
+ * Samples of one target in the batch: the sum of counts of its busiest
+ * event (several events of one target count the same samples). What the
+ * caller counts as "store_write_failed" when the batch could not be
+ * written; the store counts "evicted" and "upload_rejected" the same way.
+ */
+uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t target);
+
+/* ---- opening ---- */
+
+#define FP_STORE_SCHEMA_VERSION 1
+#define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
+#define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
+
+/*
+ * Opens the store at path, creating it (and nothing else: the directory
+ * must exist) when missing. max_bytes is the byte budget of the file plus
+ * its write-ahead log (0: none); see fp_store_write_batch() for how it is
+ * kept. Runs PRAGMA quick_check, which reads the whole file.
+ *
+ * Returns 0, or FP_STORE_RECOVERED when the file was damaged (not a
+ * database, or failing quick_check): it was renamed aside to
+ * PATH.corrupt-UNIXTIME (its -wal and -shm too), an empty store was
+ * created, and err holds the one line to log. On failure returns -errno
+ * with one line in err (err may be NULL, errlen 0): -EPROTO for a file of
+ * another application or of a schema version this build cannot migrate,
+ * -EROFS / -EACCES / -ENOENT / -ENOSPC / -EIO when the file cannot be
+ * created or written. *ret is left untouched on failure.
+ */
+int fp_store_open(const char *path, uint64_t max_bytes, struct fp_store **ret, char *err,
+                  size_t errlen);
+/*
+ * Opens an existing store for queries only (agentctl dump --store while
+ * the agent runs). Nothing is created, checked or moved aside; write
+ * calls fail with -EROFS.
+ */
+int fp_store_open_readonly(const char *path, struct fp_store **ret, char *err, size_t errlen);
+/* Accepts NULL. */
+void fp_store_close(struct fp_store *s);
+/* One line on the last failure ("" when none); valid until the next call. */
+const char *fp_store_errmsg(const struct fp_store *s);
+
+/* ---- writing ---- */
+
+/*
+ * Writes the batch as a new bucket in one transaction: a crash at any
+ * moment loses at most this bucket. Stacks, frames, functions, mappings,
+ * threads, targets and events are shared with earlier buckets.
+ *
+ * Then keeps the byte budget: while the live pages pass max_bytes, the
+ * oldest buckets are evicted (in the same transaction). Samples of
+ * evicted buckets that were never uploaded are counted as drops with
+ * reason "evicted" and, with the evicted buckets' own drop counts,
+ * carried into this bucket (or, when even this bucket had to go, into the
+ * next one written), so totals never lose them. Stacks and the rest no
+ * surviving bucket refers to are deleted; free pages go back to the file
+ * system (incremental vacuum) and the log is checkpointed, so the file
+ * plus its log stay within 1.5 x max_bytes as long as one bucket is
+ * smaller than a quarter of the budget.
+ *
+ * On failure nothing of the batch is stored and the store stays usable:
+ * -ENOSPC (then the store also lowers its budget below its present size
+ * and evicts to make room for the next write), -EIO, -EROFS, -ENOMEM,
+ * -EINVAL (a sample refers to no target/event/stack). The caller counts
+ * the lost samples as "store_write_failed". The batch is not changed.
+ */
+int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b);
+
+/*
+ * Deletes frames, functions and mappings no stack refers to any more.
+ * Eviction does this on its own when enough stacks went; this forces it.
+ */
+int fp_store_gc(struct fp_store *s);
+
+/* ---- queries ---- */
+
+/*
+ * What a query covers. Zero / NULL fields do not filter. A bucket matches
+ * when it overlaps [since_ns, until_ns) and its id is in [bucket_min,
+ * bucket_max].
+ */
+struct fp_store_filter {
+        const char *host;
+        pid_t pid;
+        uint64_t starttime;  /* with pid: one process start */
+        const char *process; /* comm */
+        const char *event;   /* NULL: the event stored first */
+        int64_t since_ns, until_ns;
+        int64_t bucket_min, bucket_max;
+};
+
+/*
+ * Adds every sample that matches f (one event: f->event, or the event
+ * that was stored first among the matches) to p. Sample types and period
+ * come from the event (p must be empty or have the same two sample types:
+ * else -EINVAL). Samples carry the labels thread (tid), thread_name, pid,
+ * process (comm), and host when the matches span several hosts. The time
+ * and duration of p widen to cover the matching buckets; one comment per
+ * drop reason ("dropped <reason>: <count>") sums the drops of the
+ * matching buckets and targets (plus, when the range is open at the end,
+ * the carried drops not yet in any bucket). Returns the number of
+ * distinct samples added: 0 when nothing matched (p then has no sample
+ * types unless it had them).
+ */
+int fp_store_query_pprof(struct fp_store *s, const struct fp_store_filter *f, struct fp_pprof *p);
+
+/* Drop counts summed per target and reason. Strings are valid during the callback. */
+struct fp_store_drop {
+        const char *host;
+        pid_t pid;
+        uint64_t starttime;
+        const char *comm;
+        const char *reason;
+        uint64_t count;
+};
+/* A callback's negative return stops the walk and is returned. */
+typedef int (*fp_store_drop_fn)(void *userdata, const struct fp_store_drop *d);
+/*
+ * Calls fn for each (target, reason) with drops in the buckets matching f
+ * (f->event is ignored; drops belong to targets). Carried drops (not yet
+ * in a bucket) are included when f->until_ns and f->bucket_max are 0.
+ * Returns the number of calls.
+ */
+int fp_store_drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp_store_drop_fn fn,
+                         void *userdata);
+
+/* What is stored for one target and event: the collector's /api/v1/series. */
+struct fp_store_series {
+        const char *host;
+        pid_t pid;
+        uint64_t starttime;
+        const char *comm, *exe, *config;
+        bool active;
+        const char *event;
+        int64_t first_ns, last_ns; /* start of its first bucket, end of its last */
+        uint64_t buckets;
+        uint64_t count; /* summed counts and values */
+        uint64_t value;
+};
+typedef int (*fp_store_series_fn)(void *userdata, const struct fp_store_series *se);
+/* Calls fn for each (target, event) with samples in buckets matching f. Returns the number of calls. */
+int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f,
+                         fp_store_series_fn fn, void *userdata);
+
+/* A stored target, with the time range of the buckets that named it. */
+struct fp_store_target_info {
+        const char *host;
+        pid_t pid;
+        uint64_t starttime;
+        const char *comm, *exe, *config;
+        bool active;
+        int64_t first_ns, last_ns;
+};
+typedef int (*fp_store_target_fn)(void *userdata, const struct fp_store_target_info *t);
+/*
+ * Calls fn for every stored target of host (NULL: all hosts), oldest
+ * first. A restarted agent resumes those that are active and whose pid
+ * still has the same starttime. Returns the number of calls.
+ */
+int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_fn fn,
+                          void *userdata);
+
+/* ---- uploads ---- */
+
+struct fp_store_bucket {
+        int64_t id; /* increasing in the order buckets were written */
+        int64_t start_ns, length_ns;
+        int64_t written_ns;
+};
+/*
+ * Fills ret with up to max buckets not yet uploaded, oldest first, and
+ * returns how many. Query one with fp_store_filter.bucket_min = bucket_max = id.
+ */
+int fp_store_pending_uploads(struct fp_store *s, struct fp_store_bucket *ret, size_t max);
+/* Number of buckets not yet uploaded. */
+int fp_store_count_pending(struct fp_store *s);
+/*
+ * Marks buckets uploaded (the collector answered 2xx), in one transaction.
+ * Ids that are gone (evicted meanwhile) or already marked are skipped.
+ * Returns the number marked.
+ */
+int fp_store_mark_uploaded(struct fp_store *s, const int64_t *ids, size_t n);
+/*
+ * Marks buckets the collector refused for good as done: their samples are
+ * counted as "upload_rejected" drops and, with their drop counts, carried
+ * into the next bucket written, so the next upload reports them.
+ * Returns the number marked.
+ */
+int fp_store_mark_rejected(struct fp_store *s, const int64_t *ids, size_t n);
+
+/* ---- state ---- */
+
+struct fp_store_stats {
+        uint64_t max_bytes;  /* the budget in force (lowered after ENOSPC), 0: none */
+        uint64_t file_bytes; /* the database file */
+        uint64_t wal_bytes;  /* its write-ahead log */
+        uint64_t live_bytes; /* pages in use */
+        uint64_t buckets, pending_buckets;
+        uint64_t targets, threads, events, stacks, frames, functions, mappings;
+        int64_t first_ns, last_ns; /* range of the stored buckets, 0 when empty */
+        uint64_t evicted_buckets;  /* by this handle, since it was opened */
+};
+int fp_store_stats(struct fp_store *s, struct fp_store_stats *ret);
