@@ -45,6 +45,9 @@ static void usage(FILE *f)
                 "        limits it to recent buckets (s, m, h, d); --store reads the agent's\n"
                 "        store file directly, also when the agent is not running\n"
                 "\n"
+                "  flush\n"
+                "        close the open bucket and upload to the collector now\n"
+                "\n"
                 "  --socket PATH   the agent's socket (default " DEFAULT_SOCKET ")\n"
                 "  --version       print the version\n");
 }
@@ -350,11 +353,11 @@ int main(int argc, char **argv)
         } while (0)
 
         if (strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0 || strcmp(cmd, "status") == 0 ||
-            strcmp(cmd, "dump") == 0) {
+            strcmp(cmd, "dump") == 0 || strcmp(cmd, "flush") == 0) {
                 ADD("cmd", cmd);
         } else {
                 free(q);
-                return fail(2, "unknown command '%s' (start, stop, status, dump)", cmd);
+                return fail(2, "unknown command '%s' (start, stop, status, dump, flush)", cmd);
         }
         bool want_pid = strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0;
         bool may_pid = want_pid || strcmp(cmd, "dump") == 0;

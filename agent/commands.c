@@ -141,6 +141,16 @@ static uint64_t rate_hz(const struct fp_perf_config *cfg)
         return fp_perf_event_is_clock(&cfg->event) ? 1000000000ULL / cfg->period : 0;
 }
 
+static void format_age(char *buf, size_t len, int64_t then_ns)
+{
+        if (!then_ns) {
+                snprintf(buf, len, "never");
+                return;
+        }
+        int64_t ago = ((int64_t)fp_now_ns(CLOCK_REALTIME) - then_ns) / 1000000000LL;
+        snprintf(buf, len, "%" PRId64 "s ago", ago < 0 ? 0 : ago);
+}
+
 /* Drop totals of one target by reason: what is stored plus what is not yet. */
 static size_t target_drops(const struct fp_server *s, struct fp_target *t,
                            struct fp_target_drop *rows, size_t max)
@@ -183,11 +193,31 @@ static void status_json(struct fp_server *s, struct client *c, uint64_t up)
                 ",\"max_bytes\":%" PRIu64 ",\"file_bytes\":%" PRIu64 ",\"wal_bytes\":%" PRIu64
                 ",\"buckets\":%" PRIu64 ",\"pending_upload\":%" PRIu64
                 ",\"buckets_written\":%" PRIu64 ",\"buckets_failed\":%" PRIu64
-                ",\"queued\":%zu},\"targets\":[",
+                ",\"queued\":%zu}",
                 s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes,
                 s->stats.file_bytes, s->stats.wal_bytes, s->stats.buckets,
                 s->stats.pending_buckets, s->buckets_closed, s->buckets_failed,
                 s->writer ? fp_writer_pending(s->writer) : 0);
+        if (s->uploader) {
+                struct fp_upload_status us;
+                fp_uploader_status(s->uploader, &us);
+                fprintf(out, ",\"upload\":{\"url\":");
+                json_str(out, fp_uploader_url(s->uploader));
+                fprintf(out,
+                        ",\"in_progress\":%s,\"last_success_ns\":%" PRId64
+                        ",\"last_attempt_ns\":%" PRId64 ",\"next_attempt_ns\":%" PRId64
+                        ",\"rounds_ok\":%" PRIu64 ",\"rounds_failed\":%" PRIu64
+                        ",\"uploads_ok\":%" PRIu64 ",\"uploads_rejected\":%" PRIu64
+                        ",\"bytes_sent\":%" PRIu64 ",\"buckets_uploaded\":%" PRIu64
+                        ",\"pending_buckets\":%" PRIu64 ",\"last_error\":",
+                        us.in_progress ? "true" : "false", us.last_success_ns,
+                        us.last_attempt_ns, us.next_attempt_ns, us.rounds_ok, us.rounds_failed,
+                        us.uploads_ok, us.uploads_rejected, us.bytes_sent, us.buckets_uploaded,
+                        s->stats.pending_buckets);
+                json_str(out, us.last_error);
+                fputc('}', out);
+        }
+        fprintf(out, ",\"targets\":[");
         for (size_t i = 0; i < s->n_targets; i++) {
                 struct fp_target *t = s->targets[i].t;
                 const struct fp_perf_config *cfg = fp_target_config(t);
@@ -264,6 +294,20 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
                         s->stats.pending_buckets, ok && !s->store_error[0] ? "" : ", FAILING: ",
                         ok && !s->store_error[0] ? "" : (msg[0] ? msg : s->store_error));
         }
+        if (s->uploader) {
+                struct fp_upload_status us;
+                char last[32];
+                fp_uploader_status(s->uploader, &us);
+                format_age(last, sizeof(last), us.last_success_ns);
+                fprintf(out,
+                        "upload: %s, last success %s, %" PRIu64 " buckets uploaded, %" PRIu64
+                        " profiles refused%s%s%s\n",
+                        fp_uploader_url(s->uploader), last, us.buckets_uploaded,
+                        us.uploads_rejected, us.in_progress ? ", uploading now" : "",
+                        us.last_error[0] ? ", last error: " : "", us.last_error);
+        } else {
+                fprintf(out, "upload: none (no --collector)\n");
+        }
         if (!visible)
                 return;
         fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT",
@@ -300,6 +344,38 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
                                 rows[j].count);
                 fputc('\n', out);
         }
+}
+
+static void on_flush_done(void *userdata, bool ok, const char *message)
+{
+        struct client *c = userdata;
+        if (ok)
+                fprintf(c->reply.out, "%s\n", message);
+        else
+                reply_error(&c->reply, "%s", message);
+        server_answer_waiting(c);
+}
+
+void cmd_flush(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+{
+        (void)q;
+        if (c->cred.uid != 0)
+                return reply_error(&c->reply, "only root may flush the agent");
+        if (!s->writer)
+                return reply_error(&c->reply, "the agent has no store (--store none): nothing to flush");
+        server_close_buckets(s);
+        if (!s->uploader) {
+                fprintf(c->reply.out,
+                        "closed the open bucket into the store; no collector is configured "
+                        "(--collector URL), so nothing was uploaded\n");
+                return;
+        }
+        int r = fp_uploader_flush(s->uploader, on_flush_done, c);
+        if (r == -EBUSY)
+                return reply_error(&c->reply, "another flush is in progress");
+        if (r < 0)
+                return reply_error(&c->reply, "cannot flush: %s", strerror(-r));
+        c->waiting = true;
 }
 
 /* Adds one target's accounting to a dump. */

@@ -8,6 +8,7 @@
  */
 #include "server.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <getopt.h>
@@ -26,7 +27,8 @@
 static void usage(FILE *f)
 {
         fprintf(f, "Usage: fleetprof-agent [--foreground] [--socket PATH] [--store PATH]\n"
-                   "                       [--bucket SECS] [--store-max-mb N]\n"
+                   "                       [--bucket SECS] [--store-max-mb N] [--collector URL]\n"
+                   "                       [--token-file FILE] [--ca-file FILE] [--upload-interval SECS]\n"
                    "\n"
                    "The fleetprof profiling agent. Control it with agentctl.\n"
                    "\n"
@@ -36,6 +38,11 @@ static void usage(FILE *f)
                    "                    'none' keeps samples in memory only\n"
                    "  --bucket SECS     length of a time bucket, 1 to 3600 (default 10)\n"
                    "  --store-max-mb N  byte budget of the store, file and log (default 256)\n"
+                   "  --collector URL   upload merged profiles to this fleetprof-collector\n"
+                   "                    (http://host:port or https://...)\n"
+                   "  --token-file FILE bearer token for the collector (first line of FILE)\n"
+                   "  --ca-file FILE    CA certificates to verify an https collector with\n"
+                   "  --upload-interval SECS  seconds between uploads, 5 to 86400 (default 60)\n"
                    "  --version         print the version and exit\n"
                    "  --help            this text\n");
 }
@@ -97,6 +104,10 @@ int main(int argc, char **argv)
                 {"store", required_argument, NULL, 'S'},
                 {"bucket", required_argument, NULL, 'b'},
                 {"store-max-mb", required_argument, NULL, 'm'},
+                {"collector", required_argument, NULL, 'c'},
+                {"token-file", required_argument, NULL, 't'},
+                {"ca-file", required_argument, NULL, 'a'},
+                {"upload-interval", required_argument, NULL, 'u'},
                 {"version", no_argument, NULL, 'V'},
                 {"help", no_argument, NULL, 'h'},
                 {0},
@@ -104,7 +115,8 @@ int main(int argc, char **argv)
         struct fp_server_options opt = {.socket_path = DEFAULT_SOCKET,
                                         .store_path = DEFAULT_STORE,
                                         .store_max_bytes = 256ULL << 20,
-                                        .bucket_seconds = 10};
+                                        .bucket_seconds = 10,
+                                        .upload_interval = 60};
         bool foreground = false;
         unsigned long v;
         struct fp_server *server = NULL;
@@ -139,6 +151,22 @@ int main(int argc, char **argv)
                         }
                         opt.store_max_bytes = (uint64_t)v << 20;
                         break;
+                case 'c':
+                        opt.collector_url = optarg;
+                        break;
+                case 't':
+                        opt.token_file = optarg;
+                        break;
+                case 'a':
+                        opt.ca_file = optarg;
+                        break;
+                case 'u':
+                        if (parse_ulong(optarg, 5, 86400, &v) < 0) {
+                                fprintf(stderr, "fleetprof-agent: invalid --upload-interval '%s': 5 to 86400 seconds\n", optarg);
+                                return 2;
+                        }
+                        opt.upload_interval = (unsigned)v;
+                        break;
                 case 'V':
                         printf("fleetprof-agent %s\n", FP_VERSION);
                         return 0;
@@ -158,6 +186,10 @@ int main(int argc, char **argv)
         }
 
         signal(SIGPIPE, SIG_IGN);
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to initialise libcurl\n");
+                return 1;
+        }
         raise_limit(RLIMIT_NOFILE);
         raise_limit(RLIMIT_MEMLOCK);
 
@@ -203,5 +235,6 @@ int main(int argc, char **argv)
         event_free(sigint);
         fp_server_free(server);
         event_base_free(base);
+        curl_global_cleanup();
         return 0;
 }

@@ -9,6 +9,7 @@
 #include "perf.h"
 #include "server.h"
 #include "target.h"
+#include "upload.h"
 #include "writer.h"
 
 #include <stdbool.h>
@@ -44,6 +45,7 @@ struct fp_server {
         size_t n_drops;
         char store_error[256];
         struct client *clients; /* connected, for the shutdown */
+        struct fp_uploader *uploader;
 };
 
 /* A response being built: status line and body. */
@@ -86,6 +88,11 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
 void cmd_stop(struct fp_server *s, struct client *c, const struct fp_ctl_request *q);
 void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_request *q);
 void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request *q);
+void cmd_flush(struct fp_server *s, struct client *c, const struct fp_ctl_request *q);
+/* Closes every open bucket into the store now (active ones stay active). */
+void server_close_buckets(struct fp_server *s);
+/* Answers a client that waited (dump, flush), or frees it if it hung up. */
+void server_answer_waiting(struct client *c);
 /* Writes the finished profile of a dump in the client's format into its reply. */
 void dump_finish(struct client *c, struct fp_pprof *p);
 

@@ -264,7 +264,6 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
 
         if (r->kind == FP_WRITER_QUERY) {
                 struct client *c = r->cookie;
-                c->waiting = false;
                 if (r->error < 0 && r->error != -ENODEV)
                         reply_error(&c->reply, "cannot read the store: %s", r->message);
                 else if (r->error == -ENODEV)
@@ -273,11 +272,7 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
                 if (!c->gone && !c->reply.status)
                         dump_finish(c, r->pprof);
                 fp_pprof_free(r->pprof);
-                if (c->gone) {
-                        client_free(c);
-                } else {
-                        send_reply(c);
-                }
+                server_answer_waiting(c);
                 return;
         }
 
@@ -311,6 +306,20 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
         }
         fp_store_batch_free(r->batch);
         free(ctx);
+}
+
+void server_answer_waiting(struct client *c)
+{
+        c->waiting = false;
+        if (c->gone)
+                client_free(c);
+        else
+                send_reply(c);
+}
+
+void server_close_buckets(struct fp_server *s)
+{
+        close_buckets(s, NULL, true);
 }
 
 void server_stop_target(struct fp_server *s, struct agent_target *at)
@@ -433,6 +442,8 @@ static void handle_request(struct client *c, const uint8_t *payload, size_t len)
                 cmd_status(s, c, &q);
         else if (strcmp(cmd, "dump") == 0)
                 cmd_dump(s, c, &q);
+        else if (strcmp(cmd, "flush") == 0)
+                cmd_flush(s, c, &q);
         else
                 reply_error(&c->reply, "unknown command '%s'", cmd);
         fp_ctl_request_done(&q);
@@ -579,6 +590,14 @@ static void open_store(struct fp_server *s)
         }
 }
 
+static void on_upload_rejected(void *userdata, pid_t pid, uint64_t starttime, uint64_t samples)
+{
+        struct fp_server *s = userdata;
+        struct agent_target *at = server_find_target(s, pid);
+        if (at && fp_target_starttime(at->t) == starttime)
+                fp_target_charge_drop(at->t, "upload_rejected", samples);
+}
+
 int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
                   struct fp_server **ret, char *err, size_t err_len)
 {
@@ -617,6 +636,24 @@ int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
         }
         open_store(s);
         arm_bucket_timer(s);
+        if (opt->collector_url) {
+                struct fp_upload_options uo = {.url = opt->collector_url,
+                                               .token_file = opt->token_file,
+                                               .ca_file = opt->ca_file,
+                                               .interval_seconds = opt->upload_interval};
+                int r;
+                if (!s->writer) {
+                        snprintf(err, err_len, "uploads need the store (--store)");
+                        fp_server_free(s);
+                        return -EINVAL;
+                }
+                r = fp_uploader_new(base, s->writer, &uo, on_upload_rejected, s, &s->uploader,
+                                    err, err_len);
+                if (r < 0) {
+                        fp_server_free(s);
+                        return r;
+                }
+        }
 
         mode_t old = umask(0111); /* 0666: every user may connect; SO_PEERCRED decides */
         s->listener = evconnlistener_new_bind(base, on_accept, s,
@@ -647,8 +684,10 @@ void fp_server_free(struct fp_server *s)
                 evconnlistener_free(s->listener);
         if (s->socket_path)
                 (void)unlink(s->socket_path);
+        fp_uploader_close(s->uploader);
         close_buckets(s, NULL, true);
         fp_writer_free(s->writer); /* writes what is queued, answers waiting dumps */
+        fp_uploader_free(s->uploader);
         while (s->clients) {
                 s->clients->waiting = false;
                 client_free(s->clients);

@@ -31,6 +31,10 @@ struct fp_server_options {
         const char *store_path; /* NULL: no store, samples live in memory only */
         uint64_t store_max_bytes;
         unsigned bucket_seconds;
+        const char *collector_url; /* NULL: no uploads */
+        const char *token_file;
+        const char *ca_file;
+        unsigned upload_interval;
 };
 
 /*

@@ -25,6 +25,9 @@ struct job {
         struct fp_store_filter filter;
         char *filter_strings[3]; /* copies of host, process, event */
         size_t bytes;            /* counted against the queue bound */
+        fp_writer_call_fn fn;
+        fp_writer_done_fn call_done;
+        void *call_userdata;
         struct fp_writer_drop *drops;
 };
 
@@ -183,10 +186,14 @@ static void *thread_main(void *arg)
                         break; /* stopping with nothing left */
                 pthread_mutex_unlock(&w->lock);
 
-                if (j->r.kind == FP_WRITER_BATCH)
+                if (j->r.kind == FP_WRITER_BATCH) {
                         run_batch(w, j);
-                else
+                } else if (j->r.kind == FP_WRITER_QUERY) {
                         run_query(w, j);
+                } else {
+                        ensure_store(w, j->r.message, sizeof(j->r.message));
+                        j->r.error = j->fn(w->store, j->r.arg);
+                }
 
                 pthread_mutex_lock(&w->lock);
                 w->jobs = j->next;
@@ -219,7 +226,10 @@ static void deliver(struct fp_writer *w)
         while (list) {
                 struct job *j = list;
                 list = j->next;
-                w->done(w->userdata, &j->r);
+                if (j->r.kind == FP_WRITER_CALL)
+                        j->call_done(j->call_userdata, &j->r);
+                else
+                        w->done(w->userdata, &j->r);
                 pthread_mutex_lock(&w->lock);
                 w->n_pending--;
                 pthread_mutex_unlock(&w->lock);
@@ -366,6 +376,23 @@ int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f,
         int r = submit(w, j);
         if (r < 0)
                 job_free(j);
+        return r;
+}
+
+int fp_writer_submit_call(struct fp_writer *w, fp_writer_call_fn fn, void *arg,
+                          fp_writer_done_fn done, void *userdata)
+{
+        struct job *j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->r.kind = FP_WRITER_CALL;
+        j->r.arg = arg;
+        j->fn = fn;
+        j->call_done = done;
+        j->call_userdata = userdata;
+        int r = submit(w, j);
+        if (r < 0)
+                free(j);
         return r;
 }
 

@@ -40,10 +40,20 @@ struct fp_writer_drop {
         uint64_t count;
 };
 
+struct fp_writer_result;
+typedef void (*fp_writer_done_fn)(void *userdata, const struct fp_writer_result *r);
+
 enum fp_writer_job_kind {
         FP_WRITER_BATCH,
         FP_WRITER_QUERY,
+        FP_WRITER_CALL,
 };
+
+/*
+ * A function run on the writer thread with the store (NULL when it cannot
+ * be opened); its return value becomes the result's error.
+ */
+typedef int (*fp_writer_call_fn)(struct fp_store *store, void *arg);
 
 struct fp_writer_result {
         enum fp_writer_job_kind kind;
@@ -53,6 +63,7 @@ struct fp_writer_result {
         /* batch: returned to the caller (freed by it). query: the builder, filled. */
         struct fp_store_batch *batch;
         struct fp_pprof *pprof;
+        void *arg; /* call: the argument, returned */
         /* batch: a snapshot taken after the write (valid during the callback). */
         bool have_stats;
         struct fp_store_stats stats;
@@ -60,7 +71,6 @@ struct fp_writer_result {
         size_t n_drops;
 };
 
-typedef void (*fp_writer_done_fn)(void *userdata, const struct fp_writer_result *r);
 
 /*
  * Starts the thread. store may be NULL (it could not be opened): path and
@@ -80,6 +90,14 @@ int fp_writer_submit_batch(struct fp_writer *w, struct fp_store_batch *b, void *
 /* Queues a query; the filter's strings are copied; the writer owns p until its result. */
 int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f,
                            struct fp_pprof *p, void *cookie);
+
+/*
+ * Queues a call of fn(store, arg) on the writer thread, after every job
+ * queued before it. Its result goes to done(userdata, result) on the loop
+ * thread, not to the writer's own callback.
+ */
+int fp_writer_submit_call(struct fp_writer *w, fp_writer_call_fn fn, void *arg,
+                          fp_writer_done_fn done, void *userdata);
 
 /* Jobs queued or running. */
 size_t fp_writer_pending(const struct fp_writer *w);

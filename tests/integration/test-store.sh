@@ -28,9 +28,9 @@ integrity() { sqlite3 "file:$1?mode=ro" "pragma integrity_check;" 2>&1 | head -1
 
 # ---- 1. budget, eviction, dumps ----------------------------------------
 fp_start_agent --bucket 1 --store-max-mb 2
-fp_start_workload manystacks "$FP_TMP/ms.out" "$FP_TMP/ms.ready" --threads 2 --seconds 14 --depth 10
+fp_start_workload manystacks "$FP_TMP/ms.out" "$FP_TMP/ms.ready" --threads 2 --seconds 14 --depth 9
 pid=$FP_WL_PID
-fp_ctl start "$pid" --freq 4000 >/dev/null || fp_fail "start failed"
+fp_ctl start "$pid" --freq 2500 >/dev/null || fp_fail "start failed"
 max=0
 for _ in $(seq 24); do
   sleep 0.5
