@@ -141,8 +141,8 @@ static int transact(const char *socket_path, const struct request *q, const char
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 int e = errno;
                 close(fd);
-                return fail(1, "the agent is not running (cannot connect to %s: %s)",
-                            socket_path, strerror(e));
+                return fail(1, "the agent is not running (cannot connect to %s: %s)", socket_path,
+                            strerror(e));
         }
         fp_ctl_put_length(hdr, (uint32_t)q->len);
         if (write_all(fd, hdr, sizeof(hdr)) < 0 || write_all(fd, q->buf, q->len) < 0) {
@@ -348,7 +348,7 @@ int main(int argc, char **argv)
         do {                                                                                       \
                 if (req_add(q, (k), (v)) < 0) {                                                    \
                         free(q);                                                                   \
-                        return fail(2, "argument too long or malformed: %s", (v));               \
+                        return fail(2, "argument too long or malformed: %s", (v));                 \
                 }                                                                                  \
         } while (0)
 
@@ -434,8 +434,8 @@ int main(int argc, char **argv)
                         free(q);
                         if (a[0] != '-')
                                 return fail(2, "unexpected argument '%s'", a);
-                        return fail(2, "unknown or incomplete option '%s' for %s (see --help)",
-                                    a, cmd);
+                        return fail(2, "unknown or incomplete option '%s' for %s (see --help)", a,
+                                    cmd);
                 }
         }
         if (want_pid && !have_pid) {

@@ -38,10 +38,9 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
                 return reply_error(r, "--freq and --period exclude each other");
         if (period) {
                 if (parse_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
-                        return reply_error(r, "invalid period '%s': a positive number of %s",
-                                           period,
-                                           fp_perf_event_is_clock(&cfg.event) ? "nanoseconds"
-                                                                               : "events");
+                        return reply_error(
+                            r, "invalid period '%s': a positive number of %s", period,
+                            fp_perf_event_is_clock(&cfg.event) ? "nanoseconds" : "events");
         } else {
                 uint64_t hz = 99;
                 if (freq && parse_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
@@ -87,8 +86,7 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
         else
                 fprintf(r->out, "every %" PRIu64 " events", cfg.period);
         fprintf(r->out, ", %u thread%s%s\n", st.threads_live, st.threads_live == 1 ? "" : "s",
-                st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)"
-                                   : "");
+                st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)" : "");
 }
 
 void cmd_stop(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
@@ -192,12 +190,10 @@ static void status_json(struct fp_server *s, struct client *c, uint64_t up)
         fprintf(out,
                 ",\"max_bytes\":%" PRIu64 ",\"file_bytes\":%" PRIu64 ",\"wal_bytes\":%" PRIu64
                 ",\"buckets\":%" PRIu64 ",\"pending_upload\":%" PRIu64
-                ",\"buckets_written\":%" PRIu64 ",\"buckets_failed\":%" PRIu64
-                ",\"queued\":%zu}",
-                s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes,
-                s->stats.file_bytes, s->stats.wal_bytes, s->stats.buckets,
-                s->stats.pending_buckets, s->buckets_closed, s->buckets_failed,
-                s->writer ? fp_writer_pending(s->writer) : 0);
+                ",\"buckets_written\":%" PRIu64 ",\"buckets_failed\":%" PRIu64 ",\"queued\":%zu}",
+                s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes, s->stats.file_bytes,
+                s->stats.wal_bytes, s->stats.buckets, s->stats.pending_buckets, s->buckets_closed,
+                s->buckets_failed, s->writer ? fp_writer_pending(s->writer) : 0);
         if (s->uploader) {
                 struct fp_upload_status us;
                 fp_uploader_status(s->uploader, &us);
@@ -210,9 +206,9 @@ static void status_json(struct fp_server *s, struct client *c, uint64_t up)
                         ",\"uploads_ok\":%" PRIu64 ",\"uploads_rejected\":%" PRIu64
                         ",\"bytes_sent\":%" PRIu64 ",\"buckets_uploaded\":%" PRIu64
                         ",\"pending_buckets\":%" PRIu64 ",\"last_error\":",
-                        us.in_progress ? "true" : "false", us.last_success_ns,
-                        us.last_attempt_ns, us.next_attempt_ns, us.rounds_ok, us.rounds_failed,
-                        us.uploads_ok, us.uploads_rejected, us.bytes_sent, us.buckets_uploaded,
+                        us.in_progress ? "true" : "false", us.last_success_ns, us.last_attempt_ns,
+                        us.next_attempt_ns, us.rounds_ok, us.rounds_failed, us.uploads_ok,
+                        us.uploads_rejected, us.bytes_sent, us.buckets_uploaded,
                         s->stats.pending_buckets);
                 json_str(out, us.last_error);
                 fputc('}', out);
@@ -310,8 +306,8 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
         }
         if (!visible)
                 return;
-        fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT",
-                "RATE", "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED");
+        fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT", "RATE",
+                "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED");
         for (size_t i = 0; i < s->n_targets; i++) {
                 struct fp_target *t = s->targets[i].t;
                 const struct fp_perf_config *cfg = fp_target_config(t);
@@ -327,8 +323,7 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
                 fprintf(out,
                         "%-8d %-16s %-12s %8s %-8s %8u %10" PRIu64 " %8" PRIu64 " %9" PRIu64 "\n",
                         (int)fp_target_pid(t), fp_target_comm(t), cfg->event.name, rate,
-                        state_name(st.state), st.threads_live, st.samples, st.lost,
-                        st.throttled);
+                        state_name(st.state), st.threads_live, st.samples, st.lost, st.throttled);
         }
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < s->n_targets; i++) {
@@ -340,8 +335,7 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
                         continue;
                 fprintf(out, "dropped from %d:", (int)fp_target_pid(s->targets[i].t));
                 for (size_t j = 0; j < n; j++)
-                        fprintf(out, "%s %s %" PRIu64, j ? "," : "", rows[j].reason,
-                                rows[j].count);
+                        fprintf(out, "%s %s %" PRIu64, j ? "," : "", rows[j].reason, rows[j].count);
                 fputc('\n', out);
         }
 }
@@ -362,7 +356,8 @@ void cmd_flush(struct fp_server *s, struct client *c, const struct fp_ctl_reques
         if (c->cred.uid != 0)
                 return reply_error(&c->reply, "only root may flush the agent");
         if (!s->writer)
-                return reply_error(&c->reply, "the agent has no store (--store none): nothing to flush");
+                return reply_error(&c->reply,
+                                   "the agent has no store (--store none): nothing to flush");
         server_close_buckets(s);
         if (!s->uploader) {
                 fprintf(c->reply.out,
@@ -487,7 +482,8 @@ void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request
                 if (pid && fp_target_pid(t) != pid)
                         continue;
                 const char *tev = fp_target_config(t)->event.name;
-                if (event ? strcmp(tev, event) != 0 : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
+                if (event ? strcmp(tev, event) != 0
+                          : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
                         continue;
                 fp_target_sample_types(t, ty, un);
                 if (!first) {
@@ -496,7 +492,8 @@ void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request
                         fp_pprof_add_sample_type(p, ty[1], un[1]);
                         fp_pprof_set_default_sample_type(p, ty[1]);
                         const struct fp_perf_config *cfg = fp_target_config(t);
-                        fp_pprof_set_period(p, ty[1], un[1], (int64_t)(cfg->freq ? 1 : cfg->period));
+                        fp_pprof_set_period(p, ty[1], un[1],
+                                            (int64_t)(cfg->freq ? 1 : cfg->period));
                 }
                 fp_target_drain(t);
                 e = fp_target_to_pprof(t, p);
@@ -530,8 +527,8 @@ void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request
         if (!first) {
                 fp_pprof_free(p);
                 if (pid)
-                        return reply_error(r, "process %d is not profiled with event %s",
-                                           (int)pid, event);
+                        return reply_error(r, "process %d is not profiled with event %s", (int)pid,
+                                           event);
                 return reply_error(r, "no profiled process%s%s", event ? " with event " : "",
                                    event ? event : "");
         }

@@ -26,25 +26,27 @@
 
 static void usage(FILE *f)
 {
-        fprintf(f, "Usage: fleetprof-agent [--foreground] [--socket PATH] [--store PATH]\n"
-                   "                       [--bucket SECS] [--store-max-mb N] [--collector URL]\n"
-                   "                       [--token-file FILE] [--ca-file FILE] [--upload-interval SECS]\n"
-                   "\n"
-                   "The fleetprof profiling agent. Control it with agentctl.\n"
-                   "\n"
-                   "  --foreground      stay in the foreground and log to stderr\n"
-                   "  --socket PATH     control socket (default " DEFAULT_SOCKET ")\n"
-                   "  --store PATH      the on-disk ring of buckets (default " DEFAULT_STORE ");\n"
-                   "                    'none' keeps samples in memory only\n"
-                   "  --bucket SECS     length of a time bucket, 1 to 3600 (default 10)\n"
-                   "  --store-max-mb N  byte budget of the store, file and log (default 256)\n"
-                   "  --collector URL   upload merged profiles to this fleetprof-collector\n"
-                   "                    (http://host:port or https://...)\n"
-                   "  --token-file FILE bearer token for the collector (first line of FILE)\n"
-                   "  --ca-file FILE    CA certificates to verify an https collector with\n"
-                   "  --upload-interval SECS  seconds between uploads, 5 to 86400 (default 60)\n"
-                   "  --version         print the version and exit\n"
-                   "  --help            this text\n");
+        fprintf(
+            f,
+            "Usage: fleetprof-agent [--foreground] [--socket PATH] [--store PATH]\n"
+            "                       [--bucket SECS] [--store-max-mb N] [--collector URL]\n"
+            "                       [--token-file FILE] [--ca-file FILE] [--upload-interval SECS]\n"
+            "\n"
+            "The fleetprof profiling agent. Control it with agentctl.\n"
+            "\n"
+            "  --foreground      stay in the foreground and log to stderr\n"
+            "  --socket PATH     control socket (default " DEFAULT_SOCKET ")\n"
+            "  --store PATH      the on-disk ring of buckets (default " DEFAULT_STORE ");\n"
+            "                    'none' keeps samples in memory only\n"
+            "  --bucket SECS     length of a time bucket, 1 to 3600 (default 10)\n"
+            "  --store-max-mb N  byte budget of the store, file and log (default 256)\n"
+            "  --collector URL   upload merged profiles to this fleetprof-collector\n"
+            "                    (http://host:port or https://...)\n"
+            "  --token-file FILE bearer token for the collector (first line of FILE)\n"
+            "  --ca-file FILE    CA certificates to verify an https collector with\n"
+            "  --upload-interval SECS  seconds between uploads, 5 to 86400 (default 60)\n"
+            "  --version         print the version and exit\n"
+            "  --help            this text\n");
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -99,18 +101,18 @@ static int ensure_parent_dir(const char *path)
 int main(int argc, char **argv)
 {
         static const struct option opts[] = {
-                {"foreground", no_argument, NULL, 'f'},
-                {"socket", required_argument, NULL, 's'},
-                {"store", required_argument, NULL, 'S'},
-                {"bucket", required_argument, NULL, 'b'},
-                {"store-max-mb", required_argument, NULL, 'm'},
-                {"collector", required_argument, NULL, 'c'},
-                {"token-file", required_argument, NULL, 't'},
-                {"ca-file", required_argument, NULL, 'a'},
-                {"upload-interval", required_argument, NULL, 'u'},
-                {"version", no_argument, NULL, 'V'},
-                {"help", no_argument, NULL, 'h'},
-                {0},
+            {"foreground", no_argument, NULL, 'f'},
+            {"socket", required_argument, NULL, 's'},
+            {"store", required_argument, NULL, 'S'},
+            {"bucket", required_argument, NULL, 'b'},
+            {"store-max-mb", required_argument, NULL, 'm'},
+            {"collector", required_argument, NULL, 'c'},
+            {"token-file", required_argument, NULL, 't'},
+            {"ca-file", required_argument, NULL, 'a'},
+            {"upload-interval", required_argument, NULL, 'u'},
+            {"version", no_argument, NULL, 'V'},
+            {"help", no_argument, NULL, 'h'},
+            {0},
         };
         struct fp_server_options opt = {.socket_path = DEFAULT_SOCKET,
                                         .store_path = DEFAULT_STORE,
@@ -139,14 +141,20 @@ int main(int argc, char **argv)
                         break;
                 case 'b':
                         if (parse_ulong(optarg, 1, 3600, &v) < 0) {
-                                fprintf(stderr, "fleetprof-agent: invalid --bucket '%s': 1 to 3600 seconds\n", optarg);
+                                fprintf(
+                                    stderr,
+                                    "fleetprof-agent: invalid --bucket '%s': 1 to 3600 seconds\n",
+                                    optarg);
                                 return 2;
                         }
                         opt.bucket_seconds = (unsigned)v;
                         break;
                 case 'm':
                         if (parse_ulong(optarg, 1, 1024 * 1024, &v) < 0) {
-                                fprintf(stderr, "fleetprof-agent: invalid --store-max-mb '%s': 1 to 1048576\n", optarg);
+                                fprintf(
+                                    stderr,
+                                    "fleetprof-agent: invalid --store-max-mb '%s': 1 to 1048576\n",
+                                    optarg);
                                 return 2;
                         }
                         opt.store_max_bytes = (uint64_t)v << 20;
@@ -162,7 +170,10 @@ int main(int argc, char **argv)
                         break;
                 case 'u':
                         if (parse_ulong(optarg, 5, 86400, &v) < 0) {
-                                fprintf(stderr, "fleetprof-agent: invalid --upload-interval '%s': 5 to 86400 seconds\n", optarg);
+                                fprintf(stderr,
+                                        "fleetprof-agent: invalid --upload-interval '%s': 5 to "
+                                        "86400 seconds\n",
+                                        optarg);
                                 return 2;
                         }
                         opt.upload_interval = (unsigned)v;
@@ -174,7 +185,8 @@ int main(int argc, char **argv)
                         usage(stdout);
                         return 0;
                 default:
-                        fprintf(stderr, "fleetprof-agent: unknown or incomplete option '%s' (see --help)\n",
+                        fprintf(stderr,
+                                "fleetprof-agent: unknown or incomplete option '%s' (see --help)\n",
                                 argv[optind - 1]);
                         return 2;
                 }

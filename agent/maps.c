@@ -160,8 +160,8 @@ int fp_maps_load_proc(struct fp_maps *m)
                 char perms[8];
                 int path_at = 0;
 
-                if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start,
-                           &end, perms, &pgoff, &path_at) < 4)
+                if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end,
+                           perms, &pgoff, &path_at) < 4)
                         continue;
                 if (perms[2] != 'x')
                         continue;
@@ -248,8 +248,7 @@ static void load_symtab(struct fp_maps *m, struct fp_mapping *x)
         (void)fp_symcache_get(m->cache, fn, &x->symtab);
 }
 
-const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr,
-                              uint64_t *ret_offset)
+const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, uint64_t *ret_offset)
 {
         struct fp_mapping *x = fp_maps_get(m, idx);
         uint64_t off, vaddr;

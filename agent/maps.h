@@ -34,7 +34,7 @@ enum fp_mapping_kind {
 struct fp_mapping {
         uint64_t start, end, pgoff;
         enum fp_mapping_kind kind;
-        char *path;              /* as the process sees it; "[vdso]", "[kernel.kallsyms]", ... */
+        char *path;               /* as the process sees it; "[vdso]", "[kernel.kallsyms]", ... */
         struct fp_symtab *symtab; /* NULL until loaded, or when it could not be */
         bool symtab_tried;
 };
@@ -61,5 +61,4 @@ size_t fp_maps_count(const struct fp_maps *m);
  * NULL when unknown. *ret_offset gets the file offset (or kernel address)
  * used for the lookup, so callers can print "binary+0xoffset".
  */
-const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr,
-                              uint64_t *ret_offset);
+const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, uint64_t *ret_offset);

@@ -38,11 +38,11 @@ struct fp_perf_event {
 /* How to sample one target: the same for each of its threads. */
 struct fp_perf_config {
         struct fp_perf_event event;
-        uint64_t period;       /* events (ns for the clocks) between samples, when freq == 0 */
-        uint64_t freq;         /* samples per second, kernel-adjusted period, when nonzero */
-        bool kernel_frames;    /* --kernel: kernel callchains too */
-        bool count_kernel;     /* samples taken in the kernel are kept (exclude_kernel=0) */
-        unsigned ring_pages;   /* data pages of the sampling ring, a power of two */
+        uint64_t period;     /* events (ns for the clocks) between samples, when freq == 0 */
+        uint64_t freq;       /* samples per second, kernel-adjusted period, when nonzero */
+        bool kernel_frames;  /* --kernel: kernel callchains too */
+        bool count_kernel;   /* samples taken in the kernel are kept (exclude_kernel=0) */
+        unsigned ring_pages; /* data pages of the sampling ring, a power of two */
 };
 
 /* An mmap'd ring of one event. */
@@ -60,7 +60,7 @@ struct fp_perf_sample {
         uint32_t pid, tid;
         uint64_t time;
         uint64_t period;
-        uint64_t nr;        /* callchain entries, PERF_CONTEXT_* markers included */
+        uint64_t nr; /* callchain entries, PERF_CONTEXT_* markers included */
         const uint64_t *ips;
 };
 
@@ -69,16 +69,26 @@ struct fp_perf_record {
         uint32_t type; /* PERF_RECORD_* */
         uint16_t misc;
         union {
-                struct { uint32_t pid, ppid, tid, ptid; uint64_t time; } task; /* FORK, EXIT */
-                struct { uint32_t pid, tid; const char *comm; } comm;
+                struct {
+                        uint32_t pid, ppid, tid, ptid;
+                        uint64_t time;
+                } task; /* FORK, EXIT */
+                struct {
+                        uint32_t pid, tid;
+                        const char *comm;
+                } comm;
                 struct {
                         uint32_t pid, tid;
                         uint64_t addr, len, pgoff;
                         uint32_t prot, flags;
                         const char *filename;
                 } mmap;
-                struct { uint64_t lost; } lost;                 /* LOST, LOST_SAMPLES */
-                struct { uint64_t time; } throttle;             /* THROTTLE, UNTHROTTLE */
+                struct {
+                        uint64_t lost;
+                } lost; /* LOST, LOST_SAMPLES */
+                struct {
+                        uint64_t time;
+                } throttle; /* THROTTLE, UNTHROTTLE */
         };
 };
 
@@ -128,8 +138,7 @@ struct fp_perf_handlers {
  * number of records read, or -EBADMSG if the ring holds garbage (the ring
  * is then reset to empty and the caller should count a loss).
  */
-int fp_perf_ring_drain(struct fp_perf_ring *r, const struct fp_perf_handlers *h,
-                       void *userdata);
+int fp_perf_ring_drain(struct fp_perf_ring *r, const struct fp_perf_handlers *h, void *userdata);
 
 /* The machine's perf_event_paranoid, or 2 if it cannot be read. */
 int fp_perf_paranoid(void);

@@ -40,7 +40,7 @@ struct fp_server {
         int64_t bucket_start_ns; /* CLOCK_REALTIME start of the open bucket */
         uint64_t buckets_closed, buckets_failed;
         bool have_stats;
-        struct fp_store_stats stats; /* after the last write */
+        struct fp_store_stats stats;  /* after the last write */
         struct fp_writer_drop *drops; /* stored drop totals after the last write */
         size_t n_drops;
         char store_error[256];

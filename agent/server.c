@@ -90,8 +90,8 @@ void config_finish(struct fp_perf_config *cfg)
         uint64_t hz = cfg->freq;
         if (!hz)
                 hz = fp_perf_event_is_clock(&cfg->event) && cfg->period
-                             ? 1000000000ULL / cfg->period
-                             : 1000;
+                         ? 1000000000ULL / cfg->period
+                         : 1000;
         cfg->count_kernel = true;
         cfg->ring_pages = fp_perf_ring_pages_for(hz);
 }
@@ -193,7 +193,8 @@ static void close_buckets(struct fp_server *s, struct agent_target *only, bool a
 
         if (!s->writer || n == 0)
                 return;
-        b = fp_store_batch_new(s->bucket_start_ns, now > s->bucket_start_ns ? now - s->bucket_start_ns : 1);
+        b = fp_store_batch_new(s->bucket_start_ns,
+                               now > s->bucket_start_ns ? now - s->bucket_start_ns : 1);
         ctx = calloc(1, sizeof(*ctx) + n * sizeof(ctx->t[0]));
         if (!b || !ctx) {
                 fp_store_batch_free(b);
@@ -268,7 +269,7 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
                         reply_error(&c->reply, "cannot read the store: %s", r->message);
                 else if (r->error == -ENODEV)
                         fp_pprof_add_comment(r->pprof, "the store is unavailable: only the open "
-                                                        "bucket is included");
+                                                       "bucket is included");
                 if (!c->gone && !c->reply.status)
                         dump_finish(c, r->pprof);
                 fp_pprof_free(r->pprof);
@@ -647,8 +648,8 @@ int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
                         fp_server_free(s);
                         return -EINVAL;
                 }
-                r = fp_uploader_new(base, s->writer, &uo, on_upload_rejected, s, &s->uploader,
-                                    err, err_len);
+                r = fp_uploader_new(base, s->writer, &uo, on_upload_rejected, s, &s->uploader, err,
+                                    err_len);
                 if (r < 0) {
                         fp_server_free(s);
                         return r;

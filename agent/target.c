@@ -97,8 +97,9 @@ uint64_t fp_proc_stat(pid_t pid, char *ret_state)
         unsigned long long st = 0;
         char state = 0;
         /* state is field 3; starttime is field 22, the 20th after the ')'. */
-        if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-                          "%*d %*d %llu",
+        if (sscanf(p + 2,
+                   "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                   "%*d %*d %llu",
                    &state, &st) != 2)
                 return 0;
         if (ret_state)
@@ -207,7 +208,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
 
         th->ev_sampler = event_new(t->base, th->sampler.fd, EV_READ | EV_PERSIST, on_sampler, th);
         th->ev_sideband =
-                event_new(t->base, th->sideband.fd, EV_READ | EV_PERSIST, on_sideband, th);
+            event_new(t->base, th->sideband.fd, EV_READ | EV_PERSIST, on_sideband, th);
         if (!th->ev_sampler || !th->ev_sideband || event_add(th->ev_sampler, NULL) < 0 ||
             event_add(th->ev_sideband, NULL) < 0) {
                 if (th->ev_sampler)
@@ -409,8 +410,8 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
 }
 
 static const struct fp_perf_handlers handlers = {
-        .sample = handle_sample,
-        .record = handle_record,
+    .sample = handle_sample,
+    .record = handle_record,
 };
 
 static void drain_ring(struct fp_target *t, struct fp_perf_ring *ring)
@@ -554,8 +555,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         }
         if (t->st.threads_live == 0) {
                 if (first_error)
-                        snprintf(err, err_len, "%s", errno_reason(first_error, cfg, reason,
-                                                                  sizeof(reason)));
+                        snprintf(err, err_len, "%s",
+                                 errno_reason(first_error, cfg, reason, sizeof(reason)));
                 else
                         snprintf(err, err_len, "no such process: %d", (int)pid);
                 r = first_error ? first_error : -ESRCH;
@@ -643,7 +644,7 @@ static const char *basename_of(const char *path)
 
 /* What one frame is, for people: its function name and mapping. */
 struct frame_desc {
-        const char *function; /* never NULL */
+        const char *function;             /* never NULL */
         const struct fp_mapping *mapping; /* NULL: none */
         const char *build_id;             /* "" when unknown */
         uint64_t limit;                   /* mapping end for the profile */
@@ -717,10 +718,10 @@ int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
                 struct fp_thread *th = thread_find(t, e->tid);
                 int64_t values[2] = {(int64_t)e->count, (int64_t)e->value};
                 struct fp_pprof_label labels[4] = {
-                        {.key = "thread", .num = e->tid},
-                        {.key = "thread_name", .str = th ? th->comm : ""},
-                        {.key = "pid", .num = t->pid},
-                        {.key = "process", .str = t->comm},
+                    {.key = "thread", .num = e->tid},
+                    {.key = "thread_name", .str = th ? th->comm : ""},
+                    {.key = "pid", .num = t->pid},
+                    {.key = "process", .str = t->comm},
                 };
 
                 for (uint32_t j = 0; j < e->n_frames; j++) {
@@ -774,13 +775,20 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
         fp_target_drain(t);
         fp_target_config_string(t, config, sizeof(config));
         fp_target_sample_types(t, types, units);
-        struct fp_store_target st = {.host = NULL, .pid = t->pid, .starttime = t->starttime,
-                                     .comm = t->comm, .exe = t->exe, .config = config,
+        struct fp_store_target st = {.host = NULL,
+                                     .pid = t->pid,
+                                     .starttime = t->starttime,
+                                     .comm = t->comm,
+                                     .exe = t->exe,
+                                     .config = config,
                                      .active = active};
         struct fp_store_event ev = {.name = t->cfg.event.name,
-                                    .count_type = types[0], .count_unit = units[0],
-                                    .value_type = types[1], .value_unit = units[1],
-                                    .period_type = types[1], .period_unit = units[1],
+                                    .count_type = types[0],
+                                    .count_unit = units[0],
+                                    .value_type = types[1],
+                                    .value_unit = units[1],
+                                    .period_type = types[1],
+                                    .period_unit = units[1],
                                     .period = (int64_t)(t->cfg.freq ? 1 : t->cfg.period)};
         r = fp_store_batch_add_target(b, &st, &ti);
         if (r < 0)
@@ -801,19 +809,19 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                         struct frame_desc *d = &descs[j];
                         frame_describe(t, &e->frames[j], d);
                         frames[j] = (struct fp_store_frame){
-                                .function = d->function,
-                                .mapping_file = d->mapping ? d->mapping->path : NULL,
-                                .build_id = d->build_id,
-                                .mapping_start = d->mapping ? d->mapping->start : 0,
-                                .mapping_limit = d->limit,
-                                .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
-                                .address = e->frames[j].addr};
+                            .function = d->function,
+                            .mapping_file = d->mapping ? d->mapping->path : NULL,
+                            .build_id = d->build_id,
+                            .mapping_start = d->mapping ? d->mapping->start : 0,
+                            .mapping_limit = d->limit,
+                            .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
+                            .address = e->frames[j].addr};
                 }
                 r = fp_store_batch_add_stack(b, frames, e->n_frames, &si);
                 if (r < 0)
                         goto out;
-                r = fp_store_batch_add_sample(b, ti, ei, e->tid, th ? th->comm : "", si,
-                                              e->count, e->value);
+                r = fp_store_batch_add_sample(b, ti, ei, e->tid, th ? th->comm : "", si, e->count,
+                                              e->value);
                 if (r < 0)
                         goto out;
         }
@@ -847,9 +855,9 @@ size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *re
 {
         const struct fp_target_stats *now = &t->st, *then = &t->st_bucketed;
         struct fp_target_drop open[3] = {
-                {"kernel_ring_overflow", now->lost - then->lost},
-                {"throttled", now->throttled - then->throttled},
-                {"out_of_memory", now->dropped_nomem - then->dropped_nomem},
+            {"kernel_ring_overflow", now->lost - then->lost},
+            {"throttled", now->throttled - then->throttled},
+            {"out_of_memory", now->dropped_nomem - then->dropped_nomem},
         };
         size_t n = 0;
 

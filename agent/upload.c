@@ -79,7 +79,7 @@ struct fp_uploader {
         void *userdata;
 
         enum state state;
-        struct round *round;  /* the current or retried round */
+        struct round *round; /* the current or retried round */
         struct event *ev_round;
         CURLM *multi;
         struct event *ev_curl_timer;
@@ -171,7 +171,8 @@ static void key_of(const struct round *r, const char *host, pid_t pid, uint64_t 
         /* Two independent 64-bit FNV-1a hashes: a 128-bit key, stable across retries. */
         uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL;
         char buf[512];
-        int n = snprintf(buf, sizeof(buf), "%s|%d|%" PRIu64 "|%s", host, (int)pid, starttime, event);
+        int n =
+            snprintf(buf, sizeof(buf), "%s|%d|%" PRIu64 "|%s", host, (int)pid, starttime, event);
         for (int i = 0; i < n && i < (int)sizeof(buf); i++) {
                 h1 = (h1 ^ (uint8_t)buf[i]) * 0x100000001b3ULL;
                 h2 = (h2 ^ (uint8_t)buf[i]) * 0x100000001b3ULL + 7;
@@ -189,8 +190,10 @@ static int build_item(void *userdata, const struct fp_store_series *se)
 {
         struct series_acc *a = userdata;
         struct round *r = a->r;
-        struct fp_store_filter f = {.pid = se->pid, .starttime = se->starttime,
-                                    .event = se->event, .bucket_min = r->ids[0],
+        struct fp_store_filter f = {.pid = se->pid,
+                                    .starttime = se->starttime,
+                                    .event = se->event,
+                                    .bucket_min = r->ids[0],
                                     .bucket_max = r->ids[r->n_ids - 1]};
         struct fp_pprof *p = fp_pprof_new();
         struct item it = {0};
@@ -420,7 +423,9 @@ static void check_done(struct fp_uploader *u)
                 curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
                 long code = 0;
                 curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-                it->response[it->response_len < sizeof(it->response) ? it->response_len : sizeof(it->response) - 1] = 0;
+                it->response[it->response_len < sizeof(it->response) ? it->response_len
+                                                                     : sizeof(it->response) - 1] =
+                    0;
                 if (m->data.result != CURLE_OK) {
                         if (!it->error[0])
                                 snprintf(it->error, sizeof(it->error), "%s",
@@ -698,8 +703,8 @@ static int read_token(const char *path, char **ret, char *err, size_t err_len)
 }
 
 int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
-                    const struct fp_upload_options *opt, fp_upload_reject_fn reject,
-                    void *userdata, struct fp_uploader **ret, char *err, size_t err_len)
+                    const struct fp_upload_options *opt, fp_upload_reject_fn reject, void *userdata,
+                    struct fp_uploader **ret, char *err, size_t err_len)
 {
         struct fp_uploader *u;
         int r;

@@ -62,8 +62,8 @@ struct fp_upload_status {
  * the first round. The uploader uses writer for every store access.
  */
 int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
-                    const struct fp_upload_options *opt, fp_upload_reject_fn reject,
-                    void *userdata, struct fp_uploader **ret, char *err, size_t err_len);
+                    const struct fp_upload_options *opt, fp_upload_reject_fn reject, void *userdata,
+                    struct fp_uploader **ret, char *err, size_t err_len);
 /*
  * Abandons a round in flight (its buckets stay pending) and answers a
  * waiting flush. Call before the writer is freed: results it still

@@ -205,7 +205,8 @@ static void *thread_main(void *arg)
                 w->results_tail = &j->next;
                 pthread_mutex_unlock(&w->lock);
                 if (write(w->efd, &one, sizeof(one)) < 0) {
-                        /* The counter cannot overflow in practice; the loop reads results anyway. */
+                        /* The counter cannot overflow in practice; the loop reads results anyway.
+                         */
                 }
                 pthread_mutex_lock(&w->lock);
         }
@@ -353,8 +354,8 @@ int fp_writer_submit_batch(struct fp_writer *w, struct fp_store_batch *b, void *
         return r;
 }
 
-int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f,
-                           struct fp_pprof *p, void *cookie)
+int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f, struct fp_pprof *p,
+                           void *cookie)
 {
         struct job *j = calloc(1, sizeof(*j));
         const char *src[3] = {f->host, f->process, f->event};

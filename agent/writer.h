@@ -57,8 +57,8 @@ typedef int (*fp_writer_call_fn)(struct fp_store *store, void *arg);
 
 struct fp_writer_result {
         enum fp_writer_job_kind kind;
-        void *cookie;  /* the caller's, as submitted */
-        int error;     /* 0 or -errno */
+        void *cookie; /* the caller's, as submitted */
+        int error;    /* 0 or -errno */
         char message[256];
         /* batch: returned to the caller (freed by it). query: the builder, filled. */
         struct fp_store_batch *batch;
@@ -70,7 +70,6 @@ struct fp_writer_result {
         const struct fp_writer_drop *drops;
         size_t n_drops;
 };
-
 
 /*
  * Starts the thread. store may be NULL (it could not be opened): path and
@@ -88,8 +87,8 @@ void fp_writer_free(struct fp_writer *w);
 /* Queues a batch; on success the writer owns it until its result. -ENOBUFS: queue full. */
 int fp_writer_submit_batch(struct fp_writer *w, struct fp_store_batch *b, void *cookie);
 /* Queues a query; the filter's strings are copied; the writer owns p until its result. */
-int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f,
-                           struct fp_pprof *p, void *cookie);
+int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f, struct fp_pprof *p,
+                           void *cookie);
 
 /*
  * Queues a call of fn(store, arg) on the writer thread, after every job

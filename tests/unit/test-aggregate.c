@@ -65,8 +65,10 @@ static void test_many(void)
 
         for (unsigned round = 0; round < 3; round++)
                 for (unsigned i = 0; i < n; i++) {
-                        struct fp_frame f[4] = {{.addr = i}, {.addr = i * 7 + 1},
-                                                {.addr = 0x400000}, {.addr = round == 0 ? 1 : 1}};
+                        struct fp_frame f[4] = {{.addr = i},
+                                                {.addr = i * 7 + 1},
+                                                {.addr = 0x400000},
+                                                {.addr = round == 0 ? 1 : 1}};
                         if (fp_agg_add(a, (pid_t)(i % 13), 0, f, 4, i, NULL, NULL) < 0)
                                 FP_CHECK(!"fp_agg_add failed");
                 }

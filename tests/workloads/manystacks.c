@@ -101,8 +101,9 @@ int main(int argc, char **argv)
                 }
         }
         if (threads < 1 || threads > 256 || depth < 1 || depth > 32) {
-                fprintf(stderr, "usage: manystacks [--threads 1..256] [--seconds S] [--depth 1..32] "
-                                "[--ready FILE]\n");
+                fprintf(stderr,
+                        "usage: manystacks [--threads 1..256] [--seconds S] [--depth 1..32] "
+                        "[--ready FILE]\n");
                 return 2;
         }
         printf("%d\n", (int)getpid());
