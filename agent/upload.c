@@ -398,8 +398,10 @@ static void sending_done(struct fp_uploader *u)
                                 why = r->items[i].error;
                 }
         if (retry) {
-                char msg[300];
-                snprintf(msg, sizeof(msg), "upload to %s failed (%zu of %zu): %s; retrying", u->url,
+                /* The URL is the operator's and may be long: the message is cut,
+                 * not the buffer overrun, and the log line keeps the reason. */
+                char msg[600];
+                snprintf(msg, sizeof(msg), "upload to %.200s failed (%zu of %zu): %.255s; retrying", u->url,
                          retry, r->n_items, why);
                 fprintf(stderr, "fleetprof-agent: %s\n", msg);
                 round_end(u, false, msg);
