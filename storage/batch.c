@@ -79,9 +79,9 @@ size_t fp_store_batch_bytes(const struct fp_store_batch *b)
                b->cap_stacks * sizeof(*b->stacks) + b->cap_threads * sizeof(*b->threads) +
                b->cap_samples * sizeof(*b->samples) + b->cap_drops * sizeof(*b->drops) +
                b->cap_frame_ids * sizeof(*b->frame_ids) +
-               8 * (b->idx_strs.cap + b->idx_targets.cap + b->idx_events.cap +
-                    b->idx_mappings.cap + b->idx_frames.cap + b->idx_stacks.cap +
-                    b->idx_threads.cap + b->idx_samples.cap + b->idx_drops.cap);
+               8 * (b->idx_strs.cap + b->idx_targets.cap + b->idx_events.cap + b->idx_mappings.cap +
+                    b->idx_frames.cap + b->idx_stacks.cap + b->idx_threads.cap +
+                    b->idx_samples.cap + b->idx_drops.cap);
 }
 
 uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t target)
@@ -134,7 +134,8 @@ static int intern_str(struct fp_store_batch *b, const char *s, uint32_t *ret)
                 *ret = (uint32_t)i;
                 return 0;
         }
-        if (k.len >= UINT32_MAX || b->n_chars + k.len + 1 > UINT32_MAX || b->n_strs >= UINT32_MAX - 1)
+        if (k.len >= UINT32_MAX || b->n_chars + k.len + 1 > UINT32_MAX ||
+            b->n_strs >= UINT32_MAX - 1)
                 return -E2BIG;
         r = fp_sx_grow((void **)&b->chars, &b->cap_chars, b->n_chars + k.len + 1, 1);
         if (r < 0)
@@ -151,16 +152,6 @@ static int intern_str(struct fp_store_batch *b, const char *s, uint32_t *ret)
         b->n_chars += k.len + 1;
         *ret = (uint32_t)b->n_strs++;
         return 0;
-}
-
-/* Interns s unless it is NULL or "" (then FP_SB_NONE). */
-static int intern_opt_str(struct fp_store_batch *b, const char *s, uint32_t *ret)
-{
-        if (!s || !*s) {
-                *ret = FP_SB_NONE;
-                return 0;
-        }
-        return intern_str(b, s, ret);
 }
 
 /*
@@ -195,14 +186,15 @@ static int intern(struct fp_store_batch *b, void **table, size_t *n, size_t *cap
 }
 
 #define INTERN(b, name, entry, eq, ret_idx, ret_new)                                               \
-        intern((b), (void **)&(b)->name, &(b)->n_##name, &(b)->cap_##name, &(b)->idx_##name,     \
+        intern((b), (void **)&(b)->name, &(b)->n_##name, &(b)->cap_##name, &(b)->idx_##name,       \
                sizeof(*(b)->name), (entry), (entry)->hash, (eq), (ret_idx), (ret_new))
 
 /* ---- targets ---- */
 
 static bool target_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_target *a = &((const struct fp_store_batch *)ctx)->targets[idx], *k = key;
+        const struct fp_sb_target *a = &((const struct fp_store_batch *)ctx)->targets[idx],
+                                  *k = key;
         return a->host == k->host && a->pid == k->pid && a->starttime == k->starttime;
 }
 
@@ -296,44 +288,110 @@ static bool frame_eq(const void *ctx, uint32_t idx, const void *key)
                a->address == k->address;
 }
 
-static int add_frame(struct fp_store_batch *b, const struct fp_store_frame *f, uint32_t *ret_idx)
+/* A frame as given, for looking it up before anything is interned. */
+struct frame_key {
+        uint32_t mapping;
+        const char *name;
+        size_t name_len;
+        uint64_t address;
+        uint64_t hash;
+};
+
+static bool frame_key_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        struct fp_sb_frame e = {.address = f->address};
-        uint64_t mapping_hash = 0;
+        const struct fp_store_batch *b = ctx;
+        const struct fp_sb_frame *a = &b->frames[idx];
+        const struct frame_key *k = key;
+
+        if (a->hash != k->hash || a->mapping != k->mapping || a->address != k->address)
+                return false;
+        if (a->function == FP_SB_NONE)
+                return k->name_len == 0;
+        return b->strs[a->function].len == k->name_len &&
+               memcmp(b->chars + b->strs[a->function].off, k->name, k->name_len) == 0;
+}
+
+static bool opt_str_is(const struct fp_store_batch *b, uint32_t i, const char *s)
+{
+        return strcmp(b->chars + b->strs[i].off, s ? s : "") == 0;
+}
+
+/*
+ * The mapping of f: most frames of a batch fall in a few mappings, so a
+ * small cache of recent ones (compared by content) saves interning its
+ * two strings for every frame.
+ */
+static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *f, uint32_t *ret)
+{
+        size_t slot = ((f->mapping_start ^ f->mapping_limit) >> 12) % FP_SB_RECENT;
+        uint32_t m = b->recent_mappings[slot];
+        struct fp_sb_mapping e = {
+            .start = f->mapping_start,
+            .limit = f->mapping_limit,
+            .offset = f->mapping_offset,
+        };
+        uint64_t h;
         bool is_new;
         int r;
 
-        r = intern_opt_str(b, f->function, &e.function);
+        if (m) {
+                const struct fp_sb_mapping *c = &b->mappings[m - 1];
+                if (c->start == e.start && c->limit == e.limit && c->offset == e.offset &&
+                    opt_str_is(b, c->file, f->mapping_file) &&
+                    opt_str_is(b, c->build_id, f->build_id)) {
+                        *ret = m - 1;
+                        return 0;
+                }
+        }
+        if ((r = intern_str(b, f->mapping_file, &e.file)) < 0 ||
+            (r = intern_str(b, f->build_id, &e.build_id)) < 0)
+                return r;
+        h = fp_sx_step(FP_SX_SEED_MAPPING, b->strs[e.file].hash);
+        h = fp_sx_step(h, b->strs[e.build_id].hash);
+        h = fp_sx_step(h, e.start);
+        h = fp_sx_step(h, e.limit);
+        e.hash = fp_sx_nonzero(fp_sx_step(h, e.offset));
+        r = INTERN(b, mappings, &e, mapping_eq, ret, &is_new);
         if (r < 0)
                 return r;
-        if (e.function != FP_SB_NONE)
-                e.function_hash = fp_sx_nonzero(
-                        fp_sx_step(FP_SX_SEED_FUNCTION, b->strs[e.function].hash));
+        b->recent_mappings[slot] = *ret + 1;
+        return 0;
+}
+
+static int add_frame(struct fp_store_batch *b, const struct fp_store_frame *f, uint32_t *ret_idx)
+{
+        struct frame_key k = {.mapping = FP_SB_NONE, .name = f->function, .address = f->address};
+        struct fp_sb_frame e = {.address = f->address};
+        uint64_t mapping_hash = 0, name_hash = 0;
+        int64_t found;
+        bool is_new;
+        int r;
+
         if (f->mapping_file && *f->mapping_file) {
-                struct fp_sb_mapping m = {
-                        .start = f->mapping_start,
-                        .limit = f->mapping_limit,
-                        .offset = f->mapping_offset,
-                };
-                uint64_t h;
-                if ((r = intern_str(b, f->mapping_file, &m.file)) < 0 ||
-                    (r = intern_str(b, f->build_id, &m.build_id)) < 0)
-                        return r;
-                h = fp_sx_step(FP_SX_SEED_MAPPING, b->strs[m.file].hash);
-                h = fp_sx_step(h, b->strs[m.build_id].hash);
-                h = fp_sx_step(h, m.start);
-                h = fp_sx_step(h, m.limit);
-                m.hash = fp_sx_nonzero(fp_sx_step(h, m.offset));
-                r = INTERN(b, mappings, &m, mapping_eq, &e.mapping, &is_new);
+                r = frame_mapping(b, f, &k.mapping);
                 if (r < 0)
                         return r;
-                mapping_hash = m.hash;
-        } else {
-                e.mapping = FP_SB_NONE;
+                mapping_hash = b->mappings[k.mapping].hash;
         }
-        e.hash = fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_FRAME, mapping_hash), e.function_hash),
+        if (k.name && *k.name) {
+                k.name_len = strlen(k.name);
+                name_hash = fp_sx_hash_str(k.name, k.name_len);
+                e.function_hash = fp_sx_nonzero(fp_sx_step(FP_SX_SEED_FUNCTION, name_hash));
+        }
+        k.hash = fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_FRAME, mapping_hash), e.function_hash),
                             e.address);
-        e.hash = fp_sx_nonzero(e.hash);
+        k.hash = fp_sx_nonzero(k.hash);
+        /* Seen in this batch already: nothing to intern. */
+        found = fp_sx_index_find(&b->idx_frames, k.hash, frame_key_eq, b, &k);
+        if (found >= 0) {
+                *ret_idx = (uint32_t)found;
+                return 0;
+        }
+        e.mapping = k.mapping;
+        e.function = FP_SB_NONE;
+        if (k.name_len && (r = intern_str(b, k.name, &e.function)) < 0)
+                return r;
+        e.hash = k.hash;
         return INTERN(b, frames, &e, frame_eq, ret_idx, &is_new);
 }
 
@@ -399,13 +457,15 @@ int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_fra
 
 static bool thread_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_thread *a = &((const struct fp_store_batch *)ctx)->threads[idx], *k = key;
+        const struct fp_sb_thread *a = &((const struct fp_store_batch *)ctx)->threads[idx],
+                                  *k = key;
         return a->target == k->target && a->tid == k->tid && a->name == k->name;
 }
 
 static bool sample_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_sample *a = &((const struct fp_store_batch *)ctx)->samples[idx], *k = key;
+        const struct fp_sb_sample *a = &((const struct fp_store_batch *)ctx)->samples[idx],
+                                  *k = key;
         return a->thread == k->thread && a->event == k->event && a->stack == k->stack;
 }
 
@@ -424,8 +484,8 @@ int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_
         r = intern_str(b, thread_name, &th.name);
         if (r < 0)
                 return r;
-        th.hash = fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_OTHER, target), (uint64_t)tid),
-                             th.name);
+        th.hash =
+            fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_OTHER, target), (uint64_t)tid), th.name);
         r = INTERN(b, threads, &th, thread_eq, &sa.thread, &is_new);
         if (r < 0)
                 return r;

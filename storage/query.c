@@ -21,10 +21,10 @@
 
 /* The filter's WHERE clause over targets t, hosts h and buckets b: parameters ?1 to ?8. */
 #define FILTER_TARGETS                                                                             \
-        "(?1 IS NULL OR h.name = ?1) AND (?2 = 0 OR t.pid = ?2) AND (?3 = 0 OR t.starttime = ?3)" \
+        "(?1 IS NULL OR h.name = ?1) AND (?2 = 0 OR t.pid = ?2) AND (?3 = 0 OR t.starttime = ?3)"  \
         " AND (?4 IS NULL OR t.comm = ?4)"
 #define FILTER_BUCKETS                                                                             \
-        "(?5 = 0 OR b.start_ns + b.length_ns > ?5) AND (?6 = 0 OR b.start_ns < ?6)"              \
+        "(?5 = 0 OR b.start_ns + b.length_ns > ?5) AND (?6 = 0 OR b.start_ns < ?6)"                \
         " AND (?7 = 0 OR b.id >= ?7) AND (?8 = 0 OR b.id <= ?8)"
 
 static void bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f)
@@ -73,13 +73,13 @@ static int prepare(struct fp_store *s, const char *sql, sqlite3_stmt **ret)
 /* ---- drop totals ---- */
 
 static const char drops_sql[] =
-        "SELECT h.name, t.pid, t.starttime, t.comm, x.reason, sum(x.count) FROM ("
-        " SELECT d.target_id AS target_id, d.reason AS reason, d.count AS count"
-        " FROM drops d JOIN buckets b ON b.id = d.bucket_id WHERE " FILTER_BUCKETS
-        " UNION ALL SELECT target_id, reason, count FROM carried_drops WHERE ?6 = 0 AND ?8 = 0"
-        ") x JOIN targets t ON t.id = x.target_id JOIN hosts h ON h.id = t.host_id"
-        " WHERE " FILTER_TARGETS " GROUP BY x.target_id, x.reason"
-        " ORDER BY h.name, t.pid, t.starttime, x.reason";
+    "SELECT h.name, t.pid, t.starttime, t.comm, x.reason, sum(x.count) FROM ("
+    " SELECT d.target_id AS target_id, d.reason AS reason, d.count AS count"
+    " FROM drops d JOIN buckets b ON b.id = d.bucket_id WHERE " FILTER_BUCKETS
+    " UNION ALL SELECT target_id, reason, count FROM carried_drops WHERE ?6 = 0 AND ?8 = 0"
+    ") x JOIN targets t ON t.id = x.target_id JOIN hosts h ON h.id = t.host_id"
+    " WHERE " FILTER_TARGETS " GROUP BY x.target_id, x.reason"
+    " ORDER BY h.name, t.pid, t.starttime, x.reason";
 
 static int drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp_store_drop_fn fn,
                        void *userdata)
@@ -93,12 +93,12 @@ static int drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp_s
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 int64_t count = sqlite3_column_int64(st, 5);
                 struct fp_store_drop d = {
-                        .host = col_text(st, 0),
-                        .pid = (pid_t)sqlite3_column_int64(st, 1),
-                        .starttime = (uint64_t)sqlite3_column_int64(st, 2),
-                        .comm = col_text(st, 3),
-                        .reason = col_text(st, 4),
-                        .count = count > 0 ? (uint64_t)count : 0,
+                    .host = col_text(st, 0),
+                    .pid = (pid_t)sqlite3_column_int64(st, 1),
+                    .starttime = (uint64_t)sqlite3_column_int64(st, 2),
+                    .comm = col_text(st, 3),
+                    .reason = col_text(st, 4),
+                    .count = count > 0 ? (uint64_t)count : 0,
                 };
                 r = fn(userdata, &d);
                 if (r < 0)
@@ -127,16 +127,16 @@ int fp_store_drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp
 /* ---- series and targets ---- */
 
 static const char series_sql[] =
-        "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config, t.active, e.name,"
-        " min(b.start_ns), max(b.start_ns + b.length_ns), count(DISTINCT b.id), sum(bs.count),"
-        " sum(bs.value) FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
-        " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
-        " JOIN events e ON e.id = bs.event_id"
-        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?9 IS NULL OR e.name = ?9)"
-        " GROUP BY bs.target_id, e.name ORDER BY h.name, t.pid, t.starttime, e.name";
+    "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config, t.active, e.name,"
+    " min(b.start_ns), max(b.start_ns + b.length_ns), count(DISTINCT b.id), sum(bs.count),"
+    " sum(bs.value) FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+    " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
+    " JOIN events e ON e.id = bs.event_id"
+    " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?9 IS NULL OR e.name = ?9)"
+    " GROUP BY bs.target_id, e.name ORDER BY h.name, t.pid, t.starttime, e.name";
 
-int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f,
-                         fp_store_series_fn fn, void *userdata)
+int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp_store_series_fn fn,
+                         void *userdata)
 {
         struct fp_store_filter none = {0};
         sqlite3_stmt *st = NULL;
@@ -155,19 +155,19 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f,
                 sqlite3_bind_text(st, 9, f->event, -1, SQLITE_STATIC);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 struct fp_store_series se = {
-                        .host = col_text(st, 0),
-                        .pid = (pid_t)sqlite3_column_int64(st, 1),
-                        .starttime = (uint64_t)sqlite3_column_int64(st, 2),
-                        .comm = col_text(st, 3),
-                        .exe = col_text(st, 4),
-                        .config = col_text(st, 5),
-                        .active = sqlite3_column_int(st, 6) != 0,
-                        .event = col_text(st, 7),
-                        .first_ns = sqlite3_column_int64(st, 8),
-                        .last_ns = sqlite3_column_int64(st, 9),
-                        .buckets = (uint64_t)sqlite3_column_int64(st, 10),
-                        .count = (uint64_t)sqlite3_column_int64(st, 11),
-                        .value = (uint64_t)sqlite3_column_int64(st, 12),
+                    .host = col_text(st, 0),
+                    .pid = (pid_t)sqlite3_column_int64(st, 1),
+                    .starttime = (uint64_t)sqlite3_column_int64(st, 2),
+                    .comm = col_text(st, 3),
+                    .exe = col_text(st, 4),
+                    .config = col_text(st, 5),
+                    .active = sqlite3_column_int(st, 6) != 0,
+                    .event = col_text(st, 7),
+                    .first_ns = sqlite3_column_int64(st, 8),
+                    .last_ns = sqlite3_column_int64(st, 9),
+                    .buckets = (uint64_t)sqlite3_column_int64(st, 10),
+                    .count = (uint64_t)sqlite3_column_int64(st, 11),
+                    .value = (uint64_t)sqlite3_column_int64(st, 12),
                 };
                 r = fn(userdata, &se);
                 if (r < 0)
@@ -186,12 +186,13 @@ int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_
                           void *userdata)
 {
         sqlite3_stmt *st = NULL;
-        int n = 0, rc, r = prepare(s,
-                                   "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config,"
-                                   " t.active, t.first_ns, t.last_ns FROM targets t"
-                                   " JOIN hosts h ON h.id = t.host_id"
-                                   " WHERE ?1 IS NULL OR h.name = ?1 ORDER BY t.first_ns, t.id",
-                                   &st);
+        int n = 0, rc,
+            r = prepare(s,
+                        "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config,"
+                        " t.active, t.first_ns, t.last_ns FROM targets t"
+                        " JOIN hosts h ON h.id = t.host_id"
+                        " WHERE ?1 IS NULL OR h.name = ?1 ORDER BY t.first_ns, t.id",
+                        &st);
 
         if (r < 0)
                 return r;
@@ -199,15 +200,15 @@ int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_
                 sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 struct fp_store_target_info t = {
-                        .host = col_text(st, 0),
-                        .pid = (pid_t)sqlite3_column_int64(st, 1),
-                        .starttime = (uint64_t)sqlite3_column_int64(st, 2),
-                        .comm = col_text(st, 3),
-                        .exe = col_text(st, 4),
-                        .config = col_text(st, 5),
-                        .active = sqlite3_column_int(st, 6) != 0,
-                        .first_ns = sqlite3_column_int64(st, 7),
-                        .last_ns = sqlite3_column_int64(st, 8),
+                    .host = col_text(st, 0),
+                    .pid = (pid_t)sqlite3_column_int64(st, 1),
+                    .starttime = (uint64_t)sqlite3_column_int64(st, 2),
+                    .comm = col_text(st, 3),
+                    .exe = col_text(st, 4),
+                    .config = col_text(st, 5),
+                    .active = sqlite3_column_int(st, 6) != 0,
+                    .first_ns = sqlite3_column_int64(st, 7),
+                    .last_ns = sqlite3_column_int64(st, 8),
                 };
                 r = fn(userdata, &t);
                 if (r < 0)
@@ -374,11 +375,10 @@ static int find_matches(struct query *q, const struct fp_store_filter *f,
                         const struct q_event **ret_ref)
 {
         static const char sql[] =
-                "SELECT bs.bucket_id, bs.target_id, bs.event_id, b.start_ns, b.length_ns"
-                " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
-                " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
-                " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS
-                " ORDER BY bs.bucket_id, bs.event_id";
+            "SELECT bs.bucket_id, bs.target_id, bs.event_id, b.start_ns, b.length_ns"
+            " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+            " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
+            " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " ORDER BY bs.bucket_id, bs.event_id";
         const struct q_event *ref = NULL;
         sqlite3_stmt *st = NULL;
         size_t kept = 0;
@@ -394,10 +394,10 @@ static int find_matches(struct query *q, const struct fp_store_filter *f,
                         r = oom(q);
                         break;
                 }
-                q->matches[q->n_matches++] = (struct q_match){
-                        sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                        sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
-                        sqlite3_column_int64(st, 4)};
+                q->matches[q->n_matches++] =
+                    (struct q_match){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                     sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                                     sqlite3_column_int64(st, 4)};
         }
         if (r == 0 && rc != SQLITE_DONE)
                 r = fp_sx_fail(q->s, rc, "find matching buckets");
@@ -462,7 +462,8 @@ static int load_targets(struct query *q)
                 if (r == 0 && rc != SQLITE_DONE)
                         r = fp_sx_fail(q->s, rc, "read a target");
                 if (r == 0 && !t->host)
-                        r = fp_sx_failf(q->s, -EBADMSG, "Store '%s' is inconsistent: target %lld missing",
+                        r = fp_sx_failf(q->s, -EBADMSG,
+                                        "Store '%s' is inconsistent: target %lld missing",
                                         q->s->path, (long long)id);
 
                 sqlite3_bind_int64(th, 1, id);
@@ -471,8 +472,8 @@ static int load_targets(struct query *q)
                         struct q_thread *x;
                         if (fp_sx_grow((void **)&q->threads, &q->cap_threads, q->n_threads + 1,
                                        sizeof(*q->threads)) < 0 ||
-                            fp_sx_map_put(&q->thread_idx, (uint64_t)tid_row, q->n_threads + 1,
-                                          0) < 0) {
+                            fp_sx_map_put(&q->thread_idx, (uint64_t)tid_row, q->n_threads + 1, 0) <
+                                0) {
                                 r = oom(q);
                                 break;
                         }
@@ -532,8 +533,8 @@ static int aggregate(struct query *q)
                         if (e) {
                                 e->a += (uint64_t)count;
                                 e->b += (uint64_t)value;
-                        } else if (fp_sx_map_put(&q->agg, key, (uint64_t)count,
-                                                 (uint64_t)value) < 0) {
+                        } else if (fp_sx_map_put(&q->agg, key, (uint64_t)count, (uint64_t)value) <
+                                   0) {
                                 r = oom(q);
                                 break;
                         }
@@ -698,8 +699,7 @@ static int add_samples(struct query *q)
                 if (strcmp(q->targets[i].host, q->targets[0].host) != 0)
                         with_host = true;
         if ((r = prepare(q->s, "SELECT frames FROM stacks WHERE id = ?1", &q->st_stack)) < 0 ||
-            (r = prepare(q->s,
-                         "SELECT mapping_id, function_id, address FROM frames WHERE id = ?1",
+            (r = prepare(q->s, "SELECT mapping_id, function_id, address FROM frames WHERE id = ?1",
                          &q->st_frame)) < 0 ||
             (r = prepare(q->s,
                          "SELECT file, build_id, memory_start, memory_limit, file_offset"
@@ -725,18 +725,17 @@ static int add_samples(struct query *q)
                 values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
                 values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
                 labels[n_labels++] = (struct fp_pprof_label){.key = "thread", .num = th->tid};
-                labels[n_labels++] = (struct fp_pprof_label){
-                        .key = "thread_name", .str = th->name[0] ? th->name : "?"};
+                labels[n_labels++] = (struct fp_pprof_label){.key = "thread_name",
+                                                             .str = th->name[0] ? th->name : "?"};
                 labels[n_labels++] = (struct fp_pprof_label){.key = "pid", .num = t->pid};
-                labels[n_labels++] = (struct fp_pprof_label){
-                        .key = "process", .str = t->comm[0] ? t->comm : "?"};
+                labels[n_labels++] =
+                    (struct fp_pprof_label){.key = "process", .str = t->comm[0] ? t->comm : "?"};
                 if (with_host)
                         labels[n_labels++] = (struct fp_pprof_label){.key = "host", .str = t->host};
                 r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
                                         n_labels);
                 if (r < 0)
-                        return fp_sx_failf(q->s, r, "Failed to build a profile: %s",
-                                           strerror(-r));
+                        return fp_sx_failf(q->s, r, "Failed to build a profile: %s", strerror(-r));
         }
         return 0;
 }
@@ -750,11 +749,9 @@ static int set_types(struct query *q, const struct q_event *ref)
         if (fp_pprof_n_sample_types(p) == 0) {
                 if ((r = fp_pprof_add_sample_type(p, ref->types[0], ref->types[1])) < 0 ||
                     (r = fp_pprof_add_sample_type(p, ref->types[2], ref->types[3])) < 0)
-                        return fp_sx_failf(q->s, r, "Failed to build a profile: %s",
-                                           strerror(-r));
+                        return fp_sx_failf(q->s, r, "Failed to build a profile: %s", strerror(-r));
                 if (ref->period_type[0]) {
-                        r = fp_pprof_set_period(p, ref->period_type, ref->period_unit,
-                                                ref->period);
+                        r = fp_pprof_set_period(p, ref->period_type, ref->period_unit, ref->period);
                         if (r < 0)
                                 return fp_sx_failf(q->s, r, "Failed to build a profile: %s",
                                                    strerror(-r));
@@ -764,7 +761,8 @@ static int set_types(struct query *q, const struct q_event *ref)
         for (size_t i = 0; i < 2; i++) {
                 const char *type = fp_pprof_sample_type(p, i, &unit);
                 if (fp_pprof_n_sample_types(p) != 2 || !type ||
-                    strcmp(type, ref->types[2 * i]) != 0 || strcmp(unit, ref->types[2 * i + 1]) != 0)
+                    strcmp(type, ref->types[2 * i]) != 0 ||
+                    strcmp(unit, ref->types[2 * i + 1]) != 0)
                         return fp_sx_failf(q->s, -EINVAL,
                                            "Failed to query store '%s': the profile's sample types "
                                            "differ from event '%s''s",
@@ -901,13 +899,13 @@ static int64_t file_size(const char *path)
 int fp_store_stats(struct fp_store *s, struct fp_store_stats *ret)
 {
         static const char sql[] =
-                "SELECT (SELECT count(*) FROM buckets),"
-                " (SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL),"
-                " (SELECT count(*) FROM targets), (SELECT count(*) FROM threads),"
-                " (SELECT count(*) FROM events), (SELECT count(*) FROM stacks),"
-                " (SELECT count(*) FROM frames), (SELECT count(*) FROM functions),"
-                " (SELECT count(*) FROM mappings), (SELECT coalesce(min(start_ns), 0) FROM buckets),"
-                " (SELECT coalesce(max(start_ns + length_ns), 0) FROM buckets)";
+            "SELECT (SELECT count(*) FROM buckets),"
+            " (SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL),"
+            " (SELECT count(*) FROM targets), (SELECT count(*) FROM threads),"
+            " (SELECT count(*) FROM events), (SELECT count(*) FROM stacks),"
+            " (SELECT count(*) FROM frames), (SELECT count(*) FROM functions),"
+            " (SELECT count(*) FROM mappings), (SELECT coalesce(min(start_ns), 0) FROM buckets),"
+            " (SELECT coalesce(max(start_ns + length_ns), 0) FROM buckets)";
         struct fp_store_stats st = {.max_bytes = s->budget};
         sqlite3_stmt *q = NULL;
         int64_t pages = 0, free_pages = 0;

@@ -74,26 +74,39 @@
  *                  What was lost, by reason (store.h lists them).
  * carried_drops  target_id -> targets, reason, count
  *                PRIMARY KEY (target_id, reason), WITHOUT ROWID
- *                  Drops waiting for the next bucket written: those of
- *                  evicted or rejected buckets that could not be carried
- *                  into a bucket at once. The next write moves them into
- *                  its bucket's drops, so they get uploaded with it.
+ *                  Drops of buckets that were evicted before upload or
+ *                  rejected by the collector, waiting for the next bucket:
+ *                  writing a bucket moves them into its drops (in the same
+ *                  transaction), so they are uploaded with it. A bucket
+ *                  the uploader may already have read is never changed.
  *
- * Eviction. The budget counts live pages ((page_count - freelist_count) *
- * page_size). After a bucket is written, and in the same transaction,
- * while the live pages pass the budget the bucket with the lowest id goes:
- * its samples, drops and series rows. If it had not been uploaded, each
- * of its targets' sample count (of the target's busiest event) becomes an
- * "evicted" drop, and with the bucket's own drops it is added to
- * carried_drops; the bucket being written takes carried_drops in when the
- * loop ends, unless it had to go as well. Then stacks and threads whose
- * last_bucket is older than the oldest surviving bucket are deleted, and
- * so are targets (unless carried_drops refers to them) and hosts nothing
- * refers to. Frames, functions and mappings are swept (mark and sweep
- * from the stacks' frame lists) when a quarter of the stacks went since
- * the last sweep, or before the last bucket would have to go. After the
- * commit, free pages past an eighth of the budget are vacuumed and the
- * log is checkpointed (TRUNCATE) once it passes a quarter of the budget.
+ * Eviction. The budget covers the database file and its log. Before a
+ * bucket is written, the oldest buckets are evicted until the live pages
+ * ((page_count - freelist_count) * page_size) plus what a write takes
+ * (the live pages and the log the last writes added, learnt as they
+ * happen, at most half the budget) fit; after the commit, until the live
+ * pages alone fit. A bucket goes with its samples, drops and series rows,
+ * in a transaction of its own followed by a checkpoint (so the log holds
+ * one step, never all of them). If it had not been uploaded, each of
+ * its targets' sample count (of the target's busiest event) is added to
+ * carried_drops as "evicted", and so are the bucket's own drops. Then
+ * stacks and threads whose last_bucket is older than the oldest
+ * surviving bucket are deleted, and so are targets (unless carried_drops
+ * refers to them) and hosts nothing refers to. Frames, functions and
+ * mappings are swept (mark and sweep from the stacks' frame lists) when a
+ * quarter of the stacks went since the last sweep, or before the last
+ * bucket would go. Free pages beyond what the next write will fill are
+ * handed back (incremental_vacuum), and the log is checkpointed and
+ * truncated after every write. A bucket larger than the budget evicts
+ * itself: its samples are counted, nothing else is kept.
+ *
+ * Disk full. A write that fails for space (-ENOSPC) is rolled back; the
+ * budget in force drops to 80% of the live pages and the store evicts to
+ * it. A checkpoint that cannot grow the database file leaves the log
+ * full; then the store deletes the oldest buckets with no collection and
+ * vacuums just enough that the database ends inside its file, so that the
+ * checkpoint needs no new space. When even that finds no room, writes fail
+ * with -ENOSPC, and nothing is damaged, until space is freed.
  *
  * Versions. A file whose user_version is this build's is used as is; an
  * older one would be migrated step by step in one transaction (version 1
@@ -117,98 +130,98 @@
 #define FP_STORE_APP_ID 0x46505354 /* "FPST" */
 
 static const char schema_v1[] =
-        "CREATE TABLE hosts ("
-        " id INTEGER PRIMARY KEY,"
-        " name TEXT NOT NULL UNIQUE);"
-        "CREATE TABLE targets ("
-        " id INTEGER PRIMARY KEY,"
-        " host_id INTEGER NOT NULL,"
-        " pid INTEGER NOT NULL,"
-        " starttime INTEGER NOT NULL,"
-        " comm TEXT NOT NULL,"
-        " exe TEXT NOT NULL,"
-        " config TEXT NOT NULL,"
-        " active INTEGER NOT NULL,"
-        " first_ns INTEGER NOT NULL,"
-        " last_ns INTEGER NOT NULL,"
-        " last_bucket INTEGER NOT NULL,"
-        " UNIQUE (host_id, pid, starttime));"
-        "CREATE TABLE events ("
-        " id INTEGER PRIMARY KEY,"
-        " name TEXT NOT NULL,"
-        " count_type TEXT NOT NULL,"
-        " count_unit TEXT NOT NULL,"
-        " value_type TEXT NOT NULL,"
-        " value_unit TEXT NOT NULL,"
-        " period_type TEXT NOT NULL,"
-        " period_unit TEXT NOT NULL,"
-        " period INTEGER NOT NULL,"
-        " UNIQUE (name, count_type, count_unit, value_type, value_unit, period_type,"
-        "         period_unit, period));"
-        "CREATE TABLE threads ("
-        " id INTEGER PRIMARY KEY,"
-        " target_id INTEGER NOT NULL,"
-        " tid INTEGER NOT NULL,"
-        " name TEXT NOT NULL,"
-        " last_bucket INTEGER NOT NULL,"
-        " UNIQUE (target_id, tid, name));"
-        "CREATE TABLE mappings ("
-        " id INTEGER PRIMARY KEY,"
-        " hash INTEGER NOT NULL UNIQUE,"
-        " file TEXT NOT NULL,"
-        " build_id TEXT NOT NULL,"
-        " memory_start INTEGER NOT NULL,"
-        " memory_limit INTEGER NOT NULL,"
-        " file_offset INTEGER NOT NULL);"
-        "CREATE TABLE functions ("
-        " id INTEGER PRIMARY KEY,"
-        " hash INTEGER NOT NULL UNIQUE,"
-        " name TEXT NOT NULL);"
-        "CREATE TABLE frames ("
-        " id INTEGER PRIMARY KEY,"
-        " hash INTEGER NOT NULL UNIQUE,"
-        " mapping_id INTEGER NOT NULL,"
-        " function_id INTEGER NOT NULL,"
-        " address INTEGER NOT NULL);"
-        "CREATE TABLE stacks ("
-        " id INTEGER PRIMARY KEY,"
-        " hash INTEGER NOT NULL UNIQUE,"
-        " last_bucket INTEGER NOT NULL,"
-        " frames BLOB NOT NULL);"
-        "CREATE INDEX stacks_by_last_bucket ON stacks (last_bucket);"
-        "CREATE TABLE buckets ("
-        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " start_ns INTEGER NOT NULL,"
-        " length_ns INTEGER NOT NULL,"
-        " written_ns INTEGER NOT NULL,"
-        " uploaded_ns INTEGER);"
-        "CREATE INDEX buckets_pending ON buckets (id) WHERE uploaded_ns IS NULL;"
-        "CREATE TABLE bucket_series ("
-        " bucket_id INTEGER NOT NULL,"
-        " target_id INTEGER NOT NULL,"
-        " event_id INTEGER NOT NULL,"
-        " count INTEGER NOT NULL,"
-        " value INTEGER NOT NULL,"
-        " PRIMARY KEY (bucket_id, target_id, event_id)) WITHOUT ROWID;"
-        "CREATE TABLE samples ("
-        " bucket_id INTEGER NOT NULL,"
-        " event_id INTEGER NOT NULL,"
-        " thread_id INTEGER NOT NULL,"
-        " stack_id INTEGER NOT NULL,"
-        " count INTEGER NOT NULL,"
-        " value INTEGER NOT NULL,"
-        " PRIMARY KEY (bucket_id, event_id, thread_id, stack_id)) WITHOUT ROWID;"
-        "CREATE TABLE drops ("
-        " bucket_id INTEGER NOT NULL,"
-        " target_id INTEGER NOT NULL,"
-        " reason TEXT NOT NULL,"
-        " count INTEGER NOT NULL,"
-        " PRIMARY KEY (bucket_id, target_id, reason)) WITHOUT ROWID;"
-        "CREATE TABLE carried_drops ("
-        " target_id INTEGER NOT NULL,"
-        " reason TEXT NOT NULL,"
-        " count INTEGER NOT NULL,"
-        " PRIMARY KEY (target_id, reason)) WITHOUT ROWID;";
+    "CREATE TABLE hosts ("
+    " id INTEGER PRIMARY KEY,"
+    " name TEXT NOT NULL UNIQUE);"
+    "CREATE TABLE targets ("
+    " id INTEGER PRIMARY KEY,"
+    " host_id INTEGER NOT NULL,"
+    " pid INTEGER NOT NULL,"
+    " starttime INTEGER NOT NULL,"
+    " comm TEXT NOT NULL,"
+    " exe TEXT NOT NULL,"
+    " config TEXT NOT NULL,"
+    " active INTEGER NOT NULL,"
+    " first_ns INTEGER NOT NULL,"
+    " last_ns INTEGER NOT NULL,"
+    " last_bucket INTEGER NOT NULL,"
+    " UNIQUE (host_id, pid, starttime));"
+    "CREATE TABLE events ("
+    " id INTEGER PRIMARY KEY,"
+    " name TEXT NOT NULL,"
+    " count_type TEXT NOT NULL,"
+    " count_unit TEXT NOT NULL,"
+    " value_type TEXT NOT NULL,"
+    " value_unit TEXT NOT NULL,"
+    " period_type TEXT NOT NULL,"
+    " period_unit TEXT NOT NULL,"
+    " period INTEGER NOT NULL,"
+    " UNIQUE (name, count_type, count_unit, value_type, value_unit, period_type,"
+    "         period_unit, period));"
+    "CREATE TABLE threads ("
+    " id INTEGER PRIMARY KEY,"
+    " target_id INTEGER NOT NULL,"
+    " tid INTEGER NOT NULL,"
+    " name TEXT NOT NULL,"
+    " last_bucket INTEGER NOT NULL,"
+    " UNIQUE (target_id, tid, name));"
+    "CREATE TABLE mappings ("
+    " id INTEGER PRIMARY KEY,"
+    " hash INTEGER NOT NULL UNIQUE,"
+    " file TEXT NOT NULL,"
+    " build_id TEXT NOT NULL,"
+    " memory_start INTEGER NOT NULL,"
+    " memory_limit INTEGER NOT NULL,"
+    " file_offset INTEGER NOT NULL);"
+    "CREATE TABLE functions ("
+    " id INTEGER PRIMARY KEY,"
+    " hash INTEGER NOT NULL UNIQUE,"
+    " name TEXT NOT NULL);"
+    "CREATE TABLE frames ("
+    " id INTEGER PRIMARY KEY,"
+    " hash INTEGER NOT NULL UNIQUE,"
+    " mapping_id INTEGER NOT NULL,"
+    " function_id INTEGER NOT NULL,"
+    " address INTEGER NOT NULL);"
+    "CREATE TABLE stacks ("
+    " id INTEGER PRIMARY KEY,"
+    " hash INTEGER NOT NULL UNIQUE,"
+    " last_bucket INTEGER NOT NULL,"
+    " frames BLOB NOT NULL);"
+    "CREATE INDEX stacks_by_last_bucket ON stacks (last_bucket);"
+    "CREATE TABLE buckets ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " start_ns INTEGER NOT NULL,"
+    " length_ns INTEGER NOT NULL,"
+    " written_ns INTEGER NOT NULL,"
+    " uploaded_ns INTEGER);"
+    "CREATE INDEX buckets_pending ON buckets (id) WHERE uploaded_ns IS NULL;"
+    "CREATE TABLE bucket_series ("
+    " bucket_id INTEGER NOT NULL,"
+    " target_id INTEGER NOT NULL,"
+    " event_id INTEGER NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " value INTEGER NOT NULL,"
+    " PRIMARY KEY (bucket_id, target_id, event_id)) WITHOUT ROWID;"
+    "CREATE TABLE samples ("
+    " bucket_id INTEGER NOT NULL,"
+    " event_id INTEGER NOT NULL,"
+    " thread_id INTEGER NOT NULL,"
+    " stack_id INTEGER NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " value INTEGER NOT NULL,"
+    " PRIMARY KEY (bucket_id, event_id, thread_id, stack_id)) WITHOUT ROWID;"
+    "CREATE TABLE drops ("
+    " bucket_id INTEGER NOT NULL,"
+    " target_id INTEGER NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " PRIMARY KEY (bucket_id, target_id, reason)) WITHOUT ROWID;"
+    "CREATE TABLE carried_drops ("
+    " target_id INTEGER NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " PRIMARY KEY (target_id, reason)) WITHOUT ROWID;";
 
 /*
  * Migrations: migrations[v - 1] turns schema v into v + 1. Version 1 is
@@ -219,86 +232,85 @@ static const char *const migrations[] = {NULL};
 #define FP_STORE_OLDEST_MIGRATABLE FP_STORE_SCHEMA_VERSION
 
 static const char *const st_sql[FP_ST__MAX] = {
-        [FP_ST_BEGIN] = "BEGIN IMMEDIATE",
-        [FP_ST_COMMIT] = "COMMIT",
-        [FP_ST_ROLLBACK] = "ROLLBACK",
-        [FP_ST_PAGE_COUNT] = "PRAGMA page_count",
-        [FP_ST_FREELIST_COUNT] = "PRAGMA freelist_count",
-        [FP_ST_BUCKET_INSERT] = "INSERT INTO buckets (start_ns, length_ns, written_ns, uploaded_ns)"
-                                " VALUES (?1, ?2, ?3, ?4)",
-        [FP_ST_HOST_UPSERT] = "INSERT INTO hosts (name) VALUES (?1) ON CONFLICT (name)"
-                              " DO UPDATE SET name = excluded.name RETURNING id",
-        [FP_ST_TARGET_UPSERT] =
-                "INSERT INTO targets (host_id, pid, starttime, comm, exe, config, active,"
-                " first_ns, last_ns, last_bucket) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-                " ON CONFLICT (host_id, pid, starttime) DO UPDATE SET"
-                " comm = iif(excluded.last_ns >= last_ns, excluded.comm, comm),"
-                " exe = iif(excluded.last_ns >= last_ns, excluded.exe, exe),"
-                " config = iif(excluded.last_ns >= last_ns, excluded.config, config),"
-                " active = iif(excluded.last_ns >= last_ns, excluded.active, active),"
-                " first_ns = min(first_ns, excluded.first_ns),"
-                " last_ns = max(last_ns, excluded.last_ns),"
-                " last_bucket = excluded.last_bucket RETURNING id",
-        [FP_ST_EVENT_UPSERT] =
-                "INSERT INTO events (name, count_type, count_unit, value_type, value_unit,"
-                " period_type, period_unit, period) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-                " ON CONFLICT (name, count_type, count_unit, value_type, value_unit, period_type,"
-                " period_unit, period) DO UPDATE SET name = excluded.name RETURNING id",
-        [FP_ST_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket)"
-                                " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_id, tid, name)"
-                                " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
-        [FP_ST_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
-        [FP_ST_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
-                                 " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        [FP_ST_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
-        [FP_ST_FUNCTION_INSERT] = "INSERT INTO functions (hash, name) VALUES (?1, ?2)",
-        [FP_ST_FRAME_FIND] = "SELECT id FROM frames WHERE hash = ?1",
-        [FP_ST_FRAME_INSERT] = "INSERT INTO frames (hash, mapping_id, function_id, address)"
-                               " VALUES (?1, ?2, ?3, ?4)",
-        [FP_ST_STACK_TOUCH_ID] = "UPDATE stacks SET last_bucket = ?2 WHERE id = ?1",
-        [FP_ST_STACK_TOUCH_HASH] =
-                "UPDATE stacks SET last_bucket = ?2 WHERE hash = ?1 RETURNING id",
-        [FP_ST_STACK_INSERT] = "INSERT INTO stacks (hash, last_bucket, frames) VALUES (?1, ?2, ?3)",
-        [FP_ST_SAMPLE_INSERT] = "INSERT INTO samples (bucket_id, event_id, thread_id, stack_id,"
-                                " count, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        [FP_ST_SERIES_INSERT] = "INSERT INTO bucket_series (bucket_id, target_id, event_id, count,"
-                                " value) VALUES (?1, ?2, ?3, ?4, ?5)",
-        [FP_ST_DROP_ADD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
-                           " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (bucket_id, target_id, reason)"
-                           " DO UPDATE SET count = count + excluded.count",
-        [FP_ST_CARRY_FOLD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
-                             " SELECT ?1, target_id, reason, count FROM carried_drops WHERE true"
-                             " ON CONFLICT (bucket_id, target_id, reason)"
-                             " DO UPDATE SET count = count + excluded.count",
-        [FP_ST_CARRY_CLEAR] = "DELETE FROM carried_drops",
-        [FP_ST_CARRY_TOUCH_TARGETS] = "UPDATE targets SET last_bucket = max(last_bucket, ?1)"
-                                      " WHERE id IN (SELECT target_id FROM carried_drops)",
-        [FP_ST_OLDEST_BUCKET] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets ORDER BY id LIMIT 1",
-        [FP_ST_CARRY_SAMPLES] = "INSERT INTO carried_drops (target_id, reason, count)"
-                                " SELECT target_id, ?2, max(count) FROM bucket_series"
-                                " WHERE bucket_id = ?1 GROUP BY target_id"
-                                " ON CONFLICT (target_id, reason)"
-                                " DO UPDATE SET count = count + excluded.count",
-        [FP_ST_CARRY_DROPS] = "INSERT INTO carried_drops (target_id, reason, count)"
-                              " SELECT target_id, reason, count FROM drops WHERE bucket_id = ?1"
-                              " ON CONFLICT (target_id, reason)"
-                              " DO UPDATE SET count = count + excluded.count",
-        [FP_ST_DELETE_SAMPLES] = "DELETE FROM samples WHERE bucket_id = ?1",
-        [FP_ST_DELETE_DROPS] = "DELETE FROM drops WHERE bucket_id = ?1",
-        [FP_ST_DELETE_SERIES] = "DELETE FROM bucket_series WHERE bucket_id = ?1",
-        [FP_ST_DELETE_BUCKET] = "DELETE FROM buckets WHERE id = ?1",
-        [FP_ST_MIN_BUCKET] = "SELECT min(id) FROM buckets",
-        [FP_ST_GC_STACKS] = "DELETE FROM stacks WHERE last_bucket < ?1",
-        [FP_ST_GC_THREADS] = "DELETE FROM threads WHERE last_bucket < ?1",
-        [FP_ST_GC_TARGETS] = "DELETE FROM targets WHERE last_bucket < ?1"
-                             " AND id NOT IN (SELECT target_id FROM carried_drops)",
-        [FP_ST_GC_HOSTS] = "DELETE FROM hosts WHERE id NOT IN (SELECT host_id FROM targets)",
-        [FP_ST_MARK_UPLOADED] =
-                "UPDATE buckets SET uploaded_ns = ?2 WHERE id = ?1 AND uploaded_ns IS NULL",
-        [FP_ST_BUCKET_PENDING] = "SELECT uploaded_ns IS NULL FROM buckets WHERE id = ?1",
-        [FP_ST_PENDING] = "SELECT id, start_ns, length_ns, written_ns FROM buckets"
-                          " WHERE uploaded_ns IS NULL ORDER BY id LIMIT ?1",
-        [FP_ST_COUNT_PENDING] = "SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL",
+    [FP_ST_BEGIN] = "BEGIN IMMEDIATE",
+    [FP_ST_COMMIT] = "COMMIT",
+    [FP_ST_ROLLBACK] = "ROLLBACK",
+    [FP_ST_PAGE_COUNT] = "PRAGMA page_count",
+    [FP_ST_FREELIST_COUNT] = "PRAGMA freelist_count",
+    [FP_ST_BUCKET_INSERT] = "INSERT INTO buckets (start_ns, length_ns, written_ns, uploaded_ns)"
+                            " VALUES (?1, ?2, ?3, ?4)",
+    [FP_ST_HOST_UPSERT] = "INSERT INTO hosts (name) VALUES (?1) ON CONFLICT (name)"
+                          " DO UPDATE SET name = excluded.name RETURNING id",
+    [FP_ST_TARGET_UPSERT] =
+        "INSERT INTO targets (host_id, pid, starttime, comm, exe, config, active,"
+        " first_ns, last_ns, last_bucket) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        " ON CONFLICT (host_id, pid, starttime) DO UPDATE SET"
+        " comm = iif(excluded.last_ns >= last_ns, excluded.comm, comm),"
+        " exe = iif(excluded.last_ns >= last_ns, excluded.exe, exe),"
+        " config = iif(excluded.last_ns >= last_ns, excluded.config, config),"
+        " active = iif(excluded.last_ns >= last_ns, excluded.active, active),"
+        " first_ns = min(first_ns, excluded.first_ns),"
+        " last_ns = max(last_ns, excluded.last_ns),"
+        " last_bucket = excluded.last_bucket RETURNING id",
+    [FP_ST_EVENT_UPSERT] =
+        "INSERT INTO events (name, count_type, count_unit, value_type, value_unit,"
+        " period_type, period_unit, period) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+        " ON CONFLICT (name, count_type, count_unit, value_type, value_unit, period_type,"
+        " period_unit, period) DO UPDATE SET name = excluded.name RETURNING id",
+    [FP_ST_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket)"
+                            " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_id, tid, name)"
+                            " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
+    [FP_ST_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
+    [FP_ST_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
+                             " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [FP_ST_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
+    [FP_ST_FUNCTION_INSERT] = "INSERT INTO functions (hash, name) VALUES (?1, ?2)",
+    [FP_ST_FRAME_FIND] = "SELECT id FROM frames WHERE hash = ?1",
+    [FP_ST_FRAME_INSERT] = "INSERT INTO frames (hash, mapping_id, function_id, address)"
+                           " VALUES (?1, ?2, ?3, ?4)",
+    [FP_ST_STACK_TOUCH_ID] = "UPDATE stacks SET last_bucket = ?2 WHERE id = ?1",
+    [FP_ST_STACK_TOUCH_HASH] = "UPDATE stacks SET last_bucket = ?2 WHERE hash = ?1 RETURNING id",
+    [FP_ST_STACK_INSERT] = "INSERT INTO stacks (hash, last_bucket, frames) VALUES (?1, ?2, ?3)",
+    [FP_ST_SAMPLE_INSERT] = "INSERT INTO samples (bucket_id, event_id, thread_id, stack_id,"
+                            " count, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [FP_ST_SERIES_INSERT] = "INSERT INTO bucket_series (bucket_id, target_id, event_id, count,"
+                            " value) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [FP_ST_DROP_ADD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
+                       " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (bucket_id, target_id, reason)"
+                       " DO UPDATE SET count = count + excluded.count",
+    [FP_ST_CARRY_FOLD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
+                         " SELECT ?1, target_id, reason, count FROM carried_drops WHERE true"
+                         " ON CONFLICT (bucket_id, target_id, reason)"
+                         " DO UPDATE SET count = count + excluded.count",
+    [FP_ST_CARRY_CLEAR] = "DELETE FROM carried_drops",
+    [FP_ST_CARRY_TOUCH_TARGETS] = "UPDATE targets SET last_bucket = max(last_bucket, ?1)"
+                                  " WHERE id IN (SELECT target_id FROM carried_drops)",
+    [FP_ST_OLDEST_BUCKET] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets ORDER BY id LIMIT 1",
+    [FP_ST_CARRY_SAMPLES] = "INSERT INTO carried_drops (target_id, reason, count)"
+                            " SELECT target_id, ?2, max(count) FROM bucket_series"
+                            " WHERE bucket_id = ?1 GROUP BY target_id"
+                            " ON CONFLICT (target_id, reason)"
+                            " DO UPDATE SET count = count + excluded.count",
+    [FP_ST_CARRY_DROPS] = "INSERT INTO carried_drops (target_id, reason, count)"
+                          " SELECT target_id, reason, count FROM drops WHERE bucket_id = ?1"
+                          " ON CONFLICT (target_id, reason)"
+                          " DO UPDATE SET count = count + excluded.count",
+    [FP_ST_DELETE_SAMPLES] = "DELETE FROM samples WHERE bucket_id = ?1",
+    [FP_ST_DELETE_DROPS] = "DELETE FROM drops WHERE bucket_id = ?1",
+    [FP_ST_DELETE_SERIES] = "DELETE FROM bucket_series WHERE bucket_id = ?1",
+    [FP_ST_DELETE_BUCKET] = "DELETE FROM buckets WHERE id = ?1",
+    [FP_ST_MIN_BUCKET] = "SELECT min(id) FROM buckets",
+    [FP_ST_GC_STACKS] = "DELETE FROM stacks WHERE last_bucket < ?1",
+    [FP_ST_GC_THREADS] = "DELETE FROM threads WHERE last_bucket < ?1",
+    [FP_ST_GC_TARGETS] = "DELETE FROM targets WHERE last_bucket < ?1"
+                         " AND id NOT IN (SELECT target_id FROM carried_drops)",
+    [FP_ST_GC_HOSTS] = "DELETE FROM hosts WHERE id NOT IN (SELECT host_id FROM targets)",
+    [FP_ST_MARK_UPLOADED] =
+        "UPDATE buckets SET uploaded_ns = ?2 WHERE id = ?1 AND uploaded_ns IS NULL",
+    [FP_ST_BUCKET_PENDING] = "SELECT uploaded_ns IS NULL FROM buckets WHERE id = ?1",
+    [FP_ST_PENDING] = "SELECT id, start_ns, length_ns, written_ns FROM buckets"
+                      " WHERE uploaded_ns IS NULL ORDER BY id LIMIT ?1",
+    [FP_ST_COUNT_PENDING] = "SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL",
 };
 
 /* ---- errors ---- */
@@ -409,6 +421,41 @@ sqlite3_stmt *fp_st(struct fp_store *s, enum fp_st id)
         return s->st[id];
 }
 
+void fp_sx_caches_clear(struct fp_store *s)
+{
+        fp_sx_map_clear(&s->stacks);
+        fp_sx_map_clear(&s->frames);
+        fp_sx_map_clear(&s->functions);
+        fp_sx_map_clear(&s->mappings);
+}
+
+int fp_sx_begin(struct fp_store *s)
+{
+        if (s->readonly)
+                return fp_sx_failf(s, -EROFS, "Failed to write to store '%s': opened read-only",
+                                   s->path);
+        CHECK_RC(s, fp_sx_step_done(ST(s, FP_ST_BEGIN)), "begin a transaction");
+        return 0;
+}
+
+int fp_sx_commit(struct fp_store *s)
+{
+        CHECK_RC(s, fp_sx_step_done(ST(s, FP_ST_COMMIT)), "commit");
+        return 0;
+}
+
+void fp_sx_rollback(struct fp_store *s)
+{
+        if (!sqlite3_get_autocommit(s->db)) {
+                sqlite3_stmt *st = fp_st(s, FP_ST_ROLLBACK);
+                if (st)
+                        (void)fp_sx_step_done(st);
+                else
+                        (void)fp_sx_exec(s->db, "ROLLBACK");
+        }
+        fp_sx_caches_clear(s);
+}
+
 int64_t fp_sx_now_ns(void)
 {
         struct timespec ts;
@@ -420,7 +467,7 @@ int64_t fp_sx_now_ns(void)
 /* ---- opening ---- */
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -641,7 +688,8 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 return -ENOMEM;
         }
         s->readonly = readonly;
-        s->stacks_gone = 1; /* unknown after a restart: allow one sweep before the last bucket goes */
+        s->stacks_gone =
+            1; /* unknown after a restart: allow one sweep before the last bucket goes */
         s->max_bytes = max_bytes && max_bytes < FP_STORE_MIN_BYTES ? FP_STORE_MIN_BYTES : max_bytes;
         s->budget = s->max_bytes;
         if (!readonly) {
@@ -671,7 +719,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 return r;
         }
         sqlite3_extended_result_codes(s->db, 1);
-        sqlite3_busy_timeout(s->db, 2000);
+        sqlite3_busy_timeout(s->db, FP_STORE_BUSY_MS);
         if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
                 seterr(err, errlen, "Failed to open store '%s': the file is read-only", path);
                 store_free(s);
@@ -703,8 +751,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 }
                 r = create_schema(s);
                 if (r < 0) {
-                        seterr(err, errlen, "Failed to create store '%s': %s", path,
-                               reason(s, r));
+                        seterr(err, errlen, "Failed to create store '%s': %s", path, reason(s, r));
                         store_free(s);
                         return r;
                 }
@@ -727,7 +774,8 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                         seterr(err, errlen,
                                "Refusing to use store '%s': its schema version %lld cannot be "
                                "%s (this build has version %d); move the file away",
-                               path, (long long)version, readonly ? "read without migrating" : "migrated",
+                               path, (long long)version,
+                               readonly ? "read without migrating" : "migrated",
                                FP_STORE_SCHEMA_VERSION);
                         store_free(s);
                         return -EPROTO;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The inside of the store module, shared by its files: batch.c (the plain
- * data batch and its builder), schema.c (the schema, opening, creating,
- * checking and moving aside damaged files, the statement table), store.c
- * (writing, eviction, garbage collection, upload state) and query.c
- * (profiles, series, drops, statistics). Nothing outside storage/ includes
+ * data batch and its builder), hash.c (in-memory tables), schema.c (the
+ * schema, opening, creating, checking and moving aside damaged files, the
+ * statement table, transactions), store.c (writing a batch), ring.c
+ * (eviction, garbage collection, space, disk full, upload state) and
+ * query.c (profiles, series, drops, statistics). Nothing outside storage/ includes
  * this header.
  *
  * Content hashes. Mappings, functions, frames and stacks are deduplicated
@@ -134,7 +135,8 @@ void fp_sx_map_free(struct fp_sx_map *m);
 
 /* ---- the batch ---- */
 
-#define FP_SB_NONE UINT32_MAX /* "no string" / "no mapping" / "no function" */
+#define FP_SB_NONE   UINT32_MAX /* "no string" / "no mapping" / "no function" */
+#define FP_SB_RECENT 16         /* mappings the batch builder remembers */
 
 struct fp_sb_str {
         uint32_t off; /* into chars, NUL-terminated */
@@ -217,6 +219,7 @@ struct fp_store_batch {
         FP_SB_TABLE(struct fp_sb_drop, drops);
         uint32_t *frame_ids; /* the stacks' frames, leaf first */
         size_t n_frame_ids, cap_frame_ids;
+        uint32_t recent_mappings[FP_SB_RECENT]; /* mapping index + 1, by start and limit */
 };
 
 static inline const char *fp_sb_str(const struct fp_store_batch *b, uint32_t i)
@@ -283,12 +286,17 @@ struct fp_store {
         /* content hash -> rowid (a) [, last bucket (b) for stacks]; only committed rows */
         struct fp_sx_map stacks, frames, functions, mappings;
         uint64_t stacks_gone; /* stacks deleted since the last frame sweep */
+        /* What a write takes, learnt from the last ones: new live pages, and its log. */
+        uint64_t est_growth, est_log;
         uint64_t evicted_buckets;
         char errmsg[512];
 };
 
 /* The log is truncated past this when there is no budget (else past a quarter of it). */
 #define FP_STORE_WAL_LIMIT ((uint64_t)16 << 20)
+
+/* How long a statement waits for another connection's lock. */
+#define FP_STORE_BUSY_MS 2000
 
 /* Caps of the caches above: past them a cache starts over (it is only a cache). */
 #define FP_STORE_CACHE_MAX ((size_t)1 << 18)
@@ -303,7 +311,7 @@ sqlite3_stmt *fp_st(struct fp_store *s, enum fp_st id);
 int fp_sx_fail(struct fp_store *s, int rc, const char *what);
 /* Records another failure with a formatted message; returns r. */
 int fp_sx_failf(struct fp_store *s, int r, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* The -errno for a SQLite result code, consulting the system errno for I/O errors. */
 int fp_sx_errno(sqlite3 *db, int rc);
 
@@ -312,19 +320,102 @@ int fp_sx_exec(sqlite3 *db, const char *sql);
 /* The single integer result of sql, or -errno. */
 int fp_sx_pragma_int(struct fp_store *s, const char *sql, int64_t *ret);
 
-/*
- * store.c: evicts the oldest buckets, one transaction each, until the live
- * pages fit the budget in force; *ret_disk_full tells whether a checkpoint
- * between the steps found the disk full.
+int64_t fp_sx_now_ns(void);
+
+/* ---- small SQLite helpers (store.c, ring.c) ---- */
+
+/* Steps st to completion (ignoring rows) and resets it; SQLite rc. */
+static inline int fp_sx_step_done(sqlite3_stmt *st)
+{
+        int rc;
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+                ;
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Steps st expecting one integer row, or none (*ret = 0); resets it; SQLite rc. */
+static inline int fp_sx_step_int(sqlite3_stmt *st, int64_t *ret)
+{
+        int rc = sqlite3_step(st);
+
+        *ret = 0;
+        if (rc == SQLITE_ROW) {
+                *ret = sqlite3_column_int64(st, 0);
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+                        ;
+        }
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* The cached statement id, or return -EIO from the calling function (errmsg is set). */
+#define ST(s, id)                                                                                  \
+        ({                                                                                         \
+                sqlite3_stmt *st_ = fp_st((s), (id));                                              \
+                if (!st_)                                                                          \
+                        return -EIO;                                                               \
+                st_;                                                                               \
+        })
+
+/* Returns from the calling function with the store's message for rc unless it is SQLITE_OK. */
+#define CHECK_RC(s, rc, what)                                                                      \
+        do {                                                                                       \
+                int rc_ = (rc);                                                                    \
+                if (rc_ != SQLITE_OK)                                                              \
+                        return fp_sx_fail((s), rc_, (what));                                       \
+        } while (0)
+
+/* Runs a cached one-integer statement; SQLite rc. */
+static inline int fp_sx_st_int(struct fp_store *s, enum fp_st id, int64_t *ret)
+{
+        sqlite3_stmt *st = fp_st(s, id);
+
+        *ret = 0;
+        return st ? fp_sx_step_int(st, ret) : SQLITE_ERROR;
+}
+
+/* Bytes of pages in use: (page_count - freelist_count) * page_size; *ret_rc the SQLite rc. */
+static inline int64_t fp_sx_live_bytes(struct fp_store *s, int *ret_rc)
+{
+        int64_t pages = 0, free_pages = 0;
+        int rc = fp_sx_st_int(s, FP_ST_PAGE_COUNT, &pages);
+
+        if (rc == SQLITE_OK)
+                rc = fp_sx_st_int(s, FP_ST_FREELIST_COUNT, &free_pages);
+        *ret_rc = rc;
+        return (pages - free_pages) * s->page_size;
+}
+
+/* schema.c: BEGIN IMMEDIATE (-EROFS on a read-only handle), COMMIT. */
+int fp_sx_begin(struct fp_store *s);
+int fp_sx_commit(struct fp_store *s);
+/* schema.c: rolls back whatever is open and empties the caches (they may name rows it took away).
  */
-int fp_store_evict(struct fp_store *s, bool *ret_disk_full);
-/* store.c: fp_store_evict(), then fp_store_reclaim(s, true). */
+void fp_sx_rollback(struct fp_store *s);
+void fp_sx_caches_clear(struct fp_store *s);
+
+/* ---- the ring (ring.c), used by the writer (store.c) ---- */
+
+/*
+ * Evicts the oldest buckets, one transaction each, until the live pages
+ * plus reserve fit the budget in force; *ret_disk_full tells whether a
+ * checkpoint between the steps found the disk full.
+ */
+int fp_store_evict(struct fp_store *s, uint64_t reserve, bool *ret_disk_full);
+/* fp_store_evict() to the budget, then fp_store_reclaim(s, true). */
 int fp_store_shrink(struct fp_store *s);
 /*
- * store.c: hands free pages past the slack back to the file system and
- * checkpoints the log, truncating it when it grew past a quarter of the
- * budget (force: all free pages, always truncate). Best effort; returns
- * the checkpoint's SQLite rc.
+ * Hands free pages past what the next write will fill back to the file
+ * system and checkpoints the log, truncating it when there is a budget or
+ * it grew large (force: all free pages, always truncate). Best effort;
+ * returns the checkpoint's SQLite rc.
  */
 int fp_store_reclaim(struct fp_store *s, bool force);
-int64_t fp_sx_now_ns(void);
+/* Checkpoints in mode; TRUNCATE never waits for readers. SQLite rc, *ret_log frames in the log. */
+int fp_sx_checkpoint(struct fp_store *s, int mode, int *ret_log);
+/* Room a write needs within the budget: what the last writes added and logged. */
+uint64_t fp_sx_write_reserve(const struct fp_store *s);
+/* After -ENOSPC: lowers the budget, empties the log (breaking out of a full one), evicts. */
+void fp_sx_make_room(struct fp_store *s);

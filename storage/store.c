@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Writing to the store: a batch becomes one bucket in one transaction,
- * the byte budget is kept by evicting the oldest buckets, what nothing
- * refers to any more is collected, and the upload state is kept. The
- * schema and the eviction rule are described in schema.c.
+ * with room made for it first and the budget kept after it (ring.c does
+ * both). The schema and the eviction rule are described in schema.c.
  *
  * Speed. The writer looks content up by the hashes the batch computed,
  * first in the store's in-memory caches (content hash -> rowid, and for
@@ -23,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "store-internal.h"
 
@@ -37,14 +35,6 @@ struct writer {
         size_t blob_cap;
 };
 
-static void caches_clear(struct fp_store *s)
-{
-        fp_sx_map_clear(&s->stacks);
-        fp_sx_map_clear(&s->frames);
-        fp_sx_map_clear(&s->functions);
-        fp_sx_map_clear(&s->mappings);
-}
-
 static int cache_put(struct fp_sx_map *m, uint64_t key, uint64_t a, uint64_t b)
 {
         if (m->n >= FP_STORE_CACHE_MAX)
@@ -54,151 +44,9 @@ static int cache_put(struct fp_sx_map *m, uint64_t key, uint64_t a, uint64_t b)
         return 0;
 }
 
-/* Steps st to completion (ignoring rows) and resets it; SQLite rc. */
-static int step_done(sqlite3_stmt *st)
-{
-        int rc;
-
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-                ;
-        sqlite3_reset(st);
-        return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-/* Steps st expecting one integer row, or none (*ret = 0); resets it; SQLite rc. */
-static int step_int(sqlite3_stmt *st, int64_t *ret)
-{
-        int rc = sqlite3_step(st);
-
-        *ret = 0;
-        if (rc == SQLITE_ROW) {
-                *ret = sqlite3_column_int64(st, 0);
-                while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-                        ;
-        }
-        sqlite3_reset(st);
-        return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
 static void bind_text(sqlite3_stmt *st, int i, const char *t)
 {
         sqlite3_bind_text(st, i, t ? t : "", -1, SQLITE_STATIC);
-}
-
-#define ST(s, id)                                                                                  \
-        ({                                                                                         \
-                sqlite3_stmt *st_ = fp_st((s), (id));                                              \
-                if (!st_)                                                                          \
-                        return -EIO;                                                               \
-                st_;                                                                               \
-        })
-
-/* Fails with the store's message for rc unless it is SQLITE_OK. */
-#define CHECK_RC(s, rc, what)                                                                      \
-        do {                                                                                       \
-                int rc_ = (rc);                                                                    \
-                if (rc_ != SQLITE_OK)                                                              \
-                        return fp_sx_fail((s), rc_, (what));                                       \
-        } while (0)
-
-/* Runs a cached one-integer statement; SQLite rc. */
-static int st_int(struct fp_store *s, enum fp_st id, int64_t *ret)
-{
-        sqlite3_stmt *st = fp_st(s, id);
-
-        *ret = 0;
-        return st ? step_int(st, ret) : SQLITE_ERROR;
-}
-
-static int64_t live_bytes(struct fp_store *s, int *ret_rc)
-{
-        int64_t pages = 0, free_pages = 0;
-        int rc = st_int(s, FP_ST_PAGE_COUNT, &pages);
-
-        if (rc == SQLITE_OK)
-                rc = st_int(s, FP_ST_FREELIST_COUNT, &free_pages);
-        *ret_rc = rc;
-        return (pages - free_pages) * s->page_size;
-}
-
-/* ---- transactions ---- */
-
-static int begin(struct fp_store *s)
-{
-        if (s->readonly)
-                return fp_sx_failf(s, -EROFS, "Failed to write to store '%s': opened read-only",
-                                   s->path);
-        CHECK_RC(s, step_done(ST(s, FP_ST_BEGIN)), "begin a transaction");
-        return 0;
-}
-
-static int commit(struct fp_store *s)
-{
-        CHECK_RC(s, step_done(ST(s, FP_ST_COMMIT)), "commit");
-        return 0;
-}
-
-/* Rolls back whatever is open and forgets what the caches learnt meanwhile. */
-static void rollback(struct fp_store *s)
-{
-        if (!sqlite3_get_autocommit(s->db)) {
-                sqlite3_stmt *st = fp_st(s, FP_ST_ROLLBACK);
-                if (st)
-                        (void)step_done(st);
-                else
-                        (void)fp_sx_exec(s->db, "ROLLBACK");
-        }
-        caches_clear(s);
-}
-
-/* ---- garbage collection ---- */
-
-static bool stack_alive(const struct fp_sx_map_entry *e, void *ud)
-{
-        return (int64_t)e->b >= *(const int64_t *)ud;
-}
-
-/* Deletes stacks, threads, targets and hosts no surviving bucket refers to. */
-static int collect(struct fp_store *s)
-{
-        int64_t min_bucket = 0;
-        sqlite3_stmt *st;
-        int rc;
-
-        CHECK_RC(s, step_int(ST(s, FP_ST_MIN_BUCKET), &min_bucket), "find the oldest bucket");
-        if (!min_bucket)
-                min_bucket = INT64_MAX;
-
-        st = ST(s, FP_ST_GC_STACKS);
-        sqlite3_bind_int64(st, 1, min_bucket);
-        CHECK_RC(s, step_done(st), "delete unused stacks");
-        s->stacks_gone += (uint64_t)sqlite3_changes(s->db);
-        if (fp_sx_map_filter(&s->stacks, stack_alive, &min_bucket) < 0)
-                fp_sx_map_clear(&s->stacks);
-
-        st = ST(s, FP_ST_GC_THREADS);
-        sqlite3_bind_int64(st, 1, min_bucket);
-        CHECK_RC(s, step_done(st), "delete unused threads");
-        st = ST(s, FP_ST_GC_TARGETS);
-        sqlite3_bind_int64(st, 1, min_bucket);
-        CHECK_RC(s, step_done(st), "delete unused targets");
-        rc = step_done(ST(s, FP_ST_GC_HOSTS));
-        CHECK_RC(s, rc, "delete unused hosts");
-        return 0;
-}
-
-static size_t varint_get(const uint8_t *p, size_t len, uint64_t *ret)
-{
-        uint64_t v = 0;
-
-        for (size_t i = 0; i < len && i < 10; i++) {
-                v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-                if (!(p[i] & 0x80)) {
-                        *ret = v;
-                        return i + 1;
-                }
-        }
-        return 0;
 }
 
 static size_t varint_put(uint8_t *p, uint64_t v)
@@ -212,380 +60,17 @@ static size_t varint_put(uint8_t *p, uint64_t v)
         return n;
 }
 
-/* Sets the bit of every frame id some stack lists; SQLite rc. */
-static int mark_frames(struct fp_store *s, uint8_t *marks, int64_t max_id)
+/* Learns from one write: a quick rise, a slow decay. */
+static void learn(uint64_t *est, uint64_t seen)
 {
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s->db, "SELECT frames FROM stacks", -1, &st, NULL);
-
-        if (rc != SQLITE_OK)
-                return rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                const uint8_t *p = sqlite3_column_blob(st, 0);
-                size_t len = (size_t)sqlite3_column_bytes(st, 0), k;
-                uint64_t id;
-
-                for (size_t off = 0; off < len; off += k) {
-                        k = varint_get(p + off, len - off, &id);
-                        if (!k)
-                                break;
-                        if (id && id <= (uint64_t)max_id)
-                                marks[id / 8] |= (uint8_t)(1u << (id % 8));
-                }
-        }
-        sqlite3_finalize(st);
-        return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-/* Deletes the frames whose bit is clear; SQLite rc, or -ENOMEM. */
-static int delete_unmarked(struct fp_store *s, const uint8_t *marks, int64_t max_id)
-{
-        sqlite3_stmt *st = NULL;
-        int64_t *dead = NULL;
-        size_t n = 0, cap = 0;
-        int rc = sqlite3_prepare_v2(s->db, "SELECT id FROM frames", -1, &st, NULL);
-
-        if (rc != SQLITE_OK)
-                return rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                int64_t id = sqlite3_column_int64(st, 0);
-
-                if (id > 0 && id <= max_id && (marks[id / 8] & (1u << (id % 8))))
-                        continue;
-                if (fp_sx_grow((void **)&dead, &cap, n + 1, sizeof(*dead)) < 0) {
-                        rc = -ENOMEM;
-                        break;
-                }
-                dead[n++] = id;
-        }
-        sqlite3_finalize(st);
-        st = NULL;
-        if (rc == SQLITE_DONE)
-                rc = n ? sqlite3_prepare_v2(s->db, "DELETE FROM frames WHERE id = ?1", -1, &st,
-                                            NULL)
-                       : SQLITE_OK;
-        for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-                sqlite3_bind_int64(st, 1, dead[i]);
-                rc = step_done(st);
-        }
-        sqlite3_finalize(st);
-        free(dead);
-        return rc;
-}
-
-/*
- * Mark and sweep: deletes frames no stack lists, then functions and
- * mappings no frame refers to. Inside the caller's transaction.
- */
-static int sweep(struct fp_store *s)
-{
-        int64_t max_id = 0;
-        uint8_t *marks;
-        int rc, r;
-
-        r = fp_sx_pragma_int(s, "SELECT coalesce(max(id), 0) FROM frames", &max_id);
-        if (r < 0)
-                return r;
-        marks = calloc((size_t)max_id / 8 + 1, 1);
-        if (!marks)
-                return fp_sx_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
-        rc = mark_frames(s, marks, max_id);
-        if (rc == SQLITE_OK)
-                rc = delete_unmarked(s, marks, max_id);
-        free(marks);
-        if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, "DELETE FROM functions WHERE id NOT IN"
-                                       " (SELECT function_id FROM frames);"
-                                       "DELETE FROM mappings WHERE id NOT IN"
-                                       " (SELECT mapping_id FROM frames)");
-        fp_sx_map_clear(&s->frames);
-        fp_sx_map_clear(&s->functions);
-        fp_sx_map_clear(&s->mappings);
-        if (rc == -ENOMEM)
-                return fp_sx_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
-        if (rc != SQLITE_OK)
-                return fp_sx_fail(s, rc, "collect unused frames");
-        s->stacks_gone = 0;
-        return 0;
-}
-
-/* ---- eviction ---- */
-
-/*
- * Moves the samples (as reason) and drops of bucket into carried_drops,
- * unless it was uploaded (then they are the collector's).
- */
-static int carry(struct fp_store *s, int64_t bucket, const char *reason)
-{
-        sqlite3_stmt *st = ST(s, FP_ST_CARRY_SAMPLES);
-
-        sqlite3_bind_int64(st, 1, bucket);
-        sqlite3_bind_text(st, 2, reason, -1, SQLITE_STATIC);
-        CHECK_RC(s, step_done(st), "count the samples of a bucket");
-        st = ST(s, FP_ST_CARRY_DROPS);
-        sqlite3_bind_int64(st, 1, bucket);
-        CHECK_RC(s, step_done(st), "carry the drops of a bucket");
-        return 0;
-}
-
-static int delete_bucket(struct fp_store *s, int64_t bucket)
-{
-        static const enum fp_st del[] = {FP_ST_DELETE_SAMPLES, FP_ST_DELETE_DROPS,
-                                         FP_ST_DELETE_SERIES, FP_ST_DELETE_BUCKET};
-
-        for (size_t i = 0; i < sizeof(del) / sizeof(del[0]); i++) {
-                sqlite3_stmt *st = ST(s, del[i]);
-                sqlite3_bind_int64(st, 1, bucket);
-                CHECK_RC(s, step_done(st), "delete a bucket");
-        }
-        return 0;
-}
-
-/*
- * One step of keeping the budget, in a transaction of its own: sweeps
- * frames when a quarter of the stacks went since the last sweep (and
- * before the last bucket would go), else evicts the oldest bucket and
- * collects what only it used. Returns 1 when it did something, 0 when the
- * store fits or nothing is left to evict, or -errno.
- */
-static int evict_step(struct fp_store *s)
-{
-        int64_t live, oldest = 0, stacks = 0, buckets = 0;
-        bool uploaded = false;
-        sqlite3_stmt *st;
-        int rc, r;
-
-        live = live_bytes(s, &rc);
-        CHECK_RC(s, rc, "measure the store");
-        if ((uint64_t)live <= s->budget)
-                return 0;
-        r = begin(s);
-        if (r < 0)
-                return r;
-        st = fp_st(s, FP_ST_OLDEST_BUCKET);
-        if (!st) {
-                r = -EIO;
-                goto fail;
-        }
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-                oldest = sqlite3_column_int64(st, 0);
-                uploaded = sqlite3_column_int(st, 1) != 0;
-                rc = SQLITE_DONE;
-        }
-        sqlite3_reset(st);
-        if (rc != SQLITE_DONE) {
-                r = fp_sx_fail(s, rc, "find the oldest bucket");
-                goto fail;
-        }
-        if (s->stacks_gone) {
-                if ((r = fp_sx_pragma_int(s, "SELECT count(*) FROM stacks", &stacks)) < 0 ||
-                    (r = fp_sx_pragma_int(s, "SELECT count(*) FROM buckets", &buckets)) < 0)
-                        goto fail;
-                if (buckets <= 1 || s->stacks_gone * 4 >= (uint64_t)stacks) {
-                        r = sweep(s);
-                        if (r == 0)
-                                r = commit(s);
-                        if (r < 0)
-                                goto fail;
-                        return 1;
-                }
-        }
-        if (!oldest) {
-                rollback(s);
-                return 0;
-        }
-        if ((!uploaded && (r = carry(s, oldest, "evicted")) < 0) ||
-            (r = delete_bucket(s, oldest)) < 0 || (r = collect(s)) < 0 || (r = commit(s)) < 0)
-                goto fail;
-        s->evicted_buckets++;
-        return 1;
-fail:
-        rollback(s);
-        return r;
-}
-
-int fp_store_evict(struct fp_store *s, bool *ret_disk_full)
-{
-        int r;
-
-        *ret_disk_full = false;
-        if (!s->budget)
-                return 0;
-        while ((r = evict_step(s)) > 0) {
-                /* Drain the log after each step: its peak is one step, not all of them. */
-                int rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL,
-                                                   NULL);
-                if ((rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC)
-                        *ret_disk_full = true;
-        }
-        return r;
-}
-
-static int64_t file_size(const char *path)
-{
-        struct stat st;
-        return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
-}
-
-/* The log size past which a checkpoint truncates it. */
-static uint64_t wal_limit(const struct fp_store *s)
-{
-        return s->budget ? s->budget / 4 : FP_STORE_WAL_LIMIT;
-}
-
-int fp_store_reclaim(struct fp_store *s, bool force)
-{
-        int64_t pages = 0, free_pages = 0, slack;
-        char sql[64];
-        bool vacuumed = false;
-        int mode;
-
-        if (s->readonly)
-                return SQLITE_OK;
-        if (st_int(s, FP_ST_PAGE_COUNT, &pages) != SQLITE_OK ||
-            st_int(s, FP_ST_FREELIST_COUNT, &free_pages) != SQLITE_OK)
-                return SQLITE_ERROR;
-        slack = (int64_t)(s->budget ? s->budget / 8 : FP_STORE_WAL_LIMIT) / s->page_size;
-        if (force)
-                slack = 0;
-        if (free_pages > slack) {
-                snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%lld)",
-                         (long long)(free_pages - slack / 2));
-                vacuumed = fp_sx_exec(s->db, sql) == SQLITE_OK;
-        }
-        /*
-         * Checkpoint after every write: the log then holds one transaction,
-         * and the database file grows step by step. A log that held many
-         * could not be checkpointed once the disk is full (the file would
-         * have to grow into space the log holds), and nothing could be
-         * written again.
-         */
-        mode = force || vacuumed || (uint64_t)file_size(s->wal_path) > wal_limit(s)
-                       ? SQLITE_CHECKPOINT_TRUNCATE
-                       : SQLITE_CHECKPOINT_PASSIVE;
-        return sqlite3_wal_checkpoint_v2(s->db, "main", mode, NULL, NULL);
-}
-
-int fp_store_shrink(struct fp_store *s)
-{
-        bool full;
-        int r = fp_store_evict(s, &full);
-
-        (void)fp_store_reclaim(s, true);
-        return r;
-}
-
-/*
- * The log cannot be checkpointed when its pages would make the database
- * file grow on a full disk; then no transaction can be written either,
- * once the log's file is full. Breaks out with the smallest transaction
- * that helps: evicting the oldest buckets (collection waits) and moving
- * pages so that the database ends inside its present file, whereupon the
- * checkpoint needs no new space and empties the log. It needs the room
- * that the failed transaction's frames left in the log's file; when even
- * that is missing, the store waits for space like any other writer.
- */
-static void break_full_log(struct fp_store *s)
-{
-        int64_t pages = 0, free_pages = 0, need;
-        char sql[64];
-        int rc;
-
-        if (st_int(s, FP_ST_PAGE_COUNT, &pages) != SQLITE_OK)
-                return;
-        need = pages - file_size(s->path) / s->page_size;
-        if (need <= 0)
-                return;
-        need += 8; /* pointer-map and freelist trunk pages move too */
-        if (begin(s) < 0)
-                return;
-        for (;;) {
-                sqlite3_stmt *st;
-                int64_t oldest = 0;
-                bool uploaded = false;
-
-                if (st_int(s, FP_ST_FREELIST_COUNT, &free_pages) != SQLITE_OK)
-                        goto fail;
-                if (free_pages >= need)
-                        break;
-                st = fp_st(s, FP_ST_OLDEST_BUCKET);
-                if (!st)
-                        goto fail;
-                rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW) {
-                        oldest = sqlite3_column_int64(st, 0);
-                        uploaded = sqlite3_column_int(st, 1) != 0;
-                }
-                sqlite3_reset(st);
-                if (!oldest)
-                        break;
-                if ((!uploaded && carry(s, oldest, "evicted") < 0) ||
-                    delete_bucket(s, oldest) < 0)
-                        goto fail;
-                s->evicted_buckets++;
-        }
-        if (commit(s) < 0)
-                goto fail;
-        snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%lld)", (long long)need);
-        (void)fp_sx_exec(s->db, sql);
-        (void)sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        return;
-fail:
-        rollback(s);
-}
-
-/*
- * After -ENOSPC: the disk is fuller than the budget assumed. Lowers the
- * budget in force below what is live now, empties the log (breaking out
- * of a full one if need be), and evicts to the new budget.
- */
-static void make_room(struct fp_store *s)
-{
-        char msg[sizeof(s->errmsg)];
-        int rc;
-        int64_t live;
-
-        memcpy(msg, s->errmsg, sizeof(msg));
-        live = live_bytes(s, &rc);
-        if (rc == SQLITE_OK && live > 0) {
-                uint64_t lower = (uint64_t)live / 10 * 8;
-                if (lower < FP_STORE_MIN_BYTES)
-                        lower = FP_STORE_MIN_BYTES;
-                if (!s->budget || lower < s->budget)
-                        s->budget = lower;
-        }
-        rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        if ((rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_IOERR)
-                break_full_log(s);
-        (void)fp_store_shrink(s);
-        memcpy(s->errmsg, msg, sizeof(msg));
-}
-
-int fp_store_gc(struct fp_store *s)
-{
-        int r = begin(s);
-
-        if (r < 0)
-                return r;
-        r = collect(s);
-        if (r == 0)
-                r = sweep(s);
-        if (r == 0)
-                r = commit(s);
-        if (r < 0) {
-                rollback(s);
-                return r;
-        }
-        (void)fp_store_reclaim(s, false);
-        return 0;
+        *est = seen > *est - *est / 4 ? seen : *est - *est / 4;
 }
 
 /* ---- writing a batch ---- */
 
 static int upsert_id(struct fp_store *s, sqlite3_stmt *st, int64_t *ret, const char *what)
 {
-        int rc = step_int(st, ret);
+        int rc = fp_sx_step_int(st, ret);
 
         CHECK_RC(s, rc, what);
         if (!*ret)
@@ -673,7 +158,7 @@ static int find(struct fp_store *s, struct fp_sx_map *cache, enum fp_st find_st,
         }
         st = ST(s, find_st);
         sqlite3_bind_int64(st, 1, (int64_t)hash);
-        CHECK_RC(s, step_int(st, ret), "look up a stack's frames");
+        CHECK_RC(s, fp_sx_step_int(st, ret), "look up a stack's frames");
         if (*ret)
                 cache_put(cache, hash, (uint64_t)*ret, 0);
         return 0;
@@ -682,7 +167,7 @@ static int find(struct fp_store *s, struct fp_sx_map *cache, enum fp_st find_st,
 static int insert_row(struct fp_store *s, sqlite3_stmt *st, struct fp_sx_map *cache, uint64_t hash,
                       int64_t *ret)
 {
-        CHECK_RC(s, step_done(st), "store a stack's frames");
+        CHECK_RC(s, fp_sx_step_done(st), "store a stack's frames");
         *ret = sqlite3_last_insert_rowid(s->db);
         cache_put(cache, hash, (uint64_t)*ret, 0);
         return 0;
@@ -783,7 +268,7 @@ static int insert_stack(struct writer *w, const struct fp_sb_stack *k, int64_t *
         sqlite3_bind_int64(st, 1, (int64_t)k->hash);
         sqlite3_bind_int64(st, 2, w->bucket);
         sqlite3_bind_blob(st, 3, w->blob, (int)len, SQLITE_STATIC);
-        CHECK_RC(s, step_done(st), "store a stack");
+        CHECK_RC(s, fp_sx_step_done(st), "store a stack");
         *ret = sqlite3_last_insert_rowid(s->db);
         return 0;
 }
@@ -804,7 +289,7 @@ static int resolve_stack(struct writer *w, uint32_t i)
                         st = ST(s, FP_ST_STACK_TOUCH_ID);
                         sqlite3_bind_int64(st, 1, id);
                         sqlite3_bind_int64(st, 2, w->bucket);
-                        CHECK_RC(s, step_done(st), "mark a stack used");
+                        CHECK_RC(s, fp_sx_step_done(st), "mark a stack used");
                         e->b = (uint64_t)w->bucket;
                 }
                 w->stack_ids[i] = id;
@@ -813,7 +298,7 @@ static int resolve_stack(struct writer *w, uint32_t i)
         st = ST(s, FP_ST_STACK_TOUCH_HASH);
         sqlite3_bind_int64(st, 1, (int64_t)k->hash);
         sqlite3_bind_int64(st, 2, w->bucket);
-        CHECK_RC(s, step_int(st, &id), "look up a stack");
+        CHECK_RC(s, fp_sx_step_int(st, &id), "look up a stack");
         if (!id) {
                 r = insert_stack(w, k, &id);
                 if (r < 0)
@@ -883,7 +368,7 @@ static int write_samples(struct writer *w)
                 sqlite3_bind_int64(st, 4, refs[i].stack);
                 sqlite3_bind_int64(st, 5, (int64_t)sa->count);
                 sqlite3_bind_int64(st, 6, (int64_t)sa->value);
-                rc = step_done(st);
+                rc = fp_sx_step_done(st);
                 if (rc != SQLITE_OK) {
                         r = fp_sx_fail(s, rc, "store samples");
                         goto out;
@@ -912,7 +397,7 @@ static int write_samples(struct writer *w)
                 sqlite3_bind_int64(st, 3, w->event_ids[(uint32_t)key]);
                 sqlite3_bind_int64(st, 4, e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a);
                 sqlite3_bind_int64(st, 5, e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b);
-                rc = step_done(st);
+                rc = fp_sx_step_done(st);
                 if (rc != SQLITE_OK) {
                         r = fp_sx_fail(s, rc, "store sample totals");
                         goto out;
@@ -937,7 +422,7 @@ static int write_drops(struct writer *w)
                 sqlite3_bind_int64(st, 2, w->target_ids[d->target]);
                 bind_text(st, 3, fp_sb_str(b, d->reason));
                 sqlite3_bind_int64(st, 4, (int64_t)d->count);
-                CHECK_RC(s, step_done(st), "store drop counts");
+                CHECK_RC(s, fp_sx_step_done(st), "store drop counts");
         }
         return 0;
 }
@@ -948,11 +433,11 @@ static int fold_carried(struct fp_store *s, int64_t bucket)
         sqlite3_stmt *st = ST(s, FP_ST_CARRY_TOUCH_TARGETS);
 
         sqlite3_bind_int64(st, 1, bucket);
-        CHECK_RC(s, step_done(st), "carry drop counts");
+        CHECK_RC(s, fp_sx_step_done(st), "carry drop counts");
         st = ST(s, FP_ST_CARRY_FOLD);
         sqlite3_bind_int64(st, 1, bucket);
-        CHECK_RC(s, step_done(st), "carry drop counts");
-        CHECK_RC(s, step_done(ST(s, FP_ST_CARRY_CLEAR)), "carry drop counts");
+        CHECK_RC(s, fp_sx_step_done(st), "carry drop counts");
+        CHECK_RC(s, fp_sx_step_done(ST(s, FP_ST_CARRY_CLEAR)), "carry drop counts");
         return 0;
 }
 
@@ -971,7 +456,7 @@ static int write_bucket(struct writer *w)
                 sqlite3_bind_int64(st, 4, now);
         else
                 sqlite3_bind_null(st, 4);
-        CHECK_RC(s, step_done(st), "store a bucket");
+        CHECK_RC(s, fp_sx_step_done(st), "store a bucket");
         w->bucket = sqlite3_last_insert_rowid(s->db);
 
         if ((r = write_targets(w)) < 0 || (r = write_samples(w)) < 0 || (r = write_drops(w)) < 0)
@@ -999,8 +484,9 @@ static int64_t *ids_new(size_t n)
 int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
 {
         struct writer w = {.s = s, .b = b};
-        bool full;
-        int r, rc;
+        int64_t live_before = 0, live_after;
+        bool full = false, evict_full = false;
+        int r, rc, log = 0;
 
         s->errmsg[0] = '\0';
         w.target_ids = ids_new(b->n_targets);
@@ -1014,121 +500,44 @@ int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
                 writer_free(&w);
                 return fp_sx_failf(s, -ENOMEM, "Failed to write a bucket: out of memory");
         }
-        r = begin(s);
+        /* Make room first, so the write fills freed pages and its log fits the budget too. */
+        if (s->budget && !s->readonly) {
+                (void)fp_store_evict(s, fp_sx_write_reserve(s), &full);
+                live_before = fp_sx_live_bytes(s, &rc);
+        }
+        r = fp_sx_begin(s);
         if (r == 0) {
                 r = write_bucket(&w);
                 if (r == 0)
-                        r = commit(s);
+                        r = fp_sx_commit(s);
                 if (r < 0)
-                        rollback(s);
+                        fp_sx_rollback(s);
         }
         writer_free(&w);
         if (r == -ENOSPC) {
-                make_room(s);
+                fp_sx_make_room(s);
                 return r;
         }
         if (r < 0)
                 return r;
         /*
-         * Committed. Now the budget: eviction failing here is retried at the
-         * next write. A checkpoint that found the disk full means the next
-         * write would not fit: make room now.
+         * Committed. Learn what a write takes, keep the budget (a failure
+         * here is retried after the next write), and make room now when a
+         * checkpoint found the disk full: the next write would not fit.
          */
-        (void)fp_store_evict(s, &full);
+        rc = fp_sx_checkpoint(s, SQLITE_CHECKPOINT_PASSIVE, &log);
+        if (s->budget) {
+                live_after = fp_sx_live_bytes(s, &r);
+                if (r == SQLITE_OK && live_after > live_before)
+                        learn(&s->est_growth, (uint64_t)(live_after - live_before));
+                if (log > 0)
+                        learn(&s->est_log, (uint64_t)log * (uint64_t)(s->page_size + 24));
+        }
+        full = (rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC;
+        (void)fp_store_evict(s, 0, &evict_full);
         rc = fp_store_reclaim(s, false);
-        if (full || (rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC)
-                make_room(s);
+        if (full || evict_full || (rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC)
+                fp_sx_make_room(s);
         s->errmsg[0] = '\0';
         return 0;
-}
-
-/* ---- upload state ---- */
-
-int fp_store_pending_uploads(struct fp_store *s, struct fp_store_bucket *ret, size_t max)
-{
-        sqlite3_stmt *st = ST(s, FP_ST_PENDING);
-        size_t n = 0;
-        int rc;
-
-        sqlite3_bind_int64(st, 1, max > INT32_MAX ? INT32_MAX : (int64_t)max);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max) {
-                ret[n++] = (struct fp_store_bucket){
-                        .id = sqlite3_column_int64(st, 0),
-                        .start_ns = sqlite3_column_int64(st, 1),
-                        .length_ns = sqlite3_column_int64(st, 2),
-                        .written_ns = sqlite3_column_int64(st, 3),
-                };
-        }
-        sqlite3_reset(st);
-        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-                return fp_sx_fail(s, rc, "list buckets to upload");
-        return (int)n;
-}
-
-int fp_store_count_pending(struct fp_store *s)
-{
-        int64_t n;
-
-        CHECK_RC(s, step_int(ST(s, FP_ST_COUNT_PENDING), &n), "count buckets to upload");
-        return n > INT32_MAX ? INT32_MAX : (int)n;
-}
-
-static int mark(struct fp_store *s, const int64_t *ids, size_t n, bool rejected)
-{
-        int64_t now = fp_sx_now_ns();
-        int marked = 0, r;
-
-        if (n && !ids)
-                return -EINVAL;
-        r = begin(s);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < n && r == 0; i++) {
-                sqlite3_stmt *st = fp_st(s, FP_ST_BUCKET_PENDING);
-                int64_t pending = 0;
-                int rc;
-
-                if (!st) {
-                        r = -EIO;
-                        break;
-                }
-                sqlite3_bind_int64(st, 1, ids[i]);
-                rc = step_int(st, &pending);
-                if (rc != SQLITE_OK) {
-                        r = fp_sx_fail(s, rc, "mark buckets uploaded");
-                        break;
-                }
-                if (rejected && pending && (r = carry(s, ids[i], "upload_rejected")) < 0)
-                        break;
-                st = fp_st(s, FP_ST_MARK_UPLOADED);
-                if (!st) {
-                        r = -EIO;
-                        break;
-                }
-                sqlite3_bind_int64(st, 1, ids[i]);
-                sqlite3_bind_int64(st, 2, now);
-                rc = step_done(st);
-                if (rc != SQLITE_OK) {
-                        r = fp_sx_fail(s, rc, "mark buckets uploaded");
-                        break;
-                }
-                marked += sqlite3_changes(s->db);
-        }
-        if (r == 0)
-                r = commit(s);
-        if (r < 0) {
-                rollback(s);
-                return r;
-        }
-        return marked;
-}
-
-int fp_store_mark_uploaded(struct fp_store *s, const int64_t *ids, size_t n)
-{
-        return mark(s, ids, n, false);
-}
-
-int fp_store_mark_rejected(struct fp_store *s, const int64_t *ids, size_t n)
-{
-        return mark(s, ids, n, true);
 }

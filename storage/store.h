@@ -108,7 +108,10 @@ struct fp_store_frame {
 
 #define FP_STORE_MAX_FRAMES 4096 /* deepest stack a batch accepts */
 
-/* An empty batch for the bucket [start_ns, start_ns + length_ns), CLOCK_REALTIME ns. NULL: ENOMEM. */
+/*
+ * An empty batch for the bucket [start_ns, start_ns + length_ns), in
+ * CLOCK_REALTIME nanoseconds. NULL when out of memory.
+ */
 struct fp_store_batch *fp_store_batch_new(int64_t start_ns, int64_t length_ns);
 /* Accepts NULL. */
 void fp_store_batch_free(struct fp_store_batch *b);
@@ -191,24 +194,29 @@ const char *fp_store_errmsg(const struct fp_store *s);
 /*
  * Writes the batch as a new bucket in one transaction: a crash at any
  * moment loses at most this bucket. Stacks, frames, functions, mappings,
- * threads, targets and events are shared with earlier buckets.
+ * threads, targets and events are shared with earlier buckets. Drops
+ * carried from evicted or rejected buckets join this bucket's drops.
  *
- * Then keeps the byte budget: while the live pages pass max_bytes, the
- * oldest buckets are evicted (in the same transaction). Samples of
- * evicted buckets that were never uploaded are counted as drops with
- * reason "evicted" and, with the evicted buckets' own drop counts,
- * carried into this bucket (or, when even this bucket had to go, into the
- * next one written), so totals never lose them. Stacks and the rest no
- * surviving bucket refers to are deleted; free pages go back to the file
- * system (incremental vacuum) and the log is checkpointed, so the file
- * plus its log stay within 1.5 x max_bytes as long as one bucket is
- * smaller than a quarter of the budget.
+ * Keeps the byte budget (file plus log): before the write, the oldest
+ * buckets are evicted so that the live pages plus the room a write takes
+ * (learnt from the last writes) fit; after it, so that the live pages
+ * fit. One transaction per evicted bucket: a crash in between leaves a
+ * consistent store. Samples of evicted buckets that were never uploaded
+ * are counted as drops with reason "evicted" and, with the evicted
+ * buckets' own drop counts, carried into the next bucket written, so
+ * totals never lose them (fp_store_drop_totals() shows them meanwhile).
+ * Stacks and the rest that no surviving bucket refers to are deleted;
+ * free pages go back to the file system (incremental vacuum) and the log
+ * is checkpointed and truncated, so the file plus its log stay within
+ * 1.5 x max_bytes (in practice about 1 x) as long as a bucket is smaller
+ * than a quarter of the budget. A failure while evicting does not fail
+ * the write (the batch is stored); eviction is retried with the next one.
  *
  * On failure nothing of the batch is stored and the store stays usable:
  * -ENOSPC (then the store also lowers its budget below its present size
  * and evicts to make room for the next write), -EIO, -EROFS, -ENOMEM,
- * -EINVAL (a sample refers to no target/event/stack). The caller counts
- * the lost samples as "store_write_failed". The batch is not changed.
+ * -EBADMSG (damaged file: reopen). The caller counts the lost samples as
+ * "store_write_failed". The batch is not changed and may be retried.
  */
 int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b);
 
@@ -284,9 +292,10 @@ struct fp_store_series {
         uint64_t value;
 };
 typedef int (*fp_store_series_fn)(void *userdata, const struct fp_store_series *se);
-/* Calls fn for each (target, event) with samples in buckets matching f. Returns the number of calls. */
-int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f,
-                         fp_store_series_fn fn, void *userdata);
+/* Calls fn for each (target, event) with samples in buckets matching f. Returns the number of
+ * calls. */
+int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp_store_series_fn fn,
+                         void *userdata);
 
 /* A stored target, with the time range of the buckets that named it. */
 struct fp_store_target_info {

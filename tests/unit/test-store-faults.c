@@ -196,26 +196,25 @@ static int shim_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int fl
         }
         if (!shim_io.iVersion) {
                 shim_io = (sqlite3_io_methods){
-                        .iVersion = sf->real->pMethods->iVersion < 3 ? sf->real->pMethods->iVersion
-                                                                     : 3,
-                        .xClose = shim_close,
-                        .xRead = shim_read,
-                        .xWrite = shim_write,
-                        .xTruncate = shim_truncate,
-                        .xSync = shim_sync,
-                        .xFileSize = shim_file_size,
-                        .xLock = shim_lock,
-                        .xUnlock = shim_unlock,
-                        .xCheckReservedLock = shim_check_reserved,
-                        .xFileControl = shim_file_control,
-                        .xSectorSize = shim_sector_size,
-                        .xDeviceCharacteristics = shim_device_characteristics,
-                        .xShmMap = shim_shm_map,
-                        .xShmLock = shim_shm_lock,
-                        .xShmBarrier = shim_shm_barrier,
-                        .xShmUnmap = shim_shm_unmap,
-                        .xFetch = shim_fetch,
-                        .xUnfetch = shim_unfetch,
+                    .iVersion = sf->real->pMethods->iVersion < 3 ? sf->real->pMethods->iVersion : 3,
+                    .xClose = shim_close,
+                    .xRead = shim_read,
+                    .xWrite = shim_write,
+                    .xTruncate = shim_truncate,
+                    .xSync = shim_sync,
+                    .xFileSize = shim_file_size,
+                    .xLock = shim_lock,
+                    .xUnlock = shim_unlock,
+                    .xCheckReservedLock = shim_check_reserved,
+                    .xFileControl = shim_file_control,
+                    .xSectorSize = shim_sector_size,
+                    .xDeviceCharacteristics = shim_device_characteristics,
+                    .xShmMap = shim_shm_map,
+                    .xShmLock = shim_shm_lock,
+                    .xShmBarrier = shim_shm_barrier,
+                    .xShmUnmap = shim_shm_unmap,
+                    .xFetch = shim_fetch,
+                    .xUnfetch = shim_unfetch,
                 };
         }
         f->pMethods = &shim_io;
@@ -265,11 +264,11 @@ static void shim_install(void)
 /* ---- batches and checks ---- */
 
 static const struct fp_store_event cpu_clock = {
-        .name = "cpu-clock",
-        .count_type = "samples",
-        .count_unit = "count",
-        .value_type = "cpu",
-        .value_unit = "nanoseconds",
+    .name = "cpu-clock",
+    .count_type = "samples",
+    .count_unit = "count",
+    .value_type = "cpu",
+    .value_unit = "nanoseconds",
 };
 
 /* A batch of n new stacks (from stack number first), each sample with count `count`. */
@@ -292,12 +291,12 @@ static struct fp_store_batch *make_batch(int64_t start, unsigned first, unsigned
                         snprintf(names[j], sizeof(names[j]), j ? "fn_%u" : "leaf_%u",
                                  j ? (k + j) % 97 : k);
                         f[j] = (struct fp_store_frame){
-                                .function = names[j],
-                                .mapping_file = "/usr/bin/app",
-                                .build_id = "0123abcd",
-                                .mapping_start = 0x400000,
-                                .mapping_limit = 0x900000,
-                                .address = 0x400000 + 16 * (uint64_t)((k * 7 + j) % 65536),
+                            .function = names[j],
+                            .mapping_file = "/usr/bin/app",
+                            .build_id = "0123abcd",
+                            .mapping_start = 0x400000,
+                            .mapping_limit = 0x900000,
+                            .address = 0x400000 + 16 * (uint64_t)((k * 7 + j) % 65536),
                         };
                 }
                 if (fp_store_batch_add_stack(b, f, 8, &si) < 0 ||
@@ -349,8 +348,8 @@ static int64_t sql_int(const char *path, const char *sql)
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
                 if (sqlite3_step(st) == SQLITE_ROW)
                         v = sqlite3_column_type(st, 0) == SQLITE_TEXT
-                                    ? strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0
-                                    : sqlite3_column_int64(st, 0);
+                                ? strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0
+                                : sqlite3_column_int64(st, 0);
                 sqlite3_finalize(st);
         }
         sqlite3_close(db);
@@ -473,9 +472,9 @@ static void test_injected_faults(void)
                 int rc;
                 const char *name;
         } modes[] = {
-                {FAULT_ONCE, SQLITE_IOERR_WRITE, "one I/O error"},
-                {FAULT_ONCE, SQLITE_FULL, "one disk-full error"},
-                {FAULT_FROM, SQLITE_IOERR_WRITE, "I/O errors from then on"},
+            {FAULT_ONCE, SQLITE_IOERR_WRITE, "one I/O error"},
+            {FAULT_ONCE, SQLITE_FULL, "one disk-full error"},
+            {FAULT_FROM, SQLITE_IOERR_WRITE, "I/O errors from then on"},
         };
         char tpl[128], path[128];
         struct fp_store *s = NULL;
@@ -531,7 +530,8 @@ static void test_injected_faults(void)
                         /* An uploaded bucket that was evicted took its samples and drops along. */
                         if (ok >= 0 && uploaded_id) {
                                 char sql[96];
-                                snprintf(sql, sizeof(sql), "SELECT count(*) FROM buckets WHERE id = %lld",
+                                snprintf(sql, sizeof(sql),
+                                         "SELECT count(*) FROM buckets WHERE id = %lld",
                                          (long long)uploaded_id);
                                 if (sql_int(path, sql) == 0)
                                         want -= uploaded_content;
@@ -672,7 +672,8 @@ static void test_file_systems(void)
         fflush(stdout);
         pid = fork();
         if (pid == 0) {
-                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                if (unshare(CLONE_NEWNS) < 0 ||
+                    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                         _exit(77);
                 fs_tests(mnt);
                 fflush(stdout);

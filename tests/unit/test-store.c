@@ -32,22 +32,22 @@ static void fresh_path(const char *name)
 /* ---- building batches ---- */
 
 static const struct fp_store_event cpu_clock = {
-        .name = "cpu-clock",
-        .count_type = "samples",
-        .count_unit = "count",
-        .value_type = "cpu",
-        .value_unit = "nanoseconds",
-        .period_type = "cpu",
-        .period_unit = "nanoseconds",
-        .period = 10101010,
+    .name = "cpu-clock",
+    .count_type = "samples",
+    .count_unit = "count",
+    .value_type = "cpu",
+    .value_unit = "nanoseconds",
+    .period_type = "cpu",
+    .period_unit = "nanoseconds",
+    .period = 10101010,
 };
 
 static const struct fp_store_event cycles = {
-        .name = "cycles",
-        .count_type = "samples",
-        .count_unit = "count",
-        .value_type = "cycles",
-        .value_unit = "count",
+    .name = "cycles",
+    .count_type = "samples",
+    .count_unit = "count",
+    .value_type = "cycles",
+    .value_unit = "count",
 };
 
 /*
@@ -68,13 +68,13 @@ static int add_stack(struct fp_store_batch *b, unsigned k, uint32_t *ret)
                         snprintf(names[j], sizeof(names[j]), "%s_%u", libc ? "libc_fn" : "caller",
                                  (k / 7 + j * 13) % 50);
                 f[j] = (struct fp_store_frame){
-                        .function = names[j],
-                        .mapping_file = libc ? "/lib/x86_64-linux-gnu/libc.so.6" : "/usr/bin/app",
-                        .build_id = libc ? "bbbb0123456789" : "aaaa0123456789",
-                        .mapping_start = libc ? 0x7f0000000000 : 0x400000,
-                        .mapping_limit = libc ? 0x7f0000200000 : 0x800000,
-                        .mapping_offset = 0,
-                        .address = (libc ? 0x7f0000001000 : 0x401000) + 16 * ((k * 131 + j) % 4096),
+                    .function = names[j],
+                    .mapping_file = libc ? "/lib/x86_64-linux-gnu/libc.so.6" : "/usr/bin/app",
+                    .build_id = libc ? "bbbb0123456789" : "aaaa0123456789",
+                    .mapping_start = libc ? 0x7f0000000000 : 0x400000,
+                    .mapping_limit = libc ? 0x7f0000200000 : 0x800000,
+                    .mapping_offset = 0,
+                    .address = (libc ? 0x7f0000001000 : 0x401000) + 16 * ((k * 131 + j) % 4096),
                 };
         }
         return fp_store_batch_add_stack(b, f, n, ret);
@@ -221,15 +221,22 @@ static void test_round_trip(void)
 {
         struct fp_store *s = NULL;
         struct fp_store_batch *b = fp_store_batch_new(T0, 10 * SEC);
-        struct fp_store_target t1 = {.host = "host-a", .pid = 100, .starttime = 5555,
-                                     .comm = "server", .exe = "/usr/sbin/server",
-                                     .config = "event=cpu-clock freq=99", .active = true};
-        struct fp_store_target t2 = {.host = "host-a", .pid = 200, .starttime = 6666,
-                                     .comm = "batch", .exe = "/usr/bin/batch"};
+        struct fp_store_target t1 = {.host = "host-a",
+                                     .pid = 100,
+                                     .starttime = 5555,
+                                     .comm = "server",
+                                     .exe = "/usr/sbin/server",
+                                     .config = "event=cpu-clock freq=99",
+                                     .active = true};
+        struct fp_store_target t2 = {.host = "host-a",
+                                     .pid = 200,
+                                     .starttime = 6666,
+                                     .comm = "batch",
+                                     .exe = "/usr/bin/batch"};
         struct fp_store_frame frames[3] = {
-                {"do_work", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x401234},
-                {"main", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x400100},
-                {"__libc_start_main", "/lib/libc.so.6", "c0ffee", 0x7f00, 0x9f00, 0, 0x7f10},
+            {"do_work", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x401234},
+            {"main", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x400100},
+            {"__libc_start_main", "/lib/libc.so.6", "c0ffee", 0x7f00, 0x9f00, 0, 0x7f10},
         };
         struct fp_store_frame anon = {NULL, NULL, NULL, 0, 0, 0, 0xdead};
         uint32_t a, c, e, s1, s2, s3, again;
@@ -388,7 +395,8 @@ static void test_merge_and_filters(void)
         /* since/until select overlapping buckets. */
         f = (struct fp_store_filter){.pid = 300, .since_ns = T0 + 10 * SEC};
         FP_CHECK_EQ_INT(total_of(s, &f, 0), 60);
-        f = (struct fp_store_filter){.pid = 300, .since_ns = T0 + 5 * SEC, .until_ns = T0 + 15 * SEC};
+        f = (struct fp_store_filter){
+            .pid = 300, .since_ns = T0 + 5 * SEC, .until_ns = T0 + 15 * SEC};
         FP_CHECK_EQ_INT(total_of(s, &f, 0), 30);
         f = (struct fp_store_filter){.pid = 300, .until_ns = T0 + 10 * SEC};
         FP_CHECK_EQ_INT(total_of(s, &f, 0), 10);
@@ -439,9 +447,9 @@ static void test_merge_and_filters(void)
         fp_pprof_free(p);
 
         int n = 0;
-        FP_CHECK_EQ_INT(fp_store_list_series(s, &(struct fp_store_filter){.host = "host-a"},
-                                             count_series, &n),
-                        2);
+        FP_CHECK_EQ_INT(
+            fp_store_list_series(s, &(struct fp_store_filter){.host = "host-a"}, count_series, &n),
+            2);
         FP_CHECK_EQ_INT(n, 2);
         fp_store_close(s);
 }
@@ -484,13 +492,17 @@ static void test_reopen_and_targets(void)
         fresh_path("reopen.db");
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
         for (int i = 0; i < 5; i++)
-                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 77, (unsigned)i * 5,
-                                                             20, 4, 3)),
-                                0);
+                FP_CHECK_EQ_INT(
+                    write_and_free(s, make_batch(T0 + i * 10 * SEC, 77, (unsigned)i * 5, 20, 4, 3)),
+                    0);
         /* The last batch says the target was stopped. */
         struct fp_store_batch *b = fp_store_batch_new(T0 + 50 * SEC, 10 * SEC);
-        struct fp_store_target t = {.host = "host-a", .pid = 77, .starttime = 1077, .comm = "app",
-                                    .exe = "/usr/bin/app", .config = "event=cycles period=100000",
+        struct fp_store_target t = {.host = "host-a",
+                                    .pid = 77,
+                                    .starttime = 1077,
+                                    .comm = "app",
+                                    .exe = "/usr/bin/app",
+                                    .config = "event=cycles period=100000",
                                     .active = false};
         uint32_t ti;
         FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
@@ -542,7 +554,8 @@ static void test_uploads(void)
         fresh_path("upload.db");
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
         for (int i = 0; i < 4; i++)
-                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 55, 0, 5, 1, 2)), 0);
+                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 55, 0, 5, 1, 2)),
+                                0);
         /* What the collector ingests is final. */
         struct fp_store_batch *b = make_batch(T0 + 40 * SEC, 55, 0, 5, 1, 2);
         fp_store_batch_set_uploaded(b, true);
@@ -676,8 +689,8 @@ static void test_eviction(void)
         uint64_t stored = (uint64_t)total_of(s, NULL, 0);
         uint64_t evicted = drops_of(s, "evicted");
         printf("eviction: written %llu, stored %llu, evicted %llu, uploaded %llu\n",
-               (unsigned long long)written, (unsigned long long)stored,
-               (unsigned long long)evicted, (unsigned long long)uploaded);
+               (unsigned long long)written, (unsigned long long)stored, (unsigned long long)evicted,
+               (unsigned long long)uploaded);
         FP_CHECK_EQ_INT(stored + evicted + uploaded, written);
         /* The evicted counts sit in recent buckets, so their uploads report them. */
         struct fp_store_filter f = {.since_ns = T0 + 90 * 10 * SEC};
@@ -765,8 +778,8 @@ static void test_damaged(void)
         fresh_path("truncated.db");
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
         for (int i = 0; i < 10; i++)
-                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 5, (unsigned)i * 300,
-                                                             300, 4, 1)),
+                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 5,
+                                                             (unsigned)i * 300, 300, 4, 1)),
                                 0);
         fp_store_close(s);
         FP_CHECK_EQ_INT(stat(path, &sb), 0);
@@ -785,8 +798,8 @@ static void test_damaged(void)
         fresh_path("scribbled.db");
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
         for (int i = 0; i < 10; i++)
-                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 5, (unsigned)i * 300,
-                                                             300, 4, 1)),
+                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 5,
+                                                             (unsigned)i * 300, 300, 4, 1)),
                                 0);
         fp_store_close(s);
         int fd = open(path, O_WRONLY);

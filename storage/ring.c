@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ring: the life of buckets after they are written. Keeping the byte
+ * budget (evicting the oldest buckets, one transaction each), collecting
+ * what no bucket refers to any more (stacks and threads by last_bucket,
+ * frames, functions and mappings by mark and sweep), handing space back
+ * (incremental vacuum, log checkpoints), getting out of a full disk, and
+ * the upload state (pending, uploaded, rejected). The rules are described
+ * with the schema in schema.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store-internal.h"
+
+/* ---- garbage collection ---- */
+
+static bool stack_alive(const struct fp_sx_map_entry *e, void *ud)
+{
+        return (int64_t)e->b >= *(const int64_t *)ud;
+}
+
+/* Deletes stacks, threads, targets and hosts no surviving bucket refers to. */
+static int collect(struct fp_store *s)
+{
+        int64_t min_bucket = 0;
+        sqlite3_stmt *st;
+        int rc;
+
+        CHECK_RC(s, fp_sx_step_int(ST(s, FP_ST_MIN_BUCKET), &min_bucket), "find the oldest bucket");
+        if (!min_bucket)
+                min_bucket = INT64_MAX;
+
+        st = ST(s, FP_ST_GC_STACKS);
+        sqlite3_bind_int64(st, 1, min_bucket);
+        CHECK_RC(s, fp_sx_step_done(st), "delete unused stacks");
+        s->stacks_gone += (uint64_t)sqlite3_changes(s->db);
+        if (fp_sx_map_filter(&s->stacks, stack_alive, &min_bucket) < 0)
+                fp_sx_map_clear(&s->stacks);
+
+        st = ST(s, FP_ST_GC_THREADS);
+        sqlite3_bind_int64(st, 1, min_bucket);
+        CHECK_RC(s, fp_sx_step_done(st), "delete unused threads");
+        st = ST(s, FP_ST_GC_TARGETS);
+        sqlite3_bind_int64(st, 1, min_bucket);
+        CHECK_RC(s, fp_sx_step_done(st), "delete unused targets");
+        rc = fp_sx_step_done(ST(s, FP_ST_GC_HOSTS));
+        CHECK_RC(s, rc, "delete unused hosts");
+        return 0;
+}
+
+static size_t varint_get(const uint8_t *p, size_t len, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        for (size_t i = 0; i < len && i < 10; i++) {
+                v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+                if (!(p[i] & 0x80)) {
+                        *ret = v;
+                        return i + 1;
+                }
+        }
+        return 0;
+}
+
+/* Sets the bit of every frame id some stack lists; SQLite rc. */
+static int mark_frames(struct fp_store *s, uint8_t *marks, int64_t max_id)
+{
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, "SELECT frames FROM stacks", -1, &st, NULL);
+
+        if (rc != SQLITE_OK)
+                return rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const uint8_t *p = sqlite3_column_blob(st, 0);
+                size_t len = (size_t)sqlite3_column_bytes(st, 0), k;
+                uint64_t id;
+
+                for (size_t off = 0; off < len; off += k) {
+                        k = varint_get(p + off, len - off, &id);
+                        if (!k)
+                                break;
+                        if (id && id <= (uint64_t)max_id)
+                                marks[id / 8] |= (uint8_t)(1u << (id % 8));
+                }
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Deletes the frames whose bit is clear; SQLite rc, or -ENOMEM. */
+static int delete_unmarked(struct fp_store *s, const uint8_t *marks, int64_t max_id)
+{
+        sqlite3_stmt *st = NULL;
+        int64_t *dead = NULL;
+        size_t n = 0, cap = 0;
+        int rc = sqlite3_prepare_v2(s->db, "SELECT id FROM frames", -1, &st, NULL);
+
+        if (rc != SQLITE_OK)
+                return rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                int64_t id = sqlite3_column_int64(st, 0);
+
+                if (id > 0 && id <= max_id && (marks[id / 8] & (1u << (id % 8))))
+                        continue;
+                if (fp_sx_grow((void **)&dead, &cap, n + 1, sizeof(*dead)) < 0) {
+                        rc = -ENOMEM;
+                        break;
+                }
+                dead[n++] = id;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (rc == SQLITE_DONE)
+                rc =
+                    n ? sqlite3_prepare_v2(s->db, "DELETE FROM frames WHERE id = ?1", -1, &st, NULL)
+                      : SQLITE_OK;
+        for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+                sqlite3_bind_int64(st, 1, dead[i]);
+                rc = fp_sx_step_done(st);
+        }
+        sqlite3_finalize(st);
+        free(dead);
+        return rc;
+}
+
+/*
+ * Mark and sweep: deletes frames no stack lists, then functions and
+ * mappings no frame refers to. Inside the caller's transaction.
+ */
+static int sweep(struct fp_store *s)
+{
+        int64_t max_id = 0;
+        uint8_t *marks;
+        int rc, r;
+
+        r = fp_sx_pragma_int(s, "SELECT coalesce(max(id), 0) FROM frames", &max_id);
+        if (r < 0)
+                return r;
+        marks = calloc((size_t)max_id / 8 + 1, 1);
+        if (!marks)
+                return fp_sx_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
+        rc = mark_frames(s, marks, max_id);
+        if (rc == SQLITE_OK)
+                rc = delete_unmarked(s, marks, max_id);
+        free(marks);
+        if (rc == SQLITE_OK)
+                rc = fp_sx_exec(s->db, "DELETE FROM functions WHERE id NOT IN"
+                                       " (SELECT function_id FROM frames);"
+                                       "DELETE FROM mappings WHERE id NOT IN"
+                                       " (SELECT mapping_id FROM frames)");
+        fp_sx_map_clear(&s->frames);
+        fp_sx_map_clear(&s->functions);
+        fp_sx_map_clear(&s->mappings);
+        if (rc == -ENOMEM)
+                return fp_sx_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
+        if (rc != SQLITE_OK)
+                return fp_sx_fail(s, rc, "collect unused frames");
+        s->stacks_gone = 0;
+        return 0;
+}
+
+/* ---- eviction ---- */
+
+/*
+ * Moves the samples (as reason) and drops of bucket into carried_drops,
+ * unless it was uploaded (then they are the collector's).
+ */
+static int carry(struct fp_store *s, int64_t bucket, const char *reason)
+{
+        sqlite3_stmt *st = ST(s, FP_ST_CARRY_SAMPLES);
+
+        sqlite3_bind_int64(st, 1, bucket);
+        sqlite3_bind_text(st, 2, reason, -1, SQLITE_STATIC);
+        CHECK_RC(s, fp_sx_step_done(st), "count the samples of a bucket");
+        st = ST(s, FP_ST_CARRY_DROPS);
+        sqlite3_bind_int64(st, 1, bucket);
+        CHECK_RC(s, fp_sx_step_done(st), "carry the drops of a bucket");
+        return 0;
+}
+
+static int delete_bucket(struct fp_store *s, int64_t bucket)
+{
+        static const enum fp_st del[] = {FP_ST_DELETE_SAMPLES, FP_ST_DELETE_DROPS,
+                                         FP_ST_DELETE_SERIES, FP_ST_DELETE_BUCKET};
+
+        for (size_t i = 0; i < sizeof(del) / sizeof(del[0]); i++) {
+                sqlite3_stmt *st = ST(s, del[i]);
+                sqlite3_bind_int64(st, 1, bucket);
+                CHECK_RC(s, fp_sx_step_done(st), "delete a bucket");
+        }
+        return 0;
+}
+
+/*
+ * One step of keeping the budget, in a transaction of its own: sweeps
+ * frames when a quarter of the stacks went since the last sweep (and
+ * before the last bucket would go), else evicts the oldest bucket and
+ * collects what only it used. Returns 1 when it did something, 0 when the
+ * store fits or nothing is left to evict, or -errno.
+ */
+static int evict_step(struct fp_store *s, uint64_t target)
+{
+        int64_t live, oldest = 0, stacks = 0, buckets = 0;
+        bool uploaded = false;
+        sqlite3_stmt *st;
+        int rc, r;
+
+        live = fp_sx_live_bytes(s, &rc);
+        CHECK_RC(s, rc, "measure the store");
+        if ((uint64_t)live <= target)
+                return 0;
+        r = fp_sx_begin(s);
+        if (r < 0)
+                return r;
+        st = fp_st(s, FP_ST_OLDEST_BUCKET);
+        if (!st) {
+                r = -EIO;
+                goto fail;
+        }
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                oldest = sqlite3_column_int64(st, 0);
+                uploaded = sqlite3_column_int(st, 1) != 0;
+                rc = SQLITE_DONE;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE) {
+                r = fp_sx_fail(s, rc, "find the oldest bucket");
+                goto fail;
+        }
+        if (s->stacks_gone) {
+                if ((r = fp_sx_pragma_int(s, "SELECT count(*) FROM stacks", &stacks)) < 0 ||
+                    (r = fp_sx_pragma_int(s, "SELECT count(*) FROM buckets", &buckets)) < 0)
+                        goto fail;
+                if (buckets <= 1 || s->stacks_gone * 4 >= (uint64_t)stacks) {
+                        r = sweep(s);
+                        if (r == 0)
+                                r = fp_sx_commit(s);
+                        if (r < 0)
+                                goto fail;
+                        return 1;
+                }
+        }
+        if (!oldest) {
+                fp_sx_rollback(s);
+                return 0;
+        }
+        if ((!uploaded && (r = carry(s, oldest, "evicted")) < 0) ||
+            (r = delete_bucket(s, oldest)) < 0 || (r = collect(s)) < 0 || (r = fp_sx_commit(s)) < 0)
+                goto fail;
+        s->evicted_buckets++;
+        return 1;
+fail:
+        fp_sx_rollback(s);
+        return r;
+}
+
+int fp_store_evict(struct fp_store *s, uint64_t reserve, bool *ret_disk_full)
+{
+        int r;
+
+        *ret_disk_full = false;
+        if (!s->budget)
+                return 0;
+        while ((r = evict_step(s, s->budget - (reserve < s->budget ? reserve : s->budget))) > 0) {
+                /* Drain the log after each step: its peak is one step, not all of them. */
+                int rc =
+                    sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+                if ((rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC)
+                        *ret_disk_full = true;
+        }
+        return r;
+}
+
+static int64_t file_size(const char *path)
+{
+        struct stat st;
+        return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+/* The log size past which a checkpoint truncates it. */
+static uint64_t wal_limit(const struct fp_store *s)
+{
+        return s->budget ? s->budget / 4 : FP_STORE_WAL_LIMIT;
+}
+
+/*
+ * Room a write needs within the budget: the live pages it adds and the
+ * log it writes, as the last writes did (at most half the budget).
+ */
+uint64_t fp_sx_write_reserve(const struct fp_store *s)
+{
+        uint64_t r = s->est_growth + s->est_log;
+        return r < s->budget / 2 ? r : s->budget / 2;
+}
+
+/* Free pages kept for the next write to fill, rather than handed back and asked for again. */
+static int64_t free_slack(const struct fp_store *s)
+{
+        uint64_t keep;
+
+        if (!s->budget)
+                return (int64_t)(FP_STORE_WAL_LIMIT / (uint64_t)s->page_size);
+        keep = s->est_growth < s->budget / 2 ? s->est_growth : s->budget / 2;
+        if (keep < s->budget / 16)
+                keep = s->budget / 16;
+        return (int64_t)(keep / (uint64_t)s->page_size);
+}
+
+/* Checkpoints; TRUNCATE never waits for readers (it is retried after the next write). */
+int fp_sx_checkpoint(struct fp_store *s, int mode, int *ret_log)
+{
+        int rc;
+
+        if (mode == SQLITE_CHECKPOINT_TRUNCATE)
+                sqlite3_busy_timeout(s->db, 0);
+        rc = sqlite3_wal_checkpoint_v2(s->db, "main", mode, ret_log, NULL);
+        if (mode == SQLITE_CHECKPOINT_TRUNCATE)
+                sqlite3_busy_timeout(s->db, FP_STORE_BUSY_MS);
+        return rc;
+}
+
+int fp_store_reclaim(struct fp_store *s, bool force)
+{
+        int64_t pages = 0, free_pages = 0, slack;
+        char sql[64];
+        bool vacuumed = false;
+        int mode;
+
+        if (s->readonly)
+                return SQLITE_OK;
+        if (fp_sx_st_int(s, FP_ST_PAGE_COUNT, &pages) != SQLITE_OK ||
+            fp_sx_st_int(s, FP_ST_FREELIST_COUNT, &free_pages) != SQLITE_OK)
+                return SQLITE_ERROR;
+        slack = force ? 0 : free_slack(s);
+        if (free_pages > slack) {
+                snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%lld)",
+                         (long long)(free_pages - slack));
+                vacuumed = fp_sx_exec(s->db, sql) == SQLITE_OK;
+        }
+        /*
+         * Checkpoint after every write, so the log holds one transaction
+         * and the database file grows step by step (a log of many could not
+         * be checkpointed once the disk is full: the file would have to grow
+         * into space the log holds). With a budget the log is truncated
+         * too: its space is the room the next write reserved.
+         */
+        mode = force || vacuumed || s->budget || (uint64_t)file_size(s->wal_path) > wal_limit(s)
+                   ? SQLITE_CHECKPOINT_TRUNCATE
+                   : SQLITE_CHECKPOINT_PASSIVE;
+        return fp_sx_checkpoint(s, mode, NULL);
+}
+
+int fp_store_shrink(struct fp_store *s)
+{
+        bool full;
+        int r = fp_store_evict(s, 0, &full);
+
+        (void)fp_store_reclaim(s, true);
+        return r;
+}
+
+/*
+ * The log cannot be checkpointed when its pages would make the database
+ * file grow on a full disk; then no transaction can be written either,
+ * once the log's file is full. Breaks out with the smallest transaction
+ * that helps: evicting the oldest buckets (collection waits) and moving
+ * pages so that the database ends inside its present file, whereupon the
+ * checkpoint needs no new space and empties the log. It needs the room
+ * that the failed transaction's frames left in the log's file; when even
+ * that is missing, the store waits for space like any other writer.
+ */
+static void break_full_log(struct fp_store *s)
+{
+        int64_t pages = 0, free_pages = 0, need;
+        char sql[64];
+        int rc;
+
+        if (fp_sx_st_int(s, FP_ST_PAGE_COUNT, &pages) != SQLITE_OK)
+                return;
+        need = pages - file_size(s->path) / s->page_size;
+        if (need <= 0)
+                return;
+        need += 8; /* pointer-map and freelist trunk pages move too */
+        if (fp_sx_begin(s) < 0)
+                return;
+        for (;;) {
+                sqlite3_stmt *st;
+                int64_t oldest = 0;
+                bool uploaded = false;
+
+                if (fp_sx_st_int(s, FP_ST_FREELIST_COUNT, &free_pages) != SQLITE_OK)
+                        goto fail;
+                if (free_pages >= need)
+                        break;
+                st = fp_st(s, FP_ST_OLDEST_BUCKET);
+                if (!st)
+                        goto fail;
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW) {
+                        oldest = sqlite3_column_int64(st, 0);
+                        uploaded = sqlite3_column_int(st, 1) != 0;
+                }
+                sqlite3_reset(st);
+                if (!oldest)
+                        break;
+                if ((!uploaded && carry(s, oldest, "evicted") < 0) || delete_bucket(s, oldest) < 0)
+                        goto fail;
+                s->evicted_buckets++;
+        }
+        if (fp_sx_commit(s) < 0)
+                goto fail;
+        snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%lld)", (long long)need);
+        (void)fp_sx_exec(s->db, sql);
+        (void)sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        return;
+fail:
+        fp_sx_rollback(s);
+}
+
+/*
+ * After -ENOSPC: the disk is fuller than the budget assumed. Lowers the
+ * budget in force below what is live now, empties the log (breaking out
+ * of a full one if need be), and evicts to the new budget.
+ */
+void fp_sx_make_room(struct fp_store *s)
+{
+        char msg[sizeof(s->errmsg)];
+        int rc;
+        int64_t live;
+
+        memcpy(msg, s->errmsg, sizeof(msg));
+        live = fp_sx_live_bytes(s, &rc);
+        if (rc == SQLITE_OK && live > 0) {
+                uint64_t lower = (uint64_t)live / 10 * 8;
+                if (lower < FP_STORE_MIN_BYTES)
+                        lower = FP_STORE_MIN_BYTES;
+                if (!s->budget || lower < s->budget)
+                        s->budget = lower;
+        }
+        rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        if ((rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_IOERR)
+                break_full_log(s);
+        (void)fp_store_shrink(s);
+        memcpy(s->errmsg, msg, sizeof(msg));
+}
+
+int fp_store_gc(struct fp_store *s)
+{
+        int r = fp_sx_begin(s);
+
+        if (r < 0)
+                return r;
+        r = collect(s);
+        if (r == 0)
+                r = sweep(s);
+        if (r == 0)
+                r = fp_sx_commit(s);
+        if (r < 0) {
+                fp_sx_rollback(s);
+                return r;
+        }
+        (void)fp_store_reclaim(s, false);
+        return 0;
+}
+
+/* ---- upload state ---- */
+
+int fp_store_pending_uploads(struct fp_store *s, struct fp_store_bucket *ret, size_t max)
+{
+        sqlite3_stmt *st = ST(s, FP_ST_PENDING);
+        size_t n = 0;
+        int rc;
+
+        sqlite3_bind_int64(st, 1, max > INT32_MAX ? INT32_MAX : (int64_t)max);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max) {
+                ret[n++] = (struct fp_store_bucket){
+                    .id = sqlite3_column_int64(st, 0),
+                    .start_ns = sqlite3_column_int64(st, 1),
+                    .length_ns = sqlite3_column_int64(st, 2),
+                    .written_ns = sqlite3_column_int64(st, 3),
+                };
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+                return fp_sx_fail(s, rc, "list buckets to upload");
+        return (int)n;
+}
+
+int fp_store_count_pending(struct fp_store *s)
+{
+        int64_t n;
+
+        CHECK_RC(s, fp_sx_step_int(ST(s, FP_ST_COUNT_PENDING), &n), "count buckets to upload");
+        return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+static int mark(struct fp_store *s, const int64_t *ids, size_t n, bool rejected)
+{
+        int64_t now = fp_sx_now_ns();
+        int marked = 0, r;
+
+        if (n && !ids)
+                return -EINVAL;
+        r = fp_sx_begin(s);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                sqlite3_stmt *st = fp_st(s, FP_ST_BUCKET_PENDING);
+                int64_t pending = 0;
+                int rc;
+
+                if (!st) {
+                        r = -EIO;
+                        break;
+                }
+                sqlite3_bind_int64(st, 1, ids[i]);
+                rc = fp_sx_step_int(st, &pending);
+                if (rc != SQLITE_OK) {
+                        r = fp_sx_fail(s, rc, "mark buckets uploaded");
+                        break;
+                }
+                if (rejected && pending && (r = carry(s, ids[i], "upload_rejected")) < 0)
+                        break;
+                st = fp_st(s, FP_ST_MARK_UPLOADED);
+                if (!st) {
+                        r = -EIO;
+                        break;
+                }
+                sqlite3_bind_int64(st, 1, ids[i]);
+                sqlite3_bind_int64(st, 2, now);
+                rc = fp_sx_step_done(st);
+                if (rc != SQLITE_OK) {
+                        r = fp_sx_fail(s, rc, "mark buckets uploaded");
+                        break;
+                }
+                marked += sqlite3_changes(s->db);
+        }
+        if (r == 0)
+                r = fp_sx_commit(s);
+        if (r < 0) {
+                fp_sx_rollback(s);
+                return r;
+        }
+        return marked;
+}
+
+int fp_store_mark_uploaded(struct fp_store *s, const int64_t *ids, size_t n)
+{
+        return mark(s, ids, n, false);
+}
+
+int fp_store_mark_rejected(struct fp_store *s, const int64_t *ids, size_t n)
+{
+        return mark(s, ids, n, true);
+}
