@@ -85,17 +85,28 @@ static void config_event(const char *config, size_t i, char *buf, size_t len)
         }
 }
 
-/* Whether event is one of the counters (not the leader) of the config's group. */
-static bool config_counts(const char *config, const char *event)
+/* Adds the values of the counter se (one target's event) to p as a sample type. */
+static int add_counter(struct fp_store *s, const struct fp_store_filter *f,
+                       const struct series_row *se, struct fp_pprof *p)
 {
-        char name[NAME_MAX_LEN];
-        for (size_t i = 1;; i++) {
-                config_event(config, i, name, sizeof(name));
-                if (!name[0])
-                        return false;
-                if (strcmp(name, event) == 0)
-                        return true;
+        struct fp_store_filter mf = *f;
+        struct fp_pprof *m = fp_pprof_new();
+        int r;
+
+        if (!m)
+                return -ENOMEM;
+        mf.host = se->host;
+        mf.pid = se->pid;
+        mf.starttime = se->starttime;
+        mf.event = se->event;
+        r = fp_store_query_pprof(s, &mf, m);
+        if (r > 0) {
+                r = fp_pprof_merge_typed(p, m, se->event);
+                if (r == -EINVAL) /* stored under another sample type: not a counter */
+                        r = 0;
         }
+        fp_pprof_free(m);
+        return r;
 }
 
 int fp_counters_query(struct fp_store *s, const struct fp_store_filter *f, struct fp_pprof *p)
@@ -123,30 +134,21 @@ int fp_counters_query(struct fp_store *s, const struct fp_store_filter *f, struc
         if (r <= 0)
                 goto out;
         r = fp_pprof_merge_typed(p, ref, NULL);
-        for (size_t i = 0; r >= 0 && fr.event && i < sl.n; i++) {
-                const struct series_row *se = &sl.v[i];
-                struct fp_store_filter mf = *f;
-                struct fp_pprof *m;
-
-                config_event(se->config, 0, leader, sizeof(leader));
-                if (strcmp(leader, fr.event) != 0 || !config_counts(se->config, se->event))
-                        continue;
-                mf.host = se->host;
-                mf.pid = se->pid;
-                mf.starttime = se->starttime;
-                mf.event = se->event;
-                m = fp_pprof_new();
-                if (!m) {
-                        r = -ENOMEM;
+        /* Counter k of every target this event leads, k in config order. */
+        for (size_t k = 1; r >= 0 && fr.event && k < 64; k++) {
+                bool any = false;
+                for (size_t i = 0; r >= 0 && i < sl.n; i++) {
+                        const struct series_row *se = &sl.v[i];
+                        char name[NAME_MAX_LEN];
+                        config_event(se->config, 0, leader, sizeof(leader));
+                        config_event(se->config, k, name, sizeof(name));
+                        any = any || name[0];
+                        if (strcmp(leader, fr.event) != 0 || strcmp(name, se->event) != 0)
+                                continue;
+                        r = add_counter(s, f, se, p);
+                }
+                if (!any)
                         break;
-                }
-                r = fp_store_query_pprof(s, &mf, m);
-                if (r > 0) {
-                        r = fp_pprof_merge_typed(p, m, se->event);
-                        if (r == -EINVAL) /* stored under another sample type: not a counter */
-                                r = 0;
-                }
-                fp_pprof_free(m);
         }
         if (r >= 0)
                 r = n;
@@ -220,9 +222,14 @@ static int function_rows(const struct fp_pprof *p, size_t value_index, struct fn
 
                 if (fp_pprof_sample_get(p, i, &sv) < 0)
                         continue;
-                if (sv.n_locations && fp_pprof_location_get(p, sv.location_ids[0], &lv) == 0 &&
-                    lv.function_name[0])
-                        name = lv.function_name;
+                /* Time in the kernel (kernel frames excluded) goes to the function that entered it. */
+                for (size_t l = 0; l < sv.n_locations; l++) {
+                        if (fp_pprof_location_get(p, sv.location_ids[l], &lv) < 0)
+                                break;
+                        name = lv.function_name[0] ? lv.function_name : "[unknown]";
+                        if (strcmp(name, "[kernel]") != 0)
+                                break;
+                }
                 for (j = 0; j < n && strcmp(rows[j].name, name) != 0; j++)
                         ;
                 if (j == n) {
@@ -285,7 +292,8 @@ int fp_counters_write_top(const struct fp_pprof *p, size_t value_index, size_t n
         int r = function_rows(p, value_index, &rows, &n_rows, &values);
         if (r < 0)
                 return r;
-        fprintf(out, "Counters per function (flat):\n");
+        fprintf(out, "Counters per function (flat; time in the kernel charged to the function "
+                     "that entered it):\n");
         fprintf(out, "%12s", fp_pprof_sample_type(p, value_index < nt ? value_index : 1, NULL));
         for (size_t i = 2; i < nt; i++)
                 fprintf(out, " %16s", fp_pprof_sample_type(p, i, NULL));

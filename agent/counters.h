@@ -37,7 +37,8 @@ int fp_counters_query(struct fp_store *s, const struct fp_store_filter *f, struc
  * (counters), prints their totals (and, when p measures CPU time, their
  * rate per CPU-second), the ratios derived from counters that are both
  * present (IPC = instructions / cycles; cache-misses and branch-misses per
- * 1000 instructions), and a per-function table of the counters, ordered by
+ * 1000 instructions), and a per-function table of the counters (flat, the
+ * synthetic "[kernel]" leaf charged to the function below it), ordered by
  * sample type value_index, n rows (0: all). Prints nothing for a profile
  * without counters. Returns 0 or -errno.
  */

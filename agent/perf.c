@@ -312,6 +312,9 @@ static int open_members(const struct fp_perf_config *cfg, pid_t tid, bool exclud
                 a.read_format = READ_FORMAT;
                 a.exclude_kernel = exclude_kernel;
                 a.exclude_hv = 1;
+                /* Siblings must keep the leader's clock, or the kernel refuses them. */
+                a.use_clockid = 1;
+                a.clockid = CLOCK_MONOTONIC;
                 int fd = perf_event_open(&a, tid, -1, leader_fd, PERF_FLAG_FD_CLOEXEC);
                 if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_ID, &ids[i]) < 0) {
                         int e = -errno;
