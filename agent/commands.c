@@ -106,6 +106,9 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
                 fprintf(r->out, ", precise_ip %u", tc->precise_ip);
         for (unsigned i = 0; i < tc->n_members; i++)
                 fprintf(r->out, "%s%s", i ? ", " : "; counting ", tc->members[i].name);
+        if (tc->n_members && st.kernel_excluded)
+                fprintf(r->out, " (in user mode only: context-switches and cpu-migrations, which "
+                                "happen in the kernel, count nothing)");
         if (fp_target_left_out(t)[0])
                 fprintf(r->out, "; left out (not supported on this machine): %s",
                         fp_target_left_out(t));
