@@ -31,8 +31,9 @@ struct fp_frame {
         uint32_t flags;   /* FP_FRAME_* */
 };
 
-#define FP_FRAME_KERNEL_TIME 1u /* synthetic "[kernel]" leaf: time in the kernel, frames excluded  \
-                                 */
+#define FP_FRAME_KERNEL_TIME                                                                       \
+        1u /* synthetic "[kernel]" leaf: time in the kernel, frames excluded                       \
+            */
 
 struct fp_agg_entry {
         uint64_t hash;

@@ -227,8 +227,8 @@ static void counters_json(FILE *out, struct fp_target *t, const struct fp_target
                 fprintf(out, "%s\"%.*s\"", p == left ? "" : ",", (int)n, p);
                 p += n + (p[n] == ',');
         }
-        fprintf(out, "],\"time_enabled_ns\":%" PRIu64 ",\"time_running_ns\":%" PRIu64
-                     ",\"counters\":[",
+        fprintf(out,
+                "],\"time_enabled_ns\":%" PRIu64 ",\"time_running_ns\":%" PRIu64 ",\"counters\":[",
                 st->time_enabled, st->time_running);
         for (unsigned i = 0; i < cfg->n_members; i++) {
                 fprintf(out, "%s{\"event\":", i ? "," : "");
@@ -414,8 +414,8 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
                         if (j == 0)
                                 fprintf(out, "counters of %d:", (int)fp_target_pid(t));
                         if (pct < 0)
-                                fprintf(out, "%s %s %" PRIu64 " (ran: no samples yet)", j ? "," : "",
-                                        cfg->members[j].name, st.counter_total[j]);
+                                fprintf(out, "%s %s %" PRIu64 " (ran: no samples yet)",
+                                        j ? "," : "", cfg->members[j].name, st.counter_total[j]);
                         else
                                 fprintf(out, "%s %s %" PRIu64 " (ran %.1f%%)", j ? "," : "",
                                         cfg->members[j].name, st.counter_total[j], pct);

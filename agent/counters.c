@@ -222,7 +222,8 @@ static int function_rows(const struct fp_pprof *p, size_t value_index, struct fn
 
                 if (fp_pprof_sample_get(p, i, &sv) < 0)
                         continue;
-                /* Time in the kernel (kernel frames excluded) goes to the function that entered it. */
+                /* Time in the kernel (kernel frames excluded) goes to the function that entered it.
+                 */
                 for (size_t l = 0; l < sv.n_locations; l++) {
                         if (fp_pprof_location_get(p, sv.location_ids[l], &lv) < 0)
                                 break;
@@ -312,8 +313,7 @@ int fp_counters_write_top(const struct fp_pprof *p, size_t value_index, size_t n
                         fprintf(out, " %16s", buf);
                 }
                 if (ins >= 0 && cyc >= 0)
-                        fprintf(out, " %6.2f",
-                                ratio(rows[k].values[ins], rows[k].values[cyc], 1));
+                        fprintf(out, " %6.2f", ratio(rows[k].values[ins], rows[k].values[cyc], 1));
                 fprintf(out, "  %s\n", rows[k].name);
         }
         free(values);

@@ -126,7 +126,8 @@ int fp_perf_event_list_parse(const char *list, struct fp_perf_config *cfg, char 
                 char name[FP_PERF_EVENT_NAME_MAX + 1];
                 struct fp_perf_event e;
 
-                snprintf(name, sizeof(name), "%.*s", (int)(len < FP_PERF_EVENT_NAME_MAX ? len : FP_PERF_EVENT_NAME_MAX), p);
+                snprintf(name, sizeof(name), "%.*s",
+                         (int)(len < FP_PERF_EVENT_NAME_MAX ? len : FP_PERF_EVENT_NAME_MAX), p);
                 if (bad && bad_len)
                         snprintf(bad, bad_len, "%s", name);
                 if (len >= FP_PERF_EVENT_NAME_MAX || fp_perf_event_parse(name, &e) < 0)
@@ -161,8 +162,8 @@ void fp_perf_event_list_string(const struct fp_perf_config *cfg, char *buf, size
         }
 }
 
-int fp_perf_group_read_parse(const uint64_t *u, size_t n_words, const uint64_t *ids,
-                             unsigned n_ids, struct fp_perf_counts *ret)
+int fp_perf_group_read_parse(const uint64_t *u, size_t n_words, const uint64_t *ids, unsigned n_ids,
+                             struct fp_perf_counts *ret)
 {
         struct fp_perf_counts c = {0};
         uint64_t nr;
@@ -190,12 +191,10 @@ int fp_perf_group_read_parse(const uint64_t *u, size_t n_words, const uint64_t *
 void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_perf_counts *now,
                           unsigned n_members, uint64_t *ret)
 {
-        uint64_t de = now->time_enabled > prev->time_enabled
-                          ? now->time_enabled - prev->time_enabled
-                          : 0;
-        uint64_t dr = now->time_running > prev->time_running
-                          ? now->time_running - prev->time_running
-                          : 0;
+        uint64_t de =
+            now->time_enabled > prev->time_enabled ? now->time_enabled - prev->time_enabled : 0;
+        uint64_t dr =
+            now->time_running > prev->time_running ? now->time_running - prev->time_running : 0;
 
         for (unsigned i = 0; i < n_members && i < FP_PERF_MAX_MEMBERS; i++) {
                 uint64_t d = now->value[i + 1] > prev->value[i + 1]

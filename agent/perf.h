@@ -172,8 +172,8 @@ void fp_perf_event_list_string(const struct fp_perf_config *cfg, char *buf, size
  * members'). Returns the words it took, or -EBADMSG when the read is cut
  * short, holds more events than n_ids, or an id that is not in ids.
  */
-int fp_perf_group_read_parse(const uint64_t *u, size_t n_words, const uint64_t *ids,
-                             unsigned n_ids, struct fp_perf_counts *ret);
+int fp_perf_group_read_parse(const uint64_t *u, size_t n_words, const uint64_t *ids, unsigned n_ids,
+                             struct fp_perf_counts *ret);
 /*
  * What each of the n_members members (values 1..n_members) counted from
  * prev to now, into ret[0..n_members-1]. When the group did not run all
@@ -236,5 +236,6 @@ int fp_perf_ring_drain(struct fp_perf_ring *r, const struct fp_perf_handlers *h,
 int fp_perf_paranoid(void);
 /* Whether the machine exposes a hardware PMU (a "cpu" event source). */
 bool fp_perf_have_hw_pmu(void);
-/* Whether this process may sample kernel mode at any paranoid level (CAP_PERFMON or CAP_SYS_ADMIN). */
+/* Whether this process may sample kernel mode at any paranoid level (CAP_PERFMON or CAP_SYS_ADMIN).
+ */
 bool fp_perf_capable(void);

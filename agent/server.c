@@ -105,8 +105,8 @@ int parse_config_string(const char *s, struct fp_perf_config *cfg)
         struct fp_perf_config c = {0};
 
         static_assert(FP_PERF_EVENT_LIST_MAX == 256, "the %255s below");
-        if (sscanf(s, "event=%255s freq=%llu period=%llu kernel=%d", ev, &freq, &period,
-                   &kernel) != 4)
+        if (sscanf(s, "event=%255s freq=%llu period=%llu kernel=%d", ev, &freq, &period, &kernel) !=
+            4)
                 return -EINVAL;
         if (fp_perf_event_list_parse(ev, &c, NULL, 0) < 0 || (freq == 0) == (period == 0) ||
             freq > FP_PERF_MAX_FREQ)

@@ -58,7 +58,7 @@ struct fp_target {
                 uint64_t count;
         } carried[FP_TARGET_MAX_CARRIED]; /* drops charged by the agent for the next bucket */
         bool exits_pending;
-        uint64_t maps_reload_ns; /* last unresolved-frame reload of /proc/PID/maps */
+        uint64_t maps_reload_ns;               /* last unresolved-frame reload of /proc/PID/maps */
         char left_out[FP_PERF_EVENT_LIST_MAX]; /* members --best-effort left out */
         struct fp_frame frames[MAX_FRAMES];
 };
@@ -538,7 +538,8 @@ static int check_events(struct fp_target *t, char *err, size_t err_len)
                 }
                 if (r < 0 && (!missing || i == 0 || !cfg->best_effort)) {
                         one.event = *e;
-                        snprintf(err, err_len, "%s%s", errno_reason(r, &one, reason, sizeof(reason)),
+                        snprintf(err, err_len, "%s%s",
+                                 errno_reason(r, &one, reason, sizeof(reason)),
                                  missing && i == 0 && cfg->best_effort
                                      ? " (it leads the group, so --best-effort cannot leave it "
                                        "out: put an available event first)"
@@ -905,9 +906,8 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
         if (r < 0)
                 return r;
         for (unsigned j = 0; j < t->cfg.n_members; j++) {
-                struct fp_store_event mev = {.name = t->cfg.members[j].name,
-                                             .count_type = types[0],
-                                             .count_unit = units[0]};
+                struct fp_store_event mev = {
+                    .name = t->cfg.members[j].name, .count_type = types[0], .count_unit = units[0]};
                 fp_target_counter_type(t, j, &mev.value_type, &mev.value_unit);
                 r = fp_store_batch_add_event(b, &mev, &member_ei[j]);
                 if (r < 0)

@@ -183,8 +183,7 @@ static int merge(struct fp_pprof *dst, const struct fp_pprof *src, const char *o
                 }
         }
         if (!typed || !*only_type) {
-                if (dst->period_type.type == 0 && dst->period_type.unit == 0 &&
-                    dst->period == 0) {
+                if (dst->period_type.type == 0 && dst->period_type.unit == 0 && dst->period == 0) {
                         dst->period_type.type = smap[src->period_type.type];
                         dst->period_type.unit = smap[src->period_type.unit];
                         dst->period = src->period;

@@ -190,9 +190,8 @@ static void test_event_lists(void)
         FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock", &cfg, bad, sizeof(bad)), 0);
         FP_CHECK_EQ_STR(cfg.event.name, "cpu-clock");
         FP_CHECK_EQ_INT(cfg.n_members, 0);
-        FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock,page-faults,cs,r01c2", &cfg, bad,
-                                                 sizeof(bad)),
-                        0);
+        FP_CHECK_EQ_INT(
+            fp_perf_event_list_parse("cpu-clock,page-faults,cs,r01c2", &cfg, bad, sizeof(bad)), 0);
         FP_CHECK_EQ_STR(cfg.event.name, "cpu-clock");
         FP_CHECK_EQ_INT(cfg.n_members, 3);
         FP_CHECK_EQ_STR(cfg.members[1].name, "cs");
@@ -205,16 +204,15 @@ static void test_event_lists(void)
         FP_CHECK(!fp_perf_event_is_hardware(&cfg.members[0]));
 
         /* Failures name the culprit and leave cfg alone. */
-        FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock,foo", &cfg, bad, sizeof(bad)),
-                        -EINVAL);
+        FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock,foo", &cfg, bad, sizeof(bad)), -EINVAL);
         FP_CHECK_EQ_STR(bad, "foo");
         FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock,,page-faults", &cfg, bad, sizeof(bad)),
                         -EINVAL);
         FP_CHECK_EQ_STR(bad, "");
         FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock,", &cfg, bad, sizeof(bad)), -EINVAL);
-        FP_CHECK_EQ_INT(fp_perf_event_list_parse("context-switches,page-faults,cs", &cfg, bad,
-                                                 sizeof(bad)),
-                        -EEXIST);
+        FP_CHECK_EQ_INT(
+            fp_perf_event_list_parse("context-switches,page-faults,cs", &cfg, bad, sizeof(bad)),
+            -EEXIST);
         FP_CHECK_EQ_STR(bad, "cs");
         FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock,page-faults,context-switches,"
                                                  "cpu-migrations,minor-faults,major-faults,"
@@ -256,8 +254,10 @@ static void test_group_read(void)
 
 static void test_delta(void)
 {
-        struct fp_perf_counts a = {.time_enabled = 1000, .time_running = 1000, .value = {5, 10, 20}};
-        struct fp_perf_counts b = {.time_enabled = 2000, .time_running = 2000, .value = {9, 15, 20}};
+        struct fp_perf_counts a = {
+            .time_enabled = 1000, .time_running = 1000, .value = {5, 10, 20}};
+        struct fp_perf_counts b = {
+            .time_enabled = 2000, .time_running = 2000, .value = {9, 15, 20}};
         uint64_t d[FP_PERF_MAX_MEMBERS];
 
         /* Not multiplexed: plain differences. */
@@ -289,8 +289,8 @@ static void test_delta(void)
         fp_perf_counts_delta(&z, &b, 1, d);
         FP_CHECK_EQ_INT(d[0], 77);
         /* Scaling never overflows: saturates. */
-        struct fp_perf_counts big = {.time_enabled = UINT64_MAX, .time_running = 1,
-                                     .value = {0, UINT64_MAX}};
+        struct fp_perf_counts big = {
+            .time_enabled = UINT64_MAX, .time_running = 1, .value = {0, UINT64_MAX}};
         fp_perf_counts_delta(&z, &big, 1, d);
         FP_CHECK(d[0] == UINT64_MAX);
 }
@@ -328,7 +328,8 @@ static void *fault_worker(void *arg)
         double end = now_s() + 0.5;
         while (now_s() < end) {
                 size_t len = 1u << 20;
-                char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                char *p =
+                    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                 if (p == MAP_FAILED)
                         break;
                 (void)madvise(p, len, MADV_NOHUGEPAGE);
