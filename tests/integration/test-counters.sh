@@ -84,13 +84,7 @@ FDS=$(fp_perf_fds "$FP_AGENT_PID")
 fp_ok "3-event group: $FDS perf fds for $NT threads (4 per thread)"
 touch "$FP_TMP/go"
 fp_wait_for $((SECS + 30)) test -s "$TRUTH" || fp_fail "the workload did not write its truth"
-prev=-1
-for ((i = 0; i < 40; i++)); do
-  cur=$(fp_target_field "$PID" samples)
-  [[ $cur == "$prev" ]] && break
-  prev=$cur
-  sleep 0.5
-done
+fp_wait_samples_settle "$PID"
 fp_log "truth: $(cat "$TRUTH")"
 
 json=$(fp_status_json)

@@ -42,11 +42,19 @@ static void *child(void *arg)
         return NULL;
 }
 
+static double thread_cpu_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Burns seconds of this thread's CPU (not wall time: a busy machine must not thin the samples). */
 __attribute__((noinline)) static uint64_t burn(double seconds)
 {
         volatile uint64_t x = 0;
-        double end = now_s() + seconds;
-        while (now_s() < end)
+        double end = thread_cpu_s() + seconds;
+        while (thread_cpu_s() < end)
                 for (int i = 0; i < 10000; i++)
                         x += (uint64_t)i * 2654435761u;
         return x;

@@ -390,29 +390,41 @@ static void test_aggregation(void)
 }
 
 /* A small profile with the given stack of function names (leaf first) and values. */
-static struct fp_pprof *tiny(const char *const *names, size_t n, int64_t count, int64_t ns,
-                             const char *thread, const char *comment, int64_t t0)
+/*
+ * A profile of one sample (names leaf first, one label thread_name=t1 or
+ * thread): samples/count = count and (type, unit) = value, with one comment.
+ */
+static struct fp_pprof *one_sample(const char *const *names, size_t n, int64_t count,
+                                   const char *type, const char *unit, int64_t value,
+                                   const char *thread, const char *comment)
 {
         struct fp_pprof *p = fp_pprof_new();
         uint64_t locs[16];
-        int64_t v[] = {count, ns};
+        int64_t v[] = {count, value};
         struct fp_pprof_label l = {.key = "thread_name", .str = thread};
         uint64_t fid, m;
 
         if (!p || n > 16)
                 abort();
         if (fp_pprof_add_sample_type(p, "samples", "count") < 0 ||
-            fp_pprof_add_sample_type(p, "cpu", "nanoseconds") < 0 ||
+            fp_pprof_add_sample_type(p, type, unit) < 0 ||
             fp_pprof_mapping(p, 0x1000, 0x9000, 0, "/bin/prog", "bid", &m) < 0 ||
             fp_pprof_add_comment(p, comment) < 0)
                 abort();
-        fp_pprof_set_time(p, t0, 1000);
         for (size_t i = 0; i < n; i++)
                 if (fp_pprof_function(p, names[i], NULL, &fid) < 0 ||
                     fp_pprof_location(p, m, 0x1000 + 16 * fid, fid, &locs[i]) < 0)
                         abort();
         if (fp_pprof_add_sample(p, locs, n, v, &l, 1) < 0)
                 abort();
+        return p;
+}
+
+static struct fp_pprof *tiny(const char *const *names, size_t n, int64_t count, int64_t ns,
+                             const char *thread, const char *comment, int64_t t0)
+{
+        struct fp_pprof *p = one_sample(names, n, count, "cpu", "nanoseconds", ns, thread, comment);
+        fp_pprof_set_time(p, t0, 1000);
         return p;
 }
 
@@ -459,27 +471,11 @@ static void test_merge(void)
         fp_pprof_free(odd);
 }
 
-/* tiny()'s profile with its cpu type renamed: a counter's profile as the store gives it. */
+/* A counter's profile as the store gives it: samples and the counter's values. */
 static struct fp_pprof *counter_profile(const char *const *names, size_t n, int64_t count,
                                         const char *type, int64_t value)
 {
-        struct fp_pprof *p = fp_pprof_new();
-        uint64_t locs[16], fid, m;
-        int64_t v[] = {count, value};
-        struct fp_pprof_label l = {.key = "thread_name", .str = "t1"};
-
-        if (!p || fp_pprof_add_sample_type(p, "samples", "count") < 0 ||
-            fp_pprof_add_sample_type(p, type, "count") < 0 ||
-            fp_pprof_mapping(p, 0x1000, 0x9000, 0, "/bin/prog", "bid", &m) < 0 ||
-            fp_pprof_add_comment(p, "dropped throttled: 1") < 0)
-                abort();
-        for (size_t i = 0; i < n; i++)
-                if (fp_pprof_function(p, names[i], NULL, &fid) < 0 ||
-                    fp_pprof_location(p, m, 0x1000 + 16 * fid, fid, &locs[i]) < 0)
-                        abort();
-        if (fp_pprof_add_sample(p, locs, n, v, &l, 1) < 0)
-                abort();
-        return p;
+        return one_sample(names, n, count, type, "count", value, "t1", "dropped throttled: 1");
 }
 
 /* A counter's values join the sampling event's profile as one more sample type. */
