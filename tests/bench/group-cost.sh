@@ -57,7 +57,7 @@ ROWS=()
 for ((rep = 1; rep <= REPEAT; rep++)); do
   for g in "${EVENT_SETS[@]}"; do
     tag=g$rep-$(tr -cd ',' <<<"$g" | wc -c)
-    fp_start_agent --store none
+    fp_start_agent --store none --bucket 3600
     run_spin "$tag"
     sleep 1
     a0=$(cpu_ns "$FP_AGENT_PID")
@@ -83,7 +83,7 @@ for ((rep = 1; rep <= REPEAT; rep++)); do
 done
 
 echo
-echo "spin: $THREADS threads at $HZ Hz per thread, $SECS s per run, agent --store none"
+echo "spin: $THREADS threads at $HZ Hz per thread, $SECS s per run, agent --store none --bucket 3600 (no bucket closes inside a run)"
 printf '%3s  %-62s %8s %9s %9s %7s %8s\n' run events samples agent_ms us/sample fds/thr wl_cpu%
 for r in "${ROWS[@]}"; do echo "$r"; done
 echo
