@@ -10,7 +10,8 @@
 # deltas), BENCH_REPEAT times (default 2) in turn, so drifts of the machine
 # hit every variant alike.  For each run it reports:
 #   - samples taken, the agent's CPU time (schedstat of its threads) and
-#     that per sample in microseconds, and the ratio to the leader alone;
+#     that per sample in microseconds, and the ratio to the leader alone,
+#     after one second of warm-up (the first samples load symbols);
 #   - the perf fds the agent holds per profiled thread;
 #   - the workload's iterations per CPU second relative to an unprofiled
 #     run: the in-kernel cost of sampling (and of reading the group) is
@@ -25,7 +26,7 @@ THREADS=${BENCH_THREADS:-2}
 REPEAT=${BENCH_REPEAT:-2}
 EVENT_SETS=("cpu-clock" "cpu-clock,page-faults,context-switches"
   "cpu-clock,page-faults,context-switches,cpu-migrations,minor-faults")
-fp_init $((120 + (SECS + 6) * (3 * REPEAT + 1)))
+fp_init $((160 + (SECS + 8) * (3 * REPEAT + 1)))
 [[ -x $FP_SPIN ]] || fp_fail "missing $FP_SPIN"
 
 cpu_ns() {
@@ -36,10 +37,11 @@ cpu_ns() {
   done
   echo "$sum"
 }
-last_iters() { awk -F'[ =]' '$1 == "t_ms" {n = $4} END {print n + 0}' "$FP_TMP/$1.out"; }
+# The highest iteration count spin reported (a line being written may be cut short).
+last_iters() { awk -F'[ =]' '$1 == "t_ms" && $4 + 0 > n {n = $4 + 0} END {print n + 0}' "$FP_TMP/$1.out"; }
 run_spin() {
   fp_start_workload spin "$FP_TMP/$1.out" "$FP_TMP/$1.ready" \
-    --threads "$THREADS" --seconds $((SECS + 4)) --report-ms 100
+    --threads "$THREADS" --seconds $((SECS + 6)) --report-ms 100
 }
 
 # Unprofiled: iterations per CPU second of spin.
@@ -54,24 +56,33 @@ fp_log "unprofiled spin: $BASE iterations per CPU second"
 
 declare -A SUM_US SUM_N
 ROWS=()
+# One agent for every run. A warm-up run first: the first samples that land
+# in a library load its symbols (tens of ms, once per agent), which would
+# otherwise fall into whichever run meets them first.
+fp_start_agent --store none --bucket 3600
+run_spin warmup
+fp_ctl start "$FP_WL_PID" --event "${EVENT_SETS[2]}" --freq "$HZ" >/dev/null || fp_fail "warm-up start failed"
+sleep 4
+fp_ctl stop "$FP_WL_PID" >/dev/null || true
+fp_kill "$FP_WL_PID"
 for ((rep = 1; rep <= REPEAT; rep++)); do
   for g in "${EVENT_SETS[@]}"; do
     tag=g$rep-$(tr -cd ',' <<<"$g" | wc -c)
-    fp_start_agent --store none --bucket 3600
     run_spin "$tag"
     sleep 1
-    a0=$(cpu_ns "$FP_AGENT_PID")
     fp_ctl start "$FP_WL_PID" --event "$g" --freq "$HZ" >/dev/null || fp_fail "start --event $g failed"
+    sleep 1
+    s0=$(fp_target_field "$FP_WL_PID" samples)
+    a0=$(cpu_ns "$FP_AGENT_PID")
     i0=$(last_iters "$tag") w0=$(cpu_ns "$FP_WL_PID")
     nt=$(ls /proc/"$FP_WL_PID"/task | wc -l)
     fds=$(fp_perf_fds "$FP_AGENT_PID")
     sleep "$SECS"
     i1=$(last_iters "$tag") w1=$(cpu_ns "$FP_WL_PID")
-    samples=$(fp_target_field "$FP_WL_PID" samples)
+    samples=$(($(fp_target_field "$FP_WL_PID" samples) - s0))
     a1=$(cpu_ns "$FP_AGENT_PID")
     fp_ctl stop "$FP_WL_PID" >/dev/null || true
     fp_kill "$FP_WL_PID"
-    fp_stop_agent
     us=$(((a1 - a0) / 1000))
     SUM_US[$g]=$((${SUM_US[$g]:-0} + us))
     SUM_N[$g]=$((${SUM_N[$g]:-0} + samples))
@@ -82,8 +93,9 @@ for ((rep = 1; rep <= REPEAT; rep++)); do
   done
 done
 
+fp_stop_agent
 echo
-echo "spin: $THREADS threads at $HZ Hz per thread, $SECS s per run, agent --store none --bucket 3600 (no bucket closes inside a run)"
+echo "spin: $THREADS threads at $HZ Hz per thread, $SECS s per run, one agent (--store none --bucket 3600: no bucket closes inside a run), after a warm-up run"
 printf '%3s  %-62s %8s %9s %9s %7s %8s\n' run events samples agent_ms us/sample fds/thr wl_cpu%
 for r in "${ROWS[@]}"; do echo "$r"; done
 echo
