@@ -54,7 +54,7 @@ fp_kill "$FP_WL_PID"
 BASE=$(awk -v di=$((i1 - i0)) -v dc=$((c1 - c0)) 'BEGIN {printf "%.0f", di * 1e9 / dc}')
 fp_log "unprofiled spin: $BASE iterations per CPU second"
 
-declare -A SUM_US SUM_N
+declare -A SUM_US SUM_N PER_RUN
 ROWS=()
 # One agent for every run. A warm-up run first: the first samples that land
 # in a library load its symbols (tens of ms, once per agent), which would
@@ -86,6 +86,7 @@ for ((rep = 1; rep <= REPEAT; rep++)); do
     us=$(((a1 - a0) / 1000))
     SUM_US[$g]=$((${SUM_US[$g]:-0} + us))
     SUM_N[$g]=$((${SUM_N[$g]:-0} + samples))
+    PER_RUN[$g]="${PER_RUN[$g]:-} $(awk -v c="$us" -v s="$samples" 'BEGIN {printf "%.3f", s ? c / s : 0}')"
     ROWS+=("$(printf '%3d  %-62s %8s %9s %9s %7s %8s' "$rep" "$g" "$samples" "$((us / 1000))" \
       "$(awk -v c="$us" -v s="$samples" 'BEGIN {printf "%.2f", s ? c / s : 0}')" \
       "$(awk -v f="$fds" -v t="$nt" 'BEGIN {printf "%.1f", f / t}')" \
@@ -99,10 +100,13 @@ echo "spin: $THREADS threads at $HZ Hz per thread, $SECS s per run, one agent (-
 printf '%3s  %-62s %8s %9s %9s %7s %8s\n' run events samples agent_ms us/sample fds/thr wl_cpu%
 for r in "${ROWS[@]}"; do echo "$r"; done
 echo
-lead=$(awk -v c="${SUM_US[${EVENT_SETS[0]}]}" -v s="${SUM_N[${EVENT_SETS[0]}]}" 'BEGIN {print s ? c / s : 0}')
+# median WORDS...: the middle value (runs hit by a one-off stall of the machine do not move it).
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+lead=$(median ${PER_RUN[${EVENT_SETS[0]}]})
 for g in "${EVENT_SETS[@]}"; do
-  awk -v c="${SUM_US[$g]}" -v s="${SUM_N[$g]}" -v l="$lead" -v g="$g" \
-    'BEGIN {u = s ? c / s : 0; printf "%-62s %6.2f us/sample over all runs, %.2fx the leader alone\n", g, u, l ? u / l : 0}'
+  m=$(median ${PER_RUN[$g]})
+  awk -v c="${SUM_US[$g]}" -v s="${SUM_N[$g]}" -v m="$m" -v l="$lead" -v g="$g" \
+    'BEGIN {printf "%-62s median %5.2f us/sample (%.2fx the leader alone), mean over all runs %5.2f\n", g, m, l ? m / l : 0, s ? c / s : 0}'
 done
 cat <<'TXT'
 agent_ms: the agent's CPU time while profiling; us/sample = agent_ms / samples. fds/thr: perf fds
