@@ -34,7 +34,10 @@ static void usage(FILE *f)
                 "Usage: agentctl [--socket PATH] COMMAND [ARGS]\n"
                 "\n"
                 "  start PID [--event EVENT] [--freq HZ | --period N] [--kernel]\n"
-                "        sample every thread of PID (default cpu-clock at 99 Hz per thread)\n"
+                "            [--follow-children]\n"
+                "        sample every thread of PID (default cpu-clock at 99 Hz per thread);\n"
+                "        --follow-children also profiles the processes it forks from now on\n"
+                "        (and theirs), each as a target of its own\n"
                 "  stop PID\n"
                 "        stop sampling PID and forget its samples\n"
                 "  status [--json]\n"
@@ -405,6 +408,8 @@ int main(int argc, char **argv)
                         i++;
                 } else if (is_start && strcmp(a, "--kernel") == 0) {
                         ADD("kernel", "1");
+                } else if (is_start && strcmp(a, "--follow-children") == 0) {
+                        ADD("follow", "1");
                 } else if (strcmp(cmd, "status") == 0 && strcmp(a, "--json") == 0) {
                         ADD("json", "1");
                 } else if (is_dump && strcmp(a, "--format") == 0 && v) {
