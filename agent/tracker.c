@@ -81,8 +81,8 @@ static void load_reason(int r, char *err, size_t err_len)
 {
         if (r == -EPERM || r == -EACCES)
                 snprintf(err, err_len,
-                         "loading BPF programs is not permitted (the agent needs root, or "
-                         "CAP_BPF with CAP_PERFMON)");
+                         "loading BPF programs is not permitted: the agent needs root, or "
+                         "CAP_BPF and CAP_PERFMON");
         else
                 snprintf(err, err_len, "cannot load the BPF programs: %s%s%s", strerror(-r),
                          last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);

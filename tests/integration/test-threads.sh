@@ -23,6 +23,8 @@
 #    parent can escape it, so only their count is printed.
 # 4. Bad input: --follow-children where it does not belong, --no-bpf with
 #    an argument.
+# 5. An agent run as nobody may not load BPF: it logs one line why, and
+#    status names the fallback with that reason.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 280
@@ -153,6 +155,27 @@ rc=0; err=$("$FP_AGENTCTL" --socket "$FP_TMP/none.sock" start --follow-children 
 rc=0; err=$("$FP_AGENT" --no-bpf=yes --foreground --socket "$FP_TMP/x.sock" 2>&1) || rc=$?
 [[ $rc == 2 && $err == *"unknown or incomplete option"* ]] || fp_fail "--no-bpf=yes: exit $rc, '$err'"
 fp_ok "bad flags get one line and exit 2"
+
+# ---- BPF not permitted ----------------------------------------------------
+echo "=== an unprivileged agent: BPF not permitted ==="
+if command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+  np=$FP_TMP/np
+  mkdir -p "$np" && chmod 777 "$np"
+  setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$FP_AGENT" --foreground \
+    --socket "$np/agent.sock" --store none >"$np/agent.log" 2>&1 &
+  NP=$!
+  fp_track "$NP"
+  fp_wait_for 15 test -S "$np/agent.sock" || fp_fail "the unprivileged agent did not start: $(cat "$np/agent.log")"
+  grep -q "thread tracker: perf-fork fallback (loading BPF programs is not permitted: " "$np/agent.log" ||
+    fp_fail "the unprivileged agent did not log why it falls back: $(cat "$np/agent.log")"
+  out=$(fp_timeout 30 "$FP_AGENTCTL" --socket "$np/agent.sock" status) || fp_fail "status of the unprivileged agent failed"
+  grep -q "^thread tracker: perf-fork (fallback: loading BPF programs is not permitted" <<<"$out" ||
+    fp_fail "status of the unprivileged agent does not name the fallback: $out"
+  fp_kill "$NP"
+  fp_ok "an agent without the right to load BPF falls back and says why"
+else
+  fp_log "setpriv or user nobody missing: unprivileged fallback not checked"
+fi
 
 # ---- BPF ------------------------------------------------------------------
 echo "=== BPF tracker ==="
