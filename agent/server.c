@@ -685,7 +685,8 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
                         (int)ti->pid, ti->config);
                 return 0;
         }
-        if (server_start_target(s, ti->pid, &cfg, owner, false, 0, &t, err, sizeof(err)) < 0) {
+        bool follow = strstr(ti->config, " follow=1") != NULL;
+        if (server_start_target(s, ti->pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0) {
                 fprintf(stderr, "fleetprof-agent: Failed to resume %d: %s\n", (int)ti->pid, err);
                 return 0;
         }

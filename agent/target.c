@@ -904,8 +904,9 @@ out:
 
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len)
 {
-        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d",
-                 t->cfg.event.name, t->cfg.freq, t->cfg.period, t->cfg.kernel_frames ? 1 : 0);
+        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d%s",
+                 t->cfg.event.name, t->cfg.freq, t->cfg.period, t->cfg.kernel_frames ? 1 : 0,
+                 t->follow_children ? " follow=1" : "");
 }
 
 void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count)

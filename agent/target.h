@@ -144,7 +144,10 @@ struct fp_target_drop {
  * charged for the next one. Returns how many of ret were filled.
  */
 size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max);
-/* "event=cpu-clock freq=0 period=1000000 kernel=0": how to start it again. */
+/*
+ * "event=cpu-clock freq=0 period=1000000 kernel=0": how to start it again;
+ * " follow=1" is appended when its children are followed.
+ */
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len);
 
 /* The (type, unit) pairs of the samples: samples/count and cpu/nanoseconds (or EVENT/count). */

@@ -25,6 +25,8 @@
 #    an argument.
 # 5. An agent run as nobody may not load BPF: it logs one line why, and
 #    status names the fallback with that reason.
+# 6. A target started with --follow-children is resumed, still following,
+#    by a restarted agent.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 280
@@ -191,6 +193,25 @@ fp_ok "[bpf] $BPF_SEEN of 200 short-lived threads in the profile"
 children bpf 0
 children bpf 1
 fp_stop_agent
+
+# ---- --follow-children survives an agent restart --------------------------
+echo "=== resume with --follow-children ==="
+fp_start_agent
+fp_start_workload threadstorm "$FP_TMP/r.out" "$FP_TMP/r.ready" --children 1 --cpu-ms 100 \
+  --go "$FP_TMP/r.go" --hold
+RP=$FP_WL_PID
+fp_ctl start "$RP" --follow-children >/dev/null || fp_fail "start --follow-children $RP failed"
+fp_stop_agent
+fp_start_agent
+grep -q "resumed profiling $RP" "$FP_TMP/agent.log" || fp_fail "the restarted agent did not resume $RP"
+[[ $(fp_target_field "$RP" follow_children) == true ]] || fp_fail "the resumed target does not follow children"
+touch "$FP_TMP/r.go"
+fp_wait_for 30 grep -q done "$FP_TMP/r.out" || fp_fail "threadstorm's child did not finish"
+n=$(fp_status_json | python3 -c 'import json,sys; print(sum(1 for t in json.load(sys.stdin)["targets"] if t["parent_pid"] == int(sys.argv[1])))' "$RP")
+[[ $n == 1 ]] || fp_fail "the resumed target's child was not followed ($n)"
+fp_ok "a target started with --follow-children is resumed following them, and follows its next child"
+fp_stop_agent
+fp_kill "$RP"
 
 # ---- fallback -------------------------------------------------------------
 echo "=== perf-fork fallback (--no-bpf) ==="
