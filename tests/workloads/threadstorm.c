@@ -142,10 +142,14 @@ static int parse_uint(const char *s, unsigned max, unsigned *ret)
 int main(int argc, char **argv)
 {
         static const struct option opts[] = {
-            {"threads", required_argument, NULL, 't'},  {"children", required_argument, NULL, 'c'},
-            {"grandchildren", no_argument, NULL, 'g'},  {"cpu-ms", required_argument, NULL, 'm'},
-            {"times", required_argument, NULL, 'T'},    {"ready", required_argument, NULL, 'R'},
-            {"go", required_argument, NULL, 'G'},       {"hold", no_argument, NULL, 'H'},
+            {"threads", required_argument, NULL, 't'},
+            {"children", required_argument, NULL, 'c'},
+            {"grandchildren", no_argument, NULL, 'g'},
+            {"cpu-ms", required_argument, NULL, 'm'},
+            {"times", required_argument, NULL, 'T'},
+            {"ready", required_argument, NULL, 'R'},
+            {"go", required_argument, NULL, 'G'},
+            {"hold", no_argument, NULL, 'H'},
             {0},
         };
         const char *usage = "usage: threadstorm [--threads N] [--children N] [--grandchildren] "
@@ -164,16 +168,27 @@ int main(int argc, char **argv)
                         if (parse_uint(optarg, 1000, &n_children) < 0)
                                 goto bad;
                         break;
-                case 'g': grandchildren = 1; break;
+                case 'g':
+                        grandchildren = 1;
+                        break;
                 case 'm':
                         if (parse_uint(optarg, 60000, &cpu_ms) < 0)
                                 goto bad;
                         break;
-                case 'T': times = optarg; break;
-                case 'R': ready = optarg; break;
-                case 'G': go = optarg; break;
-                case 'H': hold = 1; break;
-                default: goto bad;
+                case 'T':
+                        times = optarg;
+                        break;
+                case 'R':
+                        ready = optarg;
+                        break;
+                case 'G':
+                        go = optarg;
+                        break;
+                case 'H':
+                        hold = 1;
+                        break;
+                default:
+                        goto bad;
                 }
         }
         if (optind < argc)
@@ -230,7 +245,8 @@ int main(int argc, char **argv)
                         return 1;
                 }
                 for (unsigned i = 0; i < n_threads; i++)
-                        fprintf(f, "%u %d %llu\n", i, (int)tids[i], (unsigned long long)start_ns[i]);
+                        fprintf(f, "%u %d %llu\n", i, (int)tids[i],
+                                (unsigned long long)start_ns[i]);
                 fclose(f);
         }
         printf("done\n");
