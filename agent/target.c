@@ -37,8 +37,9 @@ struct fp_thread {
         pid_t tid;
         char comm[COMM_LEN];
         bool live;
-        bool exited;       /* detached because it exited: a rescan never reattaches it */
-        bool exit_pending; /* EXIT seen inside a drain: detached right after it */
+        bool exited;        /* detached because it exited: a rescan never reattaches it */
+        uint64_t attach_ns; /* CLOCK_MONOTONIC of the last attach */
+        bool exit_pending;  /* EXIT seen inside a drain: detached right after it */
         struct fp_perf_ring sampler, sideband;
         struct event *ev_sampler, *ev_sideband;
 };
@@ -244,6 +245,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
                 return -ENOMEM;
         }
         th->live = true;
+        th->attach_ns = now_ns(CLOCK_MONOTONIC);
         t->st.threads_live++;
         return 0;
 }
@@ -376,6 +378,9 @@ int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
 
         if (t->st.state != FP_TARGET_RUNNING)
                 return -ESRCH;
+        /* Attached already, by a rescan that ran before this birth was read: nothing to do. */
+        if (th && (th->live || (th->exited && birth_ns && birth_ns <= th->attach_ns)))
+                return 0;
         if (th && th->exited)
                 th->exited = false; /* the tid was reused by a new thread */
         r = thread_attach(t, tid);
