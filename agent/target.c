@@ -31,6 +31,7 @@
 #define RETRY_TRIES     5  /* attempts, RETRY_USEC apart */
 #define RETRY_USEC      2000
 #define LATENCY_RING    512 /* attach latencies kept for the percentiles */
+#define PRUNE_MIN       64  /* dead thread records worth a pruning pass */
 
 struct fp_thread {
         struct fp_target *target;
@@ -298,6 +299,44 @@ static void check_exited(struct fp_target *t)
                 event_del(t->ev_rescan);
 }
 
+static int cmp_pid(const void *a, const void *b)
+{
+        pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * Frees the records of dead threads without samples in the open bucket:
+ * their names went to the store with their samples. Without this a target
+ * that churns through short-lived threads would keep a record of every
+ * thread it ever had, and search them all on each lookup.
+ */
+static void prune_dead_threads(struct fp_target *t)
+{
+        size_t n_entries = fp_agg_n_entries(t->agg), n_dead = 0, k = 0;
+        pid_t *busy;
+
+        for (size_t i = 0; i < t->n_threads; i++)
+                n_dead += !t->threads[i]->live;
+        if (n_dead < PRUNE_MIN)
+                return;
+        busy = malloc((n_entries ? n_entries : 1) * sizeof(*busy));
+        if (!busy)
+                return; /* try again on the next tick */
+        for (size_t i = 0; i < n_entries; i++)
+                busy[i] = fp_agg_entry(t->agg, i)->tid;
+        qsort(busy, n_entries, sizeof(*busy), cmp_pid);
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                if (!th->live && !bsearch(&th->tid, busy, n_entries, sizeof(*busy), cmp_pid))
+                        free(th);
+                else
+                        t->threads[k++] = th;
+        }
+        t->n_threads = k;
+        free(busy);
+}
+
 static void on_rescan(evutil_socket_t fd, short what, void *arg)
 {
         struct fp_target *t = arg;
@@ -319,6 +358,8 @@ static void on_rescan(evutil_socket_t fd, short what, void *arg)
                         t->st.threads_by_rescan += (unsigned)n;
         }
         check_exited(t);
+        if (t->st.state == FP_TARGET_RUNNING)
+                prune_dead_threads(t);
 }
 
 /* ---- thread tracking: births and exits reported by a tracker ---- */

@@ -181,7 +181,9 @@ fi
 
 # ---- BPF ------------------------------------------------------------------
 echo "=== BPF tracker ==="
-fp_start_agent --store none
+# With a store and 1 s buckets: dead threads' records are pruned once their
+# samples are in the store, and the dump must still name every thread.
+fp_start_agent --bucket 1
 grep -q "thread tracker: bpf" "$FP_TMP/agent.log" || fp_fail "the agent did not log the bpf tracker: $(cat "$FP_TMP/agent.log")"
 [[ $(tracker_field name) == bpf ]] || fp_fail "status --json thread_tracker.name is $(tracker_field name), want bpf"
 fp_ctl status | grep -q "^thread tracker: bpf" || fp_fail "status does not say 'thread tracker: bpf'"
