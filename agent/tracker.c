@@ -96,7 +96,7 @@ int fp_tracker_new(struct event_base *base, fp_tracker_fn fn, void *userdata,
 
         if (access(VMLINUX_BTF, R_OK) < 0) {
                 r = -errno;
-                snprintf(err, err_len, "the kernel exposes no BTF (%s: %s)", VMLINUX_BTF,
+                snprintf(err, err_len, "the kernel exposes no BTF: %s: %s", VMLINUX_BTF,
                          strerror(-r));
                 return r;
         }
@@ -206,8 +206,8 @@ int fp_tracker_new(struct event_base *base, fp_tracker_fn fn, void *userdata,
         (void)userdata;
         (void)ret;
         snprintf(err, err_len,
-                 "this agent was built without BPF (no clang, bpftool or kernel BTF at build "
-                 "time)");
+                 "this agent was built without BPF: clang, bpftool or kernel BTF were missing "
+                 "at build time");
         return -EOPNOTSUPP;
 }
 
