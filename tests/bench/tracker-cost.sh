@@ -74,11 +74,11 @@ print(sys.argv[5], t["threads_seen"] - 1, len(per), "%.2f" % mean, json.dumps(t[
   fp_kill "$P"
 }
 
-# fds_per_thread: agent fds with a 33-thread spin target, per thread.
+# fds_per_thread MODE: agent fds with a 33-thread spin target, per thread.
 fds_per_thread() {
   local pre post P
   pre=$(all_fds)
-  fp_start_workload spin "$FP_TMP/spin.out" "$FP_TMP/spin.ready" --threads 32 --seconds 30
+  fp_start_workload spin "$FP_TMP/spin-$1.out" "$FP_TMP/spin-$1.ready" --threads 32 --seconds 30
   P=$FP_WL_PID
   fp_ctl start "$P" --freq 99 >/dev/null || fp_fail "start spin failed"
   post=$(all_fds)
@@ -94,7 +94,7 @@ for mode in fallback bpf; do
   if [[ $mode == bpf ]]; then fp_start_agent --store none; else fp_start_agent --store none --no-bpf; fi
   sleep 0.3
   R[$mode,rest]=$(all_fds)
-  R[$mode,fds]=$(fds_per_thread)
+  R[$mode,fds]=$(fds_per_thread "$mode")
   R[$mode,long]=$(storm_once "$mode" "$N" "$CPU_MS")
   R[$mode,short]=$(storm_once "$mode" "$NSHORT" 1)
   fp_stop_agent
