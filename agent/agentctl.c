@@ -35,10 +35,12 @@ static void usage(FILE *f)
                 "Usage: agentctl [--socket PATH] COMMAND [ARGS]\n"
                 "\n"
                 "  start PID [--event EVENT[,EVENT...]] [--freq HZ | --period N] [--kernel]\n"
-                "            [--best-effort]\n"
+                "            [--best-effort] [--follow-children]\n"
                 "        sample every thread of PID (default cpu-clock at 99 Hz per thread);\n"
                 "        the first event samples, the others are counted per stack;\n"
-                "        --best-effort leaves out counters the machine lacks\n"
+                "        --best-effort leaves out counters the machine lacks;\n"
+                "        --follow-children also profiles the processes it forks from now on\n"
+                "        (and theirs), each as a target of its own\n"
                 "  stop PID\n"
                 "        stop sampling PID and forget its samples\n"
                 "  status [--json]\n"
@@ -433,6 +435,8 @@ int main(int argc, char **argv)
                         ADD("kernel", "1");
                 } else if (is_start && strcmp(a, "--best-effort") == 0) {
                         ADD("best_effort", "1");
+                } else if (is_start && strcmp(a, "--follow-children") == 0) {
+                        ADD("follow", "1");
                 } else if (strcmp(cmd, "status") == 0 && strcmp(a, "--json") == 0) {
                         ADD("json", "1");
                 } else if (is_dump && strcmp(a, "--format") == 0 && v) {

@@ -27,6 +27,8 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
         const char *period = fp_ctl_request_get(q, "period");
         const char *kernel = fp_ctl_request_get(q, "kernel");
         const char *best_effort = fp_ctl_request_get(q, "best_effort");
+        const char *follow_s = fp_ctl_request_get(q, "follow");
+        bool follow = follow_s && strcmp(follow_s, "1") == 0;
         struct fp_target *t;
         uid_t owner = 0;
         pid_t pid = 0;
@@ -85,7 +87,7 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
                 /* An exited target under a reused PID: the new process replaces it. */
                 server_stop_target(s, old);
         }
-        if (server_start_target(s, pid, &cfg, owner, &t, err, sizeof(err)) < 0)
+        if (server_start_target(s, pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0)
                 return reply_error(r, "cannot profile %d: %s", (int)pid, err);
 
         struct fp_target_stats st;
@@ -99,8 +101,9 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
                         (uint64_t)(1000000000ULL / cfg.period), cfg.period);
         else
                 fprintf(r->out, "every %" PRIu64 " events", cfg.period);
-        fprintf(r->out, ", %u thread%s%s", st.threads_live, st.threads_live == 1 ? "" : "s",
-                st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)" : "");
+        fprintf(r->out, ", %u thread%s%s%s", st.threads_live, st.threads_live == 1 ? "" : "s",
+                st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)" : "",
+                follow ? ", following its child processes" : "");
         const struct fp_perf_config *tc = fp_target_config(t);
         if (fp_perf_event_is_hardware(&tc->event))
                 fprintf(r->out, ", precise_ip %u", tc->precise_ip);
@@ -284,6 +287,10 @@ static void status_json(struct fp_server *s, struct client *c, uint64_t up)
                 json_str(out, us.last_error);
                 fputc('}', out);
         }
+        fprintf(out, ",\"thread_tracker\":{\"name\":\"%s\",\"reason\":", server_tracker_name(s));
+        json_str(out, s->tracker ? "" : s->tracker_reason);
+        fprintf(out, ",\"events_dropped\":%" PRIu64 ",\"children_not_followed\":%" PRIu64 "}",
+                s->tracker ? fp_tracker_dropped(s->tracker) : 0, s->children_not_followed);
         fprintf(out, ",\"targets\":[");
         for (size_t i = 0; i < s->n_targets; i++) {
                 struct fp_target *t = s->targets[i].t;
@@ -312,7 +319,15 @@ static void status_json(struct fp_server *s, struct client *c, uint64_t up)
                 for (size_t j = 0; j < n; j++)
                         fprintf(out, "%s\"%s\":%" PRIu64, j ? "," : "", rows[j].reason,
                                 rows[j].count);
-                fprintf(out, "}");
+                struct fp_target_latency lat;
+                fp_target_attach_latency(t, &lat);
+                fprintf(out,
+                        "},\"follow_children\":%s,\"parent_pid\":%d,\"threads_missed\":%" PRIu64
+                        ",\"threads_by_rescan\":%u,\"attach_latency_us\":{\"count\":%" PRIu64
+                        ",\"p50\":%u,\"p90\":%u,\"p99\":%u,\"max\":%u}",
+                        fp_target_follows_children(t) ? "true" : "false", (int)fp_target_parent(t),
+                        st.threads_missed, st.threads_by_rescan, lat.count, lat.p50_us, lat.p90_us,
+                        lat.p99_us, lat.max_us);
                 counters_json(out, t, &st);
                 fprintf(out, "}");
                 first = false;
@@ -337,6 +352,7 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
         uint64_t up = (fp_now_ns(CLOCK_MONOTONIC) - s->start_ns) / 1000000000ULL;
         size_t visible = 0;
 
+        server_poll_tracker(s);
         for (size_t i = 0; i < s->n_targets; i++) {
                 if (!server_may_see(c, &s->targets[i]))
                         continue;
@@ -377,6 +393,10 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
         } else {
                 fprintf(out, "upload: none (no --collector)\n");
         }
+        if (s->tracker)
+                fprintf(out, "thread tracker: bpf (scheduler tracepoints)\n");
+        else
+                fprintf(out, "thread tracker: perf-fork (fallback: %s)\n", s->tracker_reason);
         if (!visible)
                 return;
         fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT", "RATE",
@@ -562,6 +582,7 @@ void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request
                 if (fp_perf_event_parse(event, &ev) < 0)
                         return reply_error(r, "unknown event '%s'", event);
         }
+        server_poll_tracker(s); /* threads born or dead up to now */
         struct agent_target *at = pid ? server_find_target(s, pid) : NULL;
         if (pid && at && !server_may_see(c, at))
                 return reply_error(r, "permission denied: process %d belongs to another user",

@@ -31,6 +31,7 @@ static void usage(FILE *f)
             "Usage: fleetprof-agent [--foreground] [--socket PATH] [--store PATH]\n"
             "                       [--bucket SECS] [--store-max-mb N] [--collector URL]\n"
             "                       [--token-file FILE] [--ca-file FILE] [--upload-interval SECS]\n"
+            "                       [--no-bpf]\n"
             "\n"
             "The fleetprof profiling agent. Control it with agentctl.\n"
             "\n"
@@ -45,6 +46,8 @@ static void usage(FILE *f)
             "  --token-file FILE bearer token for the collector (first line of FILE)\n"
             "  --ca-file FILE    CA certificates to verify an https collector with\n"
             "  --upload-interval SECS  seconds between uploads, 5 to 86400 (default 60)\n"
+            "  --no-bpf          track new and exiting threads with perf fork records and\n"
+            "                    /proc rescans instead of the BPF tracker\n"
             "  --version         print the version and exit\n"
             "  --help            this text\n");
 }
@@ -110,6 +113,7 @@ int main(int argc, char **argv)
             {"token-file", required_argument, NULL, 't'},
             {"ca-file", required_argument, NULL, 'a'},
             {"upload-interval", required_argument, NULL, 'u'},
+            {"no-bpf", no_argument, NULL, 'B'},
             {"version", no_argument, NULL, 'V'},
             {"help", no_argument, NULL, 'h'},
             {0},
@@ -177,6 +181,9 @@ int main(int argc, char **argv)
                                 return 2;
                         }
                         opt.upload_interval = (unsigned)v;
+                        break;
+                case 'B':
+                        opt.no_bpf = true;
                         break;
                 case 'V':
                         printf("fleetprof-agent %s\n", FP_VERSION);

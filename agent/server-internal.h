@@ -9,6 +9,7 @@
 #include "perf.h"
 #include "server.h"
 #include "target.h"
+#include "tracker.h"
 #include "upload.h"
 #include "writer.h"
 
@@ -46,6 +47,16 @@ struct fp_server {
         char store_error[256];
         struct client *clients; /* connected, for the shutdown */
         struct fp_uploader *uploader;
+
+        /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
+        struct fp_tracker *tracker;
+        char tracker_reason[256];
+        struct event *ev_children; /* starts the children the fallback reported */
+        struct {
+                pid_t pid, parent;
+        } pending_children[64];
+        size_t n_pending_children;
+        uint64_t children_not_followed; /* the pending list was full */
 };
 
 /* A response being built: status line and body. */
@@ -75,9 +86,18 @@ void send_reply(struct client *c);
 
 struct agent_target *server_find_target(struct fp_server *s, pid_t pid);
 bool server_may_see(const struct client *c, const struct agent_target *at);
-/* Starts profiling; on failure -errno and one line in err. */
+/*
+ * Starts profiling; on failure -errno and one line in err. follow: its
+ * child processes are profiled too; parent: the target it was followed
+ * from (0: started by a user).
+ */
 int server_start_target(struct fp_server *s, pid_t pid, const struct fp_perf_config *cfg,
-                        uid_t owner, struct fp_target **ret, char *err, size_t err_len);
+                        uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
+                        size_t err_len);
+/* The thread tracker in use: "bpf" or "perf-fork" (the fallback). */
+const char *server_tracker_name(const struct fp_server *s);
+/* Handles the tracker's pending records now, so status and dumps are current. */
+void server_poll_tracker(struct fp_server *s);
 /* Writes the target's open bucket (active or not) and forgets it. */
 void server_stop_target(struct fp_server *s, struct agent_target *at);
 /* Hands a dump query to the writer; the reply is sent when it is done. */

@@ -132,10 +132,19 @@ bool server_may_see(const struct client *c, const struct agent_target *at)
         return c->cred.uid == 0 || c->cred.uid == at->owner;
 }
 
+static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t child);
+
+const char *server_tracker_name(const struct fp_server *s)
+{
+        return s->tracker ? "bpf" : "perf-fork";
+}
+
 int server_start_target(struct fp_server *s, pid_t pid, const struct fp_perf_config *cfg,
-                        uid_t owner, struct fp_target **ret, char *err, size_t err_len)
+                        uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
+                        size_t err_len)
 {
         struct fp_target *t;
+        bool bpf = false;
         int r;
 
         if (s->n_targets == s->cap_targets) {
@@ -148,9 +157,16 @@ int server_start_target(struct fp_server *s, pid_t pid, const struct fp_perf_con
                 s->targets = p;
                 s->cap_targets = cap;
         }
+        /* Tracked before its threads are listed, so none born meanwhile is missed. */
+        if (s->tracker)
+                bpf = fp_tracker_add(s->tracker, pid, follow ? FP_TRACKER_FOLLOW : 0) == 0;
         r = fp_target_start(s->base, s->cache, pid, cfg, &t, err, err_len);
-        if (r < 0)
+        if (r < 0) {
+                if (s->tracker)
+                        (void)fp_tracker_remove(s->tracker, pid);
                 return r;
+        }
+        fp_target_set_tracking(t, bpf, follow, parent, on_fallback_child, s);
         s->targets[s->n_targets++] = (struct agent_target){.t = t, .owner = owner};
         *ret = t;
         return 0;
@@ -325,8 +341,126 @@ void server_close_buckets(struct fp_server *s)
         close_buckets(s, NULL, true);
 }
 
+/* ---- thread tracking ---- */
+
+/*
+ * Profiles child, just forked by the followed target parent, as a target
+ * of its own with the parent's events and rate, following its children
+ * in turn. A child already gone is not worth a log line; any other
+ * failure is.
+ */
+static void follow_child(struct fp_server *s, pid_t child, pid_t parent)
+{
+        struct agent_target *pat = server_find_target(s, parent);
+        struct agent_target *old = server_find_target(s, child);
+        struct fp_target *t;
+        char err[512];
+        uid_t owner;
+
+        if (!pat || !fp_target_follows_children(pat->t)) {
+                if (s->tracker)
+                        (void)fp_tracker_remove(s->tracker, child);
+                return;
+        }
+        if (old) {
+                struct fp_target_stats st;
+                fp_target_stats(old->t, &st);
+                if (st.state == FP_TARGET_RUNNING)
+                        return;             /* already profiled */
+                server_stop_target(s, old); /* an exited target under a reused PID */
+                pat = server_find_target(s, parent);
+                if (!pat)
+                        return;
+        }
+        owner = pat->owner;
+        (void)proc_owner(child, &owner);
+        struct fp_perf_config cfg = *fp_target_config(pat->t);
+        int r = server_start_target(s, child, &cfg, owner, true, parent, &t, err, sizeof(err));
+        if (r < 0 && r != -ESRCH)
+                fprintf(stderr, "fleetprof-agent: Failed to follow child %d of %d: %s\n",
+                        (int)child, (int)parent, err);
+}
+
+static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
+{
+        struct fp_server *s = userdata;
+        struct agent_target *at;
+
+        switch (e->kind) {
+        case FP_TRACKER_THREAD_NEW:
+                if ((at = server_find_target(s, (pid_t)e->tgid)))
+                        (void)fp_target_thread_born(at->t, (pid_t)e->tid, e->time_ns);
+                break;
+        case FP_TRACKER_THREAD_EXIT:
+                if ((at = server_find_target(s, (pid_t)e->tgid)))
+                        fp_target_thread_exited(at->t, (pid_t)e->tid);
+                break;
+        case FP_TRACKER_CHILD_NEW:
+                follow_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid);
+                break;
+        default:
+                break;
+        }
+}
+
+/*
+ * The fallback reports a child from inside a ring drain, while a caller
+ * may hold pointers into s->targets: start it from the loop instead.
+ */
+static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t child)
+{
+        struct fp_server *s = userdata;
+
+        if (s->n_pending_children == sizeof(s->pending_children) / sizeof(s->pending_children[0])) {
+                s->children_not_followed++;
+                return;
+        }
+        s->pending_children[s->n_pending_children].pid = child;
+        s->pending_children[s->n_pending_children++].parent = fp_target_pid(parent);
+        event_active(s->ev_children, EV_TIMEOUT, 0);
+}
+
+static void on_children(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_server *s = arg;
+        (void)fd;
+        (void)what;
+
+        for (size_t i = 0; i < s->n_pending_children; i++)
+                follow_child(s, s->pending_children[i].pid, s->pending_children[i].parent);
+        s->n_pending_children = 0;
+}
+
+/* Loads the BPF tracker unless told not to; says in one line which tracker is used and why. */
+static void start_tracker(struct fp_server *s)
+{
+        int r;
+
+        if (s->opt.no_bpf) {
+                snprintf(s->tracker_reason, sizeof(s->tracker_reason), "disabled by --no-bpf");
+        } else {
+                r = fp_tracker_new(s->base, on_tracker_event, s, &s->tracker, s->tracker_reason,
+                                   sizeof(s->tracker_reason));
+                if (r == 0) {
+                        fprintf(stderr, "fleetprof-agent: thread tracker: bpf\n");
+                        return;
+                }
+                s->tracker = NULL;
+        }
+        fprintf(stderr, "fleetprof-agent: thread tracker: perf-fork fallback (%s)\n",
+                s->tracker_reason);
+}
+
+void server_poll_tracker(struct fp_server *s)
+{
+        if (s->tracker)
+                fp_tracker_poll(s->tracker);
+}
+
 void server_stop_target(struct fp_server *s, struct agent_target *at)
 {
+        if (s->tracker)
+                (void)fp_tracker_remove(s->tracker, fp_target_pid(at->t));
         close_buckets(s, at, false);
         fp_target_free(at->t);
         *at = s->targets[--s->n_targets];
@@ -553,7 +687,8 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
                         (int)ti->pid, ti->config);
                 return 0;
         }
-        if (server_start_target(s, ti->pid, &cfg, owner, &t, err, sizeof(err)) < 0) {
+        bool follow = strstr(ti->config, " follow=1") != NULL;
+        if (server_start_target(s, ti->pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0) {
                 fprintf(stderr, "fleetprof-agent: Failed to resume %d: %s\n", (int)ti->pid, err);
                 return 0;
         }
@@ -632,11 +767,13 @@ int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
         s->bucket_start_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
         s->cache = fp_symcache_new();
         s->ev_bucket = event_new(base, -1, 0, on_bucket, s);
-        if (!s->cache || !s->ev_bucket) {
+        s->ev_children = event_new(base, -1, 0, on_children, s);
+        if (!s->cache || !s->ev_bucket || !s->ev_children) {
                 snprintf(err, err_len, "out of memory");
                 fp_server_free(s);
                 return -ENOMEM;
         }
+        start_tracker(s); /* before the store resumes targets */
         open_store(s);
         arm_bucket_timer(s);
         if (opt->collector_url) {
@@ -698,6 +835,9 @@ void fp_server_free(struct fp_server *s)
         for (size_t i = 0; i < s->n_targets; i++)
                 fp_target_free(s->targets[i].t);
         free(s->targets);
+        fp_tracker_free(s->tracker);
+        if (s->ev_children)
+                event_free(s->ev_children);
         if (s->ev_bucket)
                 event_free(s->ev_bucket);
         free(s->socket_path);

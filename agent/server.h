@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,7 @@ struct fp_server_options {
         const char *token_file;
         const char *ca_file;
         unsigned upload_interval;
+        bool no_bpf; /* --no-bpf: track threads with the perf FORK-record fallback */
 };
 
 /*

@@ -27,13 +27,20 @@
 #define MAX_FRAMES      512
 #define RESCAN_INTERVAL 1 /* seconds */
 #define COMM_LEN        16
+#define RETRY_MAX       16 /* threads waiting for another attach attempt */
+#define RETRY_TRIES     5  /* attempts, RETRY_USEC apart */
+#define RETRY_USEC      2000
+#define LATENCY_RING    512 /* attach latencies kept for the percentiles */
+#define PRUNE_MIN       64  /* dead thread records worth a pruning pass */
 
 struct fp_thread {
         struct fp_target *target;
         pid_t tid;
         char comm[COMM_LEN];
         bool live;
-        bool exit_pending; /* EXIT seen inside a drain: detached right after it */
+        bool exited;        /* detached because it exited: a rescan never reattaches it */
+        uint64_t attach_ns; /* CLOCK_MONOTONIC of the last attach */
+        bool exit_pending;  /* EXIT seen inside a drain: detached right after it */
         struct fp_perf_ring sampler, sideband;
         struct event *ev_sampler, *ev_sideband;
 };
@@ -60,6 +67,23 @@ struct fp_target {
         bool exits_pending;
         uint64_t maps_reload_ns;               /* last unresolved-frame reload of /proc/PID/maps */
         char left_out[FP_PERF_EVENT_LIST_MAX]; /* members --best-effort left out */
+
+        /* Thread tracking (see fp_target_set_tracking()). */
+        bool bpf_tracked;     /* births come from the BPF tracker, not FORK records */
+        bool follow_children; /* child processes are reported to on_child */
+        pid_t parent_pid;     /* the target this one was followed from, 0 if none */
+        fp_target_child_fn on_child;
+        void *child_userdata;
+        struct event *ev_retry;
+        struct {
+                pid_t tid;
+                unsigned tries;
+                uint64_t birth_ns;
+        } retry[RETRY_MAX]; /* born threads whose attach said ESRCH while they still exist */
+        unsigned n_retry;
+        uint32_t latency_us[LATENCY_RING]; /* birth -> events open, the last LATENCY_RING */
+        uint64_t n_latency;
+
         struct fp_frame frames[MAX_FRAMES];
 };
 
@@ -140,6 +164,7 @@ static void thread_detach(struct fp_thread *th)
         fp_perf_ring_close(&th->sampler);
         fp_perf_ring_close(&th->sideband);
         th->live = false;
+        th->exited = true;
         th->exit_pending = false;
         t->st.threads_live--;
 }
@@ -222,6 +247,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
                 return -ENOMEM;
         }
         th->live = true;
+        th->attach_ns = now_ns(CLOCK_MONOTONIC);
         t->st.threads_live++;
         return 0;
 }
@@ -243,8 +269,8 @@ static int rescan(struct fp_target *t, int *ret_first_error)
                 if (*end || tid <= 0)
                         continue;
                 struct fp_thread *th = thread_find(t, (pid_t)tid);
-                if (th && th->live)
-                        continue;
+                if (th && (th->live || th->exited))
+                        continue; /* an exited thread may linger in task/ a moment */
                 int r = thread_attach(t, (pid_t)tid);
                 if (r == 0) {
                         n++;
@@ -274,6 +300,44 @@ static void check_exited(struct fp_target *t)
                 event_del(t->ev_rescan);
 }
 
+static int cmp_pid(const void *a, const void *b)
+{
+        pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * Frees the records of dead threads without samples in the open bucket:
+ * their names went to the store with their samples. Without this a target
+ * that churns through short-lived threads would keep a record of every
+ * thread it ever had, and search them all on each lookup.
+ */
+static void prune_dead_threads(struct fp_target *t)
+{
+        size_t n_entries = fp_agg_n_entries(t->agg), n_dead = 0, k = 0;
+        pid_t *busy;
+
+        for (size_t i = 0; i < t->n_threads; i++)
+                n_dead += !t->threads[i]->live;
+        if (n_dead < PRUNE_MIN)
+                return;
+        busy = malloc((n_entries ? n_entries : 1) * sizeof(*busy));
+        if (!busy)
+                return; /* try again on the next tick */
+        for (size_t i = 0; i < n_entries; i++)
+                busy[i] = fp_agg_entry(t->agg, i)->tid;
+        qsort(busy, n_entries, sizeof(*busy), cmp_pid);
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                if (!th->live && !bsearch(&th->tid, busy, n_entries, sizeof(*busy), cmp_pid))
+                        free(th);
+                else
+                        t->threads[k++] = th;
+        }
+        t->n_threads = k;
+        free(busy);
+}
+
 static void on_rescan(evutil_socket_t fd, short what, void *arg)
 {
         struct fp_target *t = arg;
@@ -288,9 +352,147 @@ static void on_rescan(evutil_socket_t fd, short what, void *arg)
                 if (th->live && fp_perf_ring_hangup(&th->sideband))
                         thread_detach(th);
         }
-        if (!process_gone(t))
-                (void)rescan(t, NULL);
+        if (!process_gone(t)) {
+                /* Found here, a thread was missed by the tracker (or born during start). */
+                int n = rescan(t, NULL);
+                if (n > 0)
+                        t->st.threads_by_rescan += (unsigned)n;
+        }
         check_exited(t);
+        if (t->st.state == FP_TARGET_RUNNING)
+                prune_dead_threads(t);
+}
+
+/* ---- thread tracking: births and exits reported by a tracker ---- */
+
+static void record_latency(struct fp_target *t, uint64_t birth_ns)
+{
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        uint64_t us = now > birth_ns ? (now - birth_ns) / 1000 : 0;
+
+        if (!birth_ns)
+                return;
+        t->latency_us[t->n_latency++ % LATENCY_RING] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+/* Whether thread tid of the target still exists. */
+static bool thread_exists(struct fp_target *t, pid_t tid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)t->pid, (int)tid);
+        return access(path, F_OK) == 0;
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_target *t = arg;
+        unsigned kept = 0;
+        (void)fd;
+        (void)what;
+
+        for (unsigned i = 0; i < t->n_retry; i++) {
+                pid_t tid = t->retry[i].tid;
+                int r = t->st.state == FP_TARGET_RUNNING ? thread_attach(t, tid) : -ESRCH;
+                if (r == 0) {
+                        record_latency(t, t->retry[i].birth_ns);
+                        continue;
+                }
+                if (r == -ESRCH && ++t->retry[i].tries < RETRY_TRIES && thread_exists(t, tid)) {
+                        t->retry[kept++] = t->retry[i];
+                        continue;
+                }
+                if (r == -ESRCH)
+                        t->st.threads_missed++;
+                else
+                        t->st.attach_failed++;
+        }
+        t->n_retry = kept;
+        if (kept) {
+                struct timeval tv = {.tv_usec = RETRY_USEC};
+                event_add(t->ev_retry, &tv);
+        }
+}
+
+int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
+{
+        struct fp_thread *th = thread_find(t, tid);
+        int r;
+
+        if (t->st.state != FP_TARGET_RUNNING)
+                return -ESRCH;
+        /* Attached already, by a rescan that ran before this birth was read: nothing to do. */
+        if (th && (th->live || (th->exited && birth_ns && birth_ns <= th->attach_ns)))
+                return 0;
+        if (th && th->exited)
+                th->exited = false; /* the tid was reused by a new thread */
+        r = thread_attach(t, tid);
+        if (r == 0) {
+                record_latency(t, birth_ns);
+                return 0;
+        }
+        if (r == -ESRCH && t->n_retry < RETRY_MAX && thread_exists(t, tid)) {
+                /* Not yet (or no longer) attachable although listed: try again shortly. */
+                t->retry[t->n_retry++] = (typeof(t->retry[0])){.tid = tid, .birth_ns = birth_ns};
+                struct timeval tv = {.tv_usec = RETRY_USEC};
+                event_add(t->ev_retry, &tv);
+                return 0;
+        }
+        if (r == -ESRCH)
+                t->st.threads_missed++; /* gone before it could be attached */
+        else
+                t->st.attach_failed++;
+        return r;
+}
+
+void fp_target_thread_exited(struct fp_target *t, pid_t tid)
+{
+        struct fp_thread *th = thread_find(t, tid);
+
+        if (th && th->live)
+                thread_detach(th);
+        check_exited(t);
+}
+
+void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
+                            fp_target_child_fn on_child, void *userdata)
+{
+        t->bpf_tracked = bpf;
+        t->follow_children = follow_children;
+        t->parent_pid = parent_pid;
+        t->on_child = on_child;
+        t->child_userdata = userdata;
+}
+
+bool fp_target_follows_children(const struct fp_target *t)
+{
+        return t->follow_children;
+}
+
+pid_t fp_target_parent(const struct fp_target *t)
+{
+        return t->parent_pid;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+        uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+void fp_target_attach_latency(const struct fp_target *t, struct fp_target_latency *ret)
+{
+        uint32_t sorted[LATENCY_RING];
+        size_t n = t->n_latency < LATENCY_RING ? (size_t)t->n_latency : LATENCY_RING;
+
+        *ret = (struct fp_target_latency){.count = t->n_latency};
+        if (!n)
+                return;
+        memcpy(sorted, t->latency_us, n * sizeof(sorted[0]));
+        qsort(sorted, n, sizeof(sorted[0]), cmp_u32);
+        ret->p50_us = sorted[n / 2];
+        ret->p90_us = sorted[n * 9 / 10];
+        ret->p99_us = sorted[n * 99 / 100];
+        ret->max_us = sorted[n - 1];
 }
 
 /* Fills each frame's mapping; reloads /proc/PID/maps (at most every 100 ms) on a miss. */
@@ -381,13 +583,17 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
                 t->st.throttled++;
                 break;
         case PERF_RECORD_FORK:
-                /* A new thread of the target; children (other pids) are not followed. */
-                if ((pid_t)r->task.pid == t->pid && r->task.tid != r->task.pid &&
-                    t->st.state == FP_TARGET_RUNNING) {
-                        int e = thread_attach(t, (pid_t)r->task.tid);
-                        if (e < 0 && e != -ESRCH)
-                                t->st.attach_failed++;
-                }
+                /*
+                 * The fallback tracker: a new thread of the target, or (followed
+                 * only when asked) a child process. With BPF the tracker reports both.
+                 */
+                if (t->bpf_tracked || t->st.state != FP_TARGET_RUNNING)
+                        break;
+                if ((pid_t)r->task.pid == t->pid && r->task.tid != r->task.pid)
+                        (void)fp_target_thread_born(t, (pid_t)r->task.tid, r->task.time);
+                else if ((pid_t)r->task.pid != t->pid && (pid_t)r->task.ppid == t->pid &&
+                         r->task.tid == r->task.pid && t->follow_children && t->on_child)
+                        t->on_child(t->child_userdata, t, (pid_t)r->task.pid);
                 break;
         case PERF_RECORD_EXIT:
                 th = thread_find(t, (pid_t)r->task.tid);
@@ -599,7 +805,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->maps = fp_maps_new(pid, cache);
         t->agg = fp_agg_new(t->cfg.n_members);
         t->ev_rescan = event_new(base, -1, EV_PERSIST, on_rescan, t);
-        if (!t->exe || !t->maps || !t->agg || !t->ev_rescan) {
+        t->ev_retry = event_new(base, -1, 0, on_retry, t);
+        if (!t->exe || !t->maps || !t->agg || !t->ev_rescan || !t->ev_retry) {
                 snprintf(err, err_len, "out of memory");
                 fp_target_free(t);
                 return -ENOMEM;
@@ -651,6 +858,8 @@ void fp_target_free(struct fp_target *t)
         free(t->threads);
         if (t->ev_rescan)
                 event_free(t->ev_rescan);
+        if (t->ev_retry)
+                event_free(t->ev_retry);
         fp_agg_free(t->agg);
         fp_maps_free(t->maps);
         free(t->exe);
@@ -850,8 +1059,9 @@ void fp_target_config_string(const struct fp_target *t, char *buf, size_t len)
 {
         char events[FP_PERF_EVENT_LIST_MAX];
         fp_perf_event_list_string(&t->cfg, events, sizeof(events));
-        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d", events,
-                 t->cfg.freq, t->cfg.period, t->cfg.kernel_frames ? 1 : 0);
+        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d%s", events,
+                 t->cfg.freq, t->cfg.period, t->cfg.kernel_frames ? 1 : 0,
+                 t->follow_children ? " follow=1" : "");
 }
 
 void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count)

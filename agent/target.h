@@ -5,8 +5,10 @@
  *
  * Thread life cycle:
  *
- *   attach (at start, on a FORK record from a sibling's side-band, or found
- *   by the once-a-second /proc/PID/task rescan)
+ *   attach (at start; on a birth reported by the thread tracker: the BPF
+ *   tracker, or in its fallback a FORK record from a sibling's side-band;
+ *   or found by the once-a-second /proc/PID/task rescan, which catches
+ *   what a tracker missed)
  *      -> live: both rings registered with the event loop
  *      -> dead (EXIT record or hangup): rings drained, fds closed at once;
  *         the thread's name is kept for the profile's labels.
@@ -38,16 +40,18 @@ struct fp_target_stats {
         enum fp_target_state state;
         unsigned threads_live;
         unsigned threads_seen;
-        uint64_t samples;       /* samples aggregated */
-        uint64_t value;         /* sum of their periods */
-        uint64_t lost;          /* records the kernel dropped: ring full (PERF_RECORD_LOST) */
-        uint64_t throttled;     /* PERF_RECORD_THROTTLE events */
-        uint64_t unwind_empty;  /* samples with no usable callchain (kept with their ip) */
-        uint64_t attach_failed; /* threads that could not be given an event */
-        uint64_t unresolved;    /* frames outside every known mapping */
-        uint64_t dropped_nomem; /* samples that could not be aggregated: out of memory */
-        bool kernel_excluded;   /* the kernel refused kernel-mode samples: user time only */
-        uint64_t start_ns;      /* CLOCK_REALTIME of start */
+        uint64_t samples;           /* samples aggregated */
+        uint64_t value;             /* sum of their periods */
+        uint64_t lost;              /* records the kernel dropped: ring full (PERF_RECORD_LOST) */
+        uint64_t throttled;         /* PERF_RECORD_THROTTLE events */
+        uint64_t unwind_empty;      /* samples with no usable callchain (kept with their ip) */
+        uint64_t attach_failed;     /* threads that could not be given an event */
+        uint64_t threads_missed;    /* born, but gone before they could be attached */
+        unsigned threads_by_rescan; /* found by the /proc rescan, not reported by a tracker */
+        uint64_t unresolved;        /* frames outside every known mapping */
+        uint64_t dropped_nomem;     /* samples that could not be aggregated: out of memory */
+        bool kernel_excluded;       /* the kernel refused kernel-mode samples: user time only */
+        uint64_t start_ns;          /* CLOCK_REALTIME of start */
         /*
          * The group's counters (config members, in order): what each
          * counted in the intervals that ended in a sample, scaled when
@@ -82,6 +86,42 @@ const struct fp_perf_config *fp_target_config(const struct fp_target *t);
 /* The events --best-effort left out at start ("cycles,instructions"), "" when none. */
 const char *fp_target_left_out(const struct fp_target *t);
 void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
+
+/*
+ * Thread tracking. A tracker (server.c: the BPF one, or the perf FORK
+ * records of the fallback) reports births and exits:
+ *
+ * fp_target_thread_born() attaches thread tid now, birth_ns being its
+ * CLOCK_MONOTONIC creation time (0 unknown) for the attach latency. A
+ * thread that is listed in /proc but not yet attachable (ESRCH) is tried
+ * again a few times, 2 ms apart. Returns 0 when attached or queued, -ESRCH
+ * when the thread is already gone (counted as missed), other -errno.
+ *
+ * fp_target_thread_exited() closes thread tid's events at once (after
+ * reading its last samples); it may not be called from a ring drain.
+ */
+int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns);
+void fp_target_thread_exited(struct fp_target *t, pid_t tid);
+
+/* Called, from inside a ring drain, when a followed target forks process child. */
+typedef void (*fp_target_child_fn)(void *userdata, struct fp_target *t, pid_t child);
+/*
+ * How threads are tracked: bpf set means births come from the BPF tracker
+ * (FORK records are then ignored); otherwise FORK records are the tracker,
+ * and with follow_children those of new child processes call on_child.
+ * parent_pid is the target this one was followed from (0: none).
+ */
+void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
+                            fp_target_child_fn on_child, void *userdata);
+bool fp_target_follows_children(const struct fp_target *t);
+pid_t fp_target_parent(const struct fp_target *t);
+
+/* Birth -> events open of the threads attached by a tracker, in microseconds. */
+struct fp_target_latency {
+        uint64_t count; /* threads measured; the percentiles cover the last 512 */
+        uint32_t p50_us, p90_us, p99_us, max_us;
+};
+void fp_target_attach_latency(const struct fp_target *t, struct fp_target_latency *ret);
 
 /* Reads every ring now, so a dump includes samples up to this moment. */
 void fp_target_drain(struct fp_target *t);
@@ -119,7 +159,10 @@ struct fp_target_drop {
  * charged for the next one. Returns how many of ret were filled.
  */
 size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max);
-/* "event=cpu-clock freq=0 period=1000000 kernel=0": how to start it again. */
+/*
+ * "event=cpu-clock freq=0 period=1000000 kernel=0": how to start it again;
+ * " follow=1" is appended when its children are followed.
+ */
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len);
 
 /* The (type, unit) pairs of the samples: samples/count and cpu/nanoseconds (or EVENT/count). */

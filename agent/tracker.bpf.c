@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * The thread tracker's kernel side: see tracker.h for what it reports.
+ *
+ * Two BTF tracepoint programs, CO-RE (vmlinux.h generated at build time):
+ *
+ *   sched_process_fork(parent, child)  runs in the parent, after the child
+ *       is fully set up and visible by its pid, before it first runs. So a
+ *       perf event can be opened on the child as soon as the record is read.
+ *   sched_process_exit(p)              runs in the exiting thread, before
+ *       its files and perf events are torn down.
+ *
+ * Everything is filtered in the kernel by the targets map: processes the
+ * agent does not profile cost one hash lookup per fork and exit. A record
+ * the ring buffer has no room for is counted in `dropped`; the agent's
+ * once-a-second /proc rescan still finds such a thread.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "tracker.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* tgid -> FP_TRACKER_* flags; the loader sizes it before load. */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, 4096);
+        __type(key, __u32);
+        __type(value, __u32);
+} targets SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_RINGBUF);
+        __uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* Records lost because the ring buffer was full (read by the agent). */
+__u64 dropped = 0;
+
+static __always_inline void emit(__u32 kind, __u32 flags, struct task_struct *task,
+                                 __u32 parent_tgid)
+{
+        struct fp_tracker_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+        if (!e) {
+                __sync_fetch_and_add(&dropped, 1);
+                return;
+        }
+        e->time_ns = bpf_ktime_get_ns();
+        e->kind = kind;
+        e->flags = flags;
+        e->tid = BPF_CORE_READ(task, pid);
+        e->tgid = BPF_CORE_READ(task, tgid);
+        e->parent_tgid = parent_tgid;
+        e->reserved = 0;
+        BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
+        bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(fp_tracker_fork, struct task_struct *parent, struct task_struct *child)
+{
+        __u32 ptgid = BPF_CORE_READ(parent, tgid);
+        __u32 ctgid = BPF_CORE_READ(child, tgid);
+        __u32 *flags = bpf_map_lookup_elem(&targets, &ptgid);
+
+        if (!flags)
+                return 0;
+        if (ctgid == ptgid) {
+                emit(FP_TRACKER_THREAD_NEW, 0, child, ptgid);
+                return 0;
+        }
+        if (!(*flags & FP_TRACKER_FOLLOW))
+                return 0;
+        /* Track the child before it runs, so none of its threads or children is missed. */
+        __u32 cflags = *flags;
+        long err = bpf_map_update_elem(&targets, &ctgid, &cflags, BPF_NOEXIST);
+        emit(FP_TRACKER_CHILD_NEW, err ? FP_TRACKER_EV_UNTRACKED : 0, child, ptgid);
+        return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(fp_tracker_exit, struct task_struct *p)
+{
+        __u32 tgid = BPF_CORE_READ(p, tgid);
+        bool group_dead;
+
+        if (!bpf_map_lookup_elem(&targets, &tgid))
+                return 0;
+        /* do_exit() decremented signal->live before this tracepoint. */
+        group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
+        emit(FP_TRACKER_THREAD_EXIT, group_dead ? FP_TRACKER_EV_GROUP_DEAD : 0, p, tgid);
+        if (group_dead)
+                bpf_map_delete_elem(&targets, &tgid);
+        return 0;
+}
