@@ -446,9 +446,20 @@ static int write_bucket(struct writer *w)
         struct fp_store *s = w->s;
         const struct fp_store_batch *b = w->b;
         int64_t now = fp_sx_now_ns();
-        sqlite3_stmt *st = ST(s, FP_ST_BUCKET_INSERT);
-        int r;
+        sqlite3_stmt *st;
+        int r, rc;
 
+        if (b->key) {
+                st = ST(s, FP_ST_KEY_FIND);
+                sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
+                rc = sqlite3_step(st);
+                sqlite3_reset(st);
+                if (rc == SQLITE_ROW)
+                        return fp_sx_failf(s, -EALREADY, "A bucket with key '%s' is already stored",
+                                           b->key);
+                CHECK_RC(s, rc == SQLITE_DONE ? SQLITE_OK : rc, "look up an idempotency key");
+        }
+        st = ST(s, FP_ST_BUCKET_INSERT);
         sqlite3_bind_int64(st, 1, b->start_ns);
         sqlite3_bind_int64(st, 2, b->length_ns);
         sqlite3_bind_int64(st, 3, now);
@@ -458,6 +469,12 @@ static int write_bucket(struct writer *w)
                 sqlite3_bind_null(st, 4);
         CHECK_RC(s, fp_sx_step_done(st), "store a bucket");
         w->bucket = sqlite3_last_insert_rowid(s->db);
+        if (b->key) {
+                st = ST(s, FP_ST_KEY_INSERT);
+                sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, w->bucket);
+                CHECK_RC(s, fp_sx_step_done(st), "store an idempotency key");
+        }
 
         if ((r = write_targets(w)) < 0 || (r = write_samples(w)) < 0 || (r = write_drops(w)) < 0)
                 return r;
@@ -518,6 +535,8 @@ int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
                 fp_sx_make_room(s);
                 return r;
         }
+        if (r == -EALREADY)
+                return r; /* nothing to keep: the budget is as it was */
         if (r < 0)
                 return r;
         /*
