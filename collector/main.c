@@ -129,10 +129,10 @@ int main(int argc, char **argv)
                         "authenticated; anyone who can reach %s may store profiles\n",
                         c.listen);
         fprintf(stderr,
-                "fleetprof-collector %s: serving %s on %s (pid %d), store %s (budget %llu MiB"
-                "%s%llu s)\n",
+                "fleetprof-collector %s: serving %s on %s (pid %d), store %s (budget %llu MiB, "
+                "retention %s%llu s)\n",
                 FP_VERSION, c.tls_cert ? "HTTPS" : "HTTP", c.listen, (int)getpid(), c.store,
-                (unsigned long long)c.store_max_mb, c.retention_s ? ", retention " : "",
+                (unsigned long long)c.store_max_mb, c.retention_s ? "" : "off: ",
                 (unsigned long long)c.retention_s);
 
         event_base_dispatch(base);

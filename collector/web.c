@@ -158,8 +158,6 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
                 (void)fp_pprof_write_top(p, 0, f.top_n ? f.top_n : 50, mem);
         else
                 fprintf(mem, "no samples match this selection\n");
-        for (size_t i = 0; i < fp_pprof_n_comments(p); i++)
-                fprintf(mem, "%s\n", fp_pprof_comment(p, i));
         fclose(mem);
         evbuffer_add_printf(b, head, "fleetprof top");
         evbuffer_add_printf(b, "<p><a href=\"/\">all series</a></p>\n<h1>top: ");
