@@ -132,8 +132,8 @@ int main(int argc, char **argv)
                 "fleetprof-collector %s: serving %s on %s (pid %d), store %s (budget %llu MiB, "
                 "retention %s%llu s)\n",
                 FP_VERSION, c.tls_cert ? "HTTPS" : "HTTP", c.listen, (int)getpid(), c.store,
-                (unsigned long long)c.store_max_mb, c.retention_s ? "" : "off: ",
-                (unsigned long long)c.retention_s);
+                (unsigned long long)c.store_max_mb,
+                c.retention_s ? "" : "off: ", (unsigned long long)c.retention_s);
 
         event_base_dispatch(base);
 

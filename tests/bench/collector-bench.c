@@ -112,8 +112,8 @@ static void start(CURLM *multi, struct agent *a)
                          "&agent=bench&drops=throttled:1",
                          opt.url, opt.run_id, a->index, 1000 + a->index, from,
                          (int64_t)(from + 60 * 1000000000LL));
-                snprintf(hdr, sizeof(hdr), "Idempotency-Key: bench-%s-%d-%u", opt.run_id,
-                         a->index, a->seq);
+                snprintf(hdr, sizeof(hdr), "Idempotency-Key: bench-%s-%d-%u", opt.run_id, a->index,
+                         a->seq);
                 a->headers = curl_slist_append(a->headers, hdr);
                 a->headers = curl_slist_append(a->headers, "Expect:");
                 a->headers =
@@ -256,9 +256,8 @@ int main(int argc, char **argv)
                "status_5xx=%u no_answer=%u\n",
                opt.get ? "get" : "ingest", opt.concurrency, n_done, n_ok, n_failed, t1 - t0,
                (double)n_done / (t1 - t0), latencies[n_done / 2] * 1e3,
-               latencies[(size_t)((double)n_done * 0.99) < n_done
-                             ? (size_t)((double)n_done * 0.99)
-                             : n_done - 1] *
+               latencies[(size_t)((double)n_done * 0.99) < n_done ? (size_t)((double)n_done * 0.99)
+                                                                  : n_done - 1] *
                    1e3,
                latencies[n_done - 1] * 1e3, opt.get ? (size_t)0 : opt.body_len, status_counts[2],
                status_counts[4], status_counts[5], status_counts[0]);
