@@ -9,6 +9,7 @@
 #include "pprof.h"
 #include "server.h"
 #include "store.h"
+#include "writeq.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -17,8 +18,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- ingest ---- */
+
+static int64_t mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
 {
@@ -28,11 +38,11 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
             evhttp_find_header(evhttp_request_get_input_headers(req), "Idempotency-Key");
         struct fp_coll_meta *meta = NULL;
         struct fp_store_batch *batch = NULL;
-        struct evbuffer *out = NULL;
         size_t len = evbuffer_get_length(in);
         uint64_t samples = 0;
         const uint8_t *body;
         char err[512];
+        int64_t t0;
         int r;
 
         meta = malloc(sizeof(*meta));
@@ -55,6 +65,7 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 goto out;
         }
         s->st.bytes_received += len;
+        t0 = mono_ns();
         r = fp_coll_ingest_build(meta, body, len, s->max_profile_bytes, &batch, &samples, err,
                                  sizeof(err));
         if (r < 0) {
@@ -66,37 +77,18 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, code, "%s", err);
                 goto out;
         }
+        s->st.decode_ns += (uint64_t)(mono_ns() - t0);
         if (key && (r = fp_store_batch_set_key(batch, key)) < 0) {
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
         }
-        r = fp_store_write_batch(s->store, batch);
-        if (r == -EALREADY) {
-                s->st.uploads_duplicate++;
-                out = evbuffer_new();
-                if (out)
-                        evbuffer_add_printf(out, "{\"status\": \"duplicate\"}\n");
-                fp_coll_reply(req, 200, "application/json", out);
+        /* Written with the other uploads of this loop iteration, then answered. */
+        if (fp_coll_writeq_add(s->writeq, req, batch, samples) < 0) {
+                fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
         }
-        if (r < 0) {
-                s->st.uploads_failed++;
-                fprintf(stderr, "fleetprof-collector: Failed to store an upload from %s: %s\n",
-                        meta->host, fp_store_errmsg(s->store));
-                fp_coll_reply_error(req, 503, "cannot store the upload now: %s",
-                                    fp_store_errmsg(s->store));
-                goto out;
-        }
-        s->st.uploads_stored++;
-        s->st.samples_stored += samples;
-        out = evbuffer_new();
-        if (out)
-                evbuffer_add_printf(out, "{\"status\": \"stored\", \"samples\": %" PRIu64 "}\n",
-                                    samples);
-        fp_coll_reply(req, 200, "application/json", out);
+        batch = NULL;
 out:
-        if (out)
-                evbuffer_free(out);
         fp_store_batch_free(batch);
         free(meta);
 }
@@ -333,15 +325,18 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
                             ", \"requests\": %" PRIu64 ", \"uploads_stored\": %" PRIu64
                             ", \"uploads_duplicate\": %" PRIu64 ", \"uploads_rejected\": %" PRIu64
                             ", \"uploads_failed\": %" PRIu64 ", \"samples_stored\": %" PRIu64
-                            ", \"bytes_received\": %" PRIu64 ", \"store\": {\"buckets\": %" PRIu64
-                            ", \"targets\": %" PRIu64 ", \"file_bytes\": %" PRIu64
-                            ", \"wal_bytes\": %" PRIu64 ", \"max_bytes\": %" PRIu64 "}}\n",
+                            ", \"bytes_received\": %" PRIu64 ", \"decode_ms\": %" PRIu64
+                            ", \"store_write_ms\": %" PRIu64 ", \"store_groups\": %" PRIu64
+                            ", \"store\": {\"buckets\": %" PRIu64 ", \"targets\": %" PRIu64
+                            ", \"file_bytes\": %" PRIu64 ", \"wal_bytes\": %" PRIu64
+                            ", \"max_bytes\": %" PRIu64 "}}\n",
                             r < 0 ? "degraded" : "ok", FP_VERSION,
                             (int64_t)((fp_coll_now_ns() - s->st.started_ns) / 1000000000LL),
                             s->st.requests, s->st.uploads_stored, s->st.uploads_duplicate,
                             s->st.uploads_rejected, s->st.uploads_failed, s->st.samples_stored,
-                            s->st.bytes_received, ss.buckets, ss.targets, ss.file_bytes,
-                            ss.wal_bytes, ss.max_bytes);
+                            s->st.bytes_received, s->st.decode_ns / 1000000,
+                            s->st.store_ns / 1000000, s->st.groups, ss.buckets, ss.targets,
+                            ss.file_bytes, ss.wal_bytes, ss.max_bytes);
         fp_coll_reply(req, r < 0 ? 503 : 200, "application/json", b);
         evbuffer_free(b);
 }

@@ -104,6 +104,11 @@ int main(int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         base = event_base_new();
+        /* Three priorities: 0 signals, 1 connections (the default), 2 group commits. */
+        if (base && event_base_priority_init(base, 3) < 0) {
+                event_base_free(base);
+                base = NULL;
+        }
         if (!base) {
                 fprintf(stderr, "fleetprof-collector: Failed to create the event loop\n");
                 fp_coll_config_free(&c);
@@ -118,7 +123,8 @@ int main(int argc, char **argv)
         }
         sigterm = evsignal_new(base, SIGTERM, on_signal, base);
         sigint = evsignal_new(base, SIGINT, on_signal, base);
-        if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 ||
+        if (!sigterm || !sigint || event_priority_set(sigterm, 0) < 0 ||
+            event_priority_set(sigint, 0) < 0 || evsignal_add(sigterm, NULL) < 0 ||
             evsignal_add(sigint, NULL) < 0) {
                 fprintf(stderr, "fleetprof-collector: Failed to install signal handlers\n");
                 return 1;

@@ -8,6 +8,7 @@
 #include "json.h"
 #include "store.h"
 #include "web.h"
+#include "writeq.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -298,6 +299,11 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         if (r == FP_STORE_RECOVERED)
                 fprintf(stderr, "fleetprof-collector: %s\n", err);
+        r = fp_coll_writeq_new(s, &s->writeq);
+        if (r < 0) {
+                seterr(err, errlen, "out of memory");
+                goto fail;
+        }
         s->http = evhttp_new(base);
         if (!s->http) {
                 seterr(err, errlen, "Failed to create the HTTP server");
@@ -341,6 +347,7 @@ void fp_coll_server_free(struct fp_coll_server *s)
                 return;
         if (s->ev_retention)
                 event_free(s->ev_retention);
+        fp_coll_writeq_free(s->writeq); /* answers what is queued */
         if (s->http)
                 evhttp_free(s->http);
         if (s->ssl_ctx)

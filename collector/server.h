@@ -33,6 +33,8 @@ struct fp_coll_stats {
         uint64_t uploads_stored, uploads_duplicate, uploads_rejected, uploads_failed;
         uint64_t samples_stored, bytes_received;
         uint64_t requests;
+        uint64_t decode_ns, store_ns; /* time spent decoding and writing uploads */
+        uint64_t groups;              /* store transactions that wrote uploads */
         int64_t started_ns;
 };
 
@@ -42,6 +44,7 @@ struct fp_coll_server {
         struct evhttp_bound_socket *sock;
         void *ssl_ctx; /* SSL_CTX, NULL: plain HTTP */
         struct event *ev_retention;
+        struct fp_coll_writeq *writeq;
         struct fp_store *store;
         char *token; /* NULL: no authentication */
         size_t max_profile_bytes;
@@ -53,7 +56,8 @@ struct fp_coll_server {
 
 /*
  * Opens the store, reads the token, binds the address and starts
- * serving on base. -errno with one line in err. *ret is the caller's.
+ * serving on base (whose three priorities main sets up: see writeq.h). -errno with one line in err.
+ * *ret is the caller's.
  */
 int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                        struct fp_coll_server **ret, char *err, size_t errlen);

@@ -233,6 +233,19 @@ const char *fp_store_errmsg(const struct fp_store *s);
 int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b);
 
 /*
+ * Writes n batches in one transaction (group commit: the commit, the
+ * checkpoint and the budget's upkeep are paid once, which is what lets
+ * the collector keep up with a fleet). Each becomes its own bucket, as
+ * with fp_store_write_batch(). results[i] gets batch i's outcome: 0, or
+ * -EALREADY for a key already stored (nothing of it written; the others
+ * are), or the error that undid the whole transaction. Returns the number
+ * of buckets written, or -errno (as fp_store_write_batch()) when nothing
+ * was.
+ */
+int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *const *batches,
+                           size_t n, int *results);
+
+/*
  * Deletes frames, functions and mappings no stack refers to any more.
  * Eviction does this on its own when enough stacks went; this forces it.
  */
