@@ -212,7 +212,7 @@ static int series_json(void *userdata, const struct fp_store_series *se,
         return 0;
 }
 
-static int parse_filter(struct evhttp_request *req, struct fp_coll_filter *f)
+int fp_coll_api_parse_filter(struct evhttp_request *req, struct fp_coll_filter *f)
 {
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         char err[256];
@@ -231,7 +231,7 @@ void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req)
         struct evbuffer *b;
         int r;
 
-        if (parse_filter(req, &f) < 0)
+        if (fp_coll_api_parse_filter(req, &f) < 0)
                 return;
         b = evbuffer_new();
         if (!b) {
@@ -268,7 +268,7 @@ void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req)
         size_t len = 0;
         int r;
 
-        if (parse_filter(req, &f) < 0)
+        if (fp_coll_api_parse_filter(req, &f) < 0)
                 return;
         p = fp_pprof_new();
         if (!p) {

@@ -31,6 +31,10 @@ void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req);
 void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req);
 void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req);
 
+/* The read filter of req's query string (filter.h); answers 400 itself when it is bad. */
+struct fp_coll_filter;
+int fp_coll_api_parse_filter(struct evhttp_request *req, struct fp_coll_filter *f);
+
 /*
  * The series and drop totals a filter selects, for the JSON listing and
  * the web page: fn is called for each series with the drops of its

@@ -4,6 +4,7 @@
  */
 #include "filter.h"
 #include "options.h"
+#include "json.h"
 
 #include <errno.h>
 #include <event2/http.h>
@@ -16,20 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (err && errlen) {
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return r;
-}
 
 #define NS 1000000000LL
 
@@ -74,8 +61,8 @@ static int text(const char *name, const char *v, char *dst, size_t size, char *e
         size_t n = strlen(v);
 
         if (n == 0 || n >= size)
-                return fail(err, errlen, -EINVAL, "parameter '%s' must be 1 to %zu characters",
-                            name, size - 1);
+                return fp_coll_errf(err, errlen, -EINVAL,
+                                    "parameter '%s' must be 1 to %zu characters", name, size - 1);
         memcpy(dst, v, n + 1);
         return 0;
 }
@@ -91,10 +78,10 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
 
         f = calloc(1, sizeof(*f));
         if (!f)
-                return fail(err, errlen, -ENOMEM, "out of memory");
+                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
         TAILQ_INIT(&q);
         if (evhttp_parse_query_str(query ? query : "", &q) < 0) {
-                r = fail(err, errlen, -EINVAL, "the query string is malformed");
+                r = fp_coll_errf(err, errlen, -EINVAL, "the query string is malformed");
                 goto out;
         }
         TAILQ_FOREACH(kv, &q, next)
@@ -117,8 +104,8 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         errno = 0;
                         n = *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : -1;
                         if (n < 1 || errno || *end || n > INT_MAX) {
-                                r = fail(err, errlen, -EINVAL,
-                                         "parameter '%s' must be a positive integer", k);
+                                r = fp_coll_errf(err, errlen, -EINVAL,
+                                                 "parameter '%s' must be a positive integer", k);
                         } else if (k[0] == 'p') {
                                 f->f.pid = (pid_t)n;
                         } else if (k[0] == 'n') {
@@ -131,29 +118,31 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         int64_t t;
 
                         if (fp_coll_parse_time(v, now_ns, &t) < 0)
-                                r = fail(err, errlen, -EINVAL,
-                                         "parameter '%s': '%.64s' is not a time (Unix seconds, "
-                                         "2026-01-31T12:00:00Z, now, or -15m/-2h/-7d)",
-                                         k, v);
+                                r = fp_coll_errf(
+                                    err, errlen, -EINVAL,
+                                    "parameter '%s': '%.64s' is not a time (Unix seconds, "
+                                    "2026-01-31T12:00:00Z, now, or -15m/-2h/-7d)",
+                                    k, v);
                         else if (k[0] == 'f')
                                 f->f.since_ns = t, have_from = true;
                         else
                                 f->f.until_ns = t;
                 } else {
-                        r = fail(err, errlen, -EINVAL,
-                                 "unknown parameter '%.64s' (known: host, process, pid, event, "
-                                 "from, to, seconds)",
-                                 k);
+                        r = fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "unknown parameter '%.64s' (known: host, process, pid, event, "
+                            "from, to, seconds)",
+                            k);
                 }
                 if (r < 0)
                         goto out;
         }
         if (have_from && have_seconds) {
-                r = fail(err, errlen, -EINVAL, "give either 'from' or 'seconds', not both");
+                r = fp_coll_errf(err, errlen, -EINVAL, "give either 'from' or 'seconds', not both");
                 goto out;
         }
         if (f->f.until_ns && f->f.until_ns <= f->f.since_ns) {
-                r = fail(err, errlen, -EINVAL, "'to' must be later than 'from'");
+                r = fp_coll_errf(err, errlen, -EINVAL, "'to' must be later than 'from'");
                 goto out;
         }
         memcpy(ret, f, sizeof(*f));

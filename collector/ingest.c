@@ -10,6 +10,7 @@
  * checked for presence, range and characters before anything is stored.
  */
 #include "ingest.h"
+#include "json.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -24,20 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (err && errlen) {
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return r;
-}
 
 /* A decimal integer in [lo, hi], nothing else. */
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *ret)
@@ -95,13 +82,13 @@ static int copy_text(const char *name, const char *v, char *dst, size_t size, bo
         size_t n = strlen(v);
 
         if (required && n == 0)
-                return fail(err, errlen, -EINVAL, "parameter '%s' is empty", name);
+                return fp_coll_errf(err, errlen, -EINVAL, "parameter '%s' is empty", name);
         if (n >= size)
-                return fail(err, errlen, -EINVAL, "parameter '%s' is longer than %zu bytes", name,
-                            size - 1);
+                return fp_coll_errf(err, errlen, -EINVAL, "parameter '%s' is longer than %zu bytes",
+                                    name, size - 1);
         if (!printable(v))
-                return fail(err, errlen, -EINVAL, "parameter '%s' contains control characters",
-                            name);
+                return fp_coll_errf(err, errlen, -EINVAL,
+                                    "parameter '%s' contains control characters", name);
         memcpy(dst, v, n + 1);
         return 0;
 }
@@ -118,42 +105,46 @@ static int parse_drops(const char *v, struct fp_coll_meta *m, char *err, size_t 
                 size_t rlen, nlen, i;
 
                 if (!colon)
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'drops': '%.40s' is not reason:count", p);
+                        return fp_coll_errf(err, errlen, -EINVAL,
+                                            "parameter 'drops': '%.40s' is not reason:count", p);
                 comma = strchr(colon, ',');
                 if (!comma)
                         comma = colon + strlen(colon);
                 rlen = (size_t)(colon - p);
                 nlen = (size_t)(comma - colon - 1);
                 if (rlen == 0 || rlen >= sizeof(m->drops[0].reason))
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'drops': a reason must be 1 to %zu characters",
-                                    sizeof(m->drops[0].reason) - 1);
+                        return fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "parameter 'drops': a reason must be 1 to %zu characters",
+                            sizeof(m->drops[0].reason) - 1);
                 for (i = 0; i < rlen; i++)
                         if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
                               p[i] == '_'))
-                                return fail(err, errlen, -EINVAL,
-                                            "parameter 'drops': reason '%.*s' is not [a-z0-9_]",
-                                            (int)(rlen > 40 ? 40 : rlen), p);
+                                return fp_coll_errf(
+                                    err, errlen, -EINVAL,
+                                    "parameter 'drops': reason '%.*s' is not [a-z0-9_]",
+                                    (int)(rlen > 40 ? 40 : rlen), p);
                 if (nlen == 0 || nlen >= sizeof(num))
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'drops': bad count for reason '%.*s'", (int)rlen, p);
+                        return fp_coll_errf(err, errlen, -EINVAL,
+                                            "parameter 'drops': bad count for reason '%.*s'",
+                                            (int)rlen, p);
                 memcpy(num, colon + 1, nlen);
                 num[nlen] = 0;
                 if (parse_u64(num, &count) < 0 || count > INT64_MAX)
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'drops': count '%s' of reason '%.*s' is not a "
-                                    "non-negative integer",
-                                    num, (int)rlen, p);
+                        return fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "parameter 'drops': count '%s' of reason '%.*s' is not a "
+                            "non-negative integer",
+                            num, (int)rlen, p);
                 for (i = 0; i < m->n_drops; i++)
                         if (strlen(m->drops[i].reason) == rlen &&
                             memcmp(m->drops[i].reason, p, rlen) == 0)
                                 break;
                 if (i == m->n_drops) {
                         if (m->n_drops == FP_COLL_MAX_DROPS)
-                                return fail(err, errlen, -EINVAL,
-                                            "parameter 'drops': more than %d reasons",
-                                            FP_COLL_MAX_DROPS);
+                                return fp_coll_errf(err, errlen, -EINVAL,
+                                                    "parameter 'drops': more than %d reasons",
+                                                    FP_COLL_MAX_DROPS);
                         memcpy(m->drops[i].reason, p, rlen);
                         m->drops[i].reason[rlen] = 0;
                         m->drops[i].count = 0;
@@ -201,20 +192,22 @@ static int meta_param(struct fp_coll_meta *m, int bit, const char *name, const c
         switch (bit) {
         case P_HOST:
                 if (!*v || !chars_in(v, ".-_:[]"))
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'host' must be a host name (letters, digits, "
-                                    "'.', '-', '_')");
+                        return fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "parameter 'host' must be a host name (letters, digits, "
+                            "'.', '-', '_')");
                 return copy_text(name, v, m->host, sizeof(m->host), true, err, errlen);
         case P_PID:
                 if (parse_i64(v, 1, INT_MAX, &n) < 0)
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'pid' must be an integer from 1 to %d", INT_MAX);
+                        return fp_coll_errf(err, errlen, -EINVAL,
+                                            "parameter 'pid' must be an integer from 1 to %d",
+                                            INT_MAX);
                 m->pid = (pid_t)n;
                 return 0;
         case P_STARTTIME:
                 if (parse_u64(v, &m->starttime) < 0)
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'starttime' must be a non-negative integer");
+                        return fp_coll_errf(err, errlen, -EINVAL,
+                                            "parameter 'starttime' must be a non-negative integer");
                 return 0;
         case P_COMM:
                 return copy_text(name, v, m->comm, sizeof(m->comm), false, err, errlen);
@@ -222,16 +215,18 @@ static int meta_param(struct fp_coll_meta *m, int bit, const char *name, const c
                 return copy_text(name, v, m->exe, sizeof(m->exe), false, err, errlen);
         case P_EVENT:
                 if (!*v || !chars_in(v, "-_.:/"))
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter 'event' must be an event name such as cpu-clock");
+                        return fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "parameter 'event' must be an event name such as cpu-clock");
                 return copy_text(name, v, m->event, sizeof(m->event), true, err, errlen);
         case P_FROM:
         case P_TO:
                 if (parse_i64(v, 0, INT64_MAX, &n) < 0)
-                        return fail(err, errlen, -EINVAL,
-                                    "parameter '%s' must be a time in nanoseconds since the "
-                                    "epoch",
-                                    name);
+                        return fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "parameter '%s' must be a time in nanoseconds since the "
+                            "epoch",
+                            name);
                 *(bit == P_FROM ? &m->from_ns : &m->to_ns) = n;
                 return 0;
         case P_AGENT:
@@ -251,10 +246,10 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
 
         m = calloc(1, sizeof(*m));
         if (!m)
-                return fail(err, errlen, -ENOMEM, "out of memory");
+                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
         TAILQ_INIT(&q);
         if (evhttp_parse_query_str(query ? query : "", &q) < 0) {
-                r = fail(err, errlen, -EINVAL, "the query string is malformed");
+                r = fp_coll_errf(err, errlen, -EINVAL, "the query string is malformed");
                 goto out;
         }
         TAILQ_FOREACH(kv, &q, next)
@@ -265,12 +260,13 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
                         if (strcmp(kv->key, params[i].name) == 0)
                                 break;
                 if (i == sizeof(params) / sizeof(params[0])) {
-                        r = fail(err, errlen, -EINVAL, "unknown parameter '%.64s'", kv->key);
+                        r = fp_coll_errf(err, errlen, -EINVAL, "unknown parameter '%.64s'",
+                                         kv->key);
                         goto out;
                 }
                 if (seen & params[i].bit) {
-                        r = fail(err, errlen, -EINVAL, "parameter '%s' is given twice",
-                                 params[i].name);
+                        r = fp_coll_errf(err, errlen, -EINVAL, "parameter '%s' is given twice",
+                                         params[i].name);
                         goto out;
                 }
                 seen |= params[i].bit;
@@ -280,14 +276,15 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
         }
         for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++)
                 if ((P_REQUIRED & params[i].bit) && !(seen & params[i].bit)) {
-                        r = fail(err, errlen, -EINVAL, "missing parameter '%s'", params[i].name);
+                        r = fp_coll_errf(err, errlen, -EINVAL, "missing parameter '%s'",
+                                         params[i].name);
                         goto out;
                 }
         if (m->to_ns <= m->from_ns || m->to_ns - m->from_ns > MAX_RANGE_NS) {
-                r = fail(err, errlen, -EINVAL,
-                         "the time range from=%" PRId64 " to=%" PRId64
-                         " is empty, reversed or longer than ten years",
-                         m->from_ns, m->to_ns);
+                r = fp_coll_errf(err, errlen, -EINVAL,
+                                 "the time range from=%" PRId64 " to=%" PRId64
+                                 " is empty, reversed or longer than ten years",
+                                 m->from_ns, m->to_ns);
                 goto out;
         }
         memcpy(ret, m, sizeof(*m));
@@ -302,12 +299,13 @@ int fp_coll_ingest_check_key(const char *key, char *err, size_t errlen)
         size_t n = strlen(key);
 
         if (n == 0 || n > FP_STORE_MAX_KEY)
-                return fail(err, errlen, -EINVAL, "Idempotency-Key must be 1 to %d characters",
-                            FP_STORE_MAX_KEY);
+                return fp_coll_errf(err, errlen, -EINVAL,
+                                    "Idempotency-Key must be 1 to %d characters", FP_STORE_MAX_KEY);
         for (size_t i = 0; i < n; i++)
                 if ((unsigned char)key[i] <= 0x20 || (unsigned char)key[i] >= 0x7f)
-                        return fail(err, errlen, -EINVAL,
-                                    "Idempotency-Key must be printable ASCII without spaces");
+                        return fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "Idempotency-Key must be printable ASCII without spaces");
         return 0;
 }
 
@@ -324,25 +322,29 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
 
         r = fp_pprof_sample_get(p, i, &v);
         if (r < 0)
-                return fail(err, errlen, r, "cannot read sample %zu", i);
+                return fp_coll_errf(err, errlen, r, "cannot read sample %zu", i);
         if (v.n_locations > FP_STORE_MAX_FRAMES)
-                return fail(err, errlen, -EINVAL, "sample %zu has %zu frames; at most %d are kept",
-                            i, v.n_locations, FP_STORE_MAX_FRAMES);
+                return fp_coll_errf(err, errlen, -EINVAL,
+                                    "sample %zu has %zu frames; at most %d are kept", i,
+                                    v.n_locations, FP_STORE_MAX_FRAMES);
         for (size_t j = 0; j < v.n_labels; j++) {
                 struct fp_pprof_label l;
 
                 r = fp_pprof_sample_label(p, i, j, &l);
                 if (r < 0)
-                        return fail(err, errlen, r, "cannot read label %zu of sample %zu", j, i);
+                        return fp_coll_errf(err, errlen, r, "cannot read label %zu of sample %zu",
+                                            j, i);
                 if (strcmp(l.key, "thread") == 0) {
                         if (l.str || l.num < 0 || l.num > INT_MAX)
-                                return fail(err, errlen, -EINVAL,
-                                            "sample %zu: label 'thread' must be a thread id", i);
+                                return fp_coll_errf(
+                                    err, errlen, -EINVAL,
+                                    "sample %zu: label 'thread' must be a thread id", i);
                         tid = l.num;
                 } else if (strcmp(l.key, "thread_name") == 0) {
                         if (!l.str)
-                                return fail(err, errlen, -EINVAL,
-                                            "sample %zu: label 'thread_name' must be a string", i);
+                                return fp_coll_errf(
+                                    err, errlen, -EINVAL,
+                                    "sample %zu: label 'thread_name' must be a string", i);
                         thread_name = l.str;
                 }
                 /* pid, process and host come from the upload's parameters. */
@@ -352,9 +354,9 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
 
                 r = fp_pprof_location_get(p, v.location_ids[j], &lv);
                 if (r < 0)
-                        return fail(err, errlen, -EBADMSG,
-                                    "sample %zu: location %" PRIu64 " is bad", i,
-                                    v.location_ids[j]);
+                        return fp_coll_errf(err, errlen, -EBADMSG,
+                                            "sample %zu: location %" PRIu64 " is bad", i,
+                                            v.location_ids[j]);
                 frames[j] = (struct fp_store_frame){
                     .function = lv.function_name,
                     .mapping_file = lv.mapping_file,
@@ -369,11 +371,11 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
                 return 0; /* nothing to keep */
         r = fp_store_batch_add_stack(b, frames, v.n_locations, &stack);
         if (r < 0)
-                return fail(err, errlen, r, "cannot add a stack: %s", strerror(-r));
+                return fp_coll_errf(err, errlen, r, "cannot add a stack: %s", strerror(-r));
         r = fp_store_batch_add_sample(b, target, event, (pid_t)tid, thread_name, stack,
                                       (uint64_t)v.values[0], (uint64_t)v.values[1]);
         if (r < 0)
-                return fail(err, errlen, r, "cannot add a sample: %s", strerror(-r));
+                return fp_coll_errf(err, errlen, r, "cannot add a sample: %s", strerror(-r));
         *total = *total > UINT64_MAX - (uint64_t)v.values[0] ? UINT64_MAX
                                                              : *total + (uint64_t)v.values[0];
         return 0;
@@ -390,19 +392,20 @@ static int build(const struct fp_coll_meta *meta, const struct fp_pprof *p,
         int r;
 
         if (fp_pprof_n_sample_types(p) != 2)
-                return fail(err, errlen, -EINVAL,
-                            "the profile has %zu sample types; an upload has two (count and "
-                            "value)",
-                            fp_pprof_n_sample_types(p));
+                return fp_coll_errf(
+                    err, errlen, -EINVAL,
+                    "the profile has %zu sample types; an upload has two (count and "
+                    "value)",
+                    fp_pprof_n_sample_types(p));
         ct = fp_pprof_sample_type(p, 0, &cu);
         vt = fp_pprof_sample_type(p, 1, &vu);
         if (!*ct || !*cu || !*vt || !*vu)
-                return fail(err, errlen, -EINVAL,
-                            "a sample type of the profile has no name or unit");
+                return fp_coll_errf(err, errlen, -EINVAL,
+                                    "a sample type of the profile has no name or unit");
         period = fp_pprof_period(p, &pt, &pu);
         if (period < 0)
-                return fail(err, errlen, -EINVAL, "the profile's period is negative (%" PRId64 ")",
-                            period);
+                return fp_coll_errf(err, errlen, -EINVAL,
+                                    "the profile's period is negative (%" PRId64 ")", period);
 
         struct fp_store_target t = {.host = meta->host,
                                     .pid = meta->pid,
@@ -419,15 +422,16 @@ static int build(const struct fp_coll_meta *meta, const struct fp_pprof *p,
                                    .period = period};
         if ((r = fp_store_batch_add_target(b, &t, &target)) < 0 ||
             (r = fp_store_batch_add_event(b, &e, &event)) < 0)
-                return fail(err, errlen, r, "cannot describe the upload: %s", strerror(-r));
+                return fp_coll_errf(err, errlen, r, "cannot describe the upload: %s", strerror(-r));
         for (size_t i = 0; i < meta->n_drops; i++) {
                 r = fp_store_batch_add_drop(b, target, meta->drops[i].reason, meta->drops[i].count);
                 if (r < 0)
-                        return fail(err, errlen, r, "cannot add drop counts: %s", strerror(-r));
+                        return fp_coll_errf(err, errlen, r, "cannot add drop counts: %s",
+                                            strerror(-r));
         }
         frames = calloc(FP_STORE_MAX_FRAMES, sizeof(*frames));
         if (!frames)
-                return fail(err, errlen, -ENOMEM, "out of memory");
+                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
         r = 0;
         for (size_t i = 0; i < fp_pprof_n_samples(p) && r >= 0; i++)
                 r = add_sample(p, i, b, target, event, frames, &total, err, errlen);
@@ -449,16 +453,16 @@ int fp_coll_ingest_build(const struct fp_coll_meta *meta, const uint8_t *body, s
         int r;
 
         if (len < 2 || body[0] != 0x1f || body[1] != 0x8b)
-                return fail(err, errlen, -EBADMSG,
-                            "the body is not gzip data (an upload is a gzip-compressed "
-                            "profile.proto)");
+                return fp_coll_errf(err, errlen, -EBADMSG,
+                                    "the body is not gzip data (an upload is a gzip-compressed "
+                                    "profile.proto)");
         r = fp_pprof_decode(body, len, max_decompressed, &p, derr, sizeof(derr));
         if (r < 0)
-                return fail(err, errlen, r, "%s", derr[0] ? derr : strerror(-r));
+                return fp_coll_errf(err, errlen, r, "%s", derr[0] ? derr : strerror(-r));
         b = fp_store_batch_new(meta->from_ns, meta->to_ns - meta->from_ns);
         if (!b) {
                 fp_pprof_free(p);
-                return fail(err, errlen, -ENOMEM, "out of memory");
+                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
         }
         r = build(meta, p, b, &samples, err, errlen);
         fp_pprof_free(p);

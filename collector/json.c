@@ -5,6 +5,7 @@
 #include "json.h"
 
 #include <event2/buffer.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -129,4 +130,16 @@ void fp_coll_rfc3339(int64_t ns, char *buf, unsigned long len)
 
         if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
                 snprintf(buf, len, "%lld", (long long)ns);
+}
+
+int fp_coll_errf(char *err, size_t errlen, int r, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err && errlen) {
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return r;
 }

@@ -5,6 +5,7 @@
  * fp_coll_config: the command line and --help follow.
  */
 #include "options.h"
+#include "json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -36,20 +37,6 @@ const struct fp_coll_option fp_coll_options[] = {
      "delete uploads older than this (e.g. 7d, 12h; 0: keep until the\nbudget evicts them)"},
 };
 const size_t fp_coll_n_options = sizeof(fp_coll_options) / sizeof(fp_coll_options[0]);
-
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (err && errlen) {
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return r;
-}
 
 int fp_coll_parse_duration(const char *s, uint64_t *ret)
 {
@@ -97,14 +84,14 @@ int fp_coll_config_set(struct fp_coll_config *c, const char *name, const char *v
                 if (strcmp(fp_coll_options[i].name, name) == 0)
                         o = &fp_coll_options[i];
         if (!o)
-                return fail(err, errlen, -ENOENT, "unknown setting '%s'", name);
+                return fp_coll_errf(err, errlen, -ENOENT, "unknown setting '%s'", name);
         switch (o->kind) {
         case FP_COLL_OPT_STRING: {
                 char **dst = (char **)((char *)c + o->offset);
                 char *copy = NULL;
 
                 if (value && *value && strcmp(value, "none") != 0 && !(copy = strdup(value)))
-                        return fail(err, errlen, -ENOMEM, "out of memory");
+                        return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
                 free(*dst);
                 *dst = copy;
                 return 0;
@@ -114,16 +101,18 @@ int fp_coll_config_set(struct fp_coll_config *c, const char *name, const char *v
                 v = value && *value >= '0' && *value <= '9' ? strtoull(value, &end, 10) : 0;
                 if (!value || *value < '0' || *value > '9' || errno || *end || v < o->min ||
                     v > o->max)
-                        return fail(err, errlen, -EINVAL,
-                                    "invalid --%s '%s': an integer from %" PRIu64 " to %" PRIu64,
-                                    o->name, value ? value : "", o->min, o->max);
+                        return fp_coll_errf(err, errlen, -EINVAL,
+                                            "invalid --%s '%s': an integer from %" PRIu64
+                                            " to %" PRIu64,
+                                            o->name, value ? value : "", o->min, o->max);
                 break;
         case FP_COLL_OPT_DURATION:
                 if (!value || fp_coll_parse_duration(value, &v) < 0 || v < o->min || v > o->max)
-                        return fail(err, errlen, -EINVAL,
-                                    "invalid --%s '%s': a duration such as 30s, 90m, 12h or 7d "
-                                    "(0: off)",
-                                    o->name, value ? value : "");
+                        return fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "invalid --%s '%s': a duration such as 30s, 90m, 12h or 7d "
+                            "(0: off)",
+                            o->name, value ? value : "");
                 break;
         default:
                 return -EINVAL;
@@ -163,13 +152,14 @@ void fp_coll_config_free(struct fp_coll_config *c)
 int fp_coll_config_check(const struct fp_coll_config *c, char *err, size_t errlen)
 {
         if (!c->listen)
-                return fail(err, errlen, -EINVAL, "--listen ADDR:PORT is required");
+                return fp_coll_errf(err, errlen, -EINVAL, "--listen ADDR:PORT is required");
         if (!c->store)
-                return fail(err, errlen, -EINVAL, "--store PATH is required");
+                return fp_coll_errf(err, errlen, -EINVAL, "--store PATH is required");
         if (!!c->tls_cert != !!c->tls_key)
-                return fail(err, errlen, -EINVAL,
-                            "HTTPS needs both --tls-cert and --tls-key (only --%s was given)",
-                            c->tls_cert ? "tls-cert" : "tls-key");
+                return fp_coll_errf(
+                    err, errlen, -EINVAL,
+                    "HTTPS needs both --tls-cert and --tls-key (only --%s was given)",
+                    c->tls_cert ? "tls-cert" : "tls-key");
         return 0;
 }
 

@@ -78,16 +78,10 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
 {
         struct fp_coll_filter f;
         struct page pg = {0};
-        char err[256];
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         int r;
 
-        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL, fp_coll_now_ns(), &f, err,
-                                 sizeof(err));
-        if (r < 0) {
-                fp_coll_reply_error(req, 400, "%s", err);
+        if (fp_coll_api_parse_filter(req, &f) < 0)
                 return;
-        }
         pg.b = evbuffer_new();
         if (!pg.b) {
                 fp_coll_reply_error(req, 503, "out of memory");
@@ -122,21 +116,16 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
 
 void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
 {
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         struct fp_coll_filter f;
         struct fp_pprof *p = NULL;
         struct evbuffer *b = NULL;
-        char *text = NULL, err[256];
+        char *text = NULL;
         size_t text_len = 0;
         FILE *mem;
         int r;
 
-        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL, fp_coll_now_ns(), &f, err,
-                                 sizeof(err));
-        if (r < 0) {
-                fp_coll_reply_error(req, 400, "%s", err);
+        if (fp_coll_api_parse_filter(req, &f) < 0)
                 return;
-        }
         p = fp_pprof_new();
         b = evbuffer_new();
         if (!p || !b) {
