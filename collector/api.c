@@ -82,9 +82,13 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
         }
-        /* Written with the other uploads of this loop iteration, then answered. */
-        if (fp_coll_writeq_add(s->writeq, req, batch, samples) < 0) {
-                fp_coll_reply_error(req, 503, "out of memory");
+        /* Written by the writer thread with the uploads queued beside it, then answered. */
+        r = fp_coll_writeq_add(s->writeq, req, batch, samples);
+        if (r < 0) {
+                fp_coll_reply_error(req, 503, "%s",
+                                    r == -EBUSY ? "too many uploads are waiting to be stored; "
+                                                  "try again later"
+                                                : "out of memory");
                 goto out;
         }
         batch = NULL;
@@ -336,7 +340,7 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
                             s->st.uploads_rejected, s->st.uploads_failed, s->st.samples_stored,
                             s->st.bytes_received, s->st.decode_ns / 1000000,
                             s->st.store_ns / 1000000, s->st.groups, ss.buckets, ss.targets,
-                            ss.file_bytes, ss.wal_bytes, ss.max_bytes);
+                            ss.file_bytes, ss.wal_bytes, s->store_max_bytes);
         fp_coll_reply(req, r < 0 ? 503 : 200, "application/json", b);
         evbuffer_free(b);
 }

@@ -3,7 +3,8 @@
  * fleetprof-collector: the central profile store of a fleet.
  *
  * One thread runs one libevent loop that serves HTTP(S) (server.c) and
- * owns the store. Settings come from the option table (options.c): each
+ * answers queries; a writer thread stores uploads (writeq.c). Settings come from the option table
+ * (options.c): each
  * --NAME VALUE on the command line is fp_coll_config_set(NAME, VALUE).
  * SIGTERM and SIGINT end the loop; the store is closed cleanly.
  */
@@ -104,11 +105,6 @@ int main(int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         base = event_base_new();
-        /* Three priorities: 0 signals, 1 connections (the default), 2 group commits. */
-        if (base && event_base_priority_init(base, 3) < 0) {
-                event_base_free(base);
-                base = NULL;
-        }
         if (!base) {
                 fprintf(stderr, "fleetprof-collector: Failed to create the event loop\n");
                 fp_coll_config_free(&c);
@@ -123,8 +119,7 @@ int main(int argc, char **argv)
         }
         sigterm = evsignal_new(base, SIGTERM, on_signal, base);
         sigint = evsignal_new(base, SIGINT, on_signal, base);
-        if (!sigterm || !sigint || event_priority_set(sigterm, 0) < 0 ||
-            event_priority_set(sigint, 0) < 0 || evsignal_add(sigterm, NULL) < 0 ||
+        if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 ||
             evsignal_add(sigint, NULL) < 0) {
                 fprintf(stderr, "fleetprof-collector: Failed to install signal handlers\n");
                 return 1;

@@ -25,8 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-#define RETENTION_PERIOD_S 60
-
 int64_t fp_coll_now_ns(void)
 {
         struct timespec ts;
@@ -160,25 +158,6 @@ static void on_request(struct evhttp_request *req, void *arg)
         fp_coll_reply_error(req, 404, "no such endpoint: %.200s", path);
 }
 
-static void expire(struct fp_coll_server *s)
-{
-        int64_t before = fp_coll_now_ns() - (int64_t)s->retention_s * 1000000000LL;
-        int n = fp_store_expire(s->store, before);
-
-        if (n < 0)
-                fprintf(stderr, "fleetprof-collector: Failed to apply the retention: %s\n",
-                        fp_store_errmsg(s->store));
-        else if (n > 0)
-                fprintf(stderr, "fleetprof-collector: retention: deleted %d old uploads\n", n);
-}
-
-static void on_retention(evutil_socket_t fd, short what, void *arg)
-{
-        (void)fd;
-        (void)what;
-        expire(arg);
-}
-
 static struct bufferevent *ssl_bev(struct event_base *base, void *arg)
 {
         struct fp_coll_server *s = arg;
@@ -273,6 +252,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                        struct fp_coll_server **ret, char *err, size_t errlen)
 {
         struct fp_coll_server *s;
+        struct fp_store *wstore = NULL;
         char addr[128];
         unsigned port;
         int r;
@@ -289,21 +269,24 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         }
         s->base = base;
         s->max_profile_bytes = (size_t)c->max_profile_mb << 20;
-        s->retention_s = c->retention_s;
         s->st.started_ns = fp_coll_now_ns();
         snprintf(s->listen, sizeof(s->listen), "%s", c->listen);
         if (c->token_file && (r = read_token(c->token_file, &s->token, err, errlen)) < 0)
                 goto fail;
-        r = fp_store_open(c->store, c->store_max_mb << 20, &s->store, err, errlen);
+        s->store_max_bytes = c->store_max_mb << 20;
+        r = fp_store_open(c->store, s->store_max_bytes, &wstore, err, errlen);
         if (r < 0)
                 goto fail;
         if (r == FP_STORE_RECOVERED)
                 fprintf(stderr, "fleetprof-collector: %s\n", err);
-        r = fp_coll_writeq_new(s, &s->writeq);
+        r = fp_coll_writeq_new(s, wstore, c->retention_s, &s->writeq);
         if (r < 0) {
-                seterr(err, errlen, "out of memory");
+                seterr(err, errlen, "Failed to start the writer thread: %s", strerror(-r));
                 goto fail;
         }
+        r = fp_store_open_readonly(c->store, &s->store, err, errlen);
+        if (r < 0)
+                goto fail;
         s->http = evhttp_new(base);
         if (!s->http) {
                 seterr(err, errlen, "Failed to create the HTTP server");
@@ -323,17 +306,6 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 seterr(err, errlen, "Failed to listen on '%s': %s", c->listen, strerror(-r));
                 goto fail;
         }
-        if (s->retention_s) {
-                struct timeval tv = {.tv_sec = RETENTION_PERIOD_S};
-
-                expire(s);
-                s->ev_retention = event_new(base, -1, EV_PERSIST, on_retention, s);
-                if (!s->ev_retention || event_add(s->ev_retention, &tv) < 0) {
-                        seterr(err, errlen, "Failed to arm the retention timer");
-                        r = -ENOMEM;
-                        goto fail;
-                }
-        }
         *ret = s;
         return 0;
 fail:
@@ -345,9 +317,7 @@ void fp_coll_server_free(struct fp_coll_server *s)
 {
         if (!s)
                 return;
-        if (s->ev_retention)
-                event_free(s->ev_retention);
-        fp_coll_writeq_free(s->writeq); /* answers what is queued */
+        fp_coll_writeq_free(s->writeq); /* writes and answers what is queued */
         if (s->http)
                 evhttp_free(s->http);
         if (s->ssl_ctx)

@@ -6,7 +6,8 @@
  * module does what is common to all of them: TLS, the bearer token,
  * method checks, body limits (evhttp refuses a body over --max-body-mb
  * with 413 as soon as its length is known, before reading it), JSON error
- * replies, retention, and the counters /healthz shows.
+ * replies, and the counters /healthz shows. Uploads are written by the
+ * writer thread (writeq.h), which also applies the retention.
  *
  * Routes:
  *   POST /api/v1/ingest    an agent's upload (token required)      api.c
@@ -42,13 +43,12 @@ struct fp_coll_server {
         struct event_base *base;
         struct evhttp *http;
         struct evhttp_bound_socket *sock;
-        void *ssl_ctx; /* SSL_CTX, NULL: plain HTTP */
-        struct event *ev_retention;
-        struct fp_coll_writeq *writeq;
-        struct fp_store *store;
+        void *ssl_ctx;                 /* SSL_CTX, NULL: plain HTTP */
+        struct fp_coll_writeq *writeq; /* the writer thread, with the read-write store */
+        struct fp_store *store;        /* read-only: the loop thread's queries */
+        uint64_t store_max_bytes;
         char *token; /* NULL: no authentication */
         size_t max_profile_bytes;
-        uint64_t retention_s;
         bool tls;
         char listen[128]; /* what is served, for logs and the page */
         struct fp_coll_stats st;
@@ -56,7 +56,7 @@ struct fp_coll_server {
 
 /*
  * Opens the store, reads the token, binds the address and starts
- * serving on base (whose three priorities main sets up: see writeq.h). -errno with one line in err.
+ * serving on base. -errno with one line in err.
  * *ret is the caller's.
  */
 int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
