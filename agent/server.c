@@ -281,6 +281,14 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
 {
         struct fp_server *s = userdata;
 
+        if (r->kind == FP_WRITER_CALL) {
+                /* After a call (the uploader's): only the statistics are news. */
+                if (r->have_stats) {
+                        s->have_stats = true;
+                        s->stats = r->stats;
+                }
+                return;
+        }
         if (r->kind == FP_WRITER_QUERY) {
                 struct client *c = r->cookie;
                 if (r->error < 0 && r->error != -ENODEV)

@@ -194,6 +194,9 @@ static void *thread_main(void *arg)
                 } else {
                         ensure_store(w, j->r.message, sizeof(j->r.message));
                         j->r.error = j->fn(w->store, j->r.arg);
+                        /* A call may change what status shows (uploads mark buckets). */
+                        if (w->store && fp_store_stats(w->store, &j->r.stats) == 0)
+                                j->r.have_stats = true;
                 }
 
                 pthread_mutex_lock(&w->lock);
@@ -228,9 +231,11 @@ static void deliver(struct fp_writer *w)
         while (list) {
                 struct job *j = list;
                 list = j->next;
-                if (j->r.kind == FP_WRITER_CALL)
+                if (j->r.kind == FP_WRITER_CALL) {
                         j->call_done(j->call_userdata, &j->r);
-                else
+                        if (j->r.have_stats)
+                                w->done(w->userdata, &j->r); /* the fresh statistics */
+                } else
                         w->done(w->userdata, &j->r);
                 pthread_mutex_lock(&w->lock);
                 w->n_pending--;

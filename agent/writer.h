@@ -66,7 +66,10 @@ struct fp_writer_result {
         struct fp_store_batch *batch;
         struct fp_pprof *pprof;
         void *arg; /* call: the argument, returned */
-        /* batch: a snapshot taken after the write (valid during the callback). */
+        /*
+         * batch and call: a snapshot taken after the job (valid during the
+         * callback); a call with one is also passed to the done function.
+         */
         bool have_stats;
         struct fp_store_stats stats;
         const struct fp_writer_drop *drops;

@@ -930,6 +930,9 @@ int fp_pprof_location_get(const struct fp_pprof *p, uint64_t location_id,
             .function_name = fn,
             .mapping_file = m ? fp_pp_str(p, m->filename) : "",
             .build_id = m ? fp_pp_str(p, m->build_id) : "",
+            .mapping_start = m ? m->start : 0,
+            .mapping_limit = m ? m->limit : 0,
+            .mapping_offset = m ? m->offset : 0,
         };
         return 0;
 }

@@ -46,6 +46,7 @@ struct fp_pprof_location_view {
         const char *function_name; /* "" when the location has no line */
         const char *mapping_file;  /* "" when no mapping */
         const char *build_id;      /* "" when unknown */
+        uint64_t mapping_start, mapping_limit, mapping_offset; /* 0 when no mapping */
 };
 
 struct fp_pprof *fp_pprof_new(void);

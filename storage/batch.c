@@ -33,6 +33,7 @@ void fp_store_batch_free(struct fp_store_batch *b)
 {
         if (!b)
                 return;
+        free(b->key);
         free(b->chars);
         free(b->strs);
         free(b->targets);
@@ -59,6 +60,19 @@ void fp_store_batch_free(struct fp_store_batch *b)
 void fp_store_batch_set_uploaded(struct fp_store_batch *b, bool uploaded)
 {
         b->uploaded = uploaded;
+}
+
+int fp_store_batch_set_key(struct fp_store_batch *b, const char *key)
+{
+        char *k = NULL;
+
+        if (key && (!*key || strlen(key) > FP_STORE_MAX_KEY))
+                return -EINVAL;
+        if (key && !(k = strdup(key)))
+                return -ENOMEM;
+        free(b->key);
+        b->key = k;
+        return 0;
 }
 
 size_t fp_store_batch_n_samples(const struct fp_store_batch *b)

@@ -51,16 +51,27 @@ static const char *col_text(sqlite3_stmt *st, int i)
         return t ? t : "";
 }
 
-/* A read transaction, so that a query's statements see one state. */
+/*
+ * A read transaction, so that a query's statements see one state. Reads
+ * nest: a query made from another's callback (the uploader queries each
+ * series while it lists them) joins the outer transaction.
+ */
 static int read_begin(struct fp_store *s)
 {
-        int rc = fp_sx_exec(s->db, "BEGIN");
-        return rc == SQLITE_OK ? 0 : fp_sx_fail(s, rc, "begin reading");
+        int rc;
+
+        if (s->read_depth++ > 0)
+                return 0;
+        rc = fp_sx_exec(s->db, "BEGIN");
+        if (rc == SQLITE_OK)
+                return 0;
+        s->read_depth--;
+        return fp_sx_fail(s, rc, "begin reading");
 }
 
 static void read_end(struct fp_store *s)
 {
-        if (!sqlite3_get_autocommit(s->db))
+        if (--s->read_depth == 0 && !sqlite3_get_autocommit(s->db))
                 (void)fp_sx_exec(s->db, "COMMIT");
 }
 

@@ -185,7 +185,8 @@ static int carry(struct fp_store *s, int64_t bucket, const char *reason)
 static int delete_bucket(struct fp_store *s, int64_t bucket)
 {
         static const enum fp_st del[] = {FP_ST_DELETE_SAMPLES, FP_ST_DELETE_DROPS,
-                                         FP_ST_DELETE_SERIES, FP_ST_DELETE_BUCKET};
+                                         FP_ST_DELETE_SERIES, FP_ST_DELETE_KEYS,
+                                         FP_ST_DELETE_BUCKET};
 
         for (size_t i = 0; i < sizeof(del) / sizeof(del[0]); i++) {
                 sqlite3_stmt *st = ST(s, del[i]);
@@ -274,6 +275,50 @@ int fp_store_evict(struct fp_store *s, uint64_t reserve, bool *ret_disk_full)
                         *ret_disk_full = true;
         }
         return r;
+}
+
+int fp_store_expire(struct fp_store *s, int64_t before_ns)
+{
+        int64_t ids[64];
+        bool uploaded[64];
+        int total = 0, r, rc;
+
+        s->errmsg[0] = '\0';
+        if (s->readonly)
+                return fp_sx_failf(s, -EROFS, "Failed to expire buckets: the store is read-only");
+        for (;;) {
+                sqlite3_stmt *st = ST(s, FP_ST_EXPIRED);
+                size_t n = 0;
+
+                sqlite3_bind_int64(st, 1, before_ns);
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < 64) {
+                        ids[n] = sqlite3_column_int64(st, 0);
+                        uploaded[n++] = sqlite3_column_int(st, 1) != 0;
+                }
+                sqlite3_reset(st);
+                if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+                        return fp_sx_fail(s, rc, "find expired buckets");
+                if (n == 0)
+                        break;
+                for (size_t i = 0; i < n; i++) {
+                        r = fp_sx_begin(s);
+                        if (r < 0)
+                                return r;
+                        if ((!uploaded[i] && (r = carry(s, ids[i], "evicted")) < 0) ||
+                            (r = delete_bucket(s, ids[i])) < 0 || (r = collect(s)) < 0 ||
+                            (r = fp_sx_commit(s)) < 0) {
+                                fp_sx_rollback(s);
+                                return r;
+                        }
+                        s->evicted_buckets++;
+                        total++;
+                        (void)sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                                        NULL, NULL);
+                }
+        }
+        if (total)
+                (void)fp_store_reclaim(s, false);
+        return total;
 }
 
 static int64_t file_size(const char *path)

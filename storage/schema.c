@@ -75,6 +75,13 @@
  * drops          bucket_id -> buckets, target_id -> targets, reason, count
  *                PRIMARY KEY (bucket_id, target_id, reason), WITHOUT ROWID
  *                  What was lost, by reason (store.h lists them).
+ * ingest_keys    key TEXT PRIMARY KEY, bucket_id -> buckets
+ *                INDEX (bucket_id), WITHOUT ROWID
+ *                  The idempotency key of each bucket written with one
+ *                  (the collector: an agent's Idempotency-Key), so a
+ *                  retried upload is stored once. A key lives as long as
+ *                  its bucket. Created by any read-write open when missing
+ *                  (added after version 1 shipped; older builds ignore it).
  * carried_drops  target_id -> targets, reason, count
  *                PRIMARY KEY (target_id, reason), WITHOUT ROWID
  *                  Drops of buckets that were evicted before upload or
@@ -314,7 +321,23 @@ static const char *const st_sql[FP_ST__MAX] = {
     [FP_ST_PENDING] = "SELECT id, start_ns, length_ns, written_ns FROM buckets"
                       " WHERE uploaded_ns IS NULL ORDER BY id LIMIT ?1",
     [FP_ST_COUNT_PENDING] = "SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL",
+    [FP_ST_KEY_FIND] = "SELECT bucket_id FROM ingest_keys WHERE key = ?1",
+    [FP_ST_KEY_INSERT] = "INSERT INTO ingest_keys (key, bucket_id) VALUES (?1, ?2)",
+    [FP_ST_DELETE_KEYS] = "DELETE FROM ingest_keys WHERE bucket_id = ?1",
+    [FP_ST_EXPIRED] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets"
+                      " WHERE start_ns + length_ns <= ?1 ORDER BY id LIMIT 64",
 };
+
+/*
+ * Tables added to version 1 without a version bump: created when missing
+ * by every read-write open, so files of older builds gain them, and
+ * ignored by older builds, which never read them.
+ */
+static const char schema_v1_additions[] =
+    "CREATE TABLE IF NOT EXISTS ingest_keys ("
+    " key TEXT PRIMARY KEY,"
+    " bucket_id INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS ingest_keys_bucket ON ingest_keys (bucket_id);";
 
 /* ---- errors ---- */
 
@@ -798,6 +821,8 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
         }
         if (!readonly) {
                 rc = fp_sx_exec(s->db, "PRAGMA journal_mode = WAL");
+                if (rc == SQLITE_OK)
+                        rc = fp_sx_exec(s->db, schema_v1_additions);
                 r = rc == SQLITE_OK ? settings(s) : fp_sx_errno(s->db, rc);
                 if (r < 0) {
                         seterr(err, errlen, "Failed to set up store '%s': %s", path, reason(s, r));

@@ -206,6 +206,7 @@ struct fp_sb_drop {
 struct fp_store_batch {
         int64_t start_ns, length_ns;
         bool uploaded;
+        char *key; /* idempotency key (fp_store_batch_set_key()), NULL: none */
         char *chars;
         size_t n_chars, cap_chars;
         FP_SB_TABLE(struct fp_sb_str, strs);
@@ -272,6 +273,10 @@ enum fp_st {
         FP_ST_BUCKET_PENDING,
         FP_ST_PENDING,
         FP_ST_COUNT_PENDING,
+        FP_ST_KEY_FIND,
+        FP_ST_KEY_INSERT,
+        FP_ST_DELETE_KEYS,
+        FP_ST_EXPIRED,
         FP_ST__MAX
 };
 
@@ -289,6 +294,7 @@ struct fp_store {
         /* What a write takes, learnt from the last ones: new live pages, and its log. */
         uint64_t est_growth, est_log;
         uint64_t evicted_buckets;
+        unsigned read_depth; /* nested read transactions (query.c) */
         char errmsg[512];
 };
 

@@ -446,9 +446,20 @@ static int write_bucket(struct writer *w)
         struct fp_store *s = w->s;
         const struct fp_store_batch *b = w->b;
         int64_t now = fp_sx_now_ns();
-        sqlite3_stmt *st = ST(s, FP_ST_BUCKET_INSERT);
-        int r;
+        sqlite3_stmt *st;
+        int r, rc;
 
+        if (b->key) {
+                st = ST(s, FP_ST_KEY_FIND);
+                sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
+                rc = sqlite3_step(st);
+                sqlite3_reset(st);
+                if (rc == SQLITE_ROW)
+                        return fp_sx_failf(s, -EALREADY, "A bucket with key '%s' is already stored",
+                                           b->key);
+                CHECK_RC(s, rc == SQLITE_DONE ? SQLITE_OK : rc, "look up an idempotency key");
+        }
+        st = ST(s, FP_ST_BUCKET_INSERT);
         sqlite3_bind_int64(st, 1, b->start_ns);
         sqlite3_bind_int64(st, 2, b->length_ns);
         sqlite3_bind_int64(st, 3, now);
@@ -458,6 +469,12 @@ static int write_bucket(struct writer *w)
                 sqlite3_bind_null(st, 4);
         CHECK_RC(s, fp_sx_step_done(st), "store a bucket");
         w->bucket = sqlite3_last_insert_rowid(s->db);
+        if (b->key) {
+                st = ST(s, FP_ST_KEY_INSERT);
+                sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, w->bucket);
+                CHECK_RC(s, fp_sx_step_done(st), "store an idempotency key");
+        }
 
         if ((r = write_targets(w)) < 0 || (r = write_samples(w)) < 0 || (r = write_drops(w)) < 0)
                 return r;
@@ -481,14 +498,12 @@ static int64_t *ids_new(size_t n)
         return calloc(n ? n : 1, sizeof(int64_t));
 }
 
-int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
+/* Writes one batch inside the open transaction. */
+static int write_one(struct fp_store *s, const struct fp_store_batch *b)
 {
         struct writer w = {.s = s, .b = b};
-        int64_t live_before = 0, live_after;
-        bool full = false, evict_full = false;
-        int r, rc, log = 0;
+        int r;
 
-        s->errmsg[0] = '\0';
         w.target_ids = ids_new(b->n_targets);
         w.event_ids = ids_new(b->n_events);
         w.thread_ids = ids_new(b->n_threads);
@@ -496,30 +511,64 @@ int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
         w.frame_ids = ids_new(b->n_frames);
         w.mapping_ids = ids_new(b->n_mappings);
         if (!w.target_ids || !w.event_ids || !w.thread_ids || !w.stack_ids || !w.frame_ids ||
-            !w.mapping_ids) {
-                writer_free(&w);
-                return fp_sx_failf(s, -ENOMEM, "Failed to write a bucket: out of memory");
-        }
+            !w.mapping_ids)
+                r = fp_sx_failf(s, -ENOMEM, "Failed to write a bucket: out of memory");
+        else
+                r = write_bucket(&w);
+        writer_free(&w);
+        return r;
+}
+
+int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *const *batches,
+                           size_t n, int *results)
+{
+        int64_t live_before = 0, live_after;
+        bool full = false, evict_full = false;
+        uint64_t reserve;
+        int r, rc, log = 0, stored = 0;
+
+        s->errmsg[0] = '\0';
         /* Make room first, so the write fills freed pages and its log fits the budget too. */
         if (s->budget && !s->readonly) {
-                (void)fp_store_evict(s, fp_sx_write_reserve(s), &full);
+                reserve = fp_sx_write_reserve(s);
+                (void)fp_store_evict(s, reserve, &full);
                 live_before = fp_sx_live_bytes(s, &rc);
         }
         r = fp_sx_begin(s);
+        for (size_t i = 0; i < n; i++)
+                results[i] = r;
         if (r == 0) {
-                r = write_bucket(&w);
+                /*
+                 * A duplicate key is found before anything of its batch is
+                 * written, so it leaves nothing to undo; any other failure
+                 * undoes the whole transaction.
+                 */
+                for (size_t i = 0; i < n && r == 0; i++) {
+                        results[i] = write_one(s, batches[i]);
+                        if (results[i] == 0)
+                                stored++;
+                        else if (results[i] != -EALREADY)
+                                r = results[i];
+                }
                 if (r == 0)
                         r = fp_sx_commit(s);
-                if (r < 0)
+                if (r < 0) {
                         fp_sx_rollback(s);
+                        for (size_t i = 0; i < n; i++)
+                                if (results[i] != -EALREADY)
+                                        results[i] = r;
+                }
         }
-        writer_free(&w);
         if (r == -ENOSPC) {
                 fp_sx_make_room(s);
                 return r;
         }
         if (r < 0)
                 return r;
+        if (stored == 0) {
+                s->errmsg[0] = '\0';
+                return 0; /* nothing was written: the budget is as it was */
+        }
         /*
          * Committed. Learn what a write takes, keep the budget (a failure
          * here is retried after the next write), and make room now when a
@@ -539,5 +588,16 @@ int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
         if (full || evict_full || (rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC)
                 fp_sx_make_room(s);
         s->errmsg[0] = '\0';
-        return 0;
+        return stored;
+}
+
+int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
+{
+        int result = 0, r = fp_store_write_batches(s, &b, 1, &result);
+
+        if (r < 0)
+                return r;
+        if (result == -EALREADY)
+                fp_sx_failf(s, -EALREADY, "A bucket with key '%s' is already stored", b->key);
+        return result;
 }

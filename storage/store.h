@@ -145,6 +145,16 @@ int fp_store_batch_add_drop(struct fp_store_batch *b, uint32_t target, const cha
  * collector sets this on what it ingests.
  */
 void fp_store_batch_set_uploaded(struct fp_store_batch *b, bool uploaded);
+/*
+ * Gives the batch an idempotency key (1 to FP_STORE_MAX_KEY bytes; NULL:
+ * none): fp_store_write_batch() then stores it only when no stored bucket
+ * has this key, and returns -EALREADY otherwise, in the same transaction,
+ * so a retried upload is stored exactly once. A key is remembered as long
+ * as its bucket is stored. The collector keys what it ingests with the
+ * agent's Idempotency-Key. -EINVAL (bad length) or -ENOMEM.
+ */
+#define FP_STORE_MAX_KEY 128
+int fp_store_batch_set_key(struct fp_store_batch *b, const char *key);
 
 size_t fp_store_batch_n_samples(const struct fp_store_batch *b);
 size_t fp_store_batch_n_stacks(const struct fp_store_batch *b);
@@ -220,14 +230,37 @@ const char *fp_store_errmsg(const struct fp_store *s);
  * and evicts to make room for the next write), -EIO, -EROFS, -ENOMEM,
  * -EBADMSG (damaged file: reopen). The caller counts the lost samples as
  * "store_write_failed". The batch is not changed and may be retried.
+ * -EALREADY: the batch has a key (fp_store_batch_set_key()) that a stored
+ * bucket already has; nothing was written, and that is no loss.
  */
 int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b);
+
+/*
+ * Writes n batches in one transaction (group commit: the commit, the
+ * checkpoint and the budget's upkeep are paid once, which is what lets
+ * the collector keep up with a fleet). Each becomes its own bucket, as
+ * with fp_store_write_batch(). results[i] gets batch i's outcome: 0, or
+ * -EALREADY for a key already stored (nothing of it written; the others
+ * are), or the error that undid the whole transaction. Returns the number
+ * of buckets written, or -errno (as fp_store_write_batch()) when nothing
+ * was.
+ */
+int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *const *batches,
+                           size_t n, int *results);
 
 /*
  * Deletes frames, functions and mappings no stack refers to any more.
  * Eviction does this on its own when enough stacks went; this forces it.
  */
 int fp_store_gc(struct fp_store *s);
+
+/*
+ * Retention: deletes every bucket that ended at or before before_ns
+ * (CLOCK_REALTIME), one transaction each, counting the samples of those
+ * not yet uploaded as "evicted" drops like the byte budget does, and
+ * collects what only they used. Returns the number deleted, or -errno.
+ */
+int fp_store_expire(struct fp_store *s, int64_t before_ns);
 
 /* ---- queries ---- */
 

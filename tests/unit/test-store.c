@@ -908,6 +908,61 @@ static void test_batch_edges(void)
         fp_store_batch_free(NULL);
 }
 
+/* A query from inside a series walk: reads nest (the uploader does this). */
+static int nested_query(void *ud, const struct fp_store_series *se)
+{
+        struct fp_store *s = ud;
+        struct fp_store_filter f = {.pid = se->pid, .starttime = se->starttime};
+        struct fp_pprof *p = fp_pprof_new();
+        int r = fp_store_query_pprof(s, &f, p);
+
+        fp_pprof_free(p);
+        return r < 0 ? r : 0;
+}
+
+static void test_keys_and_expiry(void)
+{
+        struct fp_store *s = NULL;
+        struct fp_store_batch *b;
+
+        fresh_path("keys.db");
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, NULL, 0), 0);
+        b = make_batch(T0, 10, 0, 4, 1, 5);
+        FP_CHECK_EQ_INT(fp_store_batch_set_key(b, ""), -EINVAL);
+        FP_CHECK_EQ_INT(fp_store_batch_set_key(b, "upload-1"), 0);
+        FP_CHECK_EQ_INT(fp_store_write_batch(s, b), 0);
+        /* The same key again: refused in the write transaction, nothing added. */
+        FP_CHECK_EQ_INT(fp_store_write_batch(s, b), -EALREADY);
+        FP_CHECK(strstr(fp_store_errmsg(s), "upload-1") != NULL);
+        fp_store_batch_free(b);
+        FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM buckets"), 1);
+        FP_CHECK_EQ_INT(db_int("SELECT sum(count) FROM samples"), 20);
+        /* Another key, and no key, are stored. */
+        b = make_batch(T0 + 3600 * SEC, 10, 0, 4, 1, 5);
+        FP_CHECK_EQ_INT(fp_store_batch_set_key(b, "upload-2"), 0);
+        FP_CHECK_EQ_INT(write_and_free(s, b), 0);
+        FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + 7200 * SEC, 11, 0, 2, 1, 1)), 0);
+        /* Keys outlive a reopen. */
+        fp_store_close(s);
+        s = NULL;
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, NULL, 0), 0);
+        b = make_batch(T0, 10, 0, 4, 1, 5);
+        FP_CHECK_EQ_INT(fp_store_batch_set_key(b, "upload-1"), 0);
+        FP_CHECK_EQ_INT(fp_store_write_batch(s, b), -EALREADY);
+        /* Queries nest inside a series walk. */
+        FP_CHECK_EQ_INT(fp_store_list_series(s, NULL, nested_query, s), 2);
+        /* Retention: buckets that ended by T0 + 3700 s go, with their keys. */
+        FP_CHECK_EQ_INT(fp_store_expire(s, T0 + 3700 * SEC), 2);
+        FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM buckets"), 1);
+        FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM ingest_keys"), 0);
+        FP_CHECK_EQ_INT(fp_store_expire(s, T0 + 3700 * SEC), 0);
+        /* A key whose bucket is gone may be stored again. */
+        FP_CHECK_EQ_INT(fp_store_write_batch(s, b), 0);
+        fp_store_batch_free(b);
+        FP_CHECK(integrity_ok());
+        fp_store_close(s);
+}
+
 int main(void)
 {
         snprintf(dir, sizeof(dir), "/tmp/fp-test-store-XXXXXX");
@@ -923,6 +978,7 @@ int main(void)
         test_damaged();
         test_versions();
         test_batch_edges();
+        test_keys_and_expiry();
 
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The JSON and pprof API handlers; see api.h for what each answers.
+ */
+#include "api.h"
+#include "filter.h"
+#include "ingest.h"
+#include "json.h"
+#include "pprof.h"
+#include "server.h"
+#include "store.h"
+#include "writeq.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- ingest ---- */
+
+static int64_t mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        const char *key =
+            evhttp_find_header(evhttp_request_get_input_headers(req), "Idempotency-Key");
+        struct fp_coll_meta *meta = NULL;
+        struct fp_store_batch *batch = NULL;
+        size_t len = evbuffer_get_length(in);
+        uint64_t samples = 0;
+        const uint8_t *body;
+        char err[512];
+        int64_t t0;
+        int r;
+
+        meta = malloc(sizeof(*meta));
+        if (!meta) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                goto out;
+        }
+        r = fp_coll_ingest_parse_meta(uri ? evhttp_uri_get_query(uri) : NULL, meta, err,
+                                      sizeof(err));
+        if (r == 0 && key)
+                r = fp_coll_ingest_check_key(key, err, sizeof(err));
+        if (r < 0) {
+                s->st.uploads_rejected++;
+                fp_coll_reply_error(req, r == -ENOMEM ? 503 : 400, "%s", err);
+                goto out;
+        }
+        body = evbuffer_pullup(in, -1);
+        if (!body && len) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                goto out;
+        }
+        s->st.bytes_received += len;
+        t0 = mono_ns();
+        r = fp_coll_ingest_build(meta, body, len, s->max_profile_bytes, &batch, &samples, err,
+                                 sizeof(err));
+        if (r < 0) {
+                int code = r == -EFBIG ? 413 : r == -ENOMEM ? 503 : 400;
+
+                s->st.uploads_rejected++;
+                fprintf(stderr, "fleetprof-collector: Refused an upload from %s (pid %d): %s\n",
+                        meta->host, (int)meta->pid, err);
+                fp_coll_reply_error(req, code, "%s", err);
+                goto out;
+        }
+        s->st.decode_ns += (uint64_t)(mono_ns() - t0);
+        if (key && (r = fp_store_batch_set_key(batch, key)) < 0) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                goto out;
+        }
+        /* Written by the writer thread with the uploads queued beside it, then answered. */
+        r = fp_coll_writeq_add(s->writeq, req, batch, samples);
+        if (r < 0) {
+                fp_coll_reply_error(req, 503, "%s",
+                                    r == -EBUSY ? "too many uploads are waiting to be stored; "
+                                                  "try again later"
+                                                : "out of memory");
+                goto out;
+        }
+        batch = NULL;
+out:
+        fp_store_batch_free(batch);
+        free(meta);
+}
+
+/* ---- series ---- */
+
+struct drop_row {
+        char *host;
+        pid_t pid;
+        uint64_t starttime;
+        char *reason;
+        uint64_t count;
+};
+
+struct drop_list {
+        struct drop_row *rows;
+        size_t n, cap;
+};
+
+static int collect_drop(void *userdata, const struct fp_store_drop *d)
+{
+        struct drop_list *l = userdata;
+
+        if (l->n == l->cap) {
+                size_t cap = l->cap ? l->cap * 2 : 16;
+                void *p = realloc(l->rows, cap * sizeof(*l->rows));
+                if (!p)
+                        return -ENOMEM;
+                l->rows = p;
+                l->cap = cap;
+        }
+        l->rows[l->n] = (struct drop_row){.host = strdup(d->host ? d->host : ""),
+                                          .pid = d->pid,
+                                          .starttime = d->starttime,
+                                          .reason = strdup(d->reason),
+                                          .count = d->count};
+        if (!l->rows[l->n].host || !l->rows[l->n].reason) {
+                free(l->rows[l->n].host);
+                free(l->rows[l->n].reason);
+                return -ENOMEM;
+        }
+        l->n++;
+        return 0;
+}
+
+static void drop_list_free(struct drop_list *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                free(l->rows[i].host);
+                free(l->rows[i].reason);
+        }
+        free(l->rows);
+}
+
+struct walk {
+        struct drop_list drops;
+        fp_coll_series_fn fn;
+        void *userdata;
+};
+
+static int walk_one(void *userdata, const struct fp_store_series *se)
+{
+        struct walk *w = userdata;
+        struct fp_coll_drops d = {0};
+
+        for (size_t i = 0; i < w->drops.n; i++) {
+                const struct drop_row *r = &w->drops.rows[i];
+
+                if (r->pid == se->pid && r->starttime == se->starttime &&
+                    strcmp(r->host, se->host ? se->host : "") == 0 &&
+                    d.n < sizeof(d.d) / sizeof(d.d[0])) {
+                        d.d[d.n].reason = r->reason;
+                        d.d[d.n++].count = r->count;
+                }
+        }
+        return w->fn(w->userdata, se, &d);
+}
+
+int fp_coll_api_walk_series(struct fp_coll_server *s, const struct fp_store_filter *f,
+                            fp_coll_series_fn fn, void *userdata)
+{
+        struct walk w = {.fn = fn, .userdata = userdata};
+        int r;
+
+        r = fp_store_drop_totals(s->store, f, collect_drop, &w.drops);
+        if (r >= 0)
+                r = fp_store_list_series(s->store, f, walk_one, &w);
+        drop_list_free(&w.drops);
+        return r;
+}
+
+static int series_json(void *userdata, const struct fp_store_series *se,
+                       const struct fp_coll_drops *d)
+{
+        struct evbuffer *b = userdata;
+        char first[40], last[40];
+
+        fp_coll_rfc3339(se->first_ns, first, sizeof(first));
+        fp_coll_rfc3339(se->last_ns, last, sizeof(last));
+        evbuffer_add_printf(b, "%s\n    {\"host\": ", evbuffer_get_length(b) > 16 ? "," : "");
+        fp_coll_json_str(b, se->host);
+        evbuffer_add_printf(b, ", \"process\": ");
+        fp_coll_json_str(b, se->comm);
+        evbuffer_add_printf(b, ", \"pid\": %d, \"starttime\": %" PRIu64 ", \"exe\": ", (int)se->pid,
+                            se->starttime);
+        fp_coll_json_str(b, se->exe);
+        evbuffer_add_printf(b, ", \"event\": ");
+        fp_coll_json_str(b, se->event);
+        evbuffer_add_printf(b,
+                            ", \"first\": \"%s\", \"last\": \"%s\", \"first_ns\": %" PRId64
+                            ", \"last_ns\": %" PRId64 ", \"buckets\": %" PRIu64
+                            ", \"samples\": %" PRIu64 ", \"value\": %" PRIu64 ", \"drops\": {",
+                            first, last, se->first_ns, se->last_ns, se->buckets, se->count,
+                            se->value);
+        for (size_t i = 0; i < d->n; i++) {
+                evbuffer_add_printf(b, "%s", i ? ", " : "");
+                fp_coll_json_str(b, d->d[i].reason);
+                evbuffer_add_printf(b, ": %" PRIu64, d->d[i].count);
+        }
+        evbuffer_add_printf(b, "}}");
+        return 0;
+}
+
+int fp_coll_api_parse_filter(struct evhttp_request *req, struct fp_coll_filter *f)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        char err[256];
+        int r;
+
+        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL, fp_coll_now_ns(), f, err,
+                                 sizeof(err));
+        if (r < 0)
+                fp_coll_reply_error(req, 400, "%s", err);
+        return r;
+}
+
+void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        struct fp_coll_filter f;
+        struct evbuffer *b;
+        int r;
+
+        if (fp_coll_api_parse_filter(req, &f) < 0)
+                return;
+        b = evbuffer_new();
+        if (!b) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                return;
+        }
+        evbuffer_add_printf(b, "{\"series\": [");
+        r = fp_coll_api_walk_series(s, &f.f, series_json, b);
+        if (r < 0) {
+                fp_coll_reply_error(req, 503, "cannot read the store: %s",
+                                    fp_store_errmsg(s->store));
+        } else {
+                evbuffer_add_printf(b, "%s]}\n", r ? "\n" : "");
+                fp_coll_reply(req, 200, "application/json", b);
+        }
+        evbuffer_free(b);
+}
+
+/* ---- profile ---- */
+
+static void free_buf(const void *data, size_t len, void *arg)
+{
+        (void)len;
+        (void)arg;
+        free((void *)data);
+}
+
+void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        struct fp_coll_filter f;
+        struct fp_pprof *p;
+        struct evbuffer *b;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int r;
+
+        if (fp_coll_api_parse_filter(req, &f) < 0)
+                return;
+        p = fp_pprof_new();
+        if (!p) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                return;
+        }
+        r = fp_store_query_pprof(s->store, &f.f, p);
+        if (r < 0) {
+                fp_coll_reply_error(req, r == -EINVAL ? 400 : 503, "cannot query the store: %s",
+                                    fp_store_errmsg(s->store));
+                goto out;
+        }
+        if (r == 0) {
+                fp_coll_reply_error(req, 404, "no samples match this selection");
+                goto out;
+        }
+        r = fp_pprof_encode(p, 1, &buf, &len);
+        if (r < 0) {
+                fp_coll_reply_error(req, 503, "cannot encode the profile: %s", strerror(-r));
+                goto out;
+        }
+        /* The buffer is handed over: evhttp may send it after this returns. */
+        b = evbuffer_new();
+        if (!b || evbuffer_add_reference(b, buf, len, free_buf, NULL) < 0) {
+                if (b)
+                        evbuffer_free(b);
+                fp_coll_reply_error(req, 503, "out of memory");
+                goto out;
+        }
+        buf = NULL;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Disposition",
+                          "attachment; filename=\"profile.pb.gz\"");
+        fp_coll_reply(req, 200, "application/octet-stream", b);
+        evbuffer_free(b);
+out:
+        free(buf);
+        fp_pprof_free(p);
+}
+
+/* ---- healthz ---- */
+
+void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        struct fp_store_stats ss = {0};
+        struct evbuffer *b = evbuffer_new();
+        int r = fp_store_stats(s->store, &ss);
+
+        if (!b) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                return;
+        }
+        evbuffer_add_printf(b,
+                            "{\"status\": \"%s\", \"version\": \"%s\", \"uptime_s\": %" PRId64
+                            ", \"requests\": %" PRIu64 ", \"uploads_stored\": %" PRIu64
+                            ", \"uploads_duplicate\": %" PRIu64 ", \"uploads_rejected\": %" PRIu64
+                            ", \"uploads_failed\": %" PRIu64 ", \"samples_stored\": %" PRIu64
+                            ", \"bytes_received\": %" PRIu64 ", \"decode_ms\": %" PRIu64
+                            ", \"store_write_ms\": %" PRIu64 ", \"store_groups\": %" PRIu64
+                            ", \"store\": {\"buckets\": %" PRIu64 ", \"targets\": %" PRIu64
+                            ", \"file_bytes\": %" PRIu64 ", \"wal_bytes\": %" PRIu64
+                            ", \"max_bytes\": %" PRIu64 "}}\n",
+                            r < 0 ? "degraded" : "ok", FP_VERSION,
+                            (int64_t)((fp_coll_now_ns() - s->st.started_ns) / 1000000000LL),
+                            s->st.requests, s->st.uploads_stored, s->st.uploads_duplicate,
+                            s->st.uploads_rejected, s->st.uploads_failed, s->st.samples_stored,
+                            s->st.bytes_received, s->st.decode_ns / 1000000,
+                            s->st.store_ns / 1000000, s->st.groups, ss.buckets, ss.targets,
+                            ss.file_bytes, ss.wal_bytes, s->store_max_bytes);
+        fp_coll_reply(req, r < 0 ? 503 : 200, "application/json", b);
+        evbuffer_free(b);
+}

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Read-query parsing; see filter.h.
+ */
+#include "filter.h"
+#include "options.h"
+#include "json.h"
+
+#include <errno.h>
+#include <event2/http.h>
+#include <sys/queue.h>
+#include <event2/keyvalq_struct.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NS 1000000000LL
+
+int fp_coll_parse_time(const char *s, int64_t now_ns, int64_t *ret)
+{
+        struct tm tm = {0};
+        uint64_t secs;
+        char *end;
+
+        if (strcmp(s, "now") == 0) {
+                *ret = now_ns;
+                return 0;
+        }
+        if (s[0] == '-') {
+                if (fp_coll_parse_duration(s + 1, &secs) < 0 || secs > (uint64_t)(now_ns / NS))
+                        return -EINVAL;
+                *ret = now_ns - (int64_t)secs * NS;
+                return 0;
+        }
+        if (strlen(s) == 20 && s[4] == '-' && s[10] == 'T' && s[19] == 'Z') {
+                end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+                if (!end || *end)
+                        return -EINVAL;
+                time_t t = timegm(&tm);
+                if (t < 0)
+                        return -EINVAL;
+                *ret = (int64_t)t * NS;
+                return 0;
+        }
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || *end || v < 0 || v > (double)(INT64_MAX / NS))
+                return -EINVAL;
+        *ret = (int64_t)(v * 1e9);
+        return 0;
+}
+
+static int text(const char *name, const char *v, char *dst, size_t size, char *err, size_t errlen)
+{
+        size_t n = strlen(v);
+
+        if (n == 0 || n >= size)
+                return fp_coll_errf(err, errlen, -EINVAL,
+                                    "parameter '%s' must be 1 to %zu characters", name, size - 1);
+        memcpy(dst, v, n + 1);
+        return 0;
+}
+
+int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filter *ret, char *err,
+                         size_t errlen)
+{
+        struct fp_coll_filter *f;
+        struct evkeyvalq q;
+        struct evkeyval *kv;
+        bool have_from = false, have_seconds = false;
+        int r = 0;
+
+        f = calloc(1, sizeof(*f));
+        if (!f)
+                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
+        TAILQ_INIT(&q);
+        if (evhttp_parse_query_str(query ? query : "", &q) < 0) {
+                r = fp_coll_errf(err, errlen, -EINVAL, "the query string is malformed");
+                goto out;
+        }
+        TAILQ_FOREACH(kv, &q, next)
+        {
+                const char *k = kv->key, *v = kv->value;
+                char *end;
+                long n;
+
+                if (strcmp(k, "host") == 0) {
+                        r = text(k, v, f->host, sizeof(f->host), err, errlen);
+                        f->f.host = f->host;
+                } else if (strcmp(k, "process") == 0) {
+                        r = text(k, v, f->process, sizeof(f->process), err, errlen);
+                        f->f.process = f->process;
+                } else if (strcmp(k, "event") == 0) {
+                        r = text(k, v, f->event, sizeof(f->event), err, errlen);
+                        f->f.event = f->event;
+                } else if (strcmp(k, "pid") == 0 || strcmp(k, "seconds") == 0 ||
+                           strcmp(k, "n") == 0) {
+                        errno = 0;
+                        n = *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : -1;
+                        if (n < 1 || errno || *end || n > INT_MAX) {
+                                r = fp_coll_errf(err, errlen, -EINVAL,
+                                                 "parameter '%s' must be a positive integer", k);
+                        } else if (k[0] == 'p') {
+                                f->f.pid = (pid_t)n;
+                        } else if (k[0] == 'n') {
+                                f->top_n = (unsigned)n;
+                        } else {
+                                have_seconds = true;
+                                f->f.since_ns = now_ns - (int64_t)n * NS;
+                        }
+                } else if (strcmp(k, "from") == 0 || strcmp(k, "to") == 0) {
+                        int64_t t;
+
+                        if (fp_coll_parse_time(v, now_ns, &t) < 0)
+                                r = fp_coll_errf(
+                                    err, errlen, -EINVAL,
+                                    "parameter '%s': '%.64s' is not a time (Unix seconds, "
+                                    "2026-01-31T12:00:00Z, now, or -15m/-2h/-7d)",
+                                    k, v);
+                        else if (k[0] == 'f')
+                                f->f.since_ns = t, have_from = true;
+                        else
+                                f->f.until_ns = t;
+                } else {
+                        r = fp_coll_errf(
+                            err, errlen, -EINVAL,
+                            "unknown parameter '%.64s' (known: host, process, pid, event, "
+                            "from, to, seconds)",
+                            k);
+                }
+                if (r < 0)
+                        goto out;
+        }
+        if (have_from && have_seconds) {
+                r = fp_coll_errf(err, errlen, -EINVAL, "give either 'from' or 'seconds', not both");
+                goto out;
+        }
+        if (f->f.until_ns && f->f.until_ns <= f->f.since_ns) {
+                r = fp_coll_errf(err, errlen, -EINVAL, "'to' must be later than 'from'");
+                goto out;
+        }
+        memcpy(ret, f, sizeof(*f));
+        /* The copy's pointers must point into the copy. */
+        ret->f.host = f->f.host ? ret->host : NULL;
+        ret->f.process = f->f.process ? ret->process : NULL;
+        ret->f.event = f->f.event ? ret->event : NULL;
+out:
+        evhttp_clear_headers(&q);
+        free(f);
+        return r;
+}

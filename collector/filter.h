@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The query string of the read endpoints (/api/v1/series,
+ * /api/v1/profile, the web page) into a store filter. Every parameter is
+ * optional:
+ *
+ *   host=NAME  process=COMM  pid=N  event=NAME
+ *   from=TIME  to=TIME       TIME: Unix seconds ("1763888590" or with a
+ *                            fraction), RFC 3339 UTC ("2026-11-23T09:00:00Z"),
+ *                            "now", or relative to now ("-15m", "-2h", "-7d")
+ *   seconds=N                the last N seconds (what `go tool pprof
+ *                            -seconds N` adds; not with from)
+ *   n=N                      rows of a top table (web page only)
+ *
+ * Unknown parameters and malformed values are errors (a typo must not
+ * silently widen a query). Pure; unit-tested in tests/unit/test-collector.c.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct fp_coll_filter {
+        char host[256], process[256], event[128];
+        struct fp_store_filter f; /* points into the fields above */
+        unsigned top_n;           /* 0: not given */
+};
+
+/* 0, or -EINVAL with one line in err. now_ns is CLOCK_REALTIME. */
+int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filter *ret, char *err,
+                         size_t errlen);
+/* A TIME as above into nanoseconds. 0 or -EINVAL. */
+int fp_coll_parse_time(const char *s, int64_t now_ns, int64_t *ret);

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decoding and validating one agent upload into a store batch.
+ *
+ * An upload (agent/upload.c) is
+ *
+ *   POST /api/v1/ingest?host=H&pid=P&starttime=S&comm=C&exe=E&event=EV
+ *                      &from=NS&to=NS&agent=VERSION[&drops=R:N,R:N...]
+ *   Idempotency-Key: K          (optional: without it there is no dedup)
+ *   body: a gzip-compressed profile.proto with two sample types (the
+ *         event's count and value), samples labelled "thread" (tid) and
+ *         "thread_name".
+ *
+ * This module is pure (no I/O, no globals): it turns the query string and
+ * the body into a struct fp_store_batch holding one bucket [from, to) of
+ * one target (host, pid, starttime) and one event, or into one line that
+ * says what is wrong with them. The HTTP layer maps its return values to
+ * statuses: -EINVAL and -EBADMSG are 400, -EFBIG 413, -ENOMEM 500. The
+ * fuzz target (tests/fuzz/fuzz-ingest.c) drives fp_coll_ingest_build().
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fp_store_batch;
+
+#define FP_COLL_MAX_DROPS 32 /* distinct drop reasons one upload may carry */
+
+struct fp_coll_drop {
+        char reason[64];
+        uint64_t count;
+};
+
+/* The upload's query parameters, validated. */
+struct fp_coll_meta {
+        char host[256];
+        pid_t pid;
+        uint64_t starttime;
+        char comm[256];
+        char exe[4096];
+        char event[128];
+        char agent[64];
+        int64_t from_ns, to_ns;
+        struct fp_coll_drop drops[FP_COLL_MAX_DROPS];
+        size_t n_drops;
+};
+
+/*
+ * Parses and checks the query string of an ingest request (the part after
+ * '?', already split off; NULL is an empty one). host, pid, starttime,
+ * event, from and to are required; comm, exe, agent and drops optional;
+ * unknown parameters are refused (a typo would otherwise lose data
+ * silently). Returns 0, or -EINVAL with one line in err.
+ */
+int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char *err,
+                              size_t errlen);
+
+/*
+ * Checks an Idempotency-Key header value: 1 to 128 printable ASCII
+ * characters. 0 or -EINVAL with one line in err.
+ */
+int fp_coll_ingest_check_key(const char *key, char *err, size_t errlen);
+
+/*
+ * Decodes body (gzip profile.proto, at most max_decompressed bytes once
+ * inflated) and builds the batch of meta's target and event. Returns 0
+ * with *ret (the caller's, free with fp_store_batch_free()) and the
+ * upload's sample count in *ret_samples; or -EINVAL / -EBADMSG (the body
+ * is not what an agent sends), -EFBIG (decompressed size over the limit),
+ * -ENOMEM, each with one line in err. *ret is untouched on failure.
+ */
+int fp_coll_ingest_build(const struct fp_coll_meta *meta, const uint8_t *body, size_t len,
+                         size_t max_decompressed, struct fp_store_batch **ret,
+                         uint64_t *ret_samples, char *err, size_t errlen);

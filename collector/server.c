@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP(S) server, routing, authentication and retention; see
+ * server.h.
+ */
+#include "server.h"
+#include "api.h"
+#include "json.h"
+#include "store.h"
+#include "web.h"
+#include "writeq.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t fp_coll_now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err && errlen) {
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+}
+
+void fp_coll_reply(struct evhttp_request *req, int code, const char *content_type,
+                   struct evbuffer *body)
+{
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        const char *reason = code == 200   ? "OK"
+                             : code == 400 ? "Bad Request"
+                             : code == 401 ? "Unauthorized"
+                             : code == 404 ? "Not Found"
+                             : code == 405 ? "Method Not Allowed"
+                             : code == 413 ? "Payload Too Large"
+                             : code == 503 ? "Service Unavailable"
+                                           : "Error";
+
+        evhttp_add_header(h, "Content-Type", content_type);
+        evhttp_add_header(h, "Cache-Control", "no-store");
+        evhttp_send_reply(req, code, reason, body);
+}
+
+void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, ...)
+{
+        struct evbuffer *b = evbuffer_new();
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (!b) {
+                evhttp_send_error(req, 500, NULL);
+                return;
+        }
+        evbuffer_add_printf(b, "{\"error\": ");
+        fp_coll_json_str(b, msg);
+        evbuffer_add_printf(b, "}\n");
+        if (code == 401)
+                evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                                  "Bearer realm=\"fleetprof\"");
+        fp_coll_reply(req, code, "application/json", b);
+        evbuffer_free(b);
+}
+
+/* Compares without an early exit, so timing does not reveal how much of a token matched. */
+static bool token_equal(const char *a, const char *b)
+{
+        size_t la = strlen(a), lb = strlen(b);
+        unsigned char d = la != lb;
+
+        for (size_t i = 0; i < la; i++)
+                d |= (unsigned char)a[i] ^ (unsigned char)b[i % (lb ? lb : 1)];
+        return d == 0;
+}
+
+static bool authorized(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const char *h;
+
+        if (!s->token)
+                return true;
+        h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+        if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+                fp_coll_reply_error(req, 401, "missing bearer token (Authorization: Bearer ...)");
+                return false;
+        }
+        if (!token_equal(h + 7, s->token)) {
+                fp_coll_reply_error(req, 401, "wrong bearer token");
+                return false;
+        }
+        return true;
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+        struct fp_coll_server *s = arg;
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+        enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+        static const struct {
+                const char *path;
+                enum evhttp_cmd_type cmd;
+                bool auth;
+                void (*fn)(struct fp_coll_server *, struct evhttp_request *);
+        } routes[] = {
+            {"/api/v1/ingest", EVHTTP_REQ_POST, true, fp_coll_api_ingest},
+            {"/api/v1/series", EVHTTP_REQ_GET, false, fp_coll_api_series},
+            {"/api/v1/profile", EVHTTP_REQ_GET, false, fp_coll_api_profile},
+            {"/healthz", EVHTTP_REQ_GET, false, fp_coll_api_healthz},
+            {"/", EVHTTP_REQ_GET, false, fp_coll_web_index},
+            {"/top", EVHTTP_REQ_GET, false, fp_coll_web_top},
+        };
+
+        s->st.requests++;
+        if (!path || !*path)
+                path = "/";
+        for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+                if (strcmp(path, routes[i].path) != 0)
+                        continue;
+                if (cmd != routes[i].cmd &&
+                    !(cmd == EVHTTP_REQ_HEAD && routes[i].cmd == EVHTTP_REQ_GET)) {
+                        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                                          routes[i].cmd == EVHTTP_REQ_GET ? "GET, HEAD" : "POST");
+                        fp_coll_reply_error(req, 405, "%s takes %s", routes[i].path,
+                                            routes[i].cmd == EVHTTP_REQ_GET ? "GET" : "POST");
+                        return;
+                }
+                if (routes[i].auth && !authorized(s, req))
+                        return;
+                routes[i].fn(s, req);
+                return;
+        }
+        fp_coll_reply_error(req, 404, "no such endpoint: %.200s", path);
+}
+
+static struct bufferevent *ssl_bev(struct event_base *base, void *arg)
+{
+        struct fp_coll_server *s = arg;
+        SSL *ssl = SSL_new(s->ssl_ctx);
+
+        if (!ssl)
+                return NULL;
+        return bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                              BEV_OPT_CLOSE_ON_FREE);
+}
+
+static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, char *err,
+                     size_t errlen)
+{
+        SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+        char e[256];
+
+        if (!ctx) {
+                seterr(err, errlen, "Failed to set up TLS: out of memory");
+                return -ENOMEM;
+        }
+        s->ssl_ctx = ctx;
+        SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        if (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert) != 1) {
+                ERR_error_string_n(ERR_get_error(), e, sizeof(e));
+                seterr(err, errlen, "Failed to load the TLS certificate '%s': %s", c->tls_cert, e);
+                return -EINVAL;
+        }
+        if (SSL_CTX_use_PrivateKey_file(ctx, c->tls_key, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(ctx) != 1) {
+                ERR_error_string_n(ERR_get_error(), e, sizeof(e));
+                seterr(err, errlen, "Failed to load the TLS key '%s': %s", c->tls_key, e);
+                return -EINVAL;
+        }
+        evhttp_set_bevcb(s->http, ssl_bev, s);
+        s->tls = true;
+        return 0;
+}
+
+static int read_token(const char *path, char **ret, char *err, size_t errlen)
+{
+        FILE *f = fopen(path, "re");
+        char buf[4096];
+        size_t n;
+
+        if (!f) {
+                int e = errno;
+                seterr(err, errlen, "Failed to read the token file '%s': %s", path, strerror(e));
+                return -e;
+        }
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        buf[strcspn(buf, "\r\n")] = 0;
+        if (!buf[0]) {
+                seterr(err, errlen, "The token file '%s' is empty", path);
+                return -EINVAL;
+        }
+        *ret = strdup(buf);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* "ADDR:PORT", "[v6]:PORT" or ":PORT" (all addresses). */
+static int split_listen(const char *listen, char *addr, size_t addrlen, unsigned *port)
+{
+        const char *colon = strrchr(listen, ':');
+        const char *a = listen;
+        size_t n;
+        char *end;
+        unsigned long p;
+
+        if (!colon)
+                return -EINVAL;
+        n = (size_t)(colon - listen);
+        if (n >= 2 && a[0] == '[' && a[n - 1] == ']')
+                a++, n -= 2;
+        if (n >= addrlen)
+                return -EINVAL;
+        memcpy(addr, a, n);
+        addr[n] = 0;
+        if (!n)
+                snprintf(addr, addrlen, "0.0.0.0");
+        errno = 0;
+        p = strtoul(colon + 1, &end, 10);
+        if (errno || *end || colon[1] == 0 || p == 0 || p > 65535)
+                return -EINVAL;
+        *port = (unsigned)p;
+        return 0;
+}
+
+int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
+                       struct fp_coll_server **ret, char *err, size_t errlen)
+{
+        struct fp_coll_server *s;
+        struct fp_store *wstore = NULL;
+        char addr[128];
+        unsigned port;
+        int r;
+
+        if (split_listen(c->listen, addr, sizeof(addr), &port) < 0) {
+                seterr(err, errlen, "invalid --listen '%s': ADDR:PORT, e.g. 127.0.0.1:7070",
+                       c->listen);
+                return -EINVAL;
+        }
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+                seterr(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        s->base = base;
+        s->max_profile_bytes = (size_t)c->max_profile_mb << 20;
+        s->st.started_ns = fp_coll_now_ns();
+        snprintf(s->listen, sizeof(s->listen), "%s", c->listen);
+        if (c->token_file && (r = read_token(c->token_file, &s->token, err, errlen)) < 0)
+                goto fail;
+        s->store_max_bytes = c->store_max_mb << 20;
+        r = fp_store_open(c->store, s->store_max_bytes, &wstore, err, errlen);
+        if (r < 0)
+                goto fail;
+        if (r == FP_STORE_RECOVERED)
+                fprintf(stderr, "fleetprof-collector: %s\n", err);
+        r = fp_coll_writeq_new(s, wstore, c->retention_s, &s->writeq);
+        if (r < 0) {
+                seterr(err, errlen, "Failed to start the writer thread: %s", strerror(-r));
+                goto fail;
+        }
+        r = fp_store_open_readonly(c->store, &s->store, err, errlen);
+        if (r < 0)
+                goto fail;
+        s->http = evhttp_new(base);
+        if (!s->http) {
+                seterr(err, errlen, "Failed to create the HTTP server");
+                r = -ENOMEM;
+                goto fail;
+        }
+        evhttp_set_max_body_size(s->http, (ev_ssize_t)(c->max_body_mb << 20));
+        evhttp_set_max_headers_size(s->http, 64 << 10);
+        evhttp_set_timeout(s->http, 60);
+        evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+        evhttp_set_gencb(s->http, on_request, s);
+        if (c->tls_cert && (r = tls_setup(s, c, err, errlen)) < 0)
+                goto fail;
+        s->sock = evhttp_bind_socket_with_handle(s->http, addr, (ev_uint16_t)port);
+        if (!s->sock) {
+                r = -errno ? -errno : -EADDRINUSE;
+                seterr(err, errlen, "Failed to listen on '%s': %s", c->listen, strerror(-r));
+                goto fail;
+        }
+        *ret = s;
+        return 0;
+fail:
+        fp_coll_server_free(s);
+        return r;
+}
+
+void fp_coll_server_free(struct fp_coll_server *s)
+{
+        if (!s)
+                return;
+        fp_coll_writeq_free(s->writeq); /* writes and answers what is queued */
+        if (s->http)
+                evhttp_free(s->http);
+        if (s->ssl_ctx)
+                SSL_CTX_free(s->ssl_ctx);
+        fp_store_close(s->store);
+        free(s->token);
+        free(s);
+}

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store's writer thread and its queues; see writeq.h.
+ *
+ *   loop thread                        writer thread
+ *   add(): job -> todo, signal  ---->  take up to FP_COLL_WRITEQ_MAX jobs,
+ *                                      fp_store_write_batches() (one
+ *                                      transaction), jobs -> done,
+ *   on_done() (eventfd readable) <---  eventfd write
+ *   answers each job's request         retention when due (fp_store_expire)
+ *
+ * Only the loop thread touches requests, connections and the counters in
+ * struct fp_coll_server; only the writer thread touches the read-write
+ * store. The lock guards the two lists and the writer's time figures.
+ */
+#include "writeq.h"
+#include "server.h"
+#include "store.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+struct job {
+        struct job *next;
+        struct evhttp_request *req; /* NULL: the client hung up */
+        struct evhttp_connection *evcon;
+        struct fp_store_batch *batch;
+        uint64_t samples;
+        int result;
+};
+
+struct fp_coll_writeq {
+        struct fp_coll_server *s;
+        struct fp_store *store; /* the writer thread's */
+        uint64_t retention_s;
+        int efd;
+        struct event *ev_done;
+        pthread_t thread;
+        bool started;
+
+        pthread_mutex_t lock;
+        pthread_cond_t wake;
+        struct job *todo, **todo_tail;
+        struct job *done, **done_tail;
+        size_t queued; /* jobs in todo and being written */
+        bool stopping;
+        uint64_t store_ns, groups, expired; /* the writer's figures, under lock */
+        char error[256];                    /* the last store failure, under lock */
+};
+
+static int64_t mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- writer thread ---- */
+
+static void expire(struct fp_coll_writeq *q)
+{
+        int64_t before = fp_coll_now_ns() - (int64_t)q->retention_s * 1000000000LL;
+        int n = fp_store_expire(q->store, before);
+
+        if (n < 0)
+                fprintf(stderr, "fleetprof-collector: Failed to apply the retention: %s\n",
+                        fp_store_errmsg(q->store));
+        else if (n > 0)
+                fprintf(stderr, "fleetprof-collector: retention: deleted %d old uploads\n", n);
+}
+
+/* Writes one group; called without the lock. */
+static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
+{
+        const struct fp_store_batch *batches[FP_COLL_WRITEQ_MAX];
+        int results[FP_COLL_WRITEQ_MAX];
+        int64_t t0 = mono_ns(), took;
+        int r;
+
+        for (size_t i = 0; i < n; i++)
+                batches[i] = jobs[i]->batch;
+        r = fp_store_write_batches(q->store, batches, n, results);
+        took = mono_ns() - t0;
+        for (size_t i = 0; i < n; i++)
+                jobs[i]->result = results[i];
+        pthread_mutex_lock(&q->lock);
+        q->store_ns += (uint64_t)took;
+        q->groups++;
+        if (r < 0)
+                snprintf(q->error, sizeof(q->error), "%s", fp_store_errmsg(q->store));
+        for (size_t i = 0; i < n; i++) {
+                *q->done_tail = jobs[i];
+                q->done_tail = &jobs[i]->next;
+        }
+        pthread_mutex_unlock(&q->lock);
+        if (r < 0)
+                fprintf(stderr, "fleetprof-collector: Failed to store %zu uploads: %s\n", n,
+                        q->error);
+}
+
+static void *thread_main(void *arg)
+{
+        struct fp_coll_writeq *q = arg;
+        int64_t next_expiry = 0; /* CLOCK_REALTIME ns; 0: now */
+        uint64_t one = 1;
+
+        pthread_mutex_lock(&q->lock);
+        for (;;) {
+                struct job *jobs[FP_COLL_WRITEQ_MAX];
+                size_t n = 0;
+
+                if (q->retention_s && fp_coll_now_ns() >= next_expiry) {
+                        pthread_mutex_unlock(&q->lock);
+                        expire(q);
+                        next_expiry = fp_coll_now_ns() + 60 * 1000000000LL;
+                        pthread_mutex_lock(&q->lock);
+                }
+                if (!q->todo && q->stopping)
+                        break;
+                if (!q->todo) {
+                        if (q->retention_s) {
+                                struct timespec ts = {.tv_sec = next_expiry / 1000000000LL,
+                                                      .tv_nsec = next_expiry % 1000000000LL};
+                                pthread_cond_timedwait(&q->wake, &q->lock, &ts);
+                        } else {
+                                pthread_cond_wait(&q->wake, &q->lock);
+                        }
+                        continue;
+                }
+                while (q->todo && n < FP_COLL_WRITEQ_MAX) {
+                        jobs[n++] = q->todo;
+                        q->todo = q->todo->next;
+                        jobs[n - 1]->next = NULL;
+                }
+                if (!q->todo)
+                        q->todo_tail = &q->todo;
+                pthread_mutex_unlock(&q->lock);
+                write_group(q, jobs, n);
+                if (write(q->efd, &one, sizeof(one)) < 0) {
+                        /* Cannot overflow in practice; the done list is the truth. */
+                }
+                pthread_mutex_lock(&q->lock);
+        }
+        pthread_mutex_unlock(&q->lock);
+        return NULL;
+}
+
+/* ---- loop thread ---- */
+
+static void on_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+        struct job *j = arg;
+
+        (void)evcon;
+        j->req = NULL;
+        j->evcon = NULL;
+}
+
+static void answer(struct fp_coll_server *s, struct job *j)
+{
+        struct evbuffer *b;
+
+        if (j->result == 0) {
+                s->st.uploads_stored++;
+                s->st.samples_stored += j->samples;
+        } else if (j->result == -EALREADY) {
+                s->st.uploads_duplicate++;
+        } else {
+                s->st.uploads_failed++;
+        }
+        if (!j->req)
+                return;
+        evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+        if (j->result < 0 && j->result != -EALREADY) {
+                fp_coll_reply_error(j->req, 503, "cannot store the upload now: %s",
+                                    strerror(-j->result));
+                return;
+        }
+        b = evbuffer_new();
+        if (!b) {
+                fp_coll_reply_error(j->req, 503, "out of memory");
+                return;
+        }
+        if (j->result == 0)
+                evbuffer_add_printf(b, "{\"status\": \"stored\", \"samples\": %" PRIu64 "}\n",
+                                    j->samples);
+        else
+                evbuffer_add_printf(b, "{\"status\": \"duplicate\"}\n");
+        fp_coll_reply(j->req, 200, "application/json", b);
+        evbuffer_free(b);
+}
+
+static void deliver(struct fp_coll_writeq *q)
+{
+        struct job *list;
+
+        pthread_mutex_lock(&q->lock);
+        list = q->done;
+        q->done = NULL;
+        q->done_tail = &q->done;
+        q->s->st.store_ns = q->store_ns;
+        q->s->st.groups = q->groups;
+        pthread_mutex_unlock(&q->lock);
+        while (list) {
+                struct job *j = list;
+
+                list = j->next;
+                answer(q->s, j);
+                fp_store_batch_free(j->batch);
+                free(j);
+                pthread_mutex_lock(&q->lock);
+                q->queued--;
+                pthread_mutex_unlock(&q->lock);
+        }
+}
+
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+        uint64_t n;
+
+        (void)what;
+        if (read(fd, &n, sizeof(n)) < 0) {
+                /* EAGAIN: a spurious wake-up; the done list is the truth. */
+        }
+        deliver(arg);
+}
+
+int fp_coll_writeq_new(struct fp_coll_server *s, struct fp_store *store, uint64_t retention_s,
+                       struct fp_coll_writeq **ret)
+{
+        struct fp_coll_writeq *q = calloc(1, sizeof(*q));
+        int r;
+
+        if (!q)
+                return -ENOMEM;
+        q->s = s;
+        q->store = store;
+        q->retention_s = retention_s;
+        q->efd = -1;
+        q->todo_tail = &q->todo;
+        q->done_tail = &q->done;
+        pthread_mutex_init(&q->lock, NULL);
+        pthread_cond_init(&q->wake, NULL);
+        q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (q->efd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        q->ev_done = event_new(s->base, q->efd, EV_READ | EV_PERSIST, on_done, q);
+        if (!q->ev_done || event_add(q->ev_done, NULL) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = -pthread_create(&q->thread, NULL, thread_main, q);
+        if (r < 0)
+                goto fail;
+        q->started = true;
+        *ret = q;
+        return 0;
+fail:
+        q->store = NULL; /* the caller's on failure */
+        fp_coll_writeq_free(q);
+        return r;
+}
+
+void fp_coll_writeq_free(struct fp_coll_writeq *q)
+{
+        if (!q)
+                return;
+        if (q->started) {
+                pthread_mutex_lock(&q->lock);
+                q->stopping = true;
+                pthread_cond_signal(&q->wake);
+                pthread_mutex_unlock(&q->lock);
+                pthread_join(q->thread, NULL);
+                deliver(q); /* what was written last, answered */
+        }
+        if (q->ev_done)
+                event_free(q->ev_done);
+        if (q->efd >= 0)
+                close(q->efd);
+        fp_store_close(q->store);
+        pthread_cond_destroy(&q->wake);
+        pthread_mutex_destroy(&q->lock);
+        free(q);
+}
+
+int fp_coll_writeq_add(struct fp_coll_writeq *q, struct evhttp_request *req,
+                       struct fp_store_batch *batch, uint64_t samples)
+{
+        struct job *j;
+
+        pthread_mutex_lock(&q->lock);
+        if (q->queued >= FP_COLL_WRITEQ_LIMIT) {
+                pthread_mutex_unlock(&q->lock);
+                return -EBUSY;
+        }
+        pthread_mutex_unlock(&q->lock);
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->req = req;
+        j->evcon = evhttp_request_get_connection(req);
+        j->batch = batch;
+        j->samples = samples;
+        if (j->evcon)
+                evhttp_connection_set_closecb(j->evcon, on_conn_closed, j);
+        pthread_mutex_lock(&q->lock);
+        q->queued++;
+        *q->todo_tail = j;
+        q->todo_tail = &j->next;
+        pthread_cond_signal(&q->wake);
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+}
