@@ -22,7 +22,7 @@
  * At the end (after --seconds of work, or on SIGTERM/SIGINT) the truth is
  * written as JSON to --truth FILE (atomically: FILE.tmp, then rename):
  *
- *   {"pid": P, "seconds": S, "wall_ns": W, "leaf_us": L,
+ *   {"pid": P, "scenario": "ratios", "seconds": S, "wall_ns": W, "leaf_us": L,
  *    "threads": {"w-alpha": {"tid": T, "duty": 0.6, "late": false,
  *                            "total_ns": N,          // sum over its stacks
  *                            "thread_cpu_ns": C,     // whole thread CPU
@@ -35,7 +35,12 @@
  * Usage: truth [--seconds S] [--truth FILE] [--ready FILE]
  *              [--wait-for-start FILE] [--late-threads N] [--late-delay-ms D]
  *              [--late-seconds S] [--late-duty F] [--duty-scale F]
- *              [--leaf-us U] [--hold]
+ *              [--leaf-us U] [--hold] [--scenario ratios|serial|equal|deep]
+ *
+ * --scenario picks other thread sets for the benchmarks (see scenarios[]):
+ * "serial" (one thread, leaves 5:3:2 by calls), "equal" (four identical
+ * threads "eq-N" at 35 % each), "deep" (one thread calling leaves both
+ * through mid_one() and under 80 frames of deep_rec() recursion).
  *
  * The PID is printed on stdout as the first line.  --ready FILE is written
  * (atomically) once every initial thread exists, is named, and is either
@@ -73,13 +78,14 @@ void *worker_main(void *arg);
 void *late_main(void *arg);
 
 enum leaf { LEAF_HASH, LEAF_SQRT, LEAF_MEM, N_LEAVES };
-enum caller { MID_ONE, MID_TWO, N_CALLERS };
+enum caller { MID_ONE, MID_TWO, DEEP_REC, N_CALLERS };
 
 uint64_t mid_one(enum leaf leaf, uint64_t seed);
 uint64_t mid_two(enum leaf leaf, uint64_t seed);
+uint64_t deep_rec(int depth, enum leaf leaf, uint64_t seed);
 
 static const char *const leaf_names[N_LEAVES] = {"leaf_hash", "leaf_sqrt", "leaf_mem"};
-static const char *const caller_names[N_CALLERS] = {"mid_one", "mid_two"};
+static const char *const caller_names[N_CALLERS] = {"mid_one", "mid_two", "deep_rec"};
 
 struct unit {
         enum caller caller;
@@ -107,8 +113,60 @@ static const struct unit gamma_units[] = {
 static const struct unit late_units[] = {
         {MID_ONE, LEAF_SQRT, 1}, {MID_TWO, LEAF_HASH, 1},
 };
+/* Scenario "serial": one thread, three leaves in 5:3:2 call ratio. */
+static const struct unit serial_units[] = {
+        {MID_ONE, LEAF_HASH, 5}, {MID_ONE, LEAF_SQRT, 3}, {MID_TWO, LEAF_MEM, 2},
+};
+/* Scenario "equal": identical threads. */
+static const struct unit equal_units[] = {
+        {MID_ONE, LEAF_HASH, 1}, {MID_TWO, LEAF_SQRT, 1},
+};
+/* Scenario "deep": the same thread alternates a shallow call and calls
+ * made under DEEP_FRAMES frames of recursion. */
+static const struct unit deep_units[] = {
+        {MID_ONE, LEAF_HASH, 2}, {DEEP_REC, LEAF_SQRT, 1}, {DEEP_REC, LEAF_HASH, 1},
+};
 
 #define MIX(a) {(a), sizeof(a) / sizeof((a)[0])}
+
+/* Below the kernel's default perf_event_max_stack (127) with the frames
+ * above worker_main and below the leaf. */
+#define DEEP_FRAMES 80
+
+#define MAX_INITIAL 4
+
+struct scenario {
+        const char *name;
+        int n_threads;
+        struct {
+                const char *name;
+                double duty;
+                const struct unit *units;
+                size_t n_units;
+        } threads[MAX_INITIAL];
+};
+
+#define SCEN_THREAD(n, d, a) {(n), (d), (a), sizeof(a) / sizeof((a)[0])}
+
+/*
+ * The thread sets --scenario chooses.  "ratios" (the default) gives threads
+ * known, unequal shares and leaves reached through two callers; "serial"
+ * one thread whose leaves have known shares; "equal" four identical threads
+ * (1.4 cores in all); "deep" one thread whose leaves are called both
+ * directly and under DEEP_FRAMES frames of recursion.
+ */
+static const struct scenario scenarios[] = {
+        {"ratios",
+         3,
+         {SCEN_THREAD("w-alpha", 0.60, alpha_units), SCEN_THREAD("w-beta", 0.30, beta_units),
+          SCEN_THREAD("w-gamma", 0.15, gamma_units)}},
+        {"serial", 1, {SCEN_THREAD("s-main", 0.80, serial_units)}},
+        {"equal",
+         4,
+         {SCEN_THREAD("eq-0", 0.35, equal_units), SCEN_THREAD("eq-1", 0.35, equal_units),
+          SCEN_THREAD("eq-2", 0.35, equal_units), SCEN_THREAD("eq-3", 0.35, equal_units)}},
+        {"deep", 1, {SCEN_THREAD("d-main", 0.80, deep_units)}},
+};
 
 struct worker {
         char name[16];
@@ -125,7 +183,6 @@ struct worker {
 };
 
 #define MAX_LATE 64
-#define N_INITIAL 3
 #define MEM_SLOTS (1u << 20) /* 4 MiB of uint32_t: bigger than most L2s */
 
 static volatile sig_atomic_t got_signal;
@@ -137,6 +194,7 @@ static struct timespec work_start;
 static long leaf_iters[N_LEAVES];
 static uint32_t *mem_ring;
 static double late_seconds_opt = -1;
+static const char *scenario_name = "ratios";
 
 static uint64_t ts_ns(const struct timespec *ts) {
         return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
@@ -235,11 +293,29 @@ NOINLINE uint64_t mid_two(enum leaf leaf, uint64_t seed) {
         }
 }
 
+/* Recurses depth more frames, then calls the leaf: the deepest frame below
+ * the leaf is deep_rec itself. */
+NOINLINE uint64_t deep_rec(int depth, enum leaf leaf, uint64_t seed) {
+        FORCE_FRAME();
+        if (depth > 1)
+                return deep_rec(depth - 1, leaf, seed + 1) + 1;
+        switch (leaf) {
+        case LEAF_HASH:
+                return leaf_hash(leaf_iters[LEAF_HASH], seed);
+        case LEAF_SQRT:
+                return leaf_sqrt(leaf_iters[LEAF_SQRT], seed);
+        default:
+                return leaf_mem(leaf_iters[LEAF_MEM], seed);
+        }
+}
+
 /* One measured caller→leaf call; returns the CPU ns it took. */
 static uint64_t measured_call(struct worker *w, const struct unit *u) {
         struct timespec a, b;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-        uint64_t r = u->caller == MID_ONE ? mid_one(u->leaf, w->calls) : mid_two(u->leaf, w->calls);
+        uint64_t r = u->caller == MID_ONE   ? mid_one(u->leaf, w->calls)
+                     : u->caller == MID_TWO ? mid_two(u->leaf, w->calls)
+                                            : deep_rec(DEEP_FRAMES, u->leaf, w->calls);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
         uint64_t d = ts_ns(&b) - ts_ns(&a);
         w->sink += r;
@@ -426,8 +502,8 @@ static int write_truth(const char *path, struct worker *ws, int n_ws, double sec
         uint64_t all[N_CALLERS][N_LEAVES] = {{0}};
         uint64_t total = 0;
 
-        bprintf(&b, "{\n  \"pid\": %d,\n  \"seconds\": %g,\n  \"wall_ns\": %llu,\n  \"leaf_us\": %g,\n", (int)getpid(),
-                seconds, (unsigned long long)wall_ns, leaf_us);
+        bprintf(&b, "{\n  \"pid\": %d,\n  \"scenario\": \"%s\",\n  \"seconds\": %g,\n  \"wall_ns\": %llu,\n  \"leaf_us\": %g,\n", (int)getpid(),
+                scenario_name, seconds, (unsigned long long)wall_ns, leaf_us);
         bprintf(&b, "  \"threads\": {\n");
         int first = 1;
         for (int i = 0; i < n_ws; i++) {
@@ -474,7 +550,8 @@ static void on_signal(int sig) {
 static void usage(FILE *f) {
         fprintf(f, "usage: truth [--seconds S] [--truth FILE] [--ready FILE] [--wait-for-start FILE]\n"
                    "             [--late-threads N] [--late-delay-ms D] [--late-seconds S]\n"
-                   "             [--late-duty F] [--duty-scale F] [--leaf-us U] [--hold]\n");
+                   "             [--late-duty F] [--duty-scale F] [--leaf-us U] [--hold]\n"
+                   "             [--scenario ratios|serial|equal|deep]\n");
 }
 
 static double parse_num(const char *opt, const char *s, double lo, double hi) {
@@ -492,6 +569,7 @@ int main(int argc, char **argv) {
         double seconds = 10, late_delay_ms = 1500, late_duty = 0.2, duty_scale = 1, leaf_us = 1500;
         int n_late = 0, hold = 0;
         const char *truth_path = NULL, *ready_path = NULL, *wait_path = NULL;
+        const struct scenario *scen = &scenarios[0];
         static const struct option opts[] = {
                 {"seconds", required_argument, NULL, 's'},
                 {"truth", required_argument, NULL, 't'},
@@ -504,6 +582,7 @@ int main(int argc, char **argv) {
                 {"duty-scale", required_argument, NULL, 'S'},
                 {"leaf-us", required_argument, NULL, 'u'},
                 {"hold", no_argument, NULL, 'H'},
+                {"scenario", required_argument, NULL, 'c'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
@@ -521,6 +600,18 @@ int main(int argc, char **argv) {
                 case 'S': duty_scale = parse_num("duty-scale", optarg, 0.01, 1.5); break;
                 case 'u': leaf_us = parse_num("leaf-us", optarg, 50, 100000); break;
                 case 'H': hold = 1; break;
+                case 'c':
+                        scen = NULL;
+                        for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+                                if (strcmp(optarg, scenarios[i].name) == 0)
+                                        scen = &scenarios[i];
+                        if (!scen) {
+                                fprintf(stderr, "truth: unknown scenario '%s' (ratios, serial, equal, deep)\n",
+                                        optarg);
+                                return 2;
+                        }
+                        scenario_name = scen->name;
+                        break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }
@@ -541,24 +632,22 @@ int main(int argc, char **argv) {
         build_mem_ring();
         calibrate(leaf_us);
 
-        struct worker ws[N_INITIAL + MAX_LATE];
+        struct worker ws[MAX_INITIAL + MAX_LATE];
         memset(ws, 0, sizeof(ws));
-        static const char *const names[N_INITIAL] = {"w-alpha", "w-beta", "w-gamma"};
-        static const double duties[N_INITIAL] = {0.60, 0.30, 0.15};
-        const struct mix mixes[N_INITIAL] = {MIX(alpha_units), MIX(beta_units), MIX(gamma_units)};
-        for (int i = 0; i < N_INITIAL; i++) {
-                snprintf(ws[i].name, sizeof(ws[i].name), "%s", names[i]);
-                ws[i].duty = duties[i] * duty_scale;
-                ws[i].mix = mixes[i];
+        const int n_initial = scen->n_threads;
+        for (int i = 0; i < n_initial; i++) {
+                snprintf(ws[i].name, sizeof(ws[i].name), "%s", scen->threads[i].name);
+                ws[i].duty = scen->threads[i].duty * duty_scale;
+                ws[i].mix = (struct mix){scen->threads[i].units, scen->threads[i].n_units};
                 if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]) != 0) {
-                        fprintf(stderr, "truth: Failed to create thread '%s'\n", names[i]);
+                        fprintf(stderr, "truth: Failed to create thread '%s'\n", ws[i].name);
                         return 1;
                 }
         }
         pthread_mutex_lock(&start_lock);
         for (;;) {
                 int all = 1;
-                for (int i = 0; i < N_INITIAL; i++)
+                for (int i = 0; i < n_initial; i++)
                         all &= ws[i].started;
                 if (all)
                         break;
@@ -589,7 +678,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "truth: pid %d working for %gs (leaf iters hash %ld sqrt %ld mem %ld)\n", (int)getpid(),
                 seconds, leaf_iters[LEAF_HASH], leaf_iters[LEAF_SQRT], leaf_iters[LEAF_MEM]);
 
-        int n_ws = N_INITIAL, late_made = 0;
+        int n_ws = n_initial, late_made = 0;
         uint64_t t0 = ts_ns(&work_start);
         for (;;) {
                 uint64_t el = clock_ns(CLOCK_MONOTONIC) - t0;
