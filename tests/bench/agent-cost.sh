@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # What does the agent cost?  Profiles tests/workloads/spin (BENCH_THREADS,
-# default 2, CPU-bound threads) for BENCH_SECONDS (default 10) at each rate
+# default 2, CPU-bound threads, each busy BENCH_DUTY of the time, default 1:
+# 100 threads at 0.012 use 1.2 cores and leave the profilers some CPU on a
+# two-core machine) for BENCH_SECONDS (default 10) at each rate
 # in BENCH_RATES (default "1000 10000" Hz per thread, cpu-clock, user
 # stacks) and reports for the agent:
 #   - samples taken (status --json) and lost / throttled counts,
@@ -20,14 +22,16 @@
 # is skipped.  Two unprofiled runs, first and last, show how noisy the
 # machine is.
 #
-# It prints figures and ratios and never fails on a time; it exits non-zero
-# only if something could not be run at all.
+# With BENCH_JSON=FILE it also writes the rows as a JSON list to FILE (for
+# tests/bench/run).  It prints figures and ratios and never fails on a time;
+# it exits non-zero only if something could not be run at all.
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
 FP_TEST_NAME=agent-cost
 SECS=${BENCH_SECONDS:-10}
 RATES=${BENCH_RATES:-1000 10000}
 THREADS=${BENCH_THREADS:-2}
+DUTY=${BENCH_DUTY:-1}
 fp_init $((150 + SECS * 14))
 [[ -x $FP_SPIN ]] || fp_fail "missing $FP_SPIN"
 TCK=$(getconf CLK_TCK)
@@ -76,7 +80,7 @@ speeds() {
 # run_spin TAG: start spin for the whole measurement, wait until it runs.
 run_spin() {
   fp_start_workload spin "$FP_TMP/$1.out" "$FP_TMP/$1.ready" \
-    --threads "$THREADS" --seconds $((SECS + 4)) --report-ms 100
+    --threads "$THREADS" --duty "$DUTY" --seconds $((SECS + 60)) --report-ms 100
 }
 
 # baseline TAG: spin unprofiled; sets BASE_WALL and BASE_CPU (iterations/s).
@@ -94,7 +98,12 @@ baseline() {
 
 FMT='%7s  %-6s %9s %8s %9s %7s %7s %6s %9s %7s %7s'
 ROWS=()
-row() { ROWS+=("$(printf "$FMT" "$@")"); }
+JROWS=()
+# row RATE TOOL SAMPLES CPU_MS US/SAMPLE RSS_MB PEAK_MB LOST THROTTLED WALL% CPU%
+row() {
+  ROWS+=("$(printf "$FMT" "$@")")
+  JROWS+=("$*")
+}
 AGENT_DUMP=()
 
 baseline base1
@@ -172,7 +181,7 @@ done
 baseline base2
 
 echo
-echo "spin: $THREADS threads, $SECS s per run; unprofiled: $B1_WALL iterations/s ($B1_CPU per CPU s) first,"
+echo "spin: $THREADS threads at duty $DUTY, $SECS s per run; unprofiled: $B1_WALL iterations/s ($B1_CPU per CPU s) first,"
 echo "      $BASE_WALL iterations/s ($BASE_CPU per CPU s) last -- the difference is this machine's noise"
 printf "$FMT\n" rate_hz tool samples cpu_ms us/sample rss_mb peak_mb lost throttled wall% cpu%
 for r in "${ROWS[@]}"; do echo "$r"; done
@@ -185,3 +194,24 @@ cpu_ms: the tool's own CPU time while profiling (for perf its whole run: start-u
   walking cost the target pays.  perf's lost = LOST + LOST_SAMPLES records.
 EOF
 for d in "${AGENT_DUMP[@]}"; do echo "agent dump cost at $d"; done
+if [[ -n ${BENCH_JSON:-} ]]; then
+  printf '%s\n' "${JROWS[@]}" | python3 -c '
+import json, sys
+keys = ["rate_hz", "tool", "samples", "cpu_ms", "us_per_sample", "rss_mb", "peak_mb", "lost", "throttled",
+        "wall_pct", "cpu_pct"]
+def val(v):
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return None if v in ("-", "?", "n/a") else v
+rows = [dict(zip(keys, map(val, line.split()))) for line in sys.stdin if line.strip()]
+for r in rows:
+    r["threads"] = int(sys.argv[1])
+    r["duty"] = float(sys.argv[6])
+    r["seconds"] = float(sys.argv[2])
+json.dump({"rows": rows, "base_wall": [float(sys.argv[3]), float(sys.argv[4])]}, open(sys.argv[5], "w"), indent=1)
+' "$THREADS" "$SECS" "$B1_WALL" "$BASE_WALL" "$BENCH_JSON" "$DUTY"
+fi

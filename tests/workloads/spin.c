@@ -7,7 +7,7 @@
  * finish.  With --report-ms MS the main thread prints one line every MS
  * milliseconds on stdout:
  *
- *     t_ms=<since start> iters=<total so far> delta=<since last line> rate=<iters/s>
+ *     t_ms=<since start> iters=<total so far> delta=<since last line> rate=<iters/s> cpu_ns=<process CPU>
  *
  * and at the end "total iters=<N> seconds=<S> rate=<iters/s>", so a benchmark
  * can see how much throughput a profiler attached to the process costs.
@@ -15,7 +15,12 @@
  * every thread runs.  SIGTERM/SIGINT end the run early (still printing the
  * total).
  *
- * Usage: spin [--threads N] [--seconds S] [--report-ms MS] [--ready FILE]
+ * --duty F (0 < F <= 1, default 1) makes each thread busy for F of every
+ * 10 ms period (by its own CPU clock) and sleep the rest, so a process with
+ * many threads can stay within a small machine's cores: 100 threads at
+ * --duty 0.012 use 1.2 cores.
+ *
+ * Usage: spin [--threads N] [--seconds S] [--report-ms MS] [--duty F] [--ready FILE]
  */
 
 #include <errno.h>
@@ -49,11 +54,25 @@ static volatile sig_atomic_t got_signal;
 static atomic_int stop;
 static atomic_int running;
 static void *volatile frame_sink;
+static double duty = 1;
+
+#define DUTY_PERIOD_NS 10000000u
 
 static uint64_t now_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t deadline) {
+        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000u), .tv_nsec = (long)(deadline % 1000000000u)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
 /* About a microsecond of dependent integer work. */
@@ -80,9 +99,25 @@ NOINLINE void *spin_thread(void *arg) {
         pthread_setname_np(pthread_self(), name);
         atomic_fetch_add(&running, 1);
         uint64_t x = (uint64_t)s->index + 1;
-        while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-                x = spin_outer(x);
-                atomic_fetch_add_explicit(&s->iters, 1, memory_order_relaxed);
+        if (duty >= 1) {
+                while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+                        x = spin_outer(x);
+                        atomic_fetch_add_explicit(&s->iters, 1, memory_order_relaxed);
+                }
+        } else {
+                uint64_t busy = (uint64_t)(duty * DUTY_PERIOD_NS), period = now_ns();
+                while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+                        uint64_t c0 = thread_cpu_ns();
+                        while (thread_cpu_ns() - c0 < busy && now_ns() - period < DUTY_PERIOD_NS) {
+                                x = spin_outer(x);
+                                atomic_fetch_add_explicit(&s->iters, 1, memory_order_relaxed);
+                        }
+                        period += DUTY_PERIOD_NS;
+                        uint64_t t = now_ns();
+                        if (period < t)
+                                period = t; /* fell behind: do not try to catch up */
+                        sleep_until(period);
+                }
         }
         s->sink = x;
         return NULL;
@@ -104,11 +139,6 @@ static double parse_num(const char *opt, const char *s, double lo, double hi) {
         return v;
 }
 
-static void sleep_until(uint64_t deadline) {
-        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000u), .tv_nsec = (long)(deadline % 1000000000u)};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-}
-
 static uint64_t total_iters(struct spinner *ss, int n) {
         uint64_t t = 0;
         for (int i = 0; i < n; i++)
@@ -123,6 +153,7 @@ int main(int argc, char **argv) {
         static const struct option opts[] = {
                 {"threads", required_argument, NULL, 'n'}, {"seconds", required_argument, NULL, 's'},
                 {"report-ms", required_argument, NULL, 'r'}, {"ready", required_argument, NULL, 'R'},
+                {"duty", required_argument, NULL, 'd'},
                 {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
         };
         int c;
@@ -132,11 +163,12 @@ int main(int argc, char **argv) {
                 case 's': seconds = parse_num("seconds", optarg, 0.01, 1e6); break;
                 case 'r': report_ms = parse_num("report-ms", optarg, 1, 1e6); break;
                 case 'R': ready = optarg; break;
+                case 'd': duty = parse_num("duty", optarg, 0.001, 1); break;
                 case 'h':
-                        printf("usage: spin [--threads N] [--seconds S] [--report-ms MS] [--ready FILE]\n");
+                        printf("usage: spin [--threads N] [--seconds S] [--report-ms MS] [--duty F] [--ready FILE]\n");
                         return 0;
                 default:
-                        fprintf(stderr, "usage: spin [--threads N] [--seconds S] [--report-ms MS] [--ready FILE]\n");
+                        fprintf(stderr, "usage: spin [--threads N] [--seconds S] [--report-ms MS] [--duty F] [--ready FILE]\n");
                         return 2;
                 }
         }
@@ -181,9 +213,12 @@ int main(int argc, char **argv) {
                 uint64_t t = now_ns();
                 if (report_ms > 0 && t >= next) {
                         uint64_t it = total_iters(ss, n);
-                        printf("t_ms=%llu iters=%llu delta=%llu rate=%.0f\n", (unsigned long long)((t - t0) / 1000000u),
-                               (unsigned long long)it, (unsigned long long)(it - last),
-                               (double)(it - last) * 1e9 / (double)step);
+                        struct timespec cpu;
+                        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+                        printf("t_ms=%llu iters=%llu delta=%llu rate=%.0f cpu_ns=%llu\n",
+                               (unsigned long long)((t - t0) / 1000000u), (unsigned long long)it,
+                               (unsigned long long)(it - last), (double)(it - last) * 1e9 / (double)step,
+                               (unsigned long long)cpu.tv_sec * 1000000000u + (unsigned long long)cpu.tv_nsec);
                         fflush(stdout);
                         last = it;
                 }
