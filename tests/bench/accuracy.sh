@@ -76,7 +76,8 @@ run_fleetprof() {
     prev=$cur
     sleep 0.3
   done
-  fp_ctl dump "$FP_WL_PID" -o "$FP_TMP/$tag.pb.gz" >/dev/null || fp_fail "agentctl dump failed"
+  fp_ctl dump "$FP_WL_PID" -o "$FP_TMP/$tag.pb.gz" >/dev/null 2>"$FP_TMP/dump.err" ||
+    fp_fail "agentctl dump failed: $(cat "$FP_TMP/dump.err")"
   fp_ctl stop "$FP_WL_PID" >/dev/null || true
   fp_kill "$FP_WL_PID"
   out=$(python3 "$SHARES" fleetprof --truth "$FP_TMP/$tag.truth" --rate "$2" "$FP_TMP/$tag.pb.gz") ||

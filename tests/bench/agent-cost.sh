@@ -10,7 +10,9 @@
 #   - samples taken (status --json) and lost / throttled counts,
 #   - the agent's own CPU time (sum over its threads of
 #     /proc/AGENT/task/*/schedstat, falling back to utime+stime ticks) and
-#     that per sample, in microseconds,
+#     that per sample, in microseconds, over the whole run (attaching and
+#     reading symbols included) and in the steady state after its first
+#     second,
 #   - its resident memory at the end (VmRSS) and peak (VmHWM),
 #   - the CPU one pprof dump of everything costs it afterwards,
 #   - the workload's throughput while profiled, relative to an unprofiled
@@ -105,6 +107,15 @@ row() {
   JROWS+=("$*")
 }
 AGENT_DUMP=()
+STEADY=()
+
+# status_counts: samples, lost and throttled of the (only) target now.
+status_counts() {
+  fp_status_json | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["targets"][0]
+print(t.get("samples", 0), t.get("lost", 0), t.get("throttled", 0))'
+}
 
 baseline base1
 B1_WALL=$BASE_WALL
@@ -119,13 +130,16 @@ for HZ in $RATES; do
   c0=$(cpu_ns "$FP_AGENT_PID")
   fp_ctl start "$FP_WL_PID" --freq "$HZ" >/dev/null || fp_fail "agentctl start --freq $HZ failed"
   m0=$(mark "agent$HZ")
-  sleep "$SECS"
+  # After a second the agent has attached every thread and read the symbols
+  # of the code the samples hit: the rest is the steady state.
+  sleep 1
+  read -r samples_w _ < <(status_counts)
+  cw=$(cpu_ns "$FP_AGENT_PID")
+  sleep "$((SECS - 1))"
   m1=$(mark "agent$HZ")
-  read -r samples lost throttled < <(fp_status_json | python3 -c '
-import json, sys
-t = json.load(sys.stdin)["targets"][0]
-print(t.get("samples", 0), t.get("lost", 0), t.get("throttled", 0))')
+  read -r samples lost throttled < <(status_counts)
   c1=$(cpu_ns "$FP_AGENT_PID")
+  STEADY+=("$HZ $(per_sample $(((c1 - cw) / 1000)) $((samples - samples_w)))")
   rss=$(vm_kb "$FP_AGENT_PID" VmRSS)
   hwm=$(vm_kb "$FP_AGENT_PID" VmHWM)
   # What one pprof dump of all that costs the agent (symbols, encoding).
@@ -194,6 +208,10 @@ cpu_ms: the tool's own CPU time while profiling (for perf its whole run: start-u
   walking cost the target pays.  perf's lost = LOST + LOST_SAMPLES records.
 EOF
 for d in "${AGENT_DUMP[@]}"; do echo "agent dump cost at $d"; done
+for d in "${STEADY[@]}"; do
+  read -r hz us <<<"$d"
+  echo "agent steady state at $hz Hz (after its first second: attaching, symbols): $us us per sample"
+done
 if [[ -n ${BENCH_JSON:-} ]]; then
   printf '%s\n' "${JROWS[@]}" | python3 -c '
 import json, sys
@@ -208,10 +226,14 @@ def val(v):
         except ValueError:
             return None if v in ("-", "?", "n/a") else v
 rows = [dict(zip(keys, map(val, line.split()))) for line in sys.stdin if line.strip()]
+steady = dict(x.split() for x in sys.argv[7:])
+for r in rows:
+    if r["tool"] == "agent" and str(r["rate_hz"]) in steady:
+        r["us_per_sample_steady"] = val(steady[str(r["rate_hz"])])
 for r in rows:
     r["threads"] = int(sys.argv[1])
     r["duty"] = float(sys.argv[6])
     r["seconds"] = float(sys.argv[2])
 json.dump({"rows": rows, "base_wall": [float(sys.argv[3]), float(sys.argv[4])]}, open(sys.argv[5], "w"), indent=1)
-' "$THREADS" "$SECS" "$B1_WALL" "$BASE_WALL" "$BENCH_JSON" "$DUTY"
+' "$THREADS" "$SECS" "$B1_WALL" "$BASE_WALL" "$BENCH_JSON" "$DUTY" "${STEADY[@]}"
 fi

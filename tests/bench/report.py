@@ -68,7 +68,7 @@ def fmt(v, digits):
 def accuracy_section(data, status):
     s = Section("Accuracy and precision against measured truth (peer: perf record -e cpu-clock -g -F HZ -p PID)")
     if data is None:
-        s.notes.append("accuracy: not run (%s)" % status.get("accuracy", "skipped"))
+        s.notes.append("accuracy: not run (%s)" % status.get("accuracy", "not selected with --only"))
         return s
     groups = {(g["scenario"], g["tool"], g["rate_hz"]): g for g in data}
     scen_title = {
@@ -80,7 +80,7 @@ def accuracy_section(data, status):
     repeats = sorted({g["repeats"] for g in data})
     s.notes.append("worst error = the largest |profile share - measured share| over every function (leaf), "
                    "thread or caller;leaf pair and every repeat, in percentage points; CV = the largest "
-                   "coefficient of variation of a function's or thread's share across the repeats (%s runs)"
+                   "coefficient of variation, across the repeats (%s runs), of a function's or thread's profile share divided by its measured share (shares under 2 %% left out)"
                    % "/".join(map(str, repeats)))
     for scen in ("ratios", "serial", "equal", "deep"):
         rates = sorted({k[2] for k in groups if k[0] == scen})
@@ -100,7 +100,9 @@ def accuracy_section(data, status):
             if scen == "equal":
                 s.row("%s: spread between equal threads (pts; truth %s)"
                       % (hz_name(hz), fmt(g(f, "equal_spread_truth"), 2)),
-                      g(f, "equal_spread_profile"), g(p, "equal_spread_profile"), "<= 0.5" if aim1 else "")
+                      g(f, "equal_spread_profile"), g(p, "equal_spread_profile"))
+                s.row("%s: spread of the equal threads' errors (pts)" % hz_name(hz), g(f, "equal_error_spread"),
+                      g(p, "equal_error_spread"), "<= 0.5" if aim1 else "")
             s.row("%s: spread across runs (max CV %%)" % hz_name(hz), g(f, "cv_pct"), g(p, "cv_pct"))
             s.row("%s: samples / expected from measured CPU" % hz_name(hz), g(f, "sample_ratio"),
                   g(p, "sample_ratio"), "1.00", digits=3)
@@ -111,7 +113,7 @@ def overhead_section(data, status):
     s = Section("Overhead on the target (throughput while profiled / unprofiled, alternating on/off windows; "
                 "peer: perf record -g)")
     if data is None:
-        s.notes.append("overhead: not run (%s)" % status.get("overhead", "skipped"))
+        s.notes.append("overhead: not run (%s)" % status.get("overhead", "not selected with --only"))
         return s
     by = {(r["tool"], r["rate_hz"], r["threads"]): r for r in data}
     threads = sorted({r["threads"] for r in data})
@@ -162,7 +164,11 @@ def cost_section(data2, data100, status):
                 v = d.get(k) if d else None
                 return v if isinstance(v, (int, float)) else None
             s.row("%s: samples taken" % hz_name(hz), g(a, "samples"), g(p, "samples"))
-            s.row("%s: CPU per sample (us)" % hz_name(hz), g(a, "us_per_sample"), g(p, "us_per_sample"), "<= 1")
+            s.row("%s: CPU per sample, whole run (us)" % hz_name(hz), g(a, "us_per_sample"), g(p, "us_per_sample"),
+                  "<= 1")
+            if a and "us_per_sample_steady" in a:
+                s.row("%s: CPU per sample, after the first second (us)" % hz_name(hz), g(a, "us_per_sample_steady"),
+                      None, "<= 1")
             s.row("%s: resident memory, peak (MB)" % hz_name(hz), g(a, "peak_mb"), g(p, "peak_mb"), digits=1)
             s.row("%s: lost records" % hz_name(hz), g(a, "lost"), g(p, "lost"), "0" if hz == 10000 else "",
                   ratio=False)
@@ -174,10 +180,11 @@ def cost_section(data2, data100, status):
                 s.notes.append("NOISY: the unprofiled runs before and after the %s cost runs differ by %.0f %%"
                                % (label, d))
     if not got:
-        s.notes.append("agent cost: not run (%s)" % status.get("cost", "skipped"))
+        s.notes.append("agent cost: not run (%s)" % status.get("cost", "not selected with --only"))
     else:
         s.notes.append("CPU per sample: the tool's CPU time over the samples it took (perf: its whole run, start-up "
-                       "and the build-id pass at exit included); memory: peak RSS (VmHWM; perf: ru_maxrss)")
+                       "and the build-id pass at exit included; the agent: attaching every thread and reading symbols included, "
+                       "and apart from that, after its first second); memory: peak RSS (VmHWM; perf: ru_maxrss)")
     return s
 
 
@@ -231,7 +238,7 @@ def parse_store(text):
 def store_section(text, status):
     s = Section("Storage (store-bench: SQLite ring store, simulated 100-thread service, 10 s buckets; no peer)")
     if text is None:
-        s.notes.append("store: not run (%s)" % status.get("store", "skipped"))
+        s.notes.append("store: not run (%s)" % status.get("store", "not selected with --only"))
         return s, None
     f = parse_store(text)
     s.row("bucket write, all-new stacks: new stacks/s", f.get("new_stacks_per_s"), ratio=False, digits=0)

@@ -24,7 +24,8 @@ groups such objects (one per line, with "scenario", "tool", "rate_hz" and
 "repeat" added by the caller) by (scenario, tool, rate) and prints per group:
 the worst per-function, per-thread and caller;leaf error over all repeats,
 the mean of the per-run worst function error, the spread across repeats
-(the largest coefficient of variation of a function's or thread's share),
+(the largest coefficient of variation of a function's or thread's share
+relative to its measured share),
 the spread between threads that do equal work, and the sample-count ratio.
 """
 
@@ -38,6 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pprofraw  # noqa: E402  (the shared `go tool pprof -raw` reader)
 
 LEAVES = ("leaf_hash", "leaf_sqrt", "leaf_mem")
+MIN_SHARE = 2.0  # percent: smaller shares are left out of the spread
 
 
 def truth_tables(truth):
@@ -137,20 +139,34 @@ def summarize(path):
             g["worst_" + kind] = max(r["worst_" + kind] for r in runs)
         g["mean_worst_leaf"] = round(statistics.mean(r["worst_leaf"] for r in runs), 3)
         g["mean_worst_thread"] = round(statistics.mean(r["worst_thread"] for r in runs), 3)
+        # Precision: for every function and thread with a measured share of
+        # at least MIN_SHARE %, the profile's share over the measured share
+        # in each run (1.0 = exact), and its coefficient of variation across
+        # the runs; the largest is the figure.  Dividing by each run's own
+        # truth keeps the workload's run-to-run variation (threads on a busy
+        # machine fall behind their duty cycles) out of the profiler's.
         cv = 0.0
         if len(runs) > 1:
             for kind in ("leaf", "thread"):
+                if len(runs[0][kind]) < 2:
+                    continue  # one function or thread: always 100 %
                 for k in runs[0][kind]:
-                    vals = [r[kind].get(k, [0, 0])[1] for r in runs]
-                    m = statistics.mean(vals)
-                    if m > 0 and len(runs[0][kind]) > 1:
-                        cv = max(cv, 100.0 * statistics.stdev(vals) / m)
+                    vals = [r[kind][k][1] / r[kind][k][0] for r in runs
+                            if k in r[kind] and r[kind][k][0] >= MIN_SHARE]
+                    if len(vals) > 1 and statistics.mean(vals) > 0:
+                        cv = max(cv, 100.0 * statistics.stdev(vals) / statistics.mean(vals))
         g["cv_pct"] = round(cv, 2) if len(runs) > 1 else None
         # Threads doing equal work: the largest difference between their
-        # shares in the profile, beside the same in the truth.
+        # shares in the profile, beside the same in the truth (on a busy
+        # machine they do not get equal CPU), and the largest difference
+        # between their errors (profile - truth), which is what "equal
+        # threads come out equal" means when their CPU times differ.
         if scen == "equal":
             g["equal_spread_profile"] = round(statistics.mean(
                 max(v[1] for v in r["thread"].values()) - min(v[1] for v in r["thread"].values()) for r in runs), 3)
+            g["equal_error_spread"] = round(statistics.mean(
+                max(v[1] - v[0] for v in r["thread"].values()) - min(v[1] - v[0] for v in r["thread"].values())
+                for r in runs), 3)
             g["equal_spread_truth"] = round(statistics.mean(
                 max(v[0] for v in r["thread"].values()) - min(v[0] for v in r["thread"].values()) for r in runs), 3)
         ratios = [r["sample_ratio"] for r in runs if r.get("sample_ratio") is not None]
