@@ -13,7 +13,9 @@
 #     that per sample, in microseconds, over the whole run (attaching and
 #     reading symbols included) and in the steady state after its first
 #     second,
-#   - its resident memory at the end (VmRSS) and peak (VmHWM),
+#   - its resident memory at the end (VmRSS) and peak (VmHWM), and the
+#     size of its perf ring buffers (kernel memory, locked, that RSS does
+#     not show: the perf_event mappings in /proc/AGENT/maps),
 #   - the CPU one pprof dump of everything costs it afterwards,
 #   - the workload's throughput while profiled, relative to an unprofiled
 #     run, per wall second and per CPU second of the workload (the kernel's
@@ -54,6 +56,15 @@ cpu_ns() {
 
 # vm_kb PID FIELD: VmRSS / VmHWM of PID in kB.
 vm_kb() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
+
+# ring_kb PID: the size of PID's perf ring mappings, in kB.
+ring_kb() {
+  local range _ kb=0
+  while read -r range _; do
+    kb=$((kb + (0x${range#*-} - 0x${range%-*}) / 1024))
+  done < <(grep -F 'anon_inode:[perf_event]' "/proc/$1/maps" 2>/dev/null)
+  echo "$kb"
+}
 
 # mb KB: kilobytes as megabytes.
 mb() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
@@ -98,7 +109,7 @@ baseline() {
   fp_log "unprofiled spin: $BASE_WALL iterations/s, $BASE_CPU per CPU second"
 }
 
-FMT='%7s  %-6s %9s %8s %9s %7s %7s %6s %9s %7s %7s'
+FMT='%7s  %-6s %9s %8s %9s %7s %7s %7s %6s %9s %7s %7s'
 ROWS=()
 JROWS=()
 # row RATE TOOL SAMPLES CPU_MS US/SAMPLE RSS_MB PEAK_MB LOST THROTTLED WALL% CPU%
@@ -142,6 +153,7 @@ for HZ in $RATES; do
   STEADY+=("$HZ $(per_sample $(((c1 - cw) / 1000)) $((samples - samples_w)))")
   rss=$(vm_kb "$FP_AGENT_PID" VmRSS)
   hwm=$(vm_kb "$FP_AGENT_PID" VmHWM)
+  pin=$(ring_kb "$FP_AGENT_PID")
   # What one pprof dump of all that costs the agent (symbols, encoding).
   fp_ctl dump "$FP_WL_PID" -o "$FP_TMP/agent$HZ.pb.gz" 2>/dev/null || true
   c2=$(cpu_ns "$FP_AGENT_PID")
@@ -151,13 +163,13 @@ for HZ in $RATES; do
   fp_stop_agent
   read -r wall cpu < <(speeds "$m0" "$m1")
   cpu_us=$(((c1 - c0) / 1000))
-  row "$HZ" agent "$samples" "$((cpu_us / 1000))" "$(per_sample "$cpu_us" "$samples")" "$(mb "$rss")" "$(mb "$hwm")" \
+  row "$HZ" agent "$samples" "$((cpu_us / 1000))" "$(per_sample "$cpu_us" "$samples")" "$(mb "$rss")" "$(mb "$hwm")" "$(mb "${pin:-0}")" \
     "$lost" "$throttled" "$(pct "$wall" "$B1_WALL")" "$(pct "$cpu" "$B1_CPU")"
 
   # ---- perf record ----------------------------------------------------------
   if ! command -v perf >/dev/null; then
     fp_log "perf is not installed: peer skipped"
-    row "$HZ" perf skipped - - - - - - - -
+    row "$HZ" perf skipped - - - - - - - - -
     continue
   fi
   fp_log "perf record at $HZ Hz for $SECS s"
@@ -178,7 +190,7 @@ sys.exit(rc)' "$FP_TMP/perf$HZ.rusage" \
   fp_kill "$FP_WL_PID"
   if [[ $prc -ne 0 || ! -s $FP_TMP/perf$HZ.data ]]; then
     fp_log "perf record failed (exit $prc): $(tail -n 3 "$FP_TMP/perf$HZ.log")"
-    row "$HZ" perf failed - - - - - - - -
+    row "$HZ" perf failed - - - - - - - - -
     continue
   fi
   read -r wall cpu < <(speeds "$m0" "$m1")
@@ -188,7 +200,7 @@ sys.exit(rc)' "$FP_TMP/perf$HZ.rusage" \
   psamples=$(pstat SAMPLE)
   plost=$(($(pstat LOST) + $(pstat LOST_SAMPLES) + 0))
   pthrot=$(($(pstat THROTTLE) + 0))
-  row "$HZ" perf "${psamples:-?}" "$((pcpu / 1000))" "$(per_sample "$pcpu" "${psamples:-0}")" - "$(mb "$prss")" \
+  row "$HZ" perf "${psamples:-?}" "$((pcpu / 1000))" "$(per_sample "$pcpu" "${psamples:-0}")" - "$(mb "$prss")" - \
     "$plost" "$pthrot" "$(pct "$wall" "$B1_WALL")" "$(pct "$cpu" "$B1_CPU")"
 done
 
@@ -197,12 +209,13 @@ baseline base2
 echo
 echo "spin: $THREADS threads at duty $DUTY, $SECS s per run; unprofiled: $B1_WALL iterations/s ($B1_CPU per CPU s) first,"
 echo "      $BASE_WALL iterations/s ($BASE_CPU per CPU s) last -- the difference is this machine's noise"
-printf "$FMT\n" rate_hz tool samples cpu_ms us/sample rss_mb peak_mb lost throttled wall% cpu%
+printf "$FMT\n" rate_hz tool samples cpu_ms us/sample rss_mb peak_mb ring_mb lost throttled wall% cpu%
 for r in "${ROWS[@]}"; do echo "$r"; done
 cat <<'EOF'
 cpu_ms: the tool's own CPU time while profiling (for perf its whole run: start-up, recording and
   the build-id pass at the end); us/sample = cpu_ms / samples.  rss_mb: the agent's VmRSS at the
-  end; peak_mb: VmHWM (perf: its peak RSS).  wall%: the workload's iterations per wall second
+  end; peak_mb: VmHWM (perf: its peak RSS); ring_mb: the agent's perf ring buffers (locked kernel
+  memory, which RSS does not show).  wall%: the workload's iterations per wall second
   while profiled, relative to the first unprofiled run; cpu%: iterations per CPU second of the
   workload, which is insensitive to CPU contention and shows the in-kernel sampling and stack
   walking cost the target pays.  perf's lost = LOST + LOST_SAMPLES records.
@@ -215,7 +228,7 @@ done
 if [[ -n ${BENCH_JSON:-} ]]; then
   printf '%s\n' "${JROWS[@]}" | python3 -c '
 import json, sys
-keys = ["rate_hz", "tool", "samples", "cpu_ms", "us_per_sample", "rss_mb", "peak_mb", "lost", "throttled",
+keys = ["rate_hz", "tool", "samples", "cpu_ms", "us_per_sample", "rss_mb", "peak_mb", "ring_mb", "lost", "throttled",
         "wall_pct", "cpu_pct"]
 def val(v):
     try:

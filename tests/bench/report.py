@@ -170,6 +170,9 @@ def cost_section(data2, data100, status):
                 s.row("%s: CPU per sample, after the first second (us)" % hz_name(hz), g(a, "us_per_sample_steady"),
                       None, "<= 1")
             s.row("%s: resident memory, peak (MB)" % hz_name(hz), g(a, "peak_mb"), g(p, "peak_mb"), digits=1)
+            if a and "ring_mb" in a:
+                s.row("%s: perf ring buffers, locked kernel memory (MB)" % hz_name(hz), g(a, "ring_mb"), None,
+                      digits=1)
             s.row("%s: lost records" % hz_name(hz), g(a, "lost"), g(p, "lost"), "0" if hz == 10000 else "",
                   ratio=False)
             s.row("%s: throttle events" % hz_name(hz), g(a, "throttled"), g(p, "throttled"), ratio=False)
