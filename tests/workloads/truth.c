@@ -294,7 +294,8 @@ NOINLINE uint64_t mid_two(enum leaf leaf, uint64_t seed) {
 }
 
 /* Recurses depth more frames, then calls the leaf: the deepest frame below
- * the leaf is deep_rec itself. */
+ * the leaf is deep_rec itself.  Like mid_one() and mid_two() it calls the
+ * leaf itself, not through run_leaf(), whose frame would sit between. */
 NOINLINE uint64_t deep_rec(int depth, enum leaf leaf, uint64_t seed) {
         FORCE_FRAME();
         if (depth > 1)
