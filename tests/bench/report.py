@@ -271,11 +271,18 @@ def store_section(text, status):
 
 
 def text_section(title, text, status_key, status):
+    """A benchmark script's own report, as it printed it: its lines without
+    the "NAME: ..." progress lines (lib.sh's fp_log), or its last lines if
+    that leaves nothing."""
     s = Section(title)
     if text is None:
         s.notes.append("%s: %s" % (status_key, status.get(status_key, "not present in this checkout: skipped")))
         return s
-    s.notes.extend(line.rstrip() for line in text.splitlines() if line.strip())
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    kept = [line for line in lines if not line.startswith(status_key + ": ")]
+    s.notes.extend("  " + line for line in (kept or lines[-15:]))
+    if status.get(status_key, "ok") != "ok":
+        s.notes.append(status[status_key])
     return s
 
 
