@@ -22,7 +22,7 @@
  * At the end (after --seconds of work, or on SIGTERM/SIGINT) the truth is
  * written as JSON to --truth FILE (atomically: FILE.tmp, then rename):
  *
- *   {"pid": P, "seconds": S, "wall_ns": W, "leaf_us": L,
+ *   {"pid": P, "scenario": "ratios", "seconds": S, "wall_ns": W, "leaf_us": L,
  *    "threads": {"w-alpha": {"tid": T, "duty": 0.6, "late": false,
  *                            "total_ns": N,          // sum over its stacks
  *                            "thread_cpu_ns": C,     // whole thread CPU
@@ -35,7 +35,12 @@
  * Usage: truth [--seconds S] [--truth FILE] [--ready FILE]
  *              [--wait-for-start FILE] [--late-threads N] [--late-delay-ms D]
  *              [--late-seconds S] [--late-duty F] [--duty-scale F]
- *              [--leaf-us U] [--hold]
+ *              [--leaf-us U] [--hold] [--scenario ratios|serial|equal|deep]
+ *
+ * --scenario picks other thread sets for the benchmarks (see scenarios[]):
+ * "serial" (one thread, leaves 5:3:2 by calls), "equal" (four identical
+ * threads "eq-N" at 35 % each), "deep" (one thread calling leaves both
+ * through mid_one() and under 80 frames of deep_rec() recursion).
  *
  * The PID is printed on stdout as the first line.  --ready FILE is written
  * (atomically) once every initial thread exists, is named, and is either
@@ -73,13 +78,14 @@ void *worker_main(void *arg);
 void *late_main(void *arg);
 
 enum leaf { LEAF_HASH, LEAF_SQRT, LEAF_MEM, N_LEAVES };
-enum caller { MID_ONE, MID_TWO, N_CALLERS };
+enum caller { MID_ONE, MID_TWO, DEEP_REC, N_CALLERS };
 
 uint64_t mid_one(enum leaf leaf, uint64_t seed);
 uint64_t mid_two(enum leaf leaf, uint64_t seed);
+uint64_t deep_rec(int depth, enum leaf leaf, uint64_t seed);
 
 static const char *const leaf_names[N_LEAVES] = {"leaf_hash", "leaf_sqrt", "leaf_mem"};
-static const char *const caller_names[N_CALLERS] = {"mid_one", "mid_two"};
+static const char *const caller_names[N_CALLERS] = {"mid_one", "mid_two", "deep_rec"};
 
 struct unit {
         enum caller caller;
@@ -95,20 +101,89 @@ struct mix {
 /* The per-thread call tables: weights are calls, not time (calls differ a
  * little in length); the truth file has the measured time. */
 static const struct unit alpha_units[] = {
-        {MID_ONE, LEAF_HASH, 3}, {MID_TWO, LEAF_HASH, 1},
-        {MID_ONE, LEAF_SQRT, 2}, {MID_TWO, LEAF_MEM, 2},
+    {MID_ONE, LEAF_HASH, 3},
+    {MID_TWO, LEAF_HASH, 1},
+    {MID_ONE, LEAF_SQRT, 2},
+    {MID_TWO, LEAF_MEM, 2},
 };
 static const struct unit beta_units[] = {
-        {MID_TWO, LEAF_MEM, 2}, {MID_ONE, LEAF_SQRT, 1}, {MID_TWO, LEAF_HASH, 1},
+    {MID_TWO, LEAF_MEM, 2},
+    {MID_ONE, LEAF_SQRT, 1},
+    {MID_TWO, LEAF_HASH, 1},
 };
 static const struct unit gamma_units[] = {
-        {MID_ONE, LEAF_HASH, 1}, {MID_TWO, LEAF_SQRT, 1},
+    {MID_ONE, LEAF_HASH, 1},
+    {MID_TWO, LEAF_SQRT, 1},
 };
 static const struct unit late_units[] = {
-        {MID_ONE, LEAF_SQRT, 1}, {MID_TWO, LEAF_HASH, 1},
+    {MID_ONE, LEAF_SQRT, 1},
+    {MID_TWO, LEAF_HASH, 1},
+};
+/* Scenario "serial": one thread, three leaves in 5:3:2 call ratio. */
+static const struct unit serial_units[] = {
+    {MID_ONE, LEAF_HASH, 5},
+    {MID_ONE, LEAF_SQRT, 3},
+    {MID_TWO, LEAF_MEM, 2},
+};
+/* Scenario "equal": identical threads. */
+static const struct unit equal_units[] = {
+    {MID_ONE, LEAF_HASH, 1},
+    {MID_TWO, LEAF_SQRT, 1},
+};
+/* Scenario "deep": the same thread alternates a shallow call and calls
+ * made under DEEP_FRAMES frames of recursion. */
+static const struct unit deep_units[] = {
+    {MID_ONE, LEAF_HASH, 2},
+    {DEEP_REC, LEAF_SQRT, 1},
+    {DEEP_REC, LEAF_HASH, 1},
 };
 
-#define MIX(a) {(a), sizeof(a) / sizeof((a)[0])}
+#define MIX(a)                                                                                     \
+        {                                                                                          \
+                (a), sizeof(a) / sizeof((a)[0])                                                    \
+        }
+
+/* Below the kernel's default perf_event_max_stack (127) with the frames
+ * above worker_main and below the leaf. */
+#define DEEP_FRAMES 80
+
+#define MAX_INITIAL 4
+
+struct scenario {
+        const char *name;
+        int n_threads;
+        struct {
+                const char *name;
+                double duty;
+                const struct unit *units;
+                size_t n_units;
+        } threads[MAX_INITIAL];
+};
+
+#define SCEN_THREAD(n, d, a)                                                                       \
+        {                                                                                          \
+                (n), (d), (a), sizeof(a) / sizeof((a)[0])                                          \
+        }
+
+/*
+ * The thread sets --scenario chooses.  "ratios" (the default) gives threads
+ * known, unequal shares and leaves reached through two callers; "serial"
+ * one thread whose leaves have known shares; "equal" four identical threads
+ * (1.4 cores in all); "deep" one thread whose leaves are called both
+ * directly and under DEEP_FRAMES frames of recursion.
+ */
+static const struct scenario scenarios[] = {
+    {"ratios",
+     3,
+     {SCEN_THREAD("w-alpha", 0.60, alpha_units), SCEN_THREAD("w-beta", 0.30, beta_units),
+      SCEN_THREAD("w-gamma", 0.15, gamma_units)}},
+    {"serial", 1, {SCEN_THREAD("s-main", 0.80, serial_units)}},
+    {"equal",
+     4,
+     {SCEN_THREAD("eq-0", 0.35, equal_units), SCEN_THREAD("eq-1", 0.35, equal_units),
+      SCEN_THREAD("eq-2", 0.35, equal_units), SCEN_THREAD("eq-3", 0.35, equal_units)}},
+    {"deep", 1, {SCEN_THREAD("d-main", 0.80, deep_units)}},
+};
 
 struct worker {
         char name[16];
@@ -124,8 +199,7 @@ struct worker {
         uint64_t sink;
 };
 
-#define MAX_LATE 64
-#define N_INITIAL 3
+#define MAX_LATE  64
 #define MEM_SLOTS (1u << 20) /* 4 MiB of uint32_t: bigger than most L2s */
 
 static volatile sig_atomic_t got_signal;
@@ -137,18 +211,22 @@ static struct timespec work_start;
 static long leaf_iters[N_LEAVES];
 static uint32_t *mem_ring;
 static double late_seconds_opt = -1;
+static const char *scenario_name = "ratios";
 
-static uint64_t ts_ns(const struct timespec *ts) {
+static uint64_t ts_ns(const struct timespec *ts)
+{
         return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
 }
 
-static uint64_t clock_ns(clockid_t clk) {
+static uint64_t clock_ns(clockid_t clk)
+{
         struct timespec ts;
         clock_gettime(clk, &ts);
         return ts_ns(&ts);
 }
 
-static void sleep_ns(uint64_t ns) {
+static void sleep_ns(uint64_t ns)
+{
         struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
                               .tv_nsec = (long)(ns % 1000000000u)};
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !atomic_load(&stop_work))
@@ -167,7 +245,8 @@ static void sleep_ns(uint64_t ns) {
 static void *volatile frame_sink;
 #define FORCE_FRAME() (frame_sink = __builtin_frame_address(0))
 
-NOINLINE uint64_t leaf_hash(long n, uint64_t seed) {
+NOINLINE uint64_t leaf_hash(long n, uint64_t seed)
+{
         FORCE_FRAME();
         uint64_t x = seed | 1;
         for (long i = 0; i < n; i++) {
@@ -179,7 +258,8 @@ NOINLINE uint64_t leaf_hash(long n, uint64_t seed) {
         return x;
 }
 
-NOINLINE uint64_t leaf_sqrt(long n, uint64_t seed) {
+NOINLINE uint64_t leaf_sqrt(long n, uint64_t seed)
+{
         FORCE_FRAME();
         double acc = 0;
         for (long i = 0; i < n; i++) {
@@ -192,7 +272,8 @@ NOINLINE uint64_t leaf_sqrt(long n, uint64_t seed) {
         return (uint64_t)acc;
 }
 
-NOINLINE uint64_t leaf_mem(long n, uint64_t seed) {
+NOINLINE uint64_t leaf_mem(long n, uint64_t seed)
+{
         FORCE_FRAME();
         uint32_t at = (uint32_t)(seed % MEM_SLOTS);
         for (long i = 0; i < n; i++)
@@ -200,7 +281,8 @@ NOINLINE uint64_t leaf_mem(long n, uint64_t seed) {
         return at;
 }
 
-static uint64_t run_leaf(enum leaf leaf, long n, uint64_t seed) {
+static uint64_t run_leaf(enum leaf leaf, long n, uint64_t seed)
+{
         switch (leaf) {
         case LEAF_HASH:
                 return leaf_hash(n, seed);
@@ -213,7 +295,8 @@ static uint64_t run_leaf(enum leaf leaf, long n, uint64_t seed) {
 
 /* ---- callers: the two distinct parents of the leaves ---- */
 
-NOINLINE uint64_t mid_one(enum leaf leaf, uint64_t seed) {
+NOINLINE uint64_t mid_one(enum leaf leaf, uint64_t seed)
+{
         switch (leaf) {
         case LEAF_HASH:
                 return leaf_hash(leaf_iters[LEAF_HASH], seed);
@@ -224,7 +307,8 @@ NOINLINE uint64_t mid_one(enum leaf leaf, uint64_t seed) {
         }
 }
 
-NOINLINE uint64_t mid_two(enum leaf leaf, uint64_t seed) {
+NOINLINE uint64_t mid_two(enum leaf leaf, uint64_t seed)
+{
         switch (leaf) {
         case LEAF_HASH:
                 return leaf_hash(leaf_iters[LEAF_HASH], seed ^ 0x5555);
@@ -235,11 +319,32 @@ NOINLINE uint64_t mid_two(enum leaf leaf, uint64_t seed) {
         }
 }
 
+/* Recurses depth more frames, then calls the leaf: the deepest frame below
+ * the leaf is deep_rec itself.  Like mid_one() and mid_two() it calls the
+ * leaf itself, not through run_leaf(), whose frame would sit between. */
+NOINLINE uint64_t deep_rec(int depth, enum leaf leaf, uint64_t seed)
+{
+        FORCE_FRAME();
+        if (depth > 1)
+                return deep_rec(depth - 1, leaf, seed + 1) + 1;
+        switch (leaf) {
+        case LEAF_HASH:
+                return leaf_hash(leaf_iters[LEAF_HASH], seed);
+        case LEAF_SQRT:
+                return leaf_sqrt(leaf_iters[LEAF_SQRT], seed);
+        default:
+                return leaf_mem(leaf_iters[LEAF_MEM], seed);
+        }
+}
+
 /* One measured caller→leaf call; returns the CPU ns it took. */
-static uint64_t measured_call(struct worker *w, const struct unit *u) {
+static uint64_t measured_call(struct worker *w, const struct unit *u)
+{
         struct timespec a, b;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-        uint64_t r = u->caller == MID_ONE ? mid_one(u->leaf, w->calls) : mid_two(u->leaf, w->calls);
+        uint64_t r = u->caller == MID_ONE   ? mid_one(u->leaf, w->calls)
+                     : u->caller == MID_TWO ? mid_two(u->leaf, w->calls)
+                                            : deep_rec(DEEP_FRAMES, u->leaf, w->calls);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
         uint64_t d = ts_ns(&b) - ts_ns(&a);
         w->sink += r;
@@ -253,7 +358,8 @@ static uint64_t measured_call(struct worker *w, const struct unit *u) {
  * time at duty × elapsed wall time, calling the mix's units in weighted
  * round-robin order, and sleep while ahead.
  */
-static void work_loop(struct worker *w, double seconds) {
+static void work_loop(struct worker *w, double seconds)
+{
         uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
         uint64_t limit = seconds > 0 ? (uint64_t)(seconds * 1e9) : UINT64_MAX;
         uint64_t busy = 0;
@@ -280,7 +386,8 @@ static void work_loop(struct worker *w, double seconds) {
         w->thread_cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
-NOINLINE void *worker_main(void *arg) {
+NOINLINE void *worker_main(void *arg)
+{
         struct worker *w = arg;
         pthread_setname_np(pthread_self(), w->name);
         w->tid = (pid_t)syscall(SYS_gettid);
@@ -294,7 +401,8 @@ NOINLINE void *worker_main(void *arg) {
         return NULL;
 }
 
-NOINLINE void *late_main(void *arg) {
+NOINLINE void *late_main(void *arg)
+{
         struct worker *w = arg;
         pthread_setname_np(pthread_self(), w->name);
         w->tid = (pid_t)syscall(SYS_gettid);
@@ -305,7 +413,8 @@ NOINLINE void *late_main(void *arg) {
 
 /* ---- set-up ---- */
 
-static void build_mem_ring(void) {
+static void build_mem_ring(void)
+{
         mem_ring = malloc(MEM_SLOTS * sizeof(*mem_ring));
         uint32_t *perm = malloc(MEM_SLOTS * sizeof(*perm));
         if (!mem_ring || !perm) {
@@ -328,7 +437,8 @@ static void build_mem_ring(void) {
 }
 
 /* Find the iteration count that makes each leaf last about leaf_us of CPU. */
-static void calibrate(double leaf_us) {
+static void calibrate(double leaf_us)
+{
         for (int l = 0; l < N_LEAVES; l++) {
                 long n = 1000;
                 uint64_t sink = 0;
@@ -353,7 +463,8 @@ static void calibrate(double leaf_us) {
         }
 }
 
-static int write_file_atomic(const char *path, const char *text) {
+static int write_file_atomic(const char *path, const char *text)
+{
         size_t len = strlen(path) + 5;
         char *tmp = malloc(len);
         if (!tmp)
@@ -383,7 +494,8 @@ struct buf {
         size_t len, cap;
 };
 
-__attribute__((format(printf, 2, 3))) static void bprintf(struct buf *b, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void bprintf(struct buf *b, const char *fmt, ...)
+{
         va_list ap;
         for (;;) {
                 va_start(ap, fmt);
@@ -406,28 +518,32 @@ __attribute__((format(printf, 2, 3))) static void bprintf(struct buf *b, const c
         }
 }
 
-static void json_stacks(struct buf *b, uint64_t ns[N_CALLERS][N_LEAVES]) {
+static void json_stacks(struct buf *b, uint64_t ns[N_CALLERS][N_LEAVES])
+{
         int first = 1;
         bprintf(b, "{");
         for (int c = 0; c < N_CALLERS; c++)
                 for (int l = 0; l < N_LEAVES; l++) {
                         if (!ns[c][l])
                                 continue;
-                        bprintf(b, "%s\"%s;%s\": %llu", first ? "" : ", ", caller_names[c], leaf_names[l],
-                                (unsigned long long)ns[c][l]);
+                        bprintf(b, "%s\"%s;%s\": %llu", first ? "" : ", ", caller_names[c],
+                                leaf_names[l], (unsigned long long)ns[c][l]);
                         first = 0;
                 }
         bprintf(b, "}");
 }
 
-static int write_truth(const char *path, struct worker *ws, int n_ws, double seconds, uint64_t wall_ns,
-                       double leaf_us) {
+static int write_truth(const char *path, struct worker *ws, int n_ws, double seconds,
+                       uint64_t wall_ns, double leaf_us)
+{
         struct buf b = {0};
         uint64_t all[N_CALLERS][N_LEAVES] = {{0}};
         uint64_t total = 0;
 
-        bprintf(&b, "{\n  \"pid\": %d,\n  \"seconds\": %g,\n  \"wall_ns\": %llu,\n  \"leaf_us\": %g,\n", (int)getpid(),
-                seconds, (unsigned long long)wall_ns, leaf_us);
+        bprintf(&b,
+                "{\n  \"pid\": %d,\n  \"scenario\": \"%s\",\n  \"seconds\": %g,\n  \"wall_ns\": "
+                "%llu,\n  \"leaf_us\": %g,\n",
+                (int)getpid(), scenario_name, seconds, (unsigned long long)wall_ns, leaf_us);
         bprintf(&b, "  \"threads\": {\n");
         int first = 1;
         for (int i = 0; i < n_ws; i++) {
@@ -441,12 +557,13 @@ static int write_truth(const char *path, struct worker *ws, int n_ws, double sec
                                 all[c][l] += w->ns[c][l];
                         }
                 total += t;
-                bprintf(&b,
-                        "%s    \"%s\": {\"tid\": %d, \"duty\": %g, \"late\": %s, \"total_ns\": %llu, "
-                        "\"thread_cpu_ns\": %llu, \"calls\": %llu, \"stacks\": ",
-                        first ? "" : ",\n", w->name, (int)w->tid, w->duty, w->late ? "true" : "false",
-                        (unsigned long long)t, (unsigned long long)w->thread_cpu_ns,
-                        (unsigned long long)w->calls);
+                bprintf(
+                    &b,
+                    "%s    \"%s\": {\"tid\": %d, \"duty\": %g, \"late\": %s, \"total_ns\": %llu, "
+                    "\"thread_cpu_ns\": %llu, \"calls\": %llu, \"stacks\": ",
+                    first ? "" : ",\n", w->name, (int)w->tid, w->duty, w->late ? "true" : "false",
+                    (unsigned long long)t, (unsigned long long)w->thread_cpu_ns,
+                    (unsigned long long)w->calls);
                 json_stacks(&b, w->ns);
                 bprintf(&b, "}");
                 first = 0;
@@ -466,18 +583,23 @@ static int write_truth(const char *path, struct worker *ws, int n_ws, double sec
         return r;
 }
 
-static void on_signal(int sig) {
+static void on_signal(int sig)
+{
         (void)sig;
         got_signal = 1;
 }
 
-static void usage(FILE *f) {
-        fprintf(f, "usage: truth [--seconds S] [--truth FILE] [--ready FILE] [--wait-for-start FILE]\n"
-                   "             [--late-threads N] [--late-delay-ms D] [--late-seconds S]\n"
-                   "             [--late-duty F] [--duty-scale F] [--leaf-us U] [--hold]\n");
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "usage: truth [--seconds S] [--truth FILE] [--ready FILE] [--wait-for-start FILE]\n"
+                "             [--late-threads N] [--late-delay-ms D] [--late-seconds S]\n"
+                "             [--late-duty F] [--duty-scale F] [--leaf-us U] [--hold]\n"
+                "             [--scenario ratios|serial|equal|deep]\n");
 }
 
-static double parse_num(const char *opt, const char *s, double lo, double hi) {
+static double parse_num(const char *opt, const char *s, double lo, double hi)
+{
         char *end;
         errno = 0;
         double v = strtod(s, &end);
@@ -488,41 +610,84 @@ static double parse_num(const char *opt, const char *s, double lo, double hi) {
         return v;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
         double seconds = 10, late_delay_ms = 1500, late_duty = 0.2, duty_scale = 1, leaf_us = 1500;
         int n_late = 0, hold = 0;
         const char *truth_path = NULL, *ready_path = NULL, *wait_path = NULL;
+        const struct scenario *scen = &scenarios[0];
         static const struct option opts[] = {
-                {"seconds", required_argument, NULL, 's'},
-                {"truth", required_argument, NULL, 't'},
-                {"ready", required_argument, NULL, 'r'},
-                {"wait-for-start", required_argument, NULL, 'w'},
-                {"late-threads", required_argument, NULL, 'n'},
-                {"late-delay-ms", required_argument, NULL, 'd'},
-                {"late-seconds", required_argument, NULL, 'L'},
-                {"late-duty", required_argument, NULL, 'D'},
-                {"duty-scale", required_argument, NULL, 'S'},
-                {"leaf-us", required_argument, NULL, 'u'},
-                {"hold", no_argument, NULL, 'H'},
-                {"help", no_argument, NULL, 'h'},
-                {NULL, 0, NULL, 0},
+            {"seconds", required_argument, NULL, 's'},
+            {"truth", required_argument, NULL, 't'},
+            {"ready", required_argument, NULL, 'r'},
+            {"wait-for-start", required_argument, NULL, 'w'},
+            {"late-threads", required_argument, NULL, 'n'},
+            {"late-delay-ms", required_argument, NULL, 'd'},
+            {"late-seconds", required_argument, NULL, 'L'},
+            {"late-duty", required_argument, NULL, 'D'},
+            {"duty-scale", required_argument, NULL, 'S'},
+            {"leaf-us", required_argument, NULL, 'u'},
+            {"hold", no_argument, NULL, 'H'},
+            {"scenario", required_argument, NULL, 'c'},
+            {"help", no_argument, NULL, 'h'},
+            {NULL, 0, NULL, 0},
         };
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
                 switch (c) {
-                case 's': seconds = parse_num("seconds", optarg, 0, 1e6); break;
-                case 't': truth_path = optarg; break;
-                case 'r': ready_path = optarg; break;
-                case 'w': wait_path = optarg; break;
-                case 'n': n_late = (int)parse_num("late-threads", optarg, 0, MAX_LATE); break;
-                case 'd': late_delay_ms = parse_num("late-delay-ms", optarg, 0, 1e9); break;
-                case 'L': late_seconds_opt = parse_num("late-seconds", optarg, 0, 1e6); break;
-                case 'D': late_duty = parse_num("late-duty", optarg, 0.01, 1); break;
-                case 'S': duty_scale = parse_num("duty-scale", optarg, 0.01, 1.5); break;
-                case 'u': leaf_us = parse_num("leaf-us", optarg, 50, 100000); break;
-                case 'H': hold = 1; break;
-                case 'h': usage(stdout); return 0;
-                default: usage(stderr); return 2;
+                case 's':
+                        seconds = parse_num("seconds", optarg, 0, 1e6);
+                        break;
+                case 't':
+                        truth_path = optarg;
+                        break;
+                case 'r':
+                        ready_path = optarg;
+                        break;
+                case 'w':
+                        wait_path = optarg;
+                        break;
+                case 'n':
+                        n_late = (int)parse_num("late-threads", optarg, 0, MAX_LATE);
+                        break;
+                case 'd':
+                        late_delay_ms = parse_num("late-delay-ms", optarg, 0, 1e9);
+                        break;
+                case 'L':
+                        late_seconds_opt = parse_num("late-seconds", optarg, 0, 1e6);
+                        break;
+                case 'D':
+                        late_duty = parse_num("late-duty", optarg, 0.01, 1);
+                        break;
+                case 'S':
+                        duty_scale = parse_num("duty-scale", optarg, 0.01, 1.5);
+                        break;
+                case 'u':
+                        leaf_us = parse_num("leaf-us", optarg, 50, 100000);
+                        break;
+                case 'H':
+                        hold = 1;
+                        break;
+                case 'c':
+                        scen = NULL;
+                        for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+                                if (strcmp(optarg, scenarios[i].name) == 0)
+                                        scen = &scenarios[i];
+                        if (!scen) {
+                                fprintf(
+                                    stderr,
+                                    "truth: unknown scenario '%s' (ratios, serial, equal, deep)\n",
+                                    optarg);
+                                return 2;
+                        }
+                        scenario_name = scen->name;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
                 }
         }
         if (optind < argc) {
@@ -541,24 +706,22 @@ int main(int argc, char **argv) {
         build_mem_ring();
         calibrate(leaf_us);
 
-        struct worker ws[N_INITIAL + MAX_LATE];
+        struct worker ws[MAX_INITIAL + MAX_LATE];
         memset(ws, 0, sizeof(ws));
-        static const char *const names[N_INITIAL] = {"w-alpha", "w-beta", "w-gamma"};
-        static const double duties[N_INITIAL] = {0.60, 0.30, 0.15};
-        const struct mix mixes[N_INITIAL] = {MIX(alpha_units), MIX(beta_units), MIX(gamma_units)};
-        for (int i = 0; i < N_INITIAL; i++) {
-                snprintf(ws[i].name, sizeof(ws[i].name), "%s", names[i]);
-                ws[i].duty = duties[i] * duty_scale;
-                ws[i].mix = mixes[i];
+        const int n_initial = scen->n_threads;
+        for (int i = 0; i < n_initial; i++) {
+                snprintf(ws[i].name, sizeof(ws[i].name), "%s", scen->threads[i].name);
+                ws[i].duty = scen->threads[i].duty * duty_scale;
+                ws[i].mix = (struct mix){scen->threads[i].units, scen->threads[i].n_units};
                 if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]) != 0) {
-                        fprintf(stderr, "truth: Failed to create thread '%s'\n", names[i]);
+                        fprintf(stderr, "truth: Failed to create thread '%s'\n", ws[i].name);
                         return 1;
                 }
         }
         pthread_mutex_lock(&start_lock);
         for (;;) {
                 int all = 1;
-                for (int i = 0; i < N_INITIAL; i++)
+                for (int i = 0; i < n_initial; i++)
                         all &= ws[i].started;
                 if (all)
                         break;
@@ -571,7 +734,8 @@ int main(int argc, char **argv) {
                 snprintf(text, sizeof(text), "%d\n", (int)getpid());
                 int r = write_file_atomic(ready_path, text);
                 if (r < 0) {
-                        fprintf(stderr, "truth: Failed to write '%s': %s\n", ready_path, strerror(-r));
+                        fprintf(stderr, "truth: Failed to write '%s': %s\n", ready_path,
+                                strerror(-r));
                         return 1;
                 }
         }
@@ -586,10 +750,11 @@ int main(int argc, char **argv) {
         start_go = 1;
         pthread_cond_broadcast(&start_cond);
         pthread_mutex_unlock(&start_lock);
-        fprintf(stderr, "truth: pid %d working for %gs (leaf iters hash %ld sqrt %ld mem %ld)\n", (int)getpid(),
-                seconds, leaf_iters[LEAF_HASH], leaf_iters[LEAF_SQRT], leaf_iters[LEAF_MEM]);
+        fprintf(stderr, "truth: pid %d working for %gs (leaf iters hash %ld sqrt %ld mem %ld)\n",
+                (int)getpid(), seconds, leaf_iters[LEAF_HASH], leaf_iters[LEAF_SQRT],
+                leaf_iters[LEAF_MEM]);
 
-        int n_ws = N_INITIAL, late_made = 0;
+        int n_ws = n_initial, late_made = 0;
         uint64_t t0 = ts_ns(&work_start);
         for (;;) {
                 uint64_t el = clock_ns(CLOCK_MONOTONIC) - t0;
@@ -603,7 +768,8 @@ int main(int argc, char **argv) {
                                 w->mix = (struct mix)MIX(late_units);
                                 w->late = 1;
                                 if (pthread_create(&w->thread, NULL, late_main, w) != 0) {
-                                        fprintf(stderr, "truth: Failed to create thread '%s'\n", w->name);
+                                        fprintf(stderr, "truth: Failed to create thread '%s'\n",
+                                                w->name);
                                         break;
                                 }
                                 w->started = 1;
@@ -621,7 +787,8 @@ int main(int argc, char **argv) {
         if (truth_path) {
                 int r = write_truth(truth_path, ws, n_ws, seconds, wall, leaf_us);
                 if (r < 0) {
-                        fprintf(stderr, "truth: Failed to write '%s': %s\n", truth_path, strerror(-r));
+                        fprintf(stderr, "truth: Failed to write '%s': %s\n", truth_path,
+                                strerror(-r));
                         return 1;
                 }
         }
