@@ -217,16 +217,56 @@ static char *strip(char *s)
         return s;
 }
 
-/*
- * Parses one line; returns 0 for a blank or comment line or a valid
- * setting. first_line[i] is the line that first set key i in this file.
- */
-static int load_line(struct fp_conf *c, char *line, unsigned lineno, unsigned *first_line,
-                     char *err, size_t err_len)
+/* The keys a file has set so far, for "set twice". */
+struct seen {
+        char **keys;
+        unsigned *lines;
+        size_t n, cap;
+};
+
+/* Records key at line; -EEXIST (with *ret_first) when it was set before. */
+static int seen_add(struct seen *sn, const char *key, unsigned line, unsigned *ret_first)
+{
+        for (size_t i = 0; i < sn->n; i++)
+                if (strcmp(sn->keys[i], key) == 0) {
+                        *ret_first = sn->lines[i];
+                        return -EEXIST;
+                }
+        if (sn->n == sn->cap) {
+                size_t cap = sn->cap ? 2 * sn->cap : 16;
+                char **keys = reallocarray(sn->keys, cap, sizeof(*keys));
+                if (!keys)
+                        return -ENOMEM;
+                sn->keys = keys;
+                unsigned *lines = reallocarray(sn->lines, cap, sizeof(*lines));
+                if (!lines)
+                        return -ENOMEM;
+                sn->lines = lines;
+                sn->cap = cap;
+        }
+        sn->keys[sn->n] = strdup(key);
+        if (!sn->keys[sn->n])
+                return -ENOMEM;
+        sn->lines[sn->n++] = line;
+        return 0;
+}
+
+static void seen_free(struct seen *sn)
+{
+        for (size_t i = 0; i < sn->n; i++)
+                free(sn->keys[i]);
+        free(sn->keys);
+        free(sn->lines);
+}
+
+/* Parses one line and hands a setting to fn; 0 for a blank or comment line. */
+static int parse_line(char *line, unsigned lineno, struct seen *sn, fp_conf_setting_fn fn,
+                      void *userdata, char *err, size_t err_len)
 {
         char *s = strip(line), *eq, *key, *value;
-        ssize_t i;
+        unsigned first;
         size_t n;
+        int r;
 
         if (!*s || *s == '#')
                 return 0;
@@ -247,32 +287,26 @@ static int load_line(struct fp_conf *c, char *line, unsigned lineno, unsigned *f
                 value[n - 1] = 0;
                 value++;
         } else if (value[0] == '"' || (n && value[n - 1] == '"')) {
-                seterr(err, err_len, "%s: unbalanced quote in the value", key);
+                seterr(err, err_len, "%.60s: unbalanced quote in the value", key);
                 return -EINVAL;
         }
-        i = find_key(c, key);
-        if (i < 0) {
-                seterr(err, err_len, "unknown key '%.60s'", key);
-                return -ENOENT;
-        }
-        if (first_line[i]) {
-                seterr(err, err_len, "%s is set twice (first on line %u)", key, first_line[i]);
-                return -EEXIST;
-        }
-        first_line[i] = lineno;
-        if (!*value && c->keys[i].type != FP_CONF_STRING) {
-                seterr(err, err_len, "%s: the value is missing", key);
-                return -EINVAL;
-        }
-        return set_index(c, (size_t)i, value, FP_CONF_FILE, err, err_len);
+        r = seen_add(sn, key, lineno, &first);
+        if (r == -EEXIST)
+                seterr(err, err_len, "%.60s is set twice (first on line %u)", key, first);
+        else if (r < 0)
+                seterr(err, err_len, "out of memory");
+        if (r < 0)
+                return r;
+        return fn(key, value, userdata, err, err_len);
 }
 
-int fp_conf_load(struct fp_conf *c, const char *path, unsigned *ret_line, char *err, size_t err_len)
+int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsigned *ret_line,
+                  char *err, size_t err_len)
 {
+        struct seen sn = {0};
         char msg[256];
         char *line = NULL;
         size_t cap = 0;
-        unsigned *first_line;
         unsigned lineno = 0;
         ssize_t len;
         FILE *f;
@@ -285,12 +319,6 @@ int fp_conf_load(struct fp_conf *c, const char *path, unsigned *ret_line, char *
                 if (ret_line)
                         *ret_line = 0;
                 return r;
-        }
-        first_line = calloc(c->n_keys ? c->n_keys : 1, sizeof(*first_line));
-        if (!first_line) {
-                fclose(f);
-                seterr(err, err_len, "%s: out of memory", path);
-                return -ENOMEM;
         }
         for (;;) {
                 errno = 0;
@@ -308,7 +336,8 @@ int fp_conf_load(struct fp_conf *c, const char *path, unsigned *ret_line, char *
                         r = -EINVAL;
                         break;
                 }
-                r = load_line(c, line, lineno, first_line, msg, sizeof(msg));
+                msg[0] = 0;
+                r = parse_line(line, lineno, &sn, fn, userdata, msg, sizeof(msg));
                 if (r < 0) {
                         seterr(err, err_len, "%s:%u: %s", path, lineno, msg);
                         break;
@@ -316,10 +345,33 @@ int fp_conf_load(struct fp_conf *c, const char *path, unsigned *ret_line, char *
         }
         if (ret_line)
                 *ret_line = r < 0 ? lineno : 0;
-        free(first_line);
+        seen_free(&sn);
         free(line);
         fclose(f);
         return r;
+}
+
+/* fp_conf_load's setting function: the key must be in the table. */
+static int load_setting(const char *key, const char *value, void *userdata, char *err,
+                        size_t err_len)
+{
+        struct fp_conf *c = userdata;
+        ssize_t i = find_key(c, key);
+
+        if (i < 0) {
+                seterr(err, err_len, "unknown key '%.60s'", key);
+                return -ENOENT;
+        }
+        if (!*value && c->keys[i].type != FP_CONF_STRING) {
+                seterr(err, err_len, "%s: the value is missing", key);
+                return -EINVAL;
+        }
+        return set_index(c, (size_t)i, value, FP_CONF_FILE, err, err_len);
+}
+
+int fp_conf_load(struct fp_conf *c, const char *path, unsigned *ret_line, char *err, size_t err_len)
+{
+        return fp_conf_parse(path, load_setting, c, ret_line, err, err_len);
 }
 
 void fp_conf_getopt_table(const struct fp_conf *c, const struct option *extra, size_t n_extra,

@@ -83,6 +83,24 @@ int fp_conf_set(struct fp_conf *c, const char *key, const char *value, enum fp_c
                 char *err, size_t err_len);
 
 /*
+ * A setting read from a file: key and value as written (value unquoted,
+ * "" when empty). Returns 0 or -errno with one line in err (no location:
+ * the parser adds "PATH:LINE: ").
+ */
+typedef int (*fp_conf_setting_fn)(const char *key, const char *value, void *userdata, char *err,
+                                  size_t err_len);
+/*
+ * The file format alone, for a program that keeps its settings in a
+ * table of its own: reads path (see the format above) and calls fn for
+ * each setting in order. Refuses on its own a malformed line, an
+ * unbalanced quote and a key set twice. Stops at the first error: returns
+ * its -errno, stores its line in *ret_line (0 when the file could not be
+ * read) and writes "PATH:LINE: what" (or "PATH: reason") into err.
+ */
+int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsigned *ret_line,
+                  char *err, size_t err_len);
+
+/*
  * Reads the file at path (see the format above) with source FP_CONF_FILE.
  * Stops at the first bad line: returns its -errno, stores its number in
  * *ret_line (0 when the file itself could not be read) and writes

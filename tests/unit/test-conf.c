@@ -297,6 +297,67 @@ static void test_help(void)
         fp_conf_free(c);
 }
 
+/* A program's own table behind fp_conf_parse: records what it is given, refuses "bad". */
+struct recorder {
+        char seen[256];
+};
+static int record(const char *key, const char *value, void *userdata, char *err, size_t err_len)
+{
+        struct recorder *rec = userdata;
+        size_t n = strlen(rec->seen);
+
+        if (strcmp(key, "bad") == 0) {
+                snprintf(err, err_len, "unknown setting '%s'", key);
+                return -ENOENT;
+        }
+        snprintf(rec->seen + n, sizeof(rec->seen) - n, "[%s=%s]", key, value);
+        return 0;
+}
+
+static void test_parse_callback(void)
+{
+        struct recorder rec = {{0}};
+        char err[512], want[512];
+        unsigned line = 99;
+        const char *path;
+
+        path = write_file("cb.conf", "# x\nlisten = 127.0.0.1:7070\nretention = 7d\n"
+                                     "token-file =\nname = \"a b\"\n");
+        FP_CHECK_EQ_INT(fp_conf_parse(path, record, &rec, &line, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(line, 0);
+        FP_CHECK_EQ_STR(rec.seen, "[listen=127.0.0.1:7070][retention=7d][token-file=][name=a b]");
+
+        rec.seen[0] = 0;
+        path = write_file("cb.conf", "a = 1\n\nbad = 2\nc = 3\n");
+        FP_CHECK_EQ_INT(fp_conf_parse(path, record, &rec, &line, err, sizeof(err)), -ENOENT);
+        FP_CHECK_EQ_INT(line, 3);
+        snprintf(want, sizeof(want), "%s:3: unknown setting 'bad'", path);
+        FP_CHECK_EQ_STR(err, want);
+        FP_CHECK_EQ_STR(rec.seen, "[a=1]"); /* nothing after the bad line was applied */
+
+        /* Repeats are caught by the parser, before the program sees them. */
+        rec.seen[0] = 0;
+        path = write_file("cb.conf", "a = 1\nb = 2\na = 3\n");
+        FP_CHECK_EQ_INT(fp_conf_parse(path, record, &rec, &line, err, sizeof(err)), -EEXIST);
+        FP_CHECK_EQ_INT(line, 3);
+        FP_CHECK_EQ_STR(rec.seen, "[a=1][b=2]");
+
+        /* Many distinct keys (the seen-list grows past its first allocation). */
+        {
+                char text[2048] = "";
+                for (int i = 0; i < 40; i++) {
+                        size_t n = strlen(text);
+                        snprintf(text + n, sizeof(text) - n, "k%d = %d\n", i, i);
+                }
+                strcat(text, "k17 = again\n");
+                path = write_file("cb.conf", text);
+                FP_CHECK_EQ_INT(fp_conf_parse(path, record, &rec, &line, err, sizeof(err)),
+                                -EEXIST);
+                FP_CHECK_EQ_INT(line, 41);
+                FP_CHECK(strstr(err, "k17 is set twice (first on line 18)") != NULL);
+        }
+}
+
 int main(void)
 {
         char cmd[64];
@@ -310,6 +371,7 @@ int main(void)
         test_file();
         test_overrides();
         test_help();
+        test_parse_callback();
         snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
         if (system(cmd) != 0)
                 fprintf(stderr, "could not remove %s\n", tmpdir);
