@@ -8,6 +8,7 @@
 #     the version (project(VERSION)), the shared-library dependencies
 #     (dpkg-shlibdeps / rpm's automatic requires), the conffiles and
 #     %config(noreplace), and the maintainer scripts' syntax.
+#     The .rpm is installed into a throwaway root and erased there.
 #  2. dpkg -i installs the .deb(s): group, state directory, enabled unit,
 #     man pages, a unit systemd-analyze accepts.
 #  3. The installed agent is run the way its unit's ExecStart runs it
@@ -15,7 +16,7 @@
 #     bounding set, ambient set, group and limits, the installed config)
 #     and the installed agentctl profiles a workload running as another
 #     user through the default socket.
-#  4. dpkg -r keeps the data in /var/lib/fleetprof and the (edited)
+#  4. Reinstalling (the upgrade path) and dpkg -r keep the data in /var/lib/fleetprof and the (edited)
 #     conffile; dpkg -P deletes them.
 #
 # Whatever happens, the EXIT trap purges what the test installed and
@@ -127,6 +128,25 @@ for c in "${comps[@]}"; do
   fp_ok "fleetprof-$c: files, version, Depends ($(sed 's/ ([^)]*)//g' <<<"$depends")), rpm requires, conffile / %config(noreplace), scripts"
 done
 
+# The .rpm in a throwaway root (rpm is not this machine's package manager,
+# so without scripts and dependencies): the files land, and an edited
+# %config(noreplace) file is saved as .rpmsave on erase.
+for c in "${comps[@]}"; do
+  root=$FP_TMP/rpmroot-$c
+  rpmf=$out/fleetprof-$c-$version-1.$(uname -m).rpm
+  mkdir -p "$root"
+  rpm --root "$root" --initdb 2>/dev/null
+  rpm --root "$root" -i --nodeps --noscripts "$rpmf" >"$FP_TMP/rpm-i.log" 2>&1 || fp_fail "rpm -i into a throwaway root: $(cat "$FP_TMP/rpm-i.log")"
+  for f in ${files[$c]}; do
+    [[ -f $root$f ]] || fp_fail "rpm -i did not install $f"
+  done
+  echo "# edited" >>"$root/etc/fleetprof/$c.conf"
+  rpm --root "$root" -e --noscripts "fleetprof-$c" >"$FP_TMP/rpm-e.log" 2>&1 || fp_fail "rpm -e: $(cat "$FP_TMP/rpm-e.log")"
+  [[ ! -e $root/usr/bin/fleetprof-$c && -f $root/etc/fleetprof/$c.conf.rpmsave ]] ||
+    fp_fail "rpm -e did not keep the edited config as $c.conf.rpmsave"
+  fp_ok "fleetprof-$c .rpm: installs into a throwaway root; rpm -e keeps the edited config as $c.conf.rpmsave"
+done
+
 # --- 2. install ------------------------------------------------------------
 for c in "${comps[@]}"; do
   installed+=("fleetprof-$c")
@@ -224,8 +244,16 @@ agent_pid=
 grep -q "listening on /run/fleetprof/agent.sock" "$FP_TMP/agent.log" || fp_fail "unexpected agent log: $(cat "$FP_TMP/agent.log")"
 fp_ok "installed agentctl profiled a nobody-owned process: $samples samples, spin_inner in the dump, store written"
 
-# --- 4. remove keeps data and conffiles, purge deletes them ------------------
+# --- 4. upgrade and remove keep data and conffiles, purge deletes them ------
 echo "bucket = 5" >>/etc/fleetprof/agent.conf
+db_size=$(stat -c %s /var/lib/fleetprof/agent.db)
+# Installing over an installed package runs the upgrade path of every
+# maintainer script (prerm upgrade, postrm upgrade, postinst configure OLD).
+dpkg -i "$out/fleetprof-agent_${version}-1_$(dpkg --print-architecture).deb" >"$FP_TMP/dpkg-u.log" 2>&1 ||
+  fp_fail "reinstalling fleetprof-agent failed: $(cat "$FP_TMP/dpkg-u.log")"
+[[ $(stat -c %s /var/lib/fleetprof/agent.db 2>/dev/null) == "$db_size" ]] || fp_fail "the upgrade changed or deleted agent.db"
+tail -n 1 /etc/fleetprof/agent.conf | grep -qx "bucket = 5" || fp_fail "the upgrade lost the edited agent.conf"
+fp_ok "upgrade (reinstall): store and edited conffile kept"
 for ((i = ${#installed[@]} - 1; i >= 0; i--)); do
   dpkg -r "${installed[i]}" >"$FP_TMP/dpkg-r.log" 2>&1 || fp_fail "dpkg -r ${installed[i]}: $(cat "$FP_TMP/dpkg-r.log")"
 done
