@@ -94,3 +94,30 @@ fp_wait_for 15 test -S "$FP_TMP/flag.sock" || fp_fail "--socket did not override
   fp_fail "--bucket 3 did not override bucket = 7 (or the file's budget was lost)"
 fp_stop_agent
 fp_ok "command-line options override the file; the other settings still come from it"
+
+# The collector: the same file format, its own table; the file first,
+# then the command line.
+COLLECTOR=$FP_BUILD/collector/fleetprof-collector
+if [[ -x $COLLECTOR ]]; then
+  printf '# collector\nlisten = 127.0.0.1:1\n\nretention = 5x\n' >"$FP_TMP/c-bad.conf"
+  out=$("$COLLECTOR" --check-config --config "$FP_TMP/c-bad.conf" 2>&1) && fp_fail "the collector accepted retention = 5x"
+  [[ $out == "fleetprof-collector: $FP_TMP/c-bad.conf:4: invalid --retention '5x': a duration such as 30s, 90m, 12h or 7d (0: off)" ]] ||
+    fp_fail "collector bad file: '$out'"
+  printf 'listen = 127.0.0.1:1\nlisen = x\n' >"$FP_TMP/c-bad.conf"
+  out=$("$COLLECTOR" --check-config --config "$FP_TMP/c-bad.conf" 2>&1) && fp_fail "the collector accepted 'lisen'"
+  [[ $out == "fleetprof-collector: $FP_TMP/c-bad.conf:2: unknown key 'lisen'" ]] || fp_fail "collector unknown key: '$out'"
+  printf 'store-max-mb = 8\nstore-max-mb = 9\n' >"$FP_TMP/c-bad.conf"
+  out=$("$COLLECTOR" --check-config --config "$FP_TMP/c-bad.conf" 2>&1) && fp_fail "the collector accepted a key set twice"
+  [[ $out == "fleetprof-collector: $FP_TMP/c-bad.conf:2: store-max-mb is set twice (first on line 1)" ]] || fp_fail "collector twice: '$out'"
+
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  printf 'listen = 127.0.0.1:1\nstore = %s\n' "$FP_TMP/c.db" >"$FP_TMP/c.conf"
+  "$COLLECTOR" --config "$FP_TMP/c.conf" --listen "127.0.0.1:$port" >"$FP_TMP/collector.log" 2>&1 &
+  cpid=$!
+  fp_track "$cpid"
+  fp_wait_for 15 curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" ||
+    fp_fail "the collector is not serving on the --listen port: $(cat "$FP_TMP/collector.log")"
+  [[ -f $FP_TMP/c.db ]] || fp_fail "the collector did not use the file's store"
+  fp_kill "$cpid"
+  fp_ok "collector: bad files refused by line; --listen overrides the file's listen, the file's store is used"
+fi

@@ -33,8 +33,11 @@ done
 
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$FP_BUILD/CMakeCache.txt")
 [[ -n $version ]] || fp_fail "no CMAKE_PROJECT_VERSION in $FP_BUILD/CMakeCache.txt"
-comps=(agent)
-[[ -x $FP_BUILD/collector/fleetprof-collector ]] && comps+=(collector)
+comps=(agent) have_collector=no
+if [[ -x $FP_BUILD/collector/fleetprof-collector ]]; then
+  comps+=(collector)
+  have_collector=yes
+fi
 
 # --- never touch an existing installation --------------------------------
 for c in "${comps[@]}"; do
@@ -50,14 +53,18 @@ had_group=no had_user=no had_rundir=no installed=()
 getent group fleetprof >/dev/null && had_group=yes
 getent passwd fleetprof >/dev/null && had_user=yes
 [[ -d /run/fleetprof ]] && had_rundir=yes
+had_etc=no
+[[ -d /etc/fleetprof ]] && had_etc=yes
 
 pkg_cleanup() {
   local p
   [[ -n ${agent_pid:-} ]] && fp_kill "$agent_pid"
+  [[ -n ${collector_pid:-} ]] && fp_kill "$collector_pid"
   for p in "${installed[@]}"; do
     dpkg -P "$p" >/dev/null 2>&1 || true
   done
   [[ $had_rundir == no ]] && rm -rf /run/fleetprof
+  [[ $had_etc == no ]] && rm -f /etc/fleetprof/token && rmdir /etc/fleetprof 2>/dev/null
   [[ $had_user == no ]] && getent passwd fleetprof >/dev/null && userdel fleetprof 2>/dev/null
   [[ $had_group == no ]] && getent group fleetprof >/dev/null && groupdel fleetprof 2>/dev/null
   return 0
@@ -86,8 +93,8 @@ files[collector]="/usr/bin/fleetprof-collector /usr/lib/systemd/system/fleetprof
 declare -A libs_deb libs_rpm
 libs_deb[agent]="libevent-2.1-7 libsqlite3-0 libcurl4 libelf1 libprotobuf-c1 zlib1g adduser"
 libs_rpm[agent]="libevent-2.1.so.7 libsqlite3.so.0 libcurl.so.4 libelf.so.1 libprotobuf-c.so.1 libz.so.1"
-libs_deb[collector]="libevent-2.1-7 libsqlite3-0 libprotobuf-c1 zlib1g adduser"
-libs_rpm[collector]="libevent-2.1.so.7 libsqlite3.so.0 libprotobuf-c.so.1 libz.so.1"
+libs_deb[collector]="libevent-2.1-7 libevent-openssl-2.1-7 libssl3 libsqlite3-0 libprotobuf-c1 zlib1g adduser"
+libs_rpm[collector]="libevent-2.1.so.7 libevent_openssl-2.1.so.7 libssl.so.3 libsqlite3.so.0 libprotobuf-c.so.1 libz.so.1"
 
 for c in "${comps[@]}"; do
   deb=$out/fleetprof-${c}_${version}-1_$(dpkg --print-architecture).deb
@@ -173,10 +180,48 @@ if command -v systemd-analyze >/dev/null; then
   [[ -z $v ]] || fp_fail "systemd-analyze verify $unit warns: $v"
 fi
 fp_ok "installed: group, /var/lib/fleetprof root:fleetprof 0775, unit enabled and verified, man pages, config ok"
+if [[ $have_collector == yes ]]; then
+  cunit=/usr/lib/systemd/system/fleetprof-collector.service
+  getent passwd fleetprof >/dev/null || fp_fail "postinst did not create the fleetprof user"
+  [[ $(id -gn fleetprof) == fleetprof ]] || fp_fail "the fleetprof user is not in the fleetprof group"
+  [[ -L /etc/systemd/system/multi-user.target.wants/fleetprof-collector.service ]] ||
+    fp_fail "postinst did not enable fleetprof-collector.service"
+  [[ $(/usr/bin/fleetprof-collector --check-config --config /etc/fleetprof/collector.conf) == ok ]] ||
+    fp_fail "the installed collector.conf does not pass --check-config"
+  if command -v systemd-analyze >/dev/null; then
+    v=$(systemd-analyze verify "$cunit" 2>&1) || fp_fail "systemd-analyze verify $cunit: $v"
+    [[ -z $v ]] || fp_fail "systemd-analyze verify $cunit warns: $v"
+  fi
+  fp_ok "collector installed: user fleetprof, unit enabled and verified, config ok"
+fi
 
 # --- 3. run it as the unit does --------------------------------------------
-# unit_value KEY: the value of KEY= in the installed unit's [Service].
-unit_value() { sed -n "s/^$1=//p" "$unit" | tail -n 1; }
+# unit_value KEY [UNIT]: the value of KEY= in the installed unit's [Service].
+unit_value() { sed -n "s/^$1=//p" "${2:-$unit}" | tail -n 1; }
+
+# With the collector: configure both the way an operator would (a shared
+# token, the collector's port, the agent's collector URL) by editing the
+# installed files, and run the collector as its unit does: user
+# fleetprof, no capabilities at all.
+if [[ $have_collector == yes ]]; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  head -c 24 /dev/urandom | base64 >/etc/fleetprof/token
+  chown root:fleetprof /etc/fleetprof/token
+  chmod 0640 /etc/fleetprof/token
+  printf 'listen = 127.0.0.1:%s\ntoken-file = /etc/fleetprof/token\n' "$port" >>/etc/fleetprof/collector.conf
+  printf 'collector = http://127.0.0.1:%s\ntoken-file = /etc/fleetprof/token\n' "$port" >>/etc/fleetprof/agent.conf
+  read -r -a ccmd <<<"$(unit_value ExecStart "$cunit")"
+  [[ -z $(unit_value CapabilityBoundingSet "$cunit") ]] || fp_fail "the collector unit grants capabilities"
+  [[ $(unit_value User "$cunit") == fleetprof ]] || fp_fail "the collector unit does not run as fleetprof"
+  setpriv --reuid fleetprof --regid fleetprof --clear-groups \
+    --inh-caps -all --ambient-caps -all --bounding-set -all -- \
+    "${ccmd[@]}" >"$FP_TMP/collector.log" 2>&1 &
+  collector_pid=$!
+  fp_wait_for 15 curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" ||
+    fp_fail "the installed collector does not answer on port $port: $(cat "$FP_TMP/collector.log")"
+  [[ $(stat -c %U /var/lib/fleetprof/collector.db) == fleetprof ]] || fp_fail "collector.db is not owned by fleetprof"
+  fp_ok "the installed collector runs as its unit does (user fleetprof, no capabilities), store in /var/lib/fleetprof"
+fi
 exec_start=$(unit_value ExecStart)
 read -r -a cmd <<<"$exec_start"
 [[ ${cmd[0]} == /usr/bin/fleetprof-agent ]] || fp_fail "ExecStart runs '${cmd[0]}'"
@@ -236,24 +281,41 @@ ctl dump "$spin" --format top >"$FP_TMP/top.out" 2>&1 || fp_fail "agentctl dump:
 grep -q spin_inner "$FP_TMP/top.out" || fp_fail "the dump lacks spin_inner: $(head -20 "$FP_TMP/top.out")"
 ctl dump "$spin" -o "$FP_TMP/prof.pb.gz" || fp_fail "agentctl dump -o failed"
 gzip -t "$FP_TMP/prof.pb.gz" || fp_fail "the pprof dump is not gzip"
+if [[ $have_collector == yes ]]; then
+  ctl flush >"$FP_TMP/flush.out" 2>&1 || fp_fail "agentctl flush: $(cat "$FP_TMP/flush.out")"
+  series=$(curl -fsS "http://127.0.0.1:$port/api/v1/series") || fp_fail "GET /api/v1/series failed"
+  grep -q '"spin"' <<<"$series" || fp_fail "the collector has no series for spin after agentctl flush: $series ($(cat "$FP_TMP/flush.out"))"
+  fp_ok "agentctl flush uploaded to the installed collector with the shared token: $(cat "$FP_TMP/flush.out" | head -1)"
+fi
 ctl stop "$spin" >/dev/null || fp_fail "agentctl stop failed"
 fp_kill "$spin"
 fp_kill "$agent_pid"
 agent_pid=
+if [[ $have_collector == yes ]]; then
+  fp_kill "$collector_pid"
+  collector_pid=
+fi
 [[ -s /var/lib/fleetprof/agent.db ]] || fp_fail "no /var/lib/fleetprof/agent.db after the agent ran"
 grep -q "listening on /run/fleetprof/agent.sock" "$FP_TMP/agent.log" || fp_fail "unexpected agent log: $(cat "$FP_TMP/agent.log")"
 fp_ok "installed agentctl profiled a nobody-owned process: $samples samples, spin_inner in the dump, store written"
 
 # --- 4. upgrade and remove keep data and conffiles, purge deletes them ------
 echo "bucket = 5" >>/etc/fleetprof/agent.conf
+[[ $have_collector == yes ]] && echo "# edited by test-package" >>/etc/fleetprof/collector.conf
 db_size=$(stat -c %s /var/lib/fleetprof/agent.db)
 # Installing over an installed package runs the upgrade path of every
 # maintainer script (prerm upgrade, postrm upgrade, postinst configure OLD).
-dpkg -i "$out/fleetprof-agent_${version}-1_$(dpkg --print-architecture).deb" >"$FP_TMP/dpkg-u.log" 2>&1 ||
-  fp_fail "reinstalling fleetprof-agent failed: $(cat "$FP_TMP/dpkg-u.log")"
+for c in "${comps[@]}"; do
+  dpkg -i "$out/fleetprof-${c}_${version}-1_$(dpkg --print-architecture).deb" >"$FP_TMP/dpkg-u.log" 2>&1 ||
+    fp_fail "reinstalling fleetprof-$c failed: $(cat "$FP_TMP/dpkg-u.log")"
+done
 [[ $(stat -c %s /var/lib/fleetprof/agent.db 2>/dev/null) == "$db_size" ]] || fp_fail "the upgrade changed or deleted agent.db"
 tail -n 1 /etc/fleetprof/agent.conf | grep -qx "bucket = 5" || fp_fail "the upgrade lost the edited agent.conf"
-fp_ok "upgrade (reinstall): store and edited conffile kept"
+if [[ $have_collector == yes ]]; then
+  [[ -s /var/lib/fleetprof/collector.db ]] || fp_fail "the upgrade deleted collector.db"
+  tail -n 1 /etc/fleetprof/collector.conf | grep -qx "# edited by test-package" || fp_fail "the upgrade lost the edited collector.conf"
+fi
+fp_ok "upgrade (reinstall): stores and edited conffiles kept"
 for ((i = ${#installed[@]} - 1; i >= 0; i--)); do
   dpkg -r "${installed[i]}" >"$FP_TMP/dpkg-r.log" 2>&1 || fp_fail "dpkg -r ${installed[i]}: $(cat "$FP_TMP/dpkg-r.log")"
 done
@@ -261,14 +323,23 @@ done
 [[ -s /var/lib/fleetprof/agent.db ]] || fp_fail "dpkg -r deleted /var/lib/fleetprof/agent.db"
 tail -n 1 /etc/fleetprof/agent.conf | grep -qx "bucket = 5" || fp_fail "dpkg -r lost the edited /etc/fleetprof/agent.conf"
 dpkg-query -W -f='${Status}' fleetprof-agent | grep -q 'config-files' || fp_fail "after dpkg -r the status is $(dpkg-query -W -f='${Status}' fleetprof-agent)"
-fp_ok "dpkg -r: program and unit gone; store and edited conffile kept"
+if [[ $have_collector == yes ]]; then
+  [[ ! -e /usr/bin/fleetprof-collector ]] || fp_fail "dpkg -r left the collector"
+  [[ -s /var/lib/fleetprof/collector.db ]] || fp_fail "dpkg -r deleted collector.db"
+  tail -n 1 /etc/fleetprof/collector.conf | grep -qx "# edited by test-package" || fp_fail "dpkg -r lost the edited collector.conf"
+fi
+fp_ok "dpkg -r: programs and units gone; stores and edited conffiles kept"
 
+# The token file is the operator's own, not a conffile: it would (rightly)
+# keep /etc/fleetprof after the purge.
+rm -f /etc/fleetprof/token
 for ((i = ${#installed[@]} - 1; i >= 0; i--)); do
   dpkg -P "${installed[i]}" >"$FP_TMP/dpkg-p.log" 2>&1 || fp_fail "dpkg -P ${installed[i]}: $(cat "$FP_TMP/dpkg-p.log")"
 done
 installed=()
 [[ ! -e /var/lib/fleetprof/agent.db && ! -e /var/lib/fleetprof ]] || fp_fail "dpkg -P left $(ls -la /var/lib/fleetprof)"
-[[ ! -e /etc/fleetprof/agent.conf && ! -e /etc/fleetprof ]] || fp_fail "dpkg -P left /etc/fleetprof: $(ls -la /etc/fleetprof)"
+[[ ! -e /etc/fleetprof/agent.conf && ! -e /etc/fleetprof/collector.conf && ! -e /etc/fleetprof ]] ||
+  fp_fail "dpkg -P left /etc/fleetprof: $(ls -la /etc/fleetprof)"
 [[ ! -e /etc/systemd/system/multi-user.target.wants/fleetprof-agent.service ]] || fp_fail "dpkg -P left the unit enabled"
 if dpkg-query -W -f='${Status}' fleetprof-agent 2>/dev/null | grep -qv 'not-installed'; then
   fp_fail "after dpkg -P the status is $(dpkg-query -W -f='${Status}' fleetprof-agent)"
