@@ -178,6 +178,7 @@ fi
 if command -v systemd-analyze >/dev/null; then
   v=$(systemd-analyze verify "$unit" 2>&1) || fp_fail "systemd-analyze verify $unit: $v"
   [[ -z $v ]] || fp_fail "systemd-analyze verify $unit warns: $v"
+  fp_log "$(systemd-analyze security --offline=yes "$unit" 2>/dev/null | tail -n 1)"
 fi
 fp_ok "installed: group, /var/lib/fleetprof root:fleetprof 0775, unit enabled and verified, man pages, config ok"
 if [[ $have_collector == yes ]]; then
@@ -191,6 +192,7 @@ if [[ $have_collector == yes ]]; then
   if command -v systemd-analyze >/dev/null; then
     v=$(systemd-analyze verify "$cunit" 2>&1) || fp_fail "systemd-analyze verify $cunit: $v"
     [[ -z $v ]] || fp_fail "systemd-analyze verify $cunit warns: $v"
+    fp_log "$(systemd-analyze security --offline=yes "$cunit" 2>/dev/null | tail -n 1)"
   fi
   fp_ok "collector installed: user fleetprof, unit enabled and verified, config ok"
 fi
