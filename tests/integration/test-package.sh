@@ -24,7 +24,12 @@
 # run where fleetprof is already installed or has data, so it never
 # touches an operator's installation.
 source "$(dirname "$0")/lib.sh"
-fp_init 170
+fp_init 280
+
+# Several checkouts may run their test suites on one machine: one
+# installation test at a time (the lock goes with the shell's exit).
+exec 9>/run/lock/fleetprof-test-package.lock
+flock -w 120 9 || fp_fail "another test-package held /run/lock/fleetprof-test-package.lock for 120 s"
 
 [[ $(id -u) -eq 0 ]] || fp_fail "must run as root (it installs packages)"
 for tool in dpkg dpkg-deb rpm rpmbuild cpack setpriv capsh prlimit; do
