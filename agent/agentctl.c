@@ -8,6 +8,7 @@
  * stdout (or into -o FILE), an error as one line on stderr with exit
  * status 1. Usage errors exit with 2.
  */
+#include "counters.h"
 #include "ctl.h"
 #include "perf.h"
 #include "pprof.h"
@@ -33,8 +34,11 @@ static void usage(FILE *f)
         fprintf(f,
                 "Usage: agentctl [--socket PATH] COMMAND [ARGS]\n"
                 "\n"
-                "  start PID [--event EVENT] [--freq HZ | --period N] [--kernel]\n"
-                "        sample every thread of PID (default cpu-clock at 99 Hz per thread)\n"
+                "  start PID [--event EVENT[,EVENT...]] [--freq HZ | --period N] [--kernel]\n"
+                "            [--best-effort]\n"
+                "        sample every thread of PID (default cpu-clock at 99 Hz per thread);\n"
+                "        the first event samples, the others are counted per stack;\n"
+                "        --best-effort leaves out counters the machine lacks\n"
                 "  stop PID\n"
                 "        stop sampling PID and forget its samples\n"
                 "  status [--json]\n"
@@ -265,7 +269,7 @@ static int dump_from_store(const char *path, pid_t pid, const char *event, uint6
                 fp_store_close(st);
                 return fail(1, "out of memory");
         }
-        r = fp_store_query_pprof(st, &f, p);
+        r = fp_counters_query(st, &f, p);
         if (r < 0) {
                 fail(1, "cannot read the store '%s': %s", path, fp_store_errmsg(st));
                 goto out;
@@ -290,6 +294,8 @@ static int dump_from_store(const char *path, pid_t pid, const char *event, uint6
                 }
         } else if (strcmp(format, "top") == 0) {
                 r = fp_pprof_write_top(p, 1, 0, out);
+                if (r >= 0)
+                        r = fp_counters_write_top(p, 1, 20, out);
         } else {
                 r = fp_pprof_write_folded(p, 0, out);
         }
@@ -305,15 +311,35 @@ out:
         return status;
 }
 
-static int check_event_list(const char *list)
+#define EVENT_HINT                                                                                 \
+        "(try cpu-clock, task-clock, page-faults, context-switches, cycles, instructions, or "     \
+        "rNNNN)"
+
+/* A start's --event list, or (list false) a dump's one event. Returns 0 or the exit status. */
+static int check_event_list(const char *list, bool is_list)
 {
+        struct fp_perf_config cfg = {0};
         struct fp_perf_event ev;
-        if (fp_perf_event_parse(list, &ev) < 0)
-                return fail(2,
-                            "unknown event '%s' (try cpu-clock, task-clock, page-faults, "
-                            "context-switches, cycles, instructions, or rNNNN)",
-                            list);
-        return 0;
+        char bad[FP_PERF_EVENT_NAME_MAX + 1];
+
+        if (!is_list) {
+                if (fp_perf_event_parse(list, &ev) < 0)
+                        return fail(2, "unknown event '%s' " EVENT_HINT, list);
+                return 0;
+        }
+        switch (fp_perf_event_list_parse(list, &cfg, bad, sizeof(bad))) {
+        case 0:
+                return 0;
+        case -EEXIST:
+                return fail(2, "event '%s' appears twice in --event list", bad);
+        case -E2BIG:
+                return fail(2, "too many events in --event list '%s': at most %d", list,
+                            FP_PERF_MAX_EVENTS);
+        default:
+                if (strchr(list, ','))
+                        return fail(2, "unknown event '%s' in --event list " EVENT_HINT, bad);
+                return fail(2, "unknown event '%s' " EVENT_HINT, list);
+        }
 }
 
 int main(int argc, char **argv)
@@ -380,7 +406,7 @@ int main(int argc, char **argv)
                         have_pid = true;
                         pid_arg = a;
                 } else if ((is_start || is_dump) && strcmp(a, "--event") == 0 && v) {
-                        if ((st = check_event_list(v))) {
+                        if ((st = check_event_list(v, is_start))) {
                                 free(q);
                                 return st;
                         }
@@ -406,6 +432,8 @@ int main(int argc, char **argv)
                         i++;
                 } else if (is_start && strcmp(a, "--kernel") == 0) {
                         ADD("kernel", "1");
+                } else if (is_start && strcmp(a, "--best-effort") == 0) {
+                        ADD("best_effort", "1");
                 } else if (strcmp(cmd, "status") == 0 && strcmp(a, "--json") == 0) {
                         ADD("json", "1");
                 } else if (is_dump && strcmp(a, "--format") == 0 && v) {

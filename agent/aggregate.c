@@ -19,6 +19,7 @@ struct fp_agg {
         uint32_t *slots; /* index + 1 into entries; 0 = empty */
         size_t n_slots;  /* a power of two */
         uint64_t total_count;
+        unsigned n_counters;
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -46,9 +47,29 @@ static bool key_equal(const struct fp_agg_entry *e, uint64_t hash, pid_t tid, un
         return true;
 }
 
-struct fp_agg *fp_agg_new(void)
+struct fp_agg *fp_agg_new(unsigned n_counters)
 {
-        return calloc(1, sizeof(struct fp_agg));
+        struct fp_agg *a;
+
+        if (n_counters > 64)
+                return NULL;
+        a = calloc(1, sizeof(struct fp_agg));
+        if (a)
+                a->n_counters = n_counters;
+        return a;
+}
+
+unsigned fp_agg_n_counters(const struct fp_agg *a)
+{
+        return a->n_counters;
+}
+
+static void add_counters(struct fp_agg *a, struct fp_agg_entry *e, const uint64_t *counters)
+{
+        for (unsigned i = 0; counters && i < a->n_counters; i++)
+                e->counters[i] = counters[i] > UINT64_MAX - e->counters[i]
+                                     ? UINT64_MAX
+                                     : e->counters[i] + counters[i];
 }
 
 void fp_agg_free(struct fp_agg *a)
@@ -80,7 +101,8 @@ static int rehash(struct fp_agg *a, size_t n_slots)
 }
 
 int fp_agg_add(struct fp_agg *a, pid_t tid, unsigned epoch, const struct fp_frame *frames,
-               uint32_t n, uint64_t value, fp_agg_resolve_fn resolve, void *userdata)
+               uint32_t n, uint64_t value, const uint64_t *counters, fp_agg_resolve_fn resolve,
+               void *userdata)
 {
         uint64_t h = key_hash(tid, epoch, frames, n);
         size_t s;
@@ -91,6 +113,7 @@ int fp_agg_add(struct fp_agg *a, pid_t tid, unsigned epoch, const struct fp_fram
                         if (key_equal(e, h, tid, epoch, frames, n)) {
                                 e->count++;
                                 e->value += value;
+                                add_counters(a, e, counters);
                                 a->total_count++;
                                 return 0;
                         }
@@ -113,15 +136,20 @@ int fp_agg_add(struct fp_agg *a, pid_t tid, unsigned epoch, const struct fp_fram
                 a->entries = p;
                 a->cap = cap;
         }
-        struct fp_agg_entry *e = malloc(sizeof(*e) + (size_t)n * sizeof(e->frames[0]));
+        /* n <= UINT32_MAX frames of 16 bytes and at most 64 counters: no overflow in size_t. */
+        struct fp_agg_entry *e = malloc(sizeof(*e) + (size_t)n * sizeof(e->frames[0]) +
+                                        (size_t)a->n_counters * sizeof(uint64_t));
         if (!e)
                 return -ENOMEM;
+        e->counters = (uint64_t *)(void *)&e->frames[n];
+        memset(e->counters, 0, (size_t)a->n_counters * sizeof(uint64_t));
         e->hash = h;
         e->tid = tid;
         e->epoch = epoch;
         e->n_frames = n;
         e->count = 1;
         e->value = value;
+        add_counters(a, e, counters);
         memcpy(e->frames, frames, (size_t)n * sizeof(frames[0]));
         for (uint32_t i = 0; i < n; i++)
                 e->frames[i].mapping = 0;

@@ -10,6 +10,10 @@
  * resolve callback fills in each frame's mapping, once per distinct stack;
  * after that a repeated stack costs one hash and one comparison.
  *
+ * A target that counts events beside its sampling event (a perf group)
+ * makes its table with fp_agg_new(n_counters): each entry then also sums
+ * what every counter counted in its samples.
+ *
  * Frames are stored leaf first, as pprof wants them. The address of every
  * frame but the leaf is a return address; it is stored minus one so that
  * it falls inside the calling instruction (and so inside the caller, even
@@ -27,8 +31,9 @@ struct fp_frame {
         uint32_t flags;   /* FP_FRAME_* */
 };
 
-#define FP_FRAME_KERNEL_TIME 1u /* synthetic "[kernel]" leaf: time in the kernel, frames excluded  \
-                                 */
+#define FP_FRAME_KERNEL_TIME                                                                       \
+        1u /* synthetic "[kernel]" leaf: time in the kernel, frames excluded                       \
+            */
 
 struct fp_agg_entry {
         uint64_t hash;
@@ -37,6 +42,7 @@ struct fp_agg_entry {
         uint32_t n_frames;
         uint64_t count;
         uint64_t value;
+        uint64_t *counters; /* n_counters sums, in the entry's own allocation */
         struct fp_frame frames[];
 };
 
@@ -45,15 +51,20 @@ struct fp_agg;
 /* Fills frames[i].mapping for i < n; called once per new entry. */
 typedef void (*fp_agg_resolve_fn)(void *userdata, struct fp_frame *frames, uint32_t n);
 
-struct fp_agg *fp_agg_new(void);
+/* A table whose entries sum n_counters counters (at most 64) besides count and value. */
+struct fp_agg *fp_agg_new(unsigned n_counters);
 void fp_agg_free(struct fp_agg *a);
 
 /*
- * Adds one sample of value to the entry (tid, epoch, frames addr/flags).
- * frames[].mapping is ignored on input. -ENOMEM leaves the table as it was.
+ * Adds one sample of value to the entry (tid, epoch, frames addr/flags),
+ * and counters[0..n_counters-1] to its counter sums (counters may be NULL:
+ * zeros). frames[].mapping is ignored on input. -ENOMEM leaves the table
+ * as it was.
  */
 int fp_agg_add(struct fp_agg *a, pid_t tid, unsigned epoch, const struct fp_frame *frames,
-               uint32_t n, uint64_t value, fp_agg_resolve_fn resolve, void *userdata);
+               uint32_t n, uint64_t value, const uint64_t *counters, fp_agg_resolve_fn resolve,
+               void *userdata);
+unsigned fp_agg_n_counters(const struct fp_agg *a);
 
 size_t fp_agg_n_entries(const struct fp_agg *a);
 /* Entry i (0 <= i < n_entries), in insertion order. */

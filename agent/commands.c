@@ -6,6 +6,7 @@
  * which adds the stored buckets to the open ones (see server.c).
  */
 #include "server-internal.h"
+#include "counters.h"
 #include "pprof.h"
 #include "symbols.h"
 
@@ -25,15 +26,28 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
         const char *freq = fp_ctl_request_get(q, "freq");
         const char *period = fp_ctl_request_get(q, "period");
         const char *kernel = fp_ctl_request_get(q, "kernel");
+        const char *best_effort = fp_ctl_request_get(q, "best_effort");
         struct fp_target *t;
         uid_t owner = 0;
         pid_t pid = 0;
-        char err[512];
+        char err[512], bad[FP_PERF_EVENT_NAME_MAX + 1];
 
         if (parse_pid(pid_s, &pid) < 0)
                 return reply_error(r, "invalid PID '%s'", pid_s ? pid_s : "");
-        if (fp_perf_event_parse(ev ? ev : "cpu-clock", &cfg.event) < 0)
+        switch (fp_perf_event_list_parse(ev ? ev : "cpu-clock", &cfg, bad, sizeof(bad))) {
+        case 0:
+                break;
+        case -EEXIST:
+                return reply_error(r, "event '%s' appears twice in --event list", bad);
+        case -E2BIG:
+                return reply_error(r, "too many events in --event list: at most %d",
+                                   FP_PERF_MAX_EVENTS);
+        default:
+                if (ev && strchr(ev, ','))
+                        return reply_error(r, "unknown event '%s' in --event list", bad);
                 return reply_error(r, "unknown event '%s'", ev);
+        }
+        cfg.best_effort = best_effort && strcmp(best_effort, "1") == 0;
         if (freq && period)
                 return reply_error(r, "--freq and --period exclude each other");
         if (period) {
@@ -85,8 +99,20 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
                         (uint64_t)(1000000000ULL / cfg.period), cfg.period);
         else
                 fprintf(r->out, "every %" PRIu64 " events", cfg.period);
-        fprintf(r->out, ", %u thread%s%s\n", st.threads_live, st.threads_live == 1 ? "" : "s",
+        fprintf(r->out, ", %u thread%s%s", st.threads_live, st.threads_live == 1 ? "" : "s",
                 st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)" : "");
+        const struct fp_perf_config *tc = fp_target_config(t);
+        if (fp_perf_event_is_hardware(&tc->event))
+                fprintf(r->out, ", precise_ip %u", tc->precise_ip);
+        for (unsigned i = 0; i < tc->n_members; i++)
+                fprintf(r->out, "%s%s", i ? ", " : "; counting ", tc->members[i].name);
+        if (tc->n_members && st.kernel_excluded)
+                fprintf(r->out, " (in user mode only: context-switches and cpu-migrations, which "
+                                "happen in the kernel, count nothing)");
+        if (fp_target_left_out(t)[0])
+                fprintf(r->out, "; left out (not supported on this machine): %s",
+                        fp_target_left_out(t));
+        fputc('\n', r->out);
 }
 
 void cmd_stop(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
@@ -172,6 +198,51 @@ static size_t target_drops(const struct fp_server *s, struct fp_target *t,
         return n;
 }
 
+/* The share of its enabled time the group was on the PMU, in percent; < 0 when unknown. */
+static double running_percent(const struct fp_target_stats *st)
+{
+        if (!st->time_enabled)
+                return -1;
+        return 100.0 * (double)st->time_running / (double)st->time_enabled;
+}
+
+/* The group of a target in status --json: events, counters, precise_ip, what was left out. */
+static void counters_json(FILE *out, struct fp_target *t, const struct fp_target_stats *st)
+{
+        const struct fp_perf_config *cfg = fp_target_config(t);
+        const char *left = fp_target_left_out(t);
+        double pct = running_percent(st);
+        char events[FP_PERF_EVENT_LIST_MAX];
+
+        fp_perf_event_list_string(cfg, events, sizeof(events));
+        fprintf(out, ",\"events\":");
+        json_str(out, events);
+        if (fp_perf_event_is_hardware(&cfg->event))
+                fprintf(out, ",\"precise_ip\":%u", cfg->precise_ip);
+        else
+                fprintf(out, ",\"precise_ip\":null");
+        fprintf(out, ",\"left_out\":[");
+        for (const char *p = left; *p;) {
+                size_t n = strcspn(p, ",");
+                fprintf(out, "%s\"%.*s\"", p == left ? "" : ",", (int)n, p);
+                p += n + (p[n] == ',');
+        }
+        fprintf(out,
+                "],\"time_enabled_ns\":%" PRIu64 ",\"time_running_ns\":%" PRIu64 ",\"counters\":[",
+                st->time_enabled, st->time_running);
+        for (unsigned i = 0; i < cfg->n_members; i++) {
+                fprintf(out, "%s{\"event\":", i ? "," : "");
+                json_str(out, cfg->members[i].name);
+                fprintf(out, ",\"unit\":\"%s\",\"value\":%" PRIu64 ",\"running_percent\":",
+                        fp_perf_event_unit(&cfg->members[i]), st->counter_total[i]);
+                if (pct < 0)
+                        fprintf(out, "null}");
+                else
+                        fprintf(out, "%.1f}", pct);
+        }
+        fprintf(out, "]");
+}
+
 static void status_json(struct fp_server *s, struct client *c, uint64_t up)
 {
         FILE *out = c->reply.out;
@@ -241,7 +312,9 @@ static void status_json(struct fp_server *s, struct client *c, uint64_t up)
                 for (size_t j = 0; j < n; j++)
                         fprintf(out, "%s\"%s\":%" PRIu64, j ? "," : "", rows[j].reason,
                                 rows[j].count);
-                fprintf(out, "}}");
+                fprintf(out, "}");
+                counters_json(out, t, &st);
+                fprintf(out, "}");
                 first = false;
         }
         fprintf(out, "]}\n");
@@ -325,6 +398,34 @@ void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_reque
                         (int)fp_target_pid(t), fp_target_comm(t), cfg->event.name, rate,
                         state_name(st.state), st.threads_live, st.samples, st.lost, st.throttled);
         }
+        /* The group's counters, and what the machine could not give. */
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target *t = s->targets[i].t;
+                const struct fp_perf_config *cfg = fp_target_config(t);
+                struct fp_target_stats st;
+                if (!server_may_see(c, &s->targets[i]))
+                        continue;
+                fp_target_stats(t, &st);
+                double pct = running_percent(&st);
+                if (fp_perf_event_is_hardware(&cfg->event))
+                        fprintf(out, "%d: %s samples with precise_ip %u\n", (int)fp_target_pid(t),
+                                cfg->event.name, cfg->precise_ip);
+                for (unsigned j = 0; j < cfg->n_members; j++) {
+                        if (j == 0)
+                                fprintf(out, "counters of %d:", (int)fp_target_pid(t));
+                        if (pct < 0)
+                                fprintf(out, "%s %s %" PRIu64 " (ran: no samples yet)",
+                                        j ? "," : "", cfg->members[j].name, st.counter_total[j]);
+                        else
+                                fprintf(out, "%s %s %" PRIu64 " (ran %.1f%%)", j ? "," : "",
+                                        cfg->members[j].name, st.counter_total[j], pct);
+                        if (j + 1 == cfg->n_members)
+                                fputc('\n', out);
+                }
+                if (fp_target_left_out(t)[0])
+                        fprintf(out, "%d: left out (not supported on this machine): %s\n",
+                                (int)fp_target_pid(t), fp_target_left_out(t));
+        }
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < s->n_targets; i++) {
                 struct fp_target_drop rows[16];
@@ -381,8 +482,10 @@ static void dump_comments(struct fp_pprof *p, struct fp_target *t)
         char line[1024];
 
         fp_target_stats(t, &st);
+        char events[FP_PERF_EVENT_LIST_MAX];
+        fp_perf_event_list_string(cfg, events, sizeof(events));
         snprintf(line, sizeof(line), "target %d (%s) %s: %s, %s", (int)fp_target_pid(t),
-                 fp_target_comm(t), fp_target_exe(t), cfg->event.name,
+                 fp_target_comm(t), fp_target_exe(t), events,
                  st.state == FP_TARGET_RUNNING ? "running" : "exited");
         fp_pprof_add_comment(p, line);
         snprintf(line, sizeof(line),
@@ -421,6 +524,8 @@ void dump_finish(struct client *c, struct fp_pprof *p)
                 free(buf);
         } else if (strcmp(c->format, "top") == 0) {
                 e = fp_pprof_write_top(p, 1, 0, r->out);
+                if (e >= 0)
+                        e = fp_counters_write_top(p, 1, 20, r->out);
         } else {
                 e = fp_pprof_write_folded(p, 0, r->out);
         }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -25,6 +26,10 @@
 #define SAMPLE_TYPE                                                                                \
         (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD |                \
          PERF_SAMPLE_CALLCHAIN)
+/* The group read every sample of a leader with members carries. */
+#define READ_FORMAT                                                                                \
+        (PERF_FORMAT_GROUP | PERF_FORMAT_ID | PERF_FORMAT_TOTAL_TIME_ENABLED |                     \
+         PERF_FORMAT_TOTAL_TIME_RUNNING)
 /* sample_id_all trailer of non-sample records: TID then TIME. */
 #define SIDEBAND_TYPE (PERF_SAMPLE_TID | PERF_SAMPLE_TIME)
 #define MAX_RECORD    65536 /* header.size is 16 bits */
@@ -98,6 +103,115 @@ bool fp_perf_event_is_clock(const struct fp_perf_event *e)
                (e->config == PERF_COUNT_SW_CPU_CLOCK || e->config == PERF_COUNT_SW_TASK_CLOCK);
 }
 
+const char *fp_perf_event_unit(const struct fp_perf_event *e)
+{
+        return fp_perf_event_is_clock(e) ? "nanoseconds" : "count";
+}
+
+bool fp_perf_event_is_hardware(const struct fp_perf_event *e)
+{
+        return e->type == PERF_TYPE_HARDWARE || e->type == PERF_TYPE_RAW ||
+               e->type == PERF_TYPE_HW_CACHE;
+}
+
+int fp_perf_event_list_parse(const char *list, struct fp_perf_config *cfg, char *bad,
+                             size_t bad_len)
+{
+        struct fp_perf_event ev[FP_PERF_MAX_EVENTS];
+        unsigned n = 0;
+        const char *p = list ? list : "";
+
+        for (;;) {
+                size_t len = strcspn(p, ",");
+                char name[FP_PERF_EVENT_NAME_MAX + 1];
+                struct fp_perf_event e;
+
+                snprintf(name, sizeof(name), "%.*s",
+                         (int)(len < FP_PERF_EVENT_NAME_MAX ? len : FP_PERF_EVENT_NAME_MAX), p);
+                if (bad && bad_len)
+                        snprintf(bad, bad_len, "%s", name);
+                if (len >= FP_PERF_EVENT_NAME_MAX || fp_perf_event_parse(name, &e) < 0)
+                        return -EINVAL;
+                for (unsigned i = 0; i < n; i++)
+                        if (ev[i].type == e.type && ev[i].config == e.config)
+                                return -EEXIST;
+                if (n == FP_PERF_MAX_EVENTS)
+                        return -E2BIG;
+                ev[n++] = e;
+                if (!p[len])
+                        break;
+                p += len + 1;
+        }
+        cfg->event = ev[0];
+        cfg->n_members = n - 1;
+        for (unsigned i = 1; i < n; i++)
+                cfg->members[i - 1] = ev[i];
+        return 0;
+}
+
+void fp_perf_event_list_string(const struct fp_perf_config *cfg, char *buf, size_t len)
+{
+        size_t off = 0;
+        int w = snprintf(buf, len, "%s", cfg->event.name);
+
+        for (unsigned i = 0; i < cfg->n_members && w >= 0; i++) {
+                off += (size_t)w;
+                if (off >= len)
+                        return;
+                w = snprintf(buf + off, len - off, ",%s", cfg->members[i].name);
+        }
+}
+
+int fp_perf_group_read_parse(const uint64_t *u, size_t n_words, const uint64_t *ids, unsigned n_ids,
+                             struct fp_perf_counts *ret)
+{
+        struct fp_perf_counts c = {0};
+        uint64_t nr;
+
+        if (n_words < 3)
+                return -EBADMSG;
+        nr = u[0];
+        if (nr > n_ids || nr > (n_words - 3) / 2)
+                return -EBADMSG;
+        c.time_enabled = u[1];
+        c.time_running = u[2];
+        for (uint64_t i = 0; i < nr; i++) {
+                uint64_t value = u[3 + 2 * i], id = u[4 + 2 * i];
+                unsigned k = 0;
+                while (k < n_ids && ids[k] != id)
+                        k++;
+                if (k == n_ids)
+                        return -EBADMSG;
+                c.value[k] = value;
+        }
+        *ret = c;
+        return (int)(3 + 2 * nr);
+}
+
+void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_perf_counts *now,
+                          unsigned n_members, uint64_t *ret)
+{
+        uint64_t de =
+            now->time_enabled > prev->time_enabled ? now->time_enabled - prev->time_enabled : 0;
+        uint64_t dr =
+            now->time_running > prev->time_running ? now->time_running - prev->time_running : 0;
+
+        for (unsigned i = 0; i < n_members && i < FP_PERF_MAX_MEMBERS; i++) {
+                uint64_t d = now->value[i + 1] > prev->value[i + 1]
+                                 ? now->value[i + 1] - prev->value[i + 1]
+                                 : 0;
+                if (dr == 0) {
+                        /* Never on the PMU in this interval: nothing counted, nothing to scale. */
+                        ret[i] = 0;
+                } else if (de > dr) {
+                        unsigned __int128 x = (unsigned __int128)d * de / dr;
+                        ret[i] = x > UINT64_MAX ? UINT64_MAX : (uint64_t)x;
+                } else {
+                        ret[i] = d;
+                }
+        }
+}
+
 unsigned fp_perf_ring_pages_for(uint64_t freq)
 {
         /* A user+kernel sample with a 64-deep callchain is about 600 bytes. */
@@ -158,17 +272,81 @@ static void attr_common(struct perf_event_attr *a)
         a->exclude_hv = 1;
 }
 
-int fp_perf_open_sampler(const struct fp_perf_config *cfg, pid_t tid, struct fp_perf_ring *ret,
+/*
+ * Opens the leader; a hardware leader probes precise_ip from 3 down to
+ * what the machine accepts (once: later threads use cfg's answer).
+ */
+static int open_leader(struct perf_event_attr *a, struct fp_perf_config *cfg, pid_t tid)
+{
+        int fd;
+
+        if (!fp_perf_event_is_hardware(&cfg->event))
+                return perf_event_open(a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        if (cfg->precise_probed) {
+                a->precise_ip = cfg->precise_ip;
+                return perf_event_open(a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        }
+        for (int p = 3;; p--) {
+                a->precise_ip = (unsigned)p;
+                fd = perf_event_open(a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+                if (fd >= 0) {
+                        cfg->precise_probed = true;
+                        cfg->precise_ip = (unsigned)p;
+                        return fd;
+                }
+                if (p == 0 || (fd != -EINVAL && fd != -EOPNOTSUPP))
+                        return fd;
+        }
+}
+
+/* Opens cfg's members into leader's group; closes what it opened on failure. */
+static int open_members(const struct fp_perf_config *cfg, pid_t tid, bool exclude_kernel,
+                        int leader_fd, int *fds, uint64_t *ids)
+{
+        for (unsigned i = 0; i < cfg->n_members; i++) {
+                struct perf_event_attr a = {0};
+                a.size = sizeof(a);
+                a.type = cfg->members[i].type;
+                a.config = cfg->members[i].config;
+                a.read_format = READ_FORMAT;
+                a.exclude_kernel = exclude_kernel;
+                a.exclude_hv = 1;
+                /* Siblings must keep the leader's clock, or the kernel refuses them. */
+                a.use_clockid = 1;
+                a.clockid = CLOCK_MONOTONIC;
+                int fd = perf_event_open(&a, tid, -1, leader_fd, PERF_FLAG_FD_CLOEXEC);
+                if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_ID, &ids[i]) < 0) {
+                        int e = -errno;
+                        close(fd);
+                        fd = e;
+                }
+                if (fd < 0) {
+                        while (i-- > 0)
+                                close(fds[i]);
+                        return fd;
+                }
+                fds[i] = fd;
+        }
+        return 0;
+}
+
+int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_ring *ret,
                          bool *ret_kernel_excluded)
 {
         struct perf_event_attr a = {0};
         bool kernel_excluded = false;
+        int member_fd[FP_PERF_MAX_MEMBERS];
+        uint64_t id[FP_PERF_MAX_EVENTS];
         int fd, r;
 
         attr_common(&a);
         a.type = cfg->event.type;
         a.config = cfg->event.config;
         a.sample_type = SAMPLE_TYPE;
+        if (cfg->n_members) {
+                a.sample_type |= PERF_SAMPLE_READ;
+                a.read_format = READ_FORMAT;
+        }
         if (cfg->freq) {
                 a.freq = 1;
                 a.sample_freq = cfg->freq;
@@ -181,22 +359,56 @@ int fp_perf_open_sampler(const struct fp_perf_config *cfg, pid_t tid, struct fp_
         a.wakeup_watermark =
             (uint32_t)((size_t)cfg->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
 
-        fd = perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        fd = open_leader(&a, cfg, tid);
         if ((fd == -EACCES || fd == -EPERM) && !a.exclude_kernel && !cfg->kernel_frames) {
                 /* Not allowed to see kernel-mode samples: keep user time only. */
                 a.exclude_kernel = 1;
                 kernel_excluded = true;
-                fd = perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+                fd = open_leader(&a, cfg, tid);
         }
         if (fd < 0)
                 return fd;
-        r = ring_map_shrinking(fd, cfg->ring_pages, ret);
+        if (cfg->n_members && ioctl(fd, PERF_EVENT_IOC_ID, &id[0]) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        r = open_members(cfg, tid, a.exclude_kernel, fd, member_fd, id + 1);
         if (r < 0) {
                 close(fd);
                 return r;
         }
+        r = ring_map_shrinking(fd, cfg->ring_pages, ret);
+        if (r < 0) {
+                for (unsigned i = 0; i < cfg->n_members; i++)
+                        close(member_fd[i]);
+                close(fd);
+                return r;
+        }
+        ret->n_members = cfg->n_members;
+        for (unsigned i = 0; i < cfg->n_members; i++) {
+                ret->member_fd[i] = member_fd[i];
+                ret->id[i + 1] = id[i + 1];
+        }
+        ret->id[0] = cfg->n_members ? id[0] : 0;
         if (ret_kernel_excluded)
                 *ret_kernel_excluded = kernel_excluded || a.exclude_kernel;
+        return 0;
+}
+
+int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_kernel)
+{
+        struct perf_event_attr a = {0};
+        a.size = sizeof(a);
+        a.type = e->type;
+        a.config = e->config;
+        a.exclude_kernel = exclude_kernel;
+        a.exclude_hv = 1;
+        a.disabled = 1;
+        int fd = perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0)
+                return fd;
+        close(fd);
         return 0;
 }
 
@@ -236,6 +448,9 @@ void fp_perf_ring_close(struct fp_perf_ring *r)
                 return;
         if (r->base) {
                 munmap(r->base, r->data_size + (size_t)sysconf(_SC_PAGESIZE));
+                /* Members first: closing the leader first would promote them to singletons. */
+                for (unsigned i = 0; i < r->n_members; i++)
+                        close(r->member_fd[i]);
                 close(r->fd);
         }
         free(r->scratch);
@@ -280,13 +495,14 @@ static void ring_copy(const struct fp_perf_ring *r, uint64_t pos, void *dst, siz
         }
 }
 
-static int parse_sample(const uint8_t *p, size_t size, struct fp_perf_sample *s)
+static int parse_sample(struct fp_perf_ring *r, const uint8_t *p, size_t size,
+                        struct fp_perf_sample *s)
 {
         const struct perf_event_header *h = (const void *)p;
         const uint64_t *u = (const uint64_t *)(p + sizeof(*h));
-        size_t n = (size - sizeof(*h)) / sizeof(uint64_t);
+        size_t n = (size - sizeof(*h)) / sizeof(uint64_t), at = 4;
 
-        /* ip, pid|tid, time, period, nr */
+        /* ip, pid|tid, time, period, [group read], nr */
         if (n < 5)
                 return -EBADMSG;
         s->misc = h->misc;
@@ -295,10 +511,28 @@ static int parse_sample(const uint8_t *p, size_t size, struct fp_perf_sample *s)
         s->tid = (uint32_t)(u[1] >> 32);
         s->time = u[2];
         s->period = u[3];
-        s->nr = u[4];
-        if (s->nr > n - 5)
+        s->n_counters = 0;
+        s->d_enabled = s->d_running = 0;
+        if (r->n_members) {
+                struct fp_perf_counts now;
+                int w = fp_perf_group_read_parse(u + at, n - at, r->id, r->n_members + 1, &now);
+                if (w < 0)
+                        return w;
+                at += (size_t)w;
+                fp_perf_counts_delta(&r->last, &now, r->n_members, s->counters);
+                s->n_counters = r->n_members;
+                if (now.time_enabled > r->last.time_enabled)
+                        s->d_enabled = now.time_enabled - r->last.time_enabled;
+                if (now.time_running > r->last.time_running)
+                        s->d_running = now.time_running - r->last.time_running;
+                r->last = now;
+        }
+        if (at >= n)
                 return -EBADMSG;
-        s->ips = u + 5;
+        s->nr = u[at];
+        if (s->nr > n - at - 1)
+                return -EBADMSG;
+        s->ips = u + at + 1;
         return 0;
 }
 
@@ -411,7 +645,7 @@ int fp_perf_ring_drain(struct fp_perf_ring *r, const struct fp_perf_handlers *h,
 
                 if (hdr.type == PERF_RECORD_SAMPLE) {
                         struct fp_perf_sample s;
-                        if (h->sample && parse_sample(rec, hdr.size, &s) == 0)
+                        if (h->sample && parse_sample(r, rec, hdr.size, &s) == 0)
                                 h->sample(userdata, &s);
                 } else if (h->record) {
                         struct fp_perf_record pr;
@@ -439,6 +673,22 @@ int fp_perf_paranoid(void)
                 v = 2;
         fclose(f);
         return v;
+}
+
+bool fp_perf_capable(void)
+{
+        FILE *f = fopen("/proc/self/status", "re");
+        char line[256];
+        unsigned long long eff = 0;
+        bool found = false;
+
+        if (!f)
+                return false;
+        while (!found && fgets(line, sizeof(line), f))
+                found = sscanf(line, "CapEff: %llx", &eff) == 1;
+        fclose(f);
+        /* CAP_SYS_ADMIN is 21, CAP_PERFMON 38 (Linux 5.8). */
+        return (eff >> 21 & 1) || (eff >> 38 & 1);
 }
 
 bool fp_perf_have_hw_pmu(void)

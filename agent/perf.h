@@ -27,6 +27,11 @@
 
 #define FP_PERF_EVENT_NAME_MAX 32
 #define FP_PERF_MAX_FREQ       100000
+/* A group: the sampling leader and up to seven counters read on its every sample. */
+#define FP_PERF_MAX_EVENTS  8
+#define FP_PERF_MAX_MEMBERS (FP_PERF_MAX_EVENTS - 1)
+/* An event list as text: every name plus its comma. */
+#define FP_PERF_EVENT_LIST_MAX (FP_PERF_MAX_EVENTS * FP_PERF_EVENT_NAME_MAX)
 
 /* A named event: what perf list calls it and what perf_event_attr needs. */
 struct fp_perf_event {
@@ -35,22 +40,56 @@ struct fp_perf_event {
         uint64_t config; /* PERF_COUNT_* or a raw code */
 };
 
-/* How to sample one target: the same for each of its threads. */
+/*
+ * How to sample one target: the same for each of its threads. event
+ * leads the group and samples; the members are counted and read with
+ * every sample (PERF_SAMPLE_READ), so each sample carries how much each
+ * member counted since the thread's previous sample.
+ */
 struct fp_perf_config {
         struct fp_perf_event event;
+        struct fp_perf_event members[FP_PERF_MAX_MEMBERS];
+        unsigned n_members;
+        /*
+         * A hardware or raw leader samples with the best precise_ip (skid
+         * control) the machine accepts: the first open probes 3 down to 0
+         * and records what it got here, so later threads use the same.
+         */
+        bool precise_probed;
+        unsigned precise_ip;
         uint64_t period;     /* events (ns for the clocks) between samples, when freq == 0 */
         uint64_t freq;       /* samples per second, kernel-adjusted period, when nonzero */
         bool kernel_frames;  /* --kernel: kernel callchains too */
         bool count_kernel;   /* samples taken in the kernel are kept (exclude_kernel=0) */
         unsigned ring_pages; /* data pages of the sampling ring, a power of two */
+        bool best_effort;    /* at start: leave out members the machine lacks, do not fail */
 };
 
-/* An mmap'd ring of one event. */
+/*
+ * One group read (PERF_FORMAT_GROUP | ID | TOTAL_TIME_ENABLED |
+ * TOTAL_TIME_RUNNING): the group's times and each event's count since it
+ * was opened, leader first, in the order of the config.
+ */
+struct fp_perf_counts {
+        uint64_t time_enabled, time_running;
+        uint64_t value[FP_PERF_MAX_EVENTS];
+};
+
+/*
+ * An mmap'd ring of one event. The sampling event's ring also owns the
+ * group's member fds, their kernel ids (to order the values of a group
+ * read) and the previous sample's read, from which each sample's deltas
+ * are computed: samples of one thread are read in order from its ring.
+ */
 struct fp_perf_ring {
         int fd;
         void *base; /* the metadata page followed by the data pages */
         size_t data_size;
         uint8_t *scratch; /* a record that wraps the end is copied here */
+        unsigned n_members;
+        int member_fd[FP_PERF_MAX_MEMBERS];
+        uint64_t id[FP_PERF_MAX_EVENTS]; /* leader first */
+        struct fp_perf_counts last;
 };
 
 /* A parsed PERF_RECORD_SAMPLE. Pointers refer into the ring or scratch. */
@@ -62,6 +101,15 @@ struct fp_perf_sample {
         uint64_t period;
         uint64_t nr; /* callchain entries, PERF_CONTEXT_* markers included */
         const uint64_t *ips;
+        /*
+         * With group members: what each counted since the thread's
+         * previous sample, scaled up by time_enabled / time_running of
+         * that interval when the kernel multiplexed the group, and the
+         * interval's times themselves.
+         */
+        unsigned n_counters;
+        uint64_t counters[FP_PERF_MAX_MEMBERS];
+        uint64_t d_enabled, d_running;
 };
 
 /* Side-band and accounting records, parsed. */
@@ -100,6 +148,42 @@ struct fp_perf_record {
 int fp_perf_event_parse(const char *name, struct fp_perf_event *ret);
 /* Whether the event counts time in nanoseconds (cpu-clock, task-clock). */
 bool fp_perf_event_is_clock(const struct fp_perf_event *e);
+/* The unit of the event's counts: "nanoseconds" for the clocks, else "count". */
+const char *fp_perf_event_unit(const struct fp_perf_event *e);
+/* Whether the event needs a hardware PMU (PERF_TYPE_HARDWARE, PERF_TYPE_RAW, cache events). */
+bool fp_perf_event_is_hardware(const struct fp_perf_event *e);
+
+/*
+ * Parses a comma-separated list ("cpu-clock,page-faults,context-switches")
+ * into cfg's leader (the first) and members, leaving cfg's other fields
+ * alone. On failure cfg is untouched, bad (bad_len bytes, may be NULL)
+ * gets the offending name, and the result is -EINVAL (an unknown or empty
+ * name), -EEXIST (an event named twice, aliases included) or -E2BIG (more
+ * than FP_PERF_MAX_EVENTS).
+ */
+int fp_perf_event_list_parse(const char *list, struct fp_perf_config *cfg, char *bad,
+                             size_t bad_len);
+/* "cpu-clock,page-faults": the leader and members of cfg, as the parser reads them. */
+void fp_perf_event_list_string(const struct fp_perf_config *cfg, char *buf, size_t len);
+
+/*
+ * Parses a group read at u (n_words 64-bit words) into ret, putting each
+ * value where its id stands in ids (n_ids of them: the leader's, then the
+ * members'). Returns the words it took, or -EBADMSG when the read is cut
+ * short, holds more events than n_ids, or an id that is not in ids.
+ */
+int fp_perf_group_read_parse(const uint64_t *u, size_t n_words, const uint64_t *ids, unsigned n_ids,
+                             struct fp_perf_counts *ret);
+/*
+ * What each of the n_members members (values 1..n_members) counted from
+ * prev to now, into ret[0..n_members-1]. When the group did not run all
+ * the time it was enabled in that interval (the kernel multiplexed it with
+ * other groups), each delta is scaled by enabled / running, perf's
+ * estimate of the full count; a group that did not run at all counts 0.
+ * A value or time that went backwards counts 0.
+ */
+void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_perf_counts *now,
+                          unsigned n_members, uint64_t *ret);
 
 /*
  * The ring size (data pages, a power of two) that holds at least 200 ms of
@@ -108,15 +192,23 @@ bool fp_perf_event_is_clock(const struct fp_perf_event *e);
 unsigned fp_perf_ring_pages_for(uint64_t freq);
 
 /*
- * Opens the sampling event of cfg on thread tid and maps its ring. On
- * failure returns -errno: -ESRCH when the thread is gone, -ENOENT or
- * -EOPNOTSUPP when the machine lacks the event, -EACCES/-EPERM when not
- * allowed. When cfg->count_kernel is set and the kernel refuses it, the
- * event is retried with kernel samples excluded and *ret_kernel_excluded
- * set. ret is untouched on failure.
+ * Opens the sampling event of cfg on thread tid, with its members in one
+ * group, and maps its ring. On failure returns -errno: -ESRCH when the
+ * thread is gone, -ENOENT or -EOPNOTSUPP when the machine lacks an event,
+ * -EACCES/-EPERM when not allowed. When cfg->count_kernel is set and the
+ * kernel refuses it, the events are retried with kernel samples excluded
+ * and *ret_kernel_excluded set. A hardware leader's first open probes
+ * precise_ip and records it in cfg (see struct fp_perf_config). ret is
+ * untouched on failure.
  */
-int fp_perf_open_sampler(const struct fp_perf_config *cfg, pid_t tid, struct fp_perf_ring *ret,
+int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_ring *ret,
                          bool *ret_kernel_excluded);
+/*
+ * Whether the machine lets the agent count event e on thread tid: opens
+ * it as a plain counter and closes it again. 0, or the -errno of
+ * perf_event_open (see fp_perf_open_sampler()).
+ */
+int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_kernel);
 /* Opens the side-band (fork/exit/comm/mmap) event of thread tid. */
 int fp_perf_open_sideband(pid_t tid, struct fp_perf_ring *ret);
 /* Unmaps and closes; safe on a zeroed or already-closed ring. */
@@ -144,3 +236,6 @@ int fp_perf_ring_drain(struct fp_perf_ring *r, const struct fp_perf_handlers *h,
 int fp_perf_paranoid(void);
 /* Whether the machine exposes a hardware PMU (a "cpu" event source). */
 bool fp_perf_have_hw_pmu(void);
+/* Whether this process may sample kernel mode at any paranoid level (CAP_PERFMON or CAP_SYS_ADMIN).
+ */
+bool fp_perf_capable(void);

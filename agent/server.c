@@ -21,6 +21,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <inttypes.h>
+#include <assert.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -98,15 +99,16 @@ void config_finish(struct fp_perf_config *cfg)
 
 int parse_config_string(const char *s, struct fp_perf_config *cfg)
 {
-        char ev[FP_PERF_EVENT_NAME_MAX];
+        char ev[FP_PERF_EVENT_LIST_MAX];
         unsigned long long freq, period;
         int kernel;
         struct fp_perf_config c = {0};
 
-        if (sscanf(s, "event=%31s freq=%llu period=%llu kernel=%d", ev, &freq, &period, &kernel) !=
+        static_assert(FP_PERF_EVENT_LIST_MAX == 256, "the %255s below");
+        if (sscanf(s, "event=%255s freq=%llu period=%llu kernel=%d", ev, &freq, &period, &kernel) !=
             4)
                 return -EINVAL;
-        if (fp_perf_event_parse(ev, &c.event) < 0 || (freq == 0) == (period == 0) ||
+        if (fp_perf_event_list_parse(ev, &c, NULL, 0) < 0 || (freq == 0) == (period == 0) ||
             freq > FP_PERF_MAX_FREQ)
                 return -EINVAL;
         c.freq = freq;

@@ -58,7 +58,8 @@ struct fp_target {
                 uint64_t count;
         } carried[FP_TARGET_MAX_CARRIED]; /* drops charged by the agent for the next bucket */
         bool exits_pending;
-        uint64_t maps_reload_ns; /* last unresolved-frame reload of /proc/PID/maps */
+        uint64_t maps_reload_ns;               /* last unresolved-frame reload of /proc/PID/maps */
+        char left_out[FP_PERF_EVENT_LIST_MAX]; /* members --best-effort left out */
         struct fp_frame frames[MAX_FRAMES];
 };
 
@@ -354,9 +355,13 @@ static void handle_sample(void *userdata, const struct fp_perf_sample *s)
                         f[n++] = (struct fp_frame){.addr = s->ip};
         }
         if (fp_agg_add(t->agg, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n, s->period,
-                       resolve_frames, t) == 0) {
+                       s->n_counters ? s->counters : NULL, resolve_frames, t) == 0) {
                 t->st.samples++;
                 t->st.value += s->period;
+                for (unsigned i = 0; i < s->n_counters; i++)
+                        t->st.counter_total[i] += s->counters[i];
+                t->st.time_enabled += s->d_enabled;
+                t->st.time_running += s->d_running;
         } else {
                 t->st.dropped_nomem++;
         }
@@ -481,10 +486,17 @@ static const char *errno_reason(int r, const struct fp_perf_config *cfg, char *b
                 return buf;
         case -EACCES:
         case -EPERM:
-                snprintf(buf, len,
-                         "perf_event_open refused (perf_event_paranoid is %d; the agent needs "
-                         "root or CAP_PERFMON)",
-                         fp_perf_paranoid());
+                if (cfg->kernel_frames && fp_perf_paranoid() > 1 && !fp_perf_capable())
+                        snprintf(buf, len,
+                                 "kernel frames (--kernel) are not permitted: "
+                                 "perf_event_paranoid is %d and the agent has neither CAP_PERFMON "
+                                 "nor CAP_SYS_ADMIN (grant one, or set perf_event_paranoid to 1)",
+                                 fp_perf_paranoid());
+                else
+                        snprintf(buf, len,
+                                 "perf_event_open refused (perf_event_paranoid is %d; the agent "
+                                 "needs root or CAP_PERFMON)",
+                                 fp_perf_paranoid());
                 return buf;
         case -EINVAL:
                 snprintf(buf, len, "the kernel rejected event '%s' with these settings",
@@ -498,6 +510,53 @@ static const char *errno_reason(int r, const struct fp_perf_config *cfg, char *b
                 snprintf(buf, len, "%s", strerror(-r));
                 return buf;
         }
+}
+
+/*
+ * Checks that the machine has every event of t's group, counting each on
+ * the main thread once. A member it lacks is left out (best effort) or
+ * fails the start; a leader it lacks always fails it. Returns 0 or -errno
+ * with one line in err.
+ */
+static int check_events(struct fp_target *t, char *err, size_t err_len)
+{
+        struct fp_perf_config *cfg = &t->cfg;
+        struct fp_perf_config one = *cfg;
+        char reason[256];
+        unsigned kept = 0;
+        /* Kernel mode only matters when --kernel insists on it; else open falls back. */
+        bool exclude_kernel = !cfg->kernel_frames;
+
+        for (unsigned i = 0; i <= cfg->n_members; i++) {
+                const struct fp_perf_event *e = i ? &cfg->members[i - 1] : &cfg->event;
+                int r = fp_perf_probe_event(e, t->pid, exclude_kernel);
+                bool missing = r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV;
+
+                if (r == -ESRCH) {
+                        snprintf(err, err_len, "no such process: %d", (int)t->pid);
+                        return r;
+                }
+                if (r < 0 && (!missing || i == 0 || !cfg->best_effort)) {
+                        one.event = *e;
+                        snprintf(err, err_len, "%s%s",
+                                 errno_reason(r, &one, reason, sizeof(reason)),
+                                 missing && i == 0 && cfg->best_effort
+                                     ? " (it leads the group, so --best-effort cannot leave it "
+                                       "out: put an available event first)"
+                                     : "");
+                        return r;
+                }
+                if (r < 0) {
+                        size_t off = strlen(t->left_out);
+                        snprintf(t->left_out + off, sizeof(t->left_out) - off, "%s%s",
+                                 off ? "," : "", e->name);
+                        continue;
+                }
+                if (i)
+                        cfg->members[kept++] = *e;
+        }
+        cfg->n_members = kept;
+        return 0;
 }
 
 int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pid,
@@ -531,8 +590,14 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         ssize_t n = readlink(path, buf, sizeof(buf) - 1);
         buf[n > 0 ? n : 0] = 0;
         t->exe = strdup(buf);
+        r = check_events(t, err, err_len);
+        if (r < 0) {
+                free(t->exe);
+                free(t);
+                return r;
+        }
         t->maps = fp_maps_new(pid, cache);
-        t->agg = fp_agg_new();
+        t->agg = fp_agg_new(t->cfg.n_members);
         t->ev_rescan = event_new(base, -1, EV_PERSIST, on_rescan, t);
         if (!t->exe || !t->maps || !t->agg || !t->ev_rescan) {
                 snprintf(err, err_len, "out of memory");
@@ -556,7 +621,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         if (t->st.threads_live == 0) {
                 if (first_error)
                         snprintf(err, err_len, "%s",
-                                 errno_reason(first_error, cfg, reason, sizeof(reason)));
+                                 errno_reason(first_error, &t->cfg, reason, sizeof(reason)));
                 else
                         snprintf(err, err_len, "no such process: %d", (int)pid);
                 r = first_error ? first_error : -ESRCH;
@@ -615,6 +680,18 @@ uint64_t fp_target_starttime(const struct fp_target *t)
 const struct fp_perf_config *fp_target_config(const struct fp_target *t)
 {
         return &t->cfg;
+}
+
+const char *fp_target_left_out(const struct fp_target *t)
+{
+        return t->left_out;
+}
+
+void fp_target_counter_type(const struct fp_target *t, unsigned i, const char **ret_type,
+                            const char **ret_unit)
+{
+        *ret_type = t->cfg.members[i].name;
+        *ret_unit = fp_perf_event_unit(&t->cfg.members[i]);
 }
 
 void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret)
@@ -702,21 +779,50 @@ static int frame_location(struct fp_target *t, struct fp_pprof *p, const struct 
         return fp_pprof_location(p, mapping_id, f->addr, function_id, ret_loc);
 }
 
+/* Where each counter goes among p's sample types (added when missing). */
+static int counter_columns(struct fp_target *t, struct fp_pprof *p, size_t *ret)
+{
+        for (unsigned i = 0; i < t->cfg.n_members; i++) {
+                const char *type, *unit;
+                fp_target_counter_type(t, i, &type, &unit);
+                int r = fp_pprof_find_sample_type(p, type, unit);
+                if (r == -ENOENT)
+                        r = fp_pprof_add_sample_type(p, type, unit);
+                if (r < 0)
+                        return r;
+                ret[i] = (size_t)r;
+        }
+        return 0;
+}
+
+static int64_t clamp64(uint64_t v)
+{
+        return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
 int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
 {
         size_t n_maps = fp_maps_count(t->maps);
         uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
         uint64_t *locs = malloc(MAX_FRAMES * sizeof(*locs));
-        int r = 0;
+        size_t column[FP_PERF_MAX_MEMBERS];
+        int64_t *values = NULL;
+        int r = counter_columns(t, p, column);
 
-        if (!mapping_ids || !locs) {
+        if (r < 0)
+                goto out;
+        values = calloc(fp_pprof_n_sample_types(p), sizeof(*values));
+        if (!mapping_ids || !locs || !values) {
                 r = -ENOMEM;
                 goto out;
         }
         for (size_t i = 0; i < fp_agg_n_entries(t->agg); i++) {
                 const struct fp_agg_entry *e = fp_agg_entry(t->agg, i);
                 struct fp_thread *th = thread_find(t, e->tid);
-                int64_t values[2] = {(int64_t)e->count, (int64_t)e->value};
+                values[0] = clamp64(e->count);
+                values[1] = clamp64(e->value);
+                for (unsigned j = 0; j < t->cfg.n_members; j++)
+                        values[column[j]] = clamp64(e->counters[j]);
                 struct fp_pprof_label labels[4] = {
                     {.key = "thread", .num = e->tid},
                     {.key = "thread_name", .str = th ? th->comm : ""},
@@ -736,13 +842,16 @@ int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
 out:
         free(mapping_ids);
         free(locs);
+        free(values);
         return r;
 }
 
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len)
 {
-        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d",
-                 t->cfg.event.name, t->cfg.freq, t->cfg.period, t->cfg.kernel_frames ? 1 : 0);
+        char events[FP_PERF_EVENT_LIST_MAX];
+        fp_perf_event_list_string(&t->cfg, events, sizeof(events));
+        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d", events,
+                 t->cfg.freq, t->cfg.period, t->cfg.kernel_frames ? 1 : 0);
 }
 
 void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count)
@@ -768,8 +877,8 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
         struct fp_store_frame *frames = NULL;
         struct frame_desc *descs = NULL;
         const char *types[2], *units[2];
-        char config[128];
-        uint32_t ti, ei, si;
+        char config[FP_PERF_EVENT_LIST_MAX + 128];
+        uint32_t ti, ei, si, member_ei[FP_PERF_MAX_MEMBERS];
         int r;
 
         fp_target_drain(t);
@@ -796,6 +905,14 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
         r = fp_store_batch_add_event(b, &ev, &ei);
         if (r < 0)
                 return r;
+        for (unsigned j = 0; j < t->cfg.n_members; j++) {
+                struct fp_store_event mev = {
+                    .name = t->cfg.members[j].name, .count_type = types[0], .count_unit = units[0]};
+                fp_target_counter_type(t, j, &mev.value_type, &mev.value_unit);
+                r = fp_store_batch_add_event(b, &mev, &member_ei[j]);
+                if (r < 0)
+                        return r;
+        }
         frames = malloc(MAX_FRAMES * sizeof(*frames));
         descs = malloc(MAX_FRAMES * sizeof(*descs));
         if (!frames || !descs) {
@@ -822,6 +939,11 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                         goto out;
                 r = fp_store_batch_add_sample(b, ti, ei, e->tid, th ? th->comm : "", si, e->count,
                                               e->value);
+                for (unsigned j = 0; r >= 0 && j < t->cfg.n_members; j++)
+                        if (e->counters[j])
+                                r = fp_store_batch_add_sample(b, ti, member_ei[j], e->tid,
+                                                              th ? th->comm : "", si, e->count,
+                                                              e->counters[j]);
                 if (r < 0)
                         goto out;
         }
@@ -835,7 +957,7 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                         goto out;
 
         /* Everything is in the batch: start the next bucket empty. */
-        struct fp_agg *fresh = fp_agg_new();
+        struct fp_agg *fresh = fp_agg_new(t->cfg.n_members);
         if (!fresh) {
                 r = -ENOMEM;
                 goto out;

@@ -48,10 +48,21 @@ struct fp_target_stats {
         uint64_t dropped_nomem; /* samples that could not be aggregated: out of memory */
         bool kernel_excluded;   /* the kernel refused kernel-mode samples: user time only */
         uint64_t start_ns;      /* CLOCK_REALTIME of start */
+        /*
+         * The group's counters (config members, in order): what each
+         * counted in the intervals that ended in a sample, scaled when
+         * multiplexed; and the group's time enabled and running over the
+         * same intervals (running / enabled: how much of the time the
+         * counters were really on the PMU).
+         */
+        uint64_t counter_total[FP_PERF_MAX_MEMBERS];
+        uint64_t time_enabled, time_running;
 };
 
 /*
- * Starts profiling pid: opens both events on every thread and registers
+ * Starts profiling pid: checks that the machine has every event of cfg
+ * (with cfg->best_effort, members it lacks are left out instead: see
+ * fp_target_left_out()), opens both events on every thread and registers
  * them with base. On failure returns -errno and writes one line for the
  * user into err (for example "event 'cycles' is not supported on this
  * machine: no hardware PMU is exposed"): -ESRCH no such process, -EACCES
@@ -68,14 +79,18 @@ const char *fp_target_comm(const struct fp_target *t);
 const char *fp_target_exe(const struct fp_target *t);
 uint64_t fp_target_starttime(const struct fp_target *t);
 const struct fp_perf_config *fp_target_config(const struct fp_target *t);
+/* The events --best-effort left out at start ("cycles,instructions"), "" when none. */
+const char *fp_target_left_out(const struct fp_target *t);
 void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
 
 /* Reads every ring now, so a dump includes samples up to this moment. */
 void fp_target_drain(struct fp_target *t);
 
 /*
- * Adds the samples of the open bucket to p, whose sample types must be the
- * two of fp_target_sample_types(). Labels: thread, thread_name, pid,
+ * Adds the samples of the open bucket to p, whose first sample types must
+ * be the two of fp_target_sample_types(); each counter of the group goes
+ * to the sample type named for its event (fp_target_counter_type()),
+ * which is added to p when p lacks it. Labels: thread, thread_name, pid,
  * process (the same the store's queries give, so samples merge).
  */
 int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p);
@@ -110,6 +125,14 @@ void fp_target_config_string(const struct fp_target *t, char *buf, size_t len);
 /* The (type, unit) pairs of the samples: samples/count and cpu/nanoseconds (or EVENT/count). */
 void fp_target_sample_types(const struct fp_target *t, const char *ret_types[2],
                             const char *ret_units[2]);
+/*
+ * The pprof sample type of counter i (0 <= i < cfg n_members): the event's
+ * name and unit, "page-faults"/"count". In the store each counter is an
+ * event of its own whose count is the samples and whose value is what it
+ * counted in them (zero rows are left out).
+ */
+void fp_target_counter_type(const struct fp_target *t, unsigned i, const char **ret_type,
+                            const char **ret_unit);
 
 /*
  * Process start time (clock ticks since boot, /proc/PID/stat field 22), 0

@@ -49,6 +49,7 @@ struct item {
         uint8_t *body;
         size_t len;
         uint64_t samples;
+        bool counter; /* a counter of the target's group: drops go with its sampling event */
         char key[40];
         CURL *easy;
         struct curl_slist *headers;
@@ -211,7 +212,17 @@ static int build_item(void *userdata, const struct fp_store_series *se)
         fp_pprof_free(p);
         if (e < 0)
                 return e;
-        (void)fp_store_drop_totals(a->store, &f, add_drop_text, &it.drops);
+        /*
+         * A counter of a group (config "event=LEADER,COUNTER,...") shares the
+         * samples of its leader: the target's drops travel with the leader's
+         * profile only, so the collector counts them once.
+         */
+        const char *ev = se->config ? strstr(se->config, "event=") : NULL;
+        size_t lead_len = ev ? strcspn(ev + strlen("event="), ", ") : 0;
+        it.counter = ev && !(strlen(se->event) == lead_len &&
+                             strncmp(ev + strlen("event="), se->event, lead_len) == 0);
+        if (!it.counter)
+                (void)fp_store_drop_totals(a->store, &f, add_drop_text, &it.drops);
         it.pid = se->pid;
         it.starttime = se->starttime;
         it.comm = strdup(se->comm ? se->comm : "");
@@ -452,7 +463,7 @@ static void check_done(struct fp_uploader *u)
                                 (int)it->pid, it->event, it->samples, it->error);
                         it->outcome = 2;
                         u->st.uploads_rejected++;
-                        if (u->reject)
+                        if (u->reject && !it->counter) /* its samples are its leader's */
                                 u->reject(u->userdata, it->pid, it->starttime, it->samples);
                 }
                 curl_multi_remove_handle(u->multi, it->easy);

@@ -7,6 +7,7 @@
  * while it runs, and by fp_writer_free() after it has been joined.
  */
 #include "writer.h"
+#include "counters.h"
 #include "pprof.h"
 
 #include <errno.h>
@@ -165,7 +166,7 @@ static void run_query(struct fp_writer *w, struct job *j)
                 j->r.error = -ENODEV;
                 return; /* the builder keeps what the caller put in */
         }
-        int r = fp_store_query_pprof(w->store, &j->filter, j->r.pprof);
+        int r = fp_counters_query(w->store, &j->filter, j->r.pprof);
         if (r < 0) {
                 j->r.error = r;
                 snprintf(j->r.message, sizeof(j->r.message), "%s", fp_store_errmsg(w->store));

@@ -9,7 +9,9 @@
  *   batch  a closed bucket (struct fp_store_batch) to write;
  *   query  a dump: a pprof builder already holding the open bucket's
  *          samples, to which the thread adds what the store holds for a
- *          filter, after every batch queued before it has been written.
+ *          filter (the event and the counters of its group, see
+ *          counters.h), after every batch queued before it has been
+ *          written.
  *
  * Results come back to the loop thread through the done callback, in job
  * order, with ownership of the batch or builder returned. After each

@@ -339,6 +339,17 @@ int fp_pprof_add_sample_type(struct fp_pprof *p, const char *type, const char *u
         return fp_pp_add_type(p, t, u);
 }
 
+int fp_pprof_find_sample_type(const struct fp_pprof *p, const char *type, const char *unit)
+{
+        if (!p || !type)
+                return -EINVAL;
+        for (size_t i = 0; i < p->n_types; i++)
+                if (strcmp(fp_pp_str(p, p->types[i].type), type) == 0 &&
+                    strcmp(fp_pp_str(p, p->types[i].unit), unit ? unit : "") == 0)
+                        return (int)i;
+        return -ENOENT;
+}
+
 size_t fp_pprof_n_sample_types(const struct fp_pprof *p)
 {
         return p ? p->n_types : 0;

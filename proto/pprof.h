@@ -54,6 +54,8 @@ void fp_pprof_free(struct fp_pprof *p);
 /* Appends a sample type ("samples"/"count", "cpu"/"nanoseconds"); returns its index. */
 int fp_pprof_add_sample_type(struct fp_pprof *p, const char *type, const char *unit);
 size_t fp_pprof_n_sample_types(const struct fp_pprof *p);
+/* The index of the sample type (type, unit), or -ENOENT. */
+int fp_pprof_find_sample_type(const struct fp_pprof *p, const char *type, const char *unit);
 /* Type and unit of sample type i; NULL when out of range. */
 const char *fp_pprof_sample_type(const struct fp_pprof *p, size_t i, const char **ret_unit);
 int fp_pprof_set_period(struct fp_pprof *p, const char *type, const char *unit, int64_t period);
@@ -104,6 +106,17 @@ int64_t fp_pprof_total(const struct fp_pprof *p, size_t i);
  * after -ENOMEM dst may hold part of src.
  */
 int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src);
+
+/*
+ * Like fp_pprof_merge(), but sample types are matched by type and unit,
+ * not by position: a type of src that dst lacks is appended to dst first
+ * (dst's samples get 0 for it), and a type of dst that src lacks gets 0
+ * from src's samples. With only_type set, just src's sample type of that
+ * name is taken, and src's comments, period and default type are not:
+ * how the values of a counter join the profile of the event that sampled
+ * them. -EINVAL when only_type names no type of src.
+ */
+int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type);
 
 /* Serialises to profile.proto, gzip-compressed when gzip != 0. *ret_buf is malloc'd. */
 int fp_pprof_encode(const struct fp_pprof *p, int gzip, uint8_t **ret_buf, size_t *ret_len);

@@ -7,6 +7,11 @@
  * (source index -> destination id); its samples are then added through
  * the same path as the agent's own, so equal stacks with equal labels
  * merge by summing. Cost is linear in the size of the source.
+ *
+ * fp_pprof_merge_typed() goes the same way with a column map (source
+ * sample type -> destination sample type, or none), so profiles whose
+ * sample types differ (a counter's values joining the sampling event's
+ * profile) merge too.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -45,8 +50,12 @@ static void widen_time(struct fp_pprof *dst, const struct fp_pprof *src)
                 dst->duration_nanos = INT64_MAX;
 }
 
+/*
+ * cols NULL: src's types are dst's, in order. Else cols[t] is the dst type
+ * of src type t, or -1 to leave it out; values is scratch for dst's types.
+ */
 static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, const uint32_t *smap,
-                         const uint64_t *lmap)
+                         const uint64_t *lmap, const int *cols, int64_t *values)
 {
         int r;
 
@@ -68,8 +77,15 @@ static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, const
                             .unit = smap[sb[j].unit],
                             .num = sb[j].num,
                         };
-                r = fp_pp_add_sample(dst, dst->scratch_locs, s->n_locs,
-                                     &src->values[i * src->n_types], dst->scratch_labels,
+                const int64_t *v = &src->values[i * src->n_types];
+                if (cols) {
+                        memset(values, 0, dst->n_types * sizeof(*values));
+                        for (size_t t = 0; t < src->n_types; t++)
+                                if (cols[t] >= 0)
+                                        values[cols[t]] = v[t];
+                        v = values;
+                }
+                r = fp_pp_add_sample(dst, dst->scratch_locs, s->n_locs, v, dst->scratch_labels,
                                      s->n_labels);
                 if (r < 0)
                         return r;
@@ -116,63 +132,111 @@ static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, cons
         return 0;
 }
 
-/* On failure dst may hold part of src (-ENOMEM halfway); -EINVAL leaves it untouched. */
-int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src)
+/*
+ * The body of both merges. only_type NULL: every type, identical in dst
+ * (or dst empty). Else only that type of src, matched or added by name.
+ */
+static int merge(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type)
 {
         uint32_t *smap = NULL;
         uint64_t *mmap = NULL, *fmap = NULL, *lmap = NULL;
+        int *cols = NULL;
+        int64_t *values = NULL;
+        bool typed = only_type != NULL;
         int r = -ENOMEM;
-
-        if (!dst || !src || dst == src)
-                return -EINVAL;
-        /* A src without types can only be empty: nothing to disagree about. */
-        if (dst->n_types != 0 && !same_types(dst, src) &&
-            !(src->n_types == 0 && src->n_samples == 0))
-                return -EINVAL;
 
         smap = fp_pp_calloc(src->n_strs, sizeof(*smap));
         mmap = fp_pp_calloc(src->n_mappings + 1, sizeof(*mmap));
         fmap = fp_pp_calloc(src->n_functions + 1, sizeof(*fmap));
         lmap = fp_pp_calloc(src->n_locations + 1, sizeof(*lmap));
-        if (!smap || !mmap || !fmap || !lmap)
+        cols = fp_pp_calloc(src->n_types + 1, sizeof(*cols));
+        if (!smap || !mmap || !fmap || !lmap || !cols)
                 goto out;
         for (size_t i = 0; i < src->n_strs; i++) {
                 r = fp_pp_intern(dst, src->strs[i].s, src->strs[i].len, &smap[i]);
                 if (r < 0)
                         goto out;
         }
-        if (dst->n_types == 0)
+        if (typed) {
+                for (size_t i = 0; i < src->n_types; i++) {
+                        cols[i] = -1;
+                        if (*only_type && strcmp(fp_pp_str(src, src->types[i].type), only_type))
+                                continue;
+                        r = fp_pprof_find_sample_type(dst, fp_pp_str(src, src->types[i].type),
+                                                      fp_pp_str(src, src->types[i].unit));
+                        if (r == -ENOENT)
+                                r = fp_pp_add_type(dst, smap[src->types[i].type],
+                                                   smap[src->types[i].unit]);
+                        if (r < 0)
+                                goto out;
+                        cols[i] = r;
+                }
+                values = fp_pp_calloc(dst->n_types + 1, sizeof(*values));
+                r = -ENOMEM;
+                if (!values)
+                        goto out;
+        } else if (dst->n_types == 0) {
                 for (size_t i = 0; i < src->n_types; i++) {
                         r = fp_pp_add_type(dst, smap[src->types[i].type], smap[src->types[i].unit]);
                         if (r < 0)
                                 goto out;
                 }
-        if (dst->period_type.type == 0 && dst->period_type.unit == 0 && dst->period == 0) {
-                dst->period_type.type = smap[src->period_type.type];
-                dst->period_type.unit = smap[src->period_type.unit];
-                dst->period = src->period;
         }
-        if (dst->default_type == 0)
-                dst->default_type = smap[src->default_type];
+        if (!typed || !*only_type) {
+                if (dst->period_type.type == 0 && dst->period_type.unit == 0 && dst->period == 0) {
+                        dst->period_type.type = smap[src->period_type.type];
+                        dst->period_type.unit = smap[src->period_type.unit];
+                        dst->period = src->period;
+                }
+                if (dst->default_type == 0)
+                        dst->default_type = smap[src->default_type];
+                for (size_t i = 0; i < src->n_comments; i++) {
+                        r = fp_pp_add_comment(dst, smap[src->comments[i]]);
+                        if (r < 0)
+                                goto out;
+                }
+        }
         if (dst->drop_frames == 0)
                 dst->drop_frames = smap[src->drop_frames];
         if (dst->keep_frames == 0)
                 dst->keep_frames = smap[src->keep_frames];
-        for (size_t i = 0; i < src->n_comments; i++) {
-                r = fp_pp_add_comment(dst, smap[src->comments[i]]);
-                if (r < 0)
-                        goto out;
-        }
         widen_time(dst, src);
 
         r = merge_entities(dst, src, smap, mmap, fmap, lmap);
         if (r < 0)
                 goto out;
-        r = merge_samples(dst, src, smap, lmap);
+        r = merge_samples(dst, src, smap, lmap, typed ? cols : NULL, values);
 out:
         free(smap);
         free(mmap);
         free(fmap);
         free(lmap);
+        free(cols);
+        free(values);
         return r;
+}
+
+/* On failure dst may hold part of src (-ENOMEM halfway); -EINVAL leaves it untouched. */
+int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src)
+{
+        if (!dst || !src || dst == src)
+                return -EINVAL;
+        /* A src without types can only be empty: nothing to disagree about. */
+        if (dst->n_types != 0 && !same_types(dst, src) &&
+            !(src->n_types == 0 && src->n_samples == 0))
+                return -EINVAL;
+        return merge(dst, src, NULL);
+}
+
+int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type)
+{
+        bool found = !only_type;
+
+        if (!dst || !src || dst == src)
+                return -EINVAL;
+        for (size_t i = 0; !found && i < src->n_types; i++)
+                found = strcmp(fp_pp_str(src, src->types[i].type), only_type) == 0;
+        if (!found)
+                return -EINVAL;
+        return merge(dst, src, only_type ? only_type : "");
 }

@@ -22,8 +22,8 @@
  *                UNIQUE (host_id, pid, starttime)
  *                  A profiled process: pid plus /proc/PID/stat starttime
  *                  tell apart reuses of a pid. config is the agent's text
- *                  for how it samples the target (event, frequency or
- *                  period, kernel flag) and active whether it still did
+ *                  for how it samples the target (event list, frequency
+ *                  or period, kernel flag) and active whether it still did
  *                  when the newest bucket naming it closed: a restarted
  *                  agent resumes active targets that still run. first_ns
  *                  and last_ns span the buckets that named it;
@@ -32,7 +32,10 @@
  *                value_type, value_unit, period_type, period_unit, period
  *                UNIQUE over all columns but id
  *                  A sampling event and the pprof sample types of its two
- *                  values ('' period_type: no period).
+ *                  values ('' period_type: no period). A counter that rode
+ *                  in a sampling event's perf group is an event of its own
+ *                  (no period): count is the samples of the group's leader,
+ *                  value what the counter counted in them.
  * threads        id INTEGER PRIMARY KEY, target_id -> targets, tid, name,
  *                last_bucket          UNIQUE (target_id, tid, name)
  *                  A thread under one name (a renamed thread gets a row

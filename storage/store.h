@@ -71,8 +71,8 @@ struct fp_store_target {
         const char *exe;    /* NULL: "" */
         /*
          * How it is profiled, for resuming after an agent restart: a short
-         * text the agent writes and parses, e.g. "event=cpu-clock freq=99
-         * kernel=0". NULL: "". The newest batch's value wins.
+         * text the agent writes and parses, e.g. "event=cpu-clock,page-faults
+         * freq=99 period=0 kernel=0". NULL: "". The newest batch's value wins.
          */
         const char *config;
         /*
@@ -88,6 +88,9 @@ struct fp_store_target {
  * "samples"/"count") and value (e.g. "cpu"/"nanoseconds", or
  * "cycles"/"count"); the pprof sample types of a profile of this event.
  * period_type NULL: no period. name and all four type strings are required.
+ * The agent stores each counter of a perf group as an event too (count:
+ * the leader's samples, value: e.g. "page-faults"/"count", no period);
+ * agent/counters.h puts a group's events back into one profile.
  */
 struct fp_store_event {
         const char *name; /* as perf list names it: "cpu-clock", "cycles", "r01c2" */

@@ -218,6 +218,18 @@ else:
     print("absent")' "$1" "$2"
 }
 
+# fp_wait_samples_settle PID: wait (up to 20 s) until the sample count of
+# PID in status stops changing, so the agent has read everything.
+fp_wait_samples_settle() {
+  local prev=-1 cur i
+  for ((i = 0; i < 40; i++)); do
+    cur=$(fp_target_field "$1" samples)
+    [[ $cur == "$prev" ]] && break
+    prev=$cur
+    sleep 0.5
+  done
+}
+
 # fp_perf_fds PID: how many perf_event file descriptors PID holds.
 fp_perf_fds() {
   local n=0 fd link

@@ -3,8 +3,9 @@
  * Unit tests of the sample aggregator (agent/aggregate.c): identical
  * stacks of one thread merge, anything that differs (a frame, the thread,
  * the maps epoch, the synthetic kernel flag) does not, the resolve
- * callback runs once per distinct stack, and a large number of distinct
- * stacks survives the table's growth intact.
+ * callback runs once per distinct stack, a large number of distinct
+ * stacks survives the table's growth intact, and a table with counters
+ * sums each counter per entry (saturating, never wrapping).
  */
 #include "aggregate.h"
 #include "fp-test.h"
@@ -23,7 +24,7 @@ static void resolve(void *userdata, struct fp_frame *frames, uint32_t n)
 
 static void test_merge(void)
 {
-        struct fp_agg *a = fp_agg_new();
+        struct fp_agg *a = fp_agg_new(0);
         struct fp_frame s1[3] = {{.addr = 0x1000}, {.addr = 0x2000}, {.addr = 0x3000}};
         struct fp_frame s2[3] = {{.addr = 0x1000}, {.addr = 0x2001}, {.addr = 0x3000}};
         struct fp_frame k[2] = {{.flags = FP_FRAME_KERNEL_TIME}, {.addr = 0x1000}};
@@ -32,7 +33,7 @@ static void test_merge(void)
         resolve_calls = 0;
         FP_CHECK(a != NULL);
         for (int i = 0; i < 10; i++)
-                FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, s1, 3, 1000, resolve, NULL), 0);
+                FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, s1, 3, 1000, NULL, resolve, NULL), 0);
         FP_CHECK_EQ_INT(fp_agg_n_entries(a), 1);
         FP_CHECK_EQ_INT(resolve_calls, 1);
         const struct fp_agg_entry *e = fp_agg_entry(a, 0);
@@ -42,14 +43,14 @@ static void test_merge(void)
         FP_CHECK_EQ_INT(e->frames[1].addr, 0x2000);
 
         /* One differing frame, another thread, another epoch: separate entries. */
-        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, s2, 3, 1, resolve, NULL), 0);
-        FP_CHECK_EQ_INT(fp_agg_add(a, 101, 0, s1, 3, 1, resolve, NULL), 0);
-        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 1, s1, 3, 1, resolve, NULL), 0);
-        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, s1, 2, 1, resolve, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, s2, 3, 1, NULL, resolve, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 101, 0, s1, 3, 1, NULL, resolve, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 1, s1, 3, 1, NULL, resolve, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, s1, 2, 1, NULL, resolve, NULL), 0);
         FP_CHECK_EQ_INT(fp_agg_n_entries(a), 5);
         /* The kernel-time marker differs from a frame at address 0. */
-        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, k, 2, 1, resolve, NULL), 0);
-        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, u, 2, 1, resolve, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, k, 2, 1, NULL, resolve, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 100, 0, u, 2, 1, NULL, resolve, NULL), 0);
         FP_CHECK_EQ_INT(fp_agg_n_entries(a), 7);
         FP_CHECK_EQ_INT(fp_agg_total_count(a), 16);
         FP_CHECK_EQ_INT(resolve_calls, 7);
@@ -59,7 +60,7 @@ static void test_merge(void)
 
 static void test_many(void)
 {
-        struct fp_agg *a = fp_agg_new();
+        struct fp_agg *a = fp_agg_new(0);
         const unsigned n = 50000;
         uint64_t sum = 0;
 
@@ -69,7 +70,7 @@ static void test_many(void)
                                                 {.addr = i * 7 + 1},
                                                 {.addr = 0x400000},
                                                 {.addr = round == 0 ? 1 : 1}};
-                        if (fp_agg_add(a, (pid_t)(i % 13), 0, f, 4, i, NULL, NULL) < 0)
+                        if (fp_agg_add(a, (pid_t)(i % 13), 0, f, 4, i, NULL, NULL, NULL) < 0)
                                 FP_CHECK(!"fp_agg_add failed");
                 }
         FP_CHECK_EQ_INT(fp_agg_n_entries(a), n);
@@ -85,9 +86,38 @@ static void test_many(void)
         fp_agg_free(a);
 }
 
+static void test_counters(void)
+{
+        struct fp_agg *a = fp_agg_new(2);
+        struct fp_frame s1[2] = {{.addr = 0x1000}, {.addr = 0x2000}};
+        struct fp_frame s2[1] = {{.addr = 0x5000}};
+        uint64_t c1[2] = {10, 0}, c2[2] = {5, 3}, big[2] = {UINT64_MAX - 1, 1};
+
+        FP_CHECK(fp_agg_new(65) == NULL);
+        FP_CHECK_EQ_INT(fp_agg_n_counters(a), 2);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, s1, 2, 100, c1, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, s1, 2, 100, c2, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, s2, 1, 100, NULL, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_n_entries(a), 2);
+        const struct fp_agg_entry *e = fp_agg_entry(a, 0);
+        FP_CHECK_EQ_INT(e->count, 2);
+        FP_CHECK_EQ_INT(e->counters[0], 15);
+        FP_CHECK_EQ_INT(e->counters[1], 3);
+        FP_CHECK_EQ_INT(e->frames[1].addr, 0x2000); /* counters do not overlap the frames */
+        e = fp_agg_entry(a, 1);
+        FP_CHECK_EQ_INT(e->counters[0], 0);
+        FP_CHECK_EQ_INT(e->counters[1], 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, s2, 1, 100, big, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, s2, 1, 100, big, NULL, NULL), 0);
+        FP_CHECK(e->counters[0] == UINT64_MAX);
+        FP_CHECK_EQ_INT(e->counters[1], 2);
+        fp_agg_free(a);
+}
+
 int main(void)
 {
         test_merge();
         test_many();
+        test_counters();
         return FP_TEST_DONE();
 }

@@ -390,29 +390,41 @@ static void test_aggregation(void)
 }
 
 /* A small profile with the given stack of function names (leaf first) and values. */
-static struct fp_pprof *tiny(const char *const *names, size_t n, int64_t count, int64_t ns,
-                             const char *thread, const char *comment, int64_t t0)
+/*
+ * A profile of one sample (names leaf first, one label thread_name=t1 or
+ * thread): samples/count = count and (type, unit) = value, with one comment.
+ */
+static struct fp_pprof *one_sample(const char *const *names, size_t n, int64_t count,
+                                   const char *type, const char *unit, int64_t value,
+                                   const char *thread, const char *comment)
 {
         struct fp_pprof *p = fp_pprof_new();
         uint64_t locs[16];
-        int64_t v[] = {count, ns};
+        int64_t v[] = {count, value};
         struct fp_pprof_label l = {.key = "thread_name", .str = thread};
         uint64_t fid, m;
 
         if (!p || n > 16)
                 abort();
         if (fp_pprof_add_sample_type(p, "samples", "count") < 0 ||
-            fp_pprof_add_sample_type(p, "cpu", "nanoseconds") < 0 ||
+            fp_pprof_add_sample_type(p, type, unit) < 0 ||
             fp_pprof_mapping(p, 0x1000, 0x9000, 0, "/bin/prog", "bid", &m) < 0 ||
             fp_pprof_add_comment(p, comment) < 0)
                 abort();
-        fp_pprof_set_time(p, t0, 1000);
         for (size_t i = 0; i < n; i++)
                 if (fp_pprof_function(p, names[i], NULL, &fid) < 0 ||
                     fp_pprof_location(p, m, 0x1000 + 16 * fid, fid, &locs[i]) < 0)
                         abort();
         if (fp_pprof_add_sample(p, locs, n, v, &l, 1) < 0)
                 abort();
+        return p;
+}
+
+static struct fp_pprof *tiny(const char *const *names, size_t n, int64_t count, int64_t ns,
+                             const char *thread, const char *comment, int64_t t0)
+{
+        struct fp_pprof *p = one_sample(names, n, count, "cpu", "nanoseconds", ns, thread, comment);
+        fp_pprof_set_time(p, t0, 1000);
         return p;
 }
 
@@ -457,6 +469,74 @@ static void test_merge(void)
         fp_pprof_free(b2);
         fp_pprof_free(e);
         fp_pprof_free(odd);
+}
+
+/* A counter's profile as the store gives it: samples and the counter's values. */
+static struct fp_pprof *counter_profile(const char *const *names, size_t n, int64_t count,
+                                        const char *type, int64_t value)
+{
+        return one_sample(names, n, count, type, "count", value, "t1", "dropped throttled: 1");
+}
+
+/* A counter's values join the sampling event's profile as one more sample type. */
+static void test_merge_typed(void)
+{
+        const char *sa[] = {"c", "b", "a"}, *sb[] = {"x", "b", "a"};
+        struct fp_pprof *a = tiny(sa, 3, 2, 20, "t1", "from a", 5000);
+        struct fp_pprof *pf = counter_profile(sa, 3, 2, "page-faults", 700);
+        struct fp_pprof *pf2 = counter_profile(sb, 3, 1, "page-faults", 5);
+        struct fp_pprof *cs = counter_profile(sa, 3, 2, "context-switches", 3);
+        struct fp_pprof *e = fp_pprof_new();
+        const char *unit;
+
+        printf("# merge by sample type\n");
+        CHECK_INT(fp_pprof_find_sample_type(a, "cpu", "nanoseconds"), 1);
+        CHECK_INT(fp_pprof_find_sample_type(a, "cpu", "count"), -ENOENT);
+        CHECK_INT(fp_pprof_merge_typed(a, pf, "page-faults"), 0);
+        CHECK_INT(fp_pprof_n_sample_types(a), 3);
+        CHECK_STR(fp_pprof_sample_type(a, 2, &unit), "page-faults");
+        CHECK_STR(unit, "count");
+        CHECK_INT(fp_pprof_n_samples(a), 1); /* same stack and labels: the same sample */
+        CHECK_INT(fp_pprof_total(a, 0), 2);  /* the counter's own sample count is not taken */
+        CHECK_INT(fp_pprof_total(a, 1), 20);
+        CHECK_INT(fp_pprof_total(a, 2), 700);
+        CHECK_INT(fp_pprof_n_comments(a), 1); /* nor its comments */
+        /* A stack only the counter saw becomes a sample with zeros elsewhere. */
+        CHECK_INT(fp_pprof_merge_typed(a, pf2, "page-faults"), 0);
+        CHECK_INT(fp_pprof_n_samples(a), 2);
+        CHECK_INT(fp_pprof_total(a, 2), 705);
+        CHECK_INT(fp_pprof_total(a, 0), 2);
+        CHECK_INT(fp_pprof_merge_typed(a, cs, "context-switches"), 0);
+        CHECK_INT(fp_pprof_n_sample_types(a), 4);
+        CHECK_INT(fp_pprof_total(a, 3), 3);
+        CHECK_INT(fp_pprof_total(a, 2), 705);
+        /* Unknown type: refused, nothing changed. */
+        CHECK_INT(fp_pprof_merge_typed(a, cs, "cycles"), -EINVAL);
+        CHECK_INT(fp_pprof_n_sample_types(a), 4);
+        CHECK_INT(fp_pprof_merge_typed(a, a, NULL), -EINVAL);
+        /* Everything, matched by name: a 4-type profile into an empty one and into
+         * a 2-type one (the open bucket's profile meeting the store's). */
+        CHECK_INT(fp_pprof_merge_typed(e, a, NULL), 0);
+        CHECK_INT(fp_pprof_n_sample_types(e), 4);
+        CHECK_INT(fp_pprof_total(e, 2), 705);
+        CHECK_INT(fp_pprof_n_comments(e), 1);
+        struct fp_pprof *two = tiny(sa, 3, 1, 10, "t1", "open bucket", 6000);
+        CHECK_INT(fp_pprof_merge_typed(e, two, NULL), 0);
+        CHECK_INT(fp_pprof_total(e, 0), 3);
+        CHECK_INT(fp_pprof_total(e, 1), 30);
+        CHECK_INT(fp_pprof_total(e, 2), 705);
+        CHECK_INT(fp_pprof_n_samples(e), 2);
+        CHECK_INT(fp_pprof_merge_typed(two, e, NULL), 0);
+        CHECK_INT(fp_pprof_n_sample_types(two), 4);
+        CHECK_INT(fp_pprof_total(two, 3), 3);
+        CHECK_INT(fp_pprof_total(two, 0), 4);
+
+        fp_pprof_free(a);
+        fp_pprof_free(pf);
+        fp_pprof_free(pf2);
+        fp_pprof_free(cs);
+        fp_pprof_free(e);
+        fp_pprof_free(two);
 }
 
 /* gzip of in[0..len), or of `zeros` zero bytes when in is NULL (never all in memory). */
@@ -1230,6 +1310,7 @@ int main(void)
         test_round_trip();
         test_aggregation();
         test_merge();
+        test_merge_typed();
         test_reject();
         test_inline();
         test_text();
