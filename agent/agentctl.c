@@ -55,7 +55,8 @@ static void usage(FILE *f)
                 "        close the open bucket and upload to the collector now\n"
                 "\n"
                 "  --socket PATH   the agent's socket (default " DEFAULT_SOCKET ")\n"
-                "  --version       print the version\n");
+                "  --version       print the version\n"
+                "  --help          this text\n");
 }
 
 static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

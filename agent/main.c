@@ -6,6 +6,7 @@
  * and agentctl requests all arrive there (see server.c and target.c).
  * SIGTERM and SIGINT end the loop; every target is detached on the way out.
  */
+#include "conf.h"
 #include "server.h"
 
 #include <curl/curl.h>
@@ -23,33 +24,49 @@
 
 #define DEFAULT_SOCKET "/run/fleetprof/agent.sock"
 #define DEFAULT_STORE  "/var/lib/fleetprof/agent.db"
+#define DEFAULT_CONFIG "/etc/fleetprof/agent.conf"
 
-static void usage(FILE *f)
+/*
+ * Every setting of the agent: a key of /etc/fleetprof/agent.conf and the
+ * long option of the same name (packaging/agent.conf documents each one).
+ */
+static const struct fp_conf_key agent_keys[] = {
+    {"socket", FP_CONF_STRING, DEFAULT_SOCKET, 0, 0, "PATH", "control socket agentctl talks to"},
+    {"store", FP_CONF_STRING, DEFAULT_STORE, 0, 0, "PATH",
+     "the on-disk ring of buckets; 'none': in memory only"},
+    {"bucket", FP_CONF_UINT, "10", 1, 3600, "SECS", "length of a time bucket, 1 to 3600"},
+    {"store-max-mb", FP_CONF_UINT, "256", 1, 1024 * 1024, "N",
+     "byte budget of the store, file and log"},
+    {"collector", FP_CONF_STRING, NULL, 0, 0, "URL",
+     "upload merged profiles to this fleetprof-collector"},
+    {"token-file", FP_CONF_STRING, NULL, 0, 0, "FILE",
+     "bearer token for the collector (first line of FILE)"},
+    {"ca-file", FP_CONF_STRING, NULL, 0, 0, "FILE", "CA certificates for an https collector"},
+    {"upload-interval", FP_CONF_UINT, "60", 5, 86400, "SECS",
+     "seconds between uploads, 5 to 86400"},
+    {"no-bpf", FP_CONF_BOOL, "false", 0, 0, NULL,
+     "track threads with perf fork records and /proc rescans, not the BPF tracker"},
+};
+#define N_AGENT_KEYS (sizeof(agent_keys) / sizeof(agent_keys[0]))
+
+static void usage(FILE *f, const struct fp_conf *conf)
 {
-        fprintf(
-            f,
-            "Usage: fleetprof-agent [--foreground] [--socket PATH] [--store PATH]\n"
-            "                       [--bucket SECS] [--store-max-mb N] [--collector URL]\n"
-            "                       [--token-file FILE] [--ca-file FILE] [--upload-interval SECS]\n"
-            "                       [--no-bpf]\n"
-            "\n"
-            "The fleetprof profiling agent. Control it with agentctl.\n"
-            "\n"
-            "  --foreground      stay in the foreground and log to stderr\n"
-            "  --socket PATH     control socket (default " DEFAULT_SOCKET ")\n"
-            "  --store PATH      the on-disk ring of buckets (default " DEFAULT_STORE ");\n"
-            "                    'none' keeps samples in memory only\n"
-            "  --bucket SECS     length of a time bucket, 1 to 3600 (default 10)\n"
-            "  --store-max-mb N  byte budget of the store, file and log (default 256)\n"
-            "  --collector URL   upload merged profiles to this fleetprof-collector\n"
-            "                    (http://host:port or https://...)\n"
-            "  --token-file FILE bearer token for the collector (first line of FILE)\n"
-            "  --ca-file FILE    CA certificates to verify an https collector with\n"
-            "  --upload-interval SECS  seconds between uploads, 5 to 86400 (default 60)\n"
-            "  --no-bpf          track new and exiting threads with perf fork records and\n"
-            "                    /proc rescans instead of the BPF tracker\n"
-            "  --version         print the version and exit\n"
-            "  --help            this text\n");
+        fprintf(f,
+                "Usage: fleetprof-agent [--config FILE] [--check-config] [--foreground]\n"
+                "                       [--socket PATH] [--store PATH] [--bucket SECS]\n"
+                "                       [--store-max-mb N] [--collector URL] [--token-file FILE]\n"
+                "                       [--ca-file FILE] [--upload-interval SECS]\n"
+                "\n"
+                "The fleetprof profiling agent. Control it with agentctl.\n"
+                "\n"
+                "  --config FILE            settings file (default " DEFAULT_CONFIG
+                " if it exists);\n"
+                "                           options given here override it\n"
+                "  --check-config           check the settings file and the options, print ok\n"
+                "  --foreground             stay in the foreground and log to stderr\n");
+        fp_conf_print_help(conf, f);
+        fprintf(f, "  --version                print the version and exit\n"
+                   "  --help                   this text\n");
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -67,19 +84,6 @@ static void raise_limit(int resource)
                 rl.rlim_cur = rl.rlim_max;
                 (void)setrlimit(resource, &rl);
         }
-}
-
-static int parse_ulong(const char *s, unsigned long lo, unsigned long hi, unsigned long *ret)
-{
-        char *end;
-        if (!*s || *s == '-')
-                return -EINVAL;
-        errno = 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (errno || *end || v < lo || v > hi)
-                return -EINVAL;
-        *ret = v;
-        return 0;
 }
 
 /* Creates the directory holding the socket or the store (one level) when missing. */
@@ -101,101 +105,56 @@ static int ensure_parent_dir(const char *path)
         return r;
 }
 
-int main(int argc, char **argv)
+/*
+ * Reads the command line and the settings file into opt (strings point
+ * into conf, which must outlive opt). Returns -1 to go on, or the exit
+ * status: 0 after --help, --version or a good --check-config, 1 for a bad
+ * file, 2 for a bad command line.
+ */
+static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_server_options *opt,
+                     bool *ret_foreground)
 {
-        static const struct option opts[] = {
-            {"foreground", no_argument, NULL, 'f'},
-            {"socket", required_argument, NULL, 's'},
-            {"store", required_argument, NULL, 'S'},
-            {"bucket", required_argument, NULL, 'b'},
-            {"store-max-mb", required_argument, NULL, 'm'},
-            {"collector", required_argument, NULL, 'c'},
-            {"token-file", required_argument, NULL, 't'},
-            {"ca-file", required_argument, NULL, 'a'},
-            {"upload-interval", required_argument, NULL, 'u'},
-            {"no-bpf", no_argument, NULL, 'B'},
-            {"version", no_argument, NULL, 'V'},
+        static const struct option extra[] = {
+            {"config", required_argument, NULL, 'C'}, {"check-config", no_argument, NULL, 'K'},
+            {"foreground", no_argument, NULL, 'f'},   {"version", no_argument, NULL, 'V'},
             {"help", no_argument, NULL, 'h'},
-            {0},
         };
-        struct fp_server_options opt = {.socket_path = DEFAULT_SOCKET,
-                                        .store_path = DEFAULT_STORE,
-                                        .store_max_bytes = 256ULL << 20,
-                                        .bucket_seconds = 10,
-                                        .upload_interval = 60};
-        bool foreground = false;
-        unsigned long v;
-        struct fp_server *server = NULL;
-        struct event_base *base;
-        struct event *sigterm, *sigint;
+        struct option opts[sizeof(extra) / sizeof(extra[0]) + N_AGENT_KEYS + 1];
+        const char *config = NULL, *store;
+        bool check = false;
         char err[512];
-        int c, r;
+        int c;
 
+        fp_conf_getopt_table(conf, extra, sizeof(extra) / sizeof(extra[0]), opts);
         opterr = 0;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 switch (c) {
+                case 'C':
+                        config = optarg;
+                        break;
+                case 'K':
+                        check = true;
+                        break;
                 case 'f':
-                        foreground = true;
-                        break;
-                case 's':
-                        opt.socket_path = optarg;
-                        break;
-                case 'S':
-                        opt.store_path = strcmp(optarg, "none") == 0 ? NULL : optarg;
-                        break;
-                case 'b':
-                        if (parse_ulong(optarg, 1, 3600, &v) < 0) {
-                                fprintf(
-                                    stderr,
-                                    "fleetprof-agent: invalid --bucket '%s': 1 to 3600 seconds\n",
-                                    optarg);
-                                return 2;
-                        }
-                        opt.bucket_seconds = (unsigned)v;
-                        break;
-                case 'm':
-                        if (parse_ulong(optarg, 1, 1024 * 1024, &v) < 0) {
-                                fprintf(
-                                    stderr,
-                                    "fleetprof-agent: invalid --store-max-mb '%s': 1 to 1048576\n",
-                                    optarg);
-                                return 2;
-                        }
-                        opt.store_max_bytes = (uint64_t)v << 20;
-                        break;
-                case 'c':
-                        opt.collector_url = optarg;
-                        break;
-                case 't':
-                        opt.token_file = optarg;
-                        break;
-                case 'a':
-                        opt.ca_file = optarg;
-                        break;
-                case 'u':
-                        if (parse_ulong(optarg, 5, 86400, &v) < 0) {
-                                fprintf(stderr,
-                                        "fleetprof-agent: invalid --upload-interval '%s': 5 to "
-                                        "86400 seconds\n",
-                                        optarg);
-                                return 2;
-                        }
-                        opt.upload_interval = (unsigned)v;
-                        break;
-                case 'B':
-                        opt.no_bpf = true;
+                        *ret_foreground = true;
                         break;
                 case 'V':
                         printf("fleetprof-agent %s\n", FP_VERSION);
                         return 0;
                 case 'h':
-                        usage(stdout);
+                        usage(stdout, conf);
                         return 0;
-                default:
+                case '?':
+                case ':':
                         fprintf(stderr,
                                 "fleetprof-agent: unknown or incomplete option '%s' (see --help)\n",
                                 argv[optind - 1]);
                         return 2;
+                default:
+                        if (fp_conf_set_option(conf, c, optarg, err, sizeof(err)) < 0) {
+                                fprintf(stderr, "fleetprof-agent: invalid %s\n", err);
+                                return 2;
+                        }
                 }
         }
         if (optind < argc) {
@@ -203,6 +162,57 @@ int main(int argc, char **argv)
                         argv[optind]);
                 return 2;
         }
+        /* The default file is optional; one named with --config (or checked) must be there. */
+        if (!config && (check || access(DEFAULT_CONFIG, F_OK) == 0))
+                config = DEFAULT_CONFIG;
+        if (config && fp_conf_load(conf, config, NULL, err, sizeof(err)) < 0) {
+                fprintf(stderr, "fleetprof-agent: %s\n", err);
+                return 1;
+        }
+        if (check) {
+                printf("ok\n");
+                return 0;
+        }
+
+        store = fp_conf_string(conf, "store");
+        *opt = (struct fp_server_options){
+            .socket_path = fp_conf_string(conf, "socket"),
+            .store_path = store && strcmp(store, "none") != 0 ? store : NULL,
+            .store_max_bytes = (uint64_t)fp_conf_uint(conf, "store-max-mb") << 20,
+            .bucket_seconds = (unsigned)fp_conf_uint(conf, "bucket"),
+            .collector_url = fp_conf_string(conf, "collector"),
+            .token_file = fp_conf_string(conf, "token-file"),
+            .ca_file = fp_conf_string(conf, "ca-file"),
+            .upload_interval = (unsigned)fp_conf_uint(conf, "upload-interval"),
+            .no_bpf = fp_conf_bool(conf, "no-bpf"),
+        };
+        if (!opt->socket_path) {
+                fprintf(stderr, "fleetprof-agent: the socket path must not be empty\n");
+                return 2;
+        }
+        return -1;
+}
+
+int main(int argc, char **argv)
+{
+        struct fp_server_options opt;
+        __attribute__((cleanup(fp_conf_freep))) struct fp_conf *conf = NULL;
+        bool foreground = false;
+        struct fp_server *server = NULL;
+        struct event_base *base;
+        struct event *sigterm, *sigint;
+        char err[512];
+        int r;
+
+        r = fp_conf_new(agent_keys, N_AGENT_KEYS, &conf);
+        if (r < 0) {
+                fprintf(stderr, "fleetprof-agent: Failed to set up the settings: %s\n",
+                        strerror(-r));
+                return 1;
+        }
+        r = configure(argc, argv, conf, &opt, &foreground);
+        if (r >= 0)
+                return r;
 
         signal(SIGPIPE, SIG_IGN);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {

@@ -4,7 +4,8 @@
 # Installs what fleetprof needs to build, test and benchmark on Debian 12:
 # the fixed library dependencies (-dev packages), the toolchain, Go (for
 # `go tool pprof`, the reference pprof reader the tests use) and perf (the
-# peer the benchmarks compare against). Safe to run again.
+# peer the benchmarks compare against), rpm (rpmbuild, for the .rpm
+# packages) and man-db (the man page checks). Safe to run again.
 set -euo pipefail
 
 packages=(
@@ -12,6 +13,7 @@ packages=(
   libevent-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev
   golang-go linux-perf python3 procps util-linux binutils
+  rpm man-db groff-base libcap2-bin
 )
 
 missing=()
