@@ -3,11 +3,14 @@
  * fleetprof-collector: the central profile store of a fleet.
  *
  * One thread runs one libevent loop that serves HTTP(S) (server.c) and
- * answers queries; a writer thread stores uploads (writeq.c). Settings come from the option table
- * (options.c): each
- * --NAME VALUE on the command line is fp_coll_config_set(NAME, VALUE).
+ * answers queries; a writer thread stores uploads (writeq.c). Settings
+ * come from the option table (options.c): each "NAME = VALUE" line of the configuration file (--config, default
+ * /etc/fleetprof/collector.conf when it exists; format in agent/conf.h)
+ * and then each --NAME VALUE on the command line is
+ * fp_coll_config_set(NAME, VALUE), so the command line wins.
  * SIGTERM and SIGINT end the loop; the store is closed cleanly.
  */
+#include "conf.h"
 #include "options.h"
 #include "server.h"
 
@@ -15,6 +18,7 @@
 #include <event2/event.h>
 #include <openssl/ssl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +31,56 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_base_loopexit(arg, NULL);
 }
 
-/* Applies argv to c: --NAME VALUE or --NAME=VALUE. 0, 1 (done: --help/--version) or 2 (bad). */
+#define DEFAULT_CONFIG "/etc/fleetprof/collector.conf"
+
+/* fp_conf_parse's setting function: a line of the file is the option of the same name. */
+static int file_setting(const char *key, const char *value, void *userdata, char *err,
+                        size_t err_len)
+{
+        int r = fp_coll_config_set(userdata, key, value, err, err_len);
+        if (r == -ENOENT)
+                snprintf(err, err_len, "unknown key '%s'", key);
+        return r;
+}
+
+/*
+ * Looks through argv, before anything is applied, for --config FILE (or
+ * --config=FILE), --check-config, and --help or --version (which read no
+ * file). Every other --NAME without '=' takes the next argument, as in
+ * parse_args. 0, or 2 when --config has no value.
+ */
+static int scan_args(int argc, char **argv, const char **ret_config, bool *ret_check,
+                     bool *ret_info)
+{
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i];
+
+                if (strcmp(a, "--check-config") == 0) {
+                        *ret_check = true;
+                } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ||
+                           strcmp(a, "--version") == 0) {
+                        *ret_info = true;
+                } else if (strncmp(a, "--config=", 9) == 0) {
+                        *ret_config = a + 9;
+                } else if (strcmp(a, "--config") == 0) {
+                        if (i + 1 >= argc) {
+                                fprintf(stderr,
+                                        "fleetprof-collector: option '--config' needs a value\n");
+                                return 2;
+                        }
+                        *ret_config = argv[++i];
+                } else if (strncmp(a, "--", 2) == 0 && !strchr(a, '=')) {
+                        i++;
+                }
+        }
+        return 0;
+}
+
+/*
+ * Applies argv to c: --NAME VALUE or --NAME=VALUE (--config and
+ * --check-config were taken by scan_args). 0, 1 (done: --help/--version)
+ * or 2 (bad).
+ */
 static int parse_args(int argc, char **argv, struct fp_coll_config *c)
 {
         char err[512];
@@ -36,6 +89,9 @@ static int parse_args(int argc, char **argv, struct fp_coll_config *c)
                 const char *a = argv[i], *value, *eq;
                 char name[64];
                 size_t n;
+
+                if (strcmp(a, "--check-config") == 0)
+                        continue;
 
                 if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
                         fp_coll_config_usage(stdout);
@@ -67,6 +123,8 @@ static int parse_args(int argc, char **argv, struct fp_coll_config *c)
                         fprintf(stderr, "fleetprof-collector: option '%s' needs a value\n", a);
                         return 2;
                 }
+                if (strcmp(name, "config") == 0)
+                        continue;
                 int r = fp_coll_config_set(c, name, value, err, sizeof(err));
                 if (r == -ENOENT) {
                         fprintf(stderr, "fleetprof-collector: unknown option '--%s' (see --help)\n",
@@ -98,10 +156,30 @@ int main(int argc, char **argv)
                 fprintf(stderr, "fleetprof-collector: out of memory\n");
                 return 1;
         }
+        const char *config = NULL;
+        bool check = false, info = false;
+        if (scan_args(argc, argv, &config, &check, &info) != 0) {
+                fp_coll_config_free(&c);
+                return 2;
+        }
+        /* The default file is optional; one named with --config (or checked) must be there. */
+        if (!config && !info && (check || access(DEFAULT_CONFIG, F_OK) == 0))
+                config = DEFAULT_CONFIG;
+        if (config && !info &&
+            fp_conf_parse(config, file_setting, &c, NULL, err, sizeof(err)) < 0) {
+                fprintf(stderr, "fleetprof-collector: %s\n", err);
+                fp_coll_config_free(&c);
+                return 1;
+        }
         r = parse_args(argc, argv, &c);
         if (r) {
                 fp_coll_config_free(&c);
                 return r == 1 ? 0 : 2;
+        }
+        if (check) {
+                printf("ok\n");
+                fp_coll_config_free(&c);
+                return 0;
         }
         signal(SIGPIPE, SIG_IGN);
         base = event_base_new();

@@ -170,6 +170,10 @@ void fp_coll_config_usage(FILE *f)
                    "The fleetprof collector: stores the profiles agents upload and serves\n"
                    "them over HTTP (JSON, pprof, a web page).\n"
                    "\n");
+        fprintf(f, "  %-26s%s\n  %-26s%s\n  %-26s%s\n", "--config FILE",
+                "settings file (default /etc/fleetprof/collector.conf if it", "",
+                "exists); the options below override it", "--check-config",
+                "check the settings file and the options, print ok");
         for (size_t i = 0; i < fp_coll_n_options; i++) {
                 const struct fp_coll_option *o = &fp_coll_options[i];
                 char head[64];
