@@ -471,6 +471,30 @@ static void on_flush_done(void *userdata, bool ok, const char *message)
         server_answer_waiting(c);
 }
 
+/*
+ * Runs on the writer thread after every job queued before it: the writer's
+ * queue is first in, first out, so by then the closed buckets are stored.
+ */
+static int flush_barrier(struct fp_store *store, void *arg)
+{
+        (void)store;
+        (void)arg;
+        return 0;
+}
+
+static void on_stored(void *userdata, const struct fp_writer_result *res)
+{
+        struct client *c = userdata;
+
+        if (res->error < 0)
+                reply_error(&c->reply, "cannot flush: %s", strerror(-res->error));
+        else
+                fprintf(c->reply.out,
+                        "closed the open bucket into the store; no collector is configured "
+                        "(--collector URL), so nothing was uploaded\n");
+        server_answer_waiting(c);
+}
+
 void cmd_flush(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
 {
         (void)q;
@@ -481,9 +505,11 @@ void cmd_flush(struct fp_server *s, struct client *c, const struct fp_ctl_reques
                                    "the agent has no store (--store none): nothing to flush");
         server_close_buckets(s);
         if (!s->uploader) {
-                fprintf(c->reply.out,
-                        "closed the open bucket into the store; no collector is configured "
-                        "(--collector URL), so nothing was uploaded\n");
+                /* Answer once the writer has stored what was just closed. */
+                int e = fp_writer_submit_call(s->writer, flush_barrier, NULL, on_stored, c);
+                if (e < 0)
+                        return reply_error(&c->reply, "cannot flush: %s", strerror(-e));
+                c->waiting = true;
                 return;
         }
         int r = fp_uploader_flush(s->uploader, on_flush_done, c);

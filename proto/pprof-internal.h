@@ -138,6 +138,8 @@ struct fp_pprof {
 
         struct fp_pp_mapping *mappings;
         size_t n_mappings, cap_mappings;
+        /* Id of the main binary's mapping, which the encoder puts first; 0: mappings[0]. */
+        uint64_t main_mapping;
         struct fp_pp_itab mapping_tab;
 
         struct fp_pp_function *functions;

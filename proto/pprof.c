@@ -164,6 +164,18 @@ static bool str_eq(const void *ctx, uint32_t idx)
         return e->len == k->len && memcmp(e->s, k->s, k->len) == 0;
 }
 
+int fp_pprof_set_main_binary(struct fp_pprof *p, const char *filename)
+{
+        if (!p || !filename)
+                return -EINVAL;
+        for (size_t i = 0; i < p->n_mappings; i++)
+                if (strcmp(fp_pp_str(p, p->mappings[i].filename), filename) == 0) {
+                        p->main_mapping = i + 1;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
 const char *fp_pp_str(const struct fp_pprof *p, uint32_t i)
 {
         if (i >= p->n_strs)

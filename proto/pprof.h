@@ -77,6 +77,13 @@ int fp_pprof_mapping(struct fp_pprof *p, uint64_t memory_start, uint64_t memory_
                      uint64_t file_offset, const char *filename, const char *build_id,
                      uint64_t *ret_id);
 int fp_pprof_function(struct fp_pprof *p, const char *name, const char *filename, uint64_t *ret_id);
+/*
+ * Names the main binary: pprof readers take the first mapping of a profile
+ * for it ("File:" in go tool pprof), so the encoder writes the first
+ * mapping whose file name is filename before the others. Returns -ENOENT
+ * (and changes nothing) when no mapping has that file name.
+ */
+int fp_pprof_set_main_binary(struct fp_pprof *p, const char *filename);
 /* A location with one line (function_id != 0) or none (function_id == 0). */
 int fp_pprof_location(struct fp_pprof *p, uint64_t mapping_id, uint64_t address,
                       uint64_t function_id, uint64_t *ret_id);

@@ -265,8 +265,11 @@ static int encode_raw(const struct fp_pprof *p, struct wbuf *b)
                         b->oom = true;
                 wb_msg(b, 2, sub.d, sub.len);
         }
+        if (p->main_mapping)
+                encode_mapping(p, p->main_mapping - 1, flags[p->main_mapping], b);
         for (size_t i = 0; i < p->n_mappings; i++)
-                encode_mapping(p, i, flags[i + 1], b);
+                if (i + 1 != p->main_mapping)
+                        encode_mapping(p, i, flags[i + 1], b);
         for (size_t i = 0; i < p->n_locations && !b->oom; i++) {
                 encode_location(p, i, &sub);
                 if (sub.oom)

@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: MIT
 #
 # The README's main job: installs what is needed, builds fleetprof, starts
-# an agent, profiles a demo workload (tests/workloads/truth: named threads
+# a collector on 127.0.0.1 and an agent (both on their embedded SQLite
+# stores) that uploads to it, profiles a demo workload (tests/workloads/truth: named threads
 # doing known shares of work, which it measures itself) at 999 Hz per
 # thread, and prints what a person reads: the agent's status, the profile
 # as a table (agentctl dump --format top), the workload's own measured
 # truth to compare against, and the same profile read back by go tool
-# pprof. The pprof file is left in demo-profile.pb.gz.
+# pprof, first from the agent's own dump and then from the collector after
+# `agentctl flush` uploaded it. The pprof file is left in
+# demo-profile.pb.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -18,10 +21,11 @@ scripts/deps.sh
 scripts/build.sh build
 
 work=$(mktemp -d /tmp/fleetprof-demo.XXXXXX)
-agent_pid= ; load_pid=
+agent_pid= ; load_pid= ; coll_pid=
 cleanup() {
   [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null || true
   [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
+  [ -n "$coll_pid" ] && kill "$coll_pid" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
 }
@@ -30,7 +34,16 @@ trap cleanup EXIT
 sock=$work/agent.sock
 ctl() { build/agent/agentctl --socket "$sock" "$@"; }
 
-build/agent/fleetprof-agent --foreground --socket "$sock" 2>"$work/agent.log" &
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+url=http://127.0.0.1:$port
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+build/collector/fleetprof-collector --listen "127.0.0.1:$port" --store "$work/collector.db" \
+  --token-file "$work/token" 2>"$work/collector.log" &
+coll_pid=$!
+for _ in $(seq 50); do curl -sf "$url/healthz" -o /dev/null && break; sleep 0.1; done
+
+build/agent/fleetprof-agent --foreground --socket "$sock" --store "$work/agent.db" \
+  --collector "$url" --token-file "$work/token" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 
@@ -47,8 +60,10 @@ for _ in $(seq 150); do [ -e "$work/truth.json" ] && break; sleep 0.1; done
 echo; echo "\$ agentctl status"
 ctl status
 echo; echo "\$ agentctl dump $load_pid --format top"
-ctl dump "$load_pid" --format top | head -30
+ctl dump "$load_pid" --format top
 ctl dump "$load_pid" -o demo-profile.pb.gz 2>/dev/null
+echo; echo "\$ agentctl flush          # close the open bucket and upload to the collector now"
+ctl flush
 ctl stop "$load_pid" >/dev/null
 
 echo; echo "What the workload measured itself (CPU time of each caller;leaf, all threads):"
@@ -64,3 +79,9 @@ PY
 
 echo; echo "\$ go tool pprof -top -symbolize=none demo-profile.pb.gz"
 HOME=${HOME:-/root} go tool pprof -top -symbolize=none demo-profile.pb.gz 2>&1 | head -20
+
+echo; echo "\$ curl -s $url/api/v1/series"
+curl -s "$url/api/v1/series"; echo
+echo; echo "\$ go tool pprof -top -symbolize=none '$url/api/v1/profile?process=truth'"
+HOME=${HOME:-/root} go tool pprof -top -symbolize=none "$url/api/v1/profile?process=truth" 2>&1 | head -16
+echo; echo "(the collector's web page was at $url/ while this ran)"

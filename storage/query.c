@@ -248,7 +248,7 @@ struct q_match {
 struct q_target {
         int64_t id;
         pid_t pid;
-        char *comm, *host;
+        char *comm, *host, *exe;
 };
 
 struct q_thread {
@@ -292,6 +292,7 @@ static void query_free(struct query *q)
         free(q->matches);
         for (size_t i = 0; i < q->n_targets; i++) {
                 free(q->targets[i].comm);
+                free(q->targets[i].exe);
                 free(q->targets[i].host);
         }
         free(q->targets);
@@ -438,7 +439,7 @@ static int load_targets(struct query *q)
 {
         sqlite3_stmt *st = NULL, *th = NULL;
         int r = prepare(q->s,
-                        "SELECT t.pid, t.comm, h.name FROM targets t"
+                        "SELECT t.pid, t.comm, h.name, t.exe FROM targets t"
                         " JOIN hosts h ON h.id = t.host_id WHERE t.id = ?1",
                         &st);
 
@@ -465,7 +466,8 @@ static int load_targets(struct query *q)
                         t->pid = (pid_t)sqlite3_column_int64(st, 0);
                         t->comm = dup_col(st, 1);
                         t->host = dup_col(st, 2);
-                        if (!t->comm || !t->host)
+                        t->exe = dup_col(st, 3);
+                        if (!t->comm || !t->host || !t->exe)
                                 r = oom(q);
                         rc = SQLITE_DONE;
                 }
@@ -889,6 +891,10 @@ int fp_store_query_pprof(struct fp_store *s, const struct fp_store_filter *f, st
                     (r = aggregate(&q)) < 0 || (r = add_samples(&q)) < 0)
                         goto out;
                 set_time(&q);
+                /* The first target's executable is the profile's main binary;
+                 * -ENOENT (no sample in it) leaves the first mapping. */
+                if (q.n_targets > 0)
+                        (void)fp_pprof_set_main_binary(p, q.targets[0].exe);
         }
         r = add_drop_comments(&q, f);
         if (r == 0)

@@ -181,7 +181,7 @@ fp_ok "dump --format top shows the counters"
 
 # The same from the store, without the agent's help; and a group resumed after a restart.
 fp_ctl flush >/dev/null || fp_fail "flush failed"
-"$FP_AGENTCTL" dump "$PID" --store "$FP_TMP/agent.db" -o "$FP_TMP/store.pb.gz" 2>/dev/null || fp_fail "dump --store failed"
+"$FP_AGENTCTL" dump "$PID" --store "$FP_TMP/agent.db" -o "$FP_TMP/store.pb.gz" 2>"$FP_TMP/store-dump.err" || fp_fail "dump --store failed: $(cat "$FP_TMP/store-dump.err")"
 check_profile "$FP_TMP/store.pb.gz" group || fp_fail "the group profile read from the store is not as measured"
 fp_ok "the store keeps each counter: dump --store gives the same sample types"
 fp_stop_agent

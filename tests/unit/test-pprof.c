@@ -1260,6 +1260,28 @@ static void test_go_pprof(void)
         CHECK(strstr(out, "leaf_fn") != NULL);
         CHECK(strstr(out, "Type: cpu") != NULL);
         CHECK(strstr(out, "host=web-1") != NULL);
+        CHECK(strstr(out, "File: app") != NULL);
+        free(out);
+
+        /* The named main binary is the one pprof reports, whatever its rank. */
+        CHECK_INT(fp_pprof_set_main_binary(p, "/no/such/file"), -ENOENT);
+        CHECK_INT(fp_pprof_set_main_binary(p, "/lib/libc.so.6"), 0);
+        {
+                uint8_t *b2 = NULL;
+                size_t l2 = 0;
+                FILE *f;
+
+                CHECK_INT(fp_pprof_encode(p, 1, &b2, &l2), 0);
+                f = fopen(path, "wb");
+                CHECK(f && fwrite(b2, 1, l2, f) == l2);
+                if (f)
+                        fclose(f);
+                free(b2);
+        }
+        st = run(cmd, &out);
+        CHECK_INT(st, 0);
+        CHECK(strstr(out, "File: libc.so.6") != NULL);
+        CHECK(strstr(out, "leaf_fn") != NULL);
         free(out);
 
         snprintf(cmd, sizeof(cmd),
