@@ -4,11 +4,10 @@
  *
  * One thread runs one libevent loop that serves HTTP(S) (server.c) and
  * answers queries; a writer thread stores uploads (writeq.c). Settings
- * come from the option table (options.c): each "NAME = VALUE" line of the configuration file (--config, default
- * /etc/fleetprof/collector.conf when it exists; format in agent/conf.h)
- * and then each --NAME VALUE on the command line is
- * fp_coll_config_set(NAME, VALUE), so the command line wins.
- * SIGTERM and SIGINT end the loop; the store is closed cleanly.
+ * come from the option table (options.c): each "NAME = VALUE" line of the configuration file
+ * (--config, default /etc/fleetprof/collector.conf when it exists; format in agent/conf.h) and then
+ * each --NAME VALUE on the command line is fp_coll_config_set(NAME, VALUE), so the command line
+ * wins. SIGTERM and SIGINT end the loop; the store is closed cleanly.
  */
 #include "conf.h"
 #include "options.h"
