@@ -107,6 +107,9 @@ static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, cons
                 if (r < 0)
                         return r;
         }
+        /* The first main binary named wins; a merge never renames it. */
+        if (!dst->main_mapping && src->main_mapping)
+                dst->main_mapping = mmap[src->main_mapping];
         for (size_t i = 0; i < src->n_functions; i++) {
                 const struct fp_pp_function *f = &src->functions[i];
 

@@ -1283,6 +1283,31 @@ static void test_go_pprof(void)
         CHECK(strstr(out, "File: libc.so.6") != NULL);
         CHECK(strstr(out, "leaf_fn") != NULL);
         free(out);
+        /* A merge keeps the main binary its source named. */
+        {
+                struct fp_pprof *m = fp_pprof_new();
+                uint8_t *b3 = NULL;
+                size_t l3 = 0;
+                FILE *f;
+
+                CHECK(m != NULL);
+                if (m) {
+                        CHECK(fp_pprof_add_sample_type(m, "samples", "count") >= 0);
+                        CHECK(fp_pprof_add_sample_type(m, "cpu", "nanoseconds") >= 0);
+                        CHECK_INT(fp_pprof_merge(m, p), 0);
+                        CHECK_INT(fp_pprof_encode(m, 1, &b3, &l3), 0);
+                        f = fopen(path, "wb");
+                        CHECK(f && fwrite(b3, 1, l3, f) == l3);
+                        if (f)
+                                fclose(f);
+                        free(b3);
+                        fp_pprof_free(m);
+                        st = run(cmd, &out);
+                        CHECK_INT(st, 0);
+                        CHECK(strstr(out, "File: libc.so.6") != NULL);
+                        free(out);
+                }
+        }
 
         snprintf(cmd, sizeof(cmd),
                  "go tool pprof -top -sample_index=samples -symbolize=none %s 2>&1", path);
