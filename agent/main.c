@@ -7,6 +7,7 @@
  * SIGTERM and SIGINT end the loop; every target is detached on the way out.
  */
 #include "conf.h"
+#include "log.h"
 #include "server.h"
 
 #include <curl/curl.h>
@@ -64,9 +65,7 @@ static void usage(FILE *f, const struct fp_conf *conf)
                 "                           options given here override it\n"
                 "  --check-config           check the settings file and the options, print ok\n"
                 "  --foreground             stay in the foreground and log to stderr\n");
-        fp_conf_print_help(conf, f);
-        fprintf(f, "  --version                print the version and exit\n"
-                   "  --help                   this text\n");
+        (void)conf;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -114,65 +113,19 @@ static int ensure_parent_dir(const char *path)
 static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_server_options *opt,
                      bool *ret_foreground)
 {
-        static const struct option extra[] = {
-            {"config", required_argument, NULL, 'C'}, {"check-config", no_argument, NULL, 'K'},
-            {"foreground", no_argument, NULL, 'f'},   {"version", no_argument, NULL, 'V'},
-            {"help", no_argument, NULL, 'h'},
+        const struct fp_conf_flag flags[] = {{"foreground", ret_foreground}};
+        const struct fp_conf_program prog = {
+            .name = "fleetprof-agent",
+            .version = FP_VERSION,
+            .default_config = DEFAULT_CONFIG,
+            .usage = usage,
+            .flags = flags,
+            .n_flags = 1,
         };
-        struct option opts[sizeof(extra) / sizeof(extra[0]) + N_AGENT_KEYS + 1];
-        const char *config = NULL, *store;
-        bool check = false;
-        char err[512];
-        int c;
-
-        fp_conf_getopt_table(conf, extra, sizeof(extra) / sizeof(extra[0]), opts);
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-                switch (c) {
-                case 'C':
-                        config = optarg;
-                        break;
-                case 'K':
-                        check = true;
-                        break;
-                case 'f':
-                        *ret_foreground = true;
-                        break;
-                case 'V':
-                        printf("fleetprof-agent %s\n", FP_VERSION);
-                        return 0;
-                case 'h':
-                        usage(stdout, conf);
-                        return 0;
-                case '?':
-                case ':':
-                        fprintf(stderr,
-                                "fleetprof-agent: unknown or incomplete option '%s' (see --help)\n",
-                                argv[optind - 1]);
-                        return 2;
-                default:
-                        if (fp_conf_set_option(conf, c, optarg, err, sizeof(err)) < 0) {
-                                fprintf(stderr, "fleetprof-agent: invalid %s\n", err);
-                                return 2;
-                        }
-                }
-        }
-        if (optind < argc) {
-                fprintf(stderr, "fleetprof-agent: unexpected argument '%s' (see --help)\n",
-                        argv[optind]);
-                return 2;
-        }
-        /* The default file is optional; one named with --config (or checked) must be there. */
-        if (!config && (check || access(DEFAULT_CONFIG, F_OK) == 0))
-                config = DEFAULT_CONFIG;
-        if (config && fp_conf_load(conf, config, NULL, err, sizeof(err)) < 0) {
-                fprintf(stderr, "fleetprof-agent: %s\n", err);
-                return 1;
-        }
-        if (check) {
-                printf("ok\n");
-                return 0;
-        }
+        const char *store;
+        int r = fp_conf_configure(conf, &prog, argc, argv);
+        if (r >= 0)
+                return r;
 
         store = fp_conf_string(conf, "store");
         *opt = (struct fp_server_options){
@@ -187,7 +140,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_serv
             .no_bpf = fp_conf_bool(conf, "no-bpf"),
         };
         if (!opt->socket_path) {
-                fprintf(stderr, "fleetprof-agent: the socket path must not be empty\n");
+                fp_log(LOG_ERR, "the socket path must not be empty");
                 return 2;
         }
         return -1;
@@ -204,9 +157,10 @@ int main(int argc, char **argv)
         char err[512];
         int r;
 
+        fp_log_init("fleetprof-agent");
         r = fp_conf_new(agent_keys, N_AGENT_KEYS, &conf);
         if (r < 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to set up the settings: %s\n",
+                fp_log(LOG_ERR, "Failed to set up the settings: %s",
                         strerror(-r));
                 return 1;
         }
@@ -216,7 +170,7 @@ int main(int argc, char **argv)
 
         signal(SIGPIPE, SIG_IGN);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to initialise libcurl\n");
+                fp_log(LOG_ERR, "Failed to initialise libcurl");
                 return 1;
         }
         raise_limit(RLIMIT_NOFILE);
@@ -224,26 +178,29 @@ int main(int argc, char **argv)
 
         r = ensure_parent_dir(opt.socket_path);
         if (r < 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to create the directory of '%s': %s\n",
+                fp_log(LOG_ERR, "Failed to create the directory of '%s': %s",
                         opt.socket_path, strerror(-r));
                 return 1;
         }
         if (opt.store_path && (r = ensure_parent_dir(opt.store_path)) < 0)
-                fprintf(stderr, "fleetprof-agent: Failed to create the directory of '%s': %s\n",
+                fp_log(LOG_ERR, "Failed to create the directory of '%s': %s",
                         opt.store_path, strerror(-r)); /* the store reports it again; not fatal */
-        if (!foreground && daemon(0, 0) < 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to daemonize: %s\n", strerror(errno));
-                return 1;
+        if (!foreground) {
+                if (daemon(0, 0) < 0) {
+                        fp_log(LOG_ERR, "Failed to daemonize: %s", strerror(errno));
+                        return 1;
+                }
+                fp_log_to_syslog(); /* stderr is /dev/null from here on */
         }
 
         base = event_base_new();
         if (!base) {
-                fprintf(stderr, "fleetprof-agent: Failed to create the event loop\n");
+                fp_log(LOG_ERR, "Failed to create the event loop");
                 return 1;
         }
         r = fp_server_new(base, &opt, &server, err, sizeof(err));
         if (r < 0) {
-                fprintf(stderr, "fleetprof-agent: %s\n", err);
+                fp_log(LOG_ERR, "%s", err);
                 event_base_free(base);
                 return 1;
         }
@@ -251,15 +208,15 @@ int main(int argc, char **argv)
         sigint = evsignal_new(base, SIGINT, on_signal, base);
         if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 ||
             evsignal_add(sigint, NULL) < 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to install signal handlers\n");
+                fp_log(LOG_ERR, "Failed to install signal handlers");
                 return 1;
         }
-        fprintf(stderr, "fleetprof-agent %s: listening on %s (pid %d), store %s\n", FP_VERSION,
+        fp_log(LOG_INFO, "version %s, listening on %s (pid %d), store %s", FP_VERSION,
                 opt.socket_path, (int)getpid(), opt.store_path ? opt.store_path : "none");
 
         event_base_dispatch(base);
 
-        fprintf(stderr, "fleetprof-agent: shutting down\n");
+        fp_log(LOG_INFO, "shutting down");
         event_free(sigterm);
         event_free(sigint);
         fp_server_free(server);

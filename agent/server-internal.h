@@ -6,6 +6,7 @@
 #pragma once
 
 #include "ctl.h"
+#include "util.h"
 #include "perf.h"
 #include "server.h"
 #include "target.h"
@@ -79,7 +80,6 @@ struct client {
         struct reply reply;
 };
 
-uint64_t fp_now_ns(int clk);
 void reply_error(struct reply *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Frames and queues the client's reply (c->reply), then frees it. */
 void send_reply(struct client *c);

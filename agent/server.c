@@ -11,6 +11,7 @@
  * waits (and, should it hang up meanwhile, is freed when the answer comes).
  */
 #include "server-internal.h"
+#include "log.h"
 #include "pprof.h"
 #include "store.h"
 #include "symbols.h"
@@ -32,13 +33,6 @@
 #include <unistd.h>
 
 #define MAX_QUEUE_BYTES (256u << 20) /* closed buckets waiting for the disk */
-
-uint64_t fp_now_ns(int clk)
-{
-        struct timespec ts;
-        clock_gettime(clk, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 void reply_error(struct reply *r, const char *fmt, ...)
 {
@@ -217,7 +211,7 @@ static void close_buckets(struct fp_server *s, struct agent_target *only, bool a
         if (!b || !ctx) {
                 fp_store_batch_free(b);
                 free(ctx);
-                fprintf(stderr, "fleetprof-agent: Failed to close a bucket: out of memory\n");
+                fp_log(LOG_ERR, "Failed to close a bucket: out of memory");
                 return;
         }
         for (size_t i = 0; i < n; i++) {
@@ -229,7 +223,7 @@ static void close_buckets(struct fp_server *s, struct agent_target *only, bool a
                 bool running = st.state == FP_TARGET_RUNNING;
                 int r = fp_target_fill_batch(at->t, b, only ? active : running);
                 if (r < 0) {
-                        fprintf(stderr, "fleetprof-agent: Failed to close the bucket of %d: %s\n",
+                        fp_log(LOG_ERR, "Failed to close the bucket of %d: %s",
                                 (int)fp_target_pid(at->t), strerror(-r));
                         continue;
                 }
@@ -305,10 +299,10 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
 
         struct batch_ctx *ctx = r->cookie;
         if (r->message[0] && r->error == 0)
-                fprintf(stderr, "fleetprof-agent: %s\n", r->message); /* store moved aside */
+                fp_log(LOG_WARNING, "%s", r->message); /* store moved aside */
         if (r->error < 0) {
                 if (strcmp(s->store_error, r->message) != 0)
-                        fprintf(stderr, "fleetprof-agent: Failed to write a bucket to '%s': %s\n",
+                        fp_log(LOG_ERR, "Failed to write a bucket to '%s': %s",
                                 s->opt.store_path, r->message);
                 snprintf(s->store_error, sizeof(s->store_error), "%s", r->message);
                 charge_batch(s, ctx, r->batch, "store_write_failed");
@@ -385,7 +379,7 @@ static void follow_child(struct fp_server *s, pid_t child, pid_t parent)
         struct fp_perf_config cfg = *fp_target_config(pat->t);
         int r = server_start_target(s, child, &cfg, owner, true, parent, &t, err, sizeof(err));
         if (r < 0 && r != -ESRCH)
-                fprintf(stderr, "fleetprof-agent: Failed to follow child %d of %d: %s\n",
+                fp_log(LOG_ERR, "Failed to follow child %d of %d: %s",
                         (int)child, (int)parent, err);
 }
 
@@ -450,12 +444,12 @@ static void start_tracker(struct fp_server *s)
                 r = fp_tracker_new(s->base, on_tracker_event, s, &s->tracker, s->tracker_reason,
                                    sizeof(s->tracker_reason));
                 if (r == 0) {
-                        fprintf(stderr, "fleetprof-agent: thread tracker: bpf\n");
+                        fp_log(LOG_INFO, "thread tracker: bpf");
                         return;
                 }
                 s->tracker = NULL;
         }
-        fprintf(stderr, "fleetprof-agent: thread tracker: perf-fork fallback (%s)\n",
+        fp_log(LOG_INFO, "thread tracker: perf-fork fallback (%s)",
                 s->tracker_reason);
 }
 
@@ -691,16 +685,16 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
         if (fp_proc_stat(ti->pid, NULL) != ti->starttime || proc_owner(ti->pid, &owner) < 0)
                 return 0; /* that process is gone (or the pid is another's now) */
         if (parse_config_string(ti->config, &cfg) < 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to resume %d: unreadable config '%s'\n",
+                fp_log(LOG_ERR, "Failed to resume %d: unreadable config '%s'",
                         (int)ti->pid, ti->config);
                 return 0;
         }
         bool follow = strstr(ti->config, " follow=1") != NULL;
         if (server_start_target(s, ti->pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to resume %d: %s\n", (int)ti->pid, err);
+                fp_log(LOG_ERR, "Failed to resume %d: %s", (int)ti->pid, err);
                 return 0;
         }
-        fprintf(stderr, "fleetprof-agent: resumed profiling %d (%s) with %s\n", (int)ti->pid,
+        fp_log(LOG_INFO, "resumed profiling %d (%s) with %s", (int)ti->pid,
                 fp_target_comm(t), cfg.event.name);
         return 0;
 }
@@ -716,11 +710,10 @@ static void open_store(struct fp_server *s)
                 return;
         r = fp_store_open(s->opt.store_path, s->opt.store_max_bytes, &store, err, sizeof(err));
         if (r == FP_STORE_RECOVERED)
-                fprintf(stderr, "fleetprof-agent: %s\n", err);
+                fp_log(LOG_WARNING, "%s", err);
         if (r < 0) {
-                fprintf(stderr,
-                        "fleetprof-agent: Failed to open the store '%s': %s (sampling goes on; "
-                        "buckets are counted as lost until it can be opened)\n",
+                fp_log(LOG_ERR, "Failed to open the store '%s': %s (sampling goes on; "
+                        "buckets are counted as lost until it can be opened)",
                         s->opt.store_path, err);
                 snprintf(s->store_error, sizeof(s->store_error), "%s", err);
                 store = NULL;
@@ -730,7 +723,7 @@ static void open_store(struct fp_server *s)
         r = fp_writer_new(s->base, store, s->opt.store_path, s->opt.store_max_bytes,
                           MAX_QUEUE_BYTES, on_writer_done, s, &s->writer);
         if (r < 0) {
-                fprintf(stderr, "fleetprof-agent: Failed to start the store writer: %s\n",
+                fp_log(LOG_ERR, "Failed to start the store writer: %s",
                         strerror(-r));
                 fp_store_close(store);
         }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "symbols.h"
+#include "util.h"
 
 #include <gelf.h>
 #include <libelf.h>
@@ -17,19 +18,6 @@
 
 #define BUILD_ID_MAX 64 /* bytes; a longer (odd) note is treated as no build ID */
 #define KEY_MAX      (2 * BUILD_ID_MAX + 1)
-
-#define _cleanup_(f) __attribute__((cleanup(f)))
-
-static inline void freep(void *p)
-{
-        free(*(void **)p);
-}
-
-static inline void closep(int *fd)
-{
-        if (*fd >= 0)
-                close(*fd);
-}
 
 static inline void elf_endp(Elf **e)
 {

@@ -216,7 +216,7 @@ static void emit(struct range *ranges, size_t *n, uint64_t start, uint32_t sym)
 static int builder_finish(struct builder *b, struct fp_symtab *t, uint64_t mid_cap,
                           uint64_t last_cap)
 {
-        _cleanup_(freep) uint32_t *stack = NULL;
+        _cleanup_free_ uint32_t *stack = NULL;
         struct range *ranges = NULL;
         struct sym *syms = NULL;
         char *names = NULL;
@@ -418,7 +418,7 @@ static unsigned elf_rank(unsigned char bind)
  */
 static int collect_symbols(Elf *elf, struct builder *b, bool *ret_has_symtab)
 {
-        _cleanup_(freep) uint64_t *sec_end = NULL;
+        _cleanup_free_ uint64_t *sec_end = NULL;
         bool has_symtab = false;
         Elf_Scn *scn = NULL;
         size_t shnum = 0;
@@ -527,7 +527,7 @@ static int collect_segments(Elf *elf, struct fp_symtab *t)
 /* Opens path as an ELF file for reading. On success the caller owns *ret_fd and *ret_elf. */
 int fp_sym_open_elf(const char *path, int *ret_fd, Elf **ret_elf, struct stat *ret_st)
 {
-        _cleanup_(closep) int fd = -1;
+        _cleanup_close_ int fd = -1;
         struct stat st;
         Elf *elf;
 
@@ -563,8 +563,8 @@ int fp_sym_open_elf(const char *path, int *ret_fd, Elf **ret_elf, struct stat *r
  */
 static int collect_debug_symbols(const char *debug_dir, const char *build_id, struct builder *b)
 {
-        _cleanup_(freep) char *path = NULL;
-        _cleanup_(closep) int fd = -1;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -1;
         _cleanup_(elf_endp) Elf *elf = NULL;
         char bid[KEY_MAX];
         bool has_symtab;
@@ -726,7 +726,7 @@ const char *fp_symtab_symbol(const struct fp_symtab *t, size_t i, uint64_t *ret_
 /* The kernel's build ID from /sys/kernel/notes (raw 4-byte aligned notes); "" if unknown. */
 static void kernel_build_id(char *out)
 {
-        _cleanup_(closep) int fd = -1;
+        _cleanup_close_ int fd = -1;
         unsigned char buf[4096];
         size_t off = 0;
         ssize_t n;
@@ -773,7 +773,7 @@ int fp_symtab_from_kallsyms(const char *path, struct fp_symtab **ret)
 {
         _cleanup_(builder_done) struct builder b = {0};
         _cleanup_(fclosep) FILE *f = NULL;
-        _cleanup_(freep) char *line = NULL;
+        _cleanup_free_ char *line = NULL;
         struct fp_symtab *t;
         size_t line_cap = 0, n_lines = 0;
         bool any_address = false;
@@ -875,7 +875,7 @@ static size_t vdso_image_size(const unsigned char *base)
 /* Loads the vdso mapped into this process: a private copy, parsed, then freed. */
 int fp_sym_load_vdso(struct fp_symtab **ret)
 {
-        _cleanup_(freep) char *copy = NULL;
+        _cleanup_free_ char *copy = NULL;
         _cleanup_(elf_endp) Elf *elf = NULL;
         unsigned long base = getauxval(AT_SYSINFO_EHDR);
         char bid[KEY_MAX];

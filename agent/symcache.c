@@ -236,7 +236,7 @@ static int remember_path(struct fp_symcache *c, const char *path, const struct s
 
 int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **ret)
 {
-        _cleanup_(closep) int fd = -1;
+        _cleanup_close_ int fd = -1;
         _cleanup_(elf_endp) Elf *elf = NULL;
         struct fp_symtab *tab;
         struct entry *e;

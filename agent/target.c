@@ -7,6 +7,7 @@
  * never run concurrently, so nothing here locks.
  */
 #include "target.h"
+#include "util.h"
 #include "aggregate.h"
 #include "maps.h"
 #include "pprof.h"
@@ -86,13 +87,6 @@ struct fp_target {
 
         struct fp_frame frames[MAX_FRAMES];
 };
-
-static uint64_t now_ns(clockid_t clk)
-{
-        struct timespec ts;
-        clock_gettime(clk, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 /* Reads a one-line /proc file into buf without its newline. */
 static int read_line(const char *path, char *buf, size_t len)
@@ -247,7 +241,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
                 return -ENOMEM;
         }
         th->live = true;
-        th->attach_ns = now_ns(CLOCK_MONOTONIC);
+        th->attach_ns = fp_now_ns(CLOCK_MONOTONIC);
         t->st.threads_live++;
         return 0;
 }
@@ -367,7 +361,7 @@ static void on_rescan(evutil_socket_t fd, short what, void *arg)
 
 static void record_latency(struct fp_target *t, uint64_t birth_ns)
 {
-        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
         uint64_t us = now > birth_ns ? (now - birth_ns) / 1000 : 0;
 
         if (!birth_ns)
@@ -506,7 +500,7 @@ static void resolve_frames(void *userdata, struct fp_frame *frames, uint32_t n)
                         continue;
                 frames[i].mapping = fp_maps_find(t->maps, frames[i].addr);
                 if (!frames[i].mapping && !reloaded) {
-                        uint64_t now = now_ns(CLOCK_MONOTONIC);
+                        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
                         reloaded = true;
                         if (now - t->maps_reload_ns > 100000000ULL) {
                                 t->maps_reload_ns = now;
@@ -784,7 +778,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->cfg = *cfg;
         t->starttime = fp_proc_stat(pid, NULL);
         t->st.state = FP_TARGET_RUNNING;
-        t->st.start_ns = now_ns(CLOCK_REALTIME);
+        t->st.start_ns = fp_now_ns(CLOCK_REALTIME);
         if (!t->starttime) {
                 snprintf(err, err_len, "no such process: %d", (int)pid);
                 free(t);

@@ -15,8 +15,10 @@
  * events call curl_multi_socket_action().
  */
 #include "upload.h"
+#include "log.h"
 #include "pprof.h"
 #include "store.h"
+#include "util.h"
 #include "writer.h"
 
 #include <curl/curl.h>
@@ -96,13 +98,6 @@ struct fp_uploader {
 
         struct fp_upload_status st;
 };
-
-static int64_t now_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* A random factor in [1 - spread, 1 + spread]. */
 static double jitter(double spread)
@@ -321,7 +316,7 @@ static void arm(struct fp_uploader *u, double seconds)
 {
         struct timeval tv = {.tv_sec = (time_t)seconds,
                              .tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)};
-        u->st.next_attempt_ns = now_ns() + (int64_t)(seconds * 1e9);
+        u->st.next_attempt_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) + (int64_t)(seconds * 1e9);
         event_add(u->ev_round, &tv);
 }
 
@@ -381,7 +376,7 @@ static void on_marked(void *userdata, const struct fp_writer_result *res)
                 return;
         }
         u->st.buckets_uploaded += r->n_ids;
-        u->st.last_success_ns = now_ns();
+        u->st.last_success_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
         size_t sent = 0, rejected = 0;
         for (size_t i = 0; i < r->n_items; i++) {
                 sent += r->items[i].outcome == 1;
@@ -414,7 +409,7 @@ static void sending_done(struct fp_uploader *u)
                 char msg[600];
                 snprintf(msg, sizeof(msg), "upload to %.200s failed (%zu of %zu): %.255s; retrying", u->url,
                          retry, r->n_items, why);
-                fprintf(stderr, "fleetprof-agent: %s\n", msg);
+                fp_log(LOG_ERR, "%s", msg);
                 round_end(u, false, msg);
                 return;
         }
@@ -457,9 +452,9 @@ static void check_done(struct fp_uploader *u)
                         /* Refused for good: log once, count its samples, never resend. */
                         snprintf(it->error, sizeof(it->error), "HTTP %ld: %.200s", code,
                                  it->response);
-                        fprintf(stderr,
-                                "fleetprof-agent: The collector refused the profile of %d (%s, "
-                                "%" PRIu64 " samples): %s\n",
+                        fp_log(LOG_ERR,
+                               "The collector refused the profile of %d (%s, %" PRIu64
+                               " samples): %s",
                                 (int)it->pid, it->event, it->samples, it->error);
                         it->outcome = 2;
                         u->st.uploads_rejected++;
@@ -595,7 +590,7 @@ static void on_prepared(void *userdata, const struct fp_writer_result *res)
                 return;
         }
         u->state = SENDING;
-        u->st.last_attempt_ns = now_ns();
+        u->st.last_attempt_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
         r->fixed = true; /* from here on, a retry resends exactly these buckets */
         for (size_t i = 0; i < r->n_items; i++) {
                 int e = item_start(u, r, &r->items[i]);
@@ -694,27 +689,6 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 /* ---- API ---- */
 
-static int read_token(const char *path, char **ret, char *err, size_t err_len)
-{
-        FILE *f = fopen(path, "re");
-        char buf[4096];
-        if (!f) {
-                int e = errno;
-                snprintf(err, err_len, "cannot read the token file '%s': %s", path, strerror(e));
-                return -e;
-        }
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        buf[strcspn(buf, "\r\n")] = 0;
-        if (!buf[0]) {
-                snprintf(err, err_len, "the token file '%s' is empty", path);
-                return -EINVAL;
-        }
-        *ret = strdup(buf);
-        return *ret ? 0 : -ENOMEM;
-}
-
 int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
                     const struct fp_upload_options *opt, fp_upload_reject_fn reject, void *userdata,
                     struct fp_uploader **ret, char *err, size_t err_len)
@@ -745,7 +719,7 @@ int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
         }
         if (opt->ca_file)
                 u->ca_file = strdup(opt->ca_file);
-        if (opt->token_file && (r = read_token(opt->token_file, &u->token, err, err_len)) < 0) {
+        if (opt->token_file && (r = fp_read_token_file(opt->token_file, &u->token, err, err_len)) < 0) {
                 fp_uploader_free(u);
                 return r;
         }
@@ -765,7 +739,7 @@ int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
         curl_multi_setopt(u->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
         curl_multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
         curl_multi_setopt(u->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 4L);
-        srandom((unsigned)(now_ns() ^ getpid()));
+        srandom((unsigned)((int64_t)fp_now_ns(CLOCK_REALTIME) ^ getpid()));
         arm(u, u->interval * jitter(0.1));
         *ret = u;
         return 0;

@@ -3,9 +3,11 @@
  * The JSON and pprof API handlers; see api.h for what each answers.
  */
 #include "api.h"
+#include "log.h"
 #include "filter.h"
 #include "ingest.h"
-#include "json.h"
+#include "escape.h"
+#include "util.h"
 #include "pprof.h"
 #include "server.h"
 #include "store.h"
@@ -21,14 +23,6 @@
 #include <time.h>
 
 /* ---- ingest ---- */
-
-static int64_t mono_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
 {
@@ -65,19 +59,19 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 goto out;
         }
         s->st.bytes_received += len;
-        t0 = mono_ns();
+        t0 = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
         r = fp_coll_ingest_build(meta, body, len, s->max_profile_bytes, &batch, &samples, err,
                                  sizeof(err));
         if (r < 0) {
                 int code = r == -EFBIG ? 413 : r == -ENOMEM ? 503 : 400;
 
                 s->st.uploads_rejected++;
-                fprintf(stderr, "fleetprof-collector: Refused an upload from %s (pid %d): %s\n",
+                fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s",
                         meta->host, (int)meta->pid, err);
                 fp_coll_reply_error(req, code, "%s", err);
                 goto out;
         }
-        s->st.decode_ns += (uint64_t)(mono_ns() - t0);
+        s->st.decode_ns += (uint64_t)((int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0);
         if (key && (r = fp_store_batch_set_key(batch, key)) < 0) {
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
@@ -190,17 +184,17 @@ static int series_json(void *userdata, const struct fp_store_series *se,
         struct evbuffer *b = userdata;
         char first[40], last[40];
 
-        fp_coll_rfc3339(se->first_ns, first, sizeof(first));
-        fp_coll_rfc3339(se->last_ns, last, sizeof(last));
+        fp_rfc3339(se->first_ns, first, sizeof(first));
+        fp_rfc3339(se->last_ns, last, sizeof(last));
         evbuffer_add_printf(b, "%s\n    {\"host\": ", evbuffer_get_length(b) > 16 ? "," : "");
-        fp_coll_json_str(b, se->host);
+        fp_escape_json_evb(b, se->host);
         evbuffer_add_printf(b, ", \"process\": ");
-        fp_coll_json_str(b, se->comm);
+        fp_escape_json_evb(b, se->comm);
         evbuffer_add_printf(b, ", \"pid\": %d, \"starttime\": %" PRIu64 ", \"exe\": ", (int)se->pid,
                             se->starttime);
-        fp_coll_json_str(b, se->exe);
+        fp_escape_json_evb(b, se->exe);
         evbuffer_add_printf(b, ", \"event\": ");
-        fp_coll_json_str(b, se->event);
+        fp_escape_json_evb(b, se->event);
         evbuffer_add_printf(b,
                             ", \"first\": \"%s\", \"last\": \"%s\", \"first_ns\": %" PRId64
                             ", \"last_ns\": %" PRId64 ", \"buckets\": %" PRIu64
@@ -209,7 +203,7 @@ static int series_json(void *userdata, const struct fp_store_series *se,
                             se->value);
         for (size_t i = 0; i < d->n; i++) {
                 evbuffer_add_printf(b, "%s", i ? ", " : "");
-                fp_coll_json_str(b, d->d[i].reason);
+                fp_escape_json_evb(b, d->d[i].reason);
                 evbuffer_add_printf(b, ": %" PRIu64, d->d[i].count);
         }
         evbuffer_add_printf(b, "}}");
@@ -222,7 +216,7 @@ int fp_coll_api_parse_filter(struct evhttp_request *req, struct fp_coll_filter *
         char err[256];
         int r;
 
-        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL, fp_coll_now_ns(), f, err,
+        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL, (int64_t)fp_now_ns(CLOCK_REALTIME), f, err,
                                  sizeof(err));
         if (r < 0)
                 fp_coll_reply_error(req, 400, "%s", err);
@@ -335,7 +329,7 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
                             ", \"file_bytes\": %" PRIu64 ", \"wal_bytes\": %" PRIu64
                             ", \"max_bytes\": %" PRIu64 "}}\n",
                             r < 0 ? "degraded" : "ok", FP_VERSION,
-                            (int64_t)((fp_coll_now_ns() - s->st.started_ns) / 1000000000LL),
+                            (int64_t)(((int64_t)fp_now_ns(CLOCK_REALTIME) - s->st.started_ns) / 1000000000LL),
                             s->st.requests, s->st.uploads_stored, s->st.uploads_duplicate,
                             s->st.uploads_rejected, s->st.uploads_failed, s->st.samples_stored,
                             s->st.bytes_received, s->st.decode_ns / 1000000,

@@ -3,8 +3,9 @@
  * Read-query parsing; see filter.h.
  */
 #include "filter.h"
-#include "options.h"
-#include "json.h"
+#include "settings.h"
+#include "escape.h"
+#include "util.h"
 
 #include <errno.h>
 #include <event2/http.h>
@@ -31,7 +32,7 @@ int fp_coll_parse_time(const char *s, int64_t now_ns, int64_t *ret)
                 return 0;
         }
         if (s[0] == '-') {
-                if (fp_coll_parse_duration(s + 1, &secs) < 0 || secs > (uint64_t)(now_ns / NS))
+                if (fp_parse_duration(s + 1, 0, UINT64_MAX, &secs) < 0 || secs > (uint64_t)(now_ns / NS))
                         return -EINVAL;
                 *ret = now_ns - (int64_t)secs * NS;
                 return 0;
@@ -61,7 +62,7 @@ static int text(const char *name, const char *v, char *dst, size_t size, char *e
         size_t n = strlen(v);
 
         if (n == 0 || n >= size)
-                return fp_coll_errf(err, errlen, -EINVAL,
+                return fp_errf(err, errlen, -EINVAL,
                                     "parameter '%s' must be 1 to %zu characters", name, size - 1);
         memcpy(dst, v, n + 1);
         return 0;
@@ -78,10 +79,10 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
 
         f = calloc(1, sizeof(*f));
         if (!f)
-                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
         TAILQ_INIT(&q);
         if (evhttp_parse_query_str(query ? query : "", &q) < 0) {
-                r = fp_coll_errf(err, errlen, -EINVAL, "the query string is malformed");
+                r = fp_errf(err, errlen, -EINVAL, "the query string is malformed");
                 goto out;
         }
         TAILQ_FOREACH(kv, &q, next)
@@ -104,7 +105,7 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         errno = 0;
                         n = *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : -1;
                         if (n < 1 || errno || *end || n > INT_MAX) {
-                                r = fp_coll_errf(err, errlen, -EINVAL,
+                                r = fp_errf(err, errlen, -EINVAL,
                                                  "parameter '%s' must be a positive integer", k);
                         } else if (k[0] == 'p') {
                                 f->f.pid = (pid_t)n;
@@ -118,7 +119,7 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         int64_t t;
 
                         if (fp_coll_parse_time(v, now_ns, &t) < 0)
-                                r = fp_coll_errf(
+                                r = fp_errf(
                                     err, errlen, -EINVAL,
                                     "parameter '%s': '%.64s' is not a time (Unix seconds, "
                                     "2026-01-31T12:00:00Z, now, or -15m/-2h/-7d)",
@@ -128,7 +129,7 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         else
                                 f->f.until_ns = t;
                 } else {
-                        r = fp_coll_errf(
+                        r = fp_errf(
                             err, errlen, -EINVAL,
                             "unknown parameter '%.64s' (known: host, process, pid, event, "
                             "from, to, seconds)",
@@ -138,11 +139,11 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         goto out;
         }
         if (have_from && have_seconds) {
-                r = fp_coll_errf(err, errlen, -EINVAL, "give either 'from' or 'seconds', not both");
+                r = fp_errf(err, errlen, -EINVAL, "give either 'from' or 'seconds', not both");
                 goto out;
         }
         if (f->f.until_ns && f->f.until_ns <= f->f.since_ns) {
-                r = fp_coll_errf(err, errlen, -EINVAL, "'to' must be later than 'from'");
+                r = fp_errf(err, errlen, -EINVAL, "'to' must be later than 'from'");
                 goto out;
         }
         memcpy(ret, f, sizeof(*f));

@@ -10,7 +10,8 @@
  * checked for presence, range and characters before anything is stored.
  */
 #include "ingest.h"
-#include "json.h"
+#include "escape.h"
+#include "util.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -82,12 +83,12 @@ static int copy_text(const char *name, const char *v, char *dst, size_t size, bo
         size_t n = strlen(v);
 
         if (required && n == 0)
-                return fp_coll_errf(err, errlen, -EINVAL, "parameter '%s' is empty", name);
+                return fp_errf(err, errlen, -EINVAL, "parameter '%s' is empty", name);
         if (n >= size)
-                return fp_coll_errf(err, errlen, -EINVAL, "parameter '%s' is longer than %zu bytes",
+                return fp_errf(err, errlen, -EINVAL, "parameter '%s' is longer than %zu bytes",
                                     name, size - 1);
         if (!printable(v))
-                return fp_coll_errf(err, errlen, -EINVAL,
+                return fp_errf(err, errlen, -EINVAL,
                                     "parameter '%s' contains control characters", name);
         memcpy(dst, v, n + 1);
         return 0;
@@ -105,7 +106,7 @@ static int parse_drops(const char *v, struct fp_coll_meta *m, char *err, size_t 
                 size_t rlen, nlen, i;
 
                 if (!colon)
-                        return fp_coll_errf(err, errlen, -EINVAL,
+                        return fp_errf(err, errlen, -EINVAL,
                                             "parameter 'drops': '%.40s' is not reason:count", p);
                 comma = strchr(colon, ',');
                 if (!comma)
@@ -113,25 +114,25 @@ static int parse_drops(const char *v, struct fp_coll_meta *m, char *err, size_t 
                 rlen = (size_t)(colon - p);
                 nlen = (size_t)(comma - colon - 1);
                 if (rlen == 0 || rlen >= sizeof(m->drops[0].reason))
-                        return fp_coll_errf(
+                        return fp_errf(
                             err, errlen, -EINVAL,
                             "parameter 'drops': a reason must be 1 to %zu characters",
                             sizeof(m->drops[0].reason) - 1);
                 for (i = 0; i < rlen; i++)
                         if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
                               p[i] == '_'))
-                                return fp_coll_errf(
+                                return fp_errf(
                                     err, errlen, -EINVAL,
                                     "parameter 'drops': reason '%.*s' is not [a-z0-9_]",
                                     (int)(rlen > 40 ? 40 : rlen), p);
                 if (nlen == 0 || nlen >= sizeof(num))
-                        return fp_coll_errf(err, errlen, -EINVAL,
+                        return fp_errf(err, errlen, -EINVAL,
                                             "parameter 'drops': bad count for reason '%.*s'",
                                             (int)rlen, p);
                 memcpy(num, colon + 1, nlen);
                 num[nlen] = 0;
                 if (parse_u64(num, &count) < 0 || count > INT64_MAX)
-                        return fp_coll_errf(
+                        return fp_errf(
                             err, errlen, -EINVAL,
                             "parameter 'drops': count '%s' of reason '%.*s' is not a "
                             "non-negative integer",
@@ -142,7 +143,7 @@ static int parse_drops(const char *v, struct fp_coll_meta *m, char *err, size_t 
                                 break;
                 if (i == m->n_drops) {
                         if (m->n_drops == FP_COLL_MAX_DROPS)
-                                return fp_coll_errf(err, errlen, -EINVAL,
+                                return fp_errf(err, errlen, -EINVAL,
                                                     "parameter 'drops': more than %d reasons",
                                                     FP_COLL_MAX_DROPS);
                         memcpy(m->drops[i].reason, p, rlen);
@@ -192,21 +193,21 @@ static int meta_param(struct fp_coll_meta *m, int bit, const char *name, const c
         switch (bit) {
         case P_HOST:
                 if (!*v || !chars_in(v, ".-_:[]"))
-                        return fp_coll_errf(
+                        return fp_errf(
                             err, errlen, -EINVAL,
                             "parameter 'host' must be a host name (letters, digits, "
                             "'.', '-', '_')");
                 return copy_text(name, v, m->host, sizeof(m->host), true, err, errlen);
         case P_PID:
                 if (parse_i64(v, 1, INT_MAX, &n) < 0)
-                        return fp_coll_errf(err, errlen, -EINVAL,
+                        return fp_errf(err, errlen, -EINVAL,
                                             "parameter 'pid' must be an integer from 1 to %d",
                                             INT_MAX);
                 m->pid = (pid_t)n;
                 return 0;
         case P_STARTTIME:
                 if (parse_u64(v, &m->starttime) < 0)
-                        return fp_coll_errf(err, errlen, -EINVAL,
+                        return fp_errf(err, errlen, -EINVAL,
                                             "parameter 'starttime' must be a non-negative integer");
                 return 0;
         case P_COMM:
@@ -215,14 +216,14 @@ static int meta_param(struct fp_coll_meta *m, int bit, const char *name, const c
                 return copy_text(name, v, m->exe, sizeof(m->exe), false, err, errlen);
         case P_EVENT:
                 if (!*v || !chars_in(v, "-_.:/"))
-                        return fp_coll_errf(
+                        return fp_errf(
                             err, errlen, -EINVAL,
                             "parameter 'event' must be an event name such as cpu-clock");
                 return copy_text(name, v, m->event, sizeof(m->event), true, err, errlen);
         case P_FROM:
         case P_TO:
                 if (parse_i64(v, 0, INT64_MAX, &n) < 0)
-                        return fp_coll_errf(
+                        return fp_errf(
                             err, errlen, -EINVAL,
                             "parameter '%s' must be a time in nanoseconds since the "
                             "epoch",
@@ -246,10 +247,10 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
 
         m = calloc(1, sizeof(*m));
         if (!m)
-                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
         TAILQ_INIT(&q);
         if (evhttp_parse_query_str(query ? query : "", &q) < 0) {
-                r = fp_coll_errf(err, errlen, -EINVAL, "the query string is malformed");
+                r = fp_errf(err, errlen, -EINVAL, "the query string is malformed");
                 goto out;
         }
         TAILQ_FOREACH(kv, &q, next)
@@ -260,12 +261,12 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
                         if (strcmp(kv->key, params[i].name) == 0)
                                 break;
                 if (i == sizeof(params) / sizeof(params[0])) {
-                        r = fp_coll_errf(err, errlen, -EINVAL, "unknown parameter '%.64s'",
+                        r = fp_errf(err, errlen, -EINVAL, "unknown parameter '%.64s'",
                                          kv->key);
                         goto out;
                 }
                 if (seen & params[i].bit) {
-                        r = fp_coll_errf(err, errlen, -EINVAL, "parameter '%s' is given twice",
+                        r = fp_errf(err, errlen, -EINVAL, "parameter '%s' is given twice",
                                          params[i].name);
                         goto out;
                 }
@@ -276,12 +277,12 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
         }
         for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++)
                 if ((P_REQUIRED & params[i].bit) && !(seen & params[i].bit)) {
-                        r = fp_coll_errf(err, errlen, -EINVAL, "missing parameter '%s'",
+                        r = fp_errf(err, errlen, -EINVAL, "missing parameter '%s'",
                                          params[i].name);
                         goto out;
                 }
         if (m->to_ns <= m->from_ns || m->to_ns - m->from_ns > MAX_RANGE_NS) {
-                r = fp_coll_errf(err, errlen, -EINVAL,
+                r = fp_errf(err, errlen, -EINVAL,
                                  "the time range from=%" PRId64 " to=%" PRId64
                                  " is empty, reversed or longer than ten years",
                                  m->from_ns, m->to_ns);
@@ -299,11 +300,11 @@ int fp_coll_ingest_check_key(const char *key, char *err, size_t errlen)
         size_t n = strlen(key);
 
         if (n == 0 || n > FP_STORE_MAX_KEY)
-                return fp_coll_errf(err, errlen, -EINVAL,
+                return fp_errf(err, errlen, -EINVAL,
                                     "Idempotency-Key must be 1 to %d characters", FP_STORE_MAX_KEY);
         for (size_t i = 0; i < n; i++)
                 if ((unsigned char)key[i] <= 0x20 || (unsigned char)key[i] >= 0x7f)
-                        return fp_coll_errf(
+                        return fp_errf(
                             err, errlen, -EINVAL,
                             "Idempotency-Key must be printable ASCII without spaces");
         return 0;
@@ -322,9 +323,9 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
 
         r = fp_pprof_sample_get(p, i, &v);
         if (r < 0)
-                return fp_coll_errf(err, errlen, r, "cannot read sample %zu", i);
+                return fp_errf(err, errlen, r, "cannot read sample %zu", i);
         if (v.n_locations > FP_STORE_MAX_FRAMES)
-                return fp_coll_errf(err, errlen, -EINVAL,
+                return fp_errf(err, errlen, -EINVAL,
                                     "sample %zu has %zu frames; at most %d are kept", i,
                                     v.n_locations, FP_STORE_MAX_FRAMES);
         for (size_t j = 0; j < v.n_labels; j++) {
@@ -332,17 +333,17 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
 
                 r = fp_pprof_sample_label(p, i, j, &l);
                 if (r < 0)
-                        return fp_coll_errf(err, errlen, r, "cannot read label %zu of sample %zu",
+                        return fp_errf(err, errlen, r, "cannot read label %zu of sample %zu",
                                             j, i);
                 if (strcmp(l.key, "thread") == 0) {
                         if (l.str || l.num < 0 || l.num > INT_MAX)
-                                return fp_coll_errf(
+                                return fp_errf(
                                     err, errlen, -EINVAL,
                                     "sample %zu: label 'thread' must be a thread id", i);
                         tid = l.num;
                 } else if (strcmp(l.key, "thread_name") == 0) {
                         if (!l.str)
-                                return fp_coll_errf(
+                                return fp_errf(
                                     err, errlen, -EINVAL,
                                     "sample %zu: label 'thread_name' must be a string", i);
                         thread_name = l.str;
@@ -354,7 +355,7 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
 
                 r = fp_pprof_location_get(p, v.location_ids[j], &lv);
                 if (r < 0)
-                        return fp_coll_errf(err, errlen, -EBADMSG,
+                        return fp_errf(err, errlen, -EBADMSG,
                                             "sample %zu: location %" PRIu64 " is bad", i,
                                             v.location_ids[j]);
                 frames[j] = (struct fp_store_frame){
@@ -371,11 +372,11 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
                 return 0; /* nothing to keep */
         r = fp_store_batch_add_stack(b, frames, v.n_locations, &stack);
         if (r < 0)
-                return fp_coll_errf(err, errlen, r, "cannot add a stack: %s", strerror(-r));
+                return fp_errf(err, errlen, r, "cannot add a stack: %s", strerror(-r));
         r = fp_store_batch_add_sample(b, target, event, (pid_t)tid, thread_name, stack,
                                       (uint64_t)v.values[0], (uint64_t)v.values[1]);
         if (r < 0)
-                return fp_coll_errf(err, errlen, r, "cannot add a sample: %s", strerror(-r));
+                return fp_errf(err, errlen, r, "cannot add a sample: %s", strerror(-r));
         *total = *total > UINT64_MAX - (uint64_t)v.values[0] ? UINT64_MAX
                                                              : *total + (uint64_t)v.values[0];
         return 0;
@@ -392,7 +393,7 @@ static int build(const struct fp_coll_meta *meta, const struct fp_pprof *p,
         int r;
 
         if (fp_pprof_n_sample_types(p) != 2)
-                return fp_coll_errf(
+                return fp_errf(
                     err, errlen, -EINVAL,
                     "the profile has %zu sample types; an upload has two (count and "
                     "value)",
@@ -400,11 +401,11 @@ static int build(const struct fp_coll_meta *meta, const struct fp_pprof *p,
         ct = fp_pprof_sample_type(p, 0, &cu);
         vt = fp_pprof_sample_type(p, 1, &vu);
         if (!*ct || !*cu || !*vt || !*vu)
-                return fp_coll_errf(err, errlen, -EINVAL,
+                return fp_errf(err, errlen, -EINVAL,
                                     "a sample type of the profile has no name or unit");
         period = fp_pprof_period(p, &pt, &pu);
         if (period < 0)
-                return fp_coll_errf(err, errlen, -EINVAL,
+                return fp_errf(err, errlen, -EINVAL,
                                     "the profile's period is negative (%" PRId64 ")", period);
 
         struct fp_store_target t = {.host = meta->host,
@@ -422,16 +423,16 @@ static int build(const struct fp_coll_meta *meta, const struct fp_pprof *p,
                                    .period = period};
         if ((r = fp_store_batch_add_target(b, &t, &target)) < 0 ||
             (r = fp_store_batch_add_event(b, &e, &event)) < 0)
-                return fp_coll_errf(err, errlen, r, "cannot describe the upload: %s", strerror(-r));
+                return fp_errf(err, errlen, r, "cannot describe the upload: %s", strerror(-r));
         for (size_t i = 0; i < meta->n_drops; i++) {
                 r = fp_store_batch_add_drop(b, target, meta->drops[i].reason, meta->drops[i].count);
                 if (r < 0)
-                        return fp_coll_errf(err, errlen, r, "cannot add drop counts: %s",
+                        return fp_errf(err, errlen, r, "cannot add drop counts: %s",
                                             strerror(-r));
         }
         frames = calloc(FP_STORE_MAX_FRAMES, sizeof(*frames));
         if (!frames)
-                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
         r = 0;
         for (size_t i = 0; i < fp_pprof_n_samples(p) && r >= 0; i++)
                 r = add_sample(p, i, b, target, event, frames, &total, err, errlen);
@@ -453,16 +454,16 @@ int fp_coll_ingest_build(const struct fp_coll_meta *meta, const uint8_t *body, s
         int r;
 
         if (len < 2 || body[0] != 0x1f || body[1] != 0x8b)
-                return fp_coll_errf(err, errlen, -EBADMSG,
+                return fp_errf(err, errlen, -EBADMSG,
                                     "the body is not gzip data (an upload is a gzip-compressed "
                                     "profile.proto)");
         r = fp_pprof_decode(body, len, max_decompressed, &p, derr, sizeof(derr));
         if (r < 0)
-                return fp_coll_errf(err, errlen, r, "%s", derr[0] ? derr : strerror(-r));
+                return fp_errf(err, errlen, r, "%s", derr[0] ? derr : strerror(-r));
         b = fp_store_batch_new(meta->from_ns, meta->to_ns - meta->from_ns);
         if (!b) {
                 fp_pprof_free(p);
-                return fp_coll_errf(err, errlen, -ENOMEM, "out of memory");
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
         }
         r = build(meta, p, b, &samples, err, errlen);
         fp_pprof_free(p);

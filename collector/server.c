@@ -4,8 +4,10 @@
  * server.h.
  */
 #include "server.h"
+#include "log.h"
 #include "api.h"
-#include "json.h"
+#include "escape.h"
+#include "util.h"
 #include "store.h"
 #include "web.h"
 #include "writeq.h"
@@ -24,27 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-int64_t fp_coll_now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (err && errlen) {
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-}
 
 void fp_coll_reply(struct evhttp_request *req, int code, const char *content_type,
                    struct evbuffer *body)
@@ -78,7 +59,7 @@ void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, 
                 return;
         }
         evbuffer_add_printf(b, "{\"error\": ");
-        fp_coll_json_str(b, msg);
+        fp_escape_json_evb(b, msg);
         evbuffer_add_printf(b, "}\n");
         if (code == 401)
                 evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
@@ -176,48 +157,25 @@ static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, c
         char e[256];
 
         if (!ctx) {
-                seterr(err, errlen, "Failed to set up TLS: out of memory");
+                fp_errf(err, errlen, 0, "Failed to set up TLS: out of memory");
                 return -ENOMEM;
         }
         s->ssl_ctx = ctx;
         SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
         if (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert) != 1) {
                 ERR_error_string_n(ERR_get_error(), e, sizeof(e));
-                seterr(err, errlen, "Failed to load the TLS certificate '%s': %s", c->tls_cert, e);
+                fp_errf(err, errlen, 0, "Failed to load the TLS certificate '%s': %s", c->tls_cert, e);
                 return -EINVAL;
         }
         if (SSL_CTX_use_PrivateKey_file(ctx, c->tls_key, SSL_FILETYPE_PEM) != 1 ||
             SSL_CTX_check_private_key(ctx) != 1) {
                 ERR_error_string_n(ERR_get_error(), e, sizeof(e));
-                seterr(err, errlen, "Failed to load the TLS key '%s': %s", c->tls_key, e);
+                fp_errf(err, errlen, 0, "Failed to load the TLS key '%s': %s", c->tls_key, e);
                 return -EINVAL;
         }
         evhttp_set_bevcb(s->http, ssl_bev, s);
         s->tls = true;
         return 0;
-}
-
-static int read_token(const char *path, char **ret, char *err, size_t errlen)
-{
-        FILE *f = fopen(path, "re");
-        char buf[4096];
-        size_t n;
-
-        if (!f) {
-                int e = errno;
-                seterr(err, errlen, "Failed to read the token file '%s': %s", path, strerror(e));
-                return -e;
-        }
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        buf[strcspn(buf, "\r\n")] = 0;
-        if (!buf[0]) {
-                seterr(err, errlen, "The token file '%s' is empty", path);
-                return -EINVAL;
-        }
-        *ret = strdup(buf);
-        return *ret ? 0 : -ENOMEM;
 }
 
 /* "ADDR:PORT", "[v6]:PORT" or ":PORT" (all addresses). */
@@ -258,30 +216,30 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         int r;
 
         if (split_listen(c->listen, addr, sizeof(addr), &port) < 0) {
-                seterr(err, errlen, "invalid --listen '%s': ADDR:PORT, e.g. 127.0.0.1:7070",
+                fp_errf(err, errlen, 0, "invalid --listen '%s': ADDR:PORT, e.g. 127.0.0.1:7070",
                        c->listen);
                 return -EINVAL;
         }
         s = calloc(1, sizeof(*s));
         if (!s) {
-                seterr(err, errlen, "out of memory");
+                fp_errf(err, errlen, 0, "out of memory");
                 return -ENOMEM;
         }
         s->base = base;
         s->max_profile_bytes = (size_t)c->max_profile_mb << 20;
-        s->st.started_ns = fp_coll_now_ns();
+        s->st.started_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
         snprintf(s->listen, sizeof(s->listen), "%s", c->listen);
-        if (c->token_file && (r = read_token(c->token_file, &s->token, err, errlen)) < 0)
+        if (c->token_file && (r = fp_read_token_file(c->token_file, &s->token, err, errlen)) < 0)
                 goto fail;
         s->store_max_bytes = c->store_max_mb << 20;
         r = fp_store_open(c->store, s->store_max_bytes, &wstore, err, errlen);
         if (r < 0)
                 goto fail;
         if (r == FP_STORE_RECOVERED)
-                fprintf(stderr, "fleetprof-collector: %s\n", err);
+                fp_log(LOG_WARNING, "%s", err);
         r = fp_coll_writeq_new(s, wstore, c->retention_s, &s->writeq);
         if (r < 0) {
-                seterr(err, errlen, "Failed to start the writer thread: %s", strerror(-r));
+                fp_errf(err, errlen, 0, "Failed to start the writer thread: %s", strerror(-r));
                 goto fail;
         }
         r = fp_store_open_readonly(c->store, &s->store, err, errlen);
@@ -289,7 +247,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         s->http = evhttp_new(base);
         if (!s->http) {
-                seterr(err, errlen, "Failed to create the HTTP server");
+                fp_errf(err, errlen, 0, "Failed to create the HTTP server");
                 r = -ENOMEM;
                 goto fail;
         }
@@ -303,7 +261,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         s->sock = evhttp_bind_socket_with_handle(s->http, addr, (ev_uint16_t)port);
         if (!s->sock) {
                 r = -errno ? -errno : -EADDRINUSE;
-                seterr(err, errlen, "Failed to listen on '%s': %s", c->listen, strerror(-r));
+                fp_errf(err, errlen, 0, "Failed to listen on '%s': %s", c->listen, strerror(-r));
                 goto fail;
         }
         *ret = s;

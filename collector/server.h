@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "options.h"
+#include "settings.h"
 
 struct event_base;
 struct evhttp_request;
@@ -72,5 +72,3 @@ void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, 
 /* Sends body (drained) with the status and content type. */
 void fp_coll_reply(struct evhttp_request *req, int code, const char *content_type,
                    struct evbuffer *body);
-/* CLOCK_REALTIME in nanoseconds. */
-int64_t fp_coll_now_ns(void);

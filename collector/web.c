@@ -6,7 +6,8 @@
 #include "web.h"
 #include "api.h"
 #include "filter.h"
-#include "json.h"
+#include "escape.h"
+#include "util.h"
 #include "pprof.h"
 #include "server.h"
 #include "store.h"
@@ -35,9 +36,9 @@ struct page {
 static void series_query(struct evbuffer *b, const struct fp_store_series *se)
 {
         evbuffer_add_printf(b, "host=");
-        fp_coll_url_str(b, se->host);
+        fp_escape_url_evb(b, se->host);
         evbuffer_add_printf(b, "&amp;pid=%d&amp;event=", (int)se->pid);
-        fp_coll_url_str(b, se->event);
+        fp_escape_url_evb(b, se->event);
 }
 
 static int series_row(void *userdata, const struct fp_store_series *se,
@@ -47,21 +48,21 @@ static int series_row(void *userdata, const struct fp_store_series *se,
         struct evbuffer *b = pg->b;
         char first[40], last[40];
 
-        fp_coll_rfc3339(se->first_ns, first, sizeof(first));
-        fp_coll_rfc3339(se->last_ns, last, sizeof(last));
+        fp_rfc3339(se->first_ns, first, sizeof(first));
+        fp_rfc3339(se->last_ns, last, sizeof(last));
         evbuffer_add_printf(b, "<tr><td>");
-        fp_coll_html_str(b, se->host);
+        fp_escape_html_evb(b, se->host);
         evbuffer_add_printf(b, "</td><td>");
-        fp_coll_html_str(b, se->comm);
+        fp_escape_html_evb(b, se->comm);
         evbuffer_add_printf(b, "</td><td class=n>%d</td><td>", (int)se->pid);
-        fp_coll_html_str(b, se->event);
+        fp_escape_html_evb(b, se->event);
         evbuffer_add_printf(b,
                             "</td><td>%s</td><td>%s</td><td class=n>%" PRIu64
                             "</td><td class=n>%" PRIu64 "</td><td>",
                             first, last, se->buckets, se->count);
         for (size_t i = 0; i < d->n; i++) {
                 evbuffer_add_printf(b, "<span class=drop>");
-                fp_coll_html_str(b, d->d[i].reason);
+                fp_escape_html_evb(b, d->d[i].reason);
                 evbuffer_add_printf(b, ": %" PRIu64 "</span><br>", d->d[i].count);
                 pg->drops += d->d[i].count;
         }
@@ -150,15 +151,15 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
         fclose(mem);
         evbuffer_add_printf(b, head, "fleetprof top");
         evbuffer_add_printf(b, "<p><a href=\"/\">all series</a></p>\n<h1>top: ");
-        fp_coll_html_str(b, f.host[0] ? f.host : "all hosts");
+        fp_escape_html_evb(b, f.host[0] ? f.host : "all hosts");
         evbuffer_add_printf(b, " ");
-        fp_coll_html_str(b, f.process);
+        fp_escape_html_evb(b, f.process);
         if (f.f.pid)
                 evbuffer_add_printf(b, " pid %d", (int)f.f.pid);
         evbuffer_add_printf(b, " ");
-        fp_coll_html_str(b, f.event);
+        fp_escape_html_evb(b, f.event);
         evbuffer_add_printf(b, "</h1>\n<pre>");
-        fp_coll_html_str(b, text);
+        fp_escape_html_evb(b, text);
         evbuffer_add_printf(b, "</pre>\n</body></html>\n");
         fp_coll_reply(req, 200, "text/html; charset=utf-8", b);
 out:

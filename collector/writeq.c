@@ -14,6 +14,8 @@
  * store. The lock guards the two lists and the writer's time figures.
  */
 #include "writeq.h"
+#include "util.h"
+#include "log.h"
 #include "server.h"
 #include "store.h"
 
@@ -59,26 +61,18 @@ struct fp_coll_writeq {
         char error[256];                    /* the last store failure, under lock */
 };
 
-static int64_t mono_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* ---- writer thread ---- */
 
 static void expire(struct fp_coll_writeq *q)
 {
-        int64_t before = fp_coll_now_ns() - (int64_t)q->retention_s * 1000000000LL;
+        int64_t before = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)q->retention_s * 1000000000LL;
         int n = fp_store_expire(q->store, before);
 
         if (n < 0)
-                fprintf(stderr, "fleetprof-collector: Failed to apply the retention: %s\n",
+                fp_log(LOG_ERR, "Failed to apply the retention: %s",
                         fp_store_errmsg(q->store));
         else if (n > 0)
-                fprintf(stderr, "fleetprof-collector: retention: deleted %d old uploads\n", n);
+                fp_log(LOG_INFO, "retention: deleted %d old uploads", n);
 }
 
 /* Writes one group; called without the lock. */
@@ -86,13 +80,13 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
 {
         const struct fp_store_batch *batches[FP_COLL_WRITEQ_MAX];
         int results[FP_COLL_WRITEQ_MAX];
-        int64_t t0 = mono_ns(), took;
+        int64_t t0 = (int64_t)fp_now_ns(CLOCK_MONOTONIC), took;
         int r;
 
         for (size_t i = 0; i < n; i++)
                 batches[i] = jobs[i]->batch;
         r = fp_store_write_batches(q->store, batches, n, results);
-        took = mono_ns() - t0;
+        took = (int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0;
         for (size_t i = 0; i < n; i++)
                 jobs[i]->result = results[i];
         pthread_mutex_lock(&q->lock);
@@ -106,7 +100,7 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
         }
         pthread_mutex_unlock(&q->lock);
         if (r < 0)
-                fprintf(stderr, "fleetprof-collector: Failed to store %zu uploads: %s\n", n,
+                fp_log(LOG_ERR, "Failed to store %zu uploads: %s", n,
                         q->error);
 }
 
@@ -121,10 +115,10 @@ static void *thread_main(void *arg)
                 struct job *jobs[FP_COLL_WRITEQ_MAX];
                 size_t n = 0;
 
-                if (q->retention_s && fp_coll_now_ns() >= next_expiry) {
+                if (q->retention_s && (int64_t)fp_now_ns(CLOCK_REALTIME) >= next_expiry) {
                         pthread_mutex_unlock(&q->lock);
                         expire(q);
-                        next_expiry = fp_coll_now_ns() + 60 * 1000000000LL;
+                        next_expiry = (int64_t)fp_now_ns(CLOCK_REALTIME) + 60 * 1000000000LL;
                         pthread_mutex_lock(&q->lock);
                 }
                 if (!q->todo && q->stopping)

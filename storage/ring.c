@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "store-internal.h"
+#include "util.h"
 
 /* ---- garbage collection ---- */
 
@@ -546,7 +547,7 @@ int fp_store_count_pending(struct fp_store *s)
 
 static int mark(struct fp_store *s, const int64_t *ids, size_t n, bool rejected)
 {
-        int64_t now = fp_sx_now_ns();
+        int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
         int marked = 0, r;
 
         if (n && !ids)

@@ -136,6 +136,7 @@
 #include <unistd.h>
 
 #include "store-internal.h"
+#include "util.h"
 
 #define FP_STORE_APP_ID 0x46505354 /* "FPST" */
 
@@ -482,29 +483,7 @@ void fp_sx_rollback(struct fp_store *s)
         fp_sx_caches_clear(s);
 }
 
-int64_t fp_sx_now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- opening ---- */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (!err || !errlen)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-}
 
 static void store_free(struct fp_store *s)
 {
@@ -710,7 +689,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
         int rc, r;
 
         if (!s) {
-                seterr(err, errlen, "Failed to open store '%s': out of memory", path);
+                fp_errf(err, errlen, 0, "Failed to open store '%s': out of memory", path);
                 return -ENOMEM;
         }
         s->readonly = readonly;
@@ -727,7 +706,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
                 if (fd < 0) {
                         r = -errno;
-                        seterr(err, errlen, "Failed to open store '%s': %s", path, strerror(-r));
+                        fp_errf(err, errlen, 0, "Failed to open store '%s': %s", path, strerror(-r));
                         store_free(s);
                         return r;
                 }
@@ -740,14 +719,14 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 r = fp_sx_errno(s->db, rc);
                 if (!r || r == -EBADMSG)
                         r = -EIO;
-                seterr(err, errlen, "Failed to open store '%s': %s", path, reason(s, r));
+                fp_errf(err, errlen, 0, "Failed to open store '%s': %s", path, reason(s, r));
                 store_free(s);
                 return r;
         }
         sqlite3_extended_result_codes(s->db, 1);
         sqlite3_busy_timeout(s->db, FP_STORE_BUSY_MS);
         if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
-                seterr(err, errlen, "Failed to open store '%s': the file is read-only", path);
+                fp_errf(err, errlen, 0, "Failed to open store '%s': the file is read-only", path);
                 store_free(s);
                 return -EROFS;
         }
@@ -758,38 +737,38 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 return r;
         }
         if (r < 0) {
-                seterr(err, errlen, "Failed to open store '%s': %s", path, reason(s, r));
+                fp_errf(err, errlen, 0, "Failed to open store '%s': %s", path, reason(s, r));
                 store_free(s);
                 return r;
         }
         if ((r = fp_sx_pragma_int(s, "PRAGMA application_id", &app_id)) < 0 ||
             (r = fp_sx_pragma_int(s, "PRAGMA user_version", &version)) < 0 ||
             (r = fp_sx_pragma_int(s, "SELECT count(*) FROM sqlite_master", &n_tables)) < 0) {
-                seterr(err, errlen, "%s", s->errmsg);
+                fp_errf(err, errlen, 0, "%s", s->errmsg);
                 store_free(s);
                 return r;
         }
         if (n_tables == 0 && version == 0) {
                 if (readonly) {
-                        seterr(err, errlen, "Failed to open store '%s': it is empty", path);
+                        fp_errf(err, errlen, 0, "Failed to open store '%s': it is empty", path);
                         store_free(s);
                         return -ENOENT;
                 }
                 r = create_schema(s);
                 if (r < 0) {
-                        seterr(err, errlen, "Failed to create store '%s': %s", path, reason(s, r));
+                        fp_errf(err, errlen, 0, "Failed to create store '%s': %s", path, reason(s, r));
                         store_free(s);
                         return r;
                 }
         } else if (app_id != FP_STORE_APP_ID) {
-                seterr(err, errlen,
+                fp_errf(err, errlen, 0,
                        "Refusing to use '%s' as a store: it is an SQLite database of another "
                        "application (application_id 0x%llx, user_version %lld)",
                        path, (unsigned long long)app_id, (long long)version);
                 store_free(s);
                 return -EPROTO;
         } else if (version > FP_STORE_SCHEMA_VERSION) {
-                seterr(err, errlen,
+                fp_errf(err, errlen, 0,
                        "Refusing to use store '%s': its schema version %lld is newer than this "
                        "build's %d; upgrade fleetprof or move the file away",
                        path, (long long)version, FP_STORE_SCHEMA_VERSION);
@@ -797,7 +776,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 return -EPROTO;
         } else if (version < FP_STORE_SCHEMA_VERSION) {
                 if (version < FP_STORE_OLDEST_MIGRATABLE || readonly) {
-                        seterr(err, errlen,
+                        fp_errf(err, errlen, 0,
                                "Refusing to use store '%s': its schema version %lld cannot be "
                                "%s (this build has version %d); move the file away",
                                path, (long long)version,
@@ -808,14 +787,14 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 }
                 r = migrate(s, version);
                 if (r < 0) {
-                        seterr(err, errlen, "Failed to migrate store '%s' from version %lld: %s",
+                        fp_errf(err, errlen, 0, "Failed to migrate store '%s' from version %lld: %s",
                                path, (long long)version, reason(s, r));
                         store_free(s);
                         return r;
                 }
         }
         if ((r = fp_sx_pragma_int(s, "PRAGMA page_size", &s->page_size)) < 0) {
-                seterr(err, errlen, "%s", s->errmsg);
+                fp_errf(err, errlen, 0, "%s", s->errmsg);
                 store_free(s);
                 return r;
         }
@@ -825,7 +804,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                         rc = fp_sx_exec(s->db, schema_v1_additions);
                 r = rc == SQLITE_OK ? settings(s) : fp_sx_errno(s->db, rc);
                 if (r < 0) {
-                        seterr(err, errlen, "Failed to set up store '%s': %s", path, reason(s, r));
+                        fp_errf(err, errlen, 0, "Failed to set up store '%s': %s", path, reason(s, r));
                         store_free(s);
                         return r;
                 }
@@ -864,26 +843,26 @@ int fp_store_open(const char *path, uint64_t max_bytes, struct fp_store **ret, c
         int r;
 
         if (!path || !*path || !ret) {
-                seterr(err, errlen, "Failed to open store: no path given");
+                fp_errf(err, errlen, 0, "Failed to open store: no path given");
                 return -EINVAL;
         }
         r = open_once(path, max_bytes, false, &s, err, errlen, damage, sizeof(damage));
         if (r == -EBADMSG) {
                 int m = move_aside(path, aside, sizeof(aside));
                 if (m < 0) {
-                        seterr(err, errlen,
+                        fp_errf(err, errlen, 0,
                                "Store '%s' is damaged (%s) and could not be moved aside: %s", path,
                                damage, strerror(-m));
                         return m;
                 }
                 r = open_once(path, max_bytes, false, &s, err, errlen, damage, sizeof(damage));
                 if (r == -EBADMSG) {
-                        seterr(err, errlen, "Failed to create store '%s': %s", path, damage);
+                        fp_errf(err, errlen, 0, "Failed to create store '%s': %s", path, damage);
                         return -EIO;
                 }
                 if (r < 0)
                         return r;
-                seterr(err, errlen,
+                fp_errf(err, errlen, 0,
                        "Store '%s' was damaged (%s): moved it aside to '%s' and started an empty "
                        "store",
                        path, damage, aside);
@@ -905,11 +884,11 @@ int fp_store_open_readonly(const char *path, struct fp_store **ret, char *err, s
         int r;
 
         if (!path || !*path || !ret) {
-                seterr(err, errlen, "Failed to open store: no path given");
+                fp_errf(err, errlen, 0, "Failed to open store: no path given");
                 return -EINVAL;
         }
         r = open_once(path, 0, true, ret, err, errlen, damage, sizeof(damage));
         if (r == -EBADMSG)
-                seterr(err, errlen, "Store '%s' is damaged: %s", path, damage);
+                fp_errf(err, errlen, 0, "Store '%s' is damaged: %s", path, damage);
         return r;
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "store-internal.h"
+#include "util.h"
 
 /* Per-write state: the rowid of each batch entry, 0 when not resolved yet. */
 struct writer {
@@ -445,7 +446,7 @@ static int write_bucket(struct writer *w)
 {
         struct fp_store *s = w->s;
         const struct fp_store_batch *b = w->b;
-        int64_t now = fp_sx_now_ns();
+        int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
         sqlite3_stmt *st;
         int r, rc;
 

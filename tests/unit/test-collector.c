@@ -14,8 +14,10 @@
 #include "filter.h"
 #include "fp-test.h"
 #include "ingest.h"
-#include "json.h"
-#include "options.h"
+#include "escape.h"
+#include "util.h"
+#include "conf.h"
+#include "settings.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -23,43 +25,49 @@
 
 static void test_options(void)
 {
+        struct fp_conf *conf = NULL;
         struct fp_coll_config c;
         char err[256];
 
-        FP_CHECK_EQ_INT(fp_coll_config_init(&c), 0);
+        FP_CHECK_EQ_INT(fp_conf_new(fp_coll_settings, fp_coll_n_settings, &conf), 0);
+        fp_coll_config_from(conf, &c);
         FP_CHECK_EQ_STR(c.listen, "127.0.0.1:7070");
         FP_CHECK_EQ_STR(c.store, "/var/lib/fleetprof/collector.db");
         FP_CHECK(c.token_file == NULL);
         FP_CHECK_EQ_INT(c.max_body_mb, 16);
         FP_CHECK_EQ_INT(c.retention_s, 0);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "max-body-mb", "32", err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "max-body-mb", "32", FP_CONF_ARGS, err, sizeof(err)), 0);
+        fp_coll_config_from(conf, &c);
         FP_CHECK_EQ_INT(c.max_body_mb, 32);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "max-body-mb", "0", err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "max-body-mb", "0", FP_CONF_ARGS, err, sizeof(err)),
+                        -ERANGE);
         FP_CHECK(strstr(err, "1 to 1024") != NULL);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "max-body-mb", "-1", err, sizeof(err)), -EINVAL);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "max-body-mb", "12x", err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "max-body-mb", "-1", FP_CONF_ARGS, err, sizeof(err)),
+                        -EINVAL);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "max-body-mb", "12x", FP_CONF_ARGS, err, sizeof(err)),
+                        -EINVAL);
+        fp_coll_config_from(conf, &c);
         FP_CHECK_EQ_INT(c.max_body_mb, 32);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "retention", "7d", err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "retention", "7d", FP_CONF_ARGS, err, sizeof(err)), 0);
+        fp_coll_config_from(conf, &c);
         FP_CHECK_EQ_INT(c.retention_s, 7 * 86400);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "retention", "90m", err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "retention", "90m", FP_CONF_ARGS, err, sizeof(err)), 0);
+        fp_coll_config_from(conf, &c);
         FP_CHECK_EQ_INT(c.retention_s, 5400);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "retention", "1w", err, sizeof(err)), -EINVAL);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "nope", "1", err, sizeof(err)), -ENOENT);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "tls-cert", "/c.pem", err, sizeof(err)), 0);
-        FP_CHECK_EQ_INT(fp_coll_config_check(&c, err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "retention", "1w", FP_CONF_ARGS, err, sizeof(err)),
+                        -EINVAL);
+        FP_CHECK_EQ_STR(err, "--retention 1w: not a duration (such as 30s, 90m, 12h or 7d)");
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "nope", "1", FP_CONF_ARGS, err, sizeof(err)), -ENOENT);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "tls-cert", "/c.pem", FP_CONF_ARGS, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_coll_settings_check(conf, err, sizeof(err)), -EINVAL);
         FP_CHECK(strstr(err, "--tls-key") != NULL);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "tls-key", "/k.pem", err, sizeof(err)), 0);
-        FP_CHECK_EQ_INT(fp_coll_config_check(&c, err, sizeof(err)), 0);
-        FP_CHECK_EQ_INT(fp_coll_config_set(&c, "token-file", "none", err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "tls-key", "/k.pem", FP_CONF_ARGS, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_coll_settings_check(conf, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "token-file", "none", FP_CONF_ARGS, err, sizeof(err)),
+                        0);
+        fp_coll_config_from(conf, &c);
         FP_CHECK(c.token_file == NULL);
-        /* Every row's default goes through its own parser. */
-        for (size_t i = 0; i < fp_coll_n_options; i++)
-                if (fp_coll_options[i].def)
-                        FP_CHECK_EQ_INT(fp_coll_config_set(&c, fp_coll_options[i].name,
-                                                           fp_coll_options[i].def, err,
-                                                           sizeof(err)),
-                                        0);
-        fp_coll_config_free(&c);
+        fp_conf_free(conf);
 }
 
 static void test_filter(void)
@@ -231,19 +239,19 @@ static void test_escaping(void)
         char out[256];
         size_t n;
 
-        fp_coll_json_str(b, "a\"b\\c\n\x01\xff\xc3\xa9");
+        fp_escape_json_evb(b, "a\"b\\c\n\x01\xff\xc3\xa9");
         n = evbuffer_remove(b, out, sizeof(out) - 1);
         out[n] = 0;
         FP_CHECK_EQ_STR(out, "\"a\\\"b\\\\c\\u000a\\u0001\\ufffd\xc3\xa9\"");
-        fp_coll_html_str(b, "<a href='x'>&</a>");
+        fp_escape_html_evb(b, "<a href='x'>&</a>");
         n = evbuffer_remove(b, out, sizeof(out) - 1);
         out[n] = 0;
         FP_CHECK_EQ_STR(out, "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;");
-        fp_coll_url_str(b, "a b&c=d/é");
+        fp_escape_url_evb(b, "a b&c=d/é");
         n = evbuffer_remove(b, out, sizeof(out) - 1);
         out[n] = 0;
         FP_CHECK_EQ_STR(out, "a%20b%26c%3Dd%2F%C3%A9");
-        fp_coll_rfc3339(1767225600LL * SEC, out, sizeof(out));
+        fp_rfc3339(1767225600LL * SEC, out, sizeof(out));
         FP_CHECK_EQ_STR(out, "2026-01-01T00:00:00Z");
         evbuffer_free(b);
 }

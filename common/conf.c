@@ -8,12 +8,15 @@
  * Strings are owned copies.
  */
 #include "conf.h"
+#include "log.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 struct fp_conf_value {
         char *str;
@@ -26,18 +29,6 @@ struct fp_conf {
         size_t n_keys;
         struct fp_conf_value *values;
 };
-
-static void seterr(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t err_len, const char *fmt, ...)
-{
-        va_list ap;
-        if (!err || err_len == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-}
 
 static ssize_t find_key(const struct fp_conf *c, const char *name)
 {
@@ -84,7 +75,7 @@ static int check_value(const struct fp_conf_key *k, const char *text, enum fp_co
                 return 0;
         case FP_CONF_BOOL:
                 if (parse_bool(text, &b) < 0) {
-                        seterr(err, err_len, "%s%s%s%s: not a boolean (true or false)", dashes,
+                        fp_errf(err, err_len, 0, "%s%s%s%s: not a boolean (true or false)", dashes,
                                k->name, sep, text);
                         return -EINVAL;
                 }
@@ -92,24 +83,39 @@ static int check_value(const struct fp_conf_key *k, const char *text, enum fp_co
                 return 0;
         case FP_CONF_UINT:
                 if (!*text || *text < '0' || *text > '9') {
-                        seterr(err, err_len, "%s%s%s%s: not a number (%llu to %llu)", dashes,
+                        fp_errf(err, err_len, 0, "%s%s%s%s: not a number (%llu to %llu)", dashes,
                                k->name, sep, text, k->min, k->max);
                         return -EINVAL;
                 }
                 errno = 0;
                 v = strtoull(text, &end, 10);
                 if (*end) {
-                        seterr(err, err_len, "%s%s%s%s: not a number (%llu to %llu)", dashes,
+                        fp_errf(err, err_len, 0, "%s%s%s%s: not a number (%llu to %llu)", dashes,
                                k->name, sep, text, k->min, k->max);
                         return -EINVAL;
                 }
                 if (errno == ERANGE || v < k->min || v > k->max) {
-                        seterr(err, err_len, "%s%s%s%s: out of range, %llu to %llu", dashes,
+                        fp_errf(err, err_len, 0, "%s%s%s%s: out of range, %llu to %llu", dashes,
                                k->name, sep, text, k->min, k->max);
                         return -ERANGE;
                 }
                 *ret_num = v;
                 return 0;
+        case FP_CONF_DURATION: {
+                uint64_t secs;
+                int r = fp_parse_duration(text, k->min, k->max, &secs);
+                if (r == -EINVAL)
+                        fp_errf(err, err_len, 0,
+                                "%s%s%s%s: not a duration (such as 30s, 90m, 12h or 7d)", dashes,
+                                k->name, sep, text);
+                else if (r < 0)
+                        fp_errf(err, err_len, 0, "%s%s%s%s: out of range, %llus to %llus", dashes,
+                                k->name, sep, text, k->min, k->max);
+                if (r < 0)
+                        return r;
+                *ret_num = secs;
+                return 0;
+        }
         }
         abort();
 }
@@ -191,7 +197,7 @@ static int set_index(struct fp_conf *c, size_t i, const char *value, enum fp_con
                 return 0; /* the command line wins; the file's value was still checked */
         r = store_value(c, i, value, num, source);
         if (r < 0)
-                seterr(err, err_len, "%s: out of memory", c->keys[i].name);
+                fp_errf(err, err_len, 0, "%s: out of memory", c->keys[i].name);
         return r;
 }
 
@@ -200,7 +206,7 @@ int fp_conf_set(struct fp_conf *c, const char *key, const char *value, enum fp_c
 {
         ssize_t i = find_key(c, key);
         if (i < 0) {
-                seterr(err, err_len, "unknown key '%s'", key);
+                fp_errf(err, err_len, 0, "unknown key '%s'", key);
                 return -ENOENT;
         }
         return set_index(c, (size_t)i, value, source, err, err_len);
@@ -272,14 +278,14 @@ static int parse_line(char *line, unsigned lineno, struct seen *sn, fp_conf_sett
                 return 0;
         eq = strchr(s, '=');
         if (!eq) {
-                seterr(err, err_len, "expected 'key = value', got '%.60s'", s);
+                fp_errf(err, err_len, 0, "expected 'key = value', got '%.60s'", s);
                 return -EINVAL;
         }
         *eq = 0;
         key = strip(s);
         value = strip(eq + 1);
         if (!*key) {
-                seterr(err, err_len, "expected 'key = value': the key is missing");
+                fp_errf(err, err_len, 0, "expected 'key = value': the key is missing");
                 return -EINVAL;
         }
         n = strlen(value);
@@ -287,14 +293,14 @@ static int parse_line(char *line, unsigned lineno, struct seen *sn, fp_conf_sett
                 value[n - 1] = 0;
                 value++;
         } else if (value[0] == '"' || (n && value[n - 1] == '"')) {
-                seterr(err, err_len, "%.60s: unbalanced quote in the value", key);
+                fp_errf(err, err_len, 0, "%.60s: unbalanced quote in the value", key);
                 return -EINVAL;
         }
         r = seen_add(sn, key, lineno, &first);
         if (r == -EEXIST)
-                seterr(err, err_len, "%.60s is set twice (first on line %u)", key, first);
+                fp_errf(err, err_len, 0, "%.60s is set twice (first on line %u)", key, first);
         else if (r < 0)
-                seterr(err, err_len, "out of memory");
+                fp_errf(err, err_len, 0, "out of memory");
         if (r < 0)
                 return r;
         return fn(key, value, userdata, err, err_len);
@@ -315,7 +321,7 @@ int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsig
         f = fopen(path, "re");
         if (!f) {
                 r = -errno;
-                seterr(err, err_len, "%s: %s", path, strerror(-r));
+                fp_errf(err, err_len, 0, "%s: %s", path, strerror(-r));
                 if (ret_line)
                         *ret_line = 0;
                 return r;
@@ -326,20 +332,20 @@ int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsig
                 if (len < 0) {
                         if (errno) {
                                 r = -errno;
-                                seterr(err, err_len, "%s: %s", path, strerror(-r));
+                                fp_errf(err, err_len, 0, "%s: %s", path, strerror(-r));
                         }
                         break;
                 }
                 lineno++;
                 if (strlen(line) != (size_t)len) {
-                        seterr(err, err_len, "%s:%u: a NUL byte in the line", path, lineno);
+                        fp_errf(err, err_len, 0, "%s:%u: a NUL byte in the line", path, lineno);
                         r = -EINVAL;
                         break;
                 }
                 msg[0] = 0;
                 r = parse_line(line, lineno, &sn, fn, userdata, msg, sizeof(msg));
                 if (r < 0) {
-                        seterr(err, err_len, "%s:%u: %s", path, lineno, msg);
+                        fp_errf(err, err_len, 0, "%s:%u: %s", path, lineno, msg);
                         break;
                 }
         }
@@ -359,11 +365,11 @@ static int load_setting(const char *key, const char *value, void *userdata, char
         ssize_t i = find_key(c, key);
 
         if (i < 0) {
-                seterr(err, err_len, "unknown key '%.60s'", key);
+                fp_errf(err, err_len, 0, "unknown key '%.60s'", key);
                 return -ENOENT;
         }
         if (!*value && c->keys[i].type != FP_CONF_STRING) {
-                seterr(err, err_len, "%s: the value is missing", key);
+                fp_errf(err, err_len, 0, "%s: the value is missing", key);
                 return -EINVAL;
         }
         return set_index(c, (size_t)i, value, FP_CONF_FILE, err, err_len);
@@ -396,14 +402,14 @@ int fp_conf_set_option(struct fp_conf *c, int val, const char *arg, char *err, s
         size_t i;
 
         if (val < FP_CONF_OPT_BASE || (size_t)(val - FP_CONF_OPT_BASE) >= c->n_keys) {
-                seterr(err, err_len, "not a configuration option");
+                fp_errf(err, err_len, 0, "not a configuration option");
                 return -ENOENT;
         }
         i = (size_t)(val - FP_CONF_OPT_BASE);
         if (!arg && c->keys[i].type == FP_CONF_BOOL)
                 arg = "true";
         if (!arg) {
-                seterr(err, err_len, "--%s needs a value", c->keys[i].name);
+                fp_errf(err, err_len, 0, "--%s needs a value", c->keys[i].name);
                 return -EINVAL;
         }
         return set_index(c, i, arg, FP_CONF_ARGS, err, err_len);
@@ -415,7 +421,7 @@ static size_t key_of_type(const struct fp_conf *c, const char *key, enum fp_conf
         if (i < 0 || c->keys[i].type != type) {
                 fprintf(stderr, "fp_conf: no %s key '%s' in the table\n",
                         type == FP_CONF_STRING ? "string"
-                        : type == FP_CONF_UINT ? "number"
+                        : type == FP_CONF_UINT || type == FP_CONF_DURATION ? "number"
                                                : "boolean",
                         key);
                 abort();
@@ -431,6 +437,17 @@ const char *fp_conf_string(const struct fp_conf *c, const char *key)
 unsigned long long fp_conf_uint(const struct fp_conf *c, const char *key)
 {
         return c->values[key_of_type(c, key, FP_CONF_UINT)].num;
+}
+
+uint64_t fp_conf_duration(const struct fp_conf *c, const char *key)
+{
+        return c->values[key_of_type(c, key, FP_CONF_DURATION)].num;
+}
+
+const char *fp_conf_path(const struct fp_conf *c, const char *key)
+{
+        const char *s = fp_conf_string(c, key);
+        return s && strcmp(s, "none") != 0 ? s : NULL;
 }
 
 bool fp_conf_bool(const struct fp_conf *c, const char *key)
@@ -464,4 +481,86 @@ void fp_conf_print_help(const struct fp_conf *c, FILE *f)
                         fprintf(f, " (default %s)", k->def);
                 fputc('\n', f);
         }
+}
+
+int fp_conf_configure(struct fp_conf *c, const struct fp_conf_program *p, int argc, char **argv)
+{
+        static const struct option own[] = {
+            {"config", required_argument, NULL, 'C'}, {"check-config", no_argument, NULL, 'K'},
+            {"version", no_argument, NULL, 'V'},      {"help", no_argument, NULL, 'h'},
+        };
+        const size_t n_own = sizeof(own) / sizeof(own[0]);
+        size_t n_opts = n_own + p->n_flags + c->n_keys + 1;
+        _cleanup_free_ struct option *opts = calloc(n_opts, sizeof(*opts));
+        _cleanup_free_ struct option *extra = calloc(n_own + p->n_flags + 1, sizeof(*extra));
+        const char *config = NULL;
+        bool check = false;
+        char err[512];
+        int opt;
+
+        if (!opts || !extra) {
+                fp_log(LOG_ERR, "out of memory");
+                return 1;
+        }
+        for (size_t i = 0; i < n_own; i++)
+                extra[i] = own[i];
+        for (size_t i = 0; i < p->n_flags; i++)
+                extra[n_own + i] = (struct option){p->flags[i].name, no_argument, NULL, 'F' + 256 + (int)i};
+        fp_conf_getopt_table(c, extra, n_own + p->n_flags, opts);
+        opterr = 0;
+        optind = 1;
+        while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+                if (opt >= 'F' + 256 && opt < 'F' + 256 + (int)p->n_flags) {
+                        *p->flags[opt - 'F' - 256].set = true;
+                        continue;
+                }
+                switch (opt) {
+                case 'C':
+                        config = optarg;
+                        break;
+                case 'K':
+                        check = true;
+                        break;
+                case 'V':
+                        printf("%s %s\n", p->name, p->version);
+                        return 0;
+                case 'h':
+                        p->usage(stdout, c);
+                        fp_conf_print_help(c, stdout);
+                        printf("  %-24s print the version and exit\n"
+                               "  %-24s this text\n",
+                               "--version", "--help");
+                        return 0;
+                case '?':
+                case ':':
+                        fp_log(LOG_ERR, "unknown or incomplete option '%s' (see --help)",
+                               argv[optind - 1]);
+                        return 2;
+                default:
+                        if (fp_conf_set_option(c, opt, optarg, err, sizeof(err)) < 0) {
+                                fp_log(LOG_ERR, "invalid %s", err);
+                                return 2;
+                        }
+                }
+        }
+        if (optind < argc) {
+                fp_log(LOG_ERR, "unexpected argument '%s' (see --help)", argv[optind]);
+                return 2;
+        }
+        /* The default file is optional; one named with --config (or checked) must be there. */
+        if (!config && p->default_config && (check || access(p->default_config, F_OK) == 0))
+                config = p->default_config;
+        if (config && fp_conf_load(c, config, NULL, err, sizeof(err)) < 0) {
+                fp_log(LOG_ERR, "%s", err);
+                return 1;
+        }
+        if (p->check && p->check(c, err, sizeof(err)) < 0) {
+                fp_log(LOG_ERR, "%s", err);
+                return 2;
+        }
+        if (check) {
+                printf("ok\n");
+                return 0;
+        }
+        return -1;
 }

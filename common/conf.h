@@ -31,12 +31,14 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 enum fp_conf_type {
         FP_CONF_STRING,
         FP_CONF_UINT, /* unsigned decimal within [min, max] */
         FP_CONF_BOOL, /* true/false, yes/no, on/off, 1/0 */
+        FP_CONF_DURATION, /* N, Ns, Nm, Nh or Nd, held in seconds within [min, max] */
 };
 
 enum fp_conf_source {
@@ -128,6 +130,9 @@ int fp_conf_set_option(struct fp_conf *c, int val, const char *optarg, char *err
 const char *fp_conf_string(const struct fp_conf *c, const char *key);
 unsigned long long fp_conf_uint(const struct fp_conf *c, const char *key);
 bool fp_conf_bool(const struct fp_conf *c, const char *key);
+uint64_t fp_conf_duration(const struct fp_conf *c, const char *key);
+/* A string key that names a file: NULL when unset or "none". */
+const char *fp_conf_path(const struct fp_conf *c, const char *key);
 /* Where the key's current value came from. */
 enum fp_conf_source fp_conf_source_of(const struct fp_conf *c, const char *key);
 
@@ -136,3 +141,36 @@ enum fp_conf_source fp_conf_source_of(const struct fp_conf *c, const char *key);
  * options part of a program's --help.
  */
 void fp_conf_print_help(const struct fp_conf *c, FILE *f);
+
+/* A flag of a program's own that takes no value (--foreground). */
+struct fp_conf_flag {
+        const char *name;
+        bool *set;
+};
+
+/*
+ * What fp_conf_configure() needs to know of a program beyond its table:
+ * its name and version (--version), the head of its --help (usage prints
+ * the synopsis and the lines of its own flags; the table's keys,
+ * --version and --help follow), the default settings file (optional
+ * unless --check-config), its flags, and a check of the settings against
+ * each other (NULL: none).
+ */
+struct fp_conf_program {
+        const char *name, *version, *default_config;
+        void (*usage)(FILE *f, const struct fp_conf *c);
+        const struct fp_conf_flag *flags;
+        size_t n_flags;
+        int (*check)(const struct fp_conf *c, char *err, size_t err_len);
+};
+
+/*
+ * The whole command line of a program: --config FILE, --check-config,
+ * --version, --help, the program's flags and one --KEY VALUE per table
+ * key, then the settings file, which never overrides the command line.
+ * Errors are logged as one line (fp_log). Returns -1 to go on, or the
+ * exit status: 0 after --help, --version or a good --check-config, 1 for
+ * a bad file, 2 for a bad command line or settings that do not fit
+ * together.
+ */
+int fp_conf_configure(struct fp_conf *c, const struct fp_conf_program *p, int argc, char **argv);

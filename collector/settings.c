@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collector's settings table; see settings.h. Adding a setting is one
+ * row here and one field in struct fp_coll_config.
+ */
+#include "settings.h"
+#include "util.h"
+
+#include <errno.h>
+
+const struct fp_conf_key fp_coll_settings[] = {
+    {"listen", FP_CONF_STRING, "127.0.0.1:7070", 0, 0, "ADDR:PORT",
+     "address and port to serve HTTP (or HTTPS) on"},
+    {"store", FP_CONF_STRING, "/var/lib/fleetprof/collector.db", 0, 0, "PATH",
+     "the SQLite store of every host's profiles"},
+    {"token-file", FP_CONF_STRING, NULL, 0, 0, "FILE",
+     "agents must send the bearer token on FILE's first line"},
+    {"tls-cert", FP_CONF_STRING, NULL, 0, 0, "FILE",
+     "serve HTTPS with this PEM certificate (chain) and --tls-key"},
+    {"tls-key", FP_CONF_STRING, NULL, 0, 0, "FILE", "the PEM private key of --tls-cert"},
+    {"max-body-mb", FP_CONF_UINT, "16", 1, 1024, "N",
+     "largest upload body accepted (413 beyond, before it is read)"},
+    {"max-profile-mb", FP_CONF_UINT, "64", 1, 4096, "N",
+     "largest decompressed profile accepted (413 beyond)"},
+    {"store-max-mb", FP_CONF_UINT, "1024", 1, 1048576, "N",
+     "byte budget of the store; the oldest uploads go first"},
+    {"retention", FP_CONF_DURATION, "0", 0, 100ULL * 366 * 86400, "DURATION",
+     "delete uploads older than this (7d, 12h; 0: keep until evicted)"},
+};
+const size_t fp_coll_n_settings = sizeof(fp_coll_settings) / sizeof(fp_coll_settings[0]);
+
+void fp_coll_config_from(const struct fp_conf *conf, struct fp_coll_config *c)
+{
+        *c = (struct fp_coll_config){
+            .listen = fp_conf_string(conf, "listen"),
+            .store = fp_conf_string(conf, "store"),
+            .token_file = fp_conf_path(conf, "token-file"),
+            .tls_cert = fp_conf_path(conf, "tls-cert"),
+            .tls_key = fp_conf_path(conf, "tls-key"),
+            .max_body_mb = fp_conf_uint(conf, "max-body-mb"),
+            .max_profile_mb = fp_conf_uint(conf, "max-profile-mb"),
+            .store_max_mb = fp_conf_uint(conf, "store-max-mb"),
+            .retention_s = fp_conf_duration(conf, "retention"),
+        };
+}
+
+int fp_coll_settings_check(const struct fp_conf *conf, char *err, size_t err_len)
+{
+        struct fp_coll_config c;
+
+        fp_coll_config_from(conf, &c);
+        if (!c.listen)
+                return fp_errf(err, err_len, -EINVAL, "--listen ADDR:PORT is required");
+        if (!c.store)
+                return fp_errf(err, err_len, -EINVAL, "--store PATH is required");
+        if (!!c.tls_cert != !!c.tls_key)
+                return fp_errf(err, err_len, -EINVAL,
+                               "HTTPS needs both --tls-cert and --tls-key (only --%s was given)",
+                               c.tls_cert ? "tls-cert" : "tls-key");
+        return 0;
+}

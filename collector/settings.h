@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collector's settings: one table (fp_coll_settings[]) names every
+ * setting with its type, default, bounds and help line. The common
+ * parser (common/conf.h) drives the command line, the configuration file,
+ * --help and --check-config from it; fp_coll_config_from() then copies
+ * the values into the plain struct the server is started with.
+ */
+#pragma once
+
+#include "conf.h"
+
+#include <stdint.h>
+
+struct fp_coll_config {
+        const char *listen;     /* ADDR:PORT */
+        const char *store;      /* SQLite file */
+        const char *token_file; /* NULL: no authentication */
+        const char *tls_cert, *tls_key;
+        uint64_t max_body_mb;    /* compressed upload size */
+        uint64_t max_profile_mb; /* decompressed upload size */
+        uint64_t store_max_mb;
+        uint64_t retention_s; /* 0: keep until the byte budget evicts */
+};
+
+extern const struct fp_conf_key fp_coll_settings[];
+extern const size_t fp_coll_n_settings;
+
+/*
+ * Fills c from conf (strings point into conf, which must outlive c):
+ * "none" or an empty value clears a file setting.
+ */
+void fp_coll_config_from(const struct fp_conf *conf, struct fp_coll_config *c);
+/* Checks the settings against each other (TLS needs both files). 0 or -EINVAL with err. */
+int fp_coll_settings_check(const struct fp_conf *conf, char *err, size_t err_len);

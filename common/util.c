@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Time formatting, error lines, checked array growth, durations and token
+ * files; see util.h.
+ */
+#include "util.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void fp_rfc3339(int64_t ns, char *buf, size_t len)
+{
+        time_t t = (time_t)(ns / 1000000000LL);
+        struct tm tm;
+
+        if (!gmtime_r(&t, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                snprintf(buf, len, "%lld", (long long)ns);
+}
+
+int fp_errf(char *err, size_t len, int r, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err && len) {
+                va_start(ap, fmt);
+                vsnprintf(err, len, fmt, ap);
+                va_end(ap);
+        }
+        return r;
+}
+
+int fp_grow(void *arr, size_t *cap, size_t need, size_t elem)
+{
+        void **p = arr;
+        size_t n = *cap ? *cap : 16;
+
+        if (need <= *cap)
+                return 0;
+        while (n < need) {
+                if (n > SIZE_MAX / 2)
+                        return -ENOMEM;
+                n *= 2;
+        }
+        if (elem && n > SIZE_MAX / elem)
+                return -ENOMEM;
+        void *q = realloc(*p, n * elem);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *cap = n;
+        return 0;
+}
+
+int fp_parse_duration(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+        char *end;
+        unsigned long long v, mul = 1;
+
+        if (!s || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (*end && end[1])
+                return -EINVAL;
+        switch (*end) {
+        case 0:
+        case 's':
+                break;
+        case 'm':
+                mul = 60;
+                break;
+        case 'h':
+                mul = 3600;
+                break;
+        case 'd':
+                mul = 86400;
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (v > UINT64_MAX / mul || v * mul < min || v * mul > max)
+                return -ERANGE;
+        *ret = v * mul;
+        return 0;
+}
+
+int fp_read_token_file(const char *path, char **ret, char *err, size_t err_len)
+{
+        char buf[4097];
+        struct stat st;
+        ssize_t n;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+        if (fd < 0)
+                return fp_errf(err, err_len, -errno, "Failed to read the token file '%s': %s", path,
+                               strerror(errno));
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                close(fd);
+                return fp_errf(err, err_len, -EINVAL, "token file '%s' is not a regular file",
+                               path);
+        }
+        n = read(fd, buf, sizeof(buf) - 1);
+        int e = errno;
+        close(fd);
+        if (n < 0)
+                return fp_errf(err, err_len, -e, "Failed to read token file '%s': %s", path,
+                               strerror(e));
+        buf[n] = 0;
+        buf[strcspn(buf, "\r\n")] = 0;
+        char *s = buf, *t;
+        while (*s == ' ' || *s == '\t')
+                s++;
+        t = s + strlen(s);
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+                *--t = 0;
+        if (!*s)
+                return fp_errf(err, err_len, -EINVAL, "The token file '%s' is empty", path);
+        for (t = s; *t; t++)
+                if (!isprint((unsigned char)*t))
+                        return fp_errf(err, err_len, -EINVAL,
+                                       "token file '%s': the token holds a non-printable byte",
+                                       path);
+        char *copy = strdup(s);
+        if (!copy)
+                return fp_errf(err, err_len, -ENOMEM, "out of memory");
+        *ret = copy;
+        return 0;
+}

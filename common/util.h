@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The small helpers every fleetprof module needs: clocks, one-line error
+ * messages, checked array growth and cleanup attributes. Header-only where
+ * a function is a line or two; util.c holds the rest.
+ */
+#pragma once
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Nanoseconds on clock clk (CLOCK_REALTIME, CLOCK_MONOTONIC, ...). */
+static inline uint64_t fp_now_ns(clockid_t clk)
+{
+        struct timespec ts;
+        clock_gettime(clk, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* CLOCK_REALTIME nanoseconds as "2026-11-23T09:03:10Z" into buf (>= 32 bytes). */
+void fp_rfc3339(int64_t ns, char *buf, size_t len);
+
+/*
+ * Writes one formatted line into err (len bytes; err may be NULL or len
+ * 0) and returns r, so an error return is one statement:
+ *     return fp_errf(err, len, -EINVAL, "bad value '%s'", s);
+ */
+int fp_errf(char *err, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * Makes room for need elements of elem bytes in *arr (capacity *cap),
+ * doubling from 16; checks need * elem and the doubling for overflow.
+ * On failure (-ENOMEM) *arr and *cap are unchanged.
+ */
+int fp_grow(void *arr, size_t *cap, size_t need, size_t elem);
+
+/*
+ * Parses a duration: N, Ns, Nm, Nh or Nd (seconds, minutes, hours, days)
+ * into seconds, within [min, max]. -EINVAL for a malformed text, -ERANGE
+ * outside the bounds.
+ */
+int fp_parse_duration(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+
+/*
+ * Reads a bearer token: the first line of path, without its newline and
+ * surrounding blanks; the file must be a regular file of at most 4 KiB
+ * holding a non-empty token of printable ASCII. *ret is malloc'd, owned by
+ * the caller. -errno with one line in err.
+ */
+int fp_read_token_file(const char *path, char **ret, char *err, size_t err_len);
+
+/* Cleanup attributes (systemd style): variables freed when they leave scope. */
+#define _cleanup_(f) __attribute__((cleanup(f)))
+static inline void fp_freep(void *p)
+{
+        free(*(void **)p);
+}
+#define _cleanup_free_ _cleanup_(fp_freep)
+static inline void fp_closep(int *fd)
+{
+        if (*fd >= 0)
+                close(*fd);
+}
+#define _cleanup_close_ _cleanup_(fp_closep)
