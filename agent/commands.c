@@ -1,25 +1,58 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What each agentctl command does: start, stop, status, dump. Each checks
- * its arguments and the caller's rights, then answers into c->reply (an
- * error line, or a body). A dump's answer waits for the writer thread,
- * which adds the stored buckets to the open ones (see server.c).
+ * What each agentctl command does: start, stop, status, dump, flush. Each
+ * checks its arguments and the caller's rights (the peer's uid), acts on
+ * the agent core (core.h) and answers through the control socket's client
+ * API (control.h): an error line, or a body. A dump or a flush answers
+ * later, when the writer thread (or the uploader) is done.
  */
-#include "server-internal.h"
+#include "commands.h"
+#include "core.h"
 #include "counters.h"
+#include "escape.h"
 #include "pprof.h"
-#include "symbols.h"
+#include "procfs.h"
+#include "status.h"
+#include "store.h"
+#include "targetconf.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+/* A positive decimal number up to max, as agentctl sends it. */
+static int arg_u64(const char *s, uint64_t max, uint64_t *ret)
 {
-        struct reply *r = &c->reply;
+        char *end;
+        if (!s || !*s || *s == '-' || *s == '+')
+                return -EINVAL;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || *end || v == 0 || v > max)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+static int arg_pid(const char *s, pid_t *ret)
+{
+        uint64_t v;
+        int r = arg_u64(s, INT_MAX, &v);
+        if (r == 0)
+                *ret = (pid_t)v;
+        return r;
+}
+
+static void cmd_start(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
+{
+        struct fp_core *s = userdata;
+        FILE *out = fp_control_out(c);
+        uid_t uid = fp_control_cred(c)->uid;
         struct fp_perf_config cfg = {0};
         const char *pid_s = fp_ctl_request_get(q, "pid");
         const char *ev = fp_ctl_request_get(q, "event");
@@ -34,34 +67,34 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
         pid_t pid = 0;
         char err[512], bad[FP_PERF_EVENT_NAME_MAX + 1];
 
-        if (parse_pid(pid_s, &pid) < 0)
-                return reply_error(r, "invalid PID '%s'", pid_s ? pid_s : "");
+        if (arg_pid(pid_s, &pid) < 0)
+                return fp_control_error(c, "invalid PID '%s'", pid_s ? pid_s : "");
         switch (fp_perf_event_list_parse(ev ? ev : "cpu-clock", &cfg, bad, sizeof(bad))) {
         case 0:
                 break;
         case -EEXIST:
-                return reply_error(r, "event '%s' appears twice in --event list", bad);
+                return fp_control_error(c, "event '%s' appears twice in --event list", bad);
         case -E2BIG:
-                return reply_error(r, "too many events in --event list: at most %d",
-                                   FP_PERF_MAX_EVENTS);
+                return fp_control_error(c, "too many events in --event list: at most %d",
+                                        FP_PERF_MAX_EVENTS);
         default:
                 if (ev && strchr(ev, ','))
-                        return reply_error(r, "unknown event '%s' in --event list", bad);
-                return reply_error(r, "unknown event '%s'", ev);
+                        return fp_control_error(c, "unknown event '%s' in --event list", bad);
+                return fp_control_error(c, "unknown event '%s'", ev);
         }
         cfg.best_effort = best_effort && strcmp(best_effort, "1") == 0;
         if (freq && period)
-                return reply_error(r, "--freq and --period exclude each other");
+                return fp_control_error(c, "--freq and --period exclude each other");
         if (period) {
-                if (parse_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
-                        return reply_error(
-                            r, "invalid period '%s': a positive number of %s", period,
+                if (arg_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
+                        return fp_control_error(
+                            c, "invalid period '%s': a positive number of %s", period,
                             fp_perf_event_is_clock(&cfg.event) ? "nanoseconds" : "events");
         } else {
                 uint64_t hz = 99;
-                if (freq && parse_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
-                        return reply_error(r, "invalid frequency '%s': 1 to %d Hz", freq,
-                                           FP_PERF_MAX_FREQ);
+                if (freq && arg_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
+                        return fp_control_error(c, "invalid frequency '%s': 1 to %d Hz", freq,
+                                                FP_PERF_MAX_FREQ);
                 /* Clocks count nanoseconds: a fixed period gives exact time weights. */
                 if (fp_perf_event_is_clock(&cfg.event))
                         cfg.period = 1000000000ULL / hz;
@@ -69,455 +102,123 @@ void cmd_start(struct fp_server *s, struct client *c, const struct fp_ctl_reques
                         cfg.freq = hz;
         }
         cfg.kernel_frames = kernel && strcmp(kernel, "1") == 0;
-        config_finish(&cfg);
+        fp_targetconf_finish(&cfg);
 
-        if (proc_owner(pid, &owner) < 0)
-                return reply_error(r, "no such process: %d", (int)pid);
-        if (c->cred.uid != 0 && c->cred.uid != owner)
-                return reply_error(r, "permission denied: process %d belongs to another user",
-                                   (int)pid);
-        struct agent_target *old = server_find_target(s, pid);
+        if (fp_proc_owner(pid, &owner) < 0)
+                return fp_control_error(c, "no such process: %d", (int)pid);
+        if (uid != 0 && uid != owner)
+                return fp_control_error(c, "permission denied: process %d belongs to another user",
+                                        (int)pid);
+        struct fp_core_target *old = fp_core_find(s, pid);
         if (old) {
                 struct fp_target_stats st;
                 fp_target_stats(old->t, &st);
                 if (st.state == FP_TARGET_RUNNING)
-                        return reply_error(r, "process %d is already being profiled", (int)pid);
-                if (!server_may_see(c, old))
-                        return reply_error(r, "permission denied: process %d", (int)pid);
+                        return fp_control_error(c, "process %d is already being profiled",
+                                                (int)pid);
+                if (!fp_core_may_see(uid, old))
+                        return fp_control_error(c, "permission denied: process %d", (int)pid);
                 /* An exited target under a reused PID: the new process replaces it. */
-                server_stop_target(s, old);
+                fp_core_stop_target(s, old);
         }
-        if (server_start_target(s, pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0)
-                return reply_error(r, "cannot profile %d: %s", (int)pid, err);
+        if (fp_core_start_target(s, pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0)
+                return fp_control_error(c, "cannot profile %d: %s", (int)pid, err);
 
         struct fp_target_stats st;
         fp_target_stats(t, &st);
-        fprintf(r->out, "profiling %d (%s) with %s at ", (int)pid, fp_target_comm(t),
-                cfg.event.name);
+        char comm[128];
+        fprintf(out, "profiling %d (%s) with %s at ", (int)pid,
+                fp_terminal_str(fp_target_comm(t), comm, sizeof(comm)), cfg.event.name);
         if (cfg.freq)
-                fprintf(r->out, "%" PRIu64 " Hz", cfg.freq);
+                fprintf(out, "%" PRIu64 " Hz", cfg.freq);
         else if (fp_perf_event_is_clock(&cfg.event))
-                fprintf(r->out, "%" PRIu64 " Hz (every %" PRIu64 " ns)",
+                fprintf(out, "%" PRIu64 " Hz (every %" PRIu64 " ns)",
                         (uint64_t)(1000000000ULL / cfg.period), cfg.period);
         else
-                fprintf(r->out, "every %" PRIu64 " events", cfg.period);
-        fprintf(r->out, ", %u thread%s%s%s", st.threads_live, st.threads_live == 1 ? "" : "s",
+                fprintf(out, "every %" PRIu64 " events", cfg.period);
+        fprintf(out, ", %u thread%s%s%s", st.threads_live, st.threads_live == 1 ? "" : "s",
                 st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)" : "",
                 follow ? ", following its child processes" : "");
         const struct fp_perf_config *tc = fp_target_config(t);
         if (fp_perf_event_is_hardware(&tc->event))
-                fprintf(r->out, ", precise_ip %u", tc->precise_ip);
+                fprintf(out, ", precise_ip %u", tc->precise_ip);
         for (unsigned i = 0; i < tc->n_members; i++)
-                fprintf(r->out, "%s%s", i ? ", " : "; counting ", tc->members[i].name);
+                fprintf(out, "%s%s", i ? ", " : "; counting ", tc->members[i].name);
         if (tc->n_members && st.kernel_excluded)
-                fprintf(r->out, " (in user mode only: context-switches and cpu-migrations, which "
-                                "happen in the kernel, count nothing)");
+                fprintf(out, " (in user mode only: context-switches and cpu-migrations, which "
+                             "happen in the kernel, count nothing)");
         if (fp_target_left_out(t)[0])
-                fprintf(r->out, "; left out (not supported on this machine): %s",
+                fprintf(out, "; left out (not supported on this machine): %s",
                         fp_target_left_out(t));
-        fputc('\n', r->out);
+        fputc('\n', out);
 }
 
-void cmd_stop(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+static void cmd_stop(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
 {
-        struct reply *r = &c->reply;
+        struct fp_core *s = userdata;
+        FILE *out = fp_control_out(c);
+        uid_t uid = fp_control_cred(c)->uid;
         const char *pid_s = fp_ctl_request_get(q, "pid");
+        char comm[128];
         pid_t pid = 0;
 
-        if (parse_pid(pid_s, &pid) < 0)
-                return reply_error(r, "invalid PID '%s'", pid_s ? pid_s : "");
-        struct agent_target *at = server_find_target(s, pid);
+        if (arg_pid(pid_s, &pid) < 0)
+                return fp_control_error(c, "invalid PID '%s'", pid_s ? pid_s : "");
+        struct fp_core_target *at = fp_core_find(s, pid);
         if (!at)
-                return reply_error(r, "process %d is not being profiled", (int)pid);
-        if (!server_may_see(c, at))
-                return reply_error(r, "permission denied: process %d belongs to another user",
-                                   (int)pid);
+                return fp_control_error(c, "process %d is not being profiled", (int)pid);
+        if (!fp_core_may_see(uid, at))
+                return fp_control_error(c, "permission denied: process %d belongs to another user",
+                                        (int)pid);
         struct fp_target_stats st;
         fp_target_drain(at->t);
         fp_target_stats(at->t, &st);
-        fprintf(r->out, "stopped %d (%s): %" PRIu64 " samples, %" PRIu64 " lost%s\n", (int)pid,
-                fp_target_comm(at->t), st.samples, st.lost,
-                s->writer ? "; its profile stays in the store" : "");
-        server_stop_target(s, at);
+        fprintf(out, "stopped %d (%s): %" PRIu64 " samples, %" PRIu64 " lost%s\n", (int)pid,
+                fp_terminal_str(fp_target_comm(at->t), comm, sizeof(comm)), st.samples, st.lost,
+                fp_core_has_store(s) ? "; its profile stays in the store" : "");
+        fp_core_stop_target(s, at);
 }
 
-static const char *state_name(enum fp_target_state st)
+static void cmd_status(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
 {
-        return st == FP_TARGET_RUNNING ? "running" : "exited";
-}
-
-/* Writes s as a JSON string literal. */
-static void json_str(FILE *f, const char *s)
-{
-        fputc('"', f);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-                if (*p == '"' || *p == '\\')
-                        fprintf(f, "\\%c", *p);
-                else if (*p < 0x20)
-                        fprintf(f, "\\u%04x", *p);
-                else
-                        fputc(*p, f);
-        }
-        fputc('"', f);
-}
-
-static uint64_t rate_hz(const struct fp_perf_config *cfg)
-{
-        if (cfg->freq)
-                return cfg->freq;
-        return fp_perf_event_is_clock(&cfg->event) ? 1000000000ULL / cfg->period : 0;
-}
-
-static void format_age(char *buf, size_t len, int64_t then_ns)
-{
-        if (!then_ns) {
-                snprintf(buf, len, "never");
-                return;
-        }
-        int64_t ago = ((int64_t)fp_now_ns(CLOCK_REALTIME) - then_ns) / 1000000000LL;
-        snprintf(buf, len, "%" PRId64 "s ago", ago < 0 ? 0 : ago);
-}
-
-/* Drop totals of one target by reason: what is stored plus what is not yet. */
-static size_t target_drops(const struct fp_server *s, struct fp_target *t,
-                           struct fp_target_drop *rows, size_t max)
-{
-        size_t n = fp_target_open_drops(t, rows, max);
-
-        for (size_t i = 0; i < s->n_drops; i++) {
-                const struct fp_writer_drop *d = &s->drops[i];
-                if (d->pid != fp_target_pid(t) || d->starttime != fp_target_starttime(t))
-                        continue;
-                size_t j = 0;
-                while (j < n && strcmp(rows[j].reason, d->reason) != 0)
-                        j++;
-                if (j == n) {
-                        if (n == max)
-                                continue;
-                        rows[n++] = (struct fp_target_drop){d->reason, 0};
-                }
-                rows[j].count += d->count;
-        }
-        return n;
-}
-
-/* The share of its enabled time the group was on the PMU, in percent; < 0 when unknown. */
-static double running_percent(const struct fp_target_stats *st)
-{
-        if (!st->time_enabled)
-                return -1;
-        return 100.0 * (double)st->time_running / (double)st->time_enabled;
-}
-
-/* The group of a target in status --json: events, counters, precise_ip, what was left out. */
-static void counters_json(FILE *out, struct fp_target *t, const struct fp_target_stats *st)
-{
-        const struct fp_perf_config *cfg = fp_target_config(t);
-        const char *left = fp_target_left_out(t);
-        double pct = running_percent(st);
-        char events[FP_PERF_EVENT_LIST_MAX];
-
-        fp_perf_event_list_string(cfg, events, sizeof(events));
-        fprintf(out, ",\"events\":");
-        json_str(out, events);
-        if (fp_perf_event_is_hardware(&cfg->event))
-                fprintf(out, ",\"precise_ip\":%u", cfg->precise_ip);
-        else
-                fprintf(out, ",\"precise_ip\":null");
-        fprintf(out, ",\"left_out\":[");
-        for (const char *p = left; *p;) {
-                size_t n = strcspn(p, ",");
-                fprintf(out, "%s\"%.*s\"", p == left ? "" : ",", (int)n, p);
-                p += n + (p[n] == ',');
-        }
-        fprintf(out,
-                "],\"time_enabled_ns\":%" PRIu64 ",\"time_running_ns\":%" PRIu64 ",\"counters\":[",
-                st->time_enabled, st->time_running);
-        for (unsigned i = 0; i < cfg->n_members; i++) {
-                fprintf(out, "%s{\"event\":", i ? "," : "");
-                json_str(out, cfg->members[i].name);
-                fprintf(out, ",\"unit\":\"%s\",\"value\":%" PRIu64 ",\"running_percent\":",
-                        fp_perf_event_unit(&cfg->members[i]), st->counter_total[i]);
-                if (pct < 0)
-                        fprintf(out, "null}");
-                else
-                        fprintf(out, "%.1f}", pct);
-        }
-        fprintf(out, "]");
-}
-
-static void status_json(struct fp_server *s, struct client *c, uint64_t up)
-{
-        FILE *out = c->reply.out;
-        char store_msg[256] = "";
-        bool store_ok = s->writer && fp_writer_store_ok(s->writer, store_msg, sizeof(store_msg));
-        bool first = true;
-
-        fprintf(out,
-                "{\"agent_pid\":%d,\"version\":\"%s\",\"uptime_seconds\":%" PRIu64
-                ",\"symbol_files_loaded\":%zu,\"bucket_seconds\":%u,\"store\":{\"path\":",
-                (int)getpid(), FP_VERSION, up, fp_symcache_n_loaded(s->cache),
-                s->opt.bucket_seconds);
-        json_str(out, s->opt.store_path ? s->opt.store_path : "");
-        fprintf(out, ",\"ok\":%s,\"error\":", store_ok ? "true" : "false");
-        json_str(out, store_msg[0] ? store_msg : s->store_error);
-        fprintf(out,
-                ",\"max_bytes\":%" PRIu64 ",\"file_bytes\":%" PRIu64 ",\"wal_bytes\":%" PRIu64
-                ",\"buckets\":%" PRIu64 ",\"pending_upload\":%" PRIu64
-                ",\"buckets_written\":%" PRIu64 ",\"buckets_failed\":%" PRIu64 ",\"queued\":%zu}",
-                s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes, s->stats.file_bytes,
-                s->stats.wal_bytes, s->stats.buckets, s->stats.pending_buckets, s->buckets_closed,
-                s->buckets_failed, s->writer ? fp_writer_pending(s->writer) : 0);
-        if (s->uploader) {
-                struct fp_upload_status us;
-                fp_uploader_status(s->uploader, &us);
-                fprintf(out, ",\"upload\":{\"url\":");
-                json_str(out, fp_uploader_url(s->uploader));
-                fprintf(out,
-                        ",\"in_progress\":%s,\"last_success_ns\":%" PRId64
-                        ",\"last_attempt_ns\":%" PRId64 ",\"next_attempt_ns\":%" PRId64
-                        ",\"rounds_ok\":%" PRIu64 ",\"rounds_failed\":%" PRIu64
-                        ",\"uploads_ok\":%" PRIu64 ",\"uploads_rejected\":%" PRIu64
-                        ",\"bytes_sent\":%" PRIu64 ",\"buckets_uploaded\":%" PRIu64
-                        ",\"pending_buckets\":%" PRIu64 ",\"last_error\":",
-                        us.in_progress ? "true" : "false", us.last_success_ns, us.last_attempt_ns,
-                        us.next_attempt_ns, us.rounds_ok, us.rounds_failed, us.uploads_ok,
-                        us.uploads_rejected, us.bytes_sent, us.buckets_uploaded,
-                        s->stats.pending_buckets);
-                json_str(out, us.last_error);
-                fputc('}', out);
-        }
-        fprintf(out, ",\"thread_tracker\":{\"name\":\"%s\",\"reason\":", server_tracker_name(s));
-        json_str(out, s->tracker ? "" : s->tracker_reason);
-        fprintf(out, ",\"events_dropped\":%" PRIu64 ",\"children_not_followed\":%" PRIu64 "}",
-                s->tracker ? fp_tracker_dropped(s->tracker) : 0, s->children_not_followed);
-        fprintf(out, ",\"targets\":[");
-        for (size_t i = 0; i < s->n_targets; i++) {
-                struct fp_target *t = s->targets[i].t;
-                const struct fp_perf_config *cfg = fp_target_config(t);
-                struct fp_target_stats st;
-                struct fp_target_drop rows[16];
-                if (!server_may_see(c, &s->targets[i]))
-                        continue;
-                fp_target_stats(t, &st);
-                fprintf(out, "%s{\"pid\":%d,\"comm\":", first ? "" : ",", (int)fp_target_pid(t));
-                json_str(out, fp_target_comm(t));
-                fprintf(out, ",\"exe\":");
-                json_str(out, fp_target_exe(t));
-                fprintf(out,
-                        ",\"event\":\"%s\",\"frequency\":%" PRIu64 ",\"period\":%" PRIu64
-                        ",\"state\":\"%s\",\"threads\":%u,\"threads_seen\":%u"
-                        ",\"samples\":%" PRIu64 ",\"value\":%" PRIu64 ",\"lost\":%" PRIu64
-                        ",\"throttled\":%" PRIu64 ",\"unwind_empty\":%" PRIu64
-                        ",\"attach_failed\":%" PRIu64 ",\"unresolved_frames\":%" PRIu64
-                        ",\"dropped_nomem\":%" PRIu64 ",\"kernel_excluded\":%s,\"drops\":{",
-                        cfg->event.name, rate_hz(cfg), cfg->period, state_name(st.state),
-                        st.threads_live, st.threads_seen, st.samples, st.value, st.lost,
-                        st.throttled, st.unwind_empty, st.attach_failed, st.unresolved,
-                        st.dropped_nomem, st.kernel_excluded ? "true" : "false");
-                size_t n = target_drops(s, t, rows, 16);
-                for (size_t j = 0; j < n; j++)
-                        fprintf(out, "%s\"%s\":%" PRIu64, j ? "," : "", rows[j].reason,
-                                rows[j].count);
-                struct fp_target_latency lat;
-                fp_target_attach_latency(t, &lat);
-                fprintf(out,
-                        "},\"follow_children\":%s,\"parent_pid\":%d,\"threads_missed\":%" PRIu64
-                        ",\"threads_by_rescan\":%u,\"attach_latency_us\":{\"count\":%" PRIu64
-                        ",\"p50\":%u,\"p90\":%u,\"p99\":%u,\"max\":%u}",
-                        fp_target_follows_children(t) ? "true" : "false", (int)fp_target_parent(t),
-                        st.threads_missed, st.threads_by_rescan, lat.count, lat.p50_us, lat.p90_us,
-                        lat.p99_us, lat.max_us);
-                counters_json(out, t, &st);
-                fprintf(out, "}");
-                first = false;
-        }
-        fprintf(out, "]}\n");
-}
-
-static void human_bytes(char *buf, size_t len, uint64_t b)
-{
-        if (b >= 10ULL << 20)
-                snprintf(buf, len, "%" PRIu64 " MiB", b >> 20);
-        else if (b >= 10ULL << 10)
-                snprintf(buf, len, "%" PRIu64 " KiB", b >> 10);
-        else
-                snprintf(buf, len, "%" PRIu64 " B", b);
-}
-
-void cmd_status(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
-{
-        FILE *out = c->reply.out;
+        struct fp_core *s = userdata;
         const char *json = fp_ctl_request_get(q, "json");
-        uint64_t up = (fp_now_ns(CLOCK_MONOTONIC) - s->start_ns) / 1000000000ULL;
-        size_t visible = 0;
+        struct fp_core_status st;
 
-        server_poll_tracker(s);
-        for (size_t i = 0; i < s->n_targets; i++) {
-                if (!server_may_see(c, &s->targets[i]))
-                        continue;
-                visible++;
-                fp_target_drain(s->targets[i].t); /* counts up to this moment */
-        }
+        if (fp_core_status(s, fp_control_cred(c)->uid, &st) < 0)
+                return fp_control_error(c, "out of memory");
         if (json && strcmp(json, "1") == 0)
-                return status_json(s, c, up);
-
-        fprintf(out, "fleetprof-agent %s, pid %d, up %" PRIu64 "s, %zu target%s\n", FP_VERSION,
-                (int)getpid(), up, visible, visible == 1 ? "" : "s");
-        if (!s->opt.store_path) {
-                fprintf(out, "store: none (samples are kept in memory only)\n");
-        } else {
-                char msg[256] = "", used[32], max[32];
-                bool ok = s->writer && fp_writer_store_ok(s->writer, msg, sizeof(msg));
-                human_bytes(used, sizeof(used), s->stats.file_bytes + s->stats.wal_bytes);
-                human_bytes(max, sizeof(max),
-                            s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes);
-                fprintf(out,
-                        "store: %s, %s of %s, %" PRIu64 " buckets of %us, %" PRIu64
-                        " not uploaded%s%s\n",
-                        s->opt.store_path, used, max, s->stats.buckets, s->opt.bucket_seconds,
-                        s->stats.pending_buckets, ok && !s->store_error[0] ? "" : ", FAILING: ",
-                        ok && !s->store_error[0] ? "" : (msg[0] ? msg : s->store_error));
-        }
-        if (s->uploader) {
-                struct fp_upload_status us;
-                char last[32];
-                fp_uploader_status(s->uploader, &us);
-                format_age(last, sizeof(last), us.last_success_ns);
-                fprintf(out,
-                        "upload: %s, last success %s, %" PRIu64 " buckets uploaded, %" PRIu64
-                        " profiles refused%s%s%s\n",
-                        fp_uploader_url(s->uploader), last, us.buckets_uploaded,
-                        us.uploads_rejected, us.in_progress ? ", uploading now" : "",
-                        us.last_error[0] ? ", last error: " : "", us.last_error);
-        } else {
-                fprintf(out, "upload: none (no --collector)\n");
-        }
-        if (s->tracker)
-                fprintf(out, "thread tracker: bpf (scheduler tracepoints)\n");
+                fp_status_write_json(&st, fp_control_out(c));
         else
-                fprintf(out, "thread tracker: perf-fork (fallback: %s)\n", s->tracker_reason);
-        if (!visible)
-                return;
-        fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT", "RATE",
-                "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED");
-        for (size_t i = 0; i < s->n_targets; i++) {
-                struct fp_target *t = s->targets[i].t;
-                const struct fp_perf_config *cfg = fp_target_config(t);
-                struct fp_target_stats st;
-                char rate[32];
-                if (!server_may_see(c, &s->targets[i]))
-                        continue;
-                fp_target_stats(t, &st);
-                if (rate_hz(cfg))
-                        snprintf(rate, sizeof(rate), "%" PRIu64 "Hz", rate_hz(cfg));
-                else
-                        snprintf(rate, sizeof(rate), "1/%" PRIu64, cfg->period);
-                fprintf(out,
-                        "%-8d %-16s %-12s %8s %-8s %8u %10" PRIu64 " %8" PRIu64 " %9" PRIu64 "\n",
-                        (int)fp_target_pid(t), fp_target_comm(t), cfg->event.name, rate,
-                        state_name(st.state), st.threads_live, st.samples, st.lost, st.throttled);
-        }
-        /* The group's counters, and what the machine could not give. */
-        for (size_t i = 0; i < s->n_targets; i++) {
-                struct fp_target *t = s->targets[i].t;
-                const struct fp_perf_config *cfg = fp_target_config(t);
-                struct fp_target_stats st;
-                if (!server_may_see(c, &s->targets[i]))
-                        continue;
-                fp_target_stats(t, &st);
-                double pct = running_percent(&st);
-                if (fp_perf_event_is_hardware(&cfg->event))
-                        fprintf(out, "%d: %s samples with precise_ip %u\n", (int)fp_target_pid(t),
-                                cfg->event.name, cfg->precise_ip);
-                for (unsigned j = 0; j < cfg->n_members; j++) {
-                        if (j == 0)
-                                fprintf(out, "counters of %d:", (int)fp_target_pid(t));
-                        if (pct < 0)
-                                fprintf(out, "%s %s %" PRIu64 " (ran: no samples yet)",
-                                        j ? "," : "", cfg->members[j].name, st.counter_total[j]);
-                        else
-                                fprintf(out, "%s %s %" PRIu64 " (ran %.1f%%)", j ? "," : "",
-                                        cfg->members[j].name, st.counter_total[j], pct);
-                        if (j + 1 == cfg->n_members)
-                                fputc('\n', out);
-                }
-                if (fp_target_left_out(t)[0])
-                        fprintf(out, "%d: left out (not supported on this machine): %s\n",
-                                (int)fp_target_pid(t), fp_target_left_out(t));
-        }
-        /* Every sample that could not be kept, by reason. */
-        for (size_t i = 0; i < s->n_targets; i++) {
-                struct fp_target_drop rows[16];
-                if (!server_may_see(c, &s->targets[i]))
-                        continue;
-                size_t n = target_drops(s, s->targets[i].t, rows, 16);
-                if (!n)
-                        continue;
-                fprintf(out, "dropped from %d:", (int)fp_target_pid(s->targets[i].t));
-                for (size_t j = 0; j < n; j++)
-                        fprintf(out, "%s %s %" PRIu64, j ? "," : "", rows[j].reason, rows[j].count);
-                fputc('\n', out);
-        }
+                fp_status_write_text(&st, fp_control_out(c));
+        fp_core_status_free(&st);
 }
 
 static void on_flush_done(void *userdata, bool ok, const char *message)
 {
-        struct client *c = userdata;
+        struct fp_control_client *c = userdata;
         if (ok)
-                fprintf(c->reply.out, "%s\n", message);
+                fprintf(fp_control_out(c), "%s\n", message);
         else
-                reply_error(&c->reply, "%s", message);
-        server_answer_waiting(c);
+                fp_control_error(c, "%s", message);
+        fp_control_finish(c);
 }
 
-/*
- * Runs on the writer thread after every job queued before it: the writer's
- * queue is first in, first out, so by then the closed buckets are stored.
- */
-static int flush_barrier(struct fp_store *store, void *arg)
+static void cmd_flush(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
 {
-        (void)store;
-        (void)arg;
-        return 0;
-}
-
-static void on_stored(void *userdata, const struct fp_writer_result *res)
-{
-        struct client *c = userdata;
-
-        if (res->error < 0)
-                reply_error(&c->reply, "cannot flush: %s", strerror(-res->error));
-        else
-                fprintf(c->reply.out,
-                        "closed the open bucket into the store; no collector is configured "
-                        "(--collector URL), so nothing was uploaded\n");
-        server_answer_waiting(c);
-}
-
-void cmd_flush(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
-{
+        struct fp_core *s = userdata;
         (void)q;
-        if (c->cred.uid != 0)
-                return reply_error(&c->reply, "only root may flush the agent");
-        if (!s->writer)
-                return reply_error(&c->reply,
-                                   "the agent has no store (--store none): nothing to flush");
-        server_close_buckets(s);
-        if (!s->uploader) {
-                /* Answer once the writer has stored what was just closed. */
-                int e = fp_writer_submit_call(s->writer, flush_barrier, NULL, on_stored, c);
-                if (e < 0)
-                        return reply_error(&c->reply, "cannot flush: %s", strerror(-e));
-                c->waiting = true;
-                return;
-        }
-        int r = fp_uploader_flush(s->uploader, on_flush_done, c);
+        if (fp_control_cred(c)->uid != 0)
+                return fp_control_error(c, "only root may flush the agent");
+        int r = fp_core_flush(s, on_flush_done, c);
+        if (r == -ENODEV)
+                return fp_control_error(c,
+                                        "the agent has no store (--store none): nothing to flush");
         if (r == -EBUSY)
-                return reply_error(&c->reply, "another flush is in progress");
+                return fp_control_error(c, "another flush is in progress");
         if (r < 0)
-                return reply_error(&c->reply, "cannot flush: %s", strerror(-r));
-        c->waiting = true;
+                return fp_control_error(c, "cannot flush: %s", strerror(-r));
+        fp_control_defer(c);
 }
 
 /* Adds one target's accounting to a dump. */
@@ -549,39 +250,61 @@ static void dump_comments(struct fp_pprof *p, struct fp_target *t)
         }
 }
 
-void dump_finish(struct client *c, struct fp_pprof *p)
+/* Writes the finished profile of a dump in the format asked for into c's answer. */
+static void dump_finish(struct fp_control_client *c, const char *format, struct fp_pprof *p)
 {
-        struct reply *r = &c->reply;
+        FILE *out = fp_control_out(c);
         int e;
 
         if (fp_pprof_n_sample_types(p) == 0) {
-                reply_error(r, "no samples in the range asked for");
+                fp_control_error(c, "no samples in the range asked for");
                 return;
         }
-        if (strcmp(c->format, "pprof") == 0) {
+        if (strcmp(format, "pprof") == 0) {
                 uint8_t *buf;
                 size_t len;
                 e = fp_pprof_encode(p, 1, &buf, &len);
                 if (e < 0) {
-                        reply_error(r, "cannot encode the profile: %s", strerror(-e));
+                        fp_control_error(c, "cannot encode the profile: %s", strerror(-e));
                         return;
                 }
-                fwrite(buf, 1, len, r->out);
+                fwrite(buf, 1, len, out);
                 free(buf);
-        } else if (strcmp(c->format, "top") == 0) {
-                e = fp_pprof_write_top(p, 1, 0, r->out);
+        } else if (strcmp(format, "top") == 0) {
+                e = fp_pprof_write_top(p, 1, 0, out);
                 if (e >= 0)
-                        e = fp_counters_write_top(p, 1, 20, r->out);
+                        e = fp_counters_write_top(p, 1, 20, out);
         } else {
-                e = fp_pprof_write_folded(p, 0, r->out);
+                e = fp_pprof_write_folded(p, 0, out);
         }
         if (e < 0)
-                reply_error(r, "cannot write the profile: %s", strerror(-e));
+                fp_control_error(c, "cannot write the profile: %s", strerror(-e));
 }
 
-void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request *q)
+/* A dump waiting for the store's part. */
+struct dump_wait {
+        struct fp_control_client *c;
+        char format[16];
+};
+
+static void on_dump_done(void *userdata, struct fp_pprof *p, int error, const char *message)
 {
-        struct reply *r = &c->reply;
+        struct dump_wait *w = userdata;
+        struct fp_control_client *c = w->c;
+
+        if (error < 0 && error != -ENODEV)
+                fp_control_error(c, "cannot read the store: %s", message);
+        if (!fp_control_gone(c) && !fp_control_has_error(c))
+                dump_finish(c, w->format, p);
+        fp_pprof_free(p);
+        free(w);
+        fp_control_finish(c);
+}
+
+static void cmd_dump(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
+{
+        struct fp_core *s = userdata;
+        uid_t uid = fp_control_cred(c)->uid;
         const char *pid_s = fp_ctl_request_get(q, "pid");
         const char *format = fp_ctl_request_get(q, "format");
         const char *event = fp_ctl_request_get(q, "event");
@@ -597,39 +320,38 @@ void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request
                 format = "pprof";
         if (strcmp(format, "pprof") != 0 && strcmp(format, "top") != 0 &&
             strcmp(format, "folded") != 0)
-                return reply_error(r, "unknown format '%s': pprof, top or folded", format);
-        snprintf(c->format, sizeof(c->format), "%s", format);
-        if (pid_s && parse_pid(pid_s, &pid) < 0)
-                return reply_error(r, "invalid PID '%s'", pid_s);
-        if (since && parse_u64(since, UINT32_MAX, &since_s) < 0)
-                return reply_error(r, "invalid --since '%s'", since);
+                return fp_control_error(c, "unknown format '%s': pprof, top or folded", format);
+        if (pid_s && arg_pid(pid_s, &pid) < 0)
+                return fp_control_error(c, "invalid PID '%s'", pid_s);
+        if (since && arg_u64(since, UINT32_MAX, &since_s) < 0)
+                return fp_control_error(c, "invalid --since '%s'", since);
         if (event) {
                 struct fp_perf_event ev;
                 if (fp_perf_event_parse(event, &ev) < 0)
-                        return reply_error(r, "unknown event '%s'", event);
+                        return fp_control_error(c, "unknown event '%s'", event);
         }
-        server_poll_tracker(s); /* threads born or dead up to now */
-        struct agent_target *at = pid ? server_find_target(s, pid) : NULL;
-        if (pid && at && !server_may_see(c, at))
-                return reply_error(r, "permission denied: process %d belongs to another user",
-                                   (int)pid);
+        fp_core_poll_tracker(s); /* threads born or dead up to now */
+        struct fp_core_target *at = pid ? fp_core_find(s, pid) : NULL;
+        if (pid && at && !fp_core_may_see(uid, at))
+                return fp_control_error(c, "permission denied: process %d belongs to another user",
+                                        (int)pid);
         if (pid && !at) {
                 /* Not profiled now: the store may still hold it, for root or its owner. */
                 uid_t owner;
-                if (c->cred.uid != 0 && (proc_owner(pid, &owner) < 0 || owner != c->cred.uid))
-                        return reply_error(r, "process %d is not being profiled", (int)pid);
-                if (!s->writer)
-                        return reply_error(r, "process %d is not being profiled", (int)pid);
+                if (uid != 0 && (fp_proc_owner(pid, &owner) < 0 || owner != uid))
+                        return fp_control_error(c, "process %d is not being profiled", (int)pid);
+                if (!fp_core_has_store(s))
+                        return fp_control_error(c, "process %d is not being profiled", (int)pid);
         }
-        if (!pid && c->cred.uid != 0)
-                return reply_error(r, "only root may dump every process: give a PID");
+        if (!pid && uid != 0)
+                return fp_control_error(c, "only root may dump every process: give a PID");
 
         p = fp_pprof_new();
         if (!p)
-                return reply_error(r, "out of memory");
+                return fp_control_error(c, "out of memory");
         /* The open buckets of the live targets that match. */
-        for (size_t i = 0; i < s->n_targets; i++) {
-                struct fp_target *t = s->targets[i].t;
+        for (size_t i = 0; i < fp_core_n_targets(s); i++) {
+                struct fp_target *t = fp_core_target_at(s, i)->t;
                 const char *ty[2], *un[2];
                 if (pid && fp_target_pid(t) != pid)
                         continue;
@@ -651,7 +373,7 @@ void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request
                 e = fp_target_to_pprof(t, p);
                 if (e < 0) {
                         fp_pprof_free(p);
-                        return reply_error(r, "cannot build the profile: %s", strerror(-e));
+                        return fp_control_error(c, "cannot build the profile: %s", strerror(-e));
                 }
                 dump_comments(p, t);
         }
@@ -661,29 +383,45 @@ void cmd_dump(struct fp_server *s, struct client *c, const struct fp_ctl_request
         if (first) {
                 /* The open bucket's time; the store's buckets widen it. */
                 int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
-                fp_pprof_set_time(p, s->bucket_start_ns, now - s->bucket_start_ns);
+                fp_pprof_set_time(p, fp_core_bucket_start_ns(s), now - fp_core_bucket_start_ns(s));
         }
 
         f.pid = pid;
         f.event = event ? event : (first ? fp_target_config(first)->event.name : NULL);
         if (since_s)
                 f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;
-        e = server_submit_dump(s, c, &f, p);
-        if (e == 0)
+        struct dump_wait *w = calloc(1, sizeof(*w));
+        if (!w) {
+                fp_pprof_free(p);
+                return fp_control_error(c, "out of memory");
+        }
+        w->c = c;
+        snprintf(w->format, sizeof(w->format), "%s", format);
+        e = fp_core_submit_dump(s, &f, p, on_dump_done, w);
+        if (e == 0) {
+                fp_control_defer(c);
                 return; /* answered when the writer is done */
+        }
+        free(w);
         if (e != -ENODEV) {
                 fp_pprof_free(p);
-                return reply_error(r, "cannot queue the dump: %s", strerror(-e));
+                return fp_control_error(c, "cannot queue the dump: %s", strerror(-e));
         }
         /* No store: the open buckets are all there is. */
         if (!first) {
                 fp_pprof_free(p);
                 if (pid)
-                        return reply_error(r, "process %d is not profiled with event %s", (int)pid,
-                                           event);
-                return reply_error(r, "no profiled process%s%s", event ? " with event " : "",
-                                   event ? event : "");
+                        return fp_control_error(c, "process %d is not profiled with event %s",
+                                                (int)pid, event);
+                return fp_control_error(c, "no profiled process%s%s", event ? " with event " : "",
+                                        event ? event : "");
         }
-        dump_finish(c, p);
+        dump_finish(c, format, p);
         fp_pprof_free(p);
 }
+
+const struct fp_control_command fp_commands[] = {
+    {"start", cmd_start}, {"stop", cmd_stop},   {"status", cmd_status},
+    {"dump", cmd_dump},   {"flush", cmd_flush},
+};
+const size_t fp_n_commands = sizeof(fp_commands) / sizeof(fp_commands[0]);

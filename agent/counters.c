@@ -4,6 +4,8 @@
  * counters section of `dump --format top`; see counters.h.
  */
 #include "counters.h"
+#include "escape.h"
+#include "targetconf.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -63,28 +65,6 @@ static int collect_series(void *userdata, const struct fp_store_series *se)
         return 0;
 }
 
-/* The i-th name of the event list in a config text ("event=a,b freq=..."); "" past the end. */
-static void config_event(const char *config, size_t i, char *buf, size_t len)
-{
-        const char *p = strstr(config, "event=");
-
-        buf[0] = 0;
-        if (!p)
-                return;
-        p += strlen("event=");
-        for (;;) {
-                size_t n = strcspn(p, ", ");
-                if (i == 0) {
-                        snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
-                        return;
-                }
-                if (p[n] != ',')
-                        return;
-                p += n + 1;
-                i--;
-        }
-}
-
 /* Adds the values of the counter se (one target's event) to p as a sample type. */
 static int add_counter(struct fp_store *s, const struct fp_store_filter *f,
                        const struct series_row *se, struct fp_pprof *p)
@@ -122,7 +102,7 @@ int fp_counters_query(struct fp_store *s, const struct fp_store_filter *f, struc
         if (r < 0)
                 goto out;
         if (!fr.event && sl.n) {
-                config_event(sl.v[0].config, 0, leader, sizeof(leader));
+                fp_targetconf_event(sl.v[0].config, 0, leader, sizeof(leader));
                 fr.event = leader[0] ? leader : NULL;
         }
         ref = fp_pprof_new();
@@ -140,8 +120,8 @@ int fp_counters_query(struct fp_store *s, const struct fp_store_filter *f, struc
                 for (size_t i = 0; r >= 0 && i < sl.n; i++) {
                         const struct series_row *se = &sl.v[i];
                         char name[NAME_MAX_LEN];
-                        config_event(se->config, 0, leader, sizeof(leader));
-                        config_event(se->config, k, name, sizeof(name));
+                        fp_targetconf_event(se->config, 0, leader, sizeof(leader));
+                        fp_targetconf_event(se->config, k, name, sizeof(name));
                         any = any || name[0];
                         if (strcmp(leader, fr.event) != 0 || strcmp(name, se->event) != 0)
                                 continue;
@@ -314,7 +294,9 @@ int fp_counters_write_top(const struct fp_pprof *p, size_t value_index, size_t n
                 }
                 if (ins >= 0 && cyc >= 0)
                         fprintf(out, " %6.2f", ratio(rows[k].values[ins], rows[k].values[cyc], 1));
-                fprintf(out, "  %s\n", rows[k].name);
+                fputs("  ", out);
+                fp_escape_terminal(fp_write_file, out, rows[k].name);
+                fputc('\n', out);
         }
         free(values);
         free(rows);

@@ -8,7 +8,9 @@
  */
 #include "conf.h"
 #include "log.h"
-#include "server.h"
+#include "commands.h"
+#include "control.h"
+#include "core.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -110,8 +112,8 @@ static int ensure_parent_dir(const char *path)
  * status: 0 after --help, --version or a good --check-config, 1 for a bad
  * file, 2 for a bad command line.
  */
-static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_server_options *opt,
-                     bool *ret_foreground)
+static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core_options *opt,
+                     const char **ret_socket, bool *ret_foreground)
 {
         const struct fp_conf_flag flags[] = {{"foreground", ret_foreground}};
         const struct fp_conf_program prog = {
@@ -128,8 +130,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_serv
                 return r;
 
         store = fp_conf_string(conf, "store");
-        *opt = (struct fp_server_options){
-            .socket_path = fp_conf_string(conf, "socket"),
+        *opt = (struct fp_core_options){
             .store_path = store && strcmp(store, "none") != 0 ? store : NULL,
             .store_max_bytes = (uint64_t)fp_conf_uint(conf, "store-max-mb") << 20,
             .bucket_seconds = (unsigned)fp_conf_uint(conf, "bucket"),
@@ -139,7 +140,8 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_serv
             .upload_interval = (unsigned)fp_conf_uint(conf, "upload-interval"),
             .no_bpf = fp_conf_bool(conf, "no-bpf"),
         };
-        if (!opt->socket_path) {
+        *ret_socket = fp_conf_string(conf, "socket");
+        if (!*ret_socket) {
                 fp_log(LOG_ERR, "the socket path must not be empty");
                 return 2;
         }
@@ -148,10 +150,12 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_serv
 
 int main(int argc, char **argv)
 {
-        struct fp_server_options opt;
+        struct fp_core_options opt;
         __attribute__((cleanup(fp_conf_freep))) struct fp_conf *conf = NULL;
         bool foreground = false;
-        struct fp_server *server = NULL;
+        struct fp_core *core = NULL;
+        struct fp_control *control = NULL;
+        const char *socket_path = NULL;
         struct event_base *base;
         struct event *sigterm, *sigint;
         char err[512];
@@ -160,11 +164,10 @@ int main(int argc, char **argv)
         fp_log_init("fleetprof-agent");
         r = fp_conf_new(agent_keys, N_AGENT_KEYS, &conf);
         if (r < 0) {
-                fp_log(LOG_ERR, "Failed to set up the settings: %s",
-                        strerror(-r));
+                fp_log(LOG_ERR, "Failed to set up the settings: %s", strerror(-r));
                 return 1;
         }
-        r = configure(argc, argv, conf, &opt, &foreground);
+        r = configure(argc, argv, conf, &opt, &socket_path, &foreground);
         if (r >= 0)
                 return r;
 
@@ -176,15 +179,15 @@ int main(int argc, char **argv)
         raise_limit(RLIMIT_NOFILE);
         raise_limit(RLIMIT_MEMLOCK);
 
-        r = ensure_parent_dir(opt.socket_path);
+        r = ensure_parent_dir(socket_path);
         if (r < 0) {
-                fp_log(LOG_ERR, "Failed to create the directory of '%s': %s",
-                        opt.socket_path, strerror(-r));
+                fp_log(LOG_ERR, "Failed to create the directory of '%s': %s", socket_path,
+                       strerror(-r));
                 return 1;
         }
         if (opt.store_path && (r = ensure_parent_dir(opt.store_path)) < 0)
-                fp_log(LOG_ERR, "Failed to create the directory of '%s': %s",
-                        opt.store_path, strerror(-r)); /* the store reports it again; not fatal */
+                fp_log(LOG_ERR, "Failed to create the directory of '%s': %s", opt.store_path,
+                       strerror(-r)); /* the store reports it again; not fatal */
         if (!foreground) {
                 if (daemon(0, 0) < 0) {
                         fp_log(LOG_ERR, "Failed to daemonize: %s", strerror(errno));
@@ -198,12 +201,22 @@ int main(int argc, char **argv)
                 fp_log(LOG_ERR, "Failed to create the event loop");
                 return 1;
         }
-        r = fp_server_new(base, &opt, &server, err, sizeof(err));
+        /* The socket first: a second agent must fail before it touches the store. */
+        r = fp_control_new(base, socket_path, fp_commands, fp_n_commands, NULL, &control, err,
+                           sizeof(err));
         if (r < 0) {
                 fp_log(LOG_ERR, "%s", err);
                 event_base_free(base);
                 return 1;
         }
+        r = fp_core_new(base, &opt, &core, err, sizeof(err));
+        if (r < 0) {
+                fp_log(LOG_ERR, "%s", err);
+                fp_control_free(control);
+                event_base_free(base);
+                return 1;
+        }
+        fp_control_set_userdata(control, core);
         sigterm = evsignal_new(base, SIGTERM, on_signal, base);
         sigint = evsignal_new(base, SIGINT, on_signal, base);
         if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 ||
@@ -211,15 +224,16 @@ int main(int argc, char **argv)
                 fp_log(LOG_ERR, "Failed to install signal handlers");
                 return 1;
         }
-        fp_log(LOG_INFO, "version %s, listening on %s (pid %d), store %s", FP_VERSION,
-                opt.socket_path, (int)getpid(), opt.store_path ? opt.store_path : "none");
+        fp_log(LOG_INFO, "version %s, listening on %s (pid %d), store %s", FP_VERSION, socket_path,
+               (int)getpid(), opt.store_path ? opt.store_path : "none");
 
         event_base_dispatch(base);
 
         fp_log(LOG_INFO, "shutting down");
         event_free(sigterm);
         event_free(sigint);
-        fp_server_free(server);
+        fp_core_free(core); /* answers the dumps still waiting for the writer */
+        fp_control_free(control);
         event_base_free(base);
         curl_global_cleanup();
         return 0;

@@ -7,6 +7,8 @@
  * never run concurrently, so nothing here locks.
  */
 #include "target.h"
+#include "procfs.h"
+#include "targetconf.h"
 #include "util.h"
 #include "aggregate.h"
 #include "maps.h"
@@ -88,44 +90,6 @@ struct fp_target {
         struct fp_frame frames[MAX_FRAMES];
 };
 
-/* Reads a one-line /proc file into buf without its newline. */
-static int read_line(const char *path, char *buf, size_t len)
-{
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        if (!fgets(buf, (int)len, f)) {
-                fclose(f);
-                return -EIO;
-        }
-        fclose(f);
-        buf[strcspn(buf, "\n")] = 0;
-        return 0;
-}
-
-uint64_t fp_proc_stat(pid_t pid, char *ret_state)
-{
-        char path[64], buf[1024];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        if (read_line(path, buf, sizeof(buf)) < 0)
-                return 0;
-        /* comm may hold spaces and parentheses: fields resume after the last ')'. */
-        char *p = strrchr(buf, ')');
-        if (!p)
-                return 0;
-        unsigned long long st = 0;
-        char state = 0;
-        /* state is field 3; starttime is field 22, the 20th after the ')'. */
-        if (sscanf(p + 2,
-                   "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-                   "%*d %*d %llu",
-                   &state, &st) != 2)
-                return 0;
-        if (ret_state)
-                *ret_state = state;
-        return st;
-}
-
 static struct fp_thread *thread_find(struct fp_target *t, pid_t tid)
 {
         for (size_t i = t->n_threads; i-- > 0;)
@@ -176,9 +140,7 @@ static void reap_exits(struct fp_target *t)
 
 static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
 {
-        char path[96];
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)t->pid, (int)th->tid);
-        (void)read_line(path, th->comm, sizeof(th->comm));
+        (void)fp_proc_comm(t->pid, th->tid, th->comm, sizeof(th->comm));
 }
 
 /*
@@ -784,8 +746,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 free(t);
                 return -ESRCH;
         }
-        snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-        (void)read_line(path, t->comm, sizeof(t->comm));
+        (void)fp_proc_comm(pid, pid, t->comm, sizeof(t->comm));
         snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
         ssize_t n = readlink(path, buf, sizeof(buf) - 1);
         buf[n > 0 ? n : 0] = 0;
@@ -1051,11 +1012,7 @@ out:
 
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len)
 {
-        char events[FP_PERF_EVENT_LIST_MAX];
-        fp_perf_event_list_string(&t->cfg, events, sizeof(events));
-        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d%s", events,
-                 t->cfg.freq, t->cfg.period, t->cfg.kernel_frames ? 1 : 0,
-                 t->follow_children ? " follow=1" : "");
+        fp_targetconf_format(&t->cfg, t->follow_children, buf, len);
 }
 
 void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count)

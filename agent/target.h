@@ -159,10 +159,7 @@ struct fp_target_drop {
  * charged for the next one. Returns how many of ret were filled.
  */
 size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max);
-/*
- * "event=cpu-clock freq=0 period=1000000 kernel=0": how to start it again;
- * " follow=1" is appended when its children are followed.
- */
+/* How to start it again, as the target configuration text (targetconf.h). */
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len);
 
 /* The (type, unit) pairs of the samples: samples/count and cpu/nanoseconds (or EVENT/count). */
@@ -176,9 +173,3 @@ void fp_target_sample_types(const struct fp_target *t, const char *ret_types[2],
  */
 void fp_target_counter_type(const struct fp_target *t, unsigned i, const char **ret_type,
                             const char **ret_unit);
-
-/*
- * Process start time (clock ticks since boot, /proc/PID/stat field 22), 0
- * when gone; *ret_state (when non-NULL) gets the state letter (R, S, Z, ...).
- */
-uint64_t fp_proc_stat(pid_t pid, char *ret_state);

@@ -15,6 +15,7 @@
  * events call curl_multi_socket_action().
  */
 #include "upload.h"
+#include "targetconf.h"
 #include "log.h"
 #include "pprof.h"
 #include "store.h"
@@ -212,10 +213,9 @@ static int build_item(void *userdata, const struct fp_store_series *se)
          * samples of its leader: the target's drops travel with the leader's
          * profile only, so the collector counts them once.
          */
-        const char *ev = se->config ? strstr(se->config, "event=") : NULL;
-        size_t lead_len = ev ? strcspn(ev + strlen("event="), ", ") : 0;
-        it.counter = ev && !(strlen(se->event) == lead_len &&
-                             strncmp(ev + strlen("event="), se->event, lead_len) == 0);
+        char leader[FP_PERF_EVENT_NAME_MAX + 1];
+        fp_targetconf_event(se->config, 0, leader, sizeof(leader));
+        it.counter = leader[0] && strcmp(leader, se->event) != 0;
         if (!it.counter)
                 (void)fp_store_drop_totals(a->store, &f, add_drop_text, &it.drops);
         it.pid = se->pid;
@@ -407,8 +407,8 @@ static void sending_done(struct fp_uploader *u)
                 /* The URL is the operator's and may be long: the message is cut,
                  * not the buffer overrun, and the log line keeps the reason. */
                 char msg[600];
-                snprintf(msg, sizeof(msg), "upload to %.200s failed (%zu of %zu): %.255s; retrying", u->url,
-                         retry, r->n_items, why);
+                snprintf(msg, sizeof(msg), "upload to %.200s failed (%zu of %zu): %.255s; retrying",
+                         u->url, retry, r->n_items, why);
                 fp_log(LOG_ERR, "%s", msg);
                 round_end(u, false, msg);
                 return;
@@ -455,7 +455,7 @@ static void check_done(struct fp_uploader *u)
                         fp_log(LOG_ERR,
                                "The collector refused the profile of %d (%s, %" PRIu64
                                " samples): %s",
-                                (int)it->pid, it->event, it->samples, it->error);
+                               (int)it->pid, it->event, it->samples, it->error);
                         it->outcome = 2;
                         u->st.uploads_rejected++;
                         if (u->reject && !it->counter) /* its samples are its leader's */
@@ -719,7 +719,8 @@ int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
         }
         if (opt->ca_file)
                 u->ca_file = strdup(opt->ca_file);
-        if (opt->token_file && (r = fp_read_token_file(opt->token_file, &u->token, err, err_len)) < 0) {
+        if (opt->token_file &&
+            (r = fp_read_token_file(opt->token_file, &u->token, err, err_len)) < 0) {
                 fp_uploader_free(u);
                 return r;
         }

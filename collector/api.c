@@ -9,7 +9,7 @@
 #include "escape.h"
 #include "util.h"
 #include "pprof.h"
-#include "server.h"
+#include "http.h"
 #include "store.h"
 #include "writeq.h"
 
@@ -66,8 +66,8 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 int code = r == -EFBIG ? 413 : r == -ENOMEM ? 503 : 400;
 
                 s->st.uploads_rejected++;
-                fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s",
-                        meta->host, (int)meta->pid, err);
+                fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s", meta->host,
+                       (int)meta->pid, err);
                 fp_coll_reply_error(req, code, "%s", err);
                 goto out;
         }
@@ -216,8 +216,8 @@ int fp_coll_api_parse_filter(struct evhttp_request *req, struct fp_coll_filter *
         char err[256];
         int r;
 
-        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL, (int64_t)fp_now_ns(CLOCK_REALTIME), f, err,
-                                 sizeof(err));
+        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL,
+                                 (int64_t)fp_now_ns(CLOCK_REALTIME), f, err, sizeof(err));
         if (r < 0)
                 fp_coll_reply_error(req, 400, "%s", err);
         return r;
@@ -318,23 +318,23 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 return;
         }
-        evbuffer_add_printf(b,
-                            "{\"status\": \"%s\", \"version\": \"%s\", \"uptime_s\": %" PRId64
-                            ", \"requests\": %" PRIu64 ", \"uploads_stored\": %" PRIu64
-                            ", \"uploads_duplicate\": %" PRIu64 ", \"uploads_rejected\": %" PRIu64
-                            ", \"uploads_failed\": %" PRIu64 ", \"samples_stored\": %" PRIu64
-                            ", \"bytes_received\": %" PRIu64 ", \"decode_ms\": %" PRIu64
-                            ", \"store_write_ms\": %" PRIu64 ", \"store_groups\": %" PRIu64
-                            ", \"store\": {\"buckets\": %" PRIu64 ", \"targets\": %" PRIu64
-                            ", \"file_bytes\": %" PRIu64 ", \"wal_bytes\": %" PRIu64
-                            ", \"max_bytes\": %" PRIu64 "}}\n",
-                            r < 0 ? "degraded" : "ok", FP_VERSION,
-                            (int64_t)(((int64_t)fp_now_ns(CLOCK_REALTIME) - s->st.started_ns) / 1000000000LL),
-                            s->st.requests, s->st.uploads_stored, s->st.uploads_duplicate,
-                            s->st.uploads_rejected, s->st.uploads_failed, s->st.samples_stored,
-                            s->st.bytes_received, s->st.decode_ns / 1000000,
-                            s->st.store_ns / 1000000, s->st.groups, ss.buckets, ss.targets,
-                            ss.file_bytes, ss.wal_bytes, s->store_max_bytes);
+        evbuffer_add_printf(
+            b,
+            "{\"status\": \"%s\", \"version\": \"%s\", \"uptime_s\": %" PRId64
+            ", \"requests\": %" PRIu64 ", \"uploads_stored\": %" PRIu64
+            ", \"uploads_duplicate\": %" PRIu64 ", \"uploads_rejected\": %" PRIu64
+            ", \"uploads_failed\": %" PRIu64 ", \"samples_stored\": %" PRIu64
+            ", \"bytes_received\": %" PRIu64 ", \"decode_ms\": %" PRIu64
+            ", \"store_write_ms\": %" PRIu64 ", \"store_groups\": %" PRIu64
+            ", \"store\": {\"buckets\": %" PRIu64 ", \"targets\": %" PRIu64
+            ", \"file_bytes\": %" PRIu64 ", \"wal_bytes\": %" PRIu64 ", \"max_bytes\": %" PRIu64
+            "}}\n",
+            r < 0 ? "degraded" : "ok", FP_VERSION,
+            (int64_t)(((int64_t)fp_now_ns(CLOCK_REALTIME) - s->st.started_ns) / 1000000000LL),
+            s->st.requests, s->st.uploads_stored, s->st.uploads_duplicate, s->st.uploads_rejected,
+            s->st.uploads_failed, s->st.samples_stored, s->st.bytes_received,
+            s->st.decode_ns / 1000000, s->st.store_ns / 1000000, s->st.groups, ss.buckets,
+            ss.targets, ss.file_bytes, ss.wal_bytes, s->store_max_bytes);
         fp_coll_reply(req, r < 0 ? 503 : 200, "application/json", b);
         evbuffer_free(b);
 }

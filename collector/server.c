@@ -4,6 +4,7 @@
  * server.h.
  */
 #include "server.h"
+#include "http.h"
 #include "log.h"
 #include "api.h"
 #include "escape.h"
@@ -26,47 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-void fp_coll_reply(struct evhttp_request *req, int code, const char *content_type,
-                   struct evbuffer *body)
-{
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        const char *reason = code == 200   ? "OK"
-                             : code == 400 ? "Bad Request"
-                             : code == 401 ? "Unauthorized"
-                             : code == 404 ? "Not Found"
-                             : code == 405 ? "Method Not Allowed"
-                             : code == 413 ? "Payload Too Large"
-                             : code == 503 ? "Service Unavailable"
-                                           : "Error";
-
-        evhttp_add_header(h, "Content-Type", content_type);
-        evhttp_add_header(h, "Cache-Control", "no-store");
-        evhttp_send_reply(req, code, reason, body);
-}
-
-void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, ...)
-{
-        struct evbuffer *b = evbuffer_new();
-        char msg[512];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        if (!b) {
-                evhttp_send_error(req, 500, NULL);
-                return;
-        }
-        evbuffer_add_printf(b, "{\"error\": ");
-        fp_escape_json_evb(b, msg);
-        evbuffer_add_printf(b, "}\n");
-        if (code == 401)
-                evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                                  "Bearer realm=\"fleetprof\"");
-        fp_coll_reply(req, code, "application/json", b);
-        evbuffer_free(b);
-}
 
 /* Compares without an early exit, so timing does not reveal how much of a token matched. */
 static bool token_equal(const char *a, const char *b)
@@ -164,7 +124,8 @@ static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, c
         SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
         if (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert) != 1) {
                 ERR_error_string_n(ERR_get_error(), e, sizeof(e));
-                fp_errf(err, errlen, 0, "Failed to load the TLS certificate '%s': %s", c->tls_cert, e);
+                fp_errf(err, errlen, 0, "Failed to load the TLS certificate '%s': %s", c->tls_cert,
+                        e);
                 return -EINVAL;
         }
         if (SSL_CTX_use_PrivateKey_file(ctx, c->tls_key, SSL_FILETYPE_PEM) != 1 ||
@@ -217,7 +178,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
 
         if (split_listen(c->listen, addr, sizeof(addr), &port) < 0) {
                 fp_errf(err, errlen, 0, "invalid --listen '%s': ADDR:PORT, e.g. 127.0.0.1:7070",
-                       c->listen);
+                        c->listen);
                 return -EINVAL;
         }
         s = calloc(1, sizeof(*s));

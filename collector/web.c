@@ -9,7 +9,7 @@
 #include "escape.h"
 #include "util.h"
 #include "pprof.h"
-#include "server.h"
+#include "http.h"
 #include "store.h"
 
 #include <errno.h>

@@ -16,7 +16,7 @@
 #include "writeq.h"
 #include "util.h"
 #include "log.h"
-#include "server.h"
+#include "http.h"
 #include "store.h"
 
 #include <errno.h>
@@ -65,12 +65,12 @@ struct fp_coll_writeq {
 
 static void expire(struct fp_coll_writeq *q)
 {
-        int64_t before = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)q->retention_s * 1000000000LL;
+        int64_t before =
+            (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)q->retention_s * 1000000000LL;
         int n = fp_store_expire(q->store, before);
 
         if (n < 0)
-                fp_log(LOG_ERR, "Failed to apply the retention: %s",
-                        fp_store_errmsg(q->store));
+                fp_log(LOG_ERR, "Failed to apply the retention: %s", fp_store_errmsg(q->store));
         else if (n > 0)
                 fp_log(LOG_INFO, "retention: deleted %d old uploads", n);
 }
@@ -100,8 +100,7 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
         }
         pthread_mutex_unlock(&q->lock);
         if (r < 0)
-                fp_log(LOG_ERR, "Failed to store %zu uploads: %s", n,
-                        q->error);
+                fp_log(LOG_ERR, "Failed to store %zu uploads: %s", n, q->error);
 }
 
 static void *thread_main(void *arg)

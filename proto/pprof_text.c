@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "escape.h"
 #include "pprof-internal.h"
 
 /* ---- values ---- */
@@ -97,10 +98,10 @@ static double share(int64_t v, int64_t total)
 }
 
 /* Writes s with control characters (newlines, escapes) replaced by '?'. */
+/* Names are any bytes a profiled program chose: escaped for the terminal (escape.h). */
 static void put_name(FILE *out, const char *s)
 {
-        for (; *s; s++)
-                fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, out);
+        fp_escape_terminal(fp_write_file, out, s);
 }
 
 /* ---- frames ---- */
@@ -467,8 +468,10 @@ static int folded_cmp(const void *a, const void *b)
 }
 
 /* Appends a frame name: control characters become '?', ';' (the separator) ':'. */
-static int append_frame(char **buf, size_t *cap, size_t *len, const char *name)
+static int append_frame(char **buf, size_t *cap, size_t *len, const char *raw)
 {
+        char name[2048];
+        fp_terminal_str(raw, name, sizeof(name));
         size_t n = strlen(name);
 
         if (n + 2 > SIZE_MAX - *len || FP_PP_GROW(*buf, *cap, *len + n + 2) < 0)
@@ -478,7 +481,7 @@ static int append_frame(char **buf, size_t *cap, size_t *len, const char *name)
         for (size_t i = 0; i < n; i++) {
                 char c = name[i];
 
-                (*buf)[(*len)++] = (unsigned char)c < 0x20 || c == 0x7f ? '?' : c == ';' ? ':' : c;
+                (*buf)[(*len)++] = c == ';' ? ':' : c; /* ';' separates the frames */
         }
         return 0;
 }

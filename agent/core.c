@@ -1,119 +1,75 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's control server; see server.h. This file holds the socket
- * and its clients, the targets' life cycle and the buckets; commands.c
- * holds what each command does.
+ * The agent core; see core.h. It owns the targets, the buckets, the
+ * thread tracker, the store's writer and the uploader, and answers the
+ * commands' requests through its API; it never talks to a client.
  *
- * Each accepted connection is a bufferevent that collects one framed
- * request (ctl.h), runs it on the loop thread, queues the framed response
- * and frees itself once the response has been written. A dump is answered
- * later, when the writer thread has added the store's part: the client
- * waits (and, should it hang up meanwhile, is freed when the answer comes).
+ * Buckets: every --bucket seconds each target's open bucket is closed
+ * into one batch for the writer thread. A batch that cannot be queued or
+ * written charges its samples to its targets' next buckets as a drop
+ * (queue_full, store_write_failed), so nothing is lost silently.
  */
-#include "server-internal.h"
+#include "core.h"
+#include "procfs.h"
+#include "symbols.h"
+#include "targetconf.h"
+#include "tracker.h"
+#include "upload.h"
+#include "util.h"
+#include "writer.h"
 #include "log.h"
 #include "pprof.h"
 #include "store.h"
-#include "symbols.h"
 
 #include <errno.h>
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/listener.h>
 #include <inttypes.h>
-#include <assert.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_QUEUE_BYTES (256u << 20) /* closed buckets waiting for the disk */
 
-void reply_error(struct reply *r, const char *fmt, ...)
-{
-        va_list ap;
-        free(r->status);
-        r->status = NULL;
-        va_start(ap, fmt);
-        if (vasprintf(&r->status, fmt, ap) < 0)
-                r->status = NULL;
-        va_end(ap);
-        if (!r->status)
-                r->status = strdup("out of memory");
-}
+struct fp_core {
+        struct event_base *base;
+        struct fp_symcache *cache;
+        struct fp_core_options opt;
+        struct fp_core_target *targets;
+        size_t n_targets, cap_targets;
+        uint64_t start_ns;
 
-int parse_u64(const char *s, uint64_t max, uint64_t *ret)
-{
-        char *end;
-        if (!s || !*s || *s == '-' || *s == '+')
-                return -EINVAL;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end || v == 0 || v > max)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
+        /* The store and its buckets. */
+        struct fp_writer *writer;
+        struct event *ev_bucket;
+        int64_t bucket_start_ns; /* CLOCK_REALTIME start of the open bucket */
+        uint64_t buckets_closed, buckets_failed;
+        bool have_stats;
+        struct fp_store_stats stats;  /* after the last write */
+        struct fp_writer_drop *drops; /* stored drop totals after the last write */
+        size_t n_drops;
+        char store_error[256];
+        struct fp_uploader *uploader;
 
-int parse_pid(const char *s, pid_t *ret)
-{
-        uint64_t v;
-        int r = parse_u64(s, INT_MAX, &v);
-        if (r == 0)
-                *ret = (pid_t)v;
-        return r;
-}
+        /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
+        struct fp_tracker *tracker;
+        char tracker_reason[256];
+        struct event *ev_children; /* starts the children the fallback reported */
+        struct {
+                pid_t pid, parent;
+        } pending_children[64];
+        size_t n_pending_children;
+        uint64_t children_not_followed; /* the pending list was full */
+        struct batch_ctx *in_flight;    /* batches queued for the writer */
+};
 
-int proc_owner(pid_t pid, uid_t *ret)
-{
-        char path[64];
-        struct stat st;
-        snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-        if (stat(path, &st) < 0)
-                return -errno;
-        *ret = st.st_uid;
-        return 0;
-}
+/* A dump waiting for the writer: whom to tell. */
+struct dump_request {
+        fp_core_dump_fn done;
+        void *userdata;
+};
 
-void config_finish(struct fp_perf_config *cfg)
-{
-        uint64_t hz = cfg->freq;
-        if (!hz)
-                hz = fp_perf_event_is_clock(&cfg->event) && cfg->period
-                         ? 1000000000ULL / cfg->period
-                         : 1000;
-        cfg->count_kernel = true;
-        cfg->ring_pages = fp_perf_ring_pages_for(hz);
-}
-
-int parse_config_string(const char *s, struct fp_perf_config *cfg)
-{
-        char ev[FP_PERF_EVENT_LIST_MAX];
-        unsigned long long freq, period;
-        int kernel;
-        struct fp_perf_config c = {0};
-
-        static_assert(FP_PERF_EVENT_LIST_MAX == 256, "the %255s below");
-        if (sscanf(s, "event=%255s freq=%llu period=%llu kernel=%d", ev, &freq, &period, &kernel) !=
-            4)
-                return -EINVAL;
-        if (fp_perf_event_list_parse(ev, &c, NULL, 0) < 0 || (freq == 0) == (period == 0) ||
-            freq > FP_PERF_MAX_FREQ)
-                return -EINVAL;
-        c.freq = freq;
-        c.period = period;
-        c.kernel_frames = kernel != 0;
-        config_finish(&c);
-        *cfg = c;
-        return 0;
-}
-
-struct agent_target *server_find_target(struct fp_server *s, pid_t pid)
+struct fp_core_target *fp_core_find(struct fp_core *s, pid_t pid)
 {
         for (size_t i = 0; i < s->n_targets; i++)
                 if (fp_target_pid(s->targets[i].t) == pid)
@@ -121,19 +77,14 @@ struct agent_target *server_find_target(struct fp_server *s, pid_t pid)
         return NULL;
 }
 
-bool server_may_see(const struct client *c, const struct agent_target *at)
-{
-        return c->cred.uid == 0 || c->cred.uid == at->owner;
-}
-
 static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t child);
 
-const char *server_tracker_name(const struct fp_server *s)
+static const char *tracker_name(const struct fp_core *s)
 {
         return s->tracker ? "bpf" : "perf-fork";
 }
 
-int server_start_target(struct fp_server *s, pid_t pid, const struct fp_perf_config *cfg,
+int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
                         uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
                         size_t err_len)
 {
@@ -161,7 +112,7 @@ int server_start_target(struct fp_server *s, pid_t pid, const struct fp_perf_con
                 return r;
         }
         fp_target_set_tracking(t, bpf, follow, parent, on_fallback_child, s);
-        s->targets[s->n_targets++] = (struct agent_target){.t = t, .owner = owner};
+        s->targets[s->n_targets++] = (struct fp_core_target){.t = t, .owner = owner};
         *ret = t;
         return 0;
 }
@@ -169,24 +120,55 @@ int server_start_target(struct fp_server *s, pid_t pid, const struct fp_perf_con
 /* ---- buckets ---- */
 
 /* Which target of the agent each target index of a batch was. */
+/*
+ * A batch on its way to the store: which target of the agent each target
+ * index of the batch was, and the drops each carried into it. Until the
+ * writer answers, those drops are "in flight": status adds them (they are
+ * neither open nor stored), and a failed write charges them again, with
+ * the batch's samples, so no count is lost however often writes fail.
+ */
+#define CTX_MAX_DROPS (FP_TARGET_MAX_CARRIED + 4)
 struct batch_ctx {
+        struct batch_ctx *next; /* in flight, oldest first */
         size_t n;
         struct {
                 pid_t pid;
                 uint64_t starttime;
                 uint32_t idx;
+                size_t n_drops;
+                struct {
+                        char reason[32];
+                        uint64_t count;
+                } drops[CTX_MAX_DROPS];
         } t[];
 };
 
-/* Charges the samples of a batch that could not be stored to its targets' next buckets. */
-static void charge_batch(struct fp_server *s, struct batch_ctx *ctx, struct fp_store_batch *b,
+static void ctx_unlink(struct fp_core *s, struct batch_ctx *ctx)
+{
+        for (struct batch_ctx **p = &s->in_flight; *p; p = &(*p)->next)
+                if (*p == ctx) {
+                        *p = ctx->next;
+                        return;
+                }
+}
+
+/*
+ * Charges what a batch that could not be stored held to its targets' next
+ * buckets: its samples as reason, and the drops it carried as they were.
+ */
+static void charge_batch(struct fp_core *s, struct batch_ctx *ctx, struct fp_store_batch *b,
                          const char *reason)
 {
         for (size_t i = 0; i < ctx->n; i++) {
-                struct agent_target *at = server_find_target(s, ctx->t[i].pid);
+                struct fp_core_target *at = fp_core_find(s, ctx->t[i].pid);
                 uint64_t n = fp_store_batch_target_count(b, ctx->t[i].idx);
-                if (at && fp_target_starttime(at->t) == ctx->t[i].starttime && n)
+                if (!at || fp_target_starttime(at->t) != ctx->t[i].starttime)
+                        continue;
+                if (n)
                         fp_target_charge_drop(at->t, reason, n);
+                for (size_t k = 0; k < ctx->t[i].n_drops; k++)
+                        fp_target_charge_drop(at->t, ctx->t[i].drops[k].reason,
+                                              ctx->t[i].drops[k].count);
         }
         s->buckets_failed++;
 }
@@ -196,7 +178,7 @@ static void charge_batch(struct fp_server *s, struct batch_ctx *ctx, struct fp_s
  * given active flag) or of all (each active while it runs) into one batch
  * for the writer. Without a store the samples stay in memory.
  */
-static void close_buckets(struct fp_server *s, struct agent_target *only, bool active)
+static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool active)
 {
         int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
         struct fp_store_batch *b;
@@ -215,12 +197,14 @@ static void close_buckets(struct fp_server *s, struct agent_target *only, bool a
                 return;
         }
         for (size_t i = 0; i < n; i++) {
-                struct agent_target *at = only ? only : &s->targets[i];
+                struct fp_core_target *at = only ? only : &s->targets[i];
                 struct fp_target_stats st;
                 fp_target_stats(at->t, &st);
                 if (at->final_written)
                         continue;
                 bool running = st.state == FP_TARGET_RUNNING;
+                struct fp_target_drop carried[CTX_MAX_DROPS];
+                size_t nd = fp_target_open_drops(at->t, carried, CTX_MAX_DROPS);
                 int r = fp_target_fill_batch(at->t, b, only ? active : running);
                 if (r < 0) {
                         fp_log(LOG_ERR, "Failed to close the bucket of %d: %s",
@@ -230,6 +214,15 @@ static void close_buckets(struct fp_server *s, struct agent_target *only, bool a
                 ctx->t[ctx->n].pid = fp_target_pid(at->t);
                 ctx->t[ctx->n].starttime = fp_target_starttime(at->t);
                 ctx->t[ctx->n].idx = (uint32_t)r;
+                ctx->t[ctx->n].n_drops = 0;
+                for (size_t k = 0; k < nd; k++) {
+                        if (!carried[k].count)
+                                continue;
+                        size_t m = ctx->t[ctx->n].n_drops++;
+                        snprintf(ctx->t[ctx->n].drops[m].reason,
+                                 sizeof(ctx->t[ctx->n].drops[m].reason), "%s", carried[k].reason);
+                        ctx->t[ctx->n].drops[m].count = carried[k].count;
+                }
                 ctx->n++;
                 if (!running)
                         at->final_written = true;
@@ -246,11 +239,16 @@ static void close_buckets(struct fp_server *s, struct agent_target *only, bool a
                 charge_batch(s, ctx, b, "queue_full");
                 fp_store_batch_free(b);
                 free(ctx);
+                return;
         }
+        struct batch_ctx **tail = &s->in_flight;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = ctx;
 }
 
 /* Seconds to the next multiple of the bucket length on the wall clock. */
-static void arm_bucket_timer(struct fp_server *s)
+static void arm_bucket_timer(struct fp_core *s)
 {
         uint64_t len = (uint64_t)s->opt.bucket_seconds * 1000000000ULL;
         uint64_t now = fp_now_ns(CLOCK_REALTIME);
@@ -262,18 +260,16 @@ static void arm_bucket_timer(struct fp_server *s)
 
 static void on_bucket(evutil_socket_t fd, short what, void *arg)
 {
-        struct fp_server *s = arg;
+        struct fp_core *s = arg;
         (void)fd;
         (void)what;
         close_buckets(s, NULL, true);
         arm_bucket_timer(s);
 }
 
-static void client_free(struct client *c);
-
 static void on_writer_done(void *userdata, const struct fp_writer_result *r)
 {
-        struct fp_server *s = userdata;
+        struct fp_core *s = userdata;
 
         if (r->kind == FP_WRITER_CALL) {
                 /* After a call (the uploader's): only the statistics are news. */
@@ -284,20 +280,17 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
                 return;
         }
         if (r->kind == FP_WRITER_QUERY) {
-                struct client *c = r->cookie;
-                if (r->error < 0 && r->error != -ENODEV)
-                        reply_error(&c->reply, "cannot read the store: %s", r->message);
-                else if (r->error == -ENODEV)
+                struct dump_request *d = r->cookie;
+                if (r->error == -ENODEV)
                         fp_pprof_add_comment(r->pprof, "the store is unavailable: only the open "
                                                        "bucket is included");
-                if (!c->gone && !c->reply.status)
-                        dump_finish(c, r->pprof);
-                fp_pprof_free(r->pprof);
-                server_answer_waiting(c);
+                d->done(d->userdata, r->pprof, r->error, r->message);
+                free(d);
                 return;
         }
 
         struct batch_ctx *ctx = r->cookie;
+        ctx_unlink(s, ctx);
         if (r->message[0] && r->error == 0)
                 fp_log(LOG_WARNING, "%s", r->message); /* store moved aside */
         if (r->error < 0) {
@@ -329,20 +322,6 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
         free(ctx);
 }
 
-void server_answer_waiting(struct client *c)
-{
-        c->waiting = false;
-        if (c->gone)
-                client_free(c);
-        else
-                send_reply(c);
-}
-
-void server_close_buckets(struct fp_server *s)
-{
-        close_buckets(s, NULL, true);
-}
-
 /* ---- thread tracking ---- */
 
 /*
@@ -351,10 +330,10 @@ void server_close_buckets(struct fp_server *s)
  * in turn. A child already gone is not worth a log line; any other
  * failure is.
  */
-static void follow_child(struct fp_server *s, pid_t child, pid_t parent)
+static void follow_child(struct fp_core *s, pid_t child, pid_t parent)
 {
-        struct agent_target *pat = server_find_target(s, parent);
-        struct agent_target *old = server_find_target(s, child);
+        struct fp_core_target *pat = fp_core_find(s, parent);
+        struct fp_core_target *old = fp_core_find(s, child);
         struct fp_target *t;
         char err[512];
         uid_t owner;
@@ -369,15 +348,15 @@ static void follow_child(struct fp_server *s, pid_t child, pid_t parent)
                 fp_target_stats(old->t, &st);
                 if (st.state == FP_TARGET_RUNNING)
                         return;             /* already profiled */
-                server_stop_target(s, old); /* an exited target under a reused PID */
-                pat = server_find_target(s, parent);
+                fp_core_stop_target(s, old); /* an exited target under a reused PID */
+                pat = fp_core_find(s, parent);
                 if (!pat)
                         return;
         }
         owner = pat->owner;
-        (void)proc_owner(child, &owner);
+        (void)fp_proc_owner(child, &owner);
         struct fp_perf_config cfg = *fp_target_config(pat->t);
-        int r = server_start_target(s, child, &cfg, owner, true, parent, &t, err, sizeof(err));
+        int r = fp_core_start_target(s, child, &cfg, owner, true, parent, &t, err, sizeof(err));
         if (r < 0 && r != -ESRCH)
                 fp_log(LOG_ERR, "Failed to follow child %d of %d: %s",
                         (int)child, (int)parent, err);
@@ -385,16 +364,16 @@ static void follow_child(struct fp_server *s, pid_t child, pid_t parent)
 
 static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
 {
-        struct fp_server *s = userdata;
-        struct agent_target *at;
+        struct fp_core *s = userdata;
+        struct fp_core_target *at;
 
         switch (e->kind) {
         case FP_TRACKER_THREAD_NEW:
-                if ((at = server_find_target(s, (pid_t)e->tgid)))
+                if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         (void)fp_target_thread_born(at->t, (pid_t)e->tid, e->time_ns);
                 break;
         case FP_TRACKER_THREAD_EXIT:
-                if ((at = server_find_target(s, (pid_t)e->tgid)))
+                if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         fp_target_thread_exited(at->t, (pid_t)e->tid);
                 break;
         case FP_TRACKER_CHILD_NEW:
@@ -411,7 +390,7 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
  */
 static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t child)
 {
-        struct fp_server *s = userdata;
+        struct fp_core *s = userdata;
 
         if (s->n_pending_children == sizeof(s->pending_children) / sizeof(s->pending_children[0])) {
                 s->children_not_followed++;
@@ -424,7 +403,7 @@ static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t ch
 
 static void on_children(evutil_socket_t fd, short what, void *arg)
 {
-        struct fp_server *s = arg;
+        struct fp_core *s = arg;
         (void)fd;
         (void)what;
 
@@ -434,7 +413,7 @@ static void on_children(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Loads the BPF tracker unless told not to; says in one line which tracker is used and why. */
-static void start_tracker(struct fp_server *s)
+static void start_tracker(struct fp_core *s)
 {
         int r;
 
@@ -453,13 +432,13 @@ static void start_tracker(struct fp_server *s)
                 s->tracker_reason);
 }
 
-void server_poll_tracker(struct fp_server *s)
+void fp_core_poll_tracker(struct fp_core *s)
 {
         if (s->tracker)
                 fp_tracker_poll(s->tracker);
 }
 
-void server_stop_target(struct fp_server *s, struct agent_target *at)
+void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
 {
         if (s->tracker)
                 (void)fp_tracker_remove(s->tracker, fp_target_pid(at->t));
@@ -468,229 +447,27 @@ void server_stop_target(struct fp_server *s, struct agent_target *at)
         *at = s->targets[--s->n_targets];
 }
 
-int server_submit_dump(struct fp_server *s, struct client *c, const struct fp_store_filter *f,
-                       struct fp_pprof *p)
-{
-        if (!s->writer)
-                return -ENODEV;
-        int r = fp_writer_submit_query(s->writer, f, p, c);
-        if (r == 0)
-                c->waiting = true;
-        return r;
-}
-
-/* ---- clients ---- */
-
-static void client_unlink(struct client *c)
-{
-        struct fp_server *s = c->server;
-        if (c->prev)
-                c->prev->next = c->next;
-        else if (s->clients == c)
-                s->clients = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        c->next = c->prev = NULL;
-}
-
-static void client_free(struct client *c)
-{
-        if (c->bev)
-                bufferevent_free(c->bev);
-        c->bev = NULL;
-        client_unlink(c);
-        if (c->waiting) {
-                c->gone = true; /* the writer's answer frees it */
-                return;
-        }
-        if (c->reply.out)
-                fclose(c->reply.out);
-        free(c->reply.body);
-        free(c->reply.status);
-        free(c);
-}
-
-static void on_client_write(struct bufferevent *bev, void *arg)
-{
-        struct client *c = arg;
-        if (c->answered && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-                client_free(c);
-}
-
-static void on_client_event(struct bufferevent *bev, short what, void *arg)
-{
-        (void)bev;
-        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-                client_free(arg);
-}
-
-void send_reply(struct client *c)
-{
-        struct reply *r = &c->reply;
-        struct evbuffer *out = bufferevent_get_output(c->bev);
-        char *status = NULL;
-        uint8_t len[4];
-
-        fclose(r->out);
-        r->out = NULL;
-        if (r->status) {
-                /* One line: the status may not break the framing. */
-                for (char *p = r->status; *p; p++)
-                        if (*p == '\n')
-                                *p = ' ';
-                if (asprintf(&status, "error %s\n", r->status) < 0)
-                        status = NULL;
-                r->body_len = 0;
-        }
-        const char *line = status ? status : (r->status ? "error out of memory\n" : "ok\n");
-        size_t total = strlen(line) + r->body_len;
-        if (total > FP_CTL_MAX_RESPONSE) {
-                line = "error the response is too large\n";
-                total = strlen(line);
-                r->body_len = 0;
-        }
-        fp_ctl_put_length(len, (uint32_t)total);
-        evbuffer_add(out, len, sizeof(len));
-        evbuffer_add(out, line, strlen(line));
-        if (r->body_len)
-                evbuffer_add(out, r->body, r->body_len);
-        free(status);
-        free(r->status);
-        free(r->body);
-        *r = (struct reply){0};
-        c->answered = true;
-        bufferevent_disable(c->bev, EV_READ);
-}
-
-static void handle_request(struct client *c, const uint8_t *payload, size_t len)
-{
-        struct fp_server *s = c->server;
-        struct fp_ctl_request q;
-
-        if (fp_ctl_request_parse(payload, len, &q) < 0) {
-                reply_error(&c->reply, "malformed request");
-                send_reply(c);
-                return;
-        }
-        const char *cmd = fp_ctl_request_get(&q, "cmd");
-        if (strcmp(cmd, "start") == 0)
-                cmd_start(s, c, &q);
-        else if (strcmp(cmd, "stop") == 0)
-                cmd_stop(s, c, &q);
-        else if (strcmp(cmd, "status") == 0)
-                cmd_status(s, c, &q);
-        else if (strcmp(cmd, "dump") == 0)
-                cmd_dump(s, c, &q);
-        else if (strcmp(cmd, "flush") == 0)
-                cmd_flush(s, c, &q);
-        else
-                reply_error(&c->reply, "unknown command '%s'", cmd);
-        fp_ctl_request_done(&q);
-        if (!c->waiting)
-                send_reply(c);
-}
-
-static void on_client_read(struct bufferevent *bev, void *arg)
-{
-        struct client *c = arg;
-        struct evbuffer *in = bufferevent_get_input(bev);
-        uint8_t hdr[4];
-
-        if (c->answered || c->waiting || evbuffer_get_length(in) < sizeof(hdr))
-                return;
-        evbuffer_copyout(in, hdr, sizeof(hdr));
-        uint32_t len = fp_ctl_get_length(hdr);
-        if (len > FP_CTL_MAX_REQUEST) {
-                reply_error(&c->reply, "request too large");
-                send_reply(c);
-                return;
-        }
-        if (evbuffer_get_length(in) < sizeof(hdr) + len)
-                return;
-        uint8_t *payload = evbuffer_pullup(in, (ev_ssize_t)(sizeof(hdr) + len));
-        if (!payload) {
-                client_free(c);
-                return;
-        }
-        bufferevent_disable(bev, EV_READ);
-        handle_request(c, payload + sizeof(hdr), len);
-}
-
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
-                      int socklen, void *arg)
-{
-        struct fp_server *s = arg;
-        struct client *c = calloc(1, sizeof(*c));
-        socklen_t cl = sizeof(struct ucred);
-        (void)l;
-        (void)addr;
-        (void)socklen;
-
-        if (!c) {
-                close(fd);
-                return;
-        }
-        c->reply.out = open_memstream(&c->reply.body, &c->reply.body_len);
-        if (!c->reply.out || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &cl) < 0) {
-                if (c->reply.out)
-                        fclose(c->reply.out);
-                free(c->reply.body);
-                close(fd);
-                free(c);
-                return;
-        }
-        c->server = s;
-        c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
-        if (!c->bev) {
-                fclose(c->reply.out);
-                free(c->reply.body);
-                close(fd);
-                free(c);
-                return;
-        }
-        c->next = s->clients;
-        if (s->clients)
-                s->clients->prev = c;
-        s->clients = c;
-        bufferevent_setcb(c->bev, on_client_read, on_client_write, on_client_event, c);
-        struct timeval tv = {.tv_sec = 30};
-        bufferevent_set_timeouts(c->bev, &tv, NULL);
-        bufferevent_enable(c->bev, EV_READ);
-}
-
 /* ---- life cycle ---- */
-
-/* Whether an agent answers on path. */
-static bool socket_alive(const struct sockaddr_un *sa)
-{
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        bool alive;
-        if (fd < 0)
-                return false;
-        alive = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
-        close(fd);
-        return alive;
-}
 
 static int resume_one(void *userdata, const struct fp_store_target_info *ti)
 {
-        struct fp_server *s = userdata;
+        struct fp_core *s = userdata;
         struct fp_perf_config cfg;
         struct fp_target *t;
         char err[256];
         uid_t owner = 0;
 
-        if (!ti->active || server_find_target(s, ti->pid))
+        if (!ti->active || fp_core_find(s, ti->pid))
                 return 0;
-        if (fp_proc_stat(ti->pid, NULL) != ti->starttime || proc_owner(ti->pid, &owner) < 0)
+        if (fp_proc_stat(ti->pid, NULL) != ti->starttime || fp_proc_owner(ti->pid, &owner) < 0)
                 return 0; /* that process is gone (or the pid is another's now) */
-        if (parse_config_string(ti->config, &cfg) < 0) {
+        bool follow;
+        if (fp_targetconf_parse(ti->config, &cfg, &follow) < 0) {
                 fp_log(LOG_ERR, "Failed to resume %d: unreadable config '%s'",
                         (int)ti->pid, ti->config);
                 return 0;
         }
-        bool follow = strstr(ti->config, " follow=1") != NULL;
-        if (server_start_target(s, ti->pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0) {
+        if (fp_core_start_target(s, ti->pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0) {
                 fp_log(LOG_ERR, "Failed to resume %d: %s", (int)ti->pid, err);
                 return 0;
         }
@@ -700,7 +477,7 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
 }
 
 /* Opens the store, resumes its targets, and starts the writer. Never fatal. */
-static void open_store(struct fp_server *s)
+static void open_store(struct fp_core *s)
 {
         struct fp_store *store = NULL;
         char err[256] = "";
@@ -731,31 +508,17 @@ static void open_store(struct fp_server *s)
 
 static void on_upload_rejected(void *userdata, pid_t pid, uint64_t starttime, uint64_t samples)
 {
-        struct fp_server *s = userdata;
-        struct agent_target *at = server_find_target(s, pid);
+        struct fp_core *s = userdata;
+        struct fp_core_target *at = fp_core_find(s, pid);
         if (at && fp_target_starttime(at->t) == starttime)
                 fp_target_charge_drop(at->t, "upload_rejected", samples);
 }
 
-int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
-                  struct fp_server **ret, char *err, size_t err_len)
+int fp_core_new(struct event_base *base, const struct fp_core_options *opt, struct fp_core **ret,
+                char *err, size_t err_len)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        struct fp_server *s;
+        struct fp_core *s = calloc(1, sizeof(*s));
 
-        if (strlen(opt->socket_path) >= sizeof(sa.sun_path)) {
-                snprintf(err, err_len, "socket path too long: %s", opt->socket_path);
-                return -ENAMETOOLONG;
-        }
-        strcpy(sa.sun_path, opt->socket_path);
-        if (socket_alive(&sa)) {
-                snprintf(err, err_len, "another agent is already listening on %s",
-                         opt->socket_path);
-                return -EADDRINUSE;
-        }
-        (void)unlink(opt->socket_path);
-
-        s = calloc(1, sizeof(*s));
         if (!s) {
                 snprintf(err, err_len, "out of memory");
                 return -ENOMEM;
@@ -771,7 +534,7 @@ int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
         s->ev_children = event_new(base, -1, 0, on_children, s);
         if (!s->cache || !s->ev_bucket || !s->ev_children) {
                 snprintf(err, err_len, "out of memory");
-                fp_server_free(s);
+                fp_core_free(s);
                 return -ENOMEM;
         }
         start_tracker(s); /* before the store resumes targets */
@@ -785,54 +548,28 @@ int fp_server_new(struct event_base *base, const struct fp_server_options *opt,
                 int r;
                 if (!s->writer) {
                         snprintf(err, err_len, "uploads need the store (--store)");
-                        fp_server_free(s);
+                        fp_core_free(s);
                         return -EINVAL;
                 }
                 r = fp_uploader_new(base, s->writer, &uo, on_upload_rejected, s, &s->uploader, err,
                                     err_len);
                 if (r < 0) {
-                        fp_server_free(s);
+                        fp_core_free(s);
                         return r;
                 }
-        }
-
-        mode_t old = umask(0111); /* 0666: every user may connect; SO_PEERCRED decides */
-        s->listener = evconnlistener_new_bind(base, on_accept, s,
-                                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
-                                              (struct sockaddr *)&sa, sizeof(sa));
-        int e = errno;
-        umask(old);
-        if (!s->listener) {
-                snprintf(err, err_len, "cannot listen on %s: %s", opt->socket_path, strerror(e));
-                fp_server_free(s);
-                return -e;
-        }
-        s->socket_path = strdup(opt->socket_path);
-        if (!s->socket_path) {
-                snprintf(err, err_len, "out of memory");
-                fp_server_free(s);
-                return -ENOMEM;
         }
         *ret = s;
         return 0;
 }
 
-void fp_server_free(struct fp_server *s)
+void fp_core_free(struct fp_core *s)
 {
         if (!s)
                 return;
-        if (s->listener)
-                evconnlistener_free(s->listener);
-        if (s->socket_path)
-                (void)unlink(s->socket_path);
         fp_uploader_close(s->uploader);
         close_buckets(s, NULL, true);
         fp_writer_free(s->writer); /* writes what is queued, answers waiting dumps */
         fp_uploader_free(s->uploader);
-        while (s->clients) {
-                s->clients->waiting = false;
-                client_free(s->clients);
-        }
         for (size_t i = 0; i < s->n_targets; i++)
                 fp_target_free(s->targets[i].t);
         free(s->targets);
@@ -841,8 +578,211 @@ void fp_server_free(struct fp_server *s)
                 event_free(s->ev_children);
         if (s->ev_bucket)
                 event_free(s->ev_bucket);
-        free(s->socket_path);
         free(s->drops);
         fp_symcache_free(s->cache);
         free(s);
+}
+
+/* ---- what commands ask ---- */
+
+bool fp_core_may_see(uid_t uid, const struct fp_core_target *at)
+{
+        return uid == 0 || uid == at->owner;
+}
+
+size_t fp_core_n_targets(const struct fp_core *s)
+{
+        return s->n_targets;
+}
+
+struct fp_core_target *fp_core_target_at(struct fp_core *s, size_t i)
+{
+        return i < s->n_targets ? &s->targets[i] : NULL;
+}
+
+bool fp_core_has_store(const struct fp_core *s)
+{
+        return s->writer != NULL;
+}
+
+int64_t fp_core_bucket_start_ns(const struct fp_core *s)
+{
+        return s->bucket_start_ns;
+}
+
+int fp_core_submit_dump(struct fp_core *s, const struct fp_store_filter *f, struct fp_pprof *p,
+                        fp_core_dump_fn done, void *userdata)
+{
+        struct dump_request *d;
+
+        if (!s->writer)
+                return -ENODEV;
+        d = malloc(sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        *d = (struct dump_request){done, userdata};
+        int r = fp_writer_submit_query(s->writer, f, p, d);
+        if (r < 0)
+                free(d);
+        return r;
+}
+
+/* The flush of a core without a collector: answered once the writer stored the buckets. */
+struct flush_request {
+        fp_core_flush_fn done;
+        void *userdata;
+};
+
+/*
+ * Runs on the writer thread after every job queued before it: the writer's
+ * queue is first in, first out, so by then the closed buckets are stored.
+ */
+static int flush_barrier(struct fp_store *store, void *arg)
+{
+        (void)store;
+        (void)arg;
+        return 0;
+}
+
+static void on_flush_stored(void *userdata, const struct fp_writer_result *res)
+{
+        struct flush_request *fr = userdata;
+        char msg[256];
+
+        if (res->error < 0)
+                snprintf(msg, sizeof(msg), "cannot flush: %s", strerror(-res->error));
+        else
+                snprintf(msg, sizeof(msg),
+                         "closed the open bucket into the store; no collector is configured "
+                         "(--collector URL), so nothing was uploaded");
+        fr->done(fr->userdata, res->error >= 0, msg);
+        free(fr);
+}
+
+int fp_core_flush(struct fp_core *s, fp_core_flush_fn done, void *userdata)
+{
+        if (!s->writer)
+                return -ENODEV;
+        close_buckets(s, NULL, true);
+        if (s->uploader)
+                return fp_uploader_flush(s->uploader, done, userdata);
+        struct flush_request *fr = malloc(sizeof(*fr));
+        if (!fr)
+                return -ENOMEM;
+        *fr = (struct flush_request){done, userdata};
+        int r = fp_writer_submit_call(s->writer, flush_barrier, NULL, on_flush_stored, fr);
+        if (r < 0)
+                free(fr);
+        return r;
+}
+
+/* Adds count for reason to rows (n used of max); returns the new n. */
+static size_t add_drop(struct fp_target_drop *rows, size_t n, size_t max, const char *reason,
+                       uint64_t count)
+{
+        size_t j = 0;
+        while (j < n && strcmp(rows[j].reason, reason) != 0)
+                j++;
+        if (j == n) {
+                if (n == max)
+                        return n;
+                rows[n++] = (struct fp_target_drop){reason, 0};
+        }
+        rows[j].count += count;
+        return n;
+}
+
+/*
+ * Drop totals of one target by reason: what is stored, what is on its way
+ * to the store, and what is not yet closed into a bucket.
+ */
+static size_t target_drops(const struct fp_core *s, struct fp_target *t,
+                           struct fp_target_drop *rows, size_t max)
+{
+        size_t n = fp_target_open_drops(t, rows, max);
+
+        /* Drops in batches the writer has not answered yet. */
+        for (const struct batch_ctx *ctx = s->in_flight; ctx; ctx = ctx->next)
+                for (size_t i = 0; i < ctx->n; i++) {
+                        if (ctx->t[i].pid != fp_target_pid(t) ||
+                            ctx->t[i].starttime != fp_target_starttime(t))
+                                continue;
+                        for (size_t k = 0; k < ctx->t[i].n_drops; k++)
+                                n = add_drop(rows, n, max, ctx->t[i].drops[k].reason,
+                                             ctx->t[i].drops[k].count);
+                }
+
+        for (size_t i = 0; i < s->n_drops; i++) {
+                const struct fp_writer_drop *d = &s->drops[i];
+                if (d->pid == fp_target_pid(t) && d->starttime == fp_target_starttime(t))
+                        n = add_drop(rows, n, max, d->reason, d->count);
+        }
+        return n;
+}
+
+int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
+{
+        struct fp_core_status st = {0};
+
+        fp_core_poll_tracker(s);
+        st.targets = calloc(s->n_targets ? s->n_targets : 1, sizeof(*st.targets));
+        if (!st.targets)
+                return -ENOMEM;
+        st.agent_pid = getpid();
+        st.version = FP_VERSION;
+        st.uptime_s = (fp_now_ns(CLOCK_MONOTONIC) - s->start_ns) / 1000000000ULL;
+        st.symbol_files_loaded = fp_symcache_n_loaded(s->cache);
+        st.bucket_seconds = s->opt.bucket_seconds;
+        st.store_path = s->opt.store_path;
+        if (s->opt.store_path) {
+                char msg[256] = "";
+                st.store_ok = s->writer && fp_writer_store_ok(s->writer, msg, sizeof(msg));
+                snprintf(st.store_error, sizeof(st.store_error), "%s",
+                         msg[0] ? msg : s->store_error);
+                st.store_write_failing = s->store_error[0] != 0;
+        }
+        st.store_max_bytes = s->have_stats ? s->stats.max_bytes : s->opt.store_max_bytes;
+        st.file_bytes = s->stats.file_bytes;
+        st.wal_bytes = s->stats.wal_bytes;
+        st.buckets = s->stats.buckets;
+        st.pending_buckets = s->stats.pending_buckets;
+        st.buckets_written = s->buckets_closed;
+        st.buckets_failed = s->buckets_failed;
+        st.queued = s->writer ? fp_writer_pending(s->writer) : 0;
+        if (s->uploader) {
+                st.upload_url = fp_uploader_url(s->uploader);
+                fp_uploader_status(s->uploader, &st.upload);
+        }
+        st.tracker = tracker_name(s);
+        st.tracker_reason = s->tracker ? "" : s->tracker_reason;
+        st.tracker_events_dropped = s->tracker ? fp_tracker_dropped(s->tracker) : 0;
+        st.children_not_followed = s->children_not_followed;
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_core_target *at = &s->targets[i];
+                struct fp_target *t = at->t;
+                struct fp_core_target_status *ts = &st.targets[st.n_targets];
+                if (!fp_core_may_see(uid, at))
+                        continue;
+                fp_target_drain(t); /* counts up to this moment */
+                ts->pid = fp_target_pid(t);
+                ts->parent = fp_target_parent(t);
+                ts->comm = fp_target_comm(t);
+                ts->exe = fp_target_exe(t);
+                ts->cfg = fp_target_config(t);
+                ts->left_out = fp_target_left_out(t);
+                ts->follows_children = fp_target_follows_children(t);
+                fp_target_stats(t, &ts->st);
+                fp_target_attach_latency(t, &ts->latency);
+                ts->n_drops = target_drops(s, t, ts->drops, FP_CORE_MAX_DROPS);
+                st.n_targets++;
+        }
+        *ret = st;
+        return 0;
+}
+
+void fp_core_status_free(struct fp_core_status *st)
+{
+        free(st->targets);
+        st->targets = NULL;
+        st->n_targets = 0;
 }

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent core: everything the agent owns and keeps running between
+ * commands. It holds the targets (each with its owner), the time buckets
+ * they are closed into, the thread tracker (BPF, or the perf FORK-record
+ * fallback), the store's writer thread and the uploader. Commands
+ * (commands.c) act on it through the functions below; status rendering
+ * (status.c) reads the plain snapshot fp_core_status() gives out. The core
+ * knows nothing of sockets or clients.
+ *
+ * Every --bucket seconds (aligned to the wall clock) each target's open
+ * bucket is closed into one batch and handed to the writer; dumps merge
+ * the store's buckets with the open ones. At start the store's active
+ * targets whose processes still run are resumed.
+ *
+ * Everything here runs on the agent's one event-loop thread.
+ */
+#pragma once
+
+#include "perf.h"
+#include "target.h"
+#include "upload.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct event_base;
+struct fp_core;
+struct fp_pprof;
+struct fp_store_filter;
+
+struct fp_core_options {
+        const char *store_path; /* NULL: no store, samples live in memory only */
+        uint64_t store_max_bytes;
+        unsigned bucket_seconds;
+        const char *collector_url; /* NULL: no uploads */
+        const char *token_file;
+        const char *ca_file;
+        unsigned upload_interval;
+        bool no_bpf; /* --no-bpf: track threads with the perf FORK-record fallback */
+};
+
+/* A target and the user it is profiled for. */
+struct fp_core_target {
+        struct fp_target *t;
+        uid_t owner;
+        bool final_written; /* exited and its last bucket queued: nothing more to write */
+};
+
+/*
+ * Opens the store (logging one line when it had to be moved aside or
+ * cannot be used: the agent then keeps sampling without it), resumes
+ * stored targets, starts the tracker, the bucket timer and the uploader.
+ * -errno with one line in err.
+ */
+int fp_core_new(struct event_base *base, const struct fp_core_options *opt, struct fp_core **ret,
+                char *err, size_t err_len);
+/*
+ * Closes every open bucket into the store (targets stay marked active, so
+ * a restarted agent resumes them), waits for the writer (which answers
+ * waiting dumps), and stops every target. Accepts NULL.
+ */
+void fp_core_free(struct fp_core *core);
+
+/* Whether uid may see, stop or dump target at: root, or its owner. */
+bool fp_core_may_see(uid_t uid, const struct fp_core_target *at);
+/* The target profiling pid (running or exited), or NULL. */
+struct fp_core_target *fp_core_find(struct fp_core *core, pid_t pid);
+/* Targets by index, 0 <= i < fp_core_n_targets(); valid until a target starts or stops. */
+size_t fp_core_n_targets(const struct fp_core *core);
+struct fp_core_target *fp_core_target_at(struct fp_core *core, size_t i);
+
+/*
+ * Starts profiling; on failure -errno and one line in err. follow: its
+ * child processes are profiled too; parent: the target it was followed
+ * from (0: started by a user).
+ */
+int fp_core_start_target(struct fp_core *core, pid_t pid, const struct fp_perf_config *cfg,
+                         uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
+                         size_t err_len);
+/* Writes the target's open bucket (not active any more) and forgets it. */
+void fp_core_stop_target(struct fp_core *core, struct fp_core_target *at);
+/* Handles the tracker's pending records now, so status and dumps are current. */
+void fp_core_poll_tracker(struct fp_core *core);
+
+bool fp_core_has_store(const struct fp_core *core);
+/* CLOCK_REALTIME start of the open bucket. */
+int64_t fp_core_bucket_start_ns(const struct fp_core *core);
+
+/*
+ * A dump's store part: the writer adds the stored buckets matching f to p
+ * and then calls done on the loop thread with the result (error < 0 and a
+ * message; -ENODEV: no store could be read, p holds the open buckets
+ * only). p is the callback's to free. Returns -ENODEV when there is no
+ * store at all (done is not called), other -errno when it cannot queue.
+ */
+typedef void (*fp_core_dump_fn)(void *userdata, struct fp_pprof *p, int error, const char *message);
+int fp_core_submit_dump(struct fp_core *core, const struct fp_store_filter *f, struct fp_pprof *p,
+                        fp_core_dump_fn done, void *userdata);
+
+/*
+ * Closes every open bucket and, with a collector, uploads now; done gets
+ * ok and one line for the user once it is over. -ENODEV without a store,
+ * -EBUSY when a flush is in progress, other -errno (done not called).
+ */
+typedef void (*fp_core_flush_fn)(void *userdata, bool ok, const char *message);
+int fp_core_flush(struct fp_core *core, fp_core_flush_fn done, void *userdata);
+
+/* ---- the status snapshot ---- */
+
+#define FP_CORE_MAX_DROPS 16
+
+struct fp_core_target_status {
+        pid_t pid, parent;
+        const char *comm, *exe;
+        const struct fp_perf_config *cfg;
+        const char *left_out;
+        bool follows_children;
+        struct fp_target_stats st;
+        struct fp_target_latency latency;
+        struct fp_target_drop drops[FP_CORE_MAX_DROPS]; /* stored and not yet stored */
+        size_t n_drops;
+};
+
+/*
+ * What status shows: plain data, its strings borrowed from the core and
+ * valid until control returns to the event loop.
+ */
+struct fp_core_status {
+        pid_t agent_pid;
+        const char *version;
+        uint64_t uptime_s;
+        size_t symbol_files_loaded;
+        unsigned bucket_seconds;
+        /* The store. */
+        const char *store_path;   /* NULL: none */
+        bool store_ok;            /* the writer has the store open */
+        bool store_write_failing; /* the last bucket could not be written */
+        char store_error[256];    /* why not, when either is so */
+        uint64_t store_max_bytes, file_bytes, wal_bytes, buckets, pending_buckets;
+        uint64_t buckets_written, buckets_failed;
+        size_t queued;
+        /* Uploads (url NULL: no collector). */
+        const char *upload_url;
+        struct fp_upload_status upload;
+        /* Thread tracking. */
+        const char *tracker, *tracker_reason;
+        uint64_t tracker_events_dropped, children_not_followed;
+        /* The targets uid may see. */
+        struct fp_core_target_status *targets;
+        size_t n_targets;
+};
+
+/*
+ * Takes the snapshot for a user (uid: only the targets it may see),
+ * draining every such target's rings first so the counts are current.
+ * 0 or -ENOMEM; free with fp_core_status_free().
+ */
+int fp_core_status(struct fp_core *core, uid_t uid, struct fp_core_status *ret);
+void fp_core_status_free(struct fp_core_status *st);

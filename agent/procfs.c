@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * /proc readers; see procfs.h.
+ */
+#include "procfs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int fp_proc_read_line(const char *path, char *buf, size_t len)
+{
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        if (!fgets(buf, (int)len, f)) {
+                fclose(f);
+                return -EIO;
+        }
+        fclose(f);
+        buf[strcspn(buf, "\n")] = 0;
+        return 0;
+}
+
+uint64_t fp_proc_stat(pid_t pid, char *ret_state)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (fp_proc_read_line(path, buf, sizeof(buf)) < 0)
+                return 0;
+        /* comm may hold spaces and parentheses: fields resume after the last ')'. */
+        char *p = strrchr(buf, ')');
+        if (!p)
+                return 0;
+        unsigned long long st = 0;
+        char state = 0;
+        /* state is field 3; starttime is field 22, the 20th after the ')'. */
+        if (sscanf(p + 2,
+                   "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                   "%*d %*d %llu",
+                   &state, &st) != 2)
+                return 0;
+        if (ret_state)
+                *ret_state = state;
+        return st;
+}
+
+int fp_proc_owner(pid_t pid, uid_t *ret)
+{
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+        if (stat(path, &st) < 0)
+                return -errno;
+        *ret = st.st_uid;
+        return 0;
+}
+
+int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+        char path[96];
+        if (tid == pid)
+                snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+        else
+                snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+        return fp_proc_read_line(path, buf, len);
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the agent reads of a process in /proc: its start time and state,
+ * its owner, one-line files (comm). Every reader returns -errno (or 0 for
+ * "gone") rather than failing loudly: processes come and go at any time.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Reads a one-line /proc file into buf (len bytes) without its newline. */
+int fp_proc_read_line(const char *path, char *buf, size_t len);
+/*
+ * Process start time (clock ticks since boot, /proc/PID/stat field 22), 0
+ * when gone; *ret_state (when non-NULL) gets the state letter (R, S, Z, ...).
+ */
+uint64_t fp_proc_stat(pid_t pid, char *ret_state);
+/* The owner (uid of /proc/PID). -errno when the process is gone. */
+int fp_proc_owner(pid_t pid, uid_t *ret);
+/* The thread's name (/proc/PID/task/TID/comm; TID == PID: the process's). */
+int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);

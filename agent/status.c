@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Status rendering, text and JSON; see status.h.
+ */
+#include "status.h"
+#include "escape.h"
+#include "json.h"
+#include "util.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static const char *state_name(enum fp_target_state st)
+{
+        return st == FP_TARGET_RUNNING ? "running" : "exited";
+}
+
+static uint64_t rate_hz(const struct fp_perf_config *cfg)
+{
+        if (cfg->freq)
+                return cfg->freq;
+        return fp_perf_event_is_clock(&cfg->event) ? 1000000000ULL / cfg->period : 0;
+}
+
+/* The share of its enabled time the group was on the PMU, in percent; < 0 when unknown. */
+static double running_percent(const struct fp_target_stats *st)
+{
+        if (!st->time_enabled)
+                return -1;
+        return 100.0 * (double)st->time_running / (double)st->time_enabled;
+}
+
+static void format_age(char *buf, size_t len, int64_t then_ns)
+{
+        if (!then_ns) {
+                snprintf(buf, len, "never");
+                return;
+        }
+        int64_t ago = ((int64_t)fp_now_ns(CLOCK_REALTIME) - then_ns) / 1000000000LL;
+        snprintf(buf, len, "%" PRId64 "s ago", ago < 0 ? 0 : ago);
+}
+
+static void human_bytes(char *buf, size_t len, uint64_t b)
+{
+        if (b >= 10ULL << 20)
+                snprintf(buf, len, "%" PRIu64 " MiB", b >> 20);
+        else if (b >= 10ULL << 10)
+                snprintf(buf, len, "%" PRIu64 " KiB", b >> 10);
+        else
+                snprintf(buf, len, "%" PRIu64 " B", b);
+}
+
+/* The group of a target in JSON: events, counters, precise_ip, what was left out. */
+static void counters_json(struct fp_json *j, const struct fp_core_target_status *ts)
+{
+        const struct fp_perf_config *cfg = ts->cfg;
+        double pct = running_percent(&ts->st);
+        char events[FP_PERF_EVENT_LIST_MAX];
+
+        fp_perf_event_list_string(cfg, events, sizeof(events));
+        fp_json_key(j, "events");
+        fp_json_string(j, events);
+        fp_json_key(j, "precise_ip");
+        if (fp_perf_event_is_hardware(&cfg->event))
+                fp_json_uint(j, cfg->precise_ip);
+        else
+                fp_json_null(j);
+        fp_json_key(j, "left_out");
+        fp_json_begin_array(j);
+        for (const char *p = ts->left_out; *p;) {
+                char name[FP_PERF_EVENT_NAME_MAX + 1];
+                size_t n = strcspn(p, ",");
+                snprintf(name, sizeof(name), "%.*s", (int)n, p);
+                fp_json_string(j, name);
+                p += n + (p[n] == ',');
+        }
+        fp_json_end_array(j);
+        fp_json_key(j, "time_enabled_ns");
+        fp_json_uint(j, ts->st.time_enabled);
+        fp_json_key(j, "time_running_ns");
+        fp_json_uint(j, ts->st.time_running);
+        fp_json_key(j, "counters");
+        fp_json_begin_array(j);
+        for (unsigned i = 0; i < cfg->n_members; i++) {
+                fp_json_begin_object(j);
+                fp_json_key(j, "event");
+                fp_json_string(j, cfg->members[i].name);
+                fp_json_key(j, "unit");
+                fp_json_string(j, fp_perf_event_unit(&cfg->members[i]));
+                fp_json_key(j, "value");
+                fp_json_uint(j, ts->st.counter_total[i]);
+                fp_json_key(j, "running_percent");
+                if (pct < 0)
+                        fp_json_null(j);
+                else
+                        fp_json_double(j, pct, 1);
+                fp_json_end_object(j);
+        }
+        fp_json_end_array(j);
+}
+
+static void target_json(struct fp_json *j, const struct fp_core_target_status *ts)
+{
+        const struct fp_target_stats *st = &ts->st;
+        const struct {
+                const char *key;
+                uint64_t v;
+        } counts[] = {
+            {"samples", st->samples},
+            {"value", st->value},
+            {"lost", st->lost},
+            {"throttled", st->throttled},
+            {"unwind_empty", st->unwind_empty},
+            {"attach_failed", st->attach_failed},
+            {"unresolved_frames", st->unresolved},
+            {"dropped_nomem", st->dropped_nomem},
+        };
+
+        fp_json_begin_object(j);
+        fp_json_key(j, "pid");
+        fp_json_int(j, ts->pid);
+        fp_json_key(j, "comm");
+        fp_json_string(j, ts->comm);
+        fp_json_key(j, "exe");
+        fp_json_string(j, ts->exe);
+        fp_json_key(j, "event");
+        fp_json_string(j, ts->cfg->event.name);
+        fp_json_key(j, "frequency");
+        fp_json_uint(j, rate_hz(ts->cfg));
+        fp_json_key(j, "period");
+        fp_json_uint(j, ts->cfg->period);
+        fp_json_key(j, "state");
+        fp_json_string(j, state_name(st->state));
+        fp_json_key(j, "threads");
+        fp_json_uint(j, st->threads_live);
+        fp_json_key(j, "threads_seen");
+        fp_json_uint(j, st->threads_seen);
+        for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+                fp_json_key(j, counts[i].key);
+                fp_json_uint(j, counts[i].v);
+        }
+        fp_json_key(j, "kernel_excluded");
+        fp_json_bool(j, st->kernel_excluded);
+        fp_json_key(j, "drops");
+        fp_json_begin_object(j);
+        for (size_t i = 0; i < ts->n_drops; i++) {
+                fp_json_key(j, ts->drops[i].reason);
+                fp_json_uint(j, ts->drops[i].count);
+        }
+        fp_json_end_object(j);
+        fp_json_key(j, "follow_children");
+        fp_json_bool(j, ts->follows_children);
+        fp_json_key(j, "parent_pid");
+        fp_json_int(j, ts->parent);
+        fp_json_key(j, "threads_missed");
+        fp_json_uint(j, st->threads_missed);
+        fp_json_key(j, "threads_by_rescan");
+        fp_json_uint(j, st->threads_by_rescan);
+        fp_json_key(j, "attach_latency_us");
+        fp_json_begin_object(j);
+        fp_json_key(j, "count");
+        fp_json_uint(j, ts->latency.count);
+        fp_json_key(j, "p50");
+        fp_json_uint(j, ts->latency.p50_us);
+        fp_json_key(j, "p90");
+        fp_json_uint(j, ts->latency.p90_us);
+        fp_json_key(j, "p99");
+        fp_json_uint(j, ts->latency.p99_us);
+        fp_json_key(j, "max");
+        fp_json_uint(j, ts->latency.max_us);
+        fp_json_end_object(j);
+        counters_json(j, ts);
+        fp_json_end_object(j);
+}
+
+void fp_status_write_json(const struct fp_core_status *st, FILE *out)
+{
+        struct fp_json j;
+
+        fp_json_init(&j, fp_write_file, out);
+        fp_json_begin_object(&j);
+        fp_json_key(&j, "agent_pid");
+        fp_json_int(&j, st->agent_pid);
+        fp_json_key(&j, "version");
+        fp_json_string(&j, st->version);
+        fp_json_key(&j, "uptime_seconds");
+        fp_json_uint(&j, st->uptime_s);
+        fp_json_key(&j, "symbol_files_loaded");
+        fp_json_uint(&j, st->symbol_files_loaded);
+        fp_json_key(&j, "bucket_seconds");
+        fp_json_uint(&j, st->bucket_seconds);
+
+        fp_json_key(&j, "store");
+        fp_json_begin_object(&j);
+        fp_json_key(&j, "path");
+        fp_json_string(&j, st->store_path ? st->store_path : "");
+        fp_json_key(&j, "ok");
+        fp_json_bool(&j, st->store_ok);
+        fp_json_key(&j, "error");
+        fp_json_string(&j, st->store_error);
+        const struct {
+                const char *key;
+                uint64_t v;
+        } store[] = {
+            {"max_bytes", st->store_max_bytes},
+            {"file_bytes", st->file_bytes},
+            {"wal_bytes", st->wal_bytes},
+            {"buckets", st->buckets},
+            {"pending_upload", st->pending_buckets},
+            {"buckets_written", st->buckets_written},
+            {"buckets_failed", st->buckets_failed},
+            {"queued", st->queued},
+        };
+        for (size_t i = 0; i < sizeof(store) / sizeof(store[0]); i++) {
+                fp_json_key(&j, store[i].key);
+                fp_json_uint(&j, store[i].v);
+        }
+        fp_json_end_object(&j);
+
+        if (st->upload_url) {
+                const struct fp_upload_status *u = &st->upload;
+                fp_json_key(&j, "upload");
+                fp_json_begin_object(&j);
+                fp_json_key(&j, "url");
+                fp_json_string(&j, st->upload_url);
+                fp_json_key(&j, "in_progress");
+                fp_json_bool(&j, u->in_progress);
+                fp_json_key(&j, "last_success_ns");
+                fp_json_int(&j, u->last_success_ns);
+                fp_json_key(&j, "last_attempt_ns");
+                fp_json_int(&j, u->last_attempt_ns);
+                fp_json_key(&j, "next_attempt_ns");
+                fp_json_int(&j, u->next_attempt_ns);
+                const struct {
+                        const char *key;
+                        uint64_t v;
+                } up[] = {
+                    {"rounds_ok", u->rounds_ok},
+                    {"rounds_failed", u->rounds_failed},
+                    {"uploads_ok", u->uploads_ok},
+                    {"uploads_rejected", u->uploads_rejected},
+                    {"bytes_sent", u->bytes_sent},
+                    {"buckets_uploaded", u->buckets_uploaded},
+                    {"pending_buckets", st->pending_buckets},
+                };
+                for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++) {
+                        fp_json_key(&j, up[i].key);
+                        fp_json_uint(&j, up[i].v);
+                }
+                fp_json_key(&j, "last_error");
+                fp_json_string(&j, u->last_error);
+                fp_json_end_object(&j);
+        }
+
+        fp_json_key(&j, "thread_tracker");
+        fp_json_begin_object(&j);
+        fp_json_key(&j, "name");
+        fp_json_string(&j, st->tracker);
+        fp_json_key(&j, "reason");
+        fp_json_string(&j, st->tracker_reason);
+        fp_json_key(&j, "events_dropped");
+        fp_json_uint(&j, st->tracker_events_dropped);
+        fp_json_key(&j, "children_not_followed");
+        fp_json_uint(&j, st->children_not_followed);
+        fp_json_end_object(&j);
+
+        fp_json_key(&j, "targets");
+        fp_json_begin_array(&j);
+        for (size_t i = 0; i < st->n_targets; i++)
+                target_json(&j, &st->targets[i]);
+        fp_json_end_array(&j);
+        fp_json_end_object(&j);
+        fputc('\n', out);
+}
+
+/* Shorthand: s escaped for the terminal into a buffer of the caller's. */
+#define TERM(s, buf) fp_terminal_str((s), (buf), sizeof(buf))
+
+void fp_status_write_text(const struct fp_core_status *st, FILE *out)
+{
+        char e1[1024], e2[1024];
+
+        fprintf(out, "fleetprof-agent %s, pid %d, up %" PRIu64 "s, %zu target%s\n", st->version,
+                (int)st->agent_pid, st->uptime_s, st->n_targets, st->n_targets == 1 ? "" : "s");
+        if (!st->store_path) {
+                fprintf(out, "store: none (samples are kept in memory only)\n");
+        } else {
+                char used[32], max[32];
+                bool ok = st->store_ok && !st->store_write_failing;
+                human_bytes(used, sizeof(used), st->file_bytes + st->wal_bytes);
+                human_bytes(max, sizeof(max), st->store_max_bytes);
+                fprintf(out,
+                        "store: %s, %s of %s, %" PRIu64 " buckets of %us, %" PRIu64
+                        " not uploaded%s%s\n",
+                        TERM(st->store_path, e1), used, max, st->buckets, st->bucket_seconds,
+                        st->pending_buckets,
+                        ok ? "" : ", FAILING: ", ok ? "" : TERM(st->store_error, e2));
+        }
+        if (st->upload_url) {
+                const struct fp_upload_status *u = &st->upload;
+                char last[32];
+                format_age(last, sizeof(last), u->last_success_ns);
+                fprintf(out,
+                        "upload: %s, last success %s, %" PRIu64 " buckets uploaded, %" PRIu64
+                        " profiles refused%s%s%s\n",
+                        TERM(st->upload_url, e1), last, u->buckets_uploaded, u->uploads_rejected,
+                        u->in_progress ? ", uploading now" : "",
+                        u->last_error[0] ? ", last error: " : "", TERM(u->last_error, e2));
+        } else {
+                fprintf(out, "upload: none (no --collector)\n");
+        }
+        if (strcmp(st->tracker, "bpf") == 0)
+                fprintf(out, "thread tracker: bpf (scheduler tracepoints)\n");
+        else
+                fprintf(out, "thread tracker: perf-fork (fallback: %s)\n",
+                        TERM(st->tracker_reason, e1));
+        if (!st->n_targets)
+                return;
+        fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT", "RATE",
+                "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED");
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_core_target_status *ts = &st->targets[i];
+                char rate[32];
+                if (rate_hz(ts->cfg))
+                        snprintf(rate, sizeof(rate), "%" PRIu64 "Hz", rate_hz(ts->cfg));
+                else
+                        snprintf(rate, sizeof(rate), "1/%" PRIu64, ts->cfg->period);
+                fprintf(out,
+                        "%-8d %-16s %-12s %8s %-8s %8u %10" PRIu64 " %8" PRIu64 " %9" PRIu64 "\n",
+                        (int)ts->pid, TERM(ts->comm, e1), ts->cfg->event.name, rate,
+                        state_name(ts->st.state), ts->st.threads_live, ts->st.samples, ts->st.lost,
+                        ts->st.throttled);
+        }
+        /* The group's counters, and what the machine could not give. */
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_core_target_status *ts = &st->targets[i];
+                const struct fp_perf_config *cfg = ts->cfg;
+                double pct = running_percent(&ts->st);
+                if (fp_perf_event_is_hardware(&cfg->event))
+                        fprintf(out, "%d: %s samples with precise_ip %u\n", (int)ts->pid,
+                                cfg->event.name, cfg->precise_ip);
+                for (unsigned k = 0; k < cfg->n_members; k++) {
+                        if (k == 0)
+                                fprintf(out, "counters of %d:", (int)ts->pid);
+                        if (pct < 0)
+                                fprintf(out, "%s %s %" PRIu64 " (ran: no samples yet)",
+                                        k ? "," : "", cfg->members[k].name,
+                                        ts->st.counter_total[k]);
+                        else
+                                fprintf(out, "%s %s %" PRIu64 " (ran %.1f%%)", k ? "," : "",
+                                        cfg->members[k].name, ts->st.counter_total[k], pct);
+                        if (k + 1 == cfg->n_members)
+                                fputc('\n', out);
+                }
+                if (ts->left_out[0])
+                        fprintf(out, "%d: left out (not supported on this machine): %s\n",
+                                (int)ts->pid, ts->left_out);
+        }
+        /* Every sample that could not be kept, by reason. */
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_core_target_status *ts = &st->targets[i];
+                if (!ts->n_drops)
+                        continue;
+                fprintf(out, "dropped from %d:", (int)ts->pid);
+                for (size_t k = 0; k < ts->n_drops; k++)
+                        fprintf(out, "%s %s %" PRIu64, k ? "," : "", ts->drops[k].reason,
+                                ts->drops[k].count);
+                fputc('\n', out);
+        }
+}

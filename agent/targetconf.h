@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The target configuration as text: how a target was started, stored with
+ * every bucket (the store's targets.config column) so that a restarted
+ * agent can resume it and readers can tell a group's counters from its
+ * leader. This module is the one owner of the format:
+ *
+ *   event=EVENT[,COUNTER...] freq=HZ period=N kernel=0|1[ follow=1]
+ *
+ * freq and period: exactly one is non-zero. follow=1 is present only when
+ * the target's child processes are followed. Words are separated by one
+ * space; event names never hold spaces or commas.
+ */
+#pragma once
+
+#include "perf.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Writes cfg (and follow) as the text above into buf. */
+void fp_targetconf_format(const struct fp_perf_config *cfg, bool follow, char *buf, size_t len);
+/*
+ * Parses the text back into *cfg (finished with fp_targetconf_finish())
+ * and *ret_follow (may be NULL). -EINVAL when malformed; nothing is
+ * written then.
+ */
+int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_follow);
+/*
+ * The i-th event name of the text's event list (0: the sampling leader)
+ * into buf; "" past the end or when the text has no event list.
+ */
+void fp_targetconf_event(const char *text, size_t i, char *buf, size_t len);
+/* Fills the ring size and defaults of a config whose events and rate are set. */
+void fp_targetconf_finish(struct fp_perf_config *cfg);

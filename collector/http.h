@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the collector's handlers (api.c, web.c) and its writer queue
+ * (writeq.c) share with the server that routes to them (server.c): the
+ * server's state (the store handles, the writer queue, limits, counters)
+ * and the way every answer is sent. The server owns struct
+ * fp_coll_server; handlers read it and bump its counters on the loop
+ * thread.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct evhttp_request;
+struct evbuffer;
+struct fp_store;
+
+struct fp_coll_stats {
+        uint64_t uploads_stored, uploads_duplicate, uploads_rejected, uploads_failed;
+        uint64_t samples_stored, bytes_received;
+        uint64_t requests;
+        uint64_t decode_ns, store_ns; /* time spent decoding and writing uploads */
+        uint64_t groups;              /* store transactions that wrote uploads */
+        int64_t started_ns;
+};
+
+struct fp_coll_server {
+        struct event_base *base;
+        struct evhttp *http;
+        struct evhttp_bound_socket *sock;
+        void *ssl_ctx;                 /* SSL_CTX, NULL: plain HTTP */
+        struct fp_coll_writeq *writeq; /* the writer thread, with the read-write store */
+        struct fp_store *store;        /* read-only: the loop thread's queries */
+        uint64_t store_max_bytes;
+        char *token; /* NULL: no authentication */
+        size_t max_profile_bytes;
+        bool tls;
+        char listen[128]; /* what is served, for logs and the page */
+        struct fp_coll_stats st;
+};
+
+/* Sends {"error": "..."} with the status code. */
+void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sends body (drained) with the status and content type. */
+void fp_coll_reply(struct evhttp_request *req, int code, const char *content_type,
+                   struct evbuffer *body);
