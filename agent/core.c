@@ -85,8 +85,8 @@ static const char *tracker_name(const struct fp_core *s)
 }
 
 int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
-                        uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
-                        size_t err_len)
+                         uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
+                         size_t err_len)
 {
         struct fp_target *t;
         bool bpf = false;
@@ -208,7 +208,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                 int r = fp_target_fill_batch(at->t, b, only ? active : running);
                 if (r < 0) {
                         fp_log(LOG_ERR, "Failed to close the bucket of %d: %s",
-                                (int)fp_target_pid(at->t), strerror(-r));
+                               (int)fp_target_pid(at->t), strerror(-r));
                         continue;
                 }
                 ctx->t[ctx->n].pid = fp_target_pid(at->t);
@@ -295,8 +295,8 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
                 fp_log(LOG_WARNING, "%s", r->message); /* store moved aside */
         if (r->error < 0) {
                 if (strcmp(s->store_error, r->message) != 0)
-                        fp_log(LOG_ERR, "Failed to write a bucket to '%s': %s",
-                                s->opt.store_path, r->message);
+                        fp_log(LOG_ERR, "Failed to write a bucket to '%s': %s", s->opt.store_path,
+                               r->message);
                 snprintf(s->store_error, sizeof(s->store_error), "%s", r->message);
                 charge_batch(s, ctx, r->batch, "store_write_failed");
         } else {
@@ -347,7 +347,7 @@ static void follow_child(struct fp_core *s, pid_t child, pid_t parent)
                 struct fp_target_stats st;
                 fp_target_stats(old->t, &st);
                 if (st.state == FP_TARGET_RUNNING)
-                        return;             /* already profiled */
+                        return;              /* already profiled */
                 fp_core_stop_target(s, old); /* an exited target under a reused PID */
                 pat = fp_core_find(s, parent);
                 if (!pat)
@@ -358,8 +358,8 @@ static void follow_child(struct fp_core *s, pid_t child, pid_t parent)
         struct fp_perf_config cfg = *fp_target_config(pat->t);
         int r = fp_core_start_target(s, child, &cfg, owner, true, parent, &t, err, sizeof(err));
         if (r < 0 && r != -ESRCH)
-                fp_log(LOG_ERR, "Failed to follow child %d of %d: %s",
-                        (int)child, (int)parent, err);
+                fp_log(LOG_ERR, "Failed to follow child %d of %d: %s", (int)child, (int)parent,
+                       err);
 }
 
 static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
@@ -428,8 +428,7 @@ static void start_tracker(struct fp_core *s)
                 }
                 s->tracker = NULL;
         }
-        fp_log(LOG_INFO, "thread tracker: perf-fork fallback (%s)",
-                s->tracker_reason);
+        fp_log(LOG_INFO, "thread tracker: perf-fork fallback (%s)", s->tracker_reason);
 }
 
 void fp_core_poll_tracker(struct fp_core *s)
@@ -463,16 +462,16 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
                 return 0; /* that process is gone (or the pid is another's now) */
         bool follow;
         if (fp_targetconf_parse(ti->config, &cfg, &follow) < 0) {
-                fp_log(LOG_ERR, "Failed to resume %d: unreadable config '%s'",
-                        (int)ti->pid, ti->config);
+                fp_log(LOG_ERR, "Failed to resume %d: unreadable config '%s'", (int)ti->pid,
+                       ti->config);
                 return 0;
         }
         if (fp_core_start_target(s, ti->pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0) {
                 fp_log(LOG_ERR, "Failed to resume %d: %s", (int)ti->pid, err);
                 return 0;
         }
-        fp_log(LOG_INFO, "resumed profiling %d (%s) with %s", (int)ti->pid,
-                fp_target_comm(t), cfg.event.name);
+        fp_log(LOG_INFO, "resumed profiling %d (%s) with %s", (int)ti->pid, fp_target_comm(t),
+               cfg.event.name);
         return 0;
 }
 
@@ -489,9 +488,10 @@ static void open_store(struct fp_core *s)
         if (r == FP_STORE_RECOVERED)
                 fp_log(LOG_WARNING, "%s", err);
         if (r < 0) {
-                fp_log(LOG_ERR, "Failed to open the store '%s': %s (sampling goes on; "
-                        "buckets are counted as lost until it can be opened)",
-                        s->opt.store_path, err);
+                fp_log(LOG_ERR,
+                       "Failed to open the store '%s': %s (sampling goes on; "
+                       "buckets are counted as lost until it can be opened)",
+                       s->opt.store_path, err);
                 snprintf(s->store_error, sizeof(s->store_error), "%s", err);
                 store = NULL;
         } else {
@@ -500,8 +500,7 @@ static void open_store(struct fp_core *s)
         r = fp_writer_new(s->base, store, s->opt.store_path, s->opt.store_max_bytes,
                           MAX_QUEUE_BYTES, on_writer_done, s, &s->writer);
         if (r < 0) {
-                fp_log(LOG_ERR, "Failed to start the store writer: %s",
-                        strerror(-r));
+                fp_log(LOG_ERR, "Failed to start the store writer: %s", strerror(-r));
                 fp_store_close(store);
         }
 }

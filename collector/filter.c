@@ -32,7 +32,8 @@ int fp_coll_parse_time(const char *s, int64_t now_ns, int64_t *ret)
                 return 0;
         }
         if (s[0] == '-') {
-                if (fp_parse_duration(s + 1, 0, UINT64_MAX, &secs) < 0 || secs > (uint64_t)(now_ns / NS))
+                if (fp_parse_duration(s + 1, 0, UINT64_MAX, &secs) < 0 ||
+                    secs > (uint64_t)(now_ns / NS))
                         return -EINVAL;
                 *ret = now_ns - (int64_t)secs * NS;
                 return 0;
@@ -62,8 +63,8 @@ static int text(const char *name, const char *v, char *dst, size_t size, char *e
         size_t n = strlen(v);
 
         if (n == 0 || n >= size)
-                return fp_errf(err, errlen, -EINVAL,
-                                    "parameter '%s' must be 1 to %zu characters", name, size - 1);
+                return fp_errf(err, errlen, -EINVAL, "parameter '%s' must be 1 to %zu characters",
+                               name, size - 1);
         memcpy(dst, v, n + 1);
         return 0;
 }
@@ -106,7 +107,7 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         n = *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : -1;
                         if (n < 1 || errno || *end || n > INT_MAX) {
                                 r = fp_errf(err, errlen, -EINVAL,
-                                                 "parameter '%s' must be a positive integer", k);
+                                            "parameter '%s' must be a positive integer", k);
                         } else if (k[0] == 'p') {
                                 f->f.pid = (pid_t)n;
                         } else if (k[0] == 'n') {
@@ -119,21 +120,19 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         int64_t t;
 
                         if (fp_coll_parse_time(v, now_ns, &t) < 0)
-                                r = fp_errf(
-                                    err, errlen, -EINVAL,
-                                    "parameter '%s': '%.64s' is not a time (Unix seconds, "
-                                    "2026-01-31T12:00:00Z, now, or -15m/-2h/-7d)",
-                                    k, v);
+                                r = fp_errf(err, errlen, -EINVAL,
+                                            "parameter '%s': '%.64s' is not a time (Unix seconds, "
+                                            "2026-01-31T12:00:00Z, now, or -15m/-2h/-7d)",
+                                            k, v);
                         else if (k[0] == 'f')
                                 f->f.since_ns = t, have_from = true;
                         else
                                 f->f.until_ns = t;
                 } else {
-                        r = fp_errf(
-                            err, errlen, -EINVAL,
-                            "unknown parameter '%.64s' (known: host, process, pid, event, "
-                            "from, to, seconds)",
-                            k);
+                        r = fp_errf(err, errlen, -EINVAL,
+                                    "unknown parameter '%.64s' (known: host, process, pid, event, "
+                                    "from, to, seconds)",
+                                    k);
                 }
                 if (r < 0)
                         goto out;

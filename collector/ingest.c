@@ -86,10 +86,10 @@ static int copy_text(const char *name, const char *v, char *dst, size_t size, bo
                 return fp_errf(err, errlen, -EINVAL, "parameter '%s' is empty", name);
         if (n >= size)
                 return fp_errf(err, errlen, -EINVAL, "parameter '%s' is longer than %zu bytes",
-                                    name, size - 1);
+                               name, size - 1);
         if (!printable(v))
-                return fp_errf(err, errlen, -EINVAL,
-                                    "parameter '%s' contains control characters", name);
+                return fp_errf(err, errlen, -EINVAL, "parameter '%s' contains control characters",
+                               name);
         memcpy(dst, v, n + 1);
         return 0;
 }
@@ -107,36 +107,33 @@ static int parse_drops(const char *v, struct fp_coll_meta *m, char *err, size_t 
 
                 if (!colon)
                         return fp_errf(err, errlen, -EINVAL,
-                                            "parameter 'drops': '%.40s' is not reason:count", p);
+                                       "parameter 'drops': '%.40s' is not reason:count", p);
                 comma = strchr(colon, ',');
                 if (!comma)
                         comma = colon + strlen(colon);
                 rlen = (size_t)(colon - p);
                 nlen = (size_t)(comma - colon - 1);
                 if (rlen == 0 || rlen >= sizeof(m->drops[0].reason))
-                        return fp_errf(
-                            err, errlen, -EINVAL,
-                            "parameter 'drops': a reason must be 1 to %zu characters",
-                            sizeof(m->drops[0].reason) - 1);
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'drops': a reason must be 1 to %zu characters",
+                                       sizeof(m->drops[0].reason) - 1);
                 for (i = 0; i < rlen; i++)
                         if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
                               p[i] == '_'))
-                                return fp_errf(
-                                    err, errlen, -EINVAL,
-                                    "parameter 'drops': reason '%.*s' is not [a-z0-9_]",
-                                    (int)(rlen > 40 ? 40 : rlen), p);
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "parameter 'drops': reason '%.*s' is not [a-z0-9_]",
+                                               (int)(rlen > 40 ? 40 : rlen), p);
                 if (nlen == 0 || nlen >= sizeof(num))
                         return fp_errf(err, errlen, -EINVAL,
-                                            "parameter 'drops': bad count for reason '%.*s'",
-                                            (int)rlen, p);
+                                       "parameter 'drops': bad count for reason '%.*s'", (int)rlen,
+                                       p);
                 memcpy(num, colon + 1, nlen);
                 num[nlen] = 0;
                 if (parse_u64(num, &count) < 0 || count > INT64_MAX)
-                        return fp_errf(
-                            err, errlen, -EINVAL,
-                            "parameter 'drops': count '%s' of reason '%.*s' is not a "
-                            "non-negative integer",
-                            num, (int)rlen, p);
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'drops': count '%s' of reason '%.*s' is not a "
+                                       "non-negative integer",
+                                       num, (int)rlen, p);
                 for (i = 0; i < m->n_drops; i++)
                         if (strlen(m->drops[i].reason) == rlen &&
                             memcmp(m->drops[i].reason, p, rlen) == 0)
@@ -144,8 +141,8 @@ static int parse_drops(const char *v, struct fp_coll_meta *m, char *err, size_t 
                 if (i == m->n_drops) {
                         if (m->n_drops == FP_COLL_MAX_DROPS)
                                 return fp_errf(err, errlen, -EINVAL,
-                                                    "parameter 'drops': more than %d reasons",
-                                                    FP_COLL_MAX_DROPS);
+                                               "parameter 'drops': more than %d reasons",
+                                               FP_COLL_MAX_DROPS);
                         memcpy(m->drops[i].reason, p, rlen);
                         m->drops[i].reason[rlen] = 0;
                         m->drops[i].count = 0;
@@ -193,22 +190,20 @@ static int meta_param(struct fp_coll_meta *m, int bit, const char *name, const c
         switch (bit) {
         case P_HOST:
                 if (!*v || !chars_in(v, ".-_:[]"))
-                        return fp_errf(
-                            err, errlen, -EINVAL,
-                            "parameter 'host' must be a host name (letters, digits, "
-                            "'.', '-', '_')");
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'host' must be a host name (letters, digits, "
+                                       "'.', '-', '_')");
                 return copy_text(name, v, m->host, sizeof(m->host), true, err, errlen);
         case P_PID:
                 if (parse_i64(v, 1, INT_MAX, &n) < 0)
                         return fp_errf(err, errlen, -EINVAL,
-                                            "parameter 'pid' must be an integer from 1 to %d",
-                                            INT_MAX);
+                                       "parameter 'pid' must be an integer from 1 to %d", INT_MAX);
                 m->pid = (pid_t)n;
                 return 0;
         case P_STARTTIME:
                 if (parse_u64(v, &m->starttime) < 0)
                         return fp_errf(err, errlen, -EINVAL,
-                                            "parameter 'starttime' must be a non-negative integer");
+                                       "parameter 'starttime' must be a non-negative integer");
                 return 0;
         case P_COMM:
                 return copy_text(name, v, m->comm, sizeof(m->comm), false, err, errlen);
@@ -216,18 +211,16 @@ static int meta_param(struct fp_coll_meta *m, int bit, const char *name, const c
                 return copy_text(name, v, m->exe, sizeof(m->exe), false, err, errlen);
         case P_EVENT:
                 if (!*v || !chars_in(v, "-_.:/"))
-                        return fp_errf(
-                            err, errlen, -EINVAL,
-                            "parameter 'event' must be an event name such as cpu-clock");
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'event' must be an event name such as cpu-clock");
                 return copy_text(name, v, m->event, sizeof(m->event), true, err, errlen);
         case P_FROM:
         case P_TO:
                 if (parse_i64(v, 0, INT64_MAX, &n) < 0)
-                        return fp_errf(
-                            err, errlen, -EINVAL,
-                            "parameter '%s' must be a time in nanoseconds since the "
-                            "epoch",
-                            name);
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter '%s' must be a time in nanoseconds since the "
+                                       "epoch",
+                                       name);
                 *(bit == P_FROM ? &m->from_ns : &m->to_ns) = n;
                 return 0;
         case P_AGENT:
@@ -261,13 +254,12 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
                         if (strcmp(kv->key, params[i].name) == 0)
                                 break;
                 if (i == sizeof(params) / sizeof(params[0])) {
-                        r = fp_errf(err, errlen, -EINVAL, "unknown parameter '%.64s'",
-                                         kv->key);
+                        r = fp_errf(err, errlen, -EINVAL, "unknown parameter '%.64s'", kv->key);
                         goto out;
                 }
                 if (seen & params[i].bit) {
                         r = fp_errf(err, errlen, -EINVAL, "parameter '%s' is given twice",
-                                         params[i].name);
+                                    params[i].name);
                         goto out;
                 }
                 seen |= params[i].bit;
@@ -277,15 +269,14 @@ int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char 
         }
         for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++)
                 if ((P_REQUIRED & params[i].bit) && !(seen & params[i].bit)) {
-                        r = fp_errf(err, errlen, -EINVAL, "missing parameter '%s'",
-                                         params[i].name);
+                        r = fp_errf(err, errlen, -EINVAL, "missing parameter '%s'", params[i].name);
                         goto out;
                 }
         if (m->to_ns <= m->from_ns || m->to_ns - m->from_ns > MAX_RANGE_NS) {
                 r = fp_errf(err, errlen, -EINVAL,
-                                 "the time range from=%" PRId64 " to=%" PRId64
-                                 " is empty, reversed or longer than ten years",
-                                 m->from_ns, m->to_ns);
+                            "the time range from=%" PRId64 " to=%" PRId64
+                            " is empty, reversed or longer than ten years",
+                            m->from_ns, m->to_ns);
                 goto out;
         }
         memcpy(ret, m, sizeof(*m));
@@ -300,13 +291,12 @@ int fp_coll_ingest_check_key(const char *key, char *err, size_t errlen)
         size_t n = strlen(key);
 
         if (n == 0 || n > FP_STORE_MAX_KEY)
-                return fp_errf(err, errlen, -EINVAL,
-                                    "Idempotency-Key must be 1 to %d characters", FP_STORE_MAX_KEY);
+                return fp_errf(err, errlen, -EINVAL, "Idempotency-Key must be 1 to %d characters",
+                               FP_STORE_MAX_KEY);
         for (size_t i = 0; i < n; i++)
                 if ((unsigned char)key[i] <= 0x20 || (unsigned char)key[i] >= 0x7f)
-                        return fp_errf(
-                            err, errlen, -EINVAL,
-                            "Idempotency-Key must be printable ASCII without spaces");
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "Idempotency-Key must be printable ASCII without spaces");
         return 0;
 }
 
@@ -326,26 +316,24 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
                 return fp_errf(err, errlen, r, "cannot read sample %zu", i);
         if (v.n_locations > FP_STORE_MAX_FRAMES)
                 return fp_errf(err, errlen, -EINVAL,
-                                    "sample %zu has %zu frames; at most %d are kept", i,
-                                    v.n_locations, FP_STORE_MAX_FRAMES);
+                               "sample %zu has %zu frames; at most %d are kept", i, v.n_locations,
+                               FP_STORE_MAX_FRAMES);
         for (size_t j = 0; j < v.n_labels; j++) {
                 struct fp_pprof_label l;
 
                 r = fp_pprof_sample_label(p, i, j, &l);
                 if (r < 0)
-                        return fp_errf(err, errlen, r, "cannot read label %zu of sample %zu",
-                                            j, i);
+                        return fp_errf(err, errlen, r, "cannot read label %zu of sample %zu", j, i);
                 if (strcmp(l.key, "thread") == 0) {
                         if (l.str || l.num < 0 || l.num > INT_MAX)
-                                return fp_errf(
-                                    err, errlen, -EINVAL,
-                                    "sample %zu: label 'thread' must be a thread id", i);
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "sample %zu: label 'thread' must be a thread id", i);
                         tid = l.num;
                 } else if (strcmp(l.key, "thread_name") == 0) {
                         if (!l.str)
-                                return fp_errf(
-                                    err, errlen, -EINVAL,
-                                    "sample %zu: label 'thread_name' must be a string", i);
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "sample %zu: label 'thread_name' must be a string",
+                                               i);
                         thread_name = l.str;
                 }
                 /* pid, process and host come from the upload's parameters. */
@@ -356,8 +344,8 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
                 r = fp_pprof_location_get(p, v.location_ids[j], &lv);
                 if (r < 0)
                         return fp_errf(err, errlen, -EBADMSG,
-                                            "sample %zu: location %" PRIu64 " is bad", i,
-                                            v.location_ids[j]);
+                                       "sample %zu: location %" PRIu64 " is bad", i,
+                                       v.location_ids[j]);
                 frames[j] = (struct fp_store_frame){
                     .function = lv.function_name,
                     .mapping_file = lv.mapping_file,
@@ -393,20 +381,19 @@ static int build(const struct fp_coll_meta *meta, const struct fp_pprof *p,
         int r;
 
         if (fp_pprof_n_sample_types(p) != 2)
-                return fp_errf(
-                    err, errlen, -EINVAL,
-                    "the profile has %zu sample types; an upload has two (count and "
-                    "value)",
-                    fp_pprof_n_sample_types(p));
+                return fp_errf(err, errlen, -EINVAL,
+                               "the profile has %zu sample types; an upload has two (count and "
+                               "value)",
+                               fp_pprof_n_sample_types(p));
         ct = fp_pprof_sample_type(p, 0, &cu);
         vt = fp_pprof_sample_type(p, 1, &vu);
         if (!*ct || !*cu || !*vt || !*vu)
                 return fp_errf(err, errlen, -EINVAL,
-                                    "a sample type of the profile has no name or unit");
+                               "a sample type of the profile has no name or unit");
         period = fp_pprof_period(p, &pt, &pu);
         if (period < 0)
                 return fp_errf(err, errlen, -EINVAL,
-                                    "the profile's period is negative (%" PRId64 ")", period);
+                               "the profile's period is negative (%" PRId64 ")", period);
 
         struct fp_store_target t = {.host = meta->host,
                                     .pid = meta->pid,
@@ -427,8 +414,7 @@ static int build(const struct fp_coll_meta *meta, const struct fp_pprof *p,
         for (size_t i = 0; i < meta->n_drops; i++) {
                 r = fp_store_batch_add_drop(b, target, meta->drops[i].reason, meta->drops[i].count);
                 if (r < 0)
-                        return fp_errf(err, errlen, r, "cannot add drop counts: %s",
-                                            strerror(-r));
+                        return fp_errf(err, errlen, r, "cannot add drop counts: %s", strerror(-r));
         }
         frames = calloc(FP_STORE_MAX_FRAMES, sizeof(*frames));
         if (!frames)
@@ -455,8 +441,8 @@ int fp_coll_ingest_build(const struct fp_coll_meta *meta, const uint8_t *body, s
 
         if (len < 2 || body[0] != 0x1f || body[1] != 0x8b)
                 return fp_errf(err, errlen, -EBADMSG,
-                                    "the body is not gzip data (an upload is a gzip-compressed "
-                                    "profile.proto)");
+                               "the body is not gzip data (an upload is a gzip-compressed "
+                               "profile.proto)");
         r = fp_pprof_decode(body, len, max_decompressed, &p, derr, sizeof(derr));
         if (r < 0)
                 return fp_errf(err, errlen, r, "%s", derr[0] ? derr : strerror(-r));

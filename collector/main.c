@@ -37,15 +37,15 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static void usage(FILE *f, const struct fp_conf *conf)
 {
         (void)conf;
-        fprintf(f, "Usage: fleetprof-collector [OPTIONS]\n"
-                   "\n"
-                   "The fleetprof collector: stores the profiles agents upload and serves\n"
-                   "them over HTTP (JSON, pprof, a web page).\n"
-                   "\n"
-                   "  --config FILE            settings file (default " DEFAULT_CONFIG
-                   ",\n"
-                   "                           if it exists); the options below override it\n"
-                   "  --check-config           check the settings file and the options, print ok\n");
+        fprintf(f,
+                "Usage: fleetprof-collector [OPTIONS]\n"
+                "\n"
+                "The fleetprof collector: stores the profiles agents upload and serves\n"
+                "them over HTTP (JSON, pprof, a web page).\n"
+                "\n"
+                "  --config FILE            settings file (default " DEFAULT_CONFIG ",\n"
+                "                           if it exists); the options below override it\n"
+                "  --check-config           check the settings file and the options, print ok\n");
 }
 
 int main(int argc, char **argv)
@@ -95,15 +95,16 @@ int main(int argc, char **argv)
                 return 1;
         }
         if (!c.token_file)
-                fp_log(LOG_WARNING, "WARNING: no --token-file: uploads are NOT "
-                        "authenticated; anyone who can reach %s may store profiles",
-                        c.listen);
+                fp_log(LOG_WARNING,
+                       "WARNING: no --token-file: uploads are NOT "
+                       "authenticated; anyone who can reach %s may store profiles",
+                       c.listen);
         fp_log(LOG_INFO,
                "version %s, serving %s on %s (pid %d), store %s (budget %llu MiB, "
                "retention %s%llu s)",
-                FP_VERSION, c.tls_cert ? "HTTPS" : "HTTP", c.listen, (int)getpid(), c.store,
-                (unsigned long long)c.store_max_mb,
-                c.retention_s ? "" : "off: ", (unsigned long long)c.retention_s);
+               FP_VERSION, c.tls_cert ? "HTTPS" : "HTTP", c.listen, (int)getpid(), c.store,
+               (unsigned long long)c.store_max_mb,
+               c.retention_s ? "" : "off: ", (unsigned long long)c.retention_s);
 
         event_base_dispatch(base);
 

@@ -76,7 +76,7 @@ static int check_value(const struct fp_conf_key *k, const char *text, enum fp_co
         case FP_CONF_BOOL:
                 if (parse_bool(text, &b) < 0) {
                         fp_errf(err, err_len, 0, "%s%s%s%s: not a boolean (true or false)", dashes,
-                               k->name, sep, text);
+                                k->name, sep, text);
                         return -EINVAL;
                 }
                 *ret_num = b;
@@ -84,19 +84,19 @@ static int check_value(const struct fp_conf_key *k, const char *text, enum fp_co
         case FP_CONF_UINT:
                 if (!*text || *text < '0' || *text > '9') {
                         fp_errf(err, err_len, 0, "%s%s%s%s: not a number (%llu to %llu)", dashes,
-                               k->name, sep, text, k->min, k->max);
+                                k->name, sep, text, k->min, k->max);
                         return -EINVAL;
                 }
                 errno = 0;
                 v = strtoull(text, &end, 10);
                 if (*end) {
                         fp_errf(err, err_len, 0, "%s%s%s%s: not a number (%llu to %llu)", dashes,
-                               k->name, sep, text, k->min, k->max);
+                                k->name, sep, text, k->min, k->max);
                         return -EINVAL;
                 }
                 if (errno == ERANGE || v < k->min || v > k->max) {
                         fp_errf(err, err_len, 0, "%s%s%s%s: out of range, %llu to %llu", dashes,
-                               k->name, sep, text, k->min, k->max);
+                                k->name, sep, text, k->min, k->max);
                         return -ERANGE;
                 }
                 *ret_num = v;
@@ -420,9 +420,9 @@ static size_t key_of_type(const struct fp_conf *c, const char *key, enum fp_conf
         ssize_t i = find_key(c, key);
         if (i < 0 || c->keys[i].type != type) {
                 fprintf(stderr, "fp_conf: no %s key '%s' in the table\n",
-                        type == FP_CONF_STRING ? "string"
+                        type == FP_CONF_STRING                             ? "string"
                         : type == FP_CONF_UINT || type == FP_CONF_DURATION ? "number"
-                                               : "boolean",
+                                                                           : "boolean",
                         key);
                 abort();
         }
@@ -486,8 +486,10 @@ void fp_conf_print_help(const struct fp_conf *c, FILE *f)
 int fp_conf_configure(struct fp_conf *c, const struct fp_conf_program *p, int argc, char **argv)
 {
         static const struct option own[] = {
-            {"config", required_argument, NULL, 'C'}, {"check-config", no_argument, NULL, 'K'},
-            {"version", no_argument, NULL, 'V'},      {"help", no_argument, NULL, 'h'},
+            {"config", required_argument, NULL, 'C'},
+            {"check-config", no_argument, NULL, 'K'},
+            {"version", no_argument, NULL, 'V'},
+            {"help", no_argument, NULL, 'h'},
         };
         const size_t n_own = sizeof(own) / sizeof(own[0]);
         size_t n_opts = n_own + p->n_flags + c->n_keys + 1;
@@ -505,7 +507,8 @@ int fp_conf_configure(struct fp_conf *c, const struct fp_conf_program *p, int ar
         for (size_t i = 0; i < n_own; i++)
                 extra[i] = own[i];
         for (size_t i = 0; i < p->n_flags; i++)
-                extra[n_own + i] = (struct option){p->flags[i].name, no_argument, NULL, 'F' + 256 + (int)i};
+                extra[n_own + i] =
+                    (struct option){p->flags[i].name, no_argument, NULL, 'F' + 256 + (int)i};
         fp_conf_getopt_table(c, extra, n_own + p->n_flags, opts);
         opterr = 0;
         optind = 1;

@@ -36,8 +36,8 @@
 
 enum fp_conf_type {
         FP_CONF_STRING,
-        FP_CONF_UINT, /* unsigned decimal within [min, max] */
-        FP_CONF_BOOL, /* true/false, yes/no, on/off, 1/0 */
+        FP_CONF_UINT,     /* unsigned decimal within [min, max] */
+        FP_CONF_BOOL,     /* true/false, yes/no, on/off, 1/0 */
         FP_CONF_DURATION, /* N, Ns, Nm, Nh or Nd, held in seconds within [min, max] */
 };
 

@@ -31,7 +31,8 @@ void fp_rfc3339(int64_t ns, char *buf, size_t len);
  * 0) and returns r, so an error return is one statement:
  *     return fp_errf(err, len, -EINVAL, "bad value '%s'", s);
  */
-int fp_errf(char *err, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int fp_errf(char *err, size_t len, int r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /*
  * Makes room for need elements of elem bytes in *arr (capacity *cap),

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang llvm libclang-rt-14-dev
+  build-essential cmake pkg-config clang llvm libclang-rt-14-dev clang-format git
   libevent-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev
   golang-go linux-perf python3 procps util-linux binutils

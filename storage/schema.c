@@ -706,7 +706,8 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
                 if (fd < 0) {
                         r = -errno;
-                        fp_errf(err, errlen, 0, "Failed to open store '%s': %s", path, strerror(-r));
+                        fp_errf(err, errlen, 0, "Failed to open store '%s': %s", path,
+                                strerror(-r));
                         store_free(s);
                         return r;
                 }
@@ -756,39 +757,41 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 }
                 r = create_schema(s);
                 if (r < 0) {
-                        fp_errf(err, errlen, 0, "Failed to create store '%s': %s", path, reason(s, r));
+                        fp_errf(err, errlen, 0, "Failed to create store '%s': %s", path,
+                                reason(s, r));
                         store_free(s);
                         return r;
                 }
         } else if (app_id != FP_STORE_APP_ID) {
                 fp_errf(err, errlen, 0,
-                       "Refusing to use '%s' as a store: it is an SQLite database of another "
-                       "application (application_id 0x%llx, user_version %lld)",
-                       path, (unsigned long long)app_id, (long long)version);
+                        "Refusing to use '%s' as a store: it is an SQLite database of another "
+                        "application (application_id 0x%llx, user_version %lld)",
+                        path, (unsigned long long)app_id, (long long)version);
                 store_free(s);
                 return -EPROTO;
         } else if (version > FP_STORE_SCHEMA_VERSION) {
                 fp_errf(err, errlen, 0,
-                       "Refusing to use store '%s': its schema version %lld is newer than this "
-                       "build's %d; upgrade fleetprof or move the file away",
-                       path, (long long)version, FP_STORE_SCHEMA_VERSION);
+                        "Refusing to use store '%s': its schema version %lld is newer than this "
+                        "build's %d; upgrade fleetprof or move the file away",
+                        path, (long long)version, FP_STORE_SCHEMA_VERSION);
                 store_free(s);
                 return -EPROTO;
         } else if (version < FP_STORE_SCHEMA_VERSION) {
                 if (version < FP_STORE_OLDEST_MIGRATABLE || readonly) {
                         fp_errf(err, errlen, 0,
-                               "Refusing to use store '%s': its schema version %lld cannot be "
-                               "%s (this build has version %d); move the file away",
-                               path, (long long)version,
-                               readonly ? "read without migrating" : "migrated",
-                               FP_STORE_SCHEMA_VERSION);
+                                "Refusing to use store '%s': its schema version %lld cannot be "
+                                "%s (this build has version %d); move the file away",
+                                path, (long long)version,
+                                readonly ? "read without migrating" : "migrated",
+                                FP_STORE_SCHEMA_VERSION);
                         store_free(s);
                         return -EPROTO;
                 }
                 r = migrate(s, version);
                 if (r < 0) {
-                        fp_errf(err, errlen, 0, "Failed to migrate store '%s' from version %lld: %s",
-                               path, (long long)version, reason(s, r));
+                        fp_errf(err, errlen, 0,
+                                "Failed to migrate store '%s' from version %lld: %s", path,
+                                (long long)version, reason(s, r));
                         store_free(s);
                         return r;
                 }
@@ -804,7 +807,8 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                         rc = fp_sx_exec(s->db, schema_v1_additions);
                 r = rc == SQLITE_OK ? settings(s) : fp_sx_errno(s->db, rc);
                 if (r < 0) {
-                        fp_errf(err, errlen, 0, "Failed to set up store '%s': %s", path, reason(s, r));
+                        fp_errf(err, errlen, 0, "Failed to set up store '%s': %s", path,
+                                reason(s, r));
                         store_free(s);
                         return r;
                 }
@@ -851,8 +855,8 @@ int fp_store_open(const char *path, uint64_t max_bytes, struct fp_store **ret, c
                 int m = move_aside(path, aside, sizeof(aside));
                 if (m < 0) {
                         fp_errf(err, errlen, 0,
-                               "Store '%s' is damaged (%s) and could not be moved aside: %s", path,
-                               damage, strerror(-m));
+                                "Store '%s' is damaged (%s) and could not be moved aside: %s", path,
+                                damage, strerror(-m));
                         return m;
                 }
                 r = open_once(path, max_bytes, false, &s, err, errlen, damage, sizeof(damage));
@@ -863,9 +867,9 @@ int fp_store_open(const char *path, uint64_t max_bytes, struct fp_store **ret, c
                 if (r < 0)
                         return r;
                 fp_errf(err, errlen, 0,
-                       "Store '%s' was damaged (%s): moved it aside to '%s' and started an empty "
-                       "store",
-                       path, damage, aside);
+                        "Store '%s' was damaged (%s): moved it aside to '%s' and started an empty "
+                        "store",
+                        path, damage, aside);
                 r = FP_STORE_RECOVERED;
         } else if (r < 0) {
                 return r;

@@ -326,7 +326,6 @@ int fp_sx_exec(sqlite3 *db, const char *sql);
 /* The single integer result of sql, or -errno. */
 int fp_sx_pragma_int(struct fp_store *s, const char *sql, int64_t *ret);
 
-
 /* ---- small SQLite helpers (store.c, ring.c) ---- */
 
 /* Steps st to completion (ignoring rows) and resets it; SQLite rc. */

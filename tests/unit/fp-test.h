@@ -18,7 +18,7 @@ static unsigned fp_test_passed, fp_test_failed;
                         fp_test_passed++;                                                          \
                 } else {                                                                           \
                         fp_test_failed++;                                                          \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
                 }                                                                                  \
         } while (0)
 
@@ -48,5 +48,4 @@ static unsigned fp_test_passed, fp_test_failed;
         } while (0)
 
 #define FP_TEST_DONE()                                                                             \
-        (printf("%u passed, %u failed\n", fp_test_passed, fp_test_failed),                         \
-         fp_test_failed ? 1 : 0)
+        (printf("%u passed, %u failed\n", fp_test_passed, fp_test_failed), fp_test_failed ? 1 : 0)

@@ -63,8 +63,7 @@ static void test_options(void)
         FP_CHECK(strstr(err, "--tls-key") != NULL);
         FP_CHECK_EQ_INT(fp_conf_set(conf, "tls-key", "/k.pem", FP_CONF_ARGS, err, sizeof(err)), 0);
         FP_CHECK_EQ_INT(fp_coll_settings_check(conf, err, sizeof(err)), 0);
-        FP_CHECK_EQ_INT(fp_conf_set(conf, "token-file", "none", FP_CONF_ARGS, err, sizeof(err)),
-                        0);
+        FP_CHECK_EQ_INT(fp_conf_set(conf, "token-file", "none", FP_CONF_ARGS, err, sizeof(err)), 0);
         fp_coll_config_from(conf, &c);
         FP_CHECK(c.token_file == NULL);
         fp_conf_free(conf);

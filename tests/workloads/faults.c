@@ -93,8 +93,8 @@ NOINLINE uint64_t fault_touch(uint64_t budget_ns)
         uint64_t start = thread_cpu_ns(), pages = 0;
 
         while (thread_cpu_ns() - start < budget_ns) {
-                char *p = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                               -1, 0);
+                char *p =
+                    mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                 if (p == MAP_FAILED)
                         return pages;
                 (void)madvise(p, CHUNK, MADV_NOHUGEPAGE);
@@ -171,11 +171,13 @@ static int write_atomically(const char *path, const char *text)
 
 int main(int argc, char **argv)
 {
-        static const struct option opts[] = {
-            {"seconds", required_argument, 0, 's'}, {"phase-ms", required_argument, 0, 'p'},
-            {"truth", required_argument, 0, 't'},   {"ready", required_argument, 0, 'r'},
-            {"wait-for-start", required_argument, 0, 'w'},
-            {"hold", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+        static const struct option opts[] = {{"seconds", required_argument, 0, 's'},
+                                             {"phase-ms", required_argument, 0, 'p'},
+                                             {"truth", required_argument, 0, 't'},
+                                             {"ready", required_argument, 0, 'r'},
+                                             {"wait-for-start", required_argument, 0, 'w'},
+                                             {"hold", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
         pthread_t th;
         char buf[1024];
         int c;
@@ -201,8 +203,9 @@ int main(int argc, char **argv)
                         opt_hold = 1;
                         break;
                 default:
-                        fprintf(stderr, "usage: faults [--seconds S] [--phase-ms MS] [--truth FILE] "
-                                        "[--ready FILE] [--wait-for-start FILE] [--hold]\n");
+                        fprintf(stderr,
+                                "usage: faults [--seconds S] [--phase-ms MS] [--truth FILE] "
+                                "[--ready FILE] [--wait-for-start FILE] [--hold]\n");
                         return 2;
                 }
         }
