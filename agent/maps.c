@@ -3,6 +3,7 @@
  * The executable mappings of one process; see maps.h for the model
  * (append-only history, a sorted live index, an epoch per displacement).
  */
+#include "util.h"
 #include "maps.h"
 #include "symbols.h"
 
@@ -49,23 +50,6 @@ void fp_maps_free(struct fp_maps *m)
         free(m);
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-        if (need <= *cap)
-                return 0;
-        size_t n = *cap ? *cap * 2 : 16;
-        while (n < need)
-                n *= 2;
-        if (n > SIZE_MAX / elem)
-                return -ENOMEM;
-        void *p = realloc(*arr, n * elem);
-        if (!p)
-                return -ENOMEM;
-        *arr = p;
-        *cap = n;
-        return 0;
-}
-
 /* Finds an identical mapping in the history, or appends a new one. Returns its index or -errno. */
 static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
                       const char *path)
@@ -76,7 +60,7 @@ static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t 
                     strcmp(x->path, path) == 0)
                         return (int64_t)i + 1;
         }
-        if (grow((void **)&m->all, &m->cap_all, m->n_all + 1, sizeof(*m->all)) < 0)
+        if (fp_grow((void **)&m->all, &m->cap_all, m->n_all + 1, sizeof(*m->all)) < 0)
                 return -ENOMEM;
         struct fp_mapping *x = calloc(1, sizeof(*x));
         if (!x)
@@ -122,7 +106,7 @@ static int live_insert(struct fp_maps *m, uint32_t idx)
         m->n_live = w;
         if (displaced)
                 m->epoch++;
-        if (grow((void **)&m->live, &m->cap_live, m->n_live + 1, sizeof(*m->live)) < 0)
+        if (fp_grow((void **)&m->live, &m->cap_live, m->n_live + 1, sizeof(*m->live)) < 0)
                 return -ENOMEM;
         while (lo < m->n_live && m->all[m->live[lo] - 1]->start < x->start)
                 lo++;

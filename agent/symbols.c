@@ -22,6 +22,7 @@
  *
  * The cache that shares symtabs by build ID lives in symcache.c.
  */
+#include "util.h"
 #include "symbols.h"
 #include "symbols-internal.h"
 
@@ -97,26 +98,6 @@ static void builder_done(struct builder *b)
         free(b->arena);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-        size_t n = *cap ? *cap : 64;
-        void *q;
-
-        while (n < need) {
-                if (n > SIZE_MAX / 2)
-                        return -ENOMEM;
-                n *= 2;
-        }
-        if (n > SIZE_MAX / elem)
-                return -ENOMEM;
-        q = realloc(*p, n * elem);
-        if (!q)
-                return -ENOMEM;
-        *p = q;
-        *cap = n;
-        return 0;
-}
-
 static uint64_t add_sat(uint64_t a, uint64_t b)
 {
         return a > UINT64_MAX - b ? UINT64_MAX : a + b;
@@ -136,12 +117,12 @@ static int builder_add(struct builder *b, uint64_t start, uint64_t size, uint64_
         if (need < len || b->len > SIZE_MAX - need)
                 return -ENOMEM;
         if (b->n == b->cap) {
-                r = grow((void **)&b->syms, &b->cap, b->n + 1, sizeof(*b->syms));
+                r = fp_grow((void **)&b->syms, &b->cap, b->n + 1, sizeof(*b->syms));
                 if (r < 0)
                         return r;
         }
         if (b->len + need > b->arena_cap) {
-                r = grow((void **)&b->arena, &b->arena_cap, b->len + need, 1);
+                r = fp_grow((void **)&b->arena, &b->arena_cap, b->len + need, 1);
                 if (r < 0)
                         return r;
         }

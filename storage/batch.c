@@ -5,7 +5,7 @@
  *
  * Everything is interned as it is added: strings live once in one
  * character arena and are referred to by index; mappings, frames, stacks,
- * threads, samples and drops are deduplicated through an fp_sx_index each,
+ * threads, samples and drops are deduplicated through an fp_store_index each,
  * so a repeated stack costs one hash and one comparison. The content
  * hashes that the store deduplicates by across buckets (store-internal.h)
  * are computed here, by the builder, so the writer only looks them up.
@@ -45,15 +45,15 @@ void fp_store_batch_free(struct fp_store_batch *b)
         free(b->samples);
         free(b->drops);
         free(b->frame_ids);
-        fp_sx_index_free(&b->idx_strs);
-        fp_sx_index_free(&b->idx_targets);
-        fp_sx_index_free(&b->idx_events);
-        fp_sx_index_free(&b->idx_mappings);
-        fp_sx_index_free(&b->idx_frames);
-        fp_sx_index_free(&b->idx_stacks);
-        fp_sx_index_free(&b->idx_threads);
-        fp_sx_index_free(&b->idx_samples);
-        fp_sx_index_free(&b->idx_drops);
+        fp_store_index_free(&b->idx_strs);
+        fp_store_index_free(&b->idx_targets);
+        fp_store_index_free(&b->idx_events);
+        fp_store_index_free(&b->idx_mappings);
+        fp_store_index_free(&b->idx_frames);
+        fp_store_index_free(&b->idx_stacks);
+        fp_store_index_free(&b->idx_threads);
+        fp_store_index_free(&b->idx_samples);
+        fp_store_index_free(&b->idx_drops);
         free(b);
 }
 
@@ -106,7 +106,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
         for (size_t e = 0; e < b->n_events; e++) {
                 uint64_t sum = 0;
                 for (size_t i = 0; i < b->n_samples; i++) {
-                        const struct fp_sb_sample *sa = &b->samples[i];
+                        const struct fp_batch_sample *sa = &b->samples[i];
                         if (sa->event == e && b->threads[sa->thread].target == target)
                                 sum += sa->count;
                 }
@@ -140,8 +140,8 @@ static bool str_eq(const void *ctx, uint32_t idx, const void *key)
 static int intern_str(struct fp_store_batch *b, const char *s, uint32_t *ret)
 {
         struct str_key k = {s ? s : "", s ? strlen(s) : 0};
-        uint64_t h = fp_sx_hash_str(k.s, k.len);
-        int64_t i = fp_sx_index_find(&b->idx_strs, h, str_eq, b, &k);
+        uint64_t h = fp_store_hash_str(k.s, k.len);
+        int64_t i = fp_store_index_find(&b->idx_strs, h, str_eq, b, &k);
         int r;
 
         if (i >= 0) {
@@ -151,18 +151,18 @@ static int intern_str(struct fp_store_batch *b, const char *s, uint32_t *ret)
         if (k.len >= UINT32_MAX || b->n_chars + k.len + 1 > UINT32_MAX ||
             b->n_strs >= UINT32_MAX - 1)
                 return -E2BIG;
-        r = fp_sx_grow((void **)&b->chars, &b->cap_chars, b->n_chars + k.len + 1, 1);
+        r = fp_grow((void **)&b->chars, &b->cap_chars, b->n_chars + k.len + 1, 1);
         if (r < 0)
                 return r;
-        r = fp_sx_grow((void **)&b->strs, &b->cap_strs, b->n_strs + 1, sizeof(*b->strs));
+        r = fp_grow((void **)&b->strs, &b->cap_strs, b->n_strs + 1, sizeof(*b->strs));
         if (r < 0)
                 return r;
-        r = fp_sx_index_add(&b->idx_strs, h, (uint32_t)b->n_strs);
+        r = fp_store_index_add(&b->idx_strs, h, (uint32_t)b->n_strs);
         if (r < 0)
                 return r;
         memcpy(b->chars + b->n_chars, k.s, k.len);
         b->chars[b->n_chars + k.len] = '\0';
-        b->strs[b->n_strs] = (struct fp_sb_str){(uint32_t)b->n_chars, (uint32_t)k.len, h};
+        b->strs[b->n_strs] = (struct fp_batch_string){(uint32_t)b->n_chars, (uint32_t)k.len, h};
         b->n_chars += k.len + 1;
         *ret = (uint32_t)b->n_strs++;
         return 0;
@@ -174,10 +174,10 @@ static int intern_str(struct fp_store_batch *b, const char *s, uint32_t *ret)
  * *ret_idx and *ret_new.
  */
 static int intern(struct fp_store_batch *b, void **table, size_t *n, size_t *cap,
-                  struct fp_sx_index *x, size_t elem, const void *entry, uint64_t hash,
-                  fp_sx_eq_fn eq, uint32_t *ret_idx, bool *ret_new)
+                  struct fp_store_index *x, size_t elem, const void *entry, uint64_t hash,
+                  fp_store_eq_fn eq, uint32_t *ret_idx, bool *ret_new)
 {
-        int64_t i = fp_sx_index_find(x, hash, eq, b, entry);
+        int64_t i = fp_store_index_find(x, hash, eq, b, entry);
         int r;
 
         if (i >= 0) {
@@ -187,10 +187,10 @@ static int intern(struct fp_store_batch *b, void **table, size_t *n, size_t *cap
         }
         if (*n >= UINT32_MAX - 1)
                 return -E2BIG;
-        r = fp_sx_grow(table, cap, *n + 1, elem);
+        r = fp_grow(table, cap, *n + 1, elem);
         if (r < 0)
                 return r;
-        r = fp_sx_index_add(x, hash, (uint32_t)*n);
+        r = fp_store_index_add(x, hash, (uint32_t)*n);
         if (r < 0)
                 return r;
         memcpy((char *)*table + *n * elem, entry, elem);
@@ -207,15 +207,15 @@ static int intern(struct fp_store_batch *b, void **table, size_t *n, size_t *cap
 
 static bool target_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_target *a = &((const struct fp_store_batch *)ctx)->targets[idx],
-                                  *k = key;
+        const struct fp_batch_target *a = &((const struct fp_store_batch *)ctx)->targets[idx],
+                                     *k = key;
         return a->host == k->host && a->pid == k->pid && a->starttime == k->starttime;
 }
 
 int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_target *t,
                               uint32_t *ret_idx)
 {
-        struct fp_sb_target e = {.pid = t->pid, .starttime = t->starttime, .active = t->active};
+        struct fp_batch_target e = {.pid = t->pid, .starttime = t->starttime, .active = t->active};
         char hostname[256];
         const char *host = t->host;
         uint32_t idx;
@@ -234,8 +234,9 @@ int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_ta
             (r = intern_str(b, t->exe, &e.exe)) < 0 ||
             (r = intern_str(b, t->config, &e.config)) < 0)
                 return r;
-        e.hash = fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_OTHER, e.host), (uint64_t)e.pid),
-                            e.starttime);
+        e.hash = fp_store_hash_step(
+            fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_OTHER, e.host), (uint64_t)e.pid),
+            e.starttime);
         r = INTERN(b, targets, &e, target_eq, &idx, &is_new);
         if (r < 0)
                 return r;
@@ -249,7 +250,8 @@ int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_ta
 
 static bool event_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_event *a = &((const struct fp_store_batch *)ctx)->events[idx], *k = key;
+        const struct fp_batch_event *a = &((const struct fp_store_batch *)ctx)->events[idx],
+                                    *k = key;
         return a->name == k->name && a->count_type == k->count_type &&
                a->count_unit == k->count_unit && a->value_type == k->value_type &&
                a->value_unit == k->value_unit && a->period_type == k->period_type &&
@@ -259,7 +261,7 @@ static bool event_eq(const void *ctx, uint32_t idx, const void *key)
 int fp_store_batch_add_event(struct fp_store_batch *b, const struct fp_store_event *ev,
                              uint32_t *ret_idx)
 {
-        struct fp_sb_event e = {.period_type = FP_SB_NONE, .period_unit = FP_SB_NONE};
+        struct fp_batch_event e = {.period_type = FP_BATCH_NONE, .period_unit = FP_BATCH_NONE};
         bool is_new;
         int r;
 
@@ -278,10 +280,10 @@ int fp_store_batch_add_event(struct fp_store_batch *b, const struct fp_store_eve
                         return r;
                 e.period = ev->period;
         }
-        e.hash = FP_SX_SEED_OTHER;
-        e.hash = fp_sx_step(e.hash, e.name);
-        e.hash = fp_sx_step(e.hash, e.value_type);
-        e.hash = fp_sx_step(e.hash, (uint64_t)e.period);
+        e.hash = FP_STORE_SEED_OTHER;
+        e.hash = fp_store_hash_step(e.hash, e.name);
+        e.hash = fp_store_hash_step(e.hash, e.value_type);
+        e.hash = fp_store_hash_step(e.hash, (uint64_t)e.period);
         return INTERN(b, events, &e, event_eq, ret_idx, &is_new);
 }
 
@@ -289,15 +291,16 @@ int fp_store_batch_add_event(struct fp_store_batch *b, const struct fp_store_eve
 
 static bool mapping_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_mapping *a = &((const struct fp_store_batch *)ctx)->mappings[idx];
-        const struct fp_sb_mapping *k = key;
+        const struct fp_batch_mapping *a = &((const struct fp_store_batch *)ctx)->mappings[idx];
+        const struct fp_batch_mapping *k = key;
         return a->hash == k->hash && a->file == k->file && a->build_id == k->build_id &&
                a->start == k->start && a->limit == k->limit && a->offset == k->offset;
 }
 
 static bool frame_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_frame *a = &((const struct fp_store_batch *)ctx)->frames[idx], *k = key;
+        const struct fp_batch_frame *a = &((const struct fp_store_batch *)ctx)->frames[idx],
+                                    *k = key;
         return a->hash == k->hash && a->mapping == k->mapping && a->function == k->function &&
                a->address == k->address;
 }
@@ -314,12 +317,12 @@ struct frame_key {
 static bool frame_key_eq(const void *ctx, uint32_t idx, const void *key)
 {
         const struct fp_store_batch *b = ctx;
-        const struct fp_sb_frame *a = &b->frames[idx];
+        const struct fp_batch_frame *a = &b->frames[idx];
         const struct frame_key *k = key;
 
         if (a->hash != k->hash || a->mapping != k->mapping || a->address != k->address)
                 return false;
-        if (a->function == FP_SB_NONE)
+        if (a->function == FP_BATCH_NONE)
                 return k->name_len == 0;
         return b->strs[a->function].len == k->name_len &&
                memcmp(b->chars + b->strs[a->function].off, k->name, k->name_len) == 0;
@@ -337,9 +340,9 @@ static bool opt_str_is(const struct fp_store_batch *b, uint32_t i, const char *s
  */
 static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *f, uint32_t *ret)
 {
-        size_t slot = ((f->mapping_start ^ f->mapping_limit) >> 12) % FP_SB_RECENT;
+        size_t slot = ((f->mapping_start ^ f->mapping_limit) >> 12) % FP_BATCH_RECENT;
         uint32_t m = b->recent_mappings[slot];
-        struct fp_sb_mapping e = {
+        struct fp_batch_mapping e = {
             .start = f->mapping_start,
             .limit = f->mapping_limit,
             .offset = f->mapping_offset,
@@ -349,7 +352,7 @@ static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *
         int r;
 
         if (m) {
-                const struct fp_sb_mapping *c = &b->mappings[m - 1];
+                const struct fp_batch_mapping *c = &b->mappings[m - 1];
                 if (c->start == e.start && c->limit == e.limit && c->offset == e.offset &&
                     opt_str_is(b, c->file, f->mapping_file) &&
                     opt_str_is(b, c->build_id, f->build_id)) {
@@ -360,11 +363,11 @@ static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *
         if ((r = intern_str(b, f->mapping_file, &e.file)) < 0 ||
             (r = intern_str(b, f->build_id, &e.build_id)) < 0)
                 return r;
-        h = fp_sx_step(FP_SX_SEED_MAPPING, b->strs[e.file].hash);
-        h = fp_sx_step(h, b->strs[e.build_id].hash);
-        h = fp_sx_step(h, e.start);
-        h = fp_sx_step(h, e.limit);
-        e.hash = fp_sx_nonzero(fp_sx_step(h, e.offset));
+        h = fp_store_hash_step(FP_STORE_SEED_MAPPING, b->strs[e.file].hash);
+        h = fp_store_hash_step(h, b->strs[e.build_id].hash);
+        h = fp_store_hash_step(h, e.start);
+        h = fp_store_hash_step(h, e.limit);
+        e.hash = fp_store_hash_nonzero(fp_store_hash_step(h, e.offset));
         r = INTERN(b, mappings, &e, mapping_eq, ret, &is_new);
         if (r < 0)
                 return r;
@@ -374,8 +377,8 @@ static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *
 
 static int add_frame(struct fp_store_batch *b, const struct fp_store_frame *f, uint32_t *ret_idx)
 {
-        struct frame_key k = {.mapping = FP_SB_NONE, .name = f->function, .address = f->address};
-        struct fp_sb_frame e = {.address = f->address};
+        struct frame_key k = {.mapping = FP_BATCH_NONE, .name = f->function, .address = f->address};
+        struct fp_batch_frame e = {.address = f->address};
         uint64_t mapping_hash = 0, name_hash = 0;
         int64_t found;
         bool is_new;
@@ -389,20 +392,23 @@ static int add_frame(struct fp_store_batch *b, const struct fp_store_frame *f, u
         }
         if (k.name && *k.name) {
                 k.name_len = strlen(k.name);
-                name_hash = fp_sx_hash_str(k.name, k.name_len);
-                e.function_hash = fp_sx_nonzero(fp_sx_step(FP_SX_SEED_FUNCTION, name_hash));
+                name_hash = fp_store_hash_str(k.name, k.name_len);
+                e.function_hash =
+                    fp_store_hash_nonzero(fp_store_hash_step(FP_STORE_SEED_FUNCTION, name_hash));
         }
-        k.hash = fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_FRAME, mapping_hash), e.function_hash),
-                            e.address);
-        k.hash = fp_sx_nonzero(k.hash);
+        k.hash = fp_store_hash_step(
+            fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_FRAME, mapping_hash),
+                               e.function_hash),
+            e.address);
+        k.hash = fp_store_hash_nonzero(k.hash);
         /* Seen in this batch already: nothing to intern. */
-        found = fp_sx_index_find(&b->idx_frames, k.hash, frame_key_eq, b, &k);
+        found = fp_store_index_find(&b->idx_frames, k.hash, frame_key_eq, b, &k);
         if (found >= 0) {
                 *ret_idx = (uint32_t)found;
                 return 0;
         }
         e.mapping = k.mapping;
-        e.function = FP_SB_NONE;
+        e.function = FP_BATCH_NONE;
         if (k.name_len && (r = intern_str(b, k.name, &e.function)) < 0)
                 return r;
         e.hash = k.hash;
@@ -418,7 +424,7 @@ struct stack_key {
 static bool stack_eq(const void *ctx, uint32_t idx, const void *key)
 {
         const struct fp_store_batch *b = ctx;
-        const struct fp_sb_stack *a = &b->stacks[idx];
+        const struct fp_batch_stack *a = &b->stacks[idx];
         const struct stack_key *k = key;
         return a->hash == k->hash && a->n == k->n &&
                memcmp(b->frame_ids + a->off, k->ids, k->n * sizeof(*k->ids)) == 0;
@@ -429,7 +435,7 @@ int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_fra
 {
         struct stack_key k;
         size_t off = b->n_frame_ids;
-        uint64_t h = fp_sx_step(FP_SX_SEED_STACK, n);
+        uint64_t h = fp_store_hash_step(FP_STORE_SEED_STACK, n);
         int64_t found;
         int r;
 
@@ -438,7 +444,7 @@ int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_fra
         if (b->n_stacks >= UINT32_MAX - 1 || off + n > UINT32_MAX)
                 return -E2BIG;
         /* The frames go to the end of frame_ids; they stay only if the stack is new. */
-        r = fp_sx_grow((void **)&b->frame_ids, &b->cap_frame_ids, off + n, sizeof(uint32_t));
+        r = fp_grow((void **)&b->frame_ids, &b->cap_frame_ids, off + n, sizeof(uint32_t));
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {
@@ -447,21 +453,21 @@ int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_fra
                 if (r < 0)
                         return r;
                 b->frame_ids[off + i] = fi;
-                h = fp_sx_step(h, b->frames[fi].hash);
+                h = fp_store_hash_step(h, b->frames[fi].hash);
         }
-        k = (struct stack_key){b->frame_ids + off, (uint32_t)n, fp_sx_nonzero(h)};
-        found = fp_sx_index_find(&b->idx_stacks, k.hash, stack_eq, b, &k);
+        k = (struct stack_key){b->frame_ids + off, (uint32_t)n, fp_store_hash_nonzero(h)};
+        found = fp_store_index_find(&b->idx_stacks, k.hash, stack_eq, b, &k);
         if (found >= 0) {
                 *ret_idx = (uint32_t)found;
                 return 0;
         }
-        r = fp_sx_grow((void **)&b->stacks, &b->cap_stacks, b->n_stacks + 1, sizeof(*b->stacks));
+        r = fp_grow((void **)&b->stacks, &b->cap_stacks, b->n_stacks + 1, sizeof(*b->stacks));
         if (r < 0)
                 return r;
-        r = fp_sx_index_add(&b->idx_stacks, k.hash, (uint32_t)b->n_stacks);
+        r = fp_store_index_add(&b->idx_stacks, k.hash, (uint32_t)b->n_stacks);
         if (r < 0)
                 return r;
-        b->stacks[b->n_stacks] = (struct fp_sb_stack){(uint32_t)off, (uint32_t)n, k.hash};
+        b->stacks[b->n_stacks] = (struct fp_batch_stack){(uint32_t)off, (uint32_t)n, k.hash};
         b->n_frame_ids += n;
         *ret_idx = (uint32_t)b->n_stacks++;
         return 0;
@@ -471,15 +477,15 @@ int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_fra
 
 static bool thread_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_thread *a = &((const struct fp_store_batch *)ctx)->threads[idx],
-                                  *k = key;
+        const struct fp_batch_thread *a = &((const struct fp_store_batch *)ctx)->threads[idx],
+                                     *k = key;
         return a->target == k->target && a->tid == k->tid && a->name == k->name;
 }
 
 static bool sample_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_sample *a = &((const struct fp_store_batch *)ctx)->samples[idx],
-                                  *k = key;
+        const struct fp_batch_sample *a = &((const struct fp_store_batch *)ctx)->samples[idx],
+                                     *k = key;
         return a->thread == k->thread && a->event == k->event && a->stack == k->stack;
 }
 
@@ -487,8 +493,8 @@ int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_
                               const char *thread_name, uint32_t stack, uint64_t count,
                               uint64_t value)
 {
-        struct fp_sb_thread th = {.target = target, .tid = tid};
-        struct fp_sb_sample sa = {.event = event, .stack = stack};
+        struct fp_batch_thread th = {.target = target, .tid = tid};
+        struct fp_batch_sample sa = {.event = event, .stack = stack};
         uint32_t idx;
         bool is_new;
         int r;
@@ -498,12 +504,14 @@ int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_
         r = intern_str(b, thread_name, &th.name);
         if (r < 0)
                 return r;
-        th.hash =
-            fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_OTHER, target), (uint64_t)tid), th.name);
+        th.hash = fp_store_hash_step(
+            fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_OTHER, target), (uint64_t)tid),
+            th.name);
         r = INTERN(b, threads, &th, thread_eq, &sa.thread, &is_new);
         if (r < 0)
                 return r;
-        sa.hash = fp_sx_step(fp_sx_step(fp_sx_step(FP_SX_SEED_OTHER, sa.thread), event), stack);
+        sa.hash = fp_store_hash_step(
+            fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_OTHER, sa.thread), event), stack);
         r = INTERN(b, samples, &sa, sample_eq, &idx, &is_new);
         if (r < 0)
                 return r;
@@ -514,14 +522,14 @@ int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_
 
 static bool drop_eq(const void *ctx, uint32_t idx, const void *key)
 {
-        const struct fp_sb_drop *a = &((const struct fp_store_batch *)ctx)->drops[idx], *k = key;
+        const struct fp_batch_drop *a = &((const struct fp_store_batch *)ctx)->drops[idx], *k = key;
         return a->target == k->target && a->reason == k->reason;
 }
 
 int fp_store_batch_add_drop(struct fp_store_batch *b, uint32_t target, const char *reason,
                             uint64_t count)
 {
-        struct fp_sb_drop d = {.target = target};
+        struct fp_batch_drop d = {.target = target};
         uint32_t idx;
         bool is_new;
         int r;
@@ -531,7 +539,7 @@ int fp_store_batch_add_drop(struct fp_store_batch *b, uint32_t target, const cha
         r = intern_str(b, reason, &d.reason);
         if (r < 0)
                 return r;
-        d.hash = fp_sx_step(fp_sx_step(FP_SX_SEED_OTHER, target), d.reason);
+        d.hash = fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_OTHER, target), d.reason);
         r = INTERN(b, drops, &d, drop_eq, &idx, &is_new);
         if (r < 0)
                 return r;

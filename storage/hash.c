@@ -10,32 +10,10 @@
 
 #include "store-internal.h"
 
-int fp_sx_grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-        size_t n = *cap ? *cap : 16;
-        void *q;
-
-        if (need <= *cap)
-                return 0;
-        while (n < need) {
-                if (n > SIZE_MAX / 2)
-                        return -ENOMEM;
-                n *= 2;
-        }
-        if (n > SIZE_MAX / elem)
-                return -ENOMEM;
-        q = realloc(*p, n * elem);
-        if (!q)
-                return -ENOMEM;
-        *p = q;
-        *cap = n;
-        return 0;
-}
-
 /* ---- index ---- */
 
-int64_t fp_sx_index_find(const struct fp_sx_index *x, uint64_t hash, fp_sx_eq_fn eq,
-                         const void *ctx, const void *key)
+int64_t fp_store_index_find(const struct fp_store_index *x, uint64_t hash, fp_store_eq_fn eq,
+                            const void *ctx, const void *key)
 {
         uint64_t tag = hash >> 32;
         size_t mask = x->cap - 1;
@@ -61,7 +39,7 @@ static void index_place(uint64_t *slots, size_t cap, uint64_t slot)
         slots[pos] = slot;
 }
 
-int fp_sx_index_add(struct fp_sx_index *x, uint64_t hash, uint32_t idx)
+int fp_store_index_add(struct fp_store_index *x, uint64_t hash, uint32_t idx)
 {
         if ((x->n + 1) * 2 > x->cap) {
                 size_t cap = x->cap ? x->cap * 2 : 64;
@@ -84,10 +62,10 @@ int fp_sx_index_add(struct fp_sx_index *x, uint64_t hash, uint32_t idx)
         return 0;
 }
 
-void fp_sx_index_free(struct fp_sx_index *x)
+void fp_store_index_free(struct fp_store_index *x)
 {
         free(x->slots);
-        *x = (struct fp_sx_index){0};
+        *x = (struct fp_store_index){0};
 }
 
 /* ---- map ---- */
@@ -100,7 +78,7 @@ static size_t map_pos(uint64_t key, size_t mask)
         return key & mask;
 }
 
-struct fp_sx_map_entry *fp_sx_map_get(const struct fp_sx_map *m, uint64_t key)
+struct fp_store_map_entry *fp_store_map_get(const struct fp_store_map *m, uint64_t key)
 {
         size_t mask = m->cap - 1;
 
@@ -114,7 +92,7 @@ struct fp_sx_map_entry *fp_sx_map_get(const struct fp_sx_map *m, uint64_t key)
         }
 }
 
-static struct fp_sx_map_entry *map_slot(struct fp_sx_map_entry *e, size_t cap, uint64_t key)
+static struct fp_store_map_entry *map_slot(struct fp_store_map_entry *e, size_t cap, uint64_t key)
 {
         size_t mask = cap - 1;
         size_t pos = map_pos(key, mask);
@@ -124,9 +102,9 @@ static struct fp_sx_map_entry *map_slot(struct fp_sx_map_entry *e, size_t cap, u
         return &e[pos];
 }
 
-static int map_resize(struct fp_sx_map *m, size_t cap)
+static int map_resize(struct fp_store_map *m, size_t cap)
 {
-        struct fp_sx_map_entry *e;
+        struct fp_store_map_entry *e;
 
         if (cap > SIZE_MAX / sizeof(*e))
                 return -ENOMEM;
@@ -142,9 +120,9 @@ static int map_resize(struct fp_sx_map *m, size_t cap)
         return 0;
 }
 
-int fp_sx_map_put(struct fp_sx_map *m, uint64_t key, uint64_t a, uint64_t b)
+int fp_store_map_put(struct fp_store_map *m, uint64_t key, uint64_t a, uint64_t b)
 {
-        struct fp_sx_map_entry *e;
+        struct fp_store_map_entry *e;
 
         if (!key)
                 return -EINVAL;
@@ -156,14 +134,14 @@ int fp_sx_map_put(struct fp_sx_map *m, uint64_t key, uint64_t a, uint64_t b)
         e = map_slot(m->e, m->cap, key);
         if (!e->key)
                 m->n++;
-        *e = (struct fp_sx_map_entry){key, a, b};
+        *e = (struct fp_store_map_entry){key, a, b};
         return 0;
 }
 
-int fp_sx_map_filter(struct fp_sx_map *m, bool (*keep)(const struct fp_sx_map_entry *e, void *ud),
-                     void *ud)
+int fp_store_map_filter(struct fp_store_map *m,
+                        bool (*keep)(const struct fp_store_map_entry *e, void *ud), void *ud)
 {
-        struct fp_sx_map_entry *old = m->e;
+        struct fp_store_map_entry *old = m->e;
         size_t old_cap = m->cap, n = 0;
 
         for (size_t i = 0; i < old_cap; i++)
@@ -190,13 +168,13 @@ int fp_sx_map_filter(struct fp_sx_map *m, bool (*keep)(const struct fp_sx_map_en
         return 0;
 }
 
-void fp_sx_map_clear(struct fp_sx_map *m)
+void fp_store_map_clear(struct fp_store_map *m)
 {
-        fp_sx_map_free(m);
+        fp_store_map_free(m);
 }
 
-void fp_sx_map_free(struct fp_sx_map *m)
+void fp_store_map_free(struct fp_store_map *m)
 {
         free(m->e);
-        *m = (struct fp_sx_map){0};
+        *m = (struct fp_store_map){0};
 }

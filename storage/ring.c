@@ -19,7 +19,7 @@
 
 /* ---- garbage collection ---- */
 
-static bool stack_alive(const struct fp_sx_map_entry *e, void *ud)
+static bool stack_alive(const struct fp_store_map_entry *e, void *ud)
 {
         return (int64_t)e->b >= *(const int64_t *)ud;
 }
@@ -31,24 +31,25 @@ static int collect(struct fp_store *s)
         sqlite3_stmt *st;
         int rc;
 
-        CHECK_RC(s, fp_sx_step_int(ST(s, FP_ST_MIN_BUCKET), &min_bucket), "find the oldest bucket");
+        CHECK_RC(s, fp_store_db_step_int(ST(s, FP_STMT_MIN_BUCKET), &min_bucket),
+                 "find the oldest bucket");
         if (!min_bucket)
                 min_bucket = INT64_MAX;
 
-        st = ST(s, FP_ST_GC_STACKS);
+        st = ST(s, FP_STMT_GC_STACKS);
         sqlite3_bind_int64(st, 1, min_bucket);
-        CHECK_RC(s, fp_sx_step_done(st), "delete unused stacks");
+        CHECK_RC(s, fp_store_db_step_done(st), "delete unused stacks");
         s->stacks_gone += (uint64_t)sqlite3_changes(s->db);
-        if (fp_sx_map_filter(&s->stacks, stack_alive, &min_bucket) < 0)
-                fp_sx_map_clear(&s->stacks);
+        if (fp_store_map_filter(&s->stacks, stack_alive, &min_bucket) < 0)
+                fp_store_map_clear(&s->stacks);
 
-        st = ST(s, FP_ST_GC_THREADS);
+        st = ST(s, FP_STMT_GC_THREADS);
         sqlite3_bind_int64(st, 1, min_bucket);
-        CHECK_RC(s, fp_sx_step_done(st), "delete unused threads");
-        st = ST(s, FP_ST_GC_TARGETS);
+        CHECK_RC(s, fp_store_db_step_done(st), "delete unused threads");
+        st = ST(s, FP_STMT_GC_TARGETS);
         sqlite3_bind_int64(st, 1, min_bucket);
-        CHECK_RC(s, fp_sx_step_done(st), "delete unused targets");
-        rc = fp_sx_step_done(ST(s, FP_ST_GC_HOSTS));
+        CHECK_RC(s, fp_store_db_step_done(st), "delete unused targets");
+        rc = fp_store_db_step_done(ST(s, FP_STMT_GC_HOSTS));
         CHECK_RC(s, rc, "delete unused hosts");
         return 0;
 }
@@ -107,7 +108,7 @@ static int delete_unmarked(struct fp_store *s, const uint8_t *marks, int64_t max
 
                 if (id > 0 && id <= max_id && (marks[id / 8] & (1u << (id % 8))))
                         continue;
-                if (fp_sx_grow((void **)&dead, &cap, n + 1, sizeof(*dead)) < 0) {
+                if (fp_grow((void **)&dead, &cap, n + 1, sizeof(*dead)) < 0) {
                         rc = -ENOMEM;
                         break;
                 }
@@ -121,7 +122,7 @@ static int delete_unmarked(struct fp_store *s, const uint8_t *marks, int64_t max
                       : SQLITE_OK;
         for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
                 sqlite3_bind_int64(st, 1, dead[i]);
-                rc = fp_sx_step_done(st);
+                rc = fp_store_db_step_done(st);
         }
         sqlite3_finalize(st);
         free(dead);
@@ -138,28 +139,28 @@ static int sweep(struct fp_store *s)
         uint8_t *marks;
         int rc, r;
 
-        r = fp_sx_pragma_int(s, "SELECT coalesce(max(id), 0) FROM frames", &max_id);
+        r = fp_store_db_pragma_int(s, "SELECT coalesce(max(id), 0) FROM frames", &max_id);
         if (r < 0)
                 return r;
         marks = calloc((size_t)max_id / 8 + 1, 1);
         if (!marks)
-                return fp_sx_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
+                return fp_store_db_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
         rc = mark_frames(s, marks, max_id);
         if (rc == SQLITE_OK)
                 rc = delete_unmarked(s, marks, max_id);
         free(marks);
         if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, "DELETE FROM functions WHERE id NOT IN"
-                                       " (SELECT function_id FROM frames);"
-                                       "DELETE FROM mappings WHERE id NOT IN"
-                                       " (SELECT mapping_id FROM frames)");
-        fp_sx_map_clear(&s->frames);
-        fp_sx_map_clear(&s->functions);
-        fp_sx_map_clear(&s->mappings);
+                rc = fp_store_db_exec(s->db, "DELETE FROM functions WHERE id NOT IN"
+                                             " (SELECT function_id FROM frames);"
+                                             "DELETE FROM mappings WHERE id NOT IN"
+                                             " (SELECT mapping_id FROM frames)");
+        fp_store_map_clear(&s->frames);
+        fp_store_map_clear(&s->functions);
+        fp_store_map_clear(&s->mappings);
         if (rc == -ENOMEM)
-                return fp_sx_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
+                return fp_store_db_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
         if (rc != SQLITE_OK)
-                return fp_sx_fail(s, rc, "collect unused frames");
+                return fp_store_db_fail(s, rc, "collect unused frames");
         s->stacks_gone = 0;
         return 0;
 }
@@ -172,27 +173,27 @@ static int sweep(struct fp_store *s)
  */
 static int carry(struct fp_store *s, int64_t bucket, const char *reason)
 {
-        sqlite3_stmt *st = ST(s, FP_ST_CARRY_SAMPLES);
+        sqlite3_stmt *st = ST(s, FP_STMT_CARRY_SAMPLES);
 
         sqlite3_bind_int64(st, 1, bucket);
         sqlite3_bind_text(st, 2, reason, -1, SQLITE_STATIC);
-        CHECK_RC(s, fp_sx_step_done(st), "count the samples of a bucket");
-        st = ST(s, FP_ST_CARRY_DROPS);
+        CHECK_RC(s, fp_store_db_step_done(st), "count the samples of a bucket");
+        st = ST(s, FP_STMT_CARRY_DROPS);
         sqlite3_bind_int64(st, 1, bucket);
-        CHECK_RC(s, fp_sx_step_done(st), "carry the drops of a bucket");
+        CHECK_RC(s, fp_store_db_step_done(st), "carry the drops of a bucket");
         return 0;
 }
 
 static int delete_bucket(struct fp_store *s, int64_t bucket)
 {
-        static const enum fp_st del[] = {FP_ST_DELETE_SAMPLES, FP_ST_DELETE_DROPS,
-                                         FP_ST_DELETE_SERIES, FP_ST_DELETE_KEYS,
-                                         FP_ST_DELETE_BUCKET};
+        static const enum fp_store_stmt_id del[] = {FP_STMT_DELETE_SAMPLES, FP_STMT_DELETE_DROPS,
+                                                    FP_STMT_DELETE_SERIES, FP_STMT_DELETE_KEYS,
+                                                    FP_STMT_DELETE_BUCKET};
 
         for (size_t i = 0; i < sizeof(del) / sizeof(del[0]); i++) {
                 sqlite3_stmt *st = ST(s, del[i]);
                 sqlite3_bind_int64(st, 1, bucket);
-                CHECK_RC(s, fp_sx_step_done(st), "delete a bucket");
+                CHECK_RC(s, fp_store_db_step_done(st), "delete a bucket");
         }
         return 0;
 }
@@ -211,14 +212,14 @@ static int evict_step(struct fp_store *s, uint64_t target)
         sqlite3_stmt *st;
         int rc, r;
 
-        live = fp_sx_live_bytes(s, &rc);
+        live = fp_store_live_bytes(s, &rc);
         CHECK_RC(s, rc, "measure the store");
         if ((uint64_t)live <= target)
                 return 0;
-        r = fp_sx_begin(s);
+        r = fp_store_db_begin(s);
         if (r < 0)
                 return r;
-        st = fp_st(s, FP_ST_OLDEST_BUCKET);
+        st = fp_store_stmt(s, FP_STMT_OLDEST_BUCKET);
         if (!st) {
                 r = -EIO;
                 goto fail;
@@ -231,33 +232,34 @@ static int evict_step(struct fp_store *s, uint64_t target)
         }
         sqlite3_reset(st);
         if (rc != SQLITE_DONE) {
-                r = fp_sx_fail(s, rc, "find the oldest bucket");
+                r = fp_store_db_fail(s, rc, "find the oldest bucket");
                 goto fail;
         }
         if (s->stacks_gone) {
-                if ((r = fp_sx_pragma_int(s, "SELECT count(*) FROM stacks", &stacks)) < 0 ||
-                    (r = fp_sx_pragma_int(s, "SELECT count(*) FROM buckets", &buckets)) < 0)
+                if ((r = fp_store_db_pragma_int(s, "SELECT count(*) FROM stacks", &stacks)) < 0 ||
+                    (r = fp_store_db_pragma_int(s, "SELECT count(*) FROM buckets", &buckets)) < 0)
                         goto fail;
                 if (buckets <= 1 || s->stacks_gone * 4 >= (uint64_t)stacks) {
                         r = sweep(s);
                         if (r == 0)
-                                r = fp_sx_commit(s);
+                                r = fp_store_db_commit(s);
                         if (r < 0)
                                 goto fail;
                         return 1;
                 }
         }
         if (!oldest) {
-                fp_sx_rollback(s);
+                fp_store_db_rollback(s);
                 return 0;
         }
         if ((!uploaded && (r = carry(s, oldest, "evicted")) < 0) ||
-            (r = delete_bucket(s, oldest)) < 0 || (r = collect(s)) < 0 || (r = fp_sx_commit(s)) < 0)
+            (r = delete_bucket(s, oldest)) < 0 || (r = collect(s)) < 0 ||
+            (r = fp_store_db_commit(s)) < 0)
                 goto fail;
         s->evicted_buckets++;
         return 1;
 fail:
-        fp_sx_rollback(s);
+        fp_store_db_rollback(s);
         return r;
 }
 
@@ -272,7 +274,7 @@ int fp_store_evict(struct fp_store *s, uint64_t reserve, bool *ret_disk_full)
                 /* Drain the log after each step: its peak is one step, not all of them. */
                 int rc =
                     sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-                if ((rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC)
+                if ((rc & 0xff) == SQLITE_FULL || fp_store_db_errno(s->db, rc) == -ENOSPC)
                         *ret_disk_full = true;
         }
         return r;
@@ -286,9 +288,10 @@ int fp_store_expire(struct fp_store *s, int64_t before_ns)
 
         s->errmsg[0] = '\0';
         if (s->readonly)
-                return fp_sx_failf(s, -EROFS, "Failed to expire buckets: the store is read-only");
+                return fp_store_db_failf(s, -EROFS,
+                                         "Failed to expire buckets: the store is read-only");
         for (;;) {
-                sqlite3_stmt *st = ST(s, FP_ST_EXPIRED);
+                sqlite3_stmt *st = ST(s, FP_STMT_EXPIRED);
                 size_t n = 0;
 
                 sqlite3_bind_int64(st, 1, before_ns);
@@ -298,17 +301,17 @@ int fp_store_expire(struct fp_store *s, int64_t before_ns)
                 }
                 sqlite3_reset(st);
                 if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-                        return fp_sx_fail(s, rc, "find expired buckets");
+                        return fp_store_db_fail(s, rc, "find expired buckets");
                 if (n == 0)
                         break;
                 for (size_t i = 0; i < n; i++) {
-                        r = fp_sx_begin(s);
+                        r = fp_store_db_begin(s);
                         if (r < 0)
                                 return r;
                         if ((!uploaded[i] && (r = carry(s, ids[i], "evicted")) < 0) ||
                             (r = delete_bucket(s, ids[i])) < 0 || (r = collect(s)) < 0 ||
-                            (r = fp_sx_commit(s)) < 0) {
-                                fp_sx_rollback(s);
+                            (r = fp_store_db_commit(s)) < 0) {
+                                fp_store_db_rollback(s);
                                 return r;
                         }
                         s->evicted_buckets++;
@@ -338,7 +341,7 @@ static uint64_t wal_limit(const struct fp_store *s)
  * Room a write needs within the budget: the live pages it adds and the
  * log it writes, as the last writes did (at most half the budget).
  */
-uint64_t fp_sx_write_reserve(const struct fp_store *s)
+uint64_t fp_store_write_reserve(const struct fp_store *s)
 {
         uint64_t r = s->est_growth + s->est_log;
         return r < s->budget / 2 ? r : s->budget / 2;
@@ -358,7 +361,7 @@ static int64_t free_slack(const struct fp_store *s)
 }
 
 /* Checkpoints; TRUNCATE never waits for readers (it is retried after the next write). */
-int fp_sx_checkpoint(struct fp_store *s, int mode, int *ret_log)
+int fp_store_db_checkpoint(struct fp_store *s, int mode, int *ret_log)
 {
         int rc;
 
@@ -379,14 +382,14 @@ int fp_store_reclaim(struct fp_store *s, bool force)
 
         if (s->readonly)
                 return SQLITE_OK;
-        if (fp_sx_st_int(s, FP_ST_PAGE_COUNT, &pages) != SQLITE_OK ||
-            fp_sx_st_int(s, FP_ST_FREELIST_COUNT, &free_pages) != SQLITE_OK)
+        if (fp_store_db_stmt_int(s, FP_STMT_PAGE_COUNT, &pages) != SQLITE_OK ||
+            fp_store_db_stmt_int(s, FP_STMT_FREELIST_COUNT, &free_pages) != SQLITE_OK)
                 return SQLITE_ERROR;
         slack = force ? 0 : free_slack(s);
         if (free_pages > slack) {
                 snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%lld)",
                          (long long)(free_pages - slack));
-                vacuumed = fp_sx_exec(s->db, sql) == SQLITE_OK;
+                vacuumed = fp_store_db_exec(s->db, sql) == SQLITE_OK;
         }
         /*
          * Checkpoint after every write, so the log holds one transaction
@@ -398,7 +401,7 @@ int fp_store_reclaim(struct fp_store *s, bool force)
         mode = force || vacuumed || s->budget || (uint64_t)file_size(s->wal_path) > wal_limit(s)
                    ? SQLITE_CHECKPOINT_TRUNCATE
                    : SQLITE_CHECKPOINT_PASSIVE;
-        return fp_sx_checkpoint(s, mode, NULL);
+        return fp_store_db_checkpoint(s, mode, NULL);
 }
 
 int fp_store_shrink(struct fp_store *s)
@@ -426,24 +429,24 @@ static void break_full_log(struct fp_store *s)
         char sql[64];
         int rc;
 
-        if (fp_sx_st_int(s, FP_ST_PAGE_COUNT, &pages) != SQLITE_OK)
+        if (fp_store_db_stmt_int(s, FP_STMT_PAGE_COUNT, &pages) != SQLITE_OK)
                 return;
         need = pages - file_size(s->path) / s->page_size;
         if (need <= 0)
                 return;
         need += 8; /* pointer-map and freelist trunk pages move too */
-        if (fp_sx_begin(s) < 0)
+        if (fp_store_db_begin(s) < 0)
                 return;
         for (;;) {
                 sqlite3_stmt *st;
                 int64_t oldest = 0;
                 bool uploaded = false;
 
-                if (fp_sx_st_int(s, FP_ST_FREELIST_COUNT, &free_pages) != SQLITE_OK)
+                if (fp_store_db_stmt_int(s, FP_STMT_FREELIST_COUNT, &free_pages) != SQLITE_OK)
                         goto fail;
                 if (free_pages >= need)
                         break;
-                st = fp_st(s, FP_ST_OLDEST_BUCKET);
+                st = fp_store_stmt(s, FP_STMT_OLDEST_BUCKET);
                 if (!st)
                         goto fail;
                 rc = sqlite3_step(st);
@@ -458,14 +461,14 @@ static void break_full_log(struct fp_store *s)
                         goto fail;
                 s->evicted_buckets++;
         }
-        if (fp_sx_commit(s) < 0)
+        if (fp_store_db_commit(s) < 0)
                 goto fail;
         snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%lld)", (long long)need);
-        (void)fp_sx_exec(s->db, sql);
+        (void)fp_store_db_exec(s->db, sql);
         (void)sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         return;
 fail:
-        fp_sx_rollback(s);
+        fp_store_db_rollback(s);
 }
 
 /*
@@ -473,14 +476,14 @@ fail:
  * budget in force below what is live now, empties the log (breaking out
  * of a full one if need be), and evicts to the new budget.
  */
-void fp_sx_make_room(struct fp_store *s)
+void fp_store_make_room(struct fp_store *s)
 {
         char msg[sizeof(s->errmsg)];
         int rc;
         int64_t live;
 
         memcpy(msg, s->errmsg, sizeof(msg));
-        live = fp_sx_live_bytes(s, &rc);
+        live = fp_store_live_bytes(s, &rc);
         if (rc == SQLITE_OK && live > 0) {
                 uint64_t lower = (uint64_t)live / 10 * 8;
                 if (lower < FP_STORE_MIN_BYTES)
@@ -497,7 +500,7 @@ void fp_sx_make_room(struct fp_store *s)
 
 int fp_store_gc(struct fp_store *s)
 {
-        int r = fp_sx_begin(s);
+        int r = fp_store_db_begin(s);
 
         if (r < 0)
                 return r;
@@ -505,9 +508,9 @@ int fp_store_gc(struct fp_store *s)
         if (r == 0)
                 r = sweep(s);
         if (r == 0)
-                r = fp_sx_commit(s);
+                r = fp_store_db_commit(s);
         if (r < 0) {
-                fp_sx_rollback(s);
+                fp_store_db_rollback(s);
                 return r;
         }
         (void)fp_store_reclaim(s, false);
@@ -518,7 +521,7 @@ int fp_store_gc(struct fp_store *s)
 
 int fp_store_pending_uploads(struct fp_store *s, struct fp_store_bucket *ret, size_t max)
 {
-        sqlite3_stmt *st = ST(s, FP_ST_PENDING);
+        sqlite3_stmt *st = ST(s, FP_STMT_PENDING);
         size_t n = 0;
         int rc;
 
@@ -533,7 +536,7 @@ int fp_store_pending_uploads(struct fp_store *s, struct fp_store_bucket *ret, si
         }
         sqlite3_reset(st);
         if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-                return fp_sx_fail(s, rc, "list buckets to upload");
+                return fp_store_db_fail(s, rc, "list buckets to upload");
         return (int)n;
 }
 
@@ -541,7 +544,8 @@ int fp_store_count_pending(struct fp_store *s)
 {
         int64_t n;
 
-        CHECK_RC(s, fp_sx_step_int(ST(s, FP_ST_COUNT_PENDING), &n), "count buckets to upload");
+        CHECK_RC(s, fp_store_db_step_int(ST(s, FP_STMT_COUNT_PENDING), &n),
+                 "count buckets to upload");
         return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
@@ -552,11 +556,11 @@ static int mark(struct fp_store *s, const int64_t *ids, size_t n, bool rejected)
 
         if (n && !ids)
                 return -EINVAL;
-        r = fp_sx_begin(s);
+        r = fp_store_db_begin(s);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n && r == 0; i++) {
-                sqlite3_stmt *st = fp_st(s, FP_ST_BUCKET_PENDING);
+                sqlite3_stmt *st = fp_store_stmt(s, FP_STMT_BUCKET_PENDING);
                 int64_t pending = 0;
                 int rc;
 
@@ -565,31 +569,31 @@ static int mark(struct fp_store *s, const int64_t *ids, size_t n, bool rejected)
                         break;
                 }
                 sqlite3_bind_int64(st, 1, ids[i]);
-                rc = fp_sx_step_int(st, &pending);
+                rc = fp_store_db_step_int(st, &pending);
                 if (rc != SQLITE_OK) {
-                        r = fp_sx_fail(s, rc, "mark buckets uploaded");
+                        r = fp_store_db_fail(s, rc, "mark buckets uploaded");
                         break;
                 }
                 if (rejected && pending && (r = carry(s, ids[i], "upload_rejected")) < 0)
                         break;
-                st = fp_st(s, FP_ST_MARK_UPLOADED);
+                st = fp_store_stmt(s, FP_STMT_MARK_UPLOADED);
                 if (!st) {
                         r = -EIO;
                         break;
                 }
                 sqlite3_bind_int64(st, 1, ids[i]);
                 sqlite3_bind_int64(st, 2, now);
-                rc = fp_sx_step_done(st);
+                rc = fp_store_db_step_done(st);
                 if (rc != SQLITE_OK) {
-                        r = fp_sx_fail(s, rc, "mark buckets uploaded");
+                        r = fp_store_db_fail(s, rc, "mark buckets uploaded");
                         break;
                 }
                 marked += sqlite3_changes(s->db);
         }
         if (r == 0)
-                r = fp_sx_commit(s);
+                r = fp_store_db_commit(s);
         if (r < 0) {
-                fp_sx_rollback(s);
+                fp_store_db_rollback(s);
                 return r;
         }
         return marked;

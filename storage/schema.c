@@ -242,17 +242,17 @@ static const char schema_v1[] =
 static const char *const migrations[] = {NULL};
 #define FP_STORE_OLDEST_MIGRATABLE FP_STORE_SCHEMA_VERSION
 
-static const char *const st_sql[FP_ST__MAX] = {
-    [FP_ST_BEGIN] = "BEGIN IMMEDIATE",
-    [FP_ST_COMMIT] = "COMMIT",
-    [FP_ST_ROLLBACK] = "ROLLBACK",
-    [FP_ST_PAGE_COUNT] = "PRAGMA page_count",
-    [FP_ST_FREELIST_COUNT] = "PRAGMA freelist_count",
-    [FP_ST_BUCKET_INSERT] = "INSERT INTO buckets (start_ns, length_ns, written_ns, uploaded_ns)"
-                            " VALUES (?1, ?2, ?3, ?4)",
-    [FP_ST_HOST_UPSERT] = "INSERT INTO hosts (name) VALUES (?1) ON CONFLICT (name)"
-                          " DO UPDATE SET name = excluded.name RETURNING id",
-    [FP_ST_TARGET_UPSERT] =
+const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
+    [FP_STMT_BEGIN] = "BEGIN IMMEDIATE",
+    [FP_STMT_COMMIT] = "COMMIT",
+    [FP_STMT_ROLLBACK] = "ROLLBACK",
+    [FP_STMT_PAGE_COUNT] = "PRAGMA page_count",
+    [FP_STMT_FREELIST_COUNT] = "PRAGMA freelist_count",
+    [FP_STMT_BUCKET_INSERT] = "INSERT INTO buckets (start_ns, length_ns, written_ns, uploaded_ns)"
+                              " VALUES (?1, ?2, ?3, ?4)",
+    [FP_STMT_HOST_UPSERT] = "INSERT INTO hosts (name) VALUES (?1) ON CONFLICT (name)"
+                            " DO UPDATE SET name = excluded.name RETURNING id",
+    [FP_STMT_TARGET_UPSERT] =
         "INSERT INTO targets (host_id, pid, starttime, comm, exe, config, active,"
         " first_ns, last_ns, last_bucket) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
         " ON CONFLICT (host_id, pid, starttime) DO UPDATE SET"
@@ -263,70 +263,70 @@ static const char *const st_sql[FP_ST__MAX] = {
         " first_ns = min(first_ns, excluded.first_ns),"
         " last_ns = max(last_ns, excluded.last_ns),"
         " last_bucket = excluded.last_bucket RETURNING id",
-    [FP_ST_EVENT_UPSERT] =
+    [FP_STMT_EVENT_UPSERT] =
         "INSERT INTO events (name, count_type, count_unit, value_type, value_unit,"
         " period_type, period_unit, period) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
         " ON CONFLICT (name, count_type, count_unit, value_type, value_unit, period_type,"
         " period_unit, period) DO UPDATE SET name = excluded.name RETURNING id",
-    [FP_ST_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket)"
-                            " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_id, tid, name)"
-                            " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
-    [FP_ST_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
-    [FP_ST_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
-                             " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [FP_ST_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
-    [FP_ST_FUNCTION_INSERT] = "INSERT INTO functions (hash, name) VALUES (?1, ?2)",
-    [FP_ST_FRAME_FIND] = "SELECT id FROM frames WHERE hash = ?1",
-    [FP_ST_FRAME_INSERT] = "INSERT INTO frames (hash, mapping_id, function_id, address)"
-                           " VALUES (?1, ?2, ?3, ?4)",
-    [FP_ST_STACK_TOUCH_ID] = "UPDATE stacks SET last_bucket = ?2 WHERE id = ?1",
-    [FP_ST_STACK_TOUCH_HASH] = "UPDATE stacks SET last_bucket = ?2 WHERE hash = ?1 RETURNING id",
-    [FP_ST_STACK_INSERT] = "INSERT INTO stacks (hash, last_bucket, frames) VALUES (?1, ?2, ?3)",
-    [FP_ST_SAMPLE_INSERT] = "INSERT INTO samples (bucket_id, event_id, thread_id, stack_id,"
-                            " count, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [FP_ST_SERIES_INSERT] = "INSERT INTO bucket_series (bucket_id, target_id, event_id, count,"
-                            " value) VALUES (?1, ?2, ?3, ?4, ?5)",
-    [FP_ST_DROP_ADD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
-                       " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (bucket_id, target_id, reason)"
-                       " DO UPDATE SET count = count + excluded.count",
-    [FP_ST_CARRY_FOLD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
-                         " SELECT ?1, target_id, reason, count FROM carried_drops WHERE true"
-                         " ON CONFLICT (bucket_id, target_id, reason)"
+    [FP_STMT_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket)"
+                              " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_id, tid, name)"
+                              " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
+    [FP_STMT_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
+    [FP_STMT_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
+                               " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [FP_STMT_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
+    [FP_STMT_FUNCTION_INSERT] = "INSERT INTO functions (hash, name) VALUES (?1, ?2)",
+    [FP_STMT_FRAME_FIND] = "SELECT id FROM frames WHERE hash = ?1",
+    [FP_STMT_FRAME_INSERT] = "INSERT INTO frames (hash, mapping_id, function_id, address)"
+                             " VALUES (?1, ?2, ?3, ?4)",
+    [FP_STMT_STACK_TOUCH_ID] = "UPDATE stacks SET last_bucket = ?2 WHERE id = ?1",
+    [FP_STMT_STACK_TOUCH_HASH] = "UPDATE stacks SET last_bucket = ?2 WHERE hash = ?1 RETURNING id",
+    [FP_STMT_STACK_INSERT] = "INSERT INTO stacks (hash, last_bucket, frames) VALUES (?1, ?2, ?3)",
+    [FP_STMT_SAMPLE_INSERT] = "INSERT INTO samples (bucket_id, event_id, thread_id, stack_id,"
+                              " count, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [FP_STMT_SERIES_INSERT] = "INSERT INTO bucket_series (bucket_id, target_id, event_id, count,"
+                              " value) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [FP_STMT_DROP_ADD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
+                         " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (bucket_id, target_id, reason)"
                          " DO UPDATE SET count = count + excluded.count",
-    [FP_ST_CARRY_CLEAR] = "DELETE FROM carried_drops",
-    [FP_ST_CARRY_TOUCH_TARGETS] = "UPDATE targets SET last_bucket = max(last_bucket, ?1)"
-                                  " WHERE id IN (SELECT target_id FROM carried_drops)",
-    [FP_ST_OLDEST_BUCKET] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets ORDER BY id LIMIT 1",
-    [FP_ST_CARRY_SAMPLES] = "INSERT INTO carried_drops (target_id, reason, count)"
-                            " SELECT target_id, ?2, max(count) FROM bucket_series"
-                            " WHERE bucket_id = ?1 GROUP BY target_id"
+    [FP_STMT_CARRY_FOLD] = "INSERT INTO drops (bucket_id, target_id, reason, count)"
+                           " SELECT ?1, target_id, reason, count FROM carried_drops WHERE true"
+                           " ON CONFLICT (bucket_id, target_id, reason)"
+                           " DO UPDATE SET count = count + excluded.count",
+    [FP_STMT_CARRY_CLEAR] = "DELETE FROM carried_drops",
+    [FP_STMT_CARRY_TOUCH_TARGETS] = "UPDATE targets SET last_bucket = max(last_bucket, ?1)"
+                                    " WHERE id IN (SELECT target_id FROM carried_drops)",
+    [FP_STMT_OLDEST_BUCKET] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets ORDER BY id LIMIT 1",
+    [FP_STMT_CARRY_SAMPLES] = "INSERT INTO carried_drops (target_id, reason, count)"
+                              " SELECT target_id, ?2, max(count) FROM bucket_series"
+                              " WHERE bucket_id = ?1 GROUP BY target_id"
+                              " ON CONFLICT (target_id, reason)"
+                              " DO UPDATE SET count = count + excluded.count",
+    [FP_STMT_CARRY_DROPS] = "INSERT INTO carried_drops (target_id, reason, count)"
+                            " SELECT target_id, reason, count FROM drops WHERE bucket_id = ?1"
                             " ON CONFLICT (target_id, reason)"
                             " DO UPDATE SET count = count + excluded.count",
-    [FP_ST_CARRY_DROPS] = "INSERT INTO carried_drops (target_id, reason, count)"
-                          " SELECT target_id, reason, count FROM drops WHERE bucket_id = ?1"
-                          " ON CONFLICT (target_id, reason)"
-                          " DO UPDATE SET count = count + excluded.count",
-    [FP_ST_DELETE_SAMPLES] = "DELETE FROM samples WHERE bucket_id = ?1",
-    [FP_ST_DELETE_DROPS] = "DELETE FROM drops WHERE bucket_id = ?1",
-    [FP_ST_DELETE_SERIES] = "DELETE FROM bucket_series WHERE bucket_id = ?1",
-    [FP_ST_DELETE_BUCKET] = "DELETE FROM buckets WHERE id = ?1",
-    [FP_ST_MIN_BUCKET] = "SELECT min(id) FROM buckets",
-    [FP_ST_GC_STACKS] = "DELETE FROM stacks WHERE last_bucket < ?1",
-    [FP_ST_GC_THREADS] = "DELETE FROM threads WHERE last_bucket < ?1",
-    [FP_ST_GC_TARGETS] = "DELETE FROM targets WHERE last_bucket < ?1"
-                         " AND id NOT IN (SELECT target_id FROM carried_drops)",
-    [FP_ST_GC_HOSTS] = "DELETE FROM hosts WHERE id NOT IN (SELECT host_id FROM targets)",
-    [FP_ST_MARK_UPLOADED] =
+    [FP_STMT_DELETE_SAMPLES] = "DELETE FROM samples WHERE bucket_id = ?1",
+    [FP_STMT_DELETE_DROPS] = "DELETE FROM drops WHERE bucket_id = ?1",
+    [FP_STMT_DELETE_SERIES] = "DELETE FROM bucket_series WHERE bucket_id = ?1",
+    [FP_STMT_DELETE_BUCKET] = "DELETE FROM buckets WHERE id = ?1",
+    [FP_STMT_MIN_BUCKET] = "SELECT min(id) FROM buckets",
+    [FP_STMT_GC_STACKS] = "DELETE FROM stacks WHERE last_bucket < ?1",
+    [FP_STMT_GC_THREADS] = "DELETE FROM threads WHERE last_bucket < ?1",
+    [FP_STMT_GC_TARGETS] = "DELETE FROM targets WHERE last_bucket < ?1"
+                           " AND id NOT IN (SELECT target_id FROM carried_drops)",
+    [FP_STMT_GC_HOSTS] = "DELETE FROM hosts WHERE id NOT IN (SELECT host_id FROM targets)",
+    [FP_STMT_MARK_UPLOADED] =
         "UPDATE buckets SET uploaded_ns = ?2 WHERE id = ?1 AND uploaded_ns IS NULL",
-    [FP_ST_BUCKET_PENDING] = "SELECT uploaded_ns IS NULL FROM buckets WHERE id = ?1",
-    [FP_ST_PENDING] = "SELECT id, start_ns, length_ns, written_ns FROM buckets"
-                      " WHERE uploaded_ns IS NULL ORDER BY id LIMIT ?1",
-    [FP_ST_COUNT_PENDING] = "SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL",
-    [FP_ST_KEY_FIND] = "SELECT bucket_id FROM ingest_keys WHERE key = ?1",
-    [FP_ST_KEY_INSERT] = "INSERT INTO ingest_keys (key, bucket_id) VALUES (?1, ?2)",
-    [FP_ST_DELETE_KEYS] = "DELETE FROM ingest_keys WHERE bucket_id = ?1",
-    [FP_ST_EXPIRED] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets"
-                      " WHERE start_ns + length_ns <= ?1 ORDER BY id LIMIT 64",
+    [FP_STMT_BUCKET_PENDING] = "SELECT uploaded_ns IS NULL FROM buckets WHERE id = ?1",
+    [FP_STMT_PENDING] = "SELECT id, start_ns, length_ns, written_ns FROM buckets"
+                        " WHERE uploaded_ns IS NULL ORDER BY id LIMIT ?1",
+    [FP_STMT_COUNT_PENDING] = "SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL",
+    [FP_STMT_KEY_FIND] = "SELECT bucket_id FROM ingest_keys WHERE key = ?1",
+    [FP_STMT_KEY_INSERT] = "INSERT INTO ingest_keys (key, bucket_id) VALUES (?1, ?2)",
+    [FP_STMT_DELETE_KEYS] = "DELETE FROM ingest_keys WHERE bucket_id = ?1",
+    [FP_STMT_EXPIRED] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets"
+                        " WHERE start_ns + length_ns <= ?1 ORDER BY id LIMIT 64",
 };
 
 /*
@@ -340,163 +340,20 @@ static const char schema_v1_additions[] =
     " bucket_id INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS ingest_keys_bucket ON ingest_keys (bucket_id);";
 
-/* ---- errors ---- */
-
-int fp_sx_errno(sqlite3 *db, int rc)
-{
-        int sys = db ? sqlite3_system_errno(db) : 0;
-
-        switch (rc & 0xff) {
-        case SQLITE_OK:
-        case SQLITE_ROW:
-        case SQLITE_DONE:
-                return 0;
-        case SQLITE_FULL:
-                return -ENOSPC;
-        case SQLITE_IOERR:
-                if (sys == ENOSPC || sys == EDQUOT || sys == EFBIG)
-                        return -ENOSPC;
-                if (sys == EROFS)
-                        return -EROFS;
-                return -EIO;
-        case SQLITE_READONLY:
-                return -EROFS;
-        case SQLITE_CANTOPEN:
-                if (sys == EACCES || sys == EPERM || sys == EROFS || sys == ENOENT ||
-                    sys == ENOTDIR || sys == ENOSPC || sys == EDQUOT || sys == EISDIR)
-                        return -sys;
-                return -EIO;
-        case SQLITE_PERM:
-        case SQLITE_AUTH:
-                return -EACCES;
-        case SQLITE_NOMEM:
-                return -ENOMEM;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-                return -EBUSY;
-        case SQLITE_CORRUPT:
-        case SQLITE_NOTADB:
-                return -EBADMSG;
-        case SQLITE_TOOBIG:
-                return -E2BIG;
-        case SQLITE_CONSTRAINT:
-        case SQLITE_MISMATCH:
-        case SQLITE_RANGE:
-                return -EINVAL;
-        default:
-                return -EIO;
-        }
-}
-
-int fp_sx_fail(struct fp_store *s, int rc, const char *what)
-{
-        int r = fp_sx_errno(s->db, rc);
-
-        snprintf(s->errmsg, sizeof(s->errmsg), "Failed to %s in '%s': %s", what, s->path,
-                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
-        return r ? r : -EIO;
-}
-
-int fp_sx_failf(struct fp_store *s, int r, const char *fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
-        va_end(ap);
-        return r;
-}
-
-const char *fp_store_errmsg(const struct fp_store *s)
-{
-        return s ? s->errmsg : "no store";
-}
-
-int fp_sx_exec(sqlite3 *db, const char *sql)
-{
-        return sqlite3_exec(db, sql, NULL, NULL, NULL);
-}
-
-int fp_sx_pragma_int(struct fp_store *s, const char *sql, int64_t *ret)
-{
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-
-        if (rc == SQLITE_OK) {
-                rc = sqlite3_step(st);
-                if (rc == SQLITE_ROW) {
-                        *ret = sqlite3_column_int64(st, 0);
-                        rc = SQLITE_OK;
-                }
-        }
-        sqlite3_finalize(st);
-        return rc == SQLITE_OK ? 0 : fp_sx_fail(s, rc, "read the store's settings");
-}
-
-sqlite3_stmt *fp_st(struct fp_store *s, enum fp_st id)
-{
-        int rc;
-
-        if (s->st[id])
-                return s->st[id];
-        rc = sqlite3_prepare_v3(s->db, st_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s->st[id], NULL);
-        if (rc != SQLITE_OK) {
-                fp_sx_fail(s, rc, "prepare a statement");
-                s->st[id] = NULL;
-                return NULL;
-        }
-        return s->st[id];
-}
-
-void fp_sx_caches_clear(struct fp_store *s)
-{
-        fp_sx_map_clear(&s->stacks);
-        fp_sx_map_clear(&s->frames);
-        fp_sx_map_clear(&s->functions);
-        fp_sx_map_clear(&s->mappings);
-}
-
-int fp_sx_begin(struct fp_store *s)
-{
-        if (s->readonly)
-                return fp_sx_failf(s, -EROFS, "Failed to write to store '%s': opened read-only",
-                                   s->path);
-        CHECK_RC(s, fp_sx_step_done(ST(s, FP_ST_BEGIN)), "begin a transaction");
-        return 0;
-}
-
-int fp_sx_commit(struct fp_store *s)
-{
-        CHECK_RC(s, fp_sx_step_done(ST(s, FP_ST_COMMIT)), "commit");
-        return 0;
-}
-
-void fp_sx_rollback(struct fp_store *s)
-{
-        if (!sqlite3_get_autocommit(s->db)) {
-                sqlite3_stmt *st = fp_st(s, FP_ST_ROLLBACK);
-                if (st)
-                        (void)fp_sx_step_done(st);
-                else
-                        (void)fp_sx_exec(s->db, "ROLLBACK");
-        }
-        fp_sx_caches_clear(s);
-}
-
 /* ---- opening ---- */
 
 static void store_free(struct fp_store *s)
 {
         if (!s)
                 return;
-        for (int i = 0; i < FP_ST__MAX; i++)
+        for (int i = 0; i < FP_STMT__MAX; i++)
                 sqlite3_finalize(s->st[i]);
         /* Closing checkpoints and removes the log when it is the last connection. */
         sqlite3_close_v2(s->db);
-        fp_sx_map_free(&s->stacks);
-        fp_sx_map_free(&s->frames);
-        fp_sx_map_free(&s->functions);
-        fp_sx_map_free(&s->mappings);
+        fp_store_map_free(&s->stacks);
+        fp_store_map_free(&s->frames);
+        fp_store_map_free(&s->functions);
+        fp_store_map_free(&s->mappings);
         free(s->path);
         free(s->wal_path);
         free(s);
@@ -537,24 +394,24 @@ static int create_schema(struct fp_store *s)
         int rc;
 
         /* page_size and auto_vacuum only take effect before the first table exists. */
-        rc = fp_sx_exec(s->db, "PRAGMA page_size = 4096; PRAGMA auto_vacuum = INCREMENTAL;");
+        rc = fp_store_db_exec(s->db, "PRAGMA page_size = 4096; PRAGMA auto_vacuum = INCREMENTAL;");
         if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, "PRAGMA journal_mode = WAL");
+                rc = fp_store_db_exec(s->db, "PRAGMA journal_mode = WAL");
         if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, "BEGIN IMMEDIATE");
+                rc = fp_store_db_exec(s->db, "BEGIN IMMEDIATE");
         if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, schema_v1);
+                rc = fp_store_db_exec(s->db, schema_v1);
         if (rc == SQLITE_OK) {
                 snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d",
                          FP_STORE_APP_ID, FP_STORE_SCHEMA_VERSION);
-                rc = fp_sx_exec(s->db, sql);
+                rc = fp_store_db_exec(s->db, sql);
         }
         if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, "COMMIT");
+                rc = fp_store_db_exec(s->db, "COMMIT");
         if (rc != SQLITE_OK) {
-                int r = fp_sx_errno(s->db, rc);
+                int r = fp_store_db_errno(s->db, rc);
                 if (!sqlite3_get_autocommit(s->db))
-                        fp_sx_exec(s->db, "ROLLBACK");
+                        fp_store_db_exec(s->db, "ROLLBACK");
                 return r ? r : -EIO;
         }
         return 0;
@@ -563,20 +420,20 @@ static int create_schema(struct fp_store *s)
 static int migrate(struct fp_store *s, int64_t from)
 {
         char sql[64];
-        int rc = fp_sx_exec(s->db, "BEGIN IMMEDIATE");
+        int rc = fp_store_db_exec(s->db, "BEGIN IMMEDIATE");
 
         for (int64_t v = from; rc == SQLITE_OK && v < FP_STORE_SCHEMA_VERSION; v++)
-                rc = fp_sx_exec(s->db, migrations[v - 1]);
+                rc = fp_store_db_exec(s->db, migrations[v - 1]);
         if (rc == SQLITE_OK) {
                 snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", FP_STORE_SCHEMA_VERSION);
-                rc = fp_sx_exec(s->db, sql);
+                rc = fp_store_db_exec(s->db, sql);
         }
         if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, "COMMIT");
+                rc = fp_store_db_exec(s->db, "COMMIT");
         if (rc != SQLITE_OK) {
-                int r = fp_sx_errno(s->db, rc);
+                int r = fp_store_db_errno(s->db, rc);
                 if (!sqlite3_get_autocommit(s->db))
-                        fp_sx_exec(s->db, "ROLLBACK");
+                        fp_store_db_exec(s->db, "ROLLBACK");
                 return r ? r : -EIO;
         }
         return 0;
@@ -605,7 +462,7 @@ static int quick_check(struct fp_store *s, char *msg, size_t msglen)
         }
         sqlite3_finalize(st);
         if (!r && rc != SQLITE_OK) {
-                r = fp_sx_errno(s->db, rc);
+                r = fp_store_db_errno(s->db, rc);
                 snprintf(msg, msglen, "%s", sqlite3_errmsg(s->db));
         }
         return r;
@@ -633,8 +490,8 @@ static int settings(struct fp_store *s)
                  " PRAGMA journal_size_limit = %lld; PRAGMA cache_size = -8192;"
                  " PRAGMA temp_store = MEMORY; PRAGMA foreign_keys = OFF",
                  (long long)wal_pages, (long long)limit);
-        rc = fp_sx_exec(s->db, sql);
-        return rc == SQLITE_OK ? 0 : fp_sx_errno(s->db, rc);
+        rc = fp_store_db_exec(s->db, sql);
+        return rc == SQLITE_OK ? 0 : fp_store_db_errno(s->db, rc);
 }
 
 /*
@@ -648,7 +505,7 @@ static int readonly_fallback(struct fp_store *s, const char *path)
         struct stat st;
         char *uri;
         size_t n = 0;
-        int rc = fp_sx_exec(s->db, "PRAGMA application_id");
+        int rc = fp_store_db_exec(s->db, "PRAGMA application_id");
 
         if ((rc & 0xff) != SQLITE_CANTOPEN || stat(s->wal_path, &st) == 0)
                 return rc;
@@ -672,7 +529,7 @@ static int readonly_fallback(struct fp_store *s, const char *path)
         rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
         free(uri);
         if (rc == SQLITE_OK)
-                rc = fp_sx_exec(s->db, "PRAGMA application_id");
+                rc = fp_store_db_exec(s->db, "PRAGMA application_id");
         return rc;
 }
 
@@ -717,7 +574,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
         if (rc == SQLITE_OK && readonly)
                 rc = readonly_fallback(s, path);
         if (rc != SQLITE_OK) {
-                r = fp_sx_errno(s->db, rc);
+                r = fp_store_db_errno(s->db, rc);
                 if (!r || r == -EBADMSG)
                         r = -EIO;
                 fp_errf(err, errlen, 0, "Failed to open store '%s': %s", path, reason(s, r));
@@ -742,9 +599,9 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                 store_free(s);
                 return r;
         }
-        if ((r = fp_sx_pragma_int(s, "PRAGMA application_id", &app_id)) < 0 ||
-            (r = fp_sx_pragma_int(s, "PRAGMA user_version", &version)) < 0 ||
-            (r = fp_sx_pragma_int(s, "SELECT count(*) FROM sqlite_master", &n_tables)) < 0) {
+        if ((r = fp_store_db_pragma_int(s, "PRAGMA application_id", &app_id)) < 0 ||
+            (r = fp_store_db_pragma_int(s, "PRAGMA user_version", &version)) < 0 ||
+            (r = fp_store_db_pragma_int(s, "SELECT count(*) FROM sqlite_master", &n_tables)) < 0) {
                 fp_errf(err, errlen, 0, "%s", s->errmsg);
                 store_free(s);
                 return r;
@@ -796,16 +653,16 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
                         return r;
                 }
         }
-        if ((r = fp_sx_pragma_int(s, "PRAGMA page_size", &s->page_size)) < 0) {
+        if ((r = fp_store_db_pragma_int(s, "PRAGMA page_size", &s->page_size)) < 0) {
                 fp_errf(err, errlen, 0, "%s", s->errmsg);
                 store_free(s);
                 return r;
         }
         if (!readonly) {
-                rc = fp_sx_exec(s->db, "PRAGMA journal_mode = WAL");
+                rc = fp_store_db_exec(s->db, "PRAGMA journal_mode = WAL");
                 if (rc == SQLITE_OK)
-                        rc = fp_sx_exec(s->db, schema_v1_additions);
-                r = rc == SQLITE_OK ? settings(s) : fp_sx_errno(s->db, rc);
+                        rc = fp_store_db_exec(s->db, schema_v1_additions);
+                r = rc == SQLITE_OK ? settings(s) : fp_store_db_errno(s->db, rc);
                 if (r < 0) {
                         fp_errf(err, errlen, 0, "Failed to set up store '%s': %s", path,
                                 reason(s, r));

@@ -36,12 +36,12 @@ struct writer {
         size_t blob_cap;
 };
 
-static int cache_put(struct fp_sx_map *m, uint64_t key, uint64_t a, uint64_t b)
+static int cache_put(struct fp_store_map *m, uint64_t key, uint64_t a, uint64_t b)
 {
         if (m->n >= FP_STORE_CACHE_MAX)
-                fp_sx_map_clear(m);
+                fp_store_map_clear(m);
         /* A cache that cannot grow is only slower: ignore -ENOMEM. */
-        (void)fp_sx_map_put(m, key, a, b);
+        (void)fp_store_map_put(m, key, a, b);
         return 0;
 }
 
@@ -71,11 +71,11 @@ static void learn(uint64_t *est, uint64_t seen)
 
 static int upsert_id(struct fp_store *s, sqlite3_stmt *st, int64_t *ret, const char *what)
 {
-        int rc = fp_sx_step_int(st, ret);
+        int rc = fp_store_db_step_int(st, ret);
 
         CHECK_RC(s, rc, what);
         if (!*ret)
-                return fp_sx_failf(s, -EIO, "Failed to %s in '%s': no row id", what, s->path);
+                return fp_store_db_failf(s, -EIO, "Failed to %s in '%s': no row id", what, s->path);
         return 0;
 }
 
@@ -86,22 +86,22 @@ static int write_targets(struct writer *w)
         int64_t end = b->start_ns + b->length_ns;
 
         for (size_t i = 0; i < b->n_targets; i++) {
-                const struct fp_sb_target *t = &b->targets[i];
-                sqlite3_stmt *st = ST(s, FP_ST_HOST_UPSERT);
+                const struct fp_batch_target *t = &b->targets[i];
+                sqlite3_stmt *st = ST(s, FP_STMT_HOST_UPSERT);
                 int64_t host;
                 int r;
 
-                bind_text(st, 1, fp_sb_str(b, t->host));
+                bind_text(st, 1, fp_batch_str_at(b, t->host));
                 r = upsert_id(s, st, &host, "store a host");
                 if (r < 0)
                         return r;
-                st = ST(s, FP_ST_TARGET_UPSERT);
+                st = ST(s, FP_STMT_TARGET_UPSERT);
                 sqlite3_bind_int64(st, 1, host);
                 sqlite3_bind_int64(st, 2, t->pid);
                 sqlite3_bind_int64(st, 3, (int64_t)t->starttime);
-                bind_text(st, 4, fp_sb_str(b, t->comm));
-                bind_text(st, 5, fp_sb_str(b, t->exe));
-                bind_text(st, 6, fp_sb_str(b, t->config));
+                bind_text(st, 4, fp_batch_str_at(b, t->comm));
+                bind_text(st, 5, fp_batch_str_at(b, t->exe));
+                bind_text(st, 6, fp_batch_str_at(b, t->config));
                 sqlite3_bind_int(st, 7, t->active);
                 sqlite3_bind_int64(st, 8, b->start_ns);
                 sqlite3_bind_int64(st, 9, end);
@@ -111,30 +111,30 @@ static int write_targets(struct writer *w)
                         return r;
         }
         for (size_t i = 0; i < b->n_events; i++) {
-                const struct fp_sb_event *e = &b->events[i];
-                sqlite3_stmt *st = ST(s, FP_ST_EVENT_UPSERT);
+                const struct fp_batch_event *e = &b->events[i];
+                sqlite3_stmt *st = ST(s, FP_STMT_EVENT_UPSERT);
                 int r;
 
-                bind_text(st, 1, fp_sb_str(b, e->name));
-                bind_text(st, 2, fp_sb_str(b, e->count_type));
-                bind_text(st, 3, fp_sb_str(b, e->count_unit));
-                bind_text(st, 4, fp_sb_str(b, e->value_type));
-                bind_text(st, 5, fp_sb_str(b, e->value_unit));
-                bind_text(st, 6, fp_sb_str(b, e->period_type));
-                bind_text(st, 7, fp_sb_str(b, e->period_unit));
+                bind_text(st, 1, fp_batch_str_at(b, e->name));
+                bind_text(st, 2, fp_batch_str_at(b, e->count_type));
+                bind_text(st, 3, fp_batch_str_at(b, e->count_unit));
+                bind_text(st, 4, fp_batch_str_at(b, e->value_type));
+                bind_text(st, 5, fp_batch_str_at(b, e->value_unit));
+                bind_text(st, 6, fp_batch_str_at(b, e->period_type));
+                bind_text(st, 7, fp_batch_str_at(b, e->period_unit));
                 sqlite3_bind_int64(st, 8, e->period);
                 r = upsert_id(s, st, &w->event_ids[i], "store an event");
                 if (r < 0)
                         return r;
         }
         for (size_t i = 0; i < b->n_threads; i++) {
-                const struct fp_sb_thread *t = &b->threads[i];
-                sqlite3_stmt *st = ST(s, FP_ST_THREAD_UPSERT);
+                const struct fp_batch_thread *t = &b->threads[i];
+                sqlite3_stmt *st = ST(s, FP_STMT_THREAD_UPSERT);
                 int r;
 
                 sqlite3_bind_int64(st, 1, w->target_ids[t->target]);
                 sqlite3_bind_int64(st, 2, t->tid);
-                bind_text(st, 3, fp_sb_str(b, t->name));
+                bind_text(st, 3, fp_batch_str_at(b, t->name));
                 sqlite3_bind_int64(st, 4, w->bucket);
                 r = upsert_id(s, st, &w->thread_ids[i], "store a thread");
                 if (r < 0)
@@ -147,10 +147,10 @@ static int write_targets(struct writer *w)
  * The rowid of content hash in a deduplicated table: from the cache, else
  * from the table's hash index; 0 when absent.
  */
-static int find(struct fp_store *s, struct fp_sx_map *cache, enum fp_st find_st, uint64_t hash,
-                int64_t *ret)
+static int find(struct fp_store *s, struct fp_store_map *cache, enum fp_store_stmt_id find_st,
+                uint64_t hash, int64_t *ret)
 {
-        struct fp_sx_map_entry *e = fp_sx_map_get(cache, hash);
+        struct fp_store_map_entry *e = fp_store_map_get(cache, hash);
         sqlite3_stmt *st;
 
         if (e) {
@@ -159,16 +159,16 @@ static int find(struct fp_store *s, struct fp_sx_map *cache, enum fp_st find_st,
         }
         st = ST(s, find_st);
         sqlite3_bind_int64(st, 1, (int64_t)hash);
-        CHECK_RC(s, fp_sx_step_int(st, ret), "look up a stack's frames");
+        CHECK_RC(s, fp_store_db_step_int(st, ret), "look up a stack's frames");
         if (*ret)
                 cache_put(cache, hash, (uint64_t)*ret, 0);
         return 0;
 }
 
-static int insert_row(struct fp_store *s, sqlite3_stmt *st, struct fp_sx_map *cache, uint64_t hash,
-                      int64_t *ret)
+static int insert_row(struct fp_store *s, sqlite3_stmt *st, struct fp_store_map *cache,
+                      uint64_t hash, int64_t *ret)
 {
-        CHECK_RC(s, fp_sx_step_done(st), "store a stack's frames");
+        CHECK_RC(s, fp_store_db_step_done(st), "store a stack's frames");
         *ret = sqlite3_last_insert_rowid(s->db);
         cache_put(cache, hash, (uint64_t)*ret, 0);
         return 0;
@@ -177,7 +177,7 @@ static int insert_row(struct fp_store *s, sqlite3_stmt *st, struct fp_sx_map *ca
 static int resolve_mapping(struct writer *w, uint32_t i, int64_t *ret)
 {
         struct fp_store *s = w->s;
-        const struct fp_sb_mapping *m = &w->b->mappings[i];
+        const struct fp_batch_mapping *m = &w->b->mappings[i];
         sqlite3_stmt *st;
         int r;
 
@@ -185,13 +185,13 @@ static int resolve_mapping(struct writer *w, uint32_t i, int64_t *ret)
                 *ret = w->mapping_ids[i];
                 return 0;
         }
-        r = find(s, &s->mappings, FP_ST_MAPPING_FIND, m->hash, ret);
+        r = find(s, &s->mappings, FP_STMT_MAPPING_FIND, m->hash, ret);
         if (r < 0 || *ret)
                 goto out;
-        st = ST(s, FP_ST_MAPPING_INSERT);
+        st = ST(s, FP_STMT_MAPPING_INSERT);
         sqlite3_bind_int64(st, 1, (int64_t)m->hash);
-        bind_text(st, 2, fp_sb_str(w->b, m->file));
-        bind_text(st, 3, fp_sb_str(w->b, m->build_id));
+        bind_text(st, 2, fp_batch_str_at(w->b, m->file));
+        bind_text(st, 3, fp_batch_str_at(w->b, m->build_id));
         sqlite3_bind_int64(st, 4, (int64_t)m->start);
         sqlite3_bind_int64(st, 5, (int64_t)m->limit);
         sqlite3_bind_int64(st, 6, (int64_t)m->offset);
@@ -202,24 +202,24 @@ out:
         return r;
 }
 
-static int resolve_function(struct writer *w, const struct fp_sb_frame *f, int64_t *ret)
+static int resolve_function(struct writer *w, const struct fp_batch_frame *f, int64_t *ret)
 {
         struct fp_store *s = w->s;
         sqlite3_stmt *st;
-        int r = find(s, &s->functions, FP_ST_FUNCTION_FIND, f->function_hash, ret);
+        int r = find(s, &s->functions, FP_STMT_FUNCTION_FIND, f->function_hash, ret);
 
         if (r < 0 || *ret)
                 return r;
-        st = ST(s, FP_ST_FUNCTION_INSERT);
+        st = ST(s, FP_STMT_FUNCTION_INSERT);
         sqlite3_bind_int64(st, 1, (int64_t)f->function_hash);
-        bind_text(st, 2, fp_sb_str(w->b, f->function));
+        bind_text(st, 2, fp_batch_str_at(w->b, f->function));
         return insert_row(s, st, &s->functions, f->function_hash, ret);
 }
 
 static int resolve_frame(struct writer *w, uint32_t i, int64_t *ret)
 {
         struct fp_store *s = w->s;
-        const struct fp_sb_frame *f = &w->b->frames[i];
+        const struct fp_batch_frame *f = &w->b->frames[i];
         int64_t mapping = 0, function = 0;
         sqlite3_stmt *st;
         int r;
@@ -228,15 +228,16 @@ static int resolve_frame(struct writer *w, uint32_t i, int64_t *ret)
                 *ret = w->frame_ids[i];
                 return 0;
         }
-        r = find(s, &s->frames, FP_ST_FRAME_FIND, f->hash, ret);
+        r = find(s, &s->frames, FP_STMT_FRAME_FIND, f->hash, ret);
         if (r < 0)
                 return r;
         if (!*ret) {
-                if (f->mapping != FP_SB_NONE && (r = resolve_mapping(w, f->mapping, &mapping)) < 0)
+                if (f->mapping != FP_BATCH_NONE &&
+                    (r = resolve_mapping(w, f->mapping, &mapping)) < 0)
                         return r;
-                if (f->function != FP_SB_NONE && (r = resolve_function(w, f, &function)) < 0)
+                if (f->function != FP_BATCH_NONE && (r = resolve_function(w, f, &function)) < 0)
                         return r;
-                st = ST(s, FP_ST_FRAME_INSERT);
+                st = ST(s, FP_STMT_FRAME_INSERT);
                 sqlite3_bind_int64(st, 1, (int64_t)f->hash);
                 sqlite3_bind_int64(st, 2, mapping);
                 sqlite3_bind_int64(st, 3, function);
@@ -249,15 +250,15 @@ static int resolve_frame(struct writer *w, uint32_t i, int64_t *ret)
         return 0;
 }
 
-static int insert_stack(struct writer *w, const struct fp_sb_stack *k, int64_t *ret)
+static int insert_stack(struct writer *w, const struct fp_batch_stack *k, int64_t *ret)
 {
         struct fp_store *s = w->s;
         size_t len = 0;
         sqlite3_stmt *st;
         int r;
 
-        if (fp_sx_grow((void **)&w->blob, &w->blob_cap, (size_t)k->n * 10 + 1, 1) < 0)
-                return fp_sx_failf(s, -ENOMEM, "Failed to store a stack: out of memory");
+        if (fp_grow((void **)&w->blob, &w->blob_cap, (size_t)k->n * 10 + 1, 1) < 0)
+                return fp_store_db_failf(s, -ENOMEM, "Failed to store a stack: out of memory");
         for (uint32_t j = 0; j < k->n; j++) {
                 int64_t id;
                 r = resolve_frame(w, w->b->frame_ids[k->off + j], &id);
@@ -265,11 +266,11 @@ static int insert_stack(struct writer *w, const struct fp_sb_stack *k, int64_t *
                         return r;
                 len += varint_put(w->blob + len, (uint64_t)id);
         }
-        st = ST(s, FP_ST_STACK_INSERT);
+        st = ST(s, FP_STMT_STACK_INSERT);
         sqlite3_bind_int64(st, 1, (int64_t)k->hash);
         sqlite3_bind_int64(st, 2, w->bucket);
         sqlite3_bind_blob(st, 3, w->blob, (int)len, SQLITE_STATIC);
-        CHECK_RC(s, fp_sx_step_done(st), "store a stack");
+        CHECK_RC(s, fp_store_db_step_done(st), "store a stack");
         *ret = sqlite3_last_insert_rowid(s->db);
         return 0;
 }
@@ -278,8 +279,8 @@ static int insert_stack(struct writer *w, const struct fp_sb_stack *k, int64_t *
 static int resolve_stack(struct writer *w, uint32_t i)
 {
         struct fp_store *s = w->s;
-        const struct fp_sb_stack *k = &w->b->stacks[i];
-        struct fp_sx_map_entry *e = fp_sx_map_get(&s->stacks, k->hash);
+        const struct fp_batch_stack *k = &w->b->stacks[i];
+        struct fp_store_map_entry *e = fp_store_map_get(&s->stacks, k->hash);
         sqlite3_stmt *st;
         int64_t id = 0;
         int r;
@@ -287,19 +288,19 @@ static int resolve_stack(struct writer *w, uint32_t i)
         if (e) {
                 id = (int64_t)e->a;
                 if ((int64_t)e->b != w->bucket) {
-                        st = ST(s, FP_ST_STACK_TOUCH_ID);
+                        st = ST(s, FP_STMT_STACK_TOUCH_ID);
                         sqlite3_bind_int64(st, 1, id);
                         sqlite3_bind_int64(st, 2, w->bucket);
-                        CHECK_RC(s, fp_sx_step_done(st), "mark a stack used");
+                        CHECK_RC(s, fp_store_db_step_done(st), "mark a stack used");
                         e->b = (uint64_t)w->bucket;
                 }
                 w->stack_ids[i] = id;
                 return 0;
         }
-        st = ST(s, FP_ST_STACK_TOUCH_HASH);
+        st = ST(s, FP_STMT_STACK_TOUCH_HASH);
         sqlite3_bind_int64(st, 1, (int64_t)k->hash);
         sqlite3_bind_int64(st, 2, w->bucket);
-        CHECK_RC(s, fp_sx_step_int(st, &id), "look up a stack");
+        CHECK_RC(s, fp_store_db_step_int(st, &id), "look up a stack");
         if (!id) {
                 r = insert_stack(w, k, &id);
                 if (r < 0)
@@ -333,7 +334,7 @@ static int write_samples(struct writer *w)
         struct fp_store *s = w->s;
         const struct fp_store_batch *b = w->b;
         struct sample_ref *refs = NULL;
-        struct fp_sx_map series = {0};
+        struct fp_store_map series = {0};
         sqlite3_stmt *st;
         int r = 0, rc;
 
@@ -344,52 +345,52 @@ static int write_samples(struct writer *w)
         }
         refs = calloc(b->n_samples ? b->n_samples : 1, sizeof(*refs));
         if (!refs)
-                return fp_sx_failf(s, -ENOMEM, "Failed to store samples: out of memory");
+                return fp_store_db_failf(s, -ENOMEM, "Failed to store samples: out of memory");
         for (size_t i = 0; i < b->n_samples; i++) {
-                const struct fp_sb_sample *sa = &b->samples[i];
+                const struct fp_batch_sample *sa = &b->samples[i];
                 refs[i] = (struct sample_ref){w->event_ids[sa->event], w->thread_ids[sa->thread],
                                               w->stack_ids[sa->stack], (uint32_t)i};
         }
         /* Key order: the samples tree grows at its end only. */
         qsort(refs, b->n_samples, sizeof(*refs), sample_ref_cmp);
-        st = fp_st(s, FP_ST_SAMPLE_INSERT);
+        st = fp_store_stmt(s, FP_STMT_SAMPLE_INSERT);
         if (!st) {
                 r = -EIO;
                 goto out;
         }
         sqlite3_bind_int64(st, 1, w->bucket);
         for (size_t i = 0; i < b->n_samples; i++) {
-                const struct fp_sb_sample *sa = &b->samples[refs[i].idx];
+                const struct fp_batch_sample *sa = &b->samples[refs[i].idx];
                 uint32_t target = b->threads[sa->thread].target;
                 uint64_t key = ((uint64_t)target << 32 | sa->event) + 1;
-                struct fp_sx_map_entry *e;
+                struct fp_store_map_entry *e;
 
                 sqlite3_bind_int64(st, 2, refs[i].event);
                 sqlite3_bind_int64(st, 3, refs[i].thread);
                 sqlite3_bind_int64(st, 4, refs[i].stack);
                 sqlite3_bind_int64(st, 5, (int64_t)sa->count);
                 sqlite3_bind_int64(st, 6, (int64_t)sa->value);
-                rc = fp_sx_step_done(st);
+                rc = fp_store_db_step_done(st);
                 if (rc != SQLITE_OK) {
-                        r = fp_sx_fail(s, rc, "store samples");
+                        r = fp_store_db_fail(s, rc, "store samples");
                         goto out;
                 }
-                e = fp_sx_map_get(&series, key);
+                e = fp_store_map_get(&series, key);
                 if (e) {
                         e->a += sa->count;
                         e->b += sa->value;
-                } else if (fp_sx_map_put(&series, key, sa->count, sa->value) < 0) {
-                        r = fp_sx_failf(s, -ENOMEM, "Failed to store samples: out of memory");
+                } else if (fp_store_map_put(&series, key, sa->count, sa->value) < 0) {
+                        r = fp_store_db_failf(s, -ENOMEM, "Failed to store samples: out of memory");
                         goto out;
                 }
         }
-        st = fp_st(s, FP_ST_SERIES_INSERT);
+        st = fp_store_stmt(s, FP_STMT_SERIES_INSERT);
         if (!st) {
                 r = -EIO;
                 goto out;
         }
         for (size_t i = 0; i < series.cap; i++) {
-                const struct fp_sx_map_entry *e = &series.e[i];
+                const struct fp_store_map_entry *e = &series.e[i];
                 uint64_t key = e->key - 1;
                 if (!e->key)
                         continue;
@@ -398,15 +399,15 @@ static int write_samples(struct writer *w)
                 sqlite3_bind_int64(st, 3, w->event_ids[(uint32_t)key]);
                 sqlite3_bind_int64(st, 4, e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a);
                 sqlite3_bind_int64(st, 5, e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b);
-                rc = fp_sx_step_done(st);
+                rc = fp_store_db_step_done(st);
                 if (rc != SQLITE_OK) {
-                        r = fp_sx_fail(s, rc, "store sample totals");
+                        r = fp_store_db_fail(s, rc, "store sample totals");
                         goto out;
                 }
         }
 out:
         free(refs);
-        fp_sx_map_free(&series);
+        fp_store_map_free(&series);
         return r;
 }
 
@@ -416,14 +417,14 @@ static int write_drops(struct writer *w)
         const struct fp_store_batch *b = w->b;
 
         for (size_t i = 0; i < b->n_drops; i++) {
-                const struct fp_sb_drop *d = &b->drops[i];
-                sqlite3_stmt *st = ST(s, FP_ST_DROP_ADD);
+                const struct fp_batch_drop *d = &b->drops[i];
+                sqlite3_stmt *st = ST(s, FP_STMT_DROP_ADD);
 
                 sqlite3_bind_int64(st, 1, w->bucket);
                 sqlite3_bind_int64(st, 2, w->target_ids[d->target]);
-                bind_text(st, 3, fp_sb_str(b, d->reason));
+                bind_text(st, 3, fp_batch_str_at(b, d->reason));
                 sqlite3_bind_int64(st, 4, (int64_t)d->count);
-                CHECK_RC(s, fp_sx_step_done(st), "store drop counts");
+                CHECK_RC(s, fp_store_db_step_done(st), "store drop counts");
         }
         return 0;
 }
@@ -431,14 +432,14 @@ static int write_drops(struct writer *w)
 /* Moves carried_drops into bucket. */
 static int fold_carried(struct fp_store *s, int64_t bucket)
 {
-        sqlite3_stmt *st = ST(s, FP_ST_CARRY_TOUCH_TARGETS);
+        sqlite3_stmt *st = ST(s, FP_STMT_CARRY_TOUCH_TARGETS);
 
         sqlite3_bind_int64(st, 1, bucket);
-        CHECK_RC(s, fp_sx_step_done(st), "carry drop counts");
-        st = ST(s, FP_ST_CARRY_FOLD);
+        CHECK_RC(s, fp_store_db_step_done(st), "carry drop counts");
+        st = ST(s, FP_STMT_CARRY_FOLD);
         sqlite3_bind_int64(st, 1, bucket);
-        CHECK_RC(s, fp_sx_step_done(st), "carry drop counts");
-        CHECK_RC(s, fp_sx_step_done(ST(s, FP_ST_CARRY_CLEAR)), "carry drop counts");
+        CHECK_RC(s, fp_store_db_step_done(st), "carry drop counts");
+        CHECK_RC(s, fp_store_db_step_done(ST(s, FP_STMT_CARRY_CLEAR)), "carry drop counts");
         return 0;
 }
 
@@ -451,16 +452,16 @@ static int write_bucket(struct writer *w)
         int r, rc;
 
         if (b->key) {
-                st = ST(s, FP_ST_KEY_FIND);
+                st = ST(s, FP_STMT_KEY_FIND);
                 sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
                 rc = sqlite3_step(st);
                 sqlite3_reset(st);
                 if (rc == SQLITE_ROW)
-                        return fp_sx_failf(s, -EALREADY, "A bucket with key '%s' is already stored",
-                                           b->key);
+                        return fp_store_db_failf(
+                            s, -EALREADY, "A bucket with key '%s' is already stored", b->key);
                 CHECK_RC(s, rc == SQLITE_DONE ? SQLITE_OK : rc, "look up an idempotency key");
         }
-        st = ST(s, FP_ST_BUCKET_INSERT);
+        st = ST(s, FP_STMT_BUCKET_INSERT);
         sqlite3_bind_int64(st, 1, b->start_ns);
         sqlite3_bind_int64(st, 2, b->length_ns);
         sqlite3_bind_int64(st, 3, now);
@@ -468,13 +469,13 @@ static int write_bucket(struct writer *w)
                 sqlite3_bind_int64(st, 4, now);
         else
                 sqlite3_bind_null(st, 4);
-        CHECK_RC(s, fp_sx_step_done(st), "store a bucket");
+        CHECK_RC(s, fp_store_db_step_done(st), "store a bucket");
         w->bucket = sqlite3_last_insert_rowid(s->db);
         if (b->key) {
-                st = ST(s, FP_ST_KEY_INSERT);
+                st = ST(s, FP_STMT_KEY_INSERT);
                 sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
                 sqlite3_bind_int64(st, 2, w->bucket);
-                CHECK_RC(s, fp_sx_step_done(st), "store an idempotency key");
+                CHECK_RC(s, fp_store_db_step_done(st), "store an idempotency key");
         }
 
         if ((r = write_targets(w)) < 0 || (r = write_samples(w)) < 0 || (r = write_drops(w)) < 0)
@@ -513,7 +514,7 @@ static int write_one(struct fp_store *s, const struct fp_store_batch *b)
         w.mapping_ids = ids_new(b->n_mappings);
         if (!w.target_ids || !w.event_ids || !w.thread_ids || !w.stack_ids || !w.frame_ids ||
             !w.mapping_ids)
-                r = fp_sx_failf(s, -ENOMEM, "Failed to write a bucket: out of memory");
+                r = fp_store_db_failf(s, -ENOMEM, "Failed to write a bucket: out of memory");
         else
                 r = write_bucket(&w);
         writer_free(&w);
@@ -531,11 +532,11 @@ int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *cons
         s->errmsg[0] = '\0';
         /* Make room first, so the write fills freed pages and its log fits the budget too. */
         if (s->budget && !s->readonly) {
-                reserve = fp_sx_write_reserve(s);
+                reserve = fp_store_write_reserve(s);
                 (void)fp_store_evict(s, reserve, &full);
-                live_before = fp_sx_live_bytes(s, &rc);
+                live_before = fp_store_live_bytes(s, &rc);
         }
-        r = fp_sx_begin(s);
+        r = fp_store_db_begin(s);
         for (size_t i = 0; i < n; i++)
                 results[i] = r;
         if (r == 0) {
@@ -552,16 +553,16 @@ int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *cons
                                 r = results[i];
                 }
                 if (r == 0)
-                        r = fp_sx_commit(s);
+                        r = fp_store_db_commit(s);
                 if (r < 0) {
-                        fp_sx_rollback(s);
+                        fp_store_db_rollback(s);
                         for (size_t i = 0; i < n; i++)
                                 if (results[i] != -EALREADY)
                                         results[i] = r;
                 }
         }
         if (r == -ENOSPC) {
-                fp_sx_make_room(s);
+                fp_store_make_room(s);
                 return r;
         }
         if (r < 0)
@@ -575,19 +576,20 @@ int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *cons
          * here is retried after the next write), and make room now when a
          * checkpoint found the disk full: the next write would not fit.
          */
-        rc = fp_sx_checkpoint(s, SQLITE_CHECKPOINT_PASSIVE, &log);
+        rc = fp_store_db_checkpoint(s, SQLITE_CHECKPOINT_PASSIVE, &log);
         if (s->budget) {
-                live_after = fp_sx_live_bytes(s, &r);
+                live_after = fp_store_live_bytes(s, &r);
                 if (r == SQLITE_OK && live_after > live_before)
                         learn(&s->est_growth, (uint64_t)(live_after - live_before));
                 if (log > 0)
                         learn(&s->est_log, (uint64_t)log * (uint64_t)(s->page_size + 24));
         }
-        full = (rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC;
+        full = (rc & 0xff) == SQLITE_FULL || fp_store_db_errno(s->db, rc) == -ENOSPC;
         (void)fp_store_evict(s, 0, &evict_full);
         rc = fp_store_reclaim(s, false);
-        if (full || evict_full || (rc & 0xff) == SQLITE_FULL || fp_sx_errno(s->db, rc) == -ENOSPC)
-                fp_sx_make_room(s);
+        if (full || evict_full || (rc & 0xff) == SQLITE_FULL ||
+            fp_store_db_errno(s->db, rc) == -ENOSPC)
+                fp_store_make_room(s);
         s->errmsg[0] = '\0';
         return stored;
 }
@@ -599,6 +601,6 @@ int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
         if (r < 0)
                 return r;
         if (result == -EALREADY)
-                fp_sx_failf(s, -EALREADY, "A bucket with key '%s' is already stored", b->key);
+                fp_store_db_failf(s, -EALREADY, "A bucket with key '%s' is already stored", b->key);
         return result;
 }

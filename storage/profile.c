@@ -1,0 +1,701 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A merged pprof profile from the store: the buckets, targets and events
+ * a filter selects, their samples summed per (thread, stack), and the
+ * stacks, frames, functions and mappings they reference turned into the
+ * profile's locations (fp_store_query_pprof(), store.h). query.c holds the
+ * store's other reads and the helpers both share.
+ */
+#include "store-internal.h"
+#include "pprof.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- profiles ---- */
+
+struct q_event {
+        int64_t id;
+        char *name, *types[4], *period_type, *period_unit;
+        int64_t period;
+};
+
+struct q_match {
+        int64_t bucket, target, event;
+        int64_t start_ns, length_ns;
+};
+
+struct q_target {
+        int64_t id;
+        pid_t pid;
+        char *comm, *host, *exe;
+};
+
+struct q_thread {
+        uint32_t target; /* index into targets */
+        pid_t tid;
+        char *name;
+};
+
+struct query {
+        struct fp_store *s;
+        struct fp_pprof *p;
+        struct q_event *events;
+        size_t n_events, cap_events;
+        struct q_match *matches;
+        size_t n_matches, cap_matches;
+        struct q_target *targets;
+        size_t n_targets, cap_targets;
+        struct q_thread *threads;
+        size_t n_threads, cap_threads;
+        struct fp_store_map target_idx; /* target rowid -> index + 1 */
+        struct fp_store_map thread_idx; /* thread rowid -> index + 1 */
+        struct fp_store_map agg;        /* thread << 32 | stack -> count, value */
+        struct fp_store_map stack_locs; /* stack rowid -> offset into locs + 1, n */
+        struct fp_store_map frame_locs; /* frame rowid -> pprof location id */
+        struct fp_store_map mapping_ids, function_ids;
+        uint64_t *locs;
+        size_t n_locs, cap_locs;
+        sqlite3_stmt *st_stack, *st_frame, *st_mapping, *st_function;
+};
+
+static void query_free(struct query *q)
+{
+        for (size_t i = 0; i < q->n_events; i++) {
+                free(q->events[i].name);
+                for (int j = 0; j < 4; j++)
+                        free(q->events[i].types[j]);
+                free(q->events[i].period_type);
+                free(q->events[i].period_unit);
+        }
+        free(q->events);
+        free(q->matches);
+        for (size_t i = 0; i < q->n_targets; i++) {
+                free(q->targets[i].comm);
+                free(q->targets[i].exe);
+                free(q->targets[i].host);
+        }
+        free(q->targets);
+        for (size_t i = 0; i < q->n_threads; i++)
+                free(q->threads[i].name);
+        free(q->threads);
+        fp_store_map_free(&q->target_idx);
+        fp_store_map_free(&q->thread_idx);
+        fp_store_map_free(&q->agg);
+        fp_store_map_free(&q->stack_locs);
+        fp_store_map_free(&q->frame_locs);
+        fp_store_map_free(&q->mapping_ids);
+        fp_store_map_free(&q->function_ids);
+        free(q->locs);
+        sqlite3_finalize(q->st_stack);
+        sqlite3_finalize(q->st_frame);
+        sqlite3_finalize(q->st_mapping);
+        sqlite3_finalize(q->st_function);
+}
+
+static int oom(struct query *q)
+{
+        return fp_store_db_failf(q->s, -ENOMEM, "Failed to query store '%s': out of memory",
+                                 q->s->path);
+}
+
+static char *dup_col(sqlite3_stmt *st, int i)
+{
+        return strdup(fp_store_col_text(st, i));
+}
+
+static int load_events(struct query *q)
+{
+        sqlite3_stmt *st = NULL;
+        int rc,
+            r = fp_store_prepare(q->s,
+                                 "SELECT id, name, count_type, count_unit, value_type, value_unit,"
+                                 " period_type, period_unit, period FROM events ORDER BY id",
+                                 &st);
+
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct q_event *e;
+                bool ok;
+
+                if (fp_grow((void **)&q->events, &q->cap_events, q->n_events + 1,
+                            sizeof(*q->events)) < 0) {
+                        r = oom(q);
+                        break;
+                }
+                e = &q->events[q->n_events++];
+                *e = (struct q_event){.id = sqlite3_column_int64(st, 0),
+                                      .period = sqlite3_column_int64(st, 8)};
+                e->name = dup_col(st, 1);
+                ok = e->name;
+                for (int j = 0; j < 4; j++)
+                        ok = (e->types[j] = dup_col(st, 2 + j)) && ok;
+                ok = (e->period_type = dup_col(st, 6)) && ok;
+                ok = (e->period_unit = dup_col(st, 7)) && ok;
+                if (!ok) {
+                        r = oom(q);
+                        break;
+                }
+        }
+        if (r == 0 && rc != SQLITE_DONE)
+                r = fp_store_db_fail(q->s, rc, "read events");
+        sqlite3_finalize(st);
+        return r;
+}
+
+static const struct q_event *event_by_id(const struct query *q, int64_t id)
+{
+        for (size_t i = 0; i < q->n_events; i++)
+                if (q->events[i].id == id)
+                        return &q->events[i];
+        return NULL;
+}
+
+static bool same_types(const struct q_event *a, const struct q_event *b)
+{
+        for (int j = 0; j < 4; j++)
+                if (strcmp(a->types[j], b->types[j]) != 0)
+                        return false;
+        return true;
+}
+
+/*
+ * Finds the matching (bucket, target, event) rows and keeps those of one
+ * event name: f->event, else the event stored first. *ret_ref gets the
+ * event whose sample types the profile takes (NULL: nothing matched).
+ */
+static int find_matches(struct query *q, const struct fp_store_filter *f,
+                        const struct q_event **ret_ref)
+{
+        static const char sql[] =
+            "SELECT bs.bucket_id, bs.target_id, bs.event_id, b.start_ns, b.length_ns"
+            " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+            " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
+            " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " ORDER BY bs.bucket_id, bs.event_id";
+        const struct q_event *ref = NULL;
+        sqlite3_stmt *st = NULL;
+        size_t kept = 0;
+        int rc, r = fp_store_prepare(q->s, sql, &st);
+
+        *ret_ref = NULL;
+        if (r < 0)
+                return r;
+        fp_store_bind_filter(st, f);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (fp_grow((void **)&q->matches, &q->cap_matches, q->n_matches + 1,
+                            sizeof(*q->matches)) < 0) {
+                        r = oom(q);
+                        break;
+                }
+                q->matches[q->n_matches++] =
+                    (struct q_match){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                     sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+                                     sqlite3_column_int64(st, 4)};
+        }
+        if (r == 0 && rc != SQLITE_DONE)
+                r = fp_store_db_fail(q->s, rc, "find matching buckets");
+        sqlite3_finalize(st);
+        if (r < 0)
+                return r;
+
+        /* The reference event: the lowest id with the wanted name among the matches. */
+        for (size_t i = 0; i < q->n_matches; i++) {
+                const struct q_event *e = event_by_id(q, q->matches[i].event);
+                if (!e || (f->event && strcmp(e->name, f->event) != 0))
+                        continue;
+                if (!ref || e->id < ref->id)
+                        ref = e;
+        }
+        for (size_t i = 0; ref && i < q->n_matches; i++) {
+                const struct q_event *e = event_by_id(q, q->matches[i].event);
+                if (e && strcmp(e->name, ref->name) == 0 && same_types(e, ref))
+                        q->matches[kept++] = q->matches[i];
+        }
+        q->n_matches = kept;
+        *ret_ref = ref;
+        return 0;
+}
+
+static int load_targets(struct query *q)
+{
+        sqlite3_stmt *st = NULL, *th = NULL;
+        int r = fp_store_prepare(q->s,
+                                 "SELECT t.pid, t.comm, h.name, t.exe FROM targets t"
+                                 " JOIN hosts h ON h.id = t.host_id WHERE t.id = ?1",
+                                 &st);
+
+        if (r == 0)
+                r = fp_store_prepare(q->s, "SELECT id, tid, name FROM threads WHERE target_id = ?1",
+                                     &th);
+        for (size_t i = 0; r == 0 && i < q->n_matches; i++) {
+                int64_t id = q->matches[i].target;
+                struct q_target *t;
+                int rc;
+
+                if (fp_store_map_get(&q->target_idx, (uint64_t)id))
+                        continue;
+                if (fp_grow((void **)&q->targets, &q->cap_targets, q->n_targets + 1,
+                            sizeof(*q->targets)) < 0 ||
+                    fp_store_map_put(&q->target_idx, (uint64_t)id, q->n_targets + 1, 0) < 0) {
+                        r = oom(q);
+                        break;
+                }
+                t = &q->targets[q->n_targets++];
+                *t = (struct q_target){.id = id};
+                sqlite3_bind_int64(st, 1, id);
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW) {
+                        t->pid = (pid_t)sqlite3_column_int64(st, 0);
+                        t->comm = dup_col(st, 1);
+                        t->host = dup_col(st, 2);
+                        t->exe = dup_col(st, 3);
+                        if (!t->comm || !t->host || !t->exe)
+                                r = oom(q);
+                        rc = SQLITE_DONE;
+                }
+                sqlite3_reset(st);
+                if (r == 0 && rc != SQLITE_DONE)
+                        r = fp_store_db_fail(q->s, rc, "read a target");
+                if (r == 0 && !t->host)
+                        r = fp_store_db_failf(q->s, -EBADMSG,
+                                              "Store '%s' is inconsistent: target %lld missing",
+                                              q->s->path, (long long)id);
+
+                sqlite3_bind_int64(th, 1, id);
+                while (r == 0 && (rc = sqlite3_step(th)) == SQLITE_ROW) {
+                        int64_t tid_row = sqlite3_column_int64(th, 0);
+                        struct q_thread *x;
+                        if (fp_grow((void **)&q->threads, &q->cap_threads, q->n_threads + 1,
+                                    sizeof(*q->threads)) < 0 ||
+                            fp_store_map_put(&q->thread_idx, (uint64_t)tid_row, q->n_threads + 1,
+                                             0) < 0) {
+                                r = oom(q);
+                                break;
+                        }
+                        x = &q->threads[q->n_threads++];
+                        *x = (struct q_thread){(uint32_t)(q->n_targets - 1),
+                                               (pid_t)sqlite3_column_int64(th, 1), dup_col(th, 2)};
+                        if (!x->name)
+                                r = oom(q);
+                }
+                if (r == 0 && rc != SQLITE_DONE)
+                        r = fp_store_db_fail(q->s, rc, "read threads");
+                sqlite3_reset(th);
+        }
+        sqlite3_finalize(st);
+        sqlite3_finalize(th);
+        return r;
+}
+
+/* Sums the samples of the matching buckets per (thread, stack). */
+static int aggregate(struct query *q)
+{
+        sqlite3_stmt *st = NULL;
+        int r = fp_store_prepare(q->s,
+                                 "SELECT thread_id, stack_id, count, value FROM samples"
+                                 " WHERE bucket_id = ?1 AND event_id = ?2",
+                                 &st);
+
+        for (size_t i = 0; r == 0 && i < q->n_matches; i++) {
+                const struct q_match *m = &q->matches[i];
+                int rc;
+
+                /* matches are ordered by bucket and event: read each pair once. */
+                if (i && m->bucket == q->matches[i - 1].bucket &&
+                    m->event == q->matches[i - 1].event)
+                        continue;
+                sqlite3_bind_int64(st, 1, m->bucket);
+                sqlite3_bind_int64(st, 2, m->event);
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                        int64_t thread = sqlite3_column_int64(st, 0);
+                        int64_t stack = sqlite3_column_int64(st, 1);
+                        int64_t count = sqlite3_column_int64(st, 2);
+                        int64_t value = sqlite3_column_int64(st, 3);
+                        struct fp_store_map_entry *e;
+                        uint64_t key;
+
+                        if (!fp_store_map_get(&q->thread_idx, (uint64_t)thread))
+                                continue; /* a thread of a target the filter left out */
+                        if (thread <= 0 || stack <= 0 || thread > UINT32_MAX ||
+                            stack > UINT32_MAX) {
+                                r = fp_store_db_failf(
+                                    q->s, -EOVERFLOW,
+                                    "Failed to query store '%s': row ids past 2^32", q->s->path);
+                                break;
+                        }
+                        key = (uint64_t)thread << 32 | (uint64_t)stack;
+                        e = fp_store_map_get(&q->agg, key);
+                        if (e) {
+                                e->a += (uint64_t)count;
+                                e->b += (uint64_t)value;
+                        } else if (fp_store_map_put(&q->agg, key, (uint64_t)count,
+                                                    (uint64_t)value) < 0) {
+                                r = oom(q);
+                                break;
+                        }
+                }
+                if (r == 0 && rc != SQLITE_DONE)
+                        r = fp_store_db_fail(q->s, rc, "read samples");
+                sqlite3_reset(st);
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
+static int inconsistent(struct query *q, const char *what, int64_t id)
+{
+        return fp_store_db_failf(q->s, -EBADMSG, "Store '%s' is inconsistent: %s %lld is missing",
+                                 q->s->path, what, (long long)id);
+}
+
+static int mapping_id(struct query *q, int64_t id, uint64_t *ret)
+{
+        struct fp_store_map_entry *e = fp_store_map_get(&q->mapping_ids, (uint64_t)id);
+        int rc, r = 0;
+
+        if (e) {
+                *ret = e->a;
+                return 0;
+        }
+        sqlite3_bind_int64(q->st_mapping, 1, id);
+        rc = sqlite3_step(q->st_mapping);
+        if (rc == SQLITE_ROW) {
+                r = fp_pprof_mapping(q->p, (uint64_t)sqlite3_column_int64(q->st_mapping, 2),
+                                     (uint64_t)sqlite3_column_int64(q->st_mapping, 3),
+                                     (uint64_t)sqlite3_column_int64(q->st_mapping, 4),
+                                     fp_store_col_text(q->st_mapping, 0),
+                                     fp_store_col_text(q->st_mapping, 1), ret);
+                if (r == 0 && fp_store_map_put(&q->mapping_ids, (uint64_t)id, *ret, 0) < 0)
+                        r = -ENOMEM;
+                if (r < 0)
+                        r = fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
+                                              strerror(-r));
+        } else {
+                r = rc == SQLITE_DONE ? inconsistent(q, "mapping", id)
+                                      : fp_store_db_fail(q->s, rc, "read a mapping");
+        }
+        sqlite3_reset(q->st_mapping);
+        return r;
+}
+
+static int function_id(struct query *q, int64_t id, uint64_t *ret)
+{
+        struct fp_store_map_entry *e = fp_store_map_get(&q->function_ids, (uint64_t)id);
+        int rc, r = 0;
+
+        if (e) {
+                *ret = e->a;
+                return 0;
+        }
+        sqlite3_bind_int64(q->st_function, 1, id);
+        rc = sqlite3_step(q->st_function);
+        if (rc == SQLITE_ROW) {
+                r = fp_pprof_function(q->p, fp_store_col_text(q->st_function, 0), NULL, ret);
+                if (r == 0 && fp_store_map_put(&q->function_ids, (uint64_t)id, *ret, 0) < 0)
+                        r = -ENOMEM;
+                if (r < 0)
+                        r = fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
+                                              strerror(-r));
+        } else {
+                r = rc == SQLITE_DONE ? inconsistent(q, "function", id)
+                                      : fp_store_db_fail(q->s, rc, "read a function");
+        }
+        sqlite3_reset(q->st_function);
+        return r;
+}
+
+static int frame_location(struct query *q, int64_t id, uint64_t *ret)
+{
+        struct fp_store_map_entry *e = fp_store_map_get(&q->frame_locs, (uint64_t)id);
+        int64_t mapping, function;
+        uint64_t address, mid = 0, fid = 0;
+        int rc, r;
+
+        if (e) {
+                *ret = e->a;
+                return 0;
+        }
+        sqlite3_bind_int64(q->st_frame, 1, id);
+        rc = sqlite3_step(q->st_frame);
+        mapping = sqlite3_column_int64(q->st_frame, 0);
+        function = sqlite3_column_int64(q->st_frame, 1);
+        address = (uint64_t)sqlite3_column_int64(q->st_frame, 2);
+        sqlite3_reset(q->st_frame);
+        if (rc != SQLITE_ROW)
+                return rc == SQLITE_DONE ? inconsistent(q, "frame", id)
+                                         : fp_store_db_fail(q->s, rc, "read a frame");
+        if (mapping && (r = mapping_id(q, mapping, &mid)) < 0)
+                return r;
+        if (function && (r = function_id(q, function, &fid)) < 0)
+                return r;
+        r = fp_pprof_location(q->p, mid, address, fid, ret);
+        if (r == 0 && fp_store_map_put(&q->frame_locs, (uint64_t)id, *ret, 0) < 0)
+                r = -ENOMEM;
+        if (r < 0)
+                return fp_store_db_failf(q->s, r, "Failed to build a profile: %s", strerror(-r));
+        return 0;
+}
+
+/* The pprof location ids of a stack: *ret_off into q->locs, *ret_n of them. */
+static int stack_locations(struct query *q, int64_t id, size_t *ret_off, size_t *ret_n)
+{
+        struct fp_store_map_entry *e = fp_store_map_get(&q->stack_locs, (uint64_t)id);
+        const uint8_t *p;
+        size_t len, off = q->n_locs;
+        int rc, r = 0;
+
+        if (e) {
+                *ret_off = e->a - 1;
+                *ret_n = e->b;
+                return 0;
+        }
+        sqlite3_bind_int64(q->st_stack, 1, id);
+        rc = sqlite3_step(q->st_stack);
+        if (rc != SQLITE_ROW) {
+                sqlite3_reset(q->st_stack);
+                return rc == SQLITE_DONE ? inconsistent(q, "stack", id)
+                                         : fp_store_db_fail(q->s, rc, "read a stack");
+        }
+        p = sqlite3_column_blob(q->st_stack, 0);
+        len = (size_t)sqlite3_column_bytes(q->st_stack, 0);
+        /* Decode the frame ids first: building locations runs other statements. */
+        if (fp_grow((void **)&q->locs, &q->cap_locs, off + len, sizeof(*q->locs)) < 0) {
+                sqlite3_reset(q->st_stack);
+                return oom(q);
+        }
+        for (size_t i = 0; i < len;) {
+                uint64_t v = 0;
+                unsigned shift = 0;
+                while (i < len && shift < 64) {
+                        v |= (uint64_t)(p[i] & 0x7f) << shift;
+                        shift += 7;
+                        if (!(p[i++] & 0x80))
+                                break;
+                }
+                q->locs[q->n_locs++] = v;
+        }
+        sqlite3_reset(q->st_stack);
+        for (size_t i = off; i < q->n_locs && r == 0; i++)
+                r = frame_location(q, (int64_t)q->locs[i], &q->locs[i]);
+        if (r == 0 && fp_store_map_put(&q->stack_locs, (uint64_t)id, off + 1, q->n_locs - off) < 0)
+                r = oom(q);
+        if (r < 0) {
+                q->n_locs = off;
+                return r;
+        }
+        *ret_off = off;
+        *ret_n = q->n_locs - off;
+        return 0;
+}
+
+static int add_samples(struct query *q)
+{
+        bool with_host = false;
+        int r;
+
+        for (size_t i = 1; i < q->n_targets; i++)
+                if (strcmp(q->targets[i].host, q->targets[0].host) != 0)
+                        with_host = true;
+        if ((r = fp_store_prepare(q->s, "SELECT frames FROM stacks WHERE id = ?1", &q->st_stack)) <
+                0 ||
+            (r = fp_store_prepare(
+                 q->s, "SELECT mapping_id, function_id, address FROM frames WHERE id = ?1",
+                 &q->st_frame)) < 0 ||
+            (r = fp_store_prepare(q->s,
+                                  "SELECT file, build_id, memory_start, memory_limit, file_offset"
+                                  " FROM mappings WHERE id = ?1",
+                                  &q->st_mapping)) < 0 ||
+            (r = fp_store_prepare(q->s, "SELECT name FROM functions WHERE id = ?1",
+                                  &q->st_function)) < 0)
+                return r;
+        for (size_t i = 0; i < q->agg.cap; i++) {
+                const struct fp_store_map_entry *e = &q->agg.e[i];
+                const struct q_thread *th;
+                const struct q_target *t;
+                struct fp_pprof_label labels[5];
+                int64_t values[2];
+                size_t off = 0, n = 0, n_labels = 0;
+
+                if (!e->key)
+                        continue;
+                th = &q->threads[fp_store_map_get(&q->thread_idx, e->key >> 32)->a - 1];
+                t = &q->targets[th->target];
+                r = stack_locations(q, (int64_t)(uint32_t)e->key, &off, &n);
+                if (r < 0)
+                        return r;
+                values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
+                values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
+                labels[n_labels++] = (struct fp_pprof_label){.key = "thread", .num = th->tid};
+                labels[n_labels++] = (struct fp_pprof_label){.key = "thread_name",
+                                                             .str = th->name[0] ? th->name : "?"};
+                labels[n_labels++] = (struct fp_pprof_label){.key = "pid", .num = t->pid};
+                labels[n_labels++] =
+                    (struct fp_pprof_label){.key = "process", .str = t->comm[0] ? t->comm : "?"};
+                if (with_host)
+                        labels[n_labels++] = (struct fp_pprof_label){.key = "host", .str = t->host};
+                r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
+                                        n_labels);
+                if (r < 0)
+                        return fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
+                                                 strerror(-r));
+        }
+        return 0;
+}
+
+static int set_types(struct query *q, const struct q_event *ref)
+{
+        struct fp_pprof *p = q->p;
+        const char *unit;
+        int r;
+
+        if (fp_pprof_n_sample_types(p) == 0) {
+                if ((r = fp_pprof_add_sample_type(p, ref->types[0], ref->types[1])) < 0 ||
+                    (r = fp_pprof_add_sample_type(p, ref->types[2], ref->types[3])) < 0)
+                        return fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
+                                                 strerror(-r));
+                if (ref->period_type[0]) {
+                        r = fp_pprof_set_period(p, ref->period_type, ref->period_unit, ref->period);
+                        if (r < 0)
+                                return fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
+                                                         strerror(-r));
+                }
+                return 0;
+        }
+        for (size_t i = 0; i < 2; i++) {
+                const char *type = fp_pprof_sample_type(p, i, &unit);
+                if (fp_pprof_n_sample_types(p) != 2 || !type ||
+                    strcmp(type, ref->types[2 * i]) != 0 ||
+                    strcmp(unit, ref->types[2 * i + 1]) != 0)
+                        return fp_store_db_failf(
+                            q->s, -EINVAL,
+                            "Failed to query store '%s': the profile's sample types "
+                            "differ from event '%s''s",
+                            q->s->path, ref->name);
+        }
+        return 0;
+}
+
+struct reason_sum {
+        char reason[64];
+        uint64_t count;
+};
+
+struct reasons {
+        struct reason_sum *v;
+        size_t n, cap;
+};
+
+static int sum_reason(void *userdata, const struct fp_store_drop *d)
+{
+        struct reasons *rs = userdata;
+        size_t i;
+
+        for (i = 0; i < rs->n; i++)
+                if (strncmp(rs->v[i].reason, d->reason, sizeof(rs->v[i].reason) - 1) == 0)
+                        break;
+        if (i == rs->n) {
+                if (fp_grow((void **)&rs->v, &rs->cap, rs->n + 1, sizeof(*rs->v)) < 0)
+                        return -ENOMEM;
+                rs->v[rs->n] = (struct reason_sum){.count = 0};
+                snprintf(rs->v[rs->n].reason, sizeof(rs->v[rs->n].reason), "%s", d->reason);
+                rs->n++;
+        }
+        rs->v[i].count += d->count;
+        return 0;
+}
+
+static int reason_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct reason_sum *)a)->reason,
+                      ((const struct reason_sum *)b)->reason);
+}
+
+static int add_drop_comments(struct query *q, const struct fp_store_filter *f)
+{
+        struct reasons rs = {0};
+        char line[128];
+        int r = fp_store_drop_rows(q->s, f, sum_reason, &rs);
+
+        if (r == -ENOMEM)
+                r = oom(q);
+        if (r >= 0) {
+                r = 0;
+                if (rs.n)
+                        qsort(rs.v, rs.n, sizeof(*rs.v), reason_cmp);
+                for (size_t i = 0; i < rs.n && r == 0; i++) {
+                        if (!rs.v[i].count)
+                                continue;
+                        snprintf(line, sizeof(line), "dropped %s: %llu", rs.v[i].reason,
+                                 (unsigned long long)rs.v[i].count);
+                        r = fp_pprof_add_comment(q->p, line);
+                        if (r < 0)
+                                r = fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
+                                                      strerror(-r));
+                }
+        }
+        free(rs.v);
+        return r;
+}
+
+static void set_time(struct query *q)
+{
+        int64_t start = INT64_MAX, end = INT64_MIN, t0, d0;
+
+        for (size_t i = 0; i < q->n_matches; i++) {
+                const struct q_match *m = &q->matches[i];
+                if (m->start_ns < start)
+                        start = m->start_ns;
+                if (m->start_ns + m->length_ns > end)
+                        end = m->start_ns + m->length_ns;
+        }
+        if (!q->n_matches)
+                return;
+        fp_pprof_get_time(q->p, &t0, &d0);
+        if (t0 || d0) {
+                if (t0 < start)
+                        start = t0;
+                if (t0 + d0 > end)
+                        end = t0 + d0;
+        }
+        fp_pprof_set_time(q->p, start, end - start);
+}
+
+int fp_store_query_pprof(struct fp_store *s, const struct fp_store_filter *f, struct fp_pprof *p)
+{
+        struct fp_store_filter none = {0};
+        struct query q = {.s = s, .p = p};
+        const struct q_event *ref = NULL;
+        int r;
+
+        if (!p)
+                return -EINVAL;
+        if (!f)
+                f = &none;
+        s->errmsg[0] = '\0';
+        r = fp_store_read_begin(s);
+        if (r < 0)
+                return r;
+        if ((r = load_events(&q)) < 0 || (r = find_matches(&q, f, &ref)) < 0)
+                goto out;
+        if (ref) {
+                if ((r = set_types(&q, ref)) < 0 || (r = load_targets(&q)) < 0 ||
+                    (r = aggregate(&q)) < 0 || (r = add_samples(&q)) < 0)
+                        goto out;
+                set_time(&q);
+                /* The first target's executable is the profile's main binary;
+                 * -ENOENT (no sample in it) leaves the first mapping. */
+                if (q.n_targets > 0)
+                        (void)fp_pprof_set_main_binary(p, q.targets[0].exe);
+        }
+        r = add_drop_comments(&q, f);
+        if (r == 0)
+                r = q.agg.n > INT32_MAX ? INT32_MAX : (int)q.agg.n;
+out:
+        query_free(&q);
+        fp_store_read_end(s);
+        return r;
+}
