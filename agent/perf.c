@@ -696,3 +696,87 @@ bool fp_perf_have_hw_pmu(void)
         return access("/sys/bus/event_source/devices/cpu", F_OK) == 0 ||
                access("/sys/bus/event_source/devices/cpu_core", F_OK) == 0;
 }
+
+/* ---- what a refusal means, for the user ---- */
+
+const char *fp_perf_explain_error(int r, const struct fp_perf_config *cfg, char *buf, size_t len)
+{
+        switch (r) {
+        case -ENOENT:
+        case -EOPNOTSUPP:
+        case -ENODEV:
+                if (cfg->event.type == PERF_TYPE_HARDWARE || cfg->event.type == PERF_TYPE_RAW)
+                        snprintf(buf, len, "event '%s' is not supported on this machine%s",
+                                 cfg->event.name,
+                                 fp_perf_have_hw_pmu() ? "" : ": no hardware PMU is exposed");
+                else
+                        snprintf(buf, len, "event '%s' is not supported on this machine",
+                                 cfg->event.name);
+                return buf;
+        case -EACCES:
+        case -EPERM:
+                if (cfg->kernel_frames && fp_perf_paranoid() > 1 && !fp_perf_capable())
+                        snprintf(buf, len,
+                                 "kernel frames (--kernel) are not permitted: "
+                                 "perf_event_paranoid is %d and the agent has neither CAP_PERFMON "
+                                 "nor CAP_SYS_ADMIN (grant one, or set perf_event_paranoid to 1)",
+                                 fp_perf_paranoid());
+                else
+                        snprintf(buf, len,
+                                 "perf_event_open refused (perf_event_paranoid is %d; the agent "
+                                 "needs root or CAP_PERFMON)",
+                                 fp_perf_paranoid());
+                return buf;
+        case -EINVAL:
+                snprintf(buf, len, "the kernel rejected event '%s' with these settings",
+                         cfg->event.name);
+                return buf;
+        case -EMFILE:
+        case -ENFILE:
+                snprintf(buf, len, "out of file descriptors");
+                return buf;
+        default:
+                snprintf(buf, len, "%s", strerror(-r));
+                return buf;
+        }
+}
+
+int fp_perf_check_events(struct fp_perf_config *cfg, pid_t pid, char *left_out, size_t left_len,
+                         char *err, size_t err_len)
+{
+        struct fp_perf_config one = *cfg;
+        char reason[256];
+        unsigned kept = 0;
+        /* Kernel mode only matters when --kernel insists on it; else open falls back. */
+        bool exclude_kernel = !cfg->kernel_frames;
+
+        for (unsigned i = 0; i <= cfg->n_members; i++) {
+                const struct fp_perf_event *e = i ? &cfg->members[i - 1] : &cfg->event;
+                int r = fp_perf_probe_event(e, pid, exclude_kernel);
+                bool missing = r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV;
+
+                if (r == -ESRCH) {
+                        snprintf(err, err_len, "no such process: %d", (int)pid);
+                        return r;
+                }
+                if (r < 0 && (!missing || i == 0 || !cfg->best_effort)) {
+                        one.event = *e;
+                        snprintf(err, err_len, "%s%s",
+                                 fp_perf_explain_error(r, &one, reason, sizeof(reason)),
+                                 missing && i == 0 && cfg->best_effort
+                                     ? " (it leads the group, so --best-effort cannot leave it "
+                                       "out: put an available event first)"
+                                     : "");
+                        return r;
+                }
+                if (r < 0) {
+                        size_t off = strlen(left_out);
+                        snprintf(left_out + off, left_len - off, "%s%s", off ? "," : "", e->name);
+                        continue;
+                }
+                if (i)
+                        cfg->members[kept++] = *e;
+        }
+        cfg->n_members = kept;
+        return 0;
+}

@@ -239,3 +239,19 @@ bool fp_perf_have_hw_pmu(void);
 /* Whether this process may sample kernel mode at any paranoid level (CAP_PERFMON or CAP_SYS_ADMIN).
  */
 bool fp_perf_capable(void);
+
+/*
+ * One line for the user on why perf_event_open refused cfg's event with r
+ * (-errno): an event the machine lacks (and whether it exposes a hardware
+ * PMU at all), the paranoid level and capabilities, and so on. Written
+ * into buf, which is returned.
+ */
+const char *fp_perf_explain_error(int r, const struct fp_perf_config *cfg, char *buf, size_t len);
+/*
+ * Checks that the machine has every event of cfg's group, opening each on
+ * pid once. A member it lacks is left out with cfg->best_effort (its name
+ * appended to left_out, comma-separated, and cfg's members compacted) or
+ * fails; a leader it lacks always fails. 0 or -errno with one line in err.
+ */
+int fp_perf_check_events(struct fp_perf_config *cfg, pid_t pid, char *left_out, size_t left_len,
+                         char *err, size_t err_len);

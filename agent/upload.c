@@ -15,6 +15,7 @@
  * events call curl_multi_socket_action().
  */
 #include "upload.h"
+#include "upload_contract.h"
 #include "targetconf.h"
 #include "log.h"
 #include "pprof.h"
@@ -48,7 +49,9 @@ struct item {
         struct fp_uploader *u;
         pid_t pid;
         uint64_t starttime;
-        char *comm, *exe, *event, *drops, *host;
+        char *comm, *exe, *event, *host;
+        struct fp_upload_drop *drops; /* what the series lost over the round's range */
+        size_t n_drops;
         uint8_t *body;
         size_t len;
         uint64_t samples;
@@ -150,15 +153,31 @@ struct series_acc {
         int err;
 };
 
-static int add_drop_text(void *userdata, const struct fp_store_drop *d)
+/* Sums a stored drop row into the item's drops (reasons past the contract's cap: "other"). */
+static int add_drop(void *userdata, const struct fp_store_drop *d)
 {
-        char **text = userdata;
-        char *next = NULL;
-        if (asprintf(&next, "%s%s%s:%" PRIu64, *text ? *text : "", *text ? "," : "", d->reason,
-                     d->count) < 0)
-                return -ENOMEM;
-        free(*text);
-        *text = next;
+        struct item *it = userdata;
+        size_t i;
+
+        for (i = 0; i < it->n_drops; i++)
+                if (strcmp(it->drops[i].reason, d->reason) == 0)
+                        break;
+        if (i == it->n_drops) {
+                if (!it->drops) {
+                        it->drops = calloc(FP_UPLOAD_MAX_DROPS, sizeof(*it->drops));
+                        if (!it->drops)
+                                return -ENOMEM;
+                }
+                if (it->n_drops == FP_UPLOAD_MAX_DROPS) {
+                        i = FP_UPLOAD_MAX_DROPS - 1;
+                        snprintf(it->drops[i].reason, sizeof(it->drops[i].reason), "other");
+                } else {
+                        it->n_drops++;
+                        snprintf(it->drops[i].reason, sizeof(it->drops[i].reason), "%s",
+                                 d->reason);
+                }
+        }
+        it->drops[i].count += d->count;
         return 0;
 }
 
@@ -217,7 +236,7 @@ static int build_item(void *userdata, const struct fp_store_series *se)
         fp_targetconf_event(se->config, 0, leader, sizeof(leader));
         it.counter = leader[0] && strcmp(leader, se->event) != 0;
         if (!it.counter)
-                (void)fp_store_drop_totals(a->store, &f, add_drop_text, &it.drops);
+                (void)fp_store_drop_totals(a->store, &f, add_drop, &it);
         it.pid = se->pid;
         it.starttime = se->starttime;
         it.comm = strdup(se->comm ? se->comm : "");
@@ -482,50 +501,49 @@ static size_t on_response(char *data, size_t size, size_t nmemb, void *userdata)
         return n;
 }
 
-/* Appends "&key=escaped(value)" to a malloc'd URL. */
-static int url_add(CURL *easy, char **url, const char *key, const char *value)
+/* The item's upload URL: the collector's, the contract's path and query. */
+static int item_url(const struct fp_uploader *u, const struct round *r, const struct item *it,
+                    char **ret)
 {
-        char *esc = curl_easy_escape(easy, value, 0);
-        char *next = NULL;
-        if (!esc)
+        struct fp_upload_meta *m = calloc(1, sizeof(*m));
+        char *query = NULL;
+        int e;
+
+        if (!m)
                 return -ENOMEM;
-        int n = asprintf(&next, "%s%c%s=%s", *url, strchr(*url, '?') ? '&' : '?', key, esc);
-        curl_free(esc);
-        if (n < 0)
-                return -ENOMEM;
-        free(*url);
-        *url = next;
-        return 0;
+        snprintf(m->host, sizeof(m->host), "%s", it->host);
+        m->pid = it->pid;
+        m->starttime = it->starttime;
+        snprintf(m->comm, sizeof(m->comm), "%s", it->comm);
+        snprintf(m->exe, sizeof(m->exe), "%s", it->exe);
+        snprintf(m->event, sizeof(m->event), "%s", it->event);
+        snprintf(m->agent, sizeof(m->agent), "%s", FP_VERSION);
+        m->from_ns = r->from_ns;
+        m->to_ns = r->to_ns;
+        m->n_drops = it->n_drops;
+        for (size_t i = 0; i < it->n_drops; i++)
+                m->drops[i] = it->drops[i];
+        e = fp_upload_encode_query(m, &query);
+        free(m);
+        if (e < 0)
+                return e;
+        e = asprintf(ret, "%s%s?%s", u->url, FP_UPLOAD_PATH, query) < 0 ? -ENOMEM : 0;
+        free(query);
+        return e;
 }
 
 static int item_start(struct fp_uploader *u, struct round *r, struct item *it)
 {
-        char num[3][32], *url = NULL, hdr[300];
+        char *url = NULL, hdr[300];
         int e = 0;
 
         it->u = u;
         it->easy = curl_easy_init();
-        if (!it->easy || asprintf(&url, "%s/api/v1/ingest", u->url) < 0)
+        if (!it->easy)
                 return -ENOMEM;
-        snprintf(num[0], sizeof(num[0]), "%d", (int)it->pid);
-        snprintf(num[1], sizeof(num[1]), "%" PRIu64, it->starttime);
-        snprintf(num[2], sizeof(num[2]), "%" PRId64, r->from_ns);
-        char to[32];
-        snprintf(to, sizeof(to), "%" PRId64, r->to_ns);
-        if ((e = url_add(it->easy, &url, "host", it->host)) < 0 ||
-            (e = url_add(it->easy, &url, "pid", num[0])) < 0 ||
-            (e = url_add(it->easy, &url, "starttime", num[1])) < 0 ||
-            (e = url_add(it->easy, &url, "comm", it->comm)) < 0 ||
-            (e = url_add(it->easy, &url, "exe", it->exe)) < 0 ||
-            (e = url_add(it->easy, &url, "event", it->event)) < 0 ||
-            (e = url_add(it->easy, &url, "from", num[2])) < 0 ||
-            (e = url_add(it->easy, &url, "to", to)) < 0 ||
-            (e = url_add(it->easy, &url, "agent", FP_VERSION)) < 0 ||
-            (it->drops && (e = url_add(it->easy, &url, "drops", it->drops)) < 0)) {
-                free(url);
+        if ((e = item_url(u, r, it, &url)) < 0)
                 return e;
-        }
-        snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", it->key);
+        snprintf(hdr, sizeof(hdr), FP_UPLOAD_KEY_HEADER ": %s", it->key);
         it->headers = curl_slist_append(it->headers, hdr);
         it->headers = curl_slist_append(it->headers, "Content-Type: application/octet-stream");
         it->headers = curl_slist_append(it->headers, "Expect:");

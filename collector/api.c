@@ -2,6 +2,7 @@
 /*
  * The JSON and pprof API handlers; see api.h for what each answers.
  */
+#include "upload_contract.h"
 #include "api.h"
 #include "log.h"
 #include "filter.h"
@@ -24,13 +25,73 @@
 
 /* ---- ingest ---- */
 
+/* An upload queued for the writer, answered when its group is written. */
+struct pending_upload {
+        struct fp_coll_server *s;
+        struct evhttp_request *req; /* NULL: the client hung up (its upload is still stored) */
+        struct evhttp_connection *evcon;
+        uint64_t samples;
+};
+
+static void on_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+        struct pending_upload *pu = arg;
+
+        (void)evcon;
+        pu->req = NULL;
+        pu->evcon = NULL;
+}
+
+/*
+ * The writer's answer for one upload: counted, then 200 "stored" or
+ * "duplicate", or 503 when the store failed (the agent retries).
+ */
+static void on_stored(void *userdata, int result)
+{
+        struct pending_upload *pu = userdata;
+        struct fp_coll_server *s = pu->s;
+        struct evbuffer *b;
+
+        if (result == 0) {
+                s->st.uploads_stored++;
+                s->st.samples_stored += pu->samples;
+        } else if (result == -EALREADY) {
+                s->st.uploads_duplicate++;
+        } else {
+                s->st.uploads_failed++;
+        }
+        fp_coll_writeq_stats(s->writeq, &s->st.store_ns, &s->st.groups);
+        if (!pu->req)
+                goto out;
+        evhttp_connection_set_closecb(pu->evcon, NULL, NULL);
+        if (result < 0 && result != -EALREADY) {
+                fp_coll_reply_error(pu->req, 503, "cannot store the upload now: %s",
+                                    strerror(-result));
+                goto out;
+        }
+        b = evbuffer_new();
+        if (!b) {
+                fp_coll_reply_error(pu->req, 503, "out of memory");
+                goto out;
+        }
+        if (result == 0)
+                evbuffer_add_printf(b, "{\"status\": \"stored\", \"samples\": %" PRIu64 "}\n",
+                                    pu->samples);
+        else
+                evbuffer_add_printf(b, "{\"status\": \"duplicate\"}\n");
+        fp_coll_reply(pu->req, 200, "application/json", b);
+        evbuffer_free(b);
+out:
+        free(pu);
+}
+
 void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
 {
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
         const char *key =
             evhttp_find_header(evhttp_request_get_input_headers(req), "Idempotency-Key");
-        struct fp_coll_meta *meta = NULL;
+        struct fp_upload_meta *meta = NULL;
         struct fp_store_batch *batch = NULL;
         size_t len = evbuffer_get_length(in);
         uint64_t samples = 0;
@@ -44,10 +105,10 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
         }
-        r = fp_coll_ingest_parse_meta(uri ? evhttp_uri_get_query(uri) : NULL, meta, err,
+        r = fp_upload_parse_query(uri ? evhttp_uri_get_query(uri) : NULL, meta, err,
                                       sizeof(err));
         if (r == 0 && key)
-                r = fp_coll_ingest_check_key(key, err, sizeof(err));
+                r = fp_upload_check_key(key, err, sizeof(err));
         if (r < 0) {
                 s->st.uploads_rejected++;
                 fp_coll_reply_error(req, r == -ENOMEM ? 503 : 400, "%s", err);
@@ -77,7 +138,19 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 goto out;
         }
         /* Written by the writer thread with the uploads queued beside it, then answered. */
-        r = fp_coll_writeq_add(s->writeq, req, batch, samples);
+        struct pending_upload *pu = calloc(1, sizeof(*pu));
+        r = pu ? 0 : -ENOMEM;
+        if (pu) {
+                pu->s = s;
+                pu->req = req;
+                pu->evcon = evhttp_request_get_connection(req);
+                pu->samples = samples;
+                r = fp_coll_writeq_add(s->writeq, batch, on_stored, pu);
+                if (r < 0)
+                        free(pu);
+                else if (pu->evcon)
+                        evhttp_connection_set_closecb(pu->evcon, on_conn_closed, pu);
+        }
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "%s",
                                     r == -EBUSY ? "too many uploads are waiting to be stored; "
@@ -210,26 +283,13 @@ static int series_json(void *userdata, const struct fp_store_series *se,
         return 0;
 }
 
-int fp_coll_api_parse_filter(struct evhttp_request *req, struct fp_coll_filter *f)
-{
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-        char err[256];
-        int r;
-
-        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL,
-                                 (int64_t)fp_now_ns(CLOCK_REALTIME), f, err, sizeof(err));
-        if (r < 0)
-                fp_coll_reply_error(req, 400, "%s", err);
-        return r;
-}
-
 void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req)
 {
         struct fp_coll_filter f;
         struct evbuffer *b;
         int r;
 
-        if (fp_coll_api_parse_filter(req, &f) < 0)
+        if (fp_coll_filter_from_request(req, &f) < 0)
                 return;
         b = evbuffer_new();
         if (!b) {
@@ -266,7 +326,7 @@ void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req)
         size_t len = 0;
         int r;
 
-        if (fp_coll_api_parse_filter(req, &f) < 0)
+        if (fp_coll_filter_from_request(req, &f) < 0)
                 return;
         p = fp_pprof_new();
         if (!p) {

@@ -33,7 +33,6 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req);
 
 /* The read filter of req's query string (filter.h); answers 400 itself when it is bad. */
 struct fp_coll_filter;
-int fp_coll_api_parse_filter(struct evhttp_request *req, struct fp_coll_filter *f);
 
 /*
  * The series and drop totals a filter selects, for the JSON listing and

@@ -3,6 +3,7 @@
  * Read-query parsing; see filter.h.
  */
 #include "filter.h"
+#include "http.h"
 #include "settings.h"
 #include "escape.h"
 #include "util.h"
@@ -153,5 +154,18 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
 out:
         evhttp_clear_headers(&q);
         free(f);
+        return r;
+}
+
+int fp_coll_filter_from_request(struct evhttp_request *req, struct fp_coll_filter *f)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        char err[256];
+        int r;
+
+        r = fp_coll_filter_parse(uri ? evhttp_uri_get_query(uri) : NULL,
+                                 (int64_t)fp_now_ns(CLOCK_REALTIME), f, err, sizeof(err));
+        if (r < 0)
+                fp_coll_reply_error(req, 400, "%s", err);
         return r;
 }

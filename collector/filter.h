@@ -33,3 +33,10 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                          size_t errlen);
 /* A TIME as above into nanoseconds. 0 or -EINVAL. */
 int fp_coll_parse_time(const char *s, int64_t now_ns, int64_t *ret);
+
+struct evhttp_request;
+/*
+ * The filter of a read request's query string; on a bad one answers 400
+ * with the reason and returns -EINVAL.
+ */
+int fp_coll_filter_from_request(struct evhttp_request *req, struct fp_coll_filter *f);

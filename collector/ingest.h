@@ -25,43 +25,7 @@
 #include <sys/types.h>
 
 struct fp_store_batch;
-
-#define FP_COLL_MAX_DROPS 32 /* distinct drop reasons one upload may carry */
-
-struct fp_coll_drop {
-        char reason[64];
-        uint64_t count;
-};
-
-/* The upload's query parameters, validated. */
-struct fp_coll_meta {
-        char host[256];
-        pid_t pid;
-        uint64_t starttime;
-        char comm[256];
-        char exe[4096];
-        char event[128];
-        char agent[64];
-        int64_t from_ns, to_ns;
-        struct fp_coll_drop drops[FP_COLL_MAX_DROPS];
-        size_t n_drops;
-};
-
-/*
- * Parses and checks the query string of an ingest request (the part after
- * '?', already split off; NULL is an empty one). host, pid, starttime,
- * event, from and to are required; comm, exe, agent and drops optional;
- * unknown parameters are refused (a typo would otherwise lose data
- * silently). Returns 0, or -EINVAL with one line in err.
- */
-int fp_coll_ingest_parse_meta(const char *query, struct fp_coll_meta *ret, char *err,
-                              size_t errlen);
-
-/*
- * Checks an Idempotency-Key header value: 1 to 128 printable ASCII
- * characters. 0 or -EINVAL with one line in err.
- */
-int fp_coll_ingest_check_key(const char *key, char *err, size_t errlen);
+struct fp_upload_meta;
 
 /*
  * Decodes body (gzip profile.proto, at most max_decompressed bytes once
@@ -71,6 +35,6 @@ int fp_coll_ingest_check_key(const char *key, char *err, size_t errlen);
  * is not what an agent sends), -EFBIG (decompressed size over the limit),
  * -ENOMEM, each with one line in err. *ret is untouched on failure.
  */
-int fp_coll_ingest_build(const struct fp_coll_meta *meta, const uint8_t *body, size_t len,
+int fp_coll_ingest_build(const struct fp_upload_meta *meta, const uint8_t *body, size_t len,
                          size_t max_decompressed, struct fp_store_batch **ret,
                          uint64_t *ret_samples, char *err, size_t errlen);

@@ -198,7 +198,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         if (r == FP_STORE_RECOVERED)
                 fp_log(LOG_WARNING, "%s", err);
-        r = fp_coll_writeq_new(s, wstore, c->retention_s, &s->writeq);
+        r = fp_coll_writeq_new(base, wstore, c->retention_s, &s->writeq);
         if (r < 0) {
                 fp_errf(err, errlen, 0, "Failed to start the writer thread: %s", strerror(-r));
                 goto fail;

@@ -81,7 +81,7 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
         struct page pg = {0};
         int r;
 
-        if (fp_coll_api_parse_filter(req, &f) < 0)
+        if (fp_coll_filter_from_request(req, &f) < 0)
                 return;
         pg.b = evbuffer_new();
         if (!pg.b) {
@@ -125,7 +125,7 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
         FILE *mem;
         int r;
 
-        if (fp_coll_api_parse_filter(req, &f) < 0)
+        if (fp_coll_filter_from_request(req, &f) < 0)
                 return;
         p = fp_pprof_new();
         b = evbuffer_new();

@@ -16,13 +16,10 @@
 #include "writeq.h"
 #include "util.h"
 #include "log.h"
-#include "http.h"
 #include "store.h"
 
 #include <errno.h>
-#include <event2/buffer.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -35,15 +32,14 @@
 
 struct job {
         struct job *next;
-        struct evhttp_request *req; /* NULL: the client hung up */
-        struct evhttp_connection *evcon;
         struct fp_store_batch *batch;
-        uint64_t samples;
+        fp_coll_writeq_done_fn done;
+        void *userdata;
         int result;
 };
 
 struct fp_coll_writeq {
-        struct fp_coll_server *s;
+        struct event_base *base;
         struct fp_store *store; /* the writer thread's */
         uint64_t retention_s;
         int efd;
@@ -152,49 +148,6 @@ static void *thread_main(void *arg)
 
 /* ---- loop thread ---- */
 
-static void on_conn_closed(struct evhttp_connection *evcon, void *arg)
-{
-        struct job *j = arg;
-
-        (void)evcon;
-        j->req = NULL;
-        j->evcon = NULL;
-}
-
-static void answer(struct fp_coll_server *s, struct job *j)
-{
-        struct evbuffer *b;
-
-        if (j->result == 0) {
-                s->st.uploads_stored++;
-                s->st.samples_stored += j->samples;
-        } else if (j->result == -EALREADY) {
-                s->st.uploads_duplicate++;
-        } else {
-                s->st.uploads_failed++;
-        }
-        if (!j->req)
-                return;
-        evhttp_connection_set_closecb(j->evcon, NULL, NULL);
-        if (j->result < 0 && j->result != -EALREADY) {
-                fp_coll_reply_error(j->req, 503, "cannot store the upload now: %s",
-                                    strerror(-j->result));
-                return;
-        }
-        b = evbuffer_new();
-        if (!b) {
-                fp_coll_reply_error(j->req, 503, "out of memory");
-                return;
-        }
-        if (j->result == 0)
-                evbuffer_add_printf(b, "{\"status\": \"stored\", \"samples\": %" PRIu64 "}\n",
-                                    j->samples);
-        else
-                evbuffer_add_printf(b, "{\"status\": \"duplicate\"}\n");
-        fp_coll_reply(j->req, 200, "application/json", b);
-        evbuffer_free(b);
-}
-
 static void deliver(struct fp_coll_writeq *q)
 {
         struct job *list;
@@ -203,14 +156,12 @@ static void deliver(struct fp_coll_writeq *q)
         list = q->done;
         q->done = NULL;
         q->done_tail = &q->done;
-        q->s->st.store_ns = q->store_ns;
-        q->s->st.groups = q->groups;
         pthread_mutex_unlock(&q->lock);
         while (list) {
                 struct job *j = list;
 
                 list = j->next;
-                answer(q->s, j);
+                j->done(j->userdata, j->result);
                 fp_store_batch_free(j->batch);
                 free(j);
                 pthread_mutex_lock(&q->lock);
@@ -230,7 +181,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         deliver(arg);
 }
 
-int fp_coll_writeq_new(struct fp_coll_server *s, struct fp_store *store, uint64_t retention_s,
+int fp_coll_writeq_new(struct event_base *base, struct fp_store *store, uint64_t retention_s,
                        struct fp_coll_writeq **ret)
 {
         struct fp_coll_writeq *q = calloc(1, sizeof(*q));
@@ -238,7 +189,7 @@ int fp_coll_writeq_new(struct fp_coll_server *s, struct fp_store *store, uint64_
 
         if (!q)
                 return -ENOMEM;
-        q->s = s;
+        q->base = base;
         q->store = store;
         q->retention_s = retention_s;
         q->efd = -1;
@@ -251,7 +202,7 @@ int fp_coll_writeq_new(struct fp_coll_server *s, struct fp_store *store, uint64_
                 r = -errno;
                 goto fail;
         }
-        q->ev_done = event_new(s->base, q->efd, EV_READ | EV_PERSIST, on_done, q);
+        q->ev_done = event_new(base, q->efd, EV_READ | EV_PERSIST, on_done, q);
         if (!q->ev_done || event_add(q->ev_done, NULL) < 0) {
                 r = -ENOMEM;
                 goto fail;
@@ -290,8 +241,16 @@ void fp_coll_writeq_free(struct fp_coll_writeq *q)
         free(q);
 }
 
-int fp_coll_writeq_add(struct fp_coll_writeq *q, struct evhttp_request *req,
-                       struct fp_store_batch *batch, uint64_t samples)
+void fp_coll_writeq_stats(struct fp_coll_writeq *q, uint64_t *ret_store_ns, uint64_t *ret_groups)
+{
+        pthread_mutex_lock(&q->lock);
+        *ret_store_ns = q->store_ns;
+        *ret_groups = q->groups;
+        pthread_mutex_unlock(&q->lock);
+}
+
+int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_store_batch *batch,
+                       fp_coll_writeq_done_fn done, void *userdata)
 {
         struct job *j;
 
@@ -304,12 +263,9 @@ int fp_coll_writeq_add(struct fp_coll_writeq *q, struct evhttp_request *req,
         j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        j->req = req;
-        j->evcon = evhttp_request_get_connection(req);
         j->batch = batch;
-        j->samples = samples;
-        if (j->evcon)
-                evhttp_connection_set_closecb(j->evcon, on_conn_closed, j);
+        j->done = done;
+        j->userdata = userdata;
         pthread_mutex_lock(&q->lock);
         q->queued++;
         *q->todo_tail = j;

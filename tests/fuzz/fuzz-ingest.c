@@ -6,7 +6,7 @@
  * of a plain profile.proto reach the protobuf decoder and the checks
  * after it (mutated gzip mostly stops at the CRC); gzip inputs go in as
  * they are. The input is also, as a NUL-terminated string, a query
- * string for fp_coll_ingest_parse_meta(). Neither may crash, leak or read
+ * string for fp_upload_parse_query(). Neither may crash, leak or read
  * out of bounds, whatever the bytes; a body they accept must make a
  * batch the store would take.
  *
@@ -14,6 +14,7 @@
  * over the committed seed corpus (tests/fuzz/corpus/ingest) in every
  * build, as the ctest fuzz/ingest-replay.
  */
+#include "upload_contract.h"
 #include "ingest.h"
 #include "store.h"
 
@@ -57,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         static const char query[] = "host=fuzz&pid=1&starttime=2&comm=c&exe=/e&event=cpu-clock"
                                     "&from=1000&to=2000&agent=f&drops=throttled:1";
-        struct fp_coll_meta *meta = malloc(sizeof(*meta));
+        struct fp_upload_meta *meta = malloc(sizeof(*meta));
         struct fp_store_batch *b = NULL;
         uint64_t samples = 0;
         char err[256], *text;
@@ -75,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
                 body = gz;
         }
-        if (fp_coll_ingest_parse_meta(query, meta, err, sizeof(err)) != 0)
+        if (fp_upload_parse_query(query, meta, err, sizeof(err)) != 0)
                 abort(); /* the fixed parameters are valid */
         if (fp_coll_ingest_build(meta, body, body_len, 8 << 20, &b, &samples, err, sizeof(err)) ==
             0) {
@@ -89,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (text) {
                 memcpy(text, data, size);
                 text[size] = 0;
-                (void)fp_coll_ingest_parse_meta(text, meta, err, sizeof(err));
+                (void)fp_upload_parse_query(text, meta, err, sizeof(err));
                 free(text);
         }
         free(gz);

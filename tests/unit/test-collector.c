@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "upload_contract.h"
 #include "filter.h"
 #include "fp-test.h"
 #include "ingest.h"
@@ -115,10 +116,10 @@ static const char good_query[] = "host=web-1.example&pid=42&starttime=99&comm=ng
 
 static void test_meta(void)
 {
-        struct fp_coll_meta *m = malloc(sizeof(*m));
+        struct fp_upload_meta *m = malloc(sizeof(*m));
         char err[256];
 
-        FP_CHECK_EQ_INT(fp_coll_ingest_parse_meta(good_query, m, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(good_query, m, err, sizeof(err)), 0);
         FP_CHECK_EQ_STR(m->host, "web-1.example");
         FP_CHECK_EQ_INT(m->pid, 42);
         FP_CHECK_EQ_INT(m->starttime, 99);
@@ -150,15 +151,15 @@ static void test_meta(void)
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 err[0] = 0;
-                FP_CHECK_EQ_INT(fp_coll_ingest_parse_meta(bad[i].query, m, err, sizeof(err)),
+                FP_CHECK_EQ_INT(fp_upload_parse_query(bad[i].query, m, err, sizeof(err)),
                                 -EINVAL);
                 if (!strstr(err, bad[i].says))
                         fprintf(stderr, "query %zu: '%s' does not say '%s'\n", i, err, bad[i].says);
                 FP_CHECK(strstr(err, bad[i].says) != NULL);
         }
-        FP_CHECK_EQ_INT(fp_coll_ingest_check_key("abc-123", err, sizeof(err)), 0);
-        FP_CHECK_EQ_INT(fp_coll_ingest_check_key("", err, sizeof(err)), -EINVAL);
-        FP_CHECK_EQ_INT(fp_coll_ingest_check_key("a b", err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_upload_check_key("abc-123", err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_upload_check_key("", err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_upload_check_key("a b", err, sizeof(err)), -EINVAL);
         free(m);
 }
 
@@ -196,14 +197,14 @@ static int make_profile(unsigned n_stacks, int types, uint8_t **ret, size_t *ret
 
 static void test_build(void)
 {
-        struct fp_coll_meta *m = malloc(sizeof(*m));
+        struct fp_upload_meta *m = malloc(sizeof(*m));
         struct fp_store_batch *b = NULL;
         uint8_t *body = NULL;
         size_t len = 0;
         uint64_t samples = 0;
         char err[256];
 
-        FP_CHECK_EQ_INT(fp_coll_ingest_parse_meta(good_query, m, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(good_query, m, err, sizeof(err)), 0);
         FP_CHECK_EQ_INT(make_profile(10, 2, &body, &len), 0);
         FP_CHECK_EQ_INT(fp_coll_ingest_build(m, body, len, 0, &b, &samples, err, sizeof(err)), 0);
         FP_CHECK(b != NULL);

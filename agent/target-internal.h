@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What target.c (rings, start, accessors), threads.c (the thread table)
+ * and export.c (buckets to pprof and store batches) share: the target's
+ * and its threads' records. Not for other modules.
+ */
+#pragma once
+
+#include "aggregate.h"
+#include "target.h"
+
+#include <event2/util.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fp_maps;
+struct fp_agg;
+
+#define MAX_FRAMES      512
+#define RESCAN_INTERVAL 1 /* seconds */
+#define COMM_LEN        16
+#define RETRY_MAX       16 /* threads waiting for another attach attempt */
+#define RETRY_TRIES     5  /* attempts, RETRY_USEC apart */
+#define RETRY_USEC      2000
+#define LATENCY_RING    512 /* attach latencies kept for the percentiles */
+#define PRUNE_MIN       64  /* dead thread records worth a pruning pass */
+
+struct fp_thread {
+        struct fp_target *target;
+        pid_t tid;
+        char comm[COMM_LEN];
+        bool live;
+        bool exited;        /* detached because it exited: a rescan never reattaches it */
+        uint64_t attach_ns; /* CLOCK_MONOTONIC of the last attach */
+        bool exit_pending;  /* EXIT seen inside a drain: detached right after it */
+        struct fp_perf_ring sampler, sideband;
+        struct event *ev_sampler, *ev_sideband;
+};
+
+struct fp_target {
+        struct event_base *base;
+        struct fp_symcache *cache;
+        pid_t pid;
+        uint64_t starttime;
+        char comm[COMM_LEN];
+        char *exe;
+        struct fp_perf_config cfg;
+        struct fp_thread **threads; /* every thread ever attached, live or dead */
+        size_t n_threads, cap_threads;
+        struct fp_maps *maps;
+        struct fp_agg *agg;
+        struct event *ev_rescan;
+        struct fp_target_stats st;
+        struct fp_target_stats st_bucketed; /* st when the last bucket was closed */
+        struct {
+                char reason[32];
+                uint64_t count;
+        } carried[FP_TARGET_MAX_CARRIED]; /* drops charged by the agent for the next bucket */
+        bool exits_pending;
+        uint64_t maps_reload_ns;               /* last unresolved-frame reload of /proc/PID/maps */
+        char left_out[FP_PERF_EVENT_LIST_MAX]; /* members --best-effort left out */
+
+        /* Thread tracking (see fp_target_set_tracking()). */
+        bool bpf_tracked;     /* births come from the BPF tracker, not FORK records */
+        bool follow_children; /* child processes are reported to on_child */
+        pid_t parent_pid;     /* the target this one was followed from, 0 if none */
+        fp_target_child_fn on_child;
+        void *child_userdata;
+        struct event *ev_retry;
+        struct {
+                pid_t tid;
+                unsigned tries;
+                uint64_t birth_ns;
+        } retry[RETRY_MAX]; /* born threads whose attach said ESRCH while they still exist */
+        unsigned n_retry;
+        uint32_t latency_us[LATENCY_RING]; /* birth -> events open, the last LATENCY_RING */
+        uint64_t n_latency;
+
+        struct fp_frame frames[MAX_FRAMES];
+};
+
+/* ---- threads.c ---- */
+
+/* The record of thread tid (live or dead), or NULL. */
+struct fp_thread *fp_thread_find(struct fp_target *t, pid_t tid);
+/* Closes a thread's events at once (after reading them); its name and samples stay. */
+void fp_thread_detach(struct fp_thread *th);
+/* Detaches the threads whose EXIT records arrived during a drain. */
+void fp_target_reap_exits(struct fp_target *t);
+/* Marks the target exited once no thread is left and its process is gone. */
+void fp_target_check_exited(struct fp_target *t);
+/* Attaches every thread in /proc/PID/task not yet live; threads attached or -errno. */
+int fp_target_rescan(struct fp_target *t, int *ret_first_error);
+/* The rescan timer and the retry timer. */
+void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg);
+void fp_target_on_retry(evutil_socket_t fd, short what, void *arg);
+
+/* ---- target.c ---- */
+
+/* Reads every record now in ring. */
+void fp_target_drain_ring(struct fp_target *t, struct fp_perf_ring *ring);
+/* The event loop's callbacks of a thread's two rings (arg: the struct fp_thread). */
+void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg);
+void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg);

@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A target's thread table: attaching each thread's events (at start, on a
+ * tracker's birth report, on the once-a-second /proc rescan, and a few
+ * retries for threads listed before they can be attached), detaching them
+ * on exit, forgetting dead threads once their samples are stored, and the
+ * attach latencies. See target.h for the life cycle.
+ */
+#include "target-internal.h"
+#include "procfs.h"
+#include "targetconf.h"
+#include "util.h"
+#include "aggregate.h"
+#include "maps.h"
+#include "pprof.h"
+#include "store.h"
+#include "symbols.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct fp_thread *fp_thread_find(struct fp_target *t, pid_t tid)
+{
+        for (size_t i = t->n_threads; i-- > 0;)
+                if (t->threads[i]->tid == tid)
+                        return t->threads[i];
+        return NULL;
+}
+
+/*
+ * Closes a thread's events at once; its name and samples stay. Never
+ * called from inside a ring's drain (the ring would be unmapped under the
+ * reader): records only mark exit_pending, and fp_target_reap_exits() detaches.
+ */
+void fp_thread_detach(struct fp_thread *th)
+{
+        struct fp_target *t = th->target;
+
+        if (!th->live)
+                return;
+        fp_target_drain_ring(t, &th->sideband);
+        fp_target_drain_ring(t, &th->sampler); /* its last samples */
+        event_free(th->ev_sampler);
+        event_free(th->ev_sideband);
+        th->ev_sampler = th->ev_sideband = NULL;
+        fp_perf_ring_close(&th->sampler);
+        fp_perf_ring_close(&th->sideband);
+        th->live = false;
+        th->exited = true;
+        th->exit_pending = false;
+        t->st.threads_live--;
+}
+
+/* Detaches the threads whose EXIT records arrived during a drain. */
+void fp_target_reap_exits(struct fp_target *t)
+{
+        while (t->exits_pending) {
+                t->exits_pending = false;
+                for (size_t i = 0; i < t->n_threads; i++)
+                        if (t->threads[i]->exit_pending)
+                                fp_thread_detach(t->threads[i]);
+        }
+}
+
+static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
+{
+        (void)fp_proc_comm(t->pid, th->tid, th->comm, sizeof(th->comm));
+}
+
+/*
+ * Opens both events on tid. Returns 0 when attached or already attached,
+ * -ESRCH when the thread is gone, other -errno when the event could not be
+ * opened (the caller decides whether that is fatal).
+ */
+static int thread_attach(struct fp_target *t, pid_t tid)
+{
+        struct fp_thread *th = fp_thread_find(t, tid);
+        bool kernel_excluded = false;
+        int r;
+
+        if (th && th->live)
+                return 0;
+        if (!th) {
+                if (t->n_threads == t->cap_threads) {
+                        size_t cap = t->cap_threads ? t->cap_threads * 2 : 16;
+                        void *p = realloc(t->threads, cap * sizeof(*t->threads));
+                        if (!p)
+                                return -ENOMEM;
+                        t->threads = p;
+                        t->cap_threads = cap;
+                }
+                th = calloc(1, sizeof(*th));
+                if (!th)
+                        return -ENOMEM;
+                th->target = t;
+                th->tid = tid;
+                th->sampler.fd = th->sideband.fd = -1;
+                t->threads[t->n_threads++] = th;
+                t->st.threads_seen++;
+        }
+
+        /* Side-band first, then the name: a rename in between is caught by a COMM record. */
+        r = fp_perf_open_sideband(tid, &th->sideband);
+        if (r < 0)
+                return r;
+        r = fp_perf_open_sampler(&t->cfg, tid, &th->sampler, &kernel_excluded);
+        if (r < 0) {
+                fp_perf_ring_close(&th->sideband);
+                return r;
+        }
+        if (kernel_excluded)
+                t->st.kernel_excluded = true;
+        thread_read_comm(t, th);
+
+        th->ev_sampler =
+            event_new(t->base, th->sampler.fd, EV_READ | EV_PERSIST, fp_target_on_sampler, th);
+        th->ev_sideband =
+            event_new(t->base, th->sideband.fd, EV_READ | EV_PERSIST, fp_target_on_sideband, th);
+        if (!th->ev_sampler || !th->ev_sideband || event_add(th->ev_sampler, NULL) < 0 ||
+            event_add(th->ev_sideband, NULL) < 0) {
+                if (th->ev_sampler)
+                        event_free(th->ev_sampler);
+                if (th->ev_sideband)
+                        event_free(th->ev_sideband);
+                th->ev_sampler = th->ev_sideband = NULL;
+                fp_perf_ring_close(&th->sampler);
+                fp_perf_ring_close(&th->sideband);
+                return -ENOMEM;
+        }
+        th->live = true;
+        th->attach_ns = fp_now_ns(CLOCK_MONOTONIC);
+        t->st.threads_live++;
+        return 0;
+}
+
+/* Attaches every thread in /proc/PID/task not yet live. Returns threads attached or -errno. */
+int fp_target_rescan(struct fp_target *t, int *ret_first_error)
+{
+        char path[64];
+        struct dirent *de;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
+        DIR *d = opendir(path);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                char *end;
+                long tid = strtol(de->d_name, &end, 10);
+                if (*end || tid <= 0)
+                        continue;
+                struct fp_thread *th = fp_thread_find(t, (pid_t)tid);
+                if (th && (th->live || th->exited))
+                        continue; /* an exited thread may linger in task/ a moment */
+                int r = thread_attach(t, (pid_t)tid);
+                if (r == 0) {
+                        n++;
+                } else if (r != -ESRCH) {
+                        t->st.attach_failed++;
+                        if (ret_first_error && !*ret_first_error)
+                                *ret_first_error = r;
+                }
+        }
+        closedir(d);
+        return n;
+}
+
+/* Whether the process has exited: gone, a zombie, or its PID reused by another start. */
+static bool process_gone(struct fp_target *t)
+{
+        char state = 0;
+        return fp_proc_stat(t->pid, &state) != t->starttime || state == 'Z' || state == 'X';
+}
+
+void fp_target_check_exited(struct fp_target *t)
+{
+        if (t->st.state == FP_TARGET_EXITED || t->st.threads_live > 0 || !process_gone(t))
+                return;
+        t->st.state = FP_TARGET_EXITED;
+        if (t->ev_rescan)
+                event_del(t->ev_rescan);
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+        pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * Frees the records of dead threads without samples in the open bucket:
+ * their names went to the store with their samples. Without this a target
+ * that churns through short-lived threads would keep a record of every
+ * thread it ever had, and search them all on each lookup.
+ */
+static void prune_dead_threads(struct fp_target *t)
+{
+        size_t n_entries = fp_agg_n_entries(t->agg), n_dead = 0, k = 0;
+        pid_t *busy;
+
+        for (size_t i = 0; i < t->n_threads; i++)
+                n_dead += !t->threads[i]->live;
+        if (n_dead < PRUNE_MIN)
+                return;
+        busy = malloc((n_entries ? n_entries : 1) * sizeof(*busy));
+        if (!busy)
+                return; /* try again on the next tick */
+        for (size_t i = 0; i < n_entries; i++)
+                busy[i] = fp_agg_entry(t->agg, i)->tid;
+        qsort(busy, n_entries, sizeof(*busy), cmp_pid);
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                if (!th->live && !bsearch(&th->tid, busy, n_entries, sizeof(*busy), cmp_pid))
+                        free(th);
+                else
+                        t->threads[k++] = th;
+        }
+        t->n_threads = k;
+        free(busy);
+}
+
+void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_target *t = arg;
+        (void)fd;
+        (void)what;
+
+        if (t->st.state == FP_TARGET_EXITED)
+                return;
+        /* Threads whose exit record we have not seen yet (the hangup catches them too). */
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                if (th->live && fp_perf_ring_hangup(&th->sideband))
+                        fp_thread_detach(th);
+        }
+        if (!process_gone(t)) {
+                /* Found here, a thread was missed by the tracker (or born during start). */
+                int n = fp_target_rescan(t, NULL);
+                if (n > 0)
+                        t->st.threads_by_rescan += (unsigned)n;
+        }
+        fp_target_check_exited(t);
+        if (t->st.state == FP_TARGET_RUNNING)
+                prune_dead_threads(t);
+}
+
+/* ---- thread tracking: births and exits reported by a tracker ---- */
+
+static void record_latency(struct fp_target *t, uint64_t birth_ns)
+{
+        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+        uint64_t us = now > birth_ns ? (now - birth_ns) / 1000 : 0;
+
+        if (!birth_ns)
+                return;
+        t->latency_us[t->n_latency++ % LATENCY_RING] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+/* Whether thread tid of the target still exists. */
+static bool thread_exists(struct fp_target *t, pid_t tid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)t->pid, (int)tid);
+        return access(path, F_OK) == 0;
+}
+
+void fp_target_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_target *t = arg;
+        unsigned kept = 0;
+        (void)fd;
+        (void)what;
+
+        for (unsigned i = 0; i < t->n_retry; i++) {
+                pid_t tid = t->retry[i].tid;
+                int r = t->st.state == FP_TARGET_RUNNING ? thread_attach(t, tid) : -ESRCH;
+                if (r == 0) {
+                        record_latency(t, t->retry[i].birth_ns);
+                        continue;
+                }
+                if (r == -ESRCH && ++t->retry[i].tries < RETRY_TRIES && thread_exists(t, tid)) {
+                        t->retry[kept++] = t->retry[i];
+                        continue;
+                }
+                if (r == -ESRCH)
+                        t->st.threads_missed++;
+                else
+                        t->st.attach_failed++;
+        }
+        t->n_retry = kept;
+        if (kept) {
+                struct timeval tv = {.tv_usec = RETRY_USEC};
+                event_add(t->ev_retry, &tv);
+        }
+}
+
+int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
+{
+        struct fp_thread *th = fp_thread_find(t, tid);
+        int r;
+
+        if (t->st.state != FP_TARGET_RUNNING)
+                return -ESRCH;
+        /* Attached already, by a fp_target_rescan that ran before this birth was read: nothing to
+         * do. */
+        if (th && (th->live || (th->exited && birth_ns && birth_ns <= th->attach_ns)))
+                return 0;
+        if (th && th->exited)
+                th->exited = false; /* the tid was reused by a new thread */
+        r = thread_attach(t, tid);
+        if (r == 0) {
+                record_latency(t, birth_ns);
+                return 0;
+        }
+        if (r == -ESRCH && t->n_retry < RETRY_MAX && thread_exists(t, tid)) {
+                /* Not yet (or no longer) attachable although listed: try again shortly. */
+                t->retry[t->n_retry++] = (typeof(t->retry[0])){.tid = tid, .birth_ns = birth_ns};
+                struct timeval tv = {.tv_usec = RETRY_USEC};
+                event_add(t->ev_retry, &tv);
+                return 0;
+        }
+        if (r == -ESRCH)
+                t->st.threads_missed++; /* gone before it could be attached */
+        else
+                t->st.attach_failed++;
+        return r;
+}
+
+void fp_target_thread_exited(struct fp_target *t, pid_t tid)
+{
+        struct fp_thread *th = fp_thread_find(t, tid);
+
+        if (th && th->live)
+                fp_thread_detach(th);
+        fp_target_check_exited(t);
+}
+
+void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
+                            fp_target_child_fn on_child, void *userdata)
+{
+        t->bpf_tracked = bpf;
+        t->follow_children = follow_children;
+        t->parent_pid = parent_pid;
+        t->on_child = on_child;
+        t->child_userdata = userdata;
+}
+
+bool fp_target_follows_children(const struct fp_target *t)
+{
+        return t->follow_children;
+}
+
+pid_t fp_target_parent(const struct fp_target *t)
+{
+        return t->parent_pid;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+        uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+void fp_target_attach_latency(const struct fp_target *t, struct fp_target_latency *ret)
+{
+        uint32_t sorted[LATENCY_RING];
+        size_t n = t->n_latency < LATENCY_RING ? (size_t)t->n_latency : LATENCY_RING;
+
+        *ret = (struct fp_target_latency){.count = t->n_latency};
+        if (!n)
+                return;
+        memcpy(sorted, t->latency_us, n * sizeof(sorted[0]));
+        qsort(sorted, n, sizeof(sorted[0]), cmp_u32);
+        ret->p50_us = sorted[n / 2];
+        ret->p90_us = sorted[n * 9 / 10];
+        ret->p99_us = sorted[n * 99 / 100];
+        ret->max_us = sorted[n - 1];
+}
+
+/* Fills each frame's mapping; reloads /proc/PID/maps (at most every 100 ms) on a miss. */

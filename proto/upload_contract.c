@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The upload contract: writing and parsing an upload's query string and
+ * its Idempotency-Key; see upload_contract.h. The parser treats its input
+ * as hostile: presence, range and characters are checked before anything
+ * is stored.
+ */
+#include "upload_contract.h"
+#include "escape.h"
+#include "util.h"
+
+#include <errno.h>
+#include <event2/http.h>
+#include <sys/queue.h>
+#include <event2/keyvalq_struct.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A decimal integer in [lo, hi], nothing else. */
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *ret)
+{
+        char *end;
+        long long v;
+
+        if (!*s || (*s != '-' && (*s < '0' || *s > '9')))
+                return -EINVAL;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno || *end || v < lo || v > hi)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *ret)
+{
+        char *end;
+        unsigned long long v;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* No control characters (they would break logs and the web page). */
+static bool printable(const char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || *s == 0x7f)
+                        return false;
+        return true;
+}
+
+static bool chars_in(const char *s, const char *extra)
+{
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                      (*s >= '0' && *s <= '9') || strchr(extra, *s)))
+                        return false;
+        return true;
+}
+
+/* Copies a text parameter of at most size - 1 bytes, printable. */
+static int copy_text(const char *name, const char *v, char *dst, size_t size, bool required,
+                     char *err, size_t errlen)
+{
+        size_t n = strlen(v);
+
+        if (required && n == 0)
+                return fp_errf(err, errlen, -EINVAL, "parameter '%s' is empty", name);
+        if (n >= size)
+                return fp_errf(err, errlen, -EINVAL, "parameter '%s' is longer than %zu bytes",
+                               name, size - 1);
+        if (!printable(v))
+                return fp_errf(err, errlen, -EINVAL, "parameter '%s' contains control characters",
+                               name);
+        memcpy(dst, v, n + 1);
+        return 0;
+}
+
+/* "reason:count,reason:count": reasons [a-z0-9_], counts summed per reason. */
+static int parse_drops(const char *v, struct fp_upload_meta *m, char *err, size_t errlen)
+{
+        const char *p = v;
+
+        while (*p) {
+                const char *colon = strchr(p, ':'), *comma;
+                char num[24];
+                uint64_t count;
+                size_t rlen, nlen, i;
+
+                if (!colon)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'drops': '%.40s' is not reason:count", p);
+                comma = strchr(colon, ',');
+                if (!comma)
+                        comma = colon + strlen(colon);
+                rlen = (size_t)(colon - p);
+                nlen = (size_t)(comma - colon - 1);
+                if (rlen == 0 || rlen >= sizeof(m->drops[0].reason))
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'drops': a reason must be 1 to %zu characters",
+                                       sizeof(m->drops[0].reason) - 1);
+                for (i = 0; i < rlen; i++)
+                        if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
+                              p[i] == '_'))
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "parameter 'drops': reason '%.*s' is not [a-z0-9_]",
+                                               (int)(rlen > 40 ? 40 : rlen), p);
+                if (nlen == 0 || nlen >= sizeof(num))
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'drops': bad count for reason '%.*s'", (int)rlen,
+                                       p);
+                memcpy(num, colon + 1, nlen);
+                num[nlen] = 0;
+                if (parse_u64(num, &count) < 0 || count > INT64_MAX)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'drops': count '%s' of reason '%.*s' is not a "
+                                       "non-negative integer",
+                                       num, (int)rlen, p);
+                for (i = 0; i < m->n_drops; i++)
+                        if (strlen(m->drops[i].reason) == rlen &&
+                            memcmp(m->drops[i].reason, p, rlen) == 0)
+                                break;
+                if (i == m->n_drops) {
+                        if (m->n_drops == FP_UPLOAD_MAX_DROPS)
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "parameter 'drops': more than %d reasons",
+                                               FP_UPLOAD_MAX_DROPS);
+                        memcpy(m->drops[i].reason, p, rlen);
+                        m->drops[i].reason[rlen] = 0;
+                        m->drops[i].count = 0;
+                        m->n_drops++;
+                }
+                m->drops[i].count = count > (uint64_t)INT64_MAX - m->drops[i].count
+                                        ? (uint64_t)INT64_MAX
+                                        : m->drops[i].count + count;
+                p = *comma ? comma + 1 : comma;
+        }
+        return 0;
+}
+
+enum {
+        P_HOST = 1 << 0,
+        P_PID = 1 << 1,
+        P_STARTTIME = 1 << 2,
+        P_COMM = 1 << 3,
+        P_EXE = 1 << 4,
+        P_EVENT = 1 << 5,
+        P_FROM = 1 << 6,
+        P_TO = 1 << 7,
+        P_AGENT = 1 << 8,
+        P_DROPS = 1 << 9,
+        P_REQUIRED = P_HOST | P_PID | P_STARTTIME | P_EVENT | P_FROM | P_TO,
+};
+
+static const struct {
+        const char *name;
+        int bit;
+} params[] = {
+    {"host", P_HOST},   {"pid", P_PID},     {"starttime", P_STARTTIME}, {"comm", P_COMM},
+    {"exe", P_EXE},     {"event", P_EVENT}, {"from", P_FROM},           {"to", P_TO},
+    {"agent", P_AGENT}, {"drops", P_DROPS},
+};
+
+/* Ten years: a longer time range is a bug or an attack, not a bucket. */
+#define MAX_RANGE_NS (10LL * 366 * 24 * 3600 * 1000000000LL)
+
+static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const char *v, char *err,
+                      size_t errlen)
+{
+        int64_t n;
+
+        switch (bit) {
+        case P_HOST:
+                if (!*v || !chars_in(v, ".-_:[]"))
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'host' must be a host name (letters, digits, "
+                                       "'.', '-', '_')");
+                return copy_text(name, v, m->host, sizeof(m->host), true, err, errlen);
+        case P_PID:
+                if (parse_i64(v, 1, INT_MAX, &n) < 0)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'pid' must be an integer from 1 to %d", INT_MAX);
+                m->pid = (pid_t)n;
+                return 0;
+        case P_STARTTIME:
+                if (parse_u64(v, &m->starttime) < 0)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'starttime' must be a non-negative integer");
+                return 0;
+        case P_COMM:
+                return copy_text(name, v, m->comm, sizeof(m->comm), false, err, errlen);
+        case P_EXE:
+                return copy_text(name, v, m->exe, sizeof(m->exe), false, err, errlen);
+        case P_EVENT:
+                if (!*v || !chars_in(v, "-_.:/"))
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'event' must be an event name such as cpu-clock");
+                return copy_text(name, v, m->event, sizeof(m->event), true, err, errlen);
+        case P_FROM:
+        case P_TO:
+                if (parse_i64(v, 0, INT64_MAX, &n) < 0)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter '%s' must be a time in nanoseconds since the "
+                                       "epoch",
+                                       name);
+                *(bit == P_FROM ? &m->from_ns : &m->to_ns) = n;
+                return 0;
+        case P_AGENT:
+                return copy_text(name, v, m->agent, sizeof(m->agent), false, err, errlen);
+        case P_DROPS:
+                return parse_drops(v, m, err, errlen);
+        }
+        return -EINVAL;
+}
+
+int fp_upload_parse_query(const char *query, struct fp_upload_meta *ret, char *err, size_t errlen)
+{
+        struct evkeyvalq q;
+        struct evkeyval *kv;
+        struct fp_upload_meta *m;
+        int seen = 0, r = 0;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        TAILQ_INIT(&q);
+        if (evhttp_parse_query_str(query ? query : "", &q) < 0) {
+                r = fp_errf(err, errlen, -EINVAL, "the query string is malformed");
+                goto out;
+        }
+        TAILQ_FOREACH(kv, &q, next)
+        {
+                size_t i;
+
+                for (i = 0; i < sizeof(params) / sizeof(params[0]); i++)
+                        if (strcmp(kv->key, params[i].name) == 0)
+                                break;
+                if (i == sizeof(params) / sizeof(params[0])) {
+                        r = fp_errf(err, errlen, -EINVAL, "unknown parameter '%.64s'", kv->key);
+                        goto out;
+                }
+                if (seen & params[i].bit) {
+                        r = fp_errf(err, errlen, -EINVAL, "parameter '%s' is given twice",
+                                    params[i].name);
+                        goto out;
+                }
+                seen |= params[i].bit;
+                r = meta_param(m, params[i].bit, params[i].name, kv->value, err, errlen);
+                if (r < 0)
+                        goto out;
+        }
+        for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++)
+                if ((P_REQUIRED & params[i].bit) && !(seen & params[i].bit)) {
+                        r = fp_errf(err, errlen, -EINVAL, "missing parameter '%s'", params[i].name);
+                        goto out;
+                }
+        if (m->to_ns <= m->from_ns || m->to_ns - m->from_ns > MAX_RANGE_NS) {
+                r = fp_errf(err, errlen, -EINVAL,
+                            "the time range from=%" PRId64 " to=%" PRId64
+                            " is empty, reversed or longer than ten years",
+                            m->from_ns, m->to_ns);
+                goto out;
+        }
+        memcpy(ret, m, sizeof(*m));
+out:
+        evhttp_clear_headers(&q);
+        free(m);
+        return r;
+}
+
+int fp_upload_check_key(const char *key, char *err, size_t errlen)
+{
+        size_t n = strlen(key);
+
+        if (n == 0 || n > FP_UPLOAD_MAX_KEY)
+                return fp_errf(err, errlen, -EINVAL, "Idempotency-Key must be 1 to %d characters",
+                               FP_UPLOAD_MAX_KEY);
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)key[i] <= 0x20 || (unsigned char)key[i] >= 0x7f)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "Idempotency-Key must be printable ASCII without spaces");
+        return 0;
+}
+
+
+/* Appends "&key=value" (the first without '&'), value percent-encoded. */
+static void put_param(FILE *f, bool *first, const char *key, const char *value)
+{
+        fprintf(f, "%s%s=", *first ? "" : "&", key);
+        fp_escape_url(fp_write_file, f, value);
+        *first = false;
+}
+
+int fp_upload_encode_query(const struct fp_upload_meta *m, char **ret)
+{
+        char *buf = NULL, *drops = NULL, num[32];
+        size_t len = 0;
+        bool first = true;
+        FILE *f = open_memstream(&buf, &len);
+
+        if (!f)
+                return -ENOMEM;
+        put_param(f, &first, "host", m->host);
+        snprintf(num, sizeof(num), "%d", (int)m->pid);
+        put_param(f, &first, "pid", num);
+        snprintf(num, sizeof(num), "%" PRIu64, m->starttime);
+        put_param(f, &first, "starttime", num);
+        put_param(f, &first, "comm", m->comm);
+        put_param(f, &first, "exe", m->exe);
+        put_param(f, &first, "event", m->event);
+        snprintf(num, sizeof(num), "%" PRId64, m->from_ns);
+        put_param(f, &first, "from", num);
+        snprintf(num, sizeof(num), "%" PRId64, m->to_ns);
+        put_param(f, &first, "to", num);
+        put_param(f, &first, "agent", m->agent);
+        for (size_t i = 0; i < m->n_drops; i++)
+                if (fp_upload_drops_append(&drops, m->drops[i].reason, m->drops[i].count) < 0) {
+                        fclose(f);
+                        free(buf);
+                        free(drops);
+                        return -ENOMEM;
+                }
+        if (drops)
+                put_param(f, &first, "drops", drops);
+        free(drops);
+        if (fclose(f) != 0) {
+                free(buf);
+                return -ENOMEM;
+        }
+        *ret = buf;
+        return 0;
+}
+
+int fp_upload_drops_append(char **text, const char *reason, uint64_t count)
+{
+        char *next = NULL;
+        if (asprintf(&next, "%s%s%s:%" PRIu64, *text ? *text : "", *text ? "," : "", reason,
+                     count) < 0)
+                return -ENOMEM;
+        free(*text);
+        *text = next;
+        return 0;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The upload contract between the agent (agent/upload.c) and the
+ * collector (collector/ingest.c, api.c): one module that writes and
+ * parses it, so the two sides cannot drift apart.
+ *
+ *   POST FP_UPLOAD_PATH?host=H&pid=P&starttime=S&comm=C&exe=E&event=EV
+ *                      &from=NS&to=NS&agent=VERSION[&drops=R:N,R:N...]
+ *   Idempotency-Key: K   (FP_UPLOAD_KEY_HEADER; 1 to 128 printable ASCII
+ *                         characters, the same for every retry of the
+ *                         same bucket range of the same series)
+ *   body: a gzip-compressed profile.proto with two sample types (the
+ *         event's count and value), samples labelled "thread" (tid) and
+ *         "thread_name".
+ *
+ * host, pid, starttime, event, from and to are required; comm, exe, agent
+ * and drops optional; an unknown or repeated parameter is refused (a typo
+ * would otherwise lose data silently). drops are the samples the agent
+ * could not keep for this series over the range, by reason ([a-z0-9_]).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FP_UPLOAD_PATH       "/api/v1/ingest"
+#define FP_UPLOAD_KEY_HEADER "Idempotency-Key"
+#define FP_UPLOAD_MAX_KEY    128
+
+#define FP_UPLOAD_MAX_DROPS 32 /* distinct drop reasons one upload may carry */
+
+struct fp_upload_drop {
+        char reason[64];
+        uint64_t count;
+};
+
+/* An upload's query parameters. */
+struct fp_upload_meta {
+        char host[256];
+        pid_t pid;
+        uint64_t starttime;
+        char comm[256];
+        char exe[4096];
+        char event[128];
+        char agent[64];
+        int64_t from_ns, to_ns;
+        struct fp_upload_drop drops[FP_UPLOAD_MAX_DROPS];
+        size_t n_drops;
+};
+
+/*
+ * Builds the query string (without '?') of an upload of m, every value
+ * percent-encoded; *ret is malloc'd, the caller's. 0 or -ENOMEM.
+ */
+int fp_upload_encode_query(const struct fp_upload_meta *m, char **ret);
+
+/*
+ * Appends "reason:count" to the drops text *text (malloc'd or NULL, comma
+ * separated), the form the drops parameter carries. 0 or -ENOMEM.
+ */
+int fp_upload_drops_append(char **text, const char *reason, uint64_t count);
+
+/*
+ * Parses and checks the query string of an ingest request (the part after
+ * '?', already split off; NULL is an empty one). host, pid, starttime,
+ * event, from and to are required; comm, exe, agent and drops optional;
+ * unknown parameters are refused (a typo would otherwise lose data
+ * silently). Returns 0, or -EINVAL with one line in err.
+ */
+int fp_upload_parse_query(const char *query, struct fp_upload_meta *ret, char *err,
+                              size_t errlen);
+
+/*
+ * Checks an Idempotency-Key header value: 1 to 128 printable ASCII
+ * characters. 0 or -EINVAL with one line in err.
+ */
+int fp_upload_check_key(const char *key, char *err, size_t errlen);
+
