@@ -173,8 +173,7 @@ static int add_drop(void *userdata, const struct fp_store_drop *d)
                         snprintf(it->drops[i].reason, sizeof(it->drops[i].reason), "other");
                 } else {
                         it->n_drops++;
-                        snprintf(it->drops[i].reason, sizeof(it->drops[i].reason), "%s",
-                                 d->reason);
+                        snprintf(it->drops[i].reason, sizeof(it->drops[i].reason), "%s", d->reason);
                 }
         }
         it->drops[i].count += d->count;

@@ -105,8 +105,7 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
         }
-        r = fp_upload_parse_query(uri ? evhttp_uri_get_query(uri) : NULL, meta, err,
-                                      sizeof(err));
+        r = fp_upload_parse_query(uri ? evhttp_uri_get_query(uri) : NULL, meta, err, sizeof(err));
         if (r == 0 && key)
                 r = fp_upload_check_key(key, err, sizeof(err));
         if (r < 0) {

@@ -38,7 +38,8 @@ struct fp_store_batch;
  */
 int fp_coll_writeq_new(struct event_base *base, struct fp_store *store, uint64_t retention_s,
                        struct fp_coll_writeq **ret);
-/* Writes what is queued (calling back for each), stops the thread, closes its store. Accepts NULL. */
+/* Writes what is queued (calling back for each), stops the thread, closes its store. Accepts NULL.
+ */
 void fp_coll_writeq_free(struct fp_coll_writeq *q);
 /* Called on the loop thread once the batch's group is written. */
 typedef void (*fp_coll_writeq_done_fn)(void *userdata, int result);

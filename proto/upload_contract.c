@@ -293,7 +293,6 @@ int fp_upload_check_key(const char *key, char *err, size_t errlen)
         return 0;
 }
 
-
 /* Appends "&key=value" (the first without '&'), value percent-encoded. */
 static void put_param(FILE *f, bool *first, const char *key, const char *value)
 {

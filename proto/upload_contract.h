@@ -68,12 +68,10 @@ int fp_upload_drops_append(char **text, const char *reason, uint64_t count);
  * unknown parameters are refused (a typo would otherwise lose data
  * silently). Returns 0, or -EINVAL with one line in err.
  */
-int fp_upload_parse_query(const char *query, struct fp_upload_meta *ret, char *err,
-                              size_t errlen);
+int fp_upload_parse_query(const char *query, struct fp_upload_meta *ret, char *err, size_t errlen);
 
 /*
  * Checks an Idempotency-Key header value: 1 to 128 printable ASCII
  * characters. 0 or -EINVAL with one line in err.
  */
 int fp_upload_check_key(const char *key, char *err, size_t errlen);
-

@@ -151,8 +151,7 @@ static void test_meta(void)
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 err[0] = 0;
-                FP_CHECK_EQ_INT(fp_upload_parse_query(bad[i].query, m, err, sizeof(err)),
-                                -EINVAL);
+                FP_CHECK_EQ_INT(fp_upload_parse_query(bad[i].query, m, err, sizeof(err)), -EINVAL);
                 if (!strstr(err, bad[i].says))
                         fprintf(stderr, "query %zu: '%s' does not say '%s'\n", i, err, bad[i].says);
                 FP_CHECK(strstr(err, bad[i].says) != NULL);
