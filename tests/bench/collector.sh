@@ -40,7 +40,7 @@ cpu_ns() { # all threads of PID, nanoseconds
 vm_kb() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
 figure() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.1f", a / b; else print "n/a"}'; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(fp_free_port)
 url=http://127.0.0.1:$port
 echo "bench-$$" >"$FP_TMP/token"
 COLL_PID=

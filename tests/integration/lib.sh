@@ -271,3 +271,47 @@ fp_pprofraw() { fp_timeout 150 python3 "$FP_PPROFRAW" "$@"; }
 fp_require_go() {
   command -v "${GO:-go}" >/dev/null || fp_fail "go is not installed; the profile checks need 'go tool pprof'"
 }
+
+# ---- the collector ----------------------------------------------------------
+
+FP_COLLECTOR=$FP_BUILD/collector/fleetprof-collector
+FP_COLL_PID=
+
+# fp_free_port: a TCP port free on 127.0.0.1 right now.
+fp_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# fp_start_collector URL ARGS...: starts the collector with ARGS (its
+# --listen among them), logging to $FP_TMP/collector.log, and waits until
+# URL/healthz answers (curl options for TLS: $FP_CURL_OPTS). Sets FP_COLL_PID.
+fp_start_collector() {
+  local url=$1
+  shift
+  "$FP_COLLECTOR" "$@" >>"$FP_TMP/collector.log" 2>&1 &
+  FP_COLL_PID=$!
+  fp_track "$FP_COLL_PID"
+  # shellcheck disable=SC2086
+  fp_wait_for 15 curl -sf ${FP_CURL_OPTS:-} "$url/healthz" -o /dev/null ||
+    fp_fail "the collector did not come up: $(tail -5 "$FP_TMP/collector.log")"
+}
+
+# fp_stop_collector: SIGTERM (then SIGKILL) the collector fp_start_collector started.
+fp_stop_collector() {
+  [[ -n $FP_COLL_PID ]] && fp_kill "$FP_COLL_PID"
+  FP_COLL_PID=
+}
+
+# fp_profile_total FILE [TYPE]: the sum of sample type TYPE (default
+# samples) of a pprof file, as go tool pprof reads it.
+fp_profile_total() {
+  fp_pprof -raw -symbolize=none "$1" 2>/dev/null | python3 -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+import pprofraw
+print(pprofraw.parse(sys.stdin.read()).total(sys.argv[2]))' "$FP_SRC/tests/integration" "${2:-samples}"
+}
+
+# fp_json_get EXPR: evaluates the Python expression EXPR over the JSON on
+# stdin (bound to d) and prints the result.
+fp_json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }

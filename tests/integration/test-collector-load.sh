@@ -12,12 +12,12 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 240
-COLLECTOR=$FP_BUILD/collector/fleetprof-collector
+COLLECTOR=$FP_COLLECTOR
 BENCH=$FP_BUILD/tests/collector-bench
 MK=$FP_SRC/tests/integration/mkpprof.py
 [[ -x $COLLECTOR && -x $BENCH ]] || fp_fail "missing $COLLECTOR or $BENCH"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(fp_free_port)
 echo "load-$$" >"$FP_TMP/token"
 python3 "$MK" good "$FP_TMP/p.pb.gz" --samples 2000 --stacks 200
 COLL_PID=
@@ -25,14 +25,11 @@ COLL_PID=
 start_collector() { # start_collector SCHEME [ARGS...]
   local scheme=$1
   shift
-  "$COLLECTOR" --listen "127.0.0.1:$port" --store "$FP_TMP/c.db" --token-file "$FP_TMP/token" "$@" \
-    >>"$FP_TMP/collector.log" 2>&1 &
-  COLL_PID=$!
-  fp_track "$COLL_PID"
-  fp_wait_for 15 curl -sf --cacert "$FP_TMP/cert.pem" "$scheme://127.0.0.1:$port/healthz" -o /dev/null ||
-    fp_fail "the collector did not come up: $(tail -5 "$FP_TMP/collector.log")"
+  FP_CURL_OPTS="--cacert $FP_TMP/cert.pem" fp_start_collector "$scheme://127.0.0.1:$port" \
+    --listen "127.0.0.1:$port" --store "$FP_TMP/c.db" --token-file "$FP_TMP/token" "$@"
+  COLL_PID=$FP_COLL_PID
 }
-stop_collector() { fp_kill "$COLL_PID"; COLL_PID=; }
+stop_collector() { fp_stop_collector; COLL_PID=; }
 # figure KEY LINE: the value of KEY=... in a collector-bench line.
 figure() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 series_sum() { # series_sum FIELD URL-PREFIX HOST-PREFIX

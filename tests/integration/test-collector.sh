@@ -19,24 +19,22 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 240
 fp_require_go
-COLLECTOR=$FP_BUILD/collector/fleetprof-collector
+COLLECTOR=$FP_COLLECTOR
 MK=$FP_SRC/tests/integration/mkpprof.py
 [[ -x $COLLECTOR ]] || fp_fail "missing $COLLECTOR"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(fp_free_port)
 url=http://127.0.0.1:$port
 echo "secret-$$" >"$FP_TMP/token"
 AUTH="Authorization: Bearer secret-$$"
 COLL_PID=
 
 start_collector() {
-  "$COLLECTOR" --listen "127.0.0.1:$port" --store "$FP_TMP/c.db" --token-file "$FP_TMP/token" \
-    --max-body-mb 1 --max-profile-mb 8 "$@" >>"$FP_TMP/collector.log" 2>&1 &
-  COLL_PID=$!
-  fp_track "$COLL_PID"
-  fp_wait_for 15 curl -sf "$url/healthz" -o /dev/null || fp_fail "the collector did not come up: $(tail -5 "$FP_TMP/collector.log")"
+  fp_start_collector "$url" --listen "127.0.0.1:$port" --store "$FP_TMP/c.db" --token-file "$FP_TMP/token" \
+    --max-body-mb 1 --max-profile-mb 8 "$@"
+  COLL_PID=$FP_COLL_PID
 }
-stop_collector() { fp_kill "$COLL_PID"; COLL_PID=; }
+stop_collector() { fp_stop_collector; COLL_PID=; }
 healthy() {
   kill -0 "$COLL_PID" 2>/dev/null || fp_fail "the collector died: $(tail -5 "$FP_TMP/collector.log")"
   curl -sf "$url/healthz" | grep -q '"status": "ok"' || fp_fail "/healthz is not ok"
@@ -69,13 +67,7 @@ series() { curl -sf "$url/api/v1/series${1:-}"; }
 series_sum() {
   series "${2:-}" | python3 -c 'import json,sys; print(sum(s[sys.argv[1]] for s in json.load(sys.stdin)["series"]))' "$1"
 }
-total_of() { # samples/count of a profile, as go tool pprof reads it
-  fp_pprof -raw -symbolize=none "$1" 2>/dev/null | python3 -c '
-import sys
-sys.path.insert(0, sys.argv[1])
-import pprofraw
-print(pprofraw.parse(sys.stdin.read()).total("samples"))' "$FP_SRC/tests/integration"
-}
+total_of() { fp_profile_total "$1"; }
 
 # ---- 1. command line ------------------------------------------------------
 "$COLLECTOR" --version | grep -q "^fleetprof-collector " || fp_fail "--version"

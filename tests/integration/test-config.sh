@@ -97,7 +97,7 @@ fp_ok "command-line options override the file; the other settings still come fro
 
 # The collector: the same file format, its own table; the file first,
 # then the command line.
-COLLECTOR=$FP_BUILD/collector/fleetprof-collector
+COLLECTOR=$FP_COLLECTOR
 if [[ -x $COLLECTOR ]]; then
   printf '# collector\nlisten = 127.0.0.1:1\n\nretention = 5x\n' >"$FP_TMP/c-bad.conf"
   out=$("$COLLECTOR" --check-config --config "$FP_TMP/c-bad.conf" 2>&1) && fp_fail "the collector accepted retention = 5x"
@@ -110,7 +110,7 @@ if [[ -x $COLLECTOR ]]; then
   out=$("$COLLECTOR" --check-config --config "$FP_TMP/c-bad.conf" 2>&1) && fp_fail "the collector accepted a key set twice"
   [[ $out == "fleetprof-collector: $FP_TMP/c-bad.conf:2: store-max-mb is set twice (first on line 1)" ]] || fp_fail "collector twice: '$out'"
 
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(fp_free_port)
   printf 'listen = 127.0.0.1:1\nstore = %s\n' "$FP_TMP/c.db" >"$FP_TMP/c.conf"
   "$COLLECTOR" --config "$FP_TMP/c.conf" --listen "127.0.0.1:$port" >"$FP_TMP/collector.log" 2>&1 &
   cpid=$!

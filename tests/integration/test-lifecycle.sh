@@ -55,7 +55,10 @@ wait_fds() {
 
 # ---- 1. late threads ------------------------------------------------------
 echo "=== threads created after start ==="
-fp_start_workload truth "$FP_TMP/t1.out" "$FP_TMP/t1.ready" \
+# The late threads' delay runs from "go", which the test gives only once it
+# has counted the fds of the first four: on a loaded machine a fixed delay
+# from the workload's own start could pass before the count (a race).
+fp_start_workload truth "$FP_TMP/t1.out" "$FP_TMP/t1.ready" --wait-for-start "$FP_TMP/t1.go" \
   --seconds 6 --late-threads 2 --late-delay-ms 1500 --truth "$FP_TMP/t1.json" --hold
 P1=$FP_WL_PID
 fp_ctl start "$P1" --freq 1000 >/dev/null || fp_fail "agentctl start $P1 failed"
@@ -63,6 +66,7 @@ th=$(fp_target_field "$P1" threads)
 [[ $th == 4 ]] || fp_fail "status shows $th live threads right after start, want 4 (main + 3 workers)"
 c=$(wait_fds gt "$BASE_FDS" 5) || fp_fail "no perf fds opened for pid $P1 (count $c)"
 fp_ok "profiling pid $P1: 4 threads, agent perf fds $BASE_FDS → $c"
+touch "$FP_TMP/t1.go"
 
 fp_wait_for 15 bash -c '[[ $(ls /proc/$0/task | wc -l) -ge 6 ]]' "$P1" ||
   fp_fail "truth did not start its late threads"

@@ -211,7 +211,7 @@ unit_value() { sed -n "s/^$1=//p" "${2:-$unit}" | tail -n 1; }
 # installed files, and run the collector as its unit does: user
 # fleetprof, no capabilities at all.
 if [[ $have_collector == yes ]]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(fp_free_port)
   head -c 24 /dev/urandom | base64 >/etc/fleetprof/token
   chown root:fleetprof /etc/fleetprof/token
   chmod 0640 /etc/fleetprof/token

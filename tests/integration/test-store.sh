@@ -23,7 +23,7 @@ command -v sqlite3 >/dev/null || fp_fail "sqlite3 (the CLI) is needed for integr
 
 MANY=$FP_BUILD/tests/manystacks
 DB=$FP_TMP/agent.db
-json() { fp_status_json | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+json() { fp_status_json | fp_json_get "$1"; }
 integrity() { sqlite3 "file:$1?mode=ro" "pragma integrity_check;" 2>&1 | head -1; }
 
 # ---- 1. budget, eviction, dumps ----------------------------------------

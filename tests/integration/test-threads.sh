@@ -88,12 +88,30 @@ storm() {
   fp_ok "[$mode] fds: $pre before start, $one with the main thread, back to $one after the storm, $c after stop"
 }
 
+# kids_at_least PID N: status lists at least N targets followed from PID, each attached
+# (threads live) or already done.
+kids_at_least() {
+  local n
+  n=$(fp_status_json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(1 for t in d["targets"] if t["parent_pid"] == int(sys.argv[1]) and (t["threads"] > 0 or t["state"] == "exited")))' "$1")
+  ((n >= $2))
+}
+
 # children MODE FOLLOW: threadstorm forks 2 children, each with a grandchild.
 children() {
   local mode=$1 follow=$2 pre
   pre=$(all_fds)
+  # Each child waits for its release file: followed, it is released once
+  # status lists it as a target, so however slow the machine, the agent had
+  # the child before its work (the fallback's FORK record is read, and the
+  # child attached, asynchronously). Unfollowed, all are released at once.
+  local rel=$FP_TMP/c-$mode$follow.release
+  [[ $follow == 1 ]] || touch "$rel.0" "$rel.1"
   fp_start_workload threadstorm "$FP_TMP/c-$mode$follow.out" "$FP_TMP/c-$mode$follow.ready" \
-    --children 2 --grandchildren --cpu-ms 150 --go "$FP_TMP/c-$mode$follow.go" --hold
+    --children 2 --grandchildren --cpu-ms 150 --go "$FP_TMP/c-$mode$follow.go" \
+    --child-wait "$rel" --hold
   local P=$FP_WL_PID
   if [[ $follow == 1 ]]; then
     out=$(fp_ctl start "$P" --freq 250 --follow-children) || fp_fail "start --follow-children failed"
@@ -102,6 +120,14 @@ children() {
     fp_ctl start "$P" --freq 250 >/dev/null || fp_fail "start failed"
   fi
   touch "$FP_TMP/c-$mode$follow.go"
+  if [[ $follow == 1 ]]; then
+    local i
+    for i in 0 1; do
+      fp_wait_for 20 kids_at_least "$P" $((i + 1)) ||
+        fp_fail "[$mode] child $i of $P was not followed within 20 s"
+      touch "$rel.$i"
+    done
+  fi
   fp_wait_for 60 grep -q done "$FP_TMP/c-$mode$follow.out" || fp_fail "threadstorm's children did not finish"
   sleep 1.5 # the rescan timer marks exited children
   local json

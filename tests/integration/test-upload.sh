@@ -15,33 +15,22 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 240
 fp_require_go
-COLLECTOR=$FP_BUILD/collector/fleetprof-collector
+COLLECTOR=$FP_COLLECTOR
 [[ -x $COLLECTOR ]] || fp_fail "missing $COLLECTOR"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(fp_free_port)
 url=http://127.0.0.1:$port
 echo "right-token-$$" >"$FP_TMP/token"
 echo "wrong-token-$$" >"$FP_TMP/wrong"
 COLL_PID=
 
 start_collector() {
-  "$COLLECTOR" --listen "127.0.0.1:$port" --store "$FP_TMP/collector.db" --token-file "$FP_TMP/token" \
-    >>"$FP_TMP/collector.log" 2>&1 &
-  COLL_PID=$!
-  fp_track "$COLL_PID"
-  fp_wait_for 15 curl -sf "$url/healthz" -o /dev/null || fp_fail "the collector did not come up: $(tail -5 "$FP_TMP/collector.log")"
+  fp_start_collector "$url" --listen "127.0.0.1:$port" --store "$FP_TMP/collector.db" \
+    --token-file "$FP_TMP/token"
+  COLL_PID=$FP_COLL_PID
 }
-stop_collector() { fp_kill "$COLL_PID"; COLL_PID=; }
-
-# Sum of samples/count in a profile, as go tool pprof reads it.
-total_of() {
-  fp_pprof -raw -symbolize=none "$1" 2>/dev/null | python3 -c '
-import sys
-sys.path.insert(0, sys.argv[1])
-import pprofraw
-p = pprofraw.parse(sys.stdin.read())
-print(p.total("samples"))' "$FP_SRC/tests/integration"
-}
+stop_collector() { fp_stop_collector; COLL_PID=; }
+total_of() { fp_profile_total "$1"; }
 collector_total() {
   local proc=$1 out=$FP_TMP/coll-$RANDOM.pb.gz
   curl -sf "$url/api/v1/profile?process=$proc" -o "$out" || { echo 0; return; }

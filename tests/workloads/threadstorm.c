@@ -16,6 +16,11 @@
  *                  and with --grandchildren forks one grandchild first,
  *                  named "grandchild-<i>", burning --cpu-ms in
  *                  grandchild_work().
+ *   --child-wait PREFIX  child i waits (after naming itself and forking its
+ *                  grandchild) until the file PREFIX.<i> exists before its
+ *                  work, at most 30 s: a test that must see every child
+ *                  profiled releases each once the profiler has it, so a
+ *                  slow machine cannot let a child finish unobserved.
  *
  * --times FILE gets one line per thread: "<index> <tid> <start_ns>", the
  * CLOCK_MONOTONIC time the thread began running. When all is done it
@@ -24,7 +29,7 @@
  *
  * Usage: threadstorm [--threads N] [--children N] [--grandchildren]
  *                    [--cpu-ms MS] [--times FILE] [--ready FILE]
- *                    [--go FILE] [--hold]
+ *                    [--go FILE] [--child-wait PREFIX] [--hold]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -109,6 +114,20 @@ static void name_self(const char *prefix, unsigned i)
         prctl(PR_SET_NAME, name);
 }
 
+static const char *child_wait;
+
+/* With --child-wait: until PREFIX.<i> exists (30 s at most). */
+static void wait_release(unsigned i)
+{
+        char path[4096];
+
+        if (!child_wait)
+                return;
+        snprintf(path, sizeof(path), "%s.%u", child_wait, i);
+        for (int n = 0; n < 30000 && access(path, F_OK) != 0; n++)
+                usleep(1000);
+}
+
 static void run_child(unsigned i, int grandchildren)
 {
         pid_t g = -1;
@@ -122,6 +141,7 @@ static void run_child(unsigned i, int grandchildren)
                         _exit(0);
                 }
         }
+        wait_release(i);
         child_work(cpu_ms);
         if (g > 0)
                 waitpid(g, NULL, 0);
@@ -150,10 +170,12 @@ int main(int argc, char **argv)
             {"ready", required_argument, NULL, 'R'},
             {"go", required_argument, NULL, 'G'},
             {"hold", no_argument, NULL, 'H'},
+            {"child-wait", required_argument, NULL, 'W'},
             {0},
         };
         const char *usage = "usage: threadstorm [--threads N] [--children N] [--grandchildren] "
-                            "[--cpu-ms MS] [--times FILE] [--ready FILE] [--go FILE] [--hold]\n";
+                            "[--cpu-ms MS] [--times FILE] [--ready FILE] [--go FILE] "
+                            "[--child-wait PREFIX] [--hold]\n";
         unsigned n_threads = 0, n_children = 0;
         int grandchildren = 0, hold = 0, c;
         const char *times = NULL, *ready = NULL, *go = NULL;
@@ -186,6 +208,9 @@ int main(int argc, char **argv)
                         break;
                 case 'H':
                         hold = 1;
+                        break;
+                case 'W':
+                        child_wait = optarg;
                         break;
                 default:
                         goto bad;
