@@ -8,6 +8,7 @@
  * stdout (or into -o FILE), an error as one line on stderr with exit
  * status 1. Usage errors exit with 2.
  */
+#include "unwind.h"
 #include "counters.h"
 #include "ctl.h"
 #include "perf.h"
@@ -35,12 +36,15 @@ static void usage(FILE *f)
                 "Usage: agentctl [--socket PATH] COMMAND [ARGS]\n"
                 "\n"
                 "  start PID [--event EVENT[,EVENT...]] [--freq HZ | --period N] [--kernel]\n"
-                "            [--best-effort] [--follow-children]\n"
+                "            [--best-effort] [--follow-children] [--unwind fp|dwarf|auto]\n"
                 "        sample every thread of PID (default cpu-clock at 99 Hz per thread);\n"
                 "        the first event samples, the others are counted per stack;\n"
                 "        --best-effort leaves out counters the machine lacks;\n"
                 "        --follow-children also profiles the processes it forks from now on\n"
-                "        (and theirs), each as a target of its own\n"
+                "        (and theirs), each as a target of its own;\n"
+                "        --unwind: how user stacks are unwound: auto (default: CFI tables\n"
+                "        where the code has them, frame pointers elsewhere), dwarf (CFI\n"
+                "        only) or fp (frame pointers, with the leaf's caller fixed up)\n"
                 "  stop PID\n"
                 "        stop sampling PID and forget its samples\n"
                 "  status [--json]\n"
@@ -438,6 +442,14 @@ int main(int argc, char **argv)
                         ADD("best_effort", "1");
                 } else if (is_start && strcmp(a, "--follow-children") == 0) {
                         ADD("follow", "1");
+                } else if (is_start && strcmp(a, "--unwind") == 0 && v) {
+                        unsigned mode;
+                        if (fp_unwind_mode_parse(v, &mode) < 0) {
+                                free(q);
+                                return fail(2, "invalid --unwind '%s': fp, dwarf or auto", v);
+                        }
+                        ADD("unwind", v);
+                        i++;
                 } else if (strcmp(cmd, "status") == 0 && strcmp(a, "--json") == 0) {
                         ADD("json", "1");
                 } else if (is_dump && strcmp(a, "--format") == 0 && v) {

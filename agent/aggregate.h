@@ -31,6 +31,8 @@ struct fp_frame {
         uint32_t flags;   /* FP_FRAME_* */
 };
 
+/* synthetic root frame: the stack could not be unwound further (unwind_failed, stack_copy_short) */
+#define FP_FRAME_TRUNCATED 2u
 #define FP_FRAME_KERNEL_TIME                                                                       \
         1u /* synthetic "[kernel]" leaf: time in the kernel, frames excluded                       \
             */

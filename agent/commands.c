@@ -15,6 +15,7 @@
 #include "status.h"
 #include "store.h"
 #include "targetconf.h"
+#include "unwind.h"
 #include "util.h"
 
 #include <errno.h>
@@ -61,6 +62,7 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         const char *kernel = fp_ctl_request_get(q, "kernel");
         const char *best_effort = fp_ctl_request_get(q, "best_effort");
         const char *follow_s = fp_ctl_request_get(q, "follow");
+        const char *unwind = fp_ctl_request_get(q, "unwind");
         bool follow = follow_s && strcmp(follow_s, "1") == 0;
         struct fp_target *t;
         uid_t owner = 0;
@@ -102,6 +104,8 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
                         cfg.freq = hz;
         }
         cfg.kernel_frames = kernel && strcmp(kernel, "1") == 0;
+        if (unwind && fp_unwind_mode_parse(unwind, &cfg.unwind) < 0)
+                return fp_control_error(c, "invalid --unwind '%s': fp, dwarf or auto", unwind);
         fp_targetconf_finish(&cfg);
 
         if (fp_proc_owner(pid, &owner) < 0)

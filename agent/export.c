@@ -52,6 +52,10 @@ static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct
                 d->function = "[kernel]";
                 return;
         }
+        if (f->flags & FP_FRAME_TRUNCATED) {
+                d->function = "[truncated]";
+                return;
+        }
         if (!f->mapping) {
                 d->function = "[unknown]";
                 return;
@@ -260,7 +264,12 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
         struct fp_target_stats *now = &t->st, *then = &t->st_bucketed;
         if ((r = batch_drop(b, ti, "kernel_ring_overflow", now->lost - then->lost)) < 0 ||
             (r = batch_drop(b, ti, "throttled", now->throttled - then->throttled)) < 0 ||
-            (r = batch_drop(b, ti, "out_of_memory", now->dropped_nomem - then->dropped_nomem)) < 0)
+            (r = batch_drop(b, ti, "out_of_memory", now->dropped_nomem - then->dropped_nomem)) <
+                0 ||
+            (r = batch_drop(b, ti, "unwind_failed", now->unwind_failed - then->unwind_failed)) <
+                0 ||
+            (r = batch_drop(b, ti, "stack_copy_short",
+                            now->stack_copy_short - then->stack_copy_short)) < 0)
                 goto out;
         for (size_t i = 0; i < FP_TARGET_MAX_CARRIED && t->carried[i].reason[0]; i++)
                 if ((r = batch_drop(b, ti, t->carried[i].reason, t->carried[i].count)) < 0)
@@ -286,14 +295,16 @@ out:
 size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max)
 {
         const struct fp_target_stats *now = &t->st, *then = &t->st_bucketed;
-        struct fp_target_drop open[3] = {
+        struct fp_target_drop open[] = {
             {"kernel_ring_overflow", now->lost - then->lost},
             {"throttled", now->throttled - then->throttled},
             {"out_of_memory", now->dropped_nomem - then->dropped_nomem},
+            {"unwind_failed", now->unwind_failed - then->unwind_failed},
+            {"stack_copy_short", now->stack_copy_short - then->stack_copy_short},
         };
         size_t n = 0;
 
-        for (size_t i = 0; i < 3 && n < max; i++)
+        for (size_t i = 0; i < sizeof(open) / sizeof(open[0]) && n < max; i++)
                 if (open[i].count)
                         ret[n++] = open[i];
         for (size_t i = 0; i < FP_TARGET_MAX_CARRIED && t->carried[i].reason[0] && n < max; i++)

@@ -250,3 +250,14 @@ const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, ui
                 return NULL;
         return fp_symtab_lookup(x->symtab, vaddr, NULL);
 }
+
+struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx)
+{
+        struct fp_mapping *x = fp_maps_get(m, idx);
+
+        if (!x)
+                return NULL;
+        if (!x->symtab_tried)
+                load_symtab(m, x);
+        return x->symtab;
+}

@@ -62,3 +62,6 @@ size_t fp_maps_count(const struct fp_maps *m);
  * used for the lookup, so callers can print "binary+0xoffset".
  */
 const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, uint64_t *ret_offset);
+
+/* The symtab of mapping idx (loaded on first use), or NULL when it has none. */
+struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx);

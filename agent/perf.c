@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <asm/perf_regs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -33,6 +34,9 @@
 /* sample_id_all trailer of non-sample records: TID then TIME. */
 #define SIDEBAND_TYPE (PERF_SAMPLE_TID | PERF_SAMPLE_TIME)
 #define MAX_RECORD    65536 /* header.size is 16 bits */
+/* The user registers a stack copy needs: rbp, rsp, rip (in this order in a sample). */
+#define SAMPLE_REGS                                                                                \
+        ((1ULL << PERF_REG_X86_BP) | (1ULL << PERF_REG_X86_SP) | (1ULL << PERF_REG_X86_IP))
 
 struct event_name {
         const char *name;
@@ -212,16 +216,22 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
         }
 }
 
-unsigned fp_perf_ring_pages_for(uint64_t freq)
+unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t sample_bytes)
 {
-        /* A user+kernel sample with a 64-deep callchain is about 600 bytes. */
-        uint64_t bytes = freq * 600 / 5;
+        /* Room for a fifth of a second of samples; woken at a quarter full. */
+        uint64_t bytes = freq * sample_bytes / 5;
         long page = sysconf(_SC_PAGESIZE);
         unsigned pages = 8;
 
         while (pages < 256 && (uint64_t)pages * (uint64_t)page < bytes)
                 pages *= 2;
         return pages;
+}
+
+unsigned fp_perf_ring_pages_for(uint64_t freq)
+{
+        /* A user+kernel sample with a 64-deep callchain is about 600 bytes. */
+        return fp_perf_ring_pages_for_bytes(freq, 600);
 }
 
 static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
@@ -355,6 +365,11 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
         }
         a.exclude_kernel = !(cfg->count_kernel || cfg->kernel_frames);
         a.exclude_callchain_kernel = !cfg->kernel_frames;
+        if (cfg->stack_bytes) {
+                a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+                a.sample_regs_user = SAMPLE_REGS;
+                a.sample_stack_user = cfg->stack_bytes;
+        }
         a.watermark = 1;
         a.wakeup_watermark =
             (uint32_t)((size_t)cfg->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
@@ -386,6 +401,7 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
                 return r;
         }
         ret->n_members = cfg->n_members;
+        ret->stack_bytes = cfg->stack_bytes;
         for (unsigned i = 0; i < cfg->n_members; i++) {
                 ret->member_fd[i] = member_fd[i];
                 ret->id[i + 1] = id[i + 1];
@@ -533,6 +549,36 @@ static int parse_sample(struct fp_perf_ring *r, const uint8_t *p, size_t size,
         if (s->nr > n - at - 1)
                 return -EBADMSG;
         s->ips = u + at + 1;
+        at += 1 + s->nr;
+        s->has_regs = false;
+        s->stack = NULL;
+        s->stack_size = 0;
+        if (!r->stack_bytes)
+                return 0;
+        /* regs_user: abi, then the three registers unless abi is NONE. */
+        if (at >= n)
+                return -EBADMSG;
+        uint64_t abi = u[at++];
+        if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+                if (n - at < 3)
+                        return -EBADMSG;
+                s->user_bp = u[at];
+                s->user_sp = u[at + 1];
+                s->user_ip = u[at + 2];
+                s->has_regs = true;
+                at += 3;
+        }
+        /* stack_user: size, the bytes, then dyn_size (absent when size is 0). */
+        if (at >= n)
+                return -EBADMSG;
+        uint64_t sz = u[at++];
+        if (sz) {
+                if (sz % 8 || sz / 8 >= n - at)
+                        return -EBADMSG;
+                uint64_t dyn = u[at + sz / 8];
+                s->stack = (const uint8_t *)(u + at);
+                s->stack_size = dyn < sz ? dyn : sz;
+        }
         return 0;
 }
 

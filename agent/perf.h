@@ -63,7 +63,18 @@ struct fp_perf_config {
         bool count_kernel;   /* samples taken in the kernel are kept (exclude_kernel=0) */
         unsigned ring_pages; /* data pages of the sampling ring, a power of two */
         bool best_effort;    /* at start: leave out members the machine lacks, do not fail */
+        /*
+         * How user stacks are unwound (unwind.h): FP_UNWIND_FP takes the
+         * kernel's frame-pointer callchain (plus the leaf fix-up); dwarf and
+         * auto also ask for the user registers and a copy of the top
+         * stack_bytes of the user stack with every sample.
+         */
+        unsigned unwind;      /* enum fp_unwind_mode */
+        uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size, a multiple of 8 */
 };
+
+/* The default size of the user-stack copy; see unwind.h for how it was chosen. */
+#define FP_PERF_STACK_BYTES 16384
 
 /*
  * One group read (PERF_FORMAT_GROUP | ID | TOTAL_TIME_ENABLED |
@@ -87,6 +98,7 @@ struct fp_perf_ring {
         size_t data_size;
         uint8_t *scratch; /* a record that wraps the end is copied here */
         unsigned n_members;
+        uint32_t stack_bytes; /* samples carry a user-stack copy of this size */
         int member_fd[FP_PERF_MAX_MEMBERS];
         uint64_t id[FP_PERF_MAX_EVENTS]; /* leader first */
         struct fp_perf_counts last;
@@ -110,6 +122,16 @@ struct fp_perf_sample {
         unsigned n_counters;
         uint64_t counters[FP_PERF_MAX_MEMBERS];
         uint64_t d_enabled, d_running;
+        /*
+         * With a stack copy configured: the user registers at the sample
+         * (has_regs false when the sample came from a kernel thread or the
+         * kernel could not give them) and the copied bytes, stack[0] being
+         * the byte at regs sp.
+         */
+        bool has_regs;
+        uint64_t user_ip, user_sp, user_bp;
+        const uint8_t *stack;
+        uint64_t stack_size; /* bytes valid at stack (the kernel's dyn_size) */
 };
 
 /* Side-band and accounting records, parsed. */
@@ -190,6 +212,8 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
  * samples at freq samples/s with deep callchains, bounded to [8, 256].
  */
 unsigned fp_perf_ring_pages_for(uint64_t freq);
+/* The same for samples of about bytes each (a stack copy makes them larger). */
+unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t bytes);
 
 /*
  * Opens the sampling event of cfg on thread tid, with its members in one

@@ -25,6 +25,7 @@
 #include "util.h"
 #include "symbols.h"
 #include "symbols-internal.h"
+#include "cfi.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -73,6 +74,7 @@ struct fp_symtab {
         char *names;
         struct segment *segs;
         size_t n_segs;
+        struct fp_cfi *cfi; /* unwind table (cfi.h), NULL when the object has no CFI */
 };
 
 /* ---- builder: symbols as collected, before sorting and flattening ---- */
@@ -565,6 +567,37 @@ static int collect_debug_symbols(const char *debug_dir, const char *build_id, st
         return r < 0 ? r : has_symtab;
 }
 
+/*
+ * Compiles the object's unwind table once, with its symbols: from its own
+ * .eh_frame/.debug_frame, or else from the separate debug file's
+ * .debug_frame. An object without CFI (or with CFI too damaged to use)
+ * simply has none; only -ENOMEM is an error.
+ */
+static int load_cfi(Elf *elf, const char *build_id, const char *debug_dir, struct fp_symtab *t)
+{
+        int r = fp_cfi_compile(elf, &t->cfi);
+
+        if (r == -ENOMEM)
+                return r;
+        if (r >= 0 || !debug_dir || strlen(build_id) < 3)
+                return 0;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -1;
+        _cleanup_(elf_endp) Elf *dbg = NULL;
+        char bid[KEY_MAX];
+        if (asprintf(&path, "%s/.build-id/%.2s/%s.debug", debug_dir, build_id, build_id + 2) < 0) {
+                path = NULL;
+                return -ENOMEM;
+        }
+        if (fp_sym_open_elf(path, &fd, &dbg, NULL) < 0)
+                return 0;
+        fp_sym_read_build_id(dbg, bid);
+        if (strcmp(bid, build_id) != 0)
+                return 0;
+        r = fp_cfi_compile(dbg, &t->cfi);
+        return r == -ENOMEM ? r : 0;
+}
+
 static struct fp_symtab *symtab_alloc(void)
 {
         struct fp_symtab *t = calloc(1, sizeof(*t));
@@ -601,6 +634,8 @@ int fp_sym_load_elf(Elf *elf, const char *build_id, const char *debug_dir, bool 
                 r = collect_segments(elf, t);
         if (r >= 0)
                 r = builder_finish(&b, t, UINT64_MAX, LAST_IMPLIED_SIZE);
+        if (r >= 0)
+                r = load_cfi(elf, build_id, debug_dir, t);
         if (r < 0) {
                 fp_symtab_unref(t);
                 return r;
@@ -626,7 +661,13 @@ void fp_symtab_unref(struct fp_symtab *t)
         free(t->ranges);
         free(t->names);
         free(t->segs);
+        fp_cfi_free(t->cfi);
         free(t);
+}
+
+const struct fp_cfi *fp_symtab_cfi(const struct fp_symtab *t)
+{
+        return t ? t->cfi : NULL;
 }
 
 const char *fp_symtab_build_id(const struct fp_symtab *t)

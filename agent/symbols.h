@@ -82,6 +82,12 @@ size_t fp_symcache_n_loaded(const struct fp_symcache *c);
 struct fp_symtab *fp_symtab_ref(struct fp_symtab *t);
 void fp_symtab_unref(struct fp_symtab *t);
 
+struct fp_cfi;
+/*
+ * The object's unwind table (cfi.h), compiled once when the symtab was
+ * loaded, or NULL when it carries no call-frame information.
+ */
+const struct fp_cfi *fp_symtab_cfi(const struct fp_symtab *t);
 /* Lower-case hex build ID, "" when the object has none. */
 const char *fp_symtab_build_id(const struct fp_symtab *t);
 size_t fp_symtab_n_symbols(const struct fp_symtab *t);

@@ -13,6 +13,7 @@
 #include "target-internal.h"
 #include "procfs.h"
 #include "targetconf.h"
+#include "unwind.h"
 #include "util.h"
 #include "aggregate.h"
 #include "maps.h"
@@ -58,6 +59,85 @@ static void resolve_frames(void *userdata, struct fp_frame *frames, uint32_t n)
         }
 }
 
+/* The unwinder's view of a code address: its mapping's CFI table, or none. */
+static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
+{
+        struct fp_target *t = userdata;
+        uint32_t idx = fp_maps_find(t->maps, ip);
+        struct fp_mapping *x;
+        struct fp_symtab *st;
+
+        *ret = (struct fp_unwind_code){0};
+        if (!idx) {
+                /* A mapping newer than our view (dlopen): reload, at most every 100 ms. */
+                uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+                if (now - t->maps_reload_ns <= 100000000ULL)
+                        return;
+                t->maps_reload_ns = now;
+                (void)fp_maps_load_proc(t->maps);
+                if (!(idx = fp_maps_find(t->maps, ip)))
+                        return;
+        }
+        x = fp_maps_get(t->maps, idx);
+        if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)
+                return;
+        ret->file_backed = true;
+        st = fp_maps_symtab(t->maps, idx);
+        if (st && fp_symtab_offset_to_vaddr(st, ip - x->start + x->pgoff, &ret->vaddr) == 0)
+                ret->cfi = fp_symtab_cfi(st);
+}
+
+/*
+ * The user part of a sample's stack into f (n frames so far), from the
+ * stack copy (auto, dwarf), or from the kernel's frame-pointer callchain
+ * with the leaf fixed up (fp). Returns the new n.
+ */
+static uint32_t user_frames(struct fp_target *t, const struct fp_perf_sample *s, struct fp_frame *f,
+                            uint32_t n, const uint64_t *chain, size_t n_chain)
+{
+        struct fp_unwind_regs regs = {s->user_ip, s->user_sp, s->user_bp};
+        uint64_t ips[MAX_FRAMES];
+        size_t n_ips = 0;
+
+        t->st.stack_bytes += s->stack_size;
+        if (t->cfg.unwind == FP_UNWIND_FP || !s->has_regs) {
+                uint64_t ra;
+                for (size_t i = 0; i < n_chain && n_ips < MAX_FRAMES; i++)
+                        ips[n_ips++] = chain[i];
+                if (s->has_regs && n_ips && ips[0] == s->user_ip && n_ips < MAX_FRAMES &&
+                    fp_unwind_fix_leaf(&regs, s->stack, s->stack_size, lookup_code, t,
+                                       n_ips > 1 ? ips[1] : 0, &ra)) {
+                        memmove(ips + 2, ips + 1, (n_ips - 1) * sizeof(ips[0]));
+                        ips[1] = ra;
+                        n_ips++;
+                        t->st.leaf_fixups++;
+                }
+        } else {
+                struct fp_unwind_result res;
+                fp_unwind_user(t->cfg.unwind, &regs, s->stack, s->stack_size, lookup_code, t, ips,
+                               MAX_FRAMES - n - 1, &res);
+                n_ips = res.n;
+                t->st.frames_cfi += res.by_cfi;
+                t->st.frames_fp += res.by_fp;
+                if (res.end == FP_UNWIND_END_ROOT) {
+                        t->st.unwound_root++;
+                } else if (res.end == FP_UNWIND_END_STACK_SHORT) {
+                        t->st.stack_copy_short++;
+                } else {
+                        t->st.unwind_failed++;
+                }
+                for (size_t i = 0; i < n_ips && n < MAX_FRAMES - 1; i++)
+                        f[n++] = (struct fp_frame){.addr = n == 0 ? ips[i] : ips[i] - 1};
+                if (res.end != FP_UNWIND_END_ROOT)
+                        f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
+                return n;
+        }
+        /* Every frame below the leaf is a return address: step back into the call. */
+        for (size_t i = 0; i < n_ips && n < MAX_FRAMES; i++)
+                f[n++] = (struct fp_frame){.addr = n == 0 ? ips[i] : ips[i] - 1};
+        return n;
+}
+
 static void handle_sample(void *userdata, const struct fp_perf_sample *s)
 {
         struct fp_target *t = userdata;
@@ -66,6 +146,8 @@ static void handle_sample(void *userdata, const struct fp_perf_sample *s)
         uint64_t context = PERF_CONTEXT_USER;
         bool in_kernel = (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
         uint32_t first_real;
+        const uint64_t *user = NULL;
+        size_t n_user = 0;
 
         /* Time spent in the kernel with kernel frames excluded: one synthetic leaf. */
         if (in_kernel && !t->cfg.kernel_frames)
@@ -76,6 +158,12 @@ static void handle_sample(void *userdata, const struct fp_perf_sample *s)
                 uint64_t ip = s->ips[i];
                 if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
                         context = ip;
+                        if (context == PERF_CONTEXT_USER && t->cfg.stack_bytes) {
+                                /* The user part is unwound (or fixed up) below. */
+                                user = s->ips + i + 1;
+                                n_user = s->nr - i - 1;
+                                break;
+                        }
                         continue;
                 }
                 if (context != PERF_CONTEXT_USER && context != PERF_CONTEXT_KERNEL)
@@ -85,6 +173,8 @@ static void handle_sample(void *userdata, const struct fp_perf_sample *s)
                 /* Every frame below the leaf is a return address: step back into the call. */
                 f[n++] = (struct fp_frame){.addr = n == 0 ? ip : ip - 1};
         }
+        if (t->cfg.stack_bytes && (s->has_regs || user))
+                n = user_frames(t, s, f, n, user, n_user);
         if (n == first_real) {
                 /* No callchain: keep the sample at its ip (or as [unknown]) rather than drop it. */
                 t->st.unwind_empty++;

@@ -50,8 +50,16 @@ struct fp_target_stats {
         unsigned threads_by_rescan; /* found by the /proc rescan, not reported by a tracker */
         uint64_t unresolved;        /* frames outside every known mapping */
         uint64_t dropped_nomem;     /* samples that could not be aggregated: out of memory */
-        bool kernel_excluded;       /* the kernel refused kernel-mode samples: user time only */
-        uint64_t start_ns;          /* CLOCK_REALTIME of start */
+        /* Unwinding (unwind.h): stacks that did not reach the thread's root, and how. */
+        uint64_t unwind_failed;         /* no usable CFI row (or, in dwarf mode, no CFI at all) */
+        uint64_t stack_copy_short;      /* the stack went on past the copy the kernel took */
+        uint64_t unwound_root;          /* samples whose user stack reached the root */
+        uint64_t frames_cfi, frames_fp; /* user frames stepped by CFI row, by frame pointer */
+        uint64_t leaf_fixups;           /* fp mode: a frameless leaf's caller put back */
+        uint64_t stack_bytes;           /* user-stack bytes the kernel copied, in all */
+        uint64_t jit_frames;            /* frames named from a perf map */
+        bool kernel_excluded;           /* the kernel refused kernel-mode samples: user time only */
+        uint64_t start_ns;              /* CLOCK_REALTIME of start */
         /*
          * The group's counters (config members, in order): what each
          * counted in the intervals that ended in a sample, scaled when

@@ -3,6 +3,7 @@
  * The target configuration text; see targetconf.h for the format.
  */
 #include "targetconf.h"
+#include "unwind.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -14,8 +15,9 @@ void fp_targetconf_format(const struct fp_perf_config *cfg, bool follow, char *b
 {
         char events[FP_PERF_EVENT_LIST_MAX];
         fp_perf_event_list_string(cfg, events, sizeof(events));
-        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d%s", events,
-                 cfg->freq, cfg->period, cfg->kernel_frames ? 1 : 0, follow ? " follow=1" : "");
+        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d unwind=%s%s",
+                 events, cfg->freq, cfg->period, cfg->kernel_frames ? 1 : 0,
+                 fp_unwind_mode_name(cfg->unwind), follow ? " follow=1" : "");
 }
 
 void fp_targetconf_finish(struct fp_perf_config *cfg)
@@ -26,31 +28,43 @@ void fp_targetconf_finish(struct fp_perf_config *cfg)
                          ? 1000000000ULL / cfg->period
                          : 1000;
         cfg->count_kernel = true;
-        cfg->ring_pages = fp_perf_ring_pages_for(hz);
+        /* fp needs a copy only for the leaf fix-up; auto and dwarf unwind from it. */
+        cfg->stack_bytes = cfg->unwind == FP_UNWIND_FP ? FP_UNWIND_LEAF_BYTES : FP_PERF_STACK_BYTES;
+        cfg->ring_pages = fp_perf_ring_pages_for_bytes(hz, 600 + cfg->stack_bytes);
 }
 
 int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_follow)
 {
-        char ev[FP_PERF_EVENT_LIST_MAX], rest[16] = "";
+        char ev[FP_PERF_EVENT_LIST_MAX], w1[16] = "", w2[16] = "";
         unsigned long long freq, period;
         int kernel, n;
+        bool follow = false;
+        unsigned unwind = FP_UNWIND_AUTO;
         struct fp_perf_config c = {0};
 
         static_assert(FP_PERF_EVENT_LIST_MAX == 256, "the %255s below");
-        n = sscanf(text, "event=%255s freq=%llu period=%llu kernel=%d %15s", ev, &freq, &period,
-                   &kernel, rest);
-        if (n < 4 || (n == 5 && strcmp(rest, "follow=1") != 0))
+        n = sscanf(text, "event=%255s freq=%llu period=%llu kernel=%d %15s %15s", ev, &freq,
+                   &period, &kernel, w1, w2);
+        if (n < 4)
                 return -EINVAL;
+        for (int i = 5; i <= n; i++) {
+                const char *w = i == 5 ? w1 : w2;
+                if (strcmp(w, "follow=1") == 0)
+                        follow = true;
+                else if (strncmp(w, "unwind=", 7) != 0 || fp_unwind_mode_parse(w + 7, &unwind) < 0)
+                        return -EINVAL;
+        }
         if (fp_perf_event_list_parse(ev, &c, NULL, 0) < 0 || (freq == 0) == (period == 0) ||
             freq > FP_PERF_MAX_FREQ)
                 return -EINVAL;
         c.freq = freq;
+        c.unwind = unwind;
         c.period = period;
         c.kernel_frames = kernel != 0;
         fp_targetconf_finish(&c);
         *cfg = c;
         if (ret_follow)
-                *ret_follow = n == 5;
+                *ret_follow = follow;
         return 0;
 }
 

@@ -5,10 +5,11 @@
  * agent can resume it and readers can tell a group's counters from its
  * leader. This module is the one owner of the format:
  *
- *   event=EVENT[,COUNTER...] freq=HZ period=N kernel=0|1[ follow=1]
+ *   event=EVENT[,COUNTER...] freq=HZ period=N kernel=0|1[ unwind=MODE][ follow=1]
  *
- * freq and period: exactly one is non-zero. follow=1 is present only when
- * the target's child processes are followed. Words are separated by one
+ * freq and period: exactly one is non-zero. unwind is auto, fp or dwarf
+ * (unwind.h; texts written before it existed mean auto). follow=1 is
+ * present only when the target's child processes are followed. Words are separated by one
  * space; event names never hold spaces or commas.
  */
 #pragma once

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The user-stack unwinder; see unwind.h.
+ *
+ * One step, for the frame executing at pc with registers sp and bp:
+ *
+ *   row = the CFI row of pc (pc - 1 for a return address: the call
+ *         instruction, which may be a function's last)
+ *   CFA = sp + off | bp + off | PLT: sp + 8 (+ 8 past the PLT's push)
+ *   caller's pc = [CFA - 8], caller's sp = CFA,
+ *   caller's bp = [CFA + rbp_off] when the row says rbp was saved, else bp
+ *
+ * and without a row (auto mode): CFA = bp + 16, caller's pc = [bp + 8],
+ * caller's bp = [bp]. The walk stops at a row that marks the return
+ * address undefined (glibc's _start and clone3), a zero return address or
+ * frame pointer, or when the stack stops growing upwards (a loop).
+ */
+#include "unwind.h"
+
+#include <errno.h>
+#include <string.h>
+
+const char *fp_unwind_mode_name(unsigned mode)
+{
+        switch (mode) {
+        case FP_UNWIND_FP:
+                return "fp";
+        case FP_UNWIND_DWARF:
+                return "dwarf";
+        default:
+                return "auto";
+        }
+}
+
+int fp_unwind_mode_parse(const char *name, unsigned *ret)
+{
+        static const unsigned modes[] = {FP_UNWIND_AUTO, FP_UNWIND_FP, FP_UNWIND_DWARF};
+        for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+                if (strcmp(name, fp_unwind_mode_name(modes[i])) == 0) {
+                        *ret = modes[i];
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+struct copy {
+        const uint8_t *data;
+        uint64_t base, size;
+};
+
+/* The 8 bytes at address a of the copied stack; false when outside it. */
+static bool load(const struct copy *c, uint64_t a, uint64_t *ret)
+{
+        if (a < c->base || a - c->base > c->size || c->size - (a - c->base) < 8)
+                return false;
+        memcpy(ret, c->data + (a - c->base), 8);
+        return true;
+}
+
+void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint8_t *stack,
+                    uint64_t stack_size, fp_unwind_lookup_fn lookup, void *userdata, uint64_t *ips,
+                    size_t max, struct fp_unwind_result *ret)
+{
+        struct copy c = {stack, regs->sp, stack ? stack_size : 0};
+        uint64_t pc = regs->ip, sp = regs->sp, bp = regs->bp;
+        struct fp_unwind_result r = {0};
+
+        r.end = FP_UNWIND_END_DEPTH;
+        while (r.n < max) {
+                struct fp_unwind_code code = {0};
+                const struct fp_cfi_row *row = NULL;
+                uint64_t cfa, ra, nbp = bp;
+
+                ips[r.n++] = pc;
+                if (r.n == max)
+                        break;
+                lookup(userdata, r.n == 1 ? pc : pc - 1, &code);
+                if (code.cfi)
+                        row = fp_cfi_find(code.cfi, code.vaddr);
+                if (row && row->cfa != FP_CFI_NONE) {
+                        if (row->flags & FP_CFI_RA_UNDEFINED) {
+                                r.end = FP_UNWIND_END_ROOT;
+                                break;
+                        }
+                        switch (row->cfa) {
+                        case FP_CFI_CFA_SP:
+                                cfa = sp + (uint64_t)(int64_t)row->cfa_off;
+                                break;
+                        case FP_CFI_CFA_BP:
+                                cfa = bp + (uint64_t)(int64_t)row->cfa_off;
+                                break;
+                        case FP_CFI_CFA_PLT:
+                                cfa = sp + 8 + ((pc & 15) >= row->flags ? 8 : 0);
+                                break;
+                        default:
+                                r.end = FP_UNWIND_END_FAILED;
+                                goto out;
+                        }
+                        if (!load(&c, cfa - 8, &ra) ||
+                            ((row->flags & FP_CFI_RBP_SAVED) &&
+                             !load(&c, cfa + (uint64_t)(int64_t)row->rbp_off, &nbp))) {
+                                r.end = FP_UNWIND_END_STACK_SHORT;
+                                break;
+                        }
+                        r.by_cfi++;
+                } else if (mode == FP_UNWIND_DWARF) {
+                        r.end = FP_UNWIND_END_FAILED;
+                        break;
+                } else {
+                        /* No table here: follow the frame pointer. */
+                        if (bp == 0) {
+                                r.end = FP_UNWIND_END_ROOT;
+                                break;
+                        }
+                        if (bp < sp || !load(&c, bp + 8, &ra) || !load(&c, bp, &nbp)) {
+                                r.end = bp < sp ? FP_UNWIND_END_FAILED : FP_UNWIND_END_STACK_SHORT;
+                                break;
+                        }
+                        cfa = bp + 16;
+                        r.by_fp++;
+                }
+                if (ra == 0) {
+                        r.end = FP_UNWIND_END_ROOT;
+                        break;
+                }
+                if (cfa <= sp && r.n > 1) {
+                        r.end = FP_UNWIND_END_FAILED; /* not moving up the stack: a loop */
+                        break;
+                }
+                pc = ra;
+                sp = cfa;
+                bp = nbp;
+        }
+out:
+        *ret = r;
+}
+
+bool fp_unwind_fix_leaf(const struct fp_unwind_regs *regs, const uint8_t *stack,
+                        uint64_t stack_size, fp_unwind_lookup_fn lookup, void *userdata,
+                        uint64_t chain_next, uint64_t *ret_ra)
+{
+        struct copy c = {stack, regs->sp, stack ? stack_size : 0};
+        struct fp_unwind_code code = {0};
+        const struct fp_cfi_row *row;
+        uint64_t cfa, ra;
+
+        lookup(userdata, regs->ip, &code);
+        if (!code.cfi || !(row = fp_cfi_find(code.cfi, code.vaddr)))
+                return false;
+        if (row->cfa == FP_CFI_CFA_SP)
+                cfa = regs->sp + (uint64_t)(int64_t)row->cfa_off;
+        else if (row->cfa == FP_CFI_CFA_PLT)
+                cfa = regs->sp + 8 + ((regs->ip & 15) >= row->flags ? 8 : 0);
+        else
+                return false; /* a frame is set up (rbp-based): the chain is right */
+        if (!load(&c, cfa - 8, &ra) || ra == 0 || ra == chain_next)
+                return false;
+        *ret_ra = ra;
+        return true;
+}
