@@ -246,6 +246,21 @@ static void dump_comments(struct fp_pprof *p, struct fp_target *t)
                  (int)fp_target_pid(t), st.samples, st.lost, st.throttled, st.unwind_empty,
                  st.threads_seen, st.attach_failed);
         fp_pprof_add_comment(p, line);
+        if (cfg->unwind == FP_UNWIND_FP)
+                snprintf(line, sizeof(line),
+                         "pid %d: unwound with frame pointers (--unwind fp), %" PRIu64
+                         " leaf callers fixed up from CFI",
+                         (int)fp_target_pid(t), st.leaf_fixups);
+        else
+                snprintf(line, sizeof(line),
+                         "pid %d: unwound with --unwind %s: %" PRIu64 " of %" PRIu64
+                         " samples reached the thread's root; frames by CFI %" PRIu64
+                         ", by frame pointer %" PRIu64 "; truncated: unwind_failed %" PRIu64
+                         ", stack_copy_short %" PRIu64,
+                         (int)fp_target_pid(t), fp_unwind_mode_name(cfg->unwind), st.unwound_root,
+                         st.samples, st.frames_cfi, st.frames_fp, st.unwind_failed,
+                         st.stack_copy_short);
+        fp_pprof_add_comment(p, line);
         if (st.kernel_excluded) {
                 snprintf(line, sizeof(line),
                          "pid %d: kernel-mode samples were not permitted: user time only",

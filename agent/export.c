@@ -6,6 +6,7 @@
  * drops counted since the last bucket and those charged for the next.
  */
 #include "target-internal.h"
+#include "perfmap.h"
 #include "procfs.h"
 #include "targetconf.h"
 #include "util.h"
@@ -62,6 +63,13 @@ static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct
         }
         struct fp_mapping *x = fp_maps_get(t->maps, f->mapping);
         d->function = fp_maps_symbolize(t->maps, f->mapping, f->addr, &off);
+        if (!d->function && x->kind == FP_MAPPING_ANON) {
+                /* JIT code: the runtime's perf map may name it. */
+                if (!t->perfmap)
+                        t->perfmap = fp_perfmap_new(t->pid);
+                if (t->perfmap && (d->function = fp_perfmap_lookup(t->perfmap, f->addr)))
+                        t->st.jit_frames++;
+        }
         d->mapping = x;
         d->build_id = x->symtab ? fp_symtab_build_id(x->symtab) : "";
         d->limit = x->kind == FP_MAPPING_KERNEL ? UINT64_MAX : x->end;

@@ -826,3 +826,8 @@ int fp_perf_check_events(struct fp_perf_config *cfg, pid_t pid, char *left_out, 
         cfg->n_members = kept;
         return 0;
 }
+
+int fp_perf_set_period(struct fp_perf_ring *r, uint64_t period)
+{
+        return ioctl(r->fd, PERF_EVENT_IOC_PERIOD, &period) < 0 ? -errno : 0;
+}

@@ -73,6 +73,10 @@ struct fp_perf_config {
         uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size, a multiple of 8 */
 };
 
+/* Sets the sampling event's period (PERF_EVENT_IOC_PERIOD). 0 or -errno. */
+struct fp_perf_ring;
+int fp_perf_set_period(struct fp_perf_ring *r, uint64_t period);
+
 /* The default size of the user-stack copy; see unwind.h for how it was chosen. */
 #define FP_PERF_STACK_BYTES 16384
 

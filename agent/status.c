@@ -5,6 +5,7 @@
 #include "status.h"
 #include "escape.h"
 #include "json.h"
+#include "unwind.h"
 #include "util.h"
 
 #include <inttypes.h>
@@ -170,6 +171,28 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, ts->latency.max_us);
         fp_json_end_object(j);
         counters_json(j, ts);
+        fp_json_key(j, "unwind");
+        fp_json_begin_object(j);
+        fp_json_key(j, "mode");
+        fp_json_string(j, fp_unwind_mode_name(ts->cfg->unwind));
+        const struct {
+                const char *key;
+                uint64_t v;
+        } uw[] = {
+            {"frames_cfi", st->frames_cfi},
+            {"frames_fp", st->frames_fp},
+            {"samples_to_root", st->unwound_root},
+            {"unwind_failed", st->unwind_failed},
+            {"stack_copy_short", st->stack_copy_short},
+            {"leaf_fixups", st->leaf_fixups},
+            {"jit_frames", st->jit_frames},
+            {"stack_bytes_per_sample", st->samples ? st->stack_bytes / st->samples : 0},
+        };
+        for (size_t i = 0; i < sizeof(uw) / sizeof(uw[0]); i++) {
+                fp_json_key(j, uw[i].key);
+                fp_json_uint(j, uw[i].v);
+        }
+        fp_json_end_object(j);
         fp_json_end_object(j);
 }
 
@@ -355,6 +378,24 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 if (ts->left_out[0])
                         fprintf(out, "%d: left out (not supported on this machine): %s\n",
                                 (int)ts->pid, ts->left_out);
+        }
+        /* How the stacks were unwound. */
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_core_target_status *ts = &st->targets[i];
+                const struct fp_target_stats *s = &ts->st;
+                fprintf(out, "unwinding of %d: %s", (int)ts->pid,
+                        fp_unwind_mode_name(ts->cfg->unwind));
+                if (ts->cfg->unwind == FP_UNWIND_FP)
+                        fprintf(out, ", %" PRIu64 " leaf callers fixed up", s->leaf_fixups);
+                else
+                        fprintf(out,
+                                ", %" PRIu64 " of %" PRIu64
+                                " samples to the root, frames by CFI %" PRIu64
+                                ", by frame pointer %" PRIu64 ", %" PRIu64
+                                " bytes of stack per sample",
+                                s->unwound_root, s->samples, s->frames_cfi, s->frames_fp,
+                                s->samples ? s->stack_bytes / s->samples : 0);
+                fputc('\n', out);
         }
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < st->n_targets; i++) {

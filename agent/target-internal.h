@@ -48,6 +48,8 @@ struct fp_target {
         struct fp_thread **threads; /* every thread ever attached, live or dead */
         size_t n_threads, cap_threads;
         struct fp_maps *maps;
+        uint64_t jitter_state;      /* the sampling period's random jitter */
+        struct fp_perfmap *perfmap; /* JIT names (perfmap.h), read on the first anonymous frame */
         struct fp_agg *agg;
         struct event *ev_rescan;
         struct fp_target_stats st;

@@ -11,6 +11,7 @@
  * never run concurrently, so nothing here locks.
  */
 #include "target-internal.h"
+#include "perfmap.h"
 #include "procfs.h"
 #include "targetconf.h"
 #include "unwind.h"
@@ -272,6 +273,31 @@ void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg)
         fp_target_check_exited(t);
 }
 
+/*
+ * A fixed period can lock step with regular work (a loop that runs as
+ * long as the period samples the same phase every time). Every wake-up
+ * gives the thread's sampling event a new period, uniform within +-25% of
+ * the configured one: the phase drifts, and each sample still carries its
+ * own exact period (PERF_SAMPLE_PERIOD), so value weights stay exact.
+ */
+static void jitter_period(struct fp_target *t, struct fp_thread *th)
+{
+        uint64_t p = t->cfg.period, x;
+
+        if (t->cfg.freq || p < 8 || !th->live)
+                return;
+        /* xorshift64*: no need for more than decorrelation here. */
+        x = t->jitter_state ? t->jitter_state
+                            : (fp_now_ns(CLOCK_MONOTONIC) | 1) ^ (uint64_t)th->tid;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        t->jitter_state = x;
+        x *= 0x2545f4914f6cdd1dULL;
+        uint64_t np = p - p / 4 + (x >> 11) % (p / 2 + 1);
+        (void)fp_perf_set_period(&th->sampler, np);
+}
+
 void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
 {
         struct fp_thread *th = arg;
@@ -282,6 +308,7 @@ void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
         /* Mappings and names first, so the samples resolve against them. */
         fp_target_drain_ring(t, &th->sideband);
         fp_target_drain_ring(t, &th->sampler);
+        jitter_period(t, th);
         fp_target_reap_exits(t);
         if (th->live && !fp_perf_ring_pending(&th->sampler) && fp_perf_ring_hangup(&th->sampler))
                 fp_thread_detach(th);
@@ -399,6 +426,7 @@ void fp_target_free(struct fp_target *t)
         fp_agg_free(t->agg);
         fp_maps_free(t->maps);
         free(t->exe);
+        fp_perfmap_free(t->perfmap);
         free(t);
 }
 

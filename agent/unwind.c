@@ -96,9 +96,15 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                                 r.end = FP_UNWIND_END_FAILED;
                                 goto out;
                         }
-                        if (!load(&c, cfa - 8, &ra) ||
-                            ((row->flags & FP_CFI_RBP_SAVED) &&
-                             !load(&c, cfa + (uint64_t)(int64_t)row->rbp_off, &nbp))) {
+                        uint64_t slot = cfa + (uint64_t)(int64_t)row->rbp_off;
+                        /*
+                         * A slot below the sampled rsp is one an epilogue has
+                         * already popped (GCC leaves the rule in place after
+                         * "pop %rbp"): rbp holds its value, and the copy,
+                         * which starts at rsp, does not.
+                         */
+                        if (!load(&c, cfa - 8, &ra) || ((row->flags & FP_CFI_RBP_SAVED) &&
+                                                        slot >= c.base && !load(&c, slot, &nbp))) {
                                 r.end = FP_UNWIND_END_STACK_SHORT;
                                 break;
                         }
