@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The executable mappings of a process (agent/maps.c), on this process:
+ * /proc/self/maps gives the live set (this binary, libc, the vdso);
+ * MMAP2-style additions that overlap a live mapping advance the epoch and
+ * displace it from lookups while its index stays valid (stacks already
+ * resolved keep their meaning); kernel addresses map to the kernel;
+ * symbols load lazily through the shared cache.
+ */
+#include "fp-test.h"
+#include "maps.h"
+#include "symbols.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+__attribute__((noinline)) int maps_probe(int x);
+__attribute__((noinline)) int maps_probe(int x)
+{
+        return x * 3 + 1;
+}
+
+int main(void)
+{
+        struct fp_symcache *cache = fp_symcache_new();
+        struct fp_maps *m = fp_maps_new(getpid(), cache);
+        uint64_t self = (uint64_t)(uintptr_t)&maps_probe, off;
+
+        FP_CHECK(m != NULL);
+        FP_CHECK_EQ_INT(fp_maps_load_proc(m), 0);
+        unsigned epoch0 = fp_maps_epoch(m);
+        uint32_t idx = fp_maps_find(m, self);
+        FP_CHECK(idx != 0);
+        struct fp_mapping *x = fp_maps_get(m, idx);
+        FP_CHECK(x && x->kind == FP_MAPPING_FILE && strstr(x->path, "test-maps") != NULL);
+        FP_CHECK(x->start <= self && self < x->end);
+        FP_CHECK_EQ_STR(fp_maps_symbolize(m, idx, self + 2, &off), "maps_probe");
+        FP_CHECK_EQ_INT(off, self + 2 - x->start + x->pgoff);
+        FP_CHECK(fp_maps_symtab(m, idx) != NULL);
+        FP_CHECK(fp_symtab_cfi(fp_maps_symtab(m, idx)) != NULL);
+
+        /* libc and the vdso are there too, each of its kind. */
+        uint32_t libc = fp_maps_find(m, (uint64_t)(uintptr_t)&getpid);
+        FP_CHECK(libc != 0 && libc != idx);
+        FP_CHECK(strstr(fp_maps_get(m, libc)->path, "libc") != NULL);
+        bool have_vdso = false;
+        for (uint32_t i = 1; i <= fp_maps_count(m); i++)
+                if (fp_maps_get(m, i)->kind == FP_MAPPING_VDSO)
+                        have_vdso = true;
+        FP_CHECK(have_vdso);
+
+        /* A kernel address is the kernel's; an unmapped one nobody's. */
+        uint32_t k = fp_maps_find(m, 0xffffffff81000000ULL);
+        FP_CHECK(k != 0 && fp_maps_get(m, k)->kind == FP_MAPPING_KERNEL);
+        FP_CHECK_EQ_INT(fp_maps_find(m, 0x1000), 0);
+
+        /* Anonymous executable memory (JIT) appears after a reload, as anonymous. */
+        void *jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        FP_CHECK(jit != MAP_FAILED);
+        FP_CHECK_EQ_INT(fp_maps_load_proc(m), 0);
+        uint32_t a = fp_maps_find(m, (uint64_t)(uintptr_t)jit + 10);
+        FP_CHECK(a != 0 && fp_maps_get(m, a)->kind == FP_MAPPING_ANON);
+        FP_CHECK(fp_maps_symbolize(m, a, (uint64_t)(uintptr_t)jit + 10, NULL) == NULL);
+
+        /* A new mapping over the binary's text (as an MMAP2 record would say). */
+        size_t before = fp_maps_count(m);
+        FP_CHECK_EQ_INT(fp_maps_add(m, x->start, 4096, 0, "/nonexistent/other.so"), 0);
+        FP_CHECK(fp_maps_epoch(m) != epoch0);
+        FP_CHECK_EQ_INT(fp_maps_count(m), before + 1);
+        uint32_t now = fp_maps_find(m, x->start + 16);
+        FP_CHECK(now != idx && strcmp(fp_maps_get(m, now)->path, "/nonexistent/other.so") == 0);
+        /* The old index still names the old mapping, with its symbols. */
+        FP_CHECK(strstr(fp_maps_get(m, idx)->path, "test-maps") != NULL);
+        FP_CHECK_EQ_STR(fp_maps_symbolize(m, idx, self, NULL), "maps_probe");
+        FP_CHECK(fp_maps_symbolize(m, now, x->start + 16, NULL) == NULL); /* no such file */
+
+        munmap(jit, 4096);
+        fp_maps_free(m);
+        fp_symcache_free(cache);
+        return FP_TEST_DONE();
+}
