@@ -13,7 +13,7 @@ packages=(
   libevent-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev
   golang-go linux-perf python3 procps util-linux binutils
-  rpm man-db groff-base libcap2-bin
+  rpm man-db groff-base libcap2-bin xz-utils perl
 )
 
 missing=()
