@@ -32,9 +32,19 @@
 
 #define MAX_STATE_STACK 16
 
+/*
+ * rows sorted by pc; page[p] is the first row whose pc is at or past
+ * base + p * PAGE (p <= n_pages), so a lookup binary-searches only the few
+ * rows of one page of code instead of the whole table (whose 0.5 MB for
+ * libc would otherwise miss the cache at every step).
+ */
+#define PAGE_SHIFT 12
 struct fp_cfi {
         struct fp_cfi_row *rows;
         size_t n, cap;
+        uint64_t base;
+        uint32_t *page;
+        size_t n_pages;
 };
 
 /* ---- cursor ---- */
@@ -675,6 +685,23 @@ int fp_cfi_compile(Elf *elf, struct fp_cfi **ret)
                 t->rows[w++] = t->rows[i];
         }
         t->n = w;
+        t->base = t->rows[0].pc & ~(((uint64_t)1 << PAGE_SHIFT) - 1);
+        uint64_t span = t->rows[t->n - 1].pc - t->base;
+        if (span >> PAGE_SHIFT < (1u << 24)) { /* code past 64 GiB: no index, plain search */
+                t->n_pages = (size_t)(span >> PAGE_SHIFT) + 1;
+                t->page = malloc((t->n_pages + 1) * sizeof(*t->page));
+                if (!t->page) {
+                        fp_cfi_free(t);
+                        return -ENOMEM;
+                }
+                size_t ri = 0;
+                for (size_t p = 0; p <= t->n_pages; p++) {
+                        uint64_t at = t->base + ((uint64_t)p << PAGE_SHIFT);
+                        while (ri < t->n && t->rows[ri].pc < at)
+                                ri++;
+                        t->page[p] = (uint32_t)ri;
+                }
+        }
         *ret = t;
         return 0;
 }
@@ -710,6 +737,7 @@ void fp_cfi_free(struct fp_cfi *c)
         if (!c)
                 return;
         free(c->rows);
+        free(c->page);
         free(c);
 }
 
@@ -730,6 +758,17 @@ const struct fp_cfi_row *fp_cfi_find(const struct fp_cfi *c, uint64_t vaddr)
         if (!c || c->n == 0 || vaddr < c->rows[0].pc)
                 return NULL;
         hi = c->n;
+        if (c->page) {
+                uint64_t p = (vaddr - c->base) >> PAGE_SHIFT;
+                if (p < c->n_pages) {
+                        /* The answer is the last row before page p + 1's first, at or after
+                         * the row before page p's first. */
+                        lo = c->page[p] ? c->page[p] - 1 : 0;
+                        hi = c->page[p + 1];
+                        if (hi <= lo)
+                                hi = lo + 1;
+                }
+        }
         while (hi - lo > 1) {
                 size_t mid = lo + (hi - lo) / 2;
                 if (c->rows[mid].pc <= vaddr)
@@ -742,5 +781,6 @@ const struct fp_cfi_row *fp_cfi_find(const struct fp_cfi *c, uint64_t vaddr)
 
 size_t fp_cfi_bytes(const struct fp_cfi *c)
 {
-        return c ? sizeof(*c) + c->cap * sizeof(*c->rows) : 0;
+        return c ? sizeof(*c) + c->cap * sizeof(*c->rows) + (c->page ? (c->n_pages + 1) * 4 : 0)
+                 : 0;
 }

@@ -32,6 +32,7 @@ struct fp_thread {
         bool live;
         bool exited;        /* detached because it exited: a rescan never reattaches it */
         uint64_t attach_ns; /* CLOCK_MONOTONIC of the last attach */
+        uint64_t jitter_ns; /* CLOCK_MONOTONIC of the last period change */
         bool exit_pending;  /* EXIT seen inside a drain: detached right after it */
         struct fp_perf_ring sampler, sideband;
         struct event *ev_sampler, *ev_sideband;

@@ -275,20 +275,25 @@ void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg)
 
 /*
  * A fixed period can lock step with regular work (a loop that runs as
- * long as the period samples the same phase every time). Every wake-up
- * gives the thread's sampling event a new period, uniform within +-25% of
+ * long as the period samples the same phase every time). A wake-up (at
+ * most every 200 ms) gives the thread's sampling event a new period, uniform within +-25% of
  * the configured one: the phase drifts, and each sample still carries its
  * own exact period (PERF_SAMPLE_PERIOD), so value weights stay exact.
  */
 static void jitter_period(struct fp_target *t, struct fp_thread *th)
 {
-        uint64_t p = t->cfg.period, x;
+        uint64_t p = t->cfg.period, x, now = fp_now_ns(CLOCK_MONOTONIC);
 
-        if (t->cfg.freq || p < 8 || !th->live)
+        /*
+         * At most every 200 ms per thread: the ioctl costs an IPI to the
+         * thread's CPU, and a phase that drifts every fifth of a second is
+         * drift enough.
+         */
+        if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 200000000ULL)
                 return;
+        th->jitter_ns = now;
         /* xorshift64*: no need for more than decorrelation here. */
-        x = t->jitter_state ? t->jitter_state
-                            : (fp_now_ns(CLOCK_MONOTONIC) | 1) ^ (uint64_t)th->tid;
+        x = t->jitter_state ? t->jitter_state : (now | 1) ^ (uint64_t)th->tid;
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;

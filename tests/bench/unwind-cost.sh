@@ -7,8 +7,10 @@
 # BENCH_RATES (default "99 1000" Hz).  For fleetprof in each unwind mode
 # (fp, auto, dwarf) and for `perf record --call-graph dwarf` it reports:
 #   - CPU per sample in microseconds: the agent's (all its threads,
-#     /proc/PID/task/*/schedstat), and perf's recording plus its unwinding
-#     (`perf script`, which is where perf unwinds dwarf stacks), together;
+#     /proc/PID/task/*/schedstat) in the steady state, after the first
+#     second (loading symbols and tables is once per binary), and perf's
+#     recording plus its unwinding (`perf script`, which is where perf
+#     unwinds dwarf stacks), together, start-up included;
 #   - bytes copied per sample: the agent's user-stack copy (status), and
 #     perf.data's size per sample;
 #   - the share of samples whose stack reaches __libc_start_main;
@@ -60,7 +62,10 @@ for hz in $RATES; do
   for mode in fp auto dwarf; do
     start_xz
     fp_ctl start "$XZ" --freq "$hz" --unwind "$mode" >/dev/null || fp_fail "start failed"
+    # The steady state: after a second in which symbols and tables load.
+    sleep 1
     c0=$(cpu_ns "$FP_AGENT_PID")
+    s0=$(fp_target_field "$XZ" samples)
     sleep "$SECS"
     fp_ctl status --json >"$FP_TMP/st.json"
     c1=$(cpu_ns "$FP_AGENT_PID")
@@ -71,7 +76,7 @@ for hz in $RATES; do
     read -r samples bytes < <(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["targets"][0]; print(t["samples"], t["unwind"]["stack_bytes_per_sample"])' "$FP_TMP/st.json")
     root=$($CHECK root "$FP_TMP/f.txt" __libc_start_main --min-share 0 | sed 's/.*(\([0-9.]*%\)).*/\1/')
     printf '%-28s %6s %10s %10.2fus %10s %10s   slowdown %s%%\n' "fleetprof --unwind $mode" "$hz" "$samples" \
-      "$(awk -v a="$c0" -v b="$c1" -v n="$samples" 'BEGIN {print n ? (b - a) / 1000 / n : 0}')" "$bytes" "$root" \
+      "$(awk -v a="$c0" -v b="$c1" -v n="$((samples - s0))" 'BEGIN {print n ? (b - a) / 1000 / n : 0}')" "$bytes" "$root" \
       "$(awk -v b="$BASE" -v r="$rate" 'BEGIN {printf "%.1f", 100 * (1 - r / b)}')"
   done
   if command -v perf >/dev/null; then
@@ -95,7 +100,8 @@ for line in open(sys.argv[1], errors="replace"):
         parts = line.split()
         cur.append(parts[1] if len(parts) > 1 else "?")
 for k, v in stacks.items():
-    print(k, v)
+    # glibc 2.34+ defines __libc_start_main as an alias of __libc_start_main_impl.
+    print(k.replace("__libc_start_main_impl", "__libc_start_main"), v)
 PY
     samples=$(awk '{n += $NF} END {print n + 0}' "$FP_TMP/perf.folded")
     cpu=$(awk '{s += $2 + $3} END {print s}' "$FP_TMP/rec.time" "$FP_TMP/script.time")
