@@ -22,14 +22,15 @@
  *          where frame pointers are not.
  *
  * The stack copy. The kernel copies stack_bytes from the sampled rsp
- * upwards, fewer when the stack's mapping ends first (its dyn_size). How
- * far up the root frame lies was measured on Debian's own programs
- * (tests/bench, `unwind-depth`): python3 in a 40-deep recursion, xz, gzip,
- * sqlite3 and this agent's collector reach their root within 5 KiB in 99%
- * of samples and within 12 KiB in all but deep recursions; 16 KiB
- * (FP_PERF_STACK_BYTES) keeps the copy to at most a quarter of perf's
- * record limit and covers them all, and a stack deeper than the copy ends
- * as stack_copy_short, counted.
+ * upwards, fewer when the stack's mapping ends first (its dyn_size), so a
+ * generous size costs only where stacks are deep. How much was needed was
+ * measured with this agent on Debian's own programs (tests/bench/
+ * unwind-cost.sh and test-unwind.sh report bytes copied per sample): xz,
+ * perl and python3 in a 40-deep recursion copy 2.7 to 8.6 KiB on average
+ * and reach their root in every sample within that; 16 KiB
+ * (FP_PERF_STACK_BYTES) leaves room for deeper native stacks, stays a
+ * quarter of perf's 64 KiB record limit, and a stack deeper still ends as
+ * stack_copy_short, counted. perf's own default is 8 KiB.
  *
  * The unwinder is a pure function of its inputs: no allocation, no system
  * call; the lookup callback maps an address to its table.
