@@ -11,6 +11,7 @@
 #include "util.h"
 #include "pprof.h"
 #include "http.h"
+#include "json.h"
 #include "store.h"
 #include "writeq.h"
 
@@ -250,35 +251,50 @@ int fp_coll_api_walk_series(struct fp_coll_server *s, const struct fp_store_filt
         return r;
 }
 
+/* One series as a JSON object, through the common JSON writer (userdata). */
 static int series_json(void *userdata, const struct fp_store_series *se,
                        const struct fp_coll_drops *d)
 {
-        struct evbuffer *b = userdata;
+        struct fp_json *j = userdata;
         char first[40], last[40];
 
         fp_rfc3339(se->first_ns, first, sizeof(first));
         fp_rfc3339(se->last_ns, last, sizeof(last));
-        evbuffer_add_printf(b, "%s\n    {\"host\": ", evbuffer_get_length(b) > 16 ? "," : "");
-        fp_escape_json_evb(b, se->host);
-        evbuffer_add_printf(b, ", \"process\": ");
-        fp_escape_json_evb(b, se->comm);
-        evbuffer_add_printf(b, ", \"pid\": %d, \"starttime\": %" PRIu64 ", \"exe\": ", (int)se->pid,
-                            se->starttime);
-        fp_escape_json_evb(b, se->exe);
-        evbuffer_add_printf(b, ", \"event\": ");
-        fp_escape_json_evb(b, se->event);
-        evbuffer_add_printf(b,
-                            ", \"first\": \"%s\", \"last\": \"%s\", \"first_ns\": %" PRId64
-                            ", \"last_ns\": %" PRId64 ", \"buckets\": %" PRIu64
-                            ", \"samples\": %" PRIu64 ", \"value\": %" PRIu64 ", \"drops\": {",
-                            first, last, se->first_ns, se->last_ns, se->buckets, se->count,
-                            se->value);
+        fp_json_begin_object(j);
+        fp_json_key(j, "host");
+        fp_json_string(j, se->host);
+        fp_json_key(j, "process");
+        fp_json_string(j, se->comm);
+        fp_json_key(j, "pid");
+        fp_json_int(j, se->pid);
+        fp_json_key(j, "starttime");
+        fp_json_uint(j, se->starttime);
+        fp_json_key(j, "exe");
+        fp_json_string(j, se->exe);
+        fp_json_key(j, "event");
+        fp_json_string(j, se->event);
+        fp_json_key(j, "first");
+        fp_json_string(j, first);
+        fp_json_key(j, "last");
+        fp_json_string(j, last);
+        fp_json_key(j, "first_ns");
+        fp_json_int(j, se->first_ns);
+        fp_json_key(j, "last_ns");
+        fp_json_int(j, se->last_ns);
+        fp_json_key(j, "buckets");
+        fp_json_uint(j, se->buckets);
+        fp_json_key(j, "samples");
+        fp_json_uint(j, se->count);
+        fp_json_key(j, "value");
+        fp_json_uint(j, se->value);
+        fp_json_key(j, "drops");
+        fp_json_begin_object(j);
         for (size_t i = 0; i < d->n; i++) {
-                evbuffer_add_printf(b, "%s", i ? ", " : "");
-                fp_escape_json_evb(b, d->d[i].reason);
-                evbuffer_add_printf(b, ": %" PRIu64, d->d[i].count);
+                fp_json_key(j, d->d[i].reason);
+                fp_json_uint(j, d->d[i].count);
         }
-        evbuffer_add_printf(b, "}}");
+        fp_json_end_object(j);
+        fp_json_end_object(j);
         return 0;
 }
 
@@ -286,6 +302,7 @@ void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req)
 {
         struct fp_coll_filter f;
         struct evbuffer *b;
+        struct fp_json j;
         int r;
 
         if (fp_coll_filter_from_request(req, &f) < 0)
@@ -295,13 +312,18 @@ void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 return;
         }
-        evbuffer_add_printf(b, "{\"series\": [");
-        r = fp_coll_api_walk_series(s, &f.f, series_json, b);
+        fp_json_init(&j, fp_write_evbuffer, b);
+        fp_json_begin_object(&j);
+        fp_json_key(&j, "series");
+        fp_json_begin_array(&j);
+        r = fp_coll_api_walk_series(s, &f.f, series_json, &j);
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "cannot read the store: %s",
                                     fp_store_errmsg(s->store));
         } else {
-                evbuffer_add_printf(b, "%s]}\n", r ? "\n" : "");
+                fp_json_end_array(&j);
+                fp_json_end_object(&j);
+                evbuffer_add(b, "\n", 1);
                 fp_coll_reply(req, 200, "application/json", b);
         }
         evbuffer_free(b);
