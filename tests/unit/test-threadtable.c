@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A target's thread table (agent/threads.c), on this process: at start
+ * every thread of /proc/self/task is attached; a thread reported born is
+ * attached at once (two more perf fds), one reported gone before it could
+ * be attached counts as missed, an exit detaches it (its fds closed, its
+ * name kept), and the once-a-second rescan finds a thread no tracker
+ * reported.
+ *
+ * (Named test-threadtable: integration/test-threads is the agent's.)
+ */
+#include "fp-test.h"
+#include "symbols.h"
+#include "target.h"
+#include "targetconf.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int stop;
+static pid_t tids[2];
+
+static void *worker(void *arg)
+{
+        int i = (int)(intptr_t)arg;
+        pthread_mutex_lock(&lock);
+        tids[i] = (pid_t)syscall(SYS_gettid);
+        pthread_cond_broadcast(&cond);
+        while (stop <= i)
+                pthread_cond_wait(&cond, &lock);
+        pthread_mutex_unlock(&lock);
+        return NULL;
+}
+
+static unsigned perf_fds(void)
+{
+        char link[256], path[300];
+        unsigned n = 0;
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+                ssize_t k = readlink(path, link, sizeof(link) - 1);
+                if (k > 0) {
+                        link[k] = 0;
+                        n += strcmp(link, "anon_inode:[perf_event]") == 0;
+                }
+        }
+        if (d)
+                closedir(d);
+        return n;
+}
+
+static pid_t start_worker(int i, pthread_t *th)
+{
+        pthread_create(th, NULL, worker, (void *)(intptr_t)i);
+        pthread_mutex_lock(&lock);
+        while (!tids[i])
+                pthread_cond_wait(&cond, &lock);
+        pthread_mutex_unlock(&lock);
+        return tids[i];
+}
+
+static void end_worker(int i, pthread_t th)
+{
+        pthread_mutex_lock(&lock);
+        stop = i + 1;
+        pthread_cond_broadcast(&cond);
+        pthread_mutex_unlock(&lock);
+        pthread_join(th, NULL);
+}
+
+int main(void)
+{
+        struct event_base *base = event_base_new();
+        struct fp_symcache *cache = fp_symcache_new();
+        struct fp_perf_config cfg = {0};
+        struct fp_target *t = NULL;
+        struct fp_target_stats st;
+        pthread_t th0, th1;
+        char err[256];
+
+        FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock", &cfg, NULL, 0), 0);
+        cfg.period = 10000000;
+        cfg.unwind = 1; /* fp: a small stack copy is enough here */
+        fp_targetconf_finish(&cfg);
+        unsigned fds0 = perf_fds();
+        int r = fp_target_start(base, cache, getpid(), &cfg, &t, err, sizeof(err));
+        if (r < 0)
+                fprintf(stderr, "start: %s\n", err);
+        FP_CHECK_EQ_INT(r, 0);
+        if (r < 0)
+                return FP_TEST_DONE();
+        fp_target_stats(t, &st);
+        FP_CHECK_EQ_INT(st.threads_live, 1);
+        unsigned fds1 = perf_fds();
+        FP_CHECK_EQ_INT(fds1, fds0 + 2); /* a sampler and a side-band event */
+
+        /* A birth reported by a tracker: attached at once. */
+        pid_t tid0 = start_worker(0, &th0);
+        FP_CHECK_EQ_INT(fp_target_thread_born(t, tid0, 0), 0);
+        fp_target_stats(t, &st);
+        FP_CHECK_EQ_INT(st.threads_live, 2);
+        FP_CHECK_EQ_INT(st.threads_seen, 2);
+        FP_CHECK_EQ_INT(perf_fds(), fds1 + 2);
+        /* Reported twice: still one record. */
+        FP_CHECK_EQ_INT(fp_target_thread_born(t, tid0, 0), 0);
+        fp_target_stats(t, &st);
+        FP_CHECK_EQ_INT(st.threads_seen, 2);
+
+        /* Gone before it could be attached: counted as missed, nothing opened. */
+        FP_CHECK_EQ_INT(fp_target_thread_born(t, 0x7ffffff0, 0), -ESRCH);
+        fp_target_stats(t, &st);
+        FP_CHECK_EQ_INT(st.threads_missed, 1);
+        FP_CHECK_EQ_INT(st.threads_live, 2);
+
+        /* An exit: its events are closed at once. */
+        end_worker(0, th0);
+        fp_target_thread_exited(t, tid0);
+        fp_target_stats(t, &st);
+        FP_CHECK_EQ_INT(st.threads_live, 1);
+        FP_CHECK_EQ_INT(perf_fds(), fds1);
+
+        /*
+         * A thread nobody reported: with births said to come from a tracker
+         * (FORK records then ignored), the rescan (once a second) finds it.
+         */
+        fp_target_set_tracking(t, true, false, 0, NULL, NULL);
+        (void)start_worker(1, &th1);
+        for (int i = 0; i < 300; i++) {
+                struct timeval tv = {0, 10000};
+                event_base_loopexit(base, &tv);
+                event_base_dispatch(base);
+                fp_target_stats(t, &st);
+                if (st.threads_live == 2)
+                        break;
+        }
+        FP_CHECK_EQ_INT(st.threads_live, 2);
+        FP_CHECK_EQ_INT(st.threads_by_rescan, 1);
+        end_worker(1, th1);
+
+        fp_target_free(t);
+        FP_CHECK_EQ_INT(perf_fds(), fds0);
+        fp_symcache_free(cache);
+        event_base_free(base);
+        return FP_TEST_DONE();
+}
