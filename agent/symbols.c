@@ -514,7 +514,8 @@ int fp_sym_open_elf(const char *path, int *ret_fd, Elf **ret_elf, struct stat *r
         struct stat st;
         Elf *elf;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd =
+            open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY); /* a FIFO must not block us */
         if (fd < 0)
                 return -errno;
         if (fstat(fd, &st) < 0)

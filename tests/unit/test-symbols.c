@@ -674,6 +674,9 @@ static void test_errors(void)
         FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing"), &t), -ENOENT);
         FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing/x"), &t), -ENOENT);
         FP_CHECK_EQ_INT(fp_symcache_get(c, dir, &t), -EISDIR);
+        /* A FIFO where a library was (a hostile target's trick): refused, never waited on. */
+        FP_CHECK_EQ_INT(mkfifo(in_dir("fifo"), 0600), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("fifo"), &t), -ENOEXEC);
         FP_CHECK(t == NULL);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 0);
         FP_CHECK_EQ_INT(fp_symcache_get(NULL, in_dir("prog"), &t), -EINVAL);
