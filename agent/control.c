@@ -63,9 +63,7 @@ void fp_control_error(struct fp_control_client *c, const char *fmt, ...)
         va_start(ap, fmt);
         if (vasprintf(&c->status, fmt, ap) < 0)
                 c->status = strdup("out of memory");
-        va_end(ap);
-        if (!c->status)
-                c->status = NULL; /* send_reply says "out of memory" */
+        va_end(ap); /* a NULL status after all that: send_reply says "out of memory" */
 }
 
 bool fp_control_has_error(const struct fp_control_client *c)
