@@ -472,11 +472,13 @@ struct section {
 /* Parses the CIE at offset off of sec. */
 static void parse_cie(const struct section *sec, uint64_t off, struct cie *cie)
 {
+        memset(cie, 0, sizeof(*cie));
+        if (off >= sec->size)
+                return; /* an FDE pointing outside the section */
         struct cursor c = {sec->data + off, sec->data + sec->size, sec->vaddr + off, false};
         uint64_t len = read_n(&c, 4);
         size_t id_size = 4;
 
-        memset(cie, 0, sizeof(*cie));
         if (len == 0xffffffff) {
                 len = read_n(&c, 8);
                 id_size = 8;
