@@ -276,12 +276,9 @@ static bool socket_alive(const struct sockaddr_un *sa)
         return alive;
 }
 
-int fp_control_new(struct event_base *base, const char *path, const struct fp_control_command *cmds,
-                   size_t n_cmds, void *userdata, struct fp_control **ret, char *err,
-                   size_t err_len)
+int fp_control_probe(const char *path, char *err, size_t err_len)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        struct fp_control *ctl;
 
         if (strlen(path) >= sizeof(sa.sun_path)) {
                 snprintf(err, err_len, "socket path too long: %s", path);
@@ -292,6 +289,20 @@ int fp_control_new(struct event_base *base, const char *path, const struct fp_co
                 snprintf(err, err_len, "another agent is already listening on %s", path);
                 return -EADDRINUSE;
         }
+        return 0;
+}
+
+int fp_control_new(struct event_base *base, const char *path, const struct fp_control_command *cmds,
+                   size_t n_cmds, void *userdata, struct fp_control **ret, char *err,
+                   size_t err_len)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct fp_control *ctl;
+        int r = fp_control_probe(path, err, err_len);
+
+        if (r < 0)
+                return r;
+        strcpy(sa.sun_path, path);
         (void)unlink(path);
         ctl = calloc(1, sizeof(*ctl));
         if (!ctl || !(ctl->path = strdup(path))) {
@@ -318,11 +329,6 @@ int fp_control_new(struct event_base *base, const char *path, const struct fp_co
         }
         *ret = ctl;
         return 0;
-}
-
-void fp_control_set_userdata(struct fp_control *ctl, void *userdata)
-{
-        ctl->userdata = userdata;
 }
 
 void fp_control_free(struct fp_control *ctl)

@@ -46,8 +46,13 @@ struct fp_control_command {
 int fp_control_new(struct event_base *base, const char *path, const struct fp_control_command *cmds,
                    size_t n_cmds, void *userdata, struct fp_control **ret, char *err,
                    size_t err_len);
-/* The userdata the commands get (set once the program's core exists). */
-void fp_control_set_userdata(struct fp_control *ctl, void *userdata);
+/*
+ * -EADDRINUSE (and one line in err) when an agent already answers on path;
+ * a program checks this before it touches its store, then calls
+ * fp_control_new() once it is ready to serve (clients then never see a
+ * half-started agent).
+ */
+int fp_control_probe(const char *path, char *err, size_t err_len);
 /* Closes the socket, removes its file and frees every client. Accepts NULL. */
 void fp_control_free(struct fp_control *ctl);
 

@@ -201,22 +201,22 @@ int main(int argc, char **argv)
                 fp_log(LOG_ERR, "Failed to create the event loop");
                 return 1;
         }
-        /* The socket first: a second agent must fail before it touches the store. */
-        r = fp_control_new(base, socket_path, fp_commands, fp_n_commands, NULL, &control, err,
-                           sizeof(err));
+        /*
+         * A second agent must fail before it touches the store; the socket
+         * appears only once the store is open and its targets resumed.
+         */
+        r = fp_control_probe(socket_path, err, sizeof(err));
+        if (r >= 0)
+                r = fp_core_new(base, &opt, &core, err, sizeof(err));
+        if (r >= 0)
+                r = fp_control_new(base, socket_path, fp_commands, fp_n_commands, core, &control,
+                                   err, sizeof(err));
         if (r < 0) {
                 fp_log(LOG_ERR, "%s", err);
+                fp_core_free(core);
                 event_base_free(base);
                 return 1;
         }
-        r = fp_core_new(base, &opt, &core, err, sizeof(err));
-        if (r < 0) {
-                fp_log(LOG_ERR, "%s", err);
-                fp_control_free(control);
-                event_base_free(base);
-                return 1;
-        }
-        fp_control_set_userdata(control, core);
         sigterm = evsignal_new(base, SIGTERM, on_signal, base);
         sigint = evsignal_new(base, SIGINT, on_signal, base);
         if (!sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 ||

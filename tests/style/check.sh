@@ -33,7 +33,8 @@ for l in agent/libfp_agentcore.a collector/libfp_collcore.a storage/libfp_storag
   proto/libfp_proto.a common/libfp_common.a; do
   [[ -f $build/$l ]] && libs+=("$build/$l")
 done
-bad=$(nm -g --defined-only "${libs[@]}" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^(fp_|perftools__)/ {print $3}' | sort -u)
+# (__odr_asan.* and friends are the sanitizer's own, in the ASan build.)
+bad=$(nm -g --defined-only "${libs[@]}" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^(fp_|perftools__|__odr_asan|__asan|__ubsan)/ {print $3}' | sort -u)
 if [[ -n $bad ]]; then
   echo "style: external symbols without the fp_ prefix:"
   sed 's/^/  /' <<<"$bad"
