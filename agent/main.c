@@ -3,7 +3,7 @@
  * fleetprof-agent: the per-host profiling daemon.
  *
  * One thread runs one libevent loop: perf ring wake-ups, thread rescans
- * and agentctl requests all arrive there (see server.c and target.c).
+ * and agentctl requests all arrive there (see core.c, control.c and target.c).
  * SIGTERM and SIGINT end the loop; every target is detached on the way out.
  */
 #include "conf.h"

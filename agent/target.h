@@ -96,7 +96,7 @@ const char *fp_target_left_out(const struct fp_target *t);
 void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
 
 /*
- * Thread tracking. A tracker (server.c: the BPF one, or the perf FORK
+ * Thread tracking. A tracker (core.c: the BPF one, or the perf FORK
  * records of the fallback) reports births and exits:
  *
  * fp_target_thread_born() attaches thread tid now, birth_ns being its
