@@ -780,9 +780,3 @@ const struct fp_cfi_row *fp_cfi_find(const struct fp_cfi *c, uint64_t vaddr)
         }
         return &c->rows[lo];
 }
-
-size_t fp_cfi_bytes(const struct fp_cfi *c)
-{
-        return c ? sizeof(*c) + c->cap * sizeof(*c->rows) + (c->page ? (c->n_pages + 1) * 4 : 0)
-                 : 0;
-}

@@ -74,5 +74,3 @@ size_t fp_cfi_n_rows(const struct fp_cfi *c);
 const struct fp_cfi_row *fp_cfi_row(const struct fp_cfi *c, size_t i);
 /* The row covering vaddr, or NULL when vaddr is before the first row. */
 const struct fp_cfi_row *fp_cfi_find(const struct fp_cfi *c, uint64_t vaddr);
-/* Bytes the table takes in memory. */
-size_t fp_cfi_bytes(const struct fp_cfi *c);

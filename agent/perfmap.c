@@ -50,11 +50,6 @@ void fp_perfmap_free(struct fp_perfmap *m)
         free(m);
 }
 
-size_t fp_perfmap_n_entries(const struct fp_perfmap *m)
-{
-        return m ? m->n : 0;
-}
-
 static int cmp_entry(const void *a, const void *b)
 {
         const struct entry *x = a, *y = b;

@@ -40,4 +40,3 @@ int fp_perfmap_load(struct fp_perfmap *m, const char *path);
 
 /* The name of the code at addr, or NULL. May re-read the file (see above). */
 const char *fp_perfmap_lookup(struct fp_perfmap *m, uint64_t addr);
-size_t fp_perfmap_n_entries(const struct fp_perfmap *m);

@@ -33,6 +33,27 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * The mapping of addr, re-reading /proc/PID/maps on a miss (a mapping newer
+ * than our view, from dlopen), at most every 100 ms and at most once per
+ * call site's *reloaded.
+ */
+static uint32_t find_mapping(struct fp_target *t, uint64_t addr, bool *reloaded)
+{
+        uint32_t idx = fp_maps_find(t->maps, addr);
+        uint64_t now;
+
+        if (idx || *reloaded)
+                return idx;
+        *reloaded = true;
+        now = fp_now_ns(CLOCK_MONOTONIC);
+        if (now - t->maps_reload_ns <= 100000000ULL)
+                return 0;
+        t->maps_reload_ns = now;
+        (void)fp_maps_load_proc(t->maps);
+        return fp_maps_find(t->maps, addr);
+}
+
 static void resolve_frames(void *userdata, struct fp_frame *frames, uint32_t n)
 {
         struct fp_target *t = userdata;
@@ -41,16 +62,7 @@ static void resolve_frames(void *userdata, struct fp_frame *frames, uint32_t n)
         for (uint32_t i = 0; i < n; i++) {
                 if (frames[i].flags & FP_FRAME_KERNEL_TIME)
                         continue;
-                frames[i].mapping = fp_maps_find(t->maps, frames[i].addr);
-                if (!frames[i].mapping && !reloaded) {
-                        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
-                        reloaded = true;
-                        if (now - t->maps_reload_ns > 100000000ULL) {
-                                t->maps_reload_ns = now;
-                                (void)fp_maps_load_proc(t->maps);
-                                frames[i].mapping = fp_maps_find(t->maps, frames[i].addr);
-                        }
-                }
+                frames[i].mapping = find_mapping(t, frames[i].addr, &reloaded);
                 if (!frames[i].mapping) {
                         t->st.unresolved++;
                         continue;
@@ -64,21 +76,14 @@ static void resolve_frames(void *userdata, struct fp_frame *frames, uint32_t n)
 static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
 {
         struct fp_target *t = userdata;
-        uint32_t idx = fp_maps_find(t->maps, ip);
+        bool reloaded = false;
+        uint32_t idx = find_mapping(t, ip, &reloaded);
         struct fp_mapping *x;
         struct fp_symtab *st;
 
         *ret = (struct fp_unwind_code){0};
-        if (!idx) {
-                /* A mapping newer than our view (dlopen): reload, at most every 100 ms. */
-                uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
-                if (now - t->maps_reload_ns <= 100000000ULL)
-                        return;
-                t->maps_reload_ns = now;
-                (void)fp_maps_load_proc(t->maps);
-                if (!(idx = fp_maps_find(t->maps, ip)))
-                        return;
-        }
+        if (!idx)
+                return;
         x = fp_maps_get(t->maps, idx);
         if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)
                 return;

@@ -57,6 +57,28 @@ static bool load(const struct copy *c, uint64_t a, uint64_t *ret)
         return true;
 }
 
+/*
+ * The CFA a row gives for a frame at pc with registers sp and bp; false for
+ * a row that gives none (no CFI, unsupported).
+ */
+static bool row_cfa(const struct fp_cfi_row *row, uint64_t pc, uint64_t sp, uint64_t bp,
+                    uint64_t *ret)
+{
+        switch (row->cfa) {
+        case FP_CFI_CFA_SP:
+                *ret = sp + (uint64_t)(int64_t)row->cfa_off;
+                return true;
+        case FP_CFI_CFA_BP:
+                *ret = bp + (uint64_t)(int64_t)row->cfa_off;
+                return true;
+        case FP_CFI_CFA_PLT:
+                *ret = sp + 8 + ((pc & 15) >= row->flags ? 8 : 0);
+                return true;
+        default:
+                return false;
+        }
+}
+
 void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint8_t *stack,
                     uint64_t stack_size, fp_unwind_lookup_fn lookup, void *userdata, uint64_t *ips,
                     size_t max, struct fp_unwind_result *ret)
@@ -82,19 +104,9 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                                 r.end = FP_UNWIND_END_ROOT;
                                 break;
                         }
-                        switch (row->cfa) {
-                        case FP_CFI_CFA_SP:
-                                cfa = sp + (uint64_t)(int64_t)row->cfa_off;
-                                break;
-                        case FP_CFI_CFA_BP:
-                                cfa = bp + (uint64_t)(int64_t)row->cfa_off;
-                                break;
-                        case FP_CFI_CFA_PLT:
-                                cfa = sp + 8 + ((pc & 15) >= row->flags ? 8 : 0);
-                                break;
-                        default:
+                        if (!row_cfa(row, pc, sp, bp, &cfa)) {
                                 r.end = FP_UNWIND_END_FAILED;
-                                goto out;
+                                break;
                         }
                         uint64_t slot = cfa + (uint64_t)(int64_t)row->rbp_off;
                         /*
@@ -137,7 +149,6 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                 sp = cfa;
                 bp = nbp;
         }
-out:
         *ret = r;
 }
 
@@ -153,12 +164,9 @@ bool fp_unwind_fix_leaf(const struct fp_unwind_regs *regs, const uint8_t *stack,
         lookup(userdata, regs->ip, &code);
         if (!code.cfi || !(row = fp_cfi_find(code.cfi, code.vaddr)))
                 return false;
-        if (row->cfa == FP_CFI_CFA_SP)
-                cfa = regs->sp + (uint64_t)(int64_t)row->cfa_off;
-        else if (row->cfa == FP_CFI_CFA_PLT)
-                cfa = regs->sp + 8 + ((regs->ip & 15) >= row->flags ? 8 : 0);
-        else
-                return false; /* a frame is set up (rbp-based): the chain is right */
+        /* With a frame set up (rbp-based) the chain is right already. */
+        if (row->cfa == FP_CFI_CFA_BP || !row_cfa(row, regs->ip, regs->sp, regs->bp, &cfa))
+                return false;
         if (!load(&c, cfa - 8, &ra) || ra == 0 || ra == chain_next)
                 return false;
         *ret_ra = ra;

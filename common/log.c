@@ -9,7 +9,7 @@
 
 static const char *prog = "fleetprof";
 static bool use_syslog;
-static int max_level = LOG_INFO;
+static const int max_level = LOG_INFO; /* LOG_DEBUG is for builds that change this */
 
 void fp_log_init(const char *program)
 {
@@ -20,16 +20,6 @@ void fp_log_to_syslog(void)
 {
         openlog(prog, LOG_PID | LOG_NDELAY, LOG_DAEMON);
         use_syslog = true;
-}
-
-void fp_log_set_level(int level)
-{
-        max_level = level;
-}
-
-bool fp_log_syslog_active(void)
-{
-        return use_syslog;
 }
 
 void fp_log(int level, const char *fmt, ...)

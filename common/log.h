@@ -5,7 +5,7 @@
  * message"; once a program daemonizes (fp_log_to_syslog()) messages go to
  * syslog with the same program name, so the journal keeps them. Levels are
  * syslog's (LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG);
- * LOG_DEBUG lines are dropped unless fp_log_set_level() lets them through.
+ * LOG_DEBUG lines are dropped.
  *
  * Libraries never log (they return -errno and a line of text); programs
  * log where they handle an error. Safe to call from any thread: each
@@ -20,8 +20,5 @@
 void fp_log_init(const char *program);
 /* From now on messages go to syslog (facility daemon) instead of stderr. */
 void fp_log_to_syslog(void);
-/* Messages above level (less severe) are dropped; the default is LOG_INFO. */
-void fp_log_set_level(int level);
-bool fp_log_syslog_active(void);
 
 void fp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
