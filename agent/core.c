@@ -203,17 +203,12 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                 if (at->final_written)
                         continue;
                 bool running = st.state == FP_TARGET_RUNNING;
+                /*
+                 * The drops going into this batch, copied (reasons too: the
+                 * fill empties the target's carried slots they point into).
+                 */
                 struct fp_target_drop carried[CTX_MAX_DROPS];
                 size_t nd = fp_target_open_drops(at->t, carried, CTX_MAX_DROPS);
-                int r = fp_target_fill_batch(at->t, b, only ? active : running);
-                if (r < 0) {
-                        fp_log(LOG_ERR, "Failed to close the bucket of %d: %s",
-                               (int)fp_target_pid(at->t), strerror(-r));
-                        continue;
-                }
-                ctx->t[ctx->n].pid = fp_target_pid(at->t);
-                ctx->t[ctx->n].starttime = fp_target_starttime(at->t);
-                ctx->t[ctx->n].idx = (uint32_t)r;
                 ctx->t[ctx->n].n_drops = 0;
                 for (size_t k = 0; k < nd; k++) {
                         if (!carried[k].count)
@@ -223,6 +218,15 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                                  sizeof(ctx->t[ctx->n].drops[m].reason), "%s", carried[k].reason);
                         ctx->t[ctx->n].drops[m].count = carried[k].count;
                 }
+                int r = fp_target_fill_batch(at->t, b, only ? active : running);
+                if (r < 0) {
+                        fp_log(LOG_ERR, "Failed to close the bucket of %d: %s",
+                               (int)fp_target_pid(at->t), strerror(-r));
+                        continue;
+                }
+                ctx->t[ctx->n].pid = fp_target_pid(at->t);
+                ctx->t[ctx->n].starttime = fp_target_starttime(at->t);
+                ctx->t[ctx->n].idx = (uint32_t)r;
                 ctx->n++;
                 if (!running)
                         at->final_written = true;
