@@ -28,7 +28,7 @@ integrity() { sqlite3 "file:$1?mode=ro" "pragma integrity_check;" 2>&1 | head -1
 
 # ---- 1. budget, eviction, dumps ----------------------------------------
 fp_start_agent --bucket 1 --store-max-mb 2
-fp_start_workload manystacks "$FP_TMP/ms.out" "$FP_TMP/ms.ready" --threads 2 --seconds 14 --depth 9
+fp_start_workload manystacks "$FP_TMP/ms.out" "$FP_TMP/ms.ready" --threads 2 --seconds 60 --depth 9
 pid=$FP_WL_PID
 fp_ctl start "$pid" --freq 2500 >/dev/null || fp_fail "start failed"
 max=0
@@ -59,7 +59,7 @@ fp_pprof -raw -symbolize=none "$FP_TMP/direct.pb.gz" >"$FP_TMP/direct.raw" 2>&1 
 grep -q "hop_b" "$FP_TMP/direct.raw" || fp_fail "dump --store lacks the workload's functions"
 n_stacks=$(sqlite3 "file:$DB?mode=ro" "select count(*) from stacks;" 2>/dev/null || echo "?")
 fp_ok "dump --since and dump --store give readable profiles ($n_stacks distinct stacks stored)"
-wait "$pid" 2>/dev/null || true
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
 fp_stop_agent
 "$FP_AGENTCTL" dump "$pid" --store "$DB" --format top >"$FP_TMP/after.top" 2>&1 || fp_fail "dump --store failed with the agent down: $(cat "$FP_TMP/after.top")"
 grep -q "hop_" "$FP_TMP/after.top" || fp_fail "dump --store with the agent down lacks the workload"
