@@ -509,14 +509,6 @@ static void open_store(struct fp_core *s)
         }
 }
 
-static void on_upload_rejected(void *userdata, pid_t pid, uint64_t starttime, uint64_t samples)
-{
-        struct fp_core *s = userdata;
-        struct fp_core_target *at = fp_core_find(s, pid);
-        if (at && fp_target_starttime(at->t) == starttime)
-                fp_target_charge_drop(at->t, "upload_rejected", samples);
-}
-
 int fp_core_new(struct event_base *base, const struct fp_core_options *opt, struct fp_core **ret,
                 char *err, size_t err_len)
 {
@@ -554,8 +546,7 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
                         fp_core_free(s);
                         return -EINVAL;
                 }
-                r = fp_uploader_new(base, s->writer, &uo, on_upload_rejected, s, &s->uploader, err,
-                                    err_len);
+                r = fp_uploader_new(base, s->writer, &uo, &s->uploader, err, err_len);
                 if (r < 0) {
                         fp_core_free(s);
                         return r;
@@ -749,6 +740,9 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         st.wal_bytes = s->stats.wal_bytes;
         st.buckets = s->stats.buckets;
         st.pending_buckets = s->stats.pending_buckets;
+        st.waiting_uploads = s->stats.outbox_uploads;
+        st.waiting_bytes = s->stats.outbox_bytes;
+        st.oldest_waiting_ns = s->stats.oldest_waiting_ns;
         st.buckets_written = s->buckets_closed;
         st.buckets_failed = s->buckets_failed;
         st.queued = s->writer ? fp_writer_pending(s->writer) : 0;

@@ -140,6 +140,8 @@ struct fp_core_status {
         bool store_write_failing; /* the last bucket could not be written */
         char store_error[256];    /* why not, when either is so */
         uint64_t store_max_bytes, file_bytes, wal_bytes, buckets, pending_buckets;
+        uint64_t waiting_uploads, waiting_bytes; /* built, in the store's outbox */
+        int64_t oldest_waiting_ns;               /* 0: nothing waits */
         uint64_t buckets_written, buckets_failed;
         size_t queued;
         /* Uploads (url NULL: no collector). */

@@ -254,6 +254,10 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 fp_json_int(&j, u->last_attempt_ns);
                 fp_json_key(&j, "next_attempt_ns");
                 fp_json_int(&j, u->next_attempt_ns);
+                fp_json_key(&j, "oldest_waiting_ns");
+                fp_json_int(&j, st->oldest_waiting_ns);
+                fp_json_key(&j, "config_error");
+                fp_json_bool(&j, u->config_error);
                 const struct {
                         const char *key;
                         uint64_t v;
@@ -265,6 +269,8 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                     {"bytes_sent", u->bytes_sent},
                     {"buckets_uploaded", u->buckets_uploaded},
                     {"pending_buckets", st->pending_buckets},
+                    {"waiting_uploads", st->waiting_uploads},
+                    {"waiting_bytes", st->waiting_bytes},
                 };
                 for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++) {
                         fp_json_key(&j, up[i].key);
@@ -321,14 +327,22 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         }
         if (st->upload_url) {
                 const struct fp_upload_status *u = &st->upload;
-                char last[32];
+                char last[32], oldest[32], bytes[32];
                 format_age(last, sizeof(last), u->last_success_ns);
+                format_age(oldest, sizeof(oldest), st->oldest_waiting_ns);
+                human_bytes(bytes, sizeof(bytes), st->waiting_bytes);
                 fprintf(out,
                         "upload: %s, last success %s, %" PRIu64 " buckets uploaded, %" PRIu64
-                        " profiles refused%s%s%s\n",
+                        " profiles refused%s\n",
                         TERM(st->upload_url, e1), last, u->buckets_uploaded, u->uploads_rejected,
-                        u->in_progress ? ", uploading now" : "",
-                        u->last_error[0] ? ", last error: " : "", TERM(u->last_error, e2));
+                        u->in_progress ? ", uploading now" : "");
+                if (st->pending_buckets || st->waiting_uploads)
+                        fprintf(out,
+                                "  waiting: %" PRIu64 " buckets (%" PRIu64
+                                " uploads of %s built), the oldest from %s\n",
+                                st->pending_buckets, st->waiting_uploads, bytes, oldest);
+                if (u->last_error[0])
+                        fprintf(out, "  last error: %s\n", TERM(u->last_error, e2));
         } else {
                 fprintf(out, "upload: none (no --collector)\n");
         }

@@ -4,11 +4,13 @@
  *
  * State machine of the uploader (loop thread):
  *
- *   IDLE --timer or flush--> PREPARING (writer thread builds the items)
- *   PREPARING --items--> SENDING (libcurl multi, one easy handle per item)
- *   SENDING --all answered--> MARKING (writer thread marks the buckets) --> IDLE
- *   SENDING --a retryable failure--> IDLE, with the same bucket set kept
- *                                    for the next try, after a backoff
+ *   IDLE --timer or flush--> PREPARING (writer thread: fill the outbox, read it)
+ *   PREPARING --uploads--> SENDING (libcurl multi, one easy handle per upload)
+ *   SENDING --all answered--> SETTLING (writer thread: take out what is done,
+ *                                       split what was too large) --> IDLE
+ *
+ * A round with a transient or configuration failure ends IDLE with a
+ * backoff; what failed stays in the outbox for the next round.
  *
  * libcurl is driven by libevent: curl tells which sockets to watch
  * (socket callback) and when to call back (timer callback); libevent
@@ -30,10 +32,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_BUCKETS_PER_ROUND 64
+#define MAX_UPLOADS_PER_ROUND 256
+#define MAX_FLUSH_ROUNDS      32
 #define BACKOFF_MIN_S         1
 #define BACKOFF_MAX_S         300
 
@@ -41,39 +46,39 @@ enum state {
         IDLE,
         PREPARING,
         SENDING,
-        MARKING,
+        SETTLING,
 };
 
-/* One POST: a (target, event) over the round's buckets. */
+enum outcome {
+        PENDING,
+        DELIVERED,
+        REFUSED,   /* for good: the profile is malformed */
+        TOO_LARGE, /* 413: split */
+        TRANSIENT, /* retry after a backoff */
+        MISCONFIGURED,
+};
+
+/* One POST: an upload of the outbox. */
 struct item {
         struct fp_uploader *u;
-        pid_t pid;
-        uint64_t starttime;
-        char *comm, *exe, *event, *host;
-        struct fp_upload_drop *drops; /* what the series lost over the round's range */
-        size_t n_drops;
+        struct fp_store_upload up; /* host, event, query point into strs; body owned */
+        char *strs;
         uint8_t *body;
-        size_t len;
-        uint64_t samples;
-        bool counter; /* a counter of the target's group: drops go with its sampling event */
-        char key[40];
         CURL *easy;
         struct curl_slist *headers;
-        char error[CURL_ERROR_SIZE];
+        char error[CURL_ERROR_SIZE + 512]; /* curl's error buffer, then our line */
         char response[512];
         size_t response_len;
-        int outcome; /* 0 pending, 1 ok, 2 rejected, 3 retry */
+        enum outcome outcome;
 };
 
 /* Work shared with the writer thread: owned by the round's job while it runs. */
 struct round {
-        int64_t ids[MAX_BUCKETS_PER_ROUND];
-        size_t n_ids;
-        bool fixed; /* retry: keep exactly these ids */
-        bool more;  /* more buckets were pending than one round takes */
-        int64_t from_ns, to_ns;
         struct item *items;
         size_t n_items, cap_items;
+        uint64_t buckets_moved; /* buckets this round moved into the outbox */
+        bool more;              /* the store holds more to send than this round took */
+        size_t split;           /* uploads split, too large */
         char error[256];
 };
 
@@ -82,21 +87,20 @@ struct fp_uploader {
         struct fp_writer *writer;
         char *url, *token, *ca_file;
         unsigned interval;
-        fp_upload_reject_fn reject;
-        void *userdata;
 
         enum state state;
-        struct round *round; /* the current or retried round */
+        struct round *round;
         struct event *ev_round;
         CURLM *multi;
         struct event *ev_curl_timer;
         size_t in_flight;
         unsigned backoff_s;
+        unsigned flush_rounds;
+        size_t flush_sent; /* uploads delivered by the rounds of this flush */
         char hostname[256];
 
         fp_upload_done_fn flush_done;
         void *flush_userdata;
-        bool flush_requested;
         bool flush_again; /* a flush arrived during a round */
         bool closing;     /* being freed: results from the writer only free their round */
 
@@ -117,115 +121,168 @@ static void item_clear(struct item *it)
                 curl_easy_cleanup(it->easy);
         }
         curl_slist_free_all(it->headers);
-        free(it->comm);
-        free(it->exe);
-        free(it->event);
-        free(it->drops);
-        free(it->host);
+        free(it->strs);
         free(it->body);
         memset(it, 0, sizeof(*it));
+}
+
+static void round_reset(struct round *r)
+{
+        for (size_t i = 0; i < r->n_items; i++)
+                item_clear(&r->items[i]);
+        r->n_items = 0;
+        r->buckets_moved = 0;
+        r->more = false;
+        r->split = 0;
+        r->error[0] = 0;
 }
 
 static void round_free(struct round *r)
 {
         if (!r)
                 return;
-        for (size_t i = 0; i < r->n_items; i++)
-                item_clear(&r->items[i]);
+        round_reset(r);
         free(r->items);
         free(r);
 }
 
-/* Drops the items of a round but keeps its bucket set (for a retry). */
-static void round_reset_items(struct round *r)
+/* ---- writer thread: build uploads, read the outbox, settle ---- */
+
+/* A fresh idempotency key: 128 random bits in hex. */
+static void new_key(char out[40])
 {
-        for (size_t i = 0; i < r->n_items; i++)
-                item_clear(&r->items[i]);
-        r->n_items = 0;
-        r->error[0] = 0;
+        static uint64_t fallback;
+        uint64_t k[2];
+
+        if (getrandom(k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k)) {
+                k[0] = fp_now_ns(CLOCK_REALTIME) ^ ((uint64_t)getpid() << 32);
+                k[1] = fp_now_ns(CLOCK_MONOTONIC) + ++fallback * 0x9e3779b97f4a7c15ULL;
+        }
+        snprintf(out, 40, "%016" PRIx64 "%016" PRIx64, k[0], k[1]);
 }
 
-/* ---- writer thread: build the items, mark the buckets ---- */
-
-struct series_acc {
-        struct round *r;
-        struct fp_store *store;
-        int err;
-};
-
-/* Sums a stored drop row into the item's drops (reasons past the contract's cap: "other"). */
+/* Sums a stored drop row into the upload's drops (reasons past the contract's cap: "other"). */
 static int add_drop(void *userdata, const struct fp_store_drop *d)
 {
-        struct item *it = userdata;
+        struct fp_upload_meta *m = userdata;
         size_t i;
 
-        for (i = 0; i < it->n_drops; i++)
-                if (strcmp(it->drops[i].reason, d->reason) == 0)
+        for (i = 0; i < m->n_drops; i++)
+                if (strcmp(m->drops[i].reason, d->reason) == 0)
                         break;
-        if (i == it->n_drops) {
-                if (!it->drops) {
-                        it->drops = calloc(FP_UPLOAD_MAX_DROPS, sizeof(*it->drops));
-                        if (!it->drops)
-                                return -ENOMEM;
-                }
-                if (it->n_drops == FP_UPLOAD_MAX_DROPS) {
+        if (i == m->n_drops) {
+                if (m->n_drops == FP_UPLOAD_MAX_DROPS) {
                         i = FP_UPLOAD_MAX_DROPS - 1;
-                        snprintf(it->drops[i].reason, sizeof(it->drops[i].reason), "other");
+                        snprintf(m->drops[i].reason, sizeof(m->drops[i].reason), "other");
                 } else {
-                        it->n_drops++;
-                        snprintf(it->drops[i].reason, sizeof(it->drops[i].reason), "%s", d->reason);
+                        m->n_drops++;
+                        snprintf(m->drops[i].reason, sizeof(m->drops[i].reason), "%s", d->reason);
                 }
         }
-        it->drops[i].count += d->count;
+        m->drops[i].count += d->count;
         return 0;
 }
 
-static void key_of(const struct round *r, const char *host, pid_t pid, uint64_t starttime,
-                   const char *event, char out[40])
+/*
+ * Builds the upload of one series over buckets [bmin, bmax]: its profile,
+ * drops (unless a counter) and query, from m's identity. 0 with
+ * ret->len == 0 when the range holds no samples of it; ret->body and
+ * *ret_query are malloc'd.
+ */
+static int build_upload(struct fp_store *store, struct fp_upload_meta *m, bool counter,
+                        int64_t bmin, int64_t bmax, struct fp_store_upload *ret, char **ret_query)
 {
-        /* Two independent 64-bit FNV-1a hashes: a 128-bit key, stable across retries. */
-        uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL;
-        char buf[512];
-        int n =
-            snprintf(buf, sizeof(buf), "%s|%d|%" PRIu64 "|%s", host, (int)pid, starttime, event);
-        for (int i = 0; i < n && i < (int)sizeof(buf); i++) {
-                h1 = (h1 ^ (uint8_t)buf[i]) * 0x100000001b3ULL;
-                h2 = (h2 ^ (uint8_t)buf[i]) * 0x100000001b3ULL + 7;
-        }
-        for (size_t i = 0; i < r->n_ids; i++)
-                for (int b = 0; b < 8; b++) {
-                        uint8_t c = (uint8_t)((uint64_t)r->ids[i] >> (8 * b));
-                        h1 = (h1 ^ c) * 0x100000001b3ULL;
-                        h2 = (h2 ^ c) * 0x100000001b3ULL + 7;
-                }
-        snprintf(out, 40, "%016" PRIx64 "%016" PRIx64, h1, h2);
-}
-
-static int build_item(void *userdata, const struct fp_store_series *se)
-{
-        struct series_acc *a = userdata;
-        struct round *r = a->r;
-        struct fp_store_filter f = {.pid = se->pid,
-                                    .starttime = se->starttime,
-                                    .event = se->event,
-                                    .bucket_min = r->ids[0],
-                                    .bucket_max = r->ids[r->n_ids - 1]};
+        struct fp_store_filter f = {.pid = m->pid,
+                                    .starttime = m->starttime,
+                                    .event = m->event,
+                                    .bucket_min = bmin,
+                                    .bucket_max = bmax};
         struct fp_pprof *p = fp_pprof_new();
-        struct item it = {0};
+        uint8_t *body = NULL;
+        size_t len = 0;
+        int64_t t0 = 0, d0 = 0;
         int e;
 
+        *ret = (struct fp_store_upload){0};
+        *ret_query = NULL;
         if (!p)
                 return -ENOMEM;
-        e = fp_store_query_pprof(a->store, &f, p);
+        e = fp_store_query_pprof(store, &f, p);
         if (e <= 0) {
                 fp_pprof_free(p);
                 return e; /* nothing to send for it */
         }
-        it.samples = (uint64_t)fp_pprof_total(p, 0);
-        e = fp_pprof_encode(p, 1, &it.body, &it.len);
+        ret->samples = (uint64_t)fp_pprof_total(p, 0);
+        fp_pprof_get_time(p, &t0, &d0);
+        e = fp_pprof_encode(p, 1, &body, &len);
         fp_pprof_free(p);
         if (e < 0)
                 return e;
+        m->n_drops = 0;
+        memset(m->drops, 0, sizeof(m->drops));
+        if (!counter)
+                (void)fp_store_drop_totals(store, &f, add_drop, m);
+        m->from_ns = t0;
+        m->to_ns = t0 + d0;
+        snprintf(m->agent, sizeof(m->agent), "%s", FP_VERSION);
+        e = fp_upload_encode_query(m, ret_query);
+        if (e < 0) {
+                free(body);
+                return e;
+        }
+        new_key(ret->key);
+        ret->host = m->host;
+        ret->event = m->event;
+        ret->pid = (int32_t)m->pid;
+        ret->starttime = m->starttime;
+        ret->bucket_min = bmin;
+        ret->bucket_max = bmax;
+        ret->from_ns = m->from_ns;
+        ret->to_ns = m->to_ns;
+        ret->counter = counter;
+        ret->query = *ret_query;
+        ret->body = body;
+        ret->len = len;
+        return 0;
+}
+
+/* Uploads being built by one round, before they go into the outbox. */
+struct building {
+        struct fp_store *store;
+        int64_t bmin, bmax;
+        struct fp_store_upload *v;
+        char **queries;
+        size_t n, cap;
+};
+
+static void building_free(struct building *b)
+{
+        for (size_t i = 0; i < b->n; i++) {
+                free((void *)b->v[i].host);
+                free((void *)b->v[i].event);
+                free((void *)b->v[i].body);
+                free(b->queries[i]);
+        }
+        free(b->v);
+        free(b->queries);
+}
+
+static int build_series(void *userdata, const struct fp_store_series *se)
+{
+        struct building *b = userdata;
+        struct fp_upload_meta *m = calloc(1, sizeof(*m));
+        struct fp_store_upload up;
+        char *query = NULL;
+        int e;
+
+        if (!m)
+                return -ENOMEM;
+        snprintf(m->host, sizeof(m->host), "%s", se->host ? se->host : "");
+        m->pid = se->pid;
+        m->starttime = se->starttime;
+        snprintf(m->comm, sizeof(m->comm), "%s", se->comm ? se->comm : "");
+        snprintf(m->exe, sizeof(m->exe), "%s", se->exe ? se->exe : "");
+        snprintf(m->event, sizeof(m->event), "%s", se->event);
         /*
          * A counter of a group (config "event=LEADER,COUNTER,...") shares the
          * samples of its leader: the target's drops travel with the leader's
@@ -233,20 +290,84 @@ static int build_item(void *userdata, const struct fp_store_series *se)
          */
         char leader[FP_PERF_EVENT_NAME_MAX + 1];
         fp_targetconf_event(se->config, 0, leader, sizeof(leader));
-        it.counter = leader[0] && strcmp(leader, se->event) != 0;
-        if (!it.counter)
-                (void)fp_store_drop_totals(a->store, &f, add_drop, &it);
-        it.pid = se->pid;
-        it.starttime = se->starttime;
-        it.comm = strdup(se->comm ? se->comm : "");
-        it.exe = strdup(se->exe ? se->exe : "");
-        it.event = strdup(se->event);
-        it.host = strdup(se->host ? se->host : "");
-        if (!it.comm || !it.exe || !it.event || !it.host) {
+        bool counter = leader[0] && strcmp(leader, se->event) != 0;
+        e = build_upload(b->store, m, counter, b->bmin, b->bmax, &up, &query);
+        if (e < 0 || !up.len) {
+                free(m);
+                return e;
+        }
+        if (b->n == b->cap) {
+                size_t cap = b->cap ? b->cap * 2 : 8;
+                void *v = realloc(b->v, cap * sizeof(*b->v));
+                void *q = v ? realloc(b->queries, cap * sizeof(*b->queries)) : NULL;
+                if (v)
+                        b->v = v;
+                if (!v || !q) {
+                        free((void *)up.body);
+                        free(query);
+                        free(m);
+                        return -ENOMEM;
+                }
+                b->queries = q;
+                b->cap = cap;
+        }
+        /* host and event point into m, which goes: the batch keeps copies. */
+        up.host = strdup(m->host);
+        up.event = strdup(m->event);
+        free(m);
+        b->v[b->n] = up;
+        b->queries[b->n] = query;
+        b->n++;
+        return up.host && up.event ? 0 : -ENOMEM;
+}
+
+/* Moves up to a round of pending buckets into the outbox. Buckets moved, or -errno. */
+static int fill_outbox(struct fp_store *store, struct round *r)
+{
+        struct fp_store_bucket b[MAX_BUCKETS_PER_ROUND + 1];
+        int64_t ids[MAX_BUCKETS_PER_ROUND];
+        struct building bl = {.store = store};
+        int n, e;
+
+        n = fp_store_pending_uploads(store, b, MAX_BUCKETS_PER_ROUND + 1);
+        if (n <= 0)
+                return n;
+        r->more = n > MAX_BUCKETS_PER_ROUND;
+        if (r->more)
+                n = MAX_BUCKETS_PER_ROUND;
+        for (int j = 0; j < n; j++)
+                ids[j] = b[j].id;
+        bl.bmin = ids[0];
+        bl.bmax = ids[n - 1];
+        struct fp_store_filter f = {.bucket_min = bl.bmin, .bucket_max = bl.bmax};
+        e = fp_store_list_series(store, &f, build_series, &bl);
+        if (e >= 0)
+                e = fp_store_outbox_add(store, bl.v, bl.n, ids, (size_t)n);
+        building_free(&bl);
+        return e < 0 ? e : n;
+}
+
+/* Copies an outbox upload into the round's items. */
+static int load_item(void *userdata, const struct fp_store_upload *up)
+{
+        struct round *r = userdata;
+        struct item it = {.up = *up};
+        size_t lh = strlen(up->host) + 1, le = strlen(up->event) + 1, lq = strlen(up->query) + 1;
+
+        it.strs = malloc(lh + le + lq);
+        it.body = malloc(up->len ? up->len : 1);
+        if (!it.strs || !it.body) {
                 item_clear(&it);
                 return -ENOMEM;
         }
-        key_of(r, it.host, it.pid, it.starttime, it.event, it.key);
+        memcpy(it.strs, up->host, lh);
+        memcpy(it.strs + lh, up->event, le);
+        memcpy(it.strs + lh + le, up->query, lq);
+        memcpy(it.body, up->body, up->len);
+        it.up.host = it.strs;
+        it.up.event = it.strs + lh;
+        it.up.query = it.strs + lh + le;
+        it.up.body = it.body;
         if (r->n_items == r->cap_items) {
                 size_t cap = r->cap_items ? r->cap_items * 2 : 8;
                 void *q = realloc(r->items, cap * sizeof(*r->items));
@@ -261,71 +382,124 @@ static int build_item(void *userdata, const struct fp_store_series *se)
         return 0;
 }
 
-/* Writer thread: picks the buckets (or keeps a retry's) and builds one item per series. */
+/*
+ * Writer thread: sends what waits in the outbox; when nothing does, moves
+ * the oldest pending buckets in first.
+ */
 static int prepare(struct fp_store *store, void *arg)
 {
         struct round *r = arg;
-        struct fp_store_bucket b[MAX_BUCKETS_PER_ROUND + 1];
-        size_t n_kept = 0;
         int n;
 
+        round_reset(r);
         if (!store) {
                 snprintf(r->error, sizeof(r->error), "the store is unavailable");
                 return -ENODEV;
         }
-        n = fp_store_pending_uploads(store, b, MAX_BUCKETS_PER_ROUND + 1);
+        n = fp_store_outbox_list(store, MAX_UPLOADS_PER_ROUND, load_item, r);
+        if (n == 0) {
+                n = fill_outbox(store, r);
+                if (n > 0) {
+                        r->buckets_moved = (uint64_t)n;
+                        n = fp_store_outbox_list(store, MAX_UPLOADS_PER_ROUND, load_item, r);
+                }
+        }
         if (n < 0) {
                 snprintf(r->error, sizeof(r->error), "%s", fp_store_errmsg(store));
-                return n;
-        }
-        r->more = n > MAX_BUCKETS_PER_ROUND;
-        if (r->more)
-                n = MAX_BUCKETS_PER_ROUND;
-        if (r->fixed) {
-                /* A retry sends the same buckets (those still pending), so keys repeat. */
-                for (size_t i = 0; i < r->n_ids; i++)
-                        for (int j = 0; j < n; j++)
-                                if (b[j].id == r->ids[i]) {
-                                        r->ids[n_kept++] = r->ids[i];
-                                        break;
-                                }
-                r->n_ids = n_kept;
-        } else {
-                for (int j = 0; j < n; j++)
-                        r->ids[j] = b[j].id;
-                r->n_ids = (size_t)n;
-        }
-        r->from_ns = r->to_ns = 0;
-        for (int j = 0; j < n; j++)
-                for (size_t i = 0; i < r->n_ids; i++)
-                        if (b[j].id == r->ids[i]) {
-                                if (!r->from_ns || b[j].start_ns < r->from_ns)
-                                        r->from_ns = b[j].start_ns;
-                                if (b[j].start_ns + b[j].length_ns > r->to_ns)
-                                        r->to_ns = b[j].start_ns + b[j].length_ns;
-                        }
-        if (r->n_ids == 0)
-                return 0;
-        struct series_acc a = {.r = r, .store = store};
-        struct fp_store_filter f = {.bucket_min = r->ids[0], .bucket_max = r->ids[r->n_ids - 1]};
-        n = fp_store_list_series(store, &f, build_item, &a);
-        if (n < 0) {
-                snprintf(r->error, sizeof(r->error), "cannot read the store: %s",
-                         fp_store_errmsg(store));
                 return n;
         }
         return 0;
 }
 
-static int mark(struct fp_store *store, void *arg)
+/*
+ * Splits a too large upload in two halves of its buckets (in the outbox,
+ * replacing it). 1 when split, 0 when it is one bucket (refused), or -errno.
+ */
+static int split(struct fp_store *store, const struct item *it)
+{
+        struct fp_upload_meta *m = calloc(1, sizeof(*m));
+        struct fp_store_upload half[2];
+        char *query[2] = {NULL, NULL};
+        char err[128];
+        size_t n = 0;
+        int e = 0;
+
+        if (!m)
+                return -ENOMEM;
+        if (it->up.bucket_max <= it->up.bucket_min ||
+            fp_upload_parse_query(it->up.query, m, err, sizeof(err)) < 0) {
+                free(m);
+                return 0;
+        }
+        int64_t mid = it->up.bucket_min + (it->up.bucket_max - it->up.bucket_min) / 2;
+        int64_t range[2][2] = {{it->up.bucket_min, mid}, {mid + 1, it->up.bucket_max}};
+        for (int h = 0; h < 2 && e >= 0; h++) {
+                e = build_upload(store, m, it->up.counter, range[h][0], range[h][1], &half[n],
+                                 &query[n]);
+                if (e >= 0 && half[n].len)
+                        n++;
+        }
+        if (e >= 0)
+                e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_REPLACED, half, n);
+        for (size_t i = 0; i < n; i++) {
+                free((void *)half[i].body);
+                free(query[i]);
+        }
+        free(m);
+        return e < 0 ? e : 1;
+}
+
+static int count_one(void *userdata, const struct fp_store_upload *up)
+{
+        (void)userdata;
+        (void)up;
+        return 0;
+}
+
+/* Writer thread: takes out of the outbox what the collector answered for good. */
+static int settle(struct fp_store *store, void *arg)
 {
         struct round *r = arg;
+        int e = 0;
+
         if (!store)
                 return -ENODEV;
-        int n = fp_store_mark_uploaded(store, r->ids, r->n_ids);
-        if (n < 0)
+        for (size_t i = 0; i < r->n_items && e >= 0; i++) {
+                struct item *it = &r->items[i];
+                switch (it->outcome) {
+                case DELIVERED:
+                        e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_DELIVERED, NULL, 0);
+                        break;
+                case REFUSED:
+                        e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_REFUSED, NULL, 0);
+                        break;
+                case TOO_LARGE:
+                        e = split(store, it);
+                        if (e == 1) {
+                                r->split++;
+                        } else if (e == 0) {
+                                fp_log(LOG_ERR,
+                                       "The profile of %d (%s) is one bucket and still larger "
+                                       "than the collector accepts (%zu bytes): refused; raise "
+                                       "the collector's --max-body-mb",
+                                       (int)it->up.pid, it->up.event, it->up.len);
+                                it->outcome = REFUSED;
+                                e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_REFUSED, NULL,
+                                                        0);
+                        }
+                        break;
+                default:
+                        break;
+                }
+        }
+        if (e < 0) {
                 snprintf(r->error, sizeof(r->error), "%s", fp_store_errmsg(store));
-        return n < 0 ? n : 0;
+                return e;
+        }
+        int pending = fp_store_count_pending(store);
+        int waiting = fp_store_outbox_list(store, 1, count_one, NULL);
+        r->more = pending > 0 || waiting > 0;
+        return 0;
 }
 
 /* ---- the round ---- */
@@ -340,23 +514,31 @@ static void arm(struct fp_uploader *u, double seconds)
 
 static void start_round(struct fp_uploader *u);
 
-static void round_end(struct fp_uploader *u, bool ok, const char *message)
+/*
+ * The end of a round: ok when everything it sent was answered for good;
+ * more when the store holds more to send (the next round comes at once).
+ */
+static void round_end(struct fp_uploader *u, bool ok, bool more, const char *message)
 {
         u->state = IDLE;
         if (ok) {
                 u->st.rounds_ok++;
                 u->backoff_s = 0;
                 u->st.last_error[0] = 0;
-                round_free(u->round);
-                u->round = NULL;
+                u->st.config_error = false;
         } else {
                 u->st.rounds_failed++;
                 snprintf(u->st.last_error, sizeof(u->st.last_error), "%s", message);
                 u->backoff_s = u->backoff_s ? u->backoff_s * 2 : BACKOFF_MIN_S;
                 if (u->backoff_s > BACKOFF_MAX_S)
                         u->backoff_s = BACKOFF_MAX_S;
-                if (u->round)
-                        round_reset_items(u->round);
+        }
+        if (u->round)
+                round_reset(u->round);
+        if (u->flush_done && ok && more && ++u->flush_rounds < MAX_FLUSH_ROUNDS) {
+                /* A flush delivers everything there is, a round after another. */
+                start_round(u);
+                return;
         }
         if (u->flush_again) {
                 /* A flush came while this round ran: one more, with the newest buckets. */
@@ -366,21 +548,50 @@ static void round_end(struct fp_uploader *u, bool ok, const char *message)
         }
         if (u->flush_done) {
                 fp_upload_done_fn done = u->flush_done;
+                char summary[300];
+                if (ok && u->flush_rounds > 0) {
+                        /* Several rounds: say what they did together. */
+                        snprintf(summary, sizeof(summary), "uploaded %zu profile%s to %.200s",
+                                 u->flush_sent, u->flush_sent == 1 ? "" : "s", u->url);
+                        message = summary;
+                }
                 u->flush_done = NULL;
+                u->flush_rounds = 0;
+                u->flush_sent = 0;
                 done(u->flush_userdata, ok, message);
         }
-        u->flush_requested = false;
         if (!ok)
                 arm(u, u->backoff_s * jitter(0.25));
+        else if (more)
+                arm(u, 0.05); /* catch up: the store holds more than one round */
         else
                 arm(u, u->interval * jitter(0.1));
 }
 
-static void on_marked(void *userdata, const struct fp_writer_result *res)
+/* The round's failure, for status and the log: the first of the most serious kind. */
+static const struct item *worst(const struct round *r, size_t *ret_n)
+{
+        const struct item *w = NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; i < r->n_items; i++) {
+                const struct item *it = &r->items[i];
+                if (it->outcome != TRANSIENT && it->outcome != MISCONFIGURED)
+                        continue;
+                n++;
+                if (!w || (it->outcome == MISCONFIGURED && w->outcome != MISCONFIGURED))
+                        w = it;
+        }
+        *ret_n = n;
+        return w;
+}
+
+static void on_settled(void *userdata, const struct fp_writer_result *res)
 {
         struct fp_uploader *u = userdata;
         struct round *r = res->arg;
-        char msg[256];
+        size_t sent = 0, refused = 0, failed = 0;
+        char msg[900];
 
         if (u->closing) {
                 round_free(r);
@@ -389,51 +600,86 @@ static void on_marked(void *userdata, const struct fp_writer_result *res)
                 return;
         }
         if (res->error < 0) {
-                snprintf(msg, sizeof(msg), "cannot mark buckets uploaded: %.200s", r->error);
-                round_end(u, false, msg);
+                snprintf(msg, sizeof(msg), "cannot record what was uploaded: %.200s", r->error);
+                round_end(u, false, false, msg);
                 return;
         }
-        u->st.buckets_uploaded += r->n_ids;
-        u->st.last_success_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
-        size_t sent = 0, rejected = 0;
         for (size_t i = 0; i < r->n_items; i++) {
-                sent += r->items[i].outcome == 1;
-                rejected += r->items[i].outcome == 2;
+                sent += r->items[i].outcome == DELIVERED;
+                refused += r->items[i].outcome == REFUSED;
         }
-        snprintf(msg, sizeof(msg), "uploaded %zu profile%s (%zu bucket%s) to %s%s", sent,
-                 sent == 1 ? "" : "s", r->n_ids, r->n_ids == 1 ? "" : "s", u->url,
-                 rejected ? "; some were refused, see the log" : "");
-        bool more = r->more;
-        round_end(u, true, msg);
-        if (more)
-                arm(u, 0.05); /* catch up: the store holds more than one round */
+        u->st.buckets_uploaded += r->buckets_moved;
+        u->flush_sent += sent;
+        if (sent)
+                u->st.last_success_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
+        const struct item *w = worst(r, &failed);
+        if (w) {
+                u->st.config_error = w->outcome == MISCONFIGURED;
+                snprintf(msg, sizeof(msg),
+                         "%s%.700s (%zu of %zu uploads); %zu delivered, the rest wait",
+                         u->st.config_error ? "CONFIGURATION ERROR: " : "", w->error, failed,
+                         r->n_items, sent);
+                fp_log(LOG_ERR, "Upload to %s failed: %s", u->url, msg);
+                round_end(u, false, false, msg);
+                return;
+        }
+        snprintf(msg, sizeof(msg), "uploaded %zu profile%s to %s%s%s", sent, sent == 1 ? "" : "s",
+                 u->url, refused ? "; some were refused, see the log" : "",
+                 r->split ? "; some were too large and were split" : "");
+        round_end(u, true, r->more, msg);
 }
 
 static void sending_done(struct fp_uploader *u)
 {
-        struct round *r = u->round;
-        size_t retry = 0;
-        const char *why = NULL;
+        u->state = SETTLING;
+        if (fp_writer_submit_call(u->writer, settle, u->round, on_settled, u) < 0)
+                round_end(u, false, false, "cannot queue the recording of what was uploaded");
+}
 
-        for (size_t i = 0; i < r->n_items; i++)
-                if (r->items[i].outcome == 3) {
-                        retry++;
-                        if (!why)
-                                why = r->items[i].error;
-                }
-        if (retry) {
-                /* The URL is the operator's and may be long: the message is cut,
-                 * not the buffer overrun, and the log line keeps the reason. */
-                char msg[600];
-                snprintf(msg, sizeof(msg), "upload to %.200s failed (%zu of %zu): %.255s; retrying",
-                         u->url, retry, r->n_items, why);
-                fp_log(LOG_ERR, "%s", msg);
-                round_end(u, false, msg);
-                return;
+/* What an HTTP answer means for an upload, with a line saying so. */
+static enum outcome classify(const struct fp_uploader *u, struct item *it, long code)
+{
+        const char *loc = NULL;
+
+        if (code >= 200 && code < 300)
+                return DELIVERED;
+        if (code == 400 || code == 422) {
+                snprintf(it->error, sizeof(it->error), "HTTP %ld: %.200s", code, it->response);
+                return REFUSED;
         }
-        u->state = MARKING;
-        if (fp_writer_submit_call(u->writer, mark, r, on_marked, u) < 0)
-                round_end(u, false, "cannot queue the marking of uploaded buckets");
+        if (code == 413) {
+                snprintf(it->error, sizeof(it->error), "HTTP 413: %zu bytes are too large",
+                         it->up.len);
+                return TOO_LARGE;
+        }
+        if (code == 408 || code == 429 || code >= 500) {
+                snprintf(it->error, sizeof(it->error), "HTTP %ld: %.200s", code, it->response);
+                return TRANSIENT;
+        }
+        if (code >= 300 && code < 400) {
+                if (it->easy)
+                        curl_easy_getinfo(it->easy, CURLINFO_REDIRECT_URL, &loc);
+                /* Where it points, without the upload's own path and query. */
+                size_t n = loc ? strcspn(loc, "?") : 0;
+                const char *path = loc ? strstr(loc, FP_UPLOAD_PATH) : NULL;
+                if (path && (size_t)(path - loc) < n)
+                        n = (size_t)(path - loc);
+                snprintf(it->error, sizeof(it->error),
+                         "HTTP %ld: the collector URL %.200s redirects to %.*s; set --collector "
+                         "to where it points",
+                         code, u->url, loc ? (int)(n < 200 ? n : 200) : 13,
+                         loc ? loc : "(no Location)");
+        } else if (code == 401 || code == 403) {
+                snprintf(it->error, sizeof(it->error),
+                         "HTTP %ld: the collector refused the token; check --token-file: %.200s",
+                         code, it->response);
+        } else {
+                snprintf(it->error, sizeof(it->error),
+                         "HTTP %ld from %.200s%s: is --collector the collector's base URL? "
+                         "%.200s",
+                         code, u->url, FP_UPLOAD_PATH, it->response);
+        }
+        return MISCONFIGURED;
 }
 
 /* Finished transfers: classify each answer. */
@@ -452,32 +698,29 @@ static void check_done(struct fp_uploader *u)
                 it->response[it->response_len < sizeof(it->response) ? it->response_len
                                                                      : sizeof(it->response) - 1] =
                     0;
+                /* The collector's answer goes into one log line: no newlines. */
+                for (char *c = it->response; *c; c++)
+                        if (*c == '\n' || *c == '\r')
+                                *c = ' ';
+                for (size_t n = strlen(it->response); n > 0 && it->response[n - 1] == ' '; n--)
+                        it->response[n - 1] = 0;
                 if (m->data.result != CURLE_OK) {
                         if (!it->error[0])
                                 snprintf(it->error, sizeof(it->error), "%s",
                                          curl_easy_strerror(m->data.result));
-                        it->outcome = 3;
-                } else if (code >= 200 && code < 300) {
-                        it->outcome = 1;
-                        u->st.uploads_ok++;
-                        u->st.bytes_sent += it->len;
-                } else if (code == 408 || code == 429 || code == 401 || code == 403 ||
-                           code >= 500) {
-                        snprintf(it->error, sizeof(it->error), "HTTP %ld: %.200s", code,
-                                 it->response);
-                        it->outcome = 3;
+                        it->outcome = TRANSIENT;
                 } else {
-                        /* Refused for good: log once, count its samples, never resend. */
-                        snprintf(it->error, sizeof(it->error), "HTTP %ld: %.200s", code,
-                                 it->response);
+                        it->outcome = classify(u, it, code);
+                }
+                if (it->outcome == DELIVERED) {
+                        u->st.uploads_ok++;
+                        u->st.bytes_sent += it->up.len;
+                } else if (it->outcome == REFUSED) {
                         fp_log(LOG_ERR,
                                "The collector refused the profile of %d (%s, %" PRIu64
-                               " samples): %s",
-                               (int)it->pid, it->event, it->samples, it->error);
-                        it->outcome = 2;
+                               " samples) for good: %s",
+                               (int)it->up.pid, it->up.event, it->up.samples, it->error);
                         u->st.uploads_rejected++;
-                        if (u->reject && !it->counter) /* its samples are its leader's */
-                                u->reject(u->userdata, it->pid, it->starttime, it->samples);
                 }
                 curl_multi_remove_handle(u->multi, it->easy);
                 curl_easy_cleanup(it->easy);
@@ -500,49 +743,17 @@ static size_t on_response(char *data, size_t size, size_t nmemb, void *userdata)
         return n;
 }
 
-/* The item's upload URL: the collector's, the contract's path and query. */
-static int item_url(const struct fp_uploader *u, const struct round *r, const struct item *it,
-                    char **ret)
-{
-        struct fp_upload_meta *m = calloc(1, sizeof(*m));
-        char *query = NULL;
-        int e;
-
-        if (!m)
-                return -ENOMEM;
-        snprintf(m->host, sizeof(m->host), "%s", it->host);
-        m->pid = it->pid;
-        m->starttime = it->starttime;
-        snprintf(m->comm, sizeof(m->comm), "%s", it->comm);
-        snprintf(m->exe, sizeof(m->exe), "%s", it->exe);
-        snprintf(m->event, sizeof(m->event), "%s", it->event);
-        snprintf(m->agent, sizeof(m->agent), "%s", FP_VERSION);
-        m->from_ns = r->from_ns;
-        m->to_ns = r->to_ns;
-        m->n_drops = it->n_drops;
-        for (size_t i = 0; i < it->n_drops; i++)
-                m->drops[i] = it->drops[i];
-        e = fp_upload_encode_query(m, &query);
-        free(m);
-        if (e < 0)
-                return e;
-        e = asprintf(ret, "%s%s?%s", u->url, FP_UPLOAD_PATH, query) < 0 ? -ENOMEM : 0;
-        free(query);
-        return e;
-}
-
-static int item_start(struct fp_uploader *u, struct round *r, struct item *it)
+static int item_start(struct fp_uploader *u, struct item *it)
 {
         char *url = NULL, hdr[300];
-        int e = 0;
 
         it->u = u;
         it->easy = curl_easy_init();
         if (!it->easy)
                 return -ENOMEM;
-        if ((e = item_url(u, r, it, &url)) < 0)
-                return e;
-        snprintf(hdr, sizeof(hdr), FP_UPLOAD_KEY_HEADER ": %s", it->key);
+        if (asprintf(&url, "%s%s?%s", u->url, FP_UPLOAD_PATH, it->up.query) < 0)
+                return -ENOMEM;
+        snprintf(hdr, sizeof(hdr), FP_UPLOAD_KEY_HEADER ": %s", it->up.key);
         it->headers = curl_slist_append(it->headers, hdr);
         it->headers = curl_slist_append(it->headers, "Content-Type: application/octet-stream");
         it->headers = curl_slist_append(it->headers, "Expect:");
@@ -558,8 +769,8 @@ static int item_start(struct fp_uploader *u, struct round *r, struct item *it)
         curl_easy_setopt(it->easy, CURLOPT_URL, url);
         free(url); /* libcurl copies it */
         curl_easy_setopt(it->easy, CURLOPT_POST, 1L);
-        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDS, it->body);
-        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDS, it->up.body);
+        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->up.len);
         curl_easy_setopt(it->easy, CURLOPT_HTTPHEADER, it->headers);
         curl_easy_setopt(it->easy, CURLOPT_WRITEFUNCTION, on_response);
         curl_easy_setopt(it->easy, CURLOPT_WRITEDATA, it);
@@ -568,6 +779,7 @@ static int item_start(struct fp_uploader *u, struct round *r, struct item *it)
         curl_easy_setopt(it->easy, CURLOPT_CONNECTTIMEOUT, 5L);
         curl_easy_setopt(it->easy, CURLOPT_TIMEOUT, 30L);
         curl_easy_setopt(it->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(it->easy, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(it->easy, CURLOPT_SSL_VERIFYPEER, 1L);
         curl_easy_setopt(it->easy, CURLOPT_SSL_VERIFYHOST, 2L);
         if (u->ca_file)
@@ -592,29 +804,24 @@ static void on_prepared(void *userdata, const struct fp_writer_result *res)
         }
         if (res->error < 0) {
                 snprintf(msg, sizeof(msg), "cannot prepare the upload: %.200s", r->error);
-                round_end(u, false, msg);
-                return;
-        }
-        if (r->n_ids == 0) {
-                round_end(u, true, "nothing to upload");
+                round_end(u, false, false, msg);
                 return;
         }
         if (r->n_items == 0) {
-                /* Buckets without samples (only drops, or emptied): done with them. */
-                u->state = MARKING;
-                if (fp_writer_submit_call(u->writer, mark, r, on_marked, u) < 0)
-                        round_end(u, false, "cannot queue the marking of uploaded buckets");
+                /* Nothing, or buckets without samples (now marked): done with them. */
+                u->st.buckets_uploaded += r->buckets_moved;
+                round_end(u, true, r->more,
+                          r->buckets_moved ? "nothing to upload but drops" : "nothing to upload");
                 return;
         }
         u->state = SENDING;
         u->st.last_attempt_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
-        r->fixed = true; /* from here on, a retry resends exactly these buckets */
         for (size_t i = 0; i < r->n_items; i++) {
-                int e = item_start(u, r, &r->items[i]);
+                int e = item_start(u, &r->items[i]);
                 if (e < 0) {
                         snprintf(r->items[i].error, sizeof(r->items[i].error),
                                  "cannot start the request: %s", strerror(-e));
-                        r->items[i].outcome = 3;
+                        r->items[i].outcome = TRANSIENT;
                 }
         }
         check_done(u);
@@ -627,13 +834,13 @@ static void start_round(struct fp_uploader *u)
         if (!u->round) {
                 u->round = calloc(1, sizeof(*u->round));
                 if (!u->round) {
-                        round_end(u, false, "out of memory");
+                        round_end(u, false, false, "out of memory");
                         return;
                 }
         }
         u->state = PREPARING;
         if (fp_writer_submit_call(u->writer, prepare, u->round, on_prepared, u) < 0)
-                round_end(u, false, "cannot queue the upload");
+                round_end(u, false, false, "cannot queue the upload");
 }
 
 static void on_round_timer(evutil_socket_t fd, short what, void *arg)
@@ -707,8 +914,8 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 /* ---- API ---- */
 
 int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
-                    const struct fp_upload_options *opt, fp_upload_reject_fn reject, void *userdata,
-                    struct fp_uploader **ret, char *err, size_t err_len)
+                    const struct fp_upload_options *opt, struct fp_uploader **ret, char *err,
+                    size_t err_len)
 {
         struct fp_uploader *u;
         int r;
@@ -725,8 +932,6 @@ int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
         }
         u->base = base;
         u->writer = writer;
-        u->reject = reject;
-        u->userdata = userdata;
         u->interval = opt->interval_seconds ? opt->interval_seconds : 60;
         u->url = strdup(opt->url);
         if (u->url) {
@@ -809,7 +1014,6 @@ int fp_uploader_flush(struct fp_uploader *u, fp_upload_done_fn done, void *userd
                 return -EBUSY;
         u->flush_done = done;
         u->flush_userdata = userdata;
-        u->flush_requested = true;
         if (u->state == IDLE) {
                 event_del(u->ev_round);
                 start_round(u);

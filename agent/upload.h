@@ -5,22 +5,30 @@
  * Every --upload-interval seconds (with +-10% jitter, so a fleet does not
  * upload in lockstep), or at once on `agentctl flush`, a round runs:
  *
- *   1. on the writer thread: take up to 64 of the oldest buckets not yet
- *      uploaded; for each (target, event) in them, merge them into one
- *      gzip pprof, with its drop counts;
- *   2. on the loop thread: POST each to COLLECTOR/api/v1/ingest through
- *      libcurl's multi interface driven by libevent, so nothing blocks;
- *   3. when every POST got a 2xx (or a permanent refusal), mark the
- *      buckets uploaded on the writer thread.
+ *   1. on the writer thread: when the store's outbox is empty, take up to
+ *      64 of the oldest buckets not yet uploaded, merge them per (target,
+ *      event) into one gzip pprof with its drop counts and a random
+ *      Idempotency-Key, and move those uploads into the outbox with the
+ *      buckets marked, in one transaction; then read the outbox;
+ *   2. on the loop thread: POST each upload to COLLECTOR/api/v1/ingest
+ *      through libcurl's multi interface driven by libevent;
+ *   3. on the writer thread: take out of the outbox what was delivered or
+ *      refused for good, and split what was too large.
  *
- * Retryable failures (no connection, timeout, 5xx, 408, 429, and 401/403:
- * a token problem, which an operator fixes while the data waits) retry
- * the same buckets with exponential backoff and jitter. Every upload
- * carries an Idempotency-Key derived from (host, pid, start time, event,
- * bucket ids), so a retry of a round whose response was lost, or in which
- * some POSTs succeeded, is stored once by the collector. Any other 4xx is
- * a permanent refusal: logged once, its samples counted as
- * "upload_rejected" drops of the target, its buckets not sent again.
+ * An upload's bytes and key never change once in the outbox, so a retry
+ * (after a backoff, a crash between the 2xx and step 3, or a restart) is
+ * stored once by the collector, and nothing is sent twice under two keys.
+ * The answers:
+ *   2xx            delivered.
+ *   400, 422       the profile is malformed: refused for good, logged, its
+ *                  samples counted as "upload_rejected" drops.
+ *   413            too large: split in two halves of its buckets, down to
+ *                  one bucket (then refused, with the limit named).
+ *   408, 429, 5xx, no connection, timeout: transient; retried.
+ *   anything else  (3xx, 401, 403, 404, 405, ...) a configuration error:
+ *                  the data waits, the round is retried, and status and
+ *                  the log say so on every try until it is fixed.
+ * Retries back off exponentially (1 s to 5 min) with jitter.
  */
 #pragma once
 
@@ -40,9 +48,6 @@ struct fp_upload_options {
         unsigned interval_seconds;
 };
 
-/* Counts samples of a target that the collector refused for good. */
-typedef void (*fp_upload_reject_fn)(void *userdata, pid_t pid, uint64_t starttime,
-                                    uint64_t samples);
 /* The end of a flush: ok, and one line saying what happened. */
 typedef void (*fp_upload_done_fn)(void *userdata, bool ok, const char *message);
 
@@ -53,8 +58,9 @@ struct fp_upload_status {
         int64_t next_attempt_ns;
         uint64_t rounds_ok, rounds_failed;
         uint64_t uploads_ok, uploads_rejected, bytes_sent;
-        uint64_t buckets_uploaded;
-        char last_error[256];
+        uint64_t buckets_uploaded; /* moved into uploads */
+        bool config_error;         /* the last round's answer says the URL or token is wrong */
+        char last_error[1024];
 };
 
 /*
@@ -62,8 +68,8 @@ struct fp_upload_status {
  * the first round. The uploader uses writer for every store access.
  */
 int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
-                    const struct fp_upload_options *opt, fp_upload_reject_fn reject, void *userdata,
-                    struct fp_uploader **ret, char *err, size_t err_len);
+                    const struct fp_upload_options *opt, struct fp_uploader **ret, char *err,
+                    size_t err_len);
 /*
  * Abandons a round in flight (its buckets stay pending) and answers a
  * waiting flush. Call before the writer is freed: results it still

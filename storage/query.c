@@ -236,12 +236,16 @@ int fp_store_stats(struct fp_store *s, struct fp_store_stats *ret)
 {
         static const char sql[] =
             "SELECT (SELECT count(*) FROM buckets),"
-            " (SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL),"
+            " (SELECT count(*) FROM buckets b WHERE uploaded_ns IS NULL OR EXISTS (SELECT 1"
+            "  FROM outbox o WHERE b.id BETWEEN o.bucket_min AND o.bucket_max)),"
             " (SELECT count(*) FROM targets), (SELECT count(*) FROM threads),"
             " (SELECT count(*) FROM events), (SELECT count(*) FROM stacks),"
             " (SELECT count(*) FROM frames), (SELECT count(*) FROM functions),"
             " (SELECT count(*) FROM mappings), (SELECT coalesce(min(start_ns), 0) FROM buckets),"
-            " (SELECT coalesce(max(start_ns + length_ns), 0) FROM buckets)";
+            " (SELECT coalesce(max(start_ns + length_ns), 0) FROM buckets),"
+            " (SELECT count(*) FROM outbox), (SELECT coalesce(sum(length(body)), 0) FROM outbox),"
+            " (SELECT min(t) FROM (SELECT min(from_ns) AS t FROM outbox UNION ALL"
+            "  SELECT min(start_ns) FROM buckets WHERE uploaded_ns IS NULL))";
         struct fp_store_stats st = {.max_bytes = s->budget};
         sqlite3_stmt *q = NULL;
         int64_t pages = 0, free_pages = 0;
@@ -269,6 +273,9 @@ int fp_store_stats(struct fp_store *s, struct fp_store_stats *ret)
         st.mappings = (uint64_t)sqlite3_column_int64(q, 8);
         st.first_ns = sqlite3_column_int64(q, 9);
         st.last_ns = sqlite3_column_int64(q, 10);
+        st.outbox_uploads = (uint64_t)sqlite3_column_int64(q, 11);
+        st.outbox_bytes = (uint64_t)sqlite3_column_int64(q, 12);
+        st.oldest_waiting_ns = sqlite3_column_int64(q, 13);
         st.live_bytes = (uint64_t)((pages - free_pages) * s->page_size);
         st.file_bytes = (uint64_t)file_size(s->path);
         st.wal_bytes = (uint64_t)file_size(s->wal_path);

@@ -248,6 +248,25 @@ static int evict_step(struct fp_store *s, uint64_t target)
                         return 1;
                 }
         }
+        if (!uploaded) {
+                /*
+                 * Uploads waiting in the outbox hold data older than any
+                 * pending bucket (rounds take the oldest): they go first.
+                 */
+                int64_t upload = 0;
+                st = fp_store_stmt(s, FP_STMT_OUTBOX_OLDEST);
+                rc = st ? fp_store_db_step_int(st, &upload) : SQLITE_ERROR;
+                if (rc != SQLITE_OK) {
+                        r = st ? fp_store_db_fail(s, rc, "find the oldest upload") : -EIO;
+                        goto fail;
+                }
+                if (upload) {
+                        if ((r = fp_store_outbox_charge_delete(s, upload, "evicted")) < 0 ||
+                            (r = fp_store_db_commit(s)) < 0)
+                                goto fail;
+                        return 1;
+                }
+        }
         if (!oldest) {
                 fp_store_db_rollback(s);
                 return 0;
@@ -319,6 +338,31 @@ int fp_store_expire(struct fp_store *s, int64_t before_ns)
                         (void)sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE,
                                                         NULL, NULL);
                 }
+        }
+        for (;;) {
+                /* Uploads whose data is as old: counted as evicted too. */
+                sqlite3_stmt *st = ST(s, FP_STMT_OUTBOX_EXPIRED);
+                size_t n = 0;
+
+                sqlite3_bind_int64(st, 1, before_ns);
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < 64)
+                        ids[n++] = sqlite3_column_int64(st, 0);
+                sqlite3_reset(st);
+                if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+                        return fp_store_db_fail(s, rc, "find expired uploads");
+                if (n == 0)
+                        break;
+                if ((r = fp_store_db_begin(s)) < 0)
+                        return r;
+                for (size_t i = 0; i < n && r == 0; i++)
+                        r = fp_store_outbox_charge_delete(s, ids[i], "evicted");
+                if (r == 0)
+                        r = fp_store_db_commit(s);
+                if (r < 0) {
+                        fp_store_db_rollback(s);
+                        return r;
+                }
+                total += (int)n;
         }
         if (total)
                 (void)fp_store_reclaim(s, false);

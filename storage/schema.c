@@ -235,12 +235,27 @@ static const char schema_v1[] =
     " PRIMARY KEY (target_id, reason)) WITHOUT ROWID;";
 
 /*
- * Migrations: migrations[v - 1] turns schema v into v + 1. Version 1 is
- * the first, so there are none yet; a file of version 0 is either empty
- * (created) or not ours (refused).
+ * Migrations: migrations[v - 1] turns schema v into v + 1. A new file gets
+ * version 1 and then every migration, so both paths give the same schema.
  */
-static const char *const migrations[] = {NULL};
-#define FP_STORE_OLDEST_MIGRATABLE FP_STORE_SCHEMA_VERSION
+static const char *const migrations[] = {
+    /* 1 -> 2: the outbox. */
+    "CREATE TABLE outbox ("
+    " id INTEGER PRIMARY KEY,"
+    " key TEXT NOT NULL,"
+    " target_id INTEGER,"
+    " event TEXT NOT NULL,"
+    " bucket_min INTEGER NOT NULL,"
+    " bucket_max INTEGER NOT NULL,"
+    " from_ns INTEGER NOT NULL,"
+    " to_ns INTEGER NOT NULL,"
+    " samples INTEGER NOT NULL,"
+    " counter INTEGER NOT NULL,"
+    " created_ns INTEGER NOT NULL,"
+    " query TEXT NOT NULL,"
+    " body BLOB NOT NULL);",
+};
+#define FP_STORE_OLDEST_MIGRATABLE 1
 
 const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
     [FP_STMT_BEGIN] = "BEGIN IMMEDIATE",
@@ -314,7 +329,8 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
     [FP_STMT_GC_STACKS] = "DELETE FROM stacks WHERE last_bucket < ?1",
     [FP_STMT_GC_THREADS] = "DELETE FROM threads WHERE last_bucket < ?1",
     [FP_STMT_GC_TARGETS] = "DELETE FROM targets WHERE last_bucket < ?1"
-                           " AND id NOT IN (SELECT target_id FROM carried_drops)",
+                           " AND id NOT IN (SELECT target_id FROM carried_drops)"
+                           " AND id NOT IN (SELECT target_id FROM outbox WHERE target_id NOT NULL)",
     [FP_STMT_GC_HOSTS] = "DELETE FROM hosts WHERE id NOT IN (SELECT host_id FROM targets)",
     [FP_STMT_MARK_UPLOADED] =
         "UPDATE buckets SET uploaded_ns = ?2 WHERE id = ?1 AND uploaded_ns IS NULL",
@@ -327,6 +343,24 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
     [FP_STMT_DELETE_KEYS] = "DELETE FROM ingest_keys WHERE bucket_id = ?1",
     [FP_STMT_EXPIRED] = "SELECT id, uploaded_ns IS NOT NULL FROM buckets"
                         " WHERE start_ns + length_ns <= ?1 ORDER BY id LIMIT 64",
+    [FP_STMT_OUTBOX_INSERT] =
+        "INSERT INTO outbox (key, target_id, event, bucket_min, bucket_max, from_ns, to_ns,"
+        " samples, counter, created_ns, query, body) VALUES (?1, (SELECT t.id FROM targets t"
+        " JOIN hosts h ON h.id = t.host_id WHERE h.name = ?2 AND t.pid = ?3 AND t.starttime = ?4),"
+        " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [FP_STMT_OUTBOX_LIST] =
+        "SELECT o.id, o.key, coalesce(h.name, ''), coalesce(t.pid, 0), coalesce(t.starttime, 0),"
+        " o.event, o.bucket_min, o.bucket_max, o.from_ns, o.to_ns, o.samples, o.counter,"
+        " o.created_ns, o.query, o.body FROM outbox o LEFT JOIN targets t ON t.id = o.target_id"
+        " LEFT JOIN hosts h ON h.id = t.host_id ORDER BY o.id LIMIT ?1",
+    [FP_STMT_OUTBOX_CHARGE] = "INSERT INTO carried_drops (target_id, reason, count)"
+                              " SELECT target_id, ?2, samples FROM outbox"
+                              " WHERE id = ?1 AND target_id NOT NULL AND NOT counter"
+                              " AND samples > 0 ON CONFLICT (target_id, reason)"
+                              " DO UPDATE SET count = count + excluded.count",
+    [FP_STMT_OUTBOX_DELETE] = "DELETE FROM outbox WHERE id = ?1",
+    [FP_STMT_OUTBOX_OLDEST] = "SELECT id FROM outbox ORDER BY id LIMIT 1",
+    [FP_STMT_OUTBOX_EXPIRED] = "SELECT id FROM outbox WHERE to_ns <= ?1 ORDER BY id LIMIT 64",
 };
 
 /*
@@ -387,7 +421,7 @@ static const char *reason(struct fp_store *s, int r)
         return s->db ? sqlite3_errmsg(s->db) : strerror(-r);
 }
 
-/* Creates schema version 1 in an empty file. */
+/* Creates the schema (version 1, then each migration) in an empty file. */
 static int create_schema(struct fp_store *s)
 {
         char sql[128];
@@ -401,6 +435,8 @@ static int create_schema(struct fp_store *s)
                 rc = fp_store_db_exec(s->db, "BEGIN IMMEDIATE");
         if (rc == SQLITE_OK)
                 rc = fp_store_db_exec(s->db, schema_v1);
+        for (int v = 1; rc == SQLITE_OK && v < FP_STORE_SCHEMA_VERSION; v++)
+                rc = fp_store_db_exec(s->db, migrations[v - 1]);
         if (rc == SQLITE_OK) {
                 snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d",
                          FP_STORE_APP_ID, FP_STORE_SCHEMA_VERSION);

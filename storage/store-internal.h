@@ -277,6 +277,12 @@ enum fp_store_stmt_id {
         FP_STMT_KEY_INSERT,
         FP_STMT_DELETE_KEYS,
         FP_STMT_EXPIRED,
+        FP_STMT_OUTBOX_INSERT,
+        FP_STMT_OUTBOX_LIST,
+        FP_STMT_OUTBOX_CHARGE,
+        FP_STMT_OUTBOX_DELETE,
+        FP_STMT_OUTBOX_OLDEST,
+        FP_STMT_OUTBOX_EXPIRED,
         FP_STMT__MAX
 };
 
@@ -317,6 +323,11 @@ void fp_store_read_end(struct fp_store *s);
 /* The drop totals rows for f, inside the caller's read transaction; rows or -errno. */
 int fp_store_drop_rows(struct fp_store *s, const struct fp_store_filter *f, fp_store_drop_fn fn,
                        void *userdata);
+/*
+ * Inside the caller's transaction: deletes outbox upload id, first adding
+ * its samples to carried_drops as reason (NULL: nothing counted). outbox.c.
+ */
+int fp_store_outbox_charge_delete(struct fp_store *s, int64_t id, const char *reason);
 /* Prepares an uncached statement; -errno with errmsg set. */
 int fp_store_prepare(struct fp_store *s, const char *sql, sqlite3_stmt **ret);
 

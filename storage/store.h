@@ -170,7 +170,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 1
+#define FP_STORE_SCHEMA_VERSION 2
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 
@@ -379,6 +379,56 @@ int fp_store_mark_uploaded(struct fp_store *s, const int64_t *ids, size_t n);
  */
 int fp_store_mark_rejected(struct fp_store *s, const int64_t *ids, size_t n);
 
+/*
+ * ---- the outbox: uploads built and waiting for the collector ----
+ *
+ * The agent's uploader builds each round's uploads (one per series, over
+ * the round's buckets) once, and moves them here with their buckets marked
+ * uploaded, in one transaction. From then on an upload is bytes and an
+ * idempotency key that never change: a retry, after a backoff or after a
+ * restart, sends exactly what the first try sent, so the collector stores
+ * it once whatever happened to the answer. An upload leaves the outbox
+ * delivered, refused for good (its samples counted as "upload_rejected"),
+ * split into smaller ones, or evicted for space or age (its samples
+ * counted as "evicted").
+ */
+struct fp_store_upload {
+        int64_t id; /* the store's; 0 before it is added */
+        char key[40];
+        const char *host, *event;
+        int32_t pid;
+        uint64_t starttime;
+        int64_t bucket_min, bucket_max; /* the buckets it was built from */
+        int64_t from_ns, to_ns;
+        uint64_t samples;
+        bool counter; /* a counter of a group: its samples are its leader's, never charged */
+        int64_t created_ns;
+        const char *query; /* the upload's query string (the contract's metadata) */
+        const uint8_t *body;
+        size_t len;
+};
+/*
+ * Adds uploads and marks the buckets they were built from uploaded, in one
+ * transaction (either both happen or neither). n may be 0: buckets with
+ * nothing to send are just marked. Returns the number of buckets marked.
+ */
+int fp_store_outbox_add(struct fp_store *s, const struct fp_store_upload *uploads, size_t n,
+                        const int64_t *bucket_ids, size_t n_ids);
+typedef int (*fp_store_upload_fn)(void *userdata, const struct fp_store_upload *u);
+/* Calls fn for up to max uploads, oldest first (the pointers live for the call). */
+int fp_store_outbox_list(struct fp_store *s, size_t max, fp_store_upload_fn fn, void *userdata);
+enum fp_store_upload_end {
+        FP_UPLOAD_DELIVERED, /* the collector has it */
+        FP_UPLOAD_REFUSED,   /* refused for good: samples counted as "upload_rejected" */
+        FP_UPLOAD_REPLACED,  /* by the uploads given (a split); nothing counted */
+};
+/*
+ * Takes upload id out of the outbox as end says, adding the replacements
+ * in the same transaction. An id already gone is no error. Returns 0 or -errno.
+ */
+int fp_store_outbox_end(struct fp_store *s, int64_t id, enum fp_store_upload_end end,
+                        const struct fp_store_upload *replacements, size_t n);
+
 /* ---- state ---- */
 
 struct fp_store_stats {
@@ -386,7 +436,10 @@ struct fp_store_stats {
         uint64_t file_bytes; /* the database file */
         uint64_t wal_bytes;  /* its write-ahead log */
         uint64_t live_bytes; /* pages in use */
-        uint64_t buckets, pending_buckets;
+        uint64_t buckets;
+        uint64_t pending_buckets; /* not delivered: not uploaded yet, or in the outbox */
+        uint64_t outbox_uploads, outbox_bytes; /* built, waiting for the collector */
+        int64_t oldest_waiting_ns;             /* start of the oldest data not delivered, 0: none */
         uint64_t targets, threads, events, stacks, frames, functions, mappings;
         int64_t first_ns, last_ns; /* range of the stored buckets, 0 when empty */
         uint64_t evicted_buckets;  /* by this handle, since it was opened */

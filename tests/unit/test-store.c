@@ -820,6 +820,142 @@ static void test_damaged(void)
         fp_store_close(s);
 }
 
+static int count_upload(void *userdata, const struct fp_store_upload *u)
+{
+        (void)userdata;
+        (void)u;
+        return 0;
+}
+
+static int upload_first(void *userdata, const struct fp_store_upload *u)
+{
+        struct fp_store_upload *first = userdata;
+        *first = (struct fp_store_upload){.id = u->id};
+        return 0;
+}
+
+/* Uploads the outbox gives back, one by one. */
+struct outbox_seen {
+        size_t n;
+        char key[4][40];
+        char query[4][64];
+        uint64_t samples[4];
+        size_t len[4];
+};
+
+static int see_upload(void *userdata, const struct fp_store_upload *u)
+{
+        struct outbox_seen *o = userdata;
+        if (o->n < 4) {
+                snprintf(o->key[o->n], sizeof(o->key[0]), "%s", u->key);
+                snprintf(o->query[o->n], sizeof(o->query[0]), "%s", u->query);
+                o->samples[o->n] = u->samples;
+                o->len[o->n] = u->len;
+                FP_CHECK_EQ_INT(u->pid, 55);
+                FP_CHECK_EQ_STR(u->host, "host-a");
+        }
+        o->n++;
+        return 0;
+}
+
+static struct fp_store_upload upload_of(const char *key, int64_t bmin, int64_t bmax,
+                                        uint64_t samples)
+{
+        static const uint8_t body[] = {1, 2, 3, 4};
+        return (struct fp_store_upload){.host = "host-a",
+                                        .event = "cpu-clock",
+                                        .pid = 55,
+                                        .starttime = 1055,
+                                        .bucket_min = bmin,
+                                        .bucket_max = bmax,
+                                        .from_ns = T0,
+                                        .to_ns = T0 + 30 * SEC,
+                                        .samples = samples,
+                                        .query = key,
+                                        .body = body,
+                                        .len = sizeof(body)};
+}
+
+/* The outbox: uploads move in with their buckets, and leave delivered, refused, split or evicted. */
+static void test_outbox(void)
+{
+        struct fp_store *s = NULL;
+        struct fp_store_bucket pend[8];
+        struct fp_store_stats st;
+        struct outbox_seen seen = {0};
+        char err[512];
+
+        fresh_path("outbox.db");
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
+        for (int i = 0; i < 3; i++)
+                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 55, 0, 5, 1, 2)),
+                                0);
+        FP_CHECK_EQ_INT(fp_store_pending_uploads(s, pend, 8), 3);
+        int64_t ids[3] = {pend[0].id, pend[1].id, pend[2].id};
+
+        /* In with the buckets: they are no longer pending but still waiting. */
+        struct fp_store_upload a = upload_of("q=a", ids[0], ids[2], 30);
+        snprintf(a.key, sizeof(a.key), "key-a");
+        FP_CHECK_EQ_INT(fp_store_outbox_add(s, &a, 1, ids, 3), 3);
+        FP_CHECK_EQ_INT(fp_store_count_pending(s), 0);
+        FP_CHECK_EQ_INT(fp_store_stats(s, &st), 0);
+        FP_CHECK_EQ_INT(st.pending_buckets, 3);
+        FP_CHECK_EQ_INT(st.outbox_uploads, 1);
+        FP_CHECK_EQ_INT(st.outbox_bytes, 4);
+        FP_CHECK_EQ_INT(st.oldest_waiting_ns, T0);
+        /* An upload without a key is refused, and nothing changes. */
+        struct fp_store_upload bad = upload_of("q=bad", ids[0], ids[0], 1);
+        FP_CHECK_EQ_INT(fp_store_outbox_add(s, &bad, 1, NULL, 0), -EINVAL);
+        fp_store_close(s);
+
+        /* Bytes, key and query survive a restart unchanged. */
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 8, see_upload, &seen), 1);
+        FP_CHECK_EQ_STR(seen.key[0], "key-a");
+        FP_CHECK_EQ_STR(seen.query[0], "q=a");
+        FP_CHECK_EQ_INT(seen.samples[0], 30);
+        FP_CHECK_EQ_INT(seen.len[0], 4);
+
+        /* Split: replaced by two, atomically, nothing counted. */
+        struct fp_store_upload half[2] = {upload_of("q=a1", ids[0], ids[1], 20),
+                                          upload_of("q=a2", ids[2], ids[2], 10)};
+        snprintf(half[0].key, sizeof(half[0].key), "key-a1");
+        snprintf(half[1].key, sizeof(half[1].key), "key-a2");
+        struct fp_store_upload first = {0};
+        seen = (struct outbox_seen){0};
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 1, upload_first, &first), 1);
+        FP_CHECK_EQ_INT(fp_store_outbox_end(s, first.id, FP_UPLOAD_REPLACED, half, 2), 0);
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 8, see_upload, &seen), 2);
+        FP_CHECK_EQ_STR(seen.key[0], "key-a1");
+        FP_CHECK_EQ_STR(seen.key[1], "key-a2");
+        FP_CHECK_EQ_INT(drops_of(s, "upload_rejected"), 0);
+
+        /* Delivered: gone, nothing counted; ending it again is no error. */
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 1, upload_first, &first), 1);
+        FP_CHECK_EQ_INT(fp_store_outbox_end(s, first.id, FP_UPLOAD_DELIVERED, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_store_outbox_end(s, first.id, FP_UPLOAD_DELIVERED, NULL, 0), 0);
+        /* Refused: gone, its samples carried as upload_rejected into the next bucket. */
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 1, upload_first, &first), 1);
+        FP_CHECK_EQ_INT(fp_store_outbox_end(s, first.id, FP_UPLOAD_REFUSED, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 8, count_upload, NULL), 0);
+        FP_CHECK_EQ_INT(drops_of(s, "upload_rejected"), 10);
+        FP_CHECK_EQ_INT(fp_store_stats(s, &st), 0);
+        FP_CHECK_EQ_INT(st.pending_buckets, 0);
+        FP_CHECK_EQ_INT(st.oldest_waiting_ns, 0);
+
+        /* Eviction takes a waiting upload before any pending bucket, and counts it. */
+        FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + 30 * SEC, 55, 0, 5, 1, 2)), 0);
+        FP_CHECK_EQ_INT(fp_store_pending_uploads(s, pend, 8), 1);
+        struct fp_store_upload c = upload_of("q=c", ids[0], ids[2], 30);
+        snprintf(c.key, sizeof(c.key), "key-c");
+        FP_CHECK_EQ_INT(fp_store_outbox_add(s, &c, 1, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_store_expire(s, T0 + 30 * SEC), 4); /* three buckets, one upload */
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 8, count_upload, NULL), 0);
+        FP_CHECK_EQ_INT(fp_store_count_pending(s), 1);
+        FP_CHECK_EQ_INT(drops_of(s, "evicted"), 30);
+        fp_store_close(s);
+}
+
 static void test_versions(void)
 {
         struct fp_store *s = NULL;
@@ -844,10 +980,16 @@ static void test_versions(void)
         FP_CHECK_EQ_INT(db_exec("PRAGMA user_version = 0"), SQLITE_OK);
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), -EPROTO);
         printf("older: %s\n", err);
-        FP_CHECK_EQ_INT(db_exec("PRAGMA user_version = 1"), SQLITE_OK);
+        /* A file of version 1 (no outbox) is migrated, its data kept. */
+        FP_CHECK_EQ_INT(db_exec("DROP TABLE outbox; PRAGMA user_version = 1"), SQLITE_OK);
+        FP_CHECK_EQ_INT(fp_store_open_readonly(path, &s, err, sizeof(err)), -EPROTO);
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
         FP_CHECK_EQ_INT(total_of(s, NULL, 0), 10);
+        FP_CHECK_EQ_INT(fp_store_count_pending(s), 1);
+        FP_CHECK_EQ_INT(fp_store_outbox_list(s, 8, count_upload, NULL), 0);
         fp_store_close(s);
+        FP_CHECK_EQ_INT(db_int("PRAGMA user_version"), FP_STORE_SCHEMA_VERSION);
+        FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM outbox"), 0);
 
         fresh_path("other.db");
         FP_CHECK_EQ_INT(db_exec("CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('x')"),
@@ -977,6 +1119,7 @@ int main(void)
         test_eviction();
         test_damaged();
         test_versions();
+        test_outbox();
         test_batch_edges();
         test_keys_and_expiry();
 

@@ -160,7 +160,7 @@ int main(void)
         FP_CHECK_EQ_INT(
             fp_writer_new(base, store, agent_db, 64 << 20, 1 << 20, on_writer, NULL, &w), 0);
         struct fp_upload_options o = {.url = url, .interval_seconds = 3600};
-        FP_CHECK_EQ_INT(fp_uploader_new(base, w, &o, NULL, NULL, &u, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_uploader_new(base, w, &o, &u, err, sizeof(err)), 0);
 
         /* 1. The collector is up: one round delivers all three. */
         struct fp_coll_server *c = start_collector(listen, coll_db);
@@ -184,7 +184,9 @@ int main(void)
         fp_uploader_status(u, &us);
         FP_CHECK(us.rounds_failed >= 1);
         FP_CHECK(us.last_error[0] != 0);
-        FP_CHECK_EQ_INT(us.buckets_uploaded, 3);
+        FP_CHECK(!us.config_error); /* nobody answered: transient */
+        FP_CHECK_EQ_INT(us.buckets_uploaded, 4);
+        FP_CHECK_EQ_INT(collector_samples(coll_db), 30);
 
         /* 3. Back on the same port and store: the kept bucket goes, nothing twice. */
         c = start_collector(listen, coll_db);
@@ -193,6 +195,7 @@ int main(void)
         printf("third round: %s: %s\n", last_ok ? "ok" : "failed", last_msg);
         FP_CHECK(last_ok);
         fp_uploader_status(u, &us);
+        FP_CHECK(strstr(last_msg, "uploaded 1 profile") != NULL);
         FP_CHECK_EQ_INT(us.buckets_uploaded, 4);
         FP_CHECK_EQ_INT(collector_samples(coll_db), 35);
 
