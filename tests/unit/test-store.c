@@ -876,7 +876,8 @@ static struct fp_store_upload upload_of(const char *key, int64_t bmin, int64_t b
                                         .len = sizeof(body)};
 }
 
-/* The outbox: uploads move in with their buckets, and leave delivered, refused, split or evicted. */
+/* The outbox: uploads move in with their buckets, and leave delivered, refused, split or evicted.
+ */
 static void test_outbox(void)
 {
         struct fp_store *s = NULL;
