@@ -291,52 +291,56 @@ static int load_targets(struct query *q)
         return r;
 }
 
-/* Sums the samples of the matching buckets per (thread, stack). */
+/* Adds one decoded sample to the query's sums, unless its thread is filtered out. */
+static int add_one(void *userdata, const struct fp_store_sample *e)
+{
+        struct query *q = userdata;
+        struct fp_store_map_entry *m;
+        uint64_t key;
+
+        if (!fp_store_map_get(&q->thread_idx, e->thread))
+                return 0; /* a thread the filter left out */
+        if (!e->thread || !e->stack)
+                return -EBADMSG;
+        key = (uint64_t)e->thread << 32 | e->stack;
+        m = fp_store_map_get(&q->agg, key);
+        if (m) {
+                m->a += e->count;
+                m->b += e->value;
+        } else if (fp_store_map_put(&q->agg, key, e->count, e->value) < 0) {
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Sums the samples of the matching (bucket, target, event) series per (thread, stack). */
 static int aggregate(struct query *q)
 {
         sqlite3_stmt *st = NULL;
         int r = fp_store_prepare(q->s,
-                                 "SELECT thread_id, stack_id, count, value FROM samples"
-                                 " WHERE bucket_id = ?1 AND event_id = ?2",
+                                 "SELECT data FROM series_samples"
+                                 " WHERE bucket_id = ?1 AND target_id = ?2 AND event_id = ?3",
                                  &st);
 
         for (size_t i = 0; r == 0 && i < q->n_matches; i++) {
                 const struct q_match *m = &q->matches[i];
                 int rc;
 
-                /* matches are ordered by bucket and event: read each pair once. */
-                if (i && m->bucket == q->matches[i - 1].bucket &&
-                    m->event == q->matches[i - 1].event)
-                        continue;
                 sqlite3_bind_int64(st, 1, m->bucket);
-                sqlite3_bind_int64(st, 2, m->event);
-                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                        int64_t thread = sqlite3_column_int64(st, 0);
-                        int64_t stack = sqlite3_column_int64(st, 1);
-                        int64_t count = sqlite3_column_int64(st, 2);
-                        int64_t value = sqlite3_column_int64(st, 3);
-                        struct fp_store_map_entry *e;
-                        uint64_t key;
-
-                        if (!fp_store_map_get(&q->thread_idx, (uint64_t)thread))
-                                continue; /* a thread of a target the filter left out */
-                        if (thread <= 0 || stack <= 0 || thread > UINT32_MAX ||
-                            stack > UINT32_MAX) {
-                                r = fp_store_db_failf(
-                                    q->s, -EOVERFLOW,
-                                    "Failed to query store '%s': row ids past 2^32", q->s->path);
-                                break;
-                        }
-                        key = (uint64_t)thread << 32 | (uint64_t)stack;
-                        e = fp_store_map_get(&q->agg, key);
-                        if (e) {
-                                e->a += (uint64_t)count;
-                                e->b += (uint64_t)value;
-                        } else if (fp_store_map_put(&q->agg, key, (uint64_t)count,
-                                                    (uint64_t)value) < 0) {
+                sqlite3_bind_int64(st, 2, m->target);
+                sqlite3_bind_int64(st, 3, m->event);
+                while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                        r = fp_store_samples_decode(sqlite3_column_blob(st, 0),
+                                                    (size_t)sqlite3_column_bytes(st, 0), add_one,
+                                                    q);
+                        if (r == -ENOMEM)
                                 r = oom(q);
-                                break;
-                        }
+                        else if (r < 0)
+                                r = fp_store_db_failf(
+                                    q->s, -EBADMSG,
+                                    "Store '%s' is damaged: the samples of bucket %lld cannot be "
+                                    "decoded",
+                                    q->s->path, (long long)m->bucket);
                 }
                 if (r == 0 && rc != SQLITE_DONE)
                         r = fp_store_db_fail(q->s, rc, "read samples");

@@ -277,6 +277,7 @@ enum fp_store_stmt_id {
         FP_STMT_KEY_INSERT,
         FP_STMT_DELETE_KEYS,
         FP_STMT_EXPIRED,
+        FP_STMT_SERIES_SAMPLES_INSERT,
         FP_STMT_OUTBOX_INSERT,
         FP_STMT_OUTBOX_LIST,
         FP_STMT_OUTBOX_CHARGE,
@@ -328,6 +329,21 @@ int fp_store_drop_rows(struct fp_store *s, const struct fp_store_filter *f, fp_s
  * its samples to carried_drops as reason (NULL: nothing counted). outbox.c.
  */
 int fp_store_outbox_charge_delete(struct fp_store *s, int64_t id, const char *reason);
+/*
+ * The samples of one series in one bucket, encoded as bucket_series
+ * samples are stored (samples.c describes the format). Entries must be
+ * sorted by (thread, stack), each pair once.
+ */
+struct fp_store_sample {
+        uint32_t thread, stack; /* row ids */
+        uint64_t count, value;
+};
+typedef int (*fp_store_sample_fn)(void *userdata, const struct fp_store_sample *e);
+/* 0 with *ret malloc'd, -EINVAL (not sorted) or -ENOMEM. */
+int fp_store_samples_encode(const struct fp_store_sample *v, size_t n, uint8_t **ret,
+                            size_t *ret_len);
+/* Calls fn for each entry; -EBADMSG for a damaged value, or fn's error. */
+int fp_store_samples_decode(const uint8_t *data, size_t len, fp_store_sample_fn fn, void *userdata);
 /* Prepares an uncached statement; -errno with errmsg set. */
 int fp_store_prepare(struct fp_store *s, const char *sql, sqlite3_stmt **ret);
 

@@ -312,7 +312,7 @@ static int resolve_stack(struct writer *w, uint32_t i)
 }
 
 struct sample_ref {
-        int64_t event, thread, stack;
+        int64_t target, event, thread, stack;
         uint32_t idx;
 };
 
@@ -320,6 +320,8 @@ static int sample_ref_cmp(const void *x, const void *y)
 {
         const struct sample_ref *a = x, *b = y;
 
+        if (a->target != b->target)
+                return a->target < b->target ? -1 : 1;
         if (a->event != b->event)
                 return a->event < b->event ? -1 : 1;
         if (a->thread != b->thread)
@@ -329,14 +331,58 @@ static int sample_ref_cmp(const void *x, const void *y)
         return 0;
 }
 
+/* One series (target, event) of the bucket: its totals row and its samples, encoded. */
+static int write_series(struct writer *w, const struct sample_ref *refs, size_t n,
+                        struct fp_store_sample *scratch)
+{
+        struct fp_store *s = w->s;
+        const struct fp_store_batch *b = w->b;
+        uint64_t count = 0, value = 0;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        sqlite3_stmt *st;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                const struct fp_batch_sample *sa = &b->samples[refs[i].idx];
+                if (refs[i].thread > UINT32_MAX || refs[i].stack > UINT32_MAX)
+                        return fp_store_db_failf(s, -EOVERFLOW,
+                                                 "Failed to store samples: row ids past 2^32");
+                scratch[i] = (struct fp_store_sample){
+                    (uint32_t)refs[i].thread, (uint32_t)refs[i].stack, sa->count, sa->value};
+                count += sa->count;
+                value += sa->value;
+        }
+        st = ST(s, FP_STMT_SERIES_INSERT);
+        sqlite3_bind_int64(st, 1, w->bucket);
+        sqlite3_bind_int64(st, 2, refs[0].target);
+        sqlite3_bind_int64(st, 3, refs[0].event);
+        sqlite3_bind_int64(st, 4, count > INT64_MAX ? INT64_MAX : (int64_t)count);
+        sqlite3_bind_int64(st, 5, value > INT64_MAX ? INT64_MAX : (int64_t)value);
+        CHECK_RC(s, fp_store_db_step_done(st), "store sample totals");
+        r = fp_store_samples_encode(scratch, n, &data, &len);
+        if (r < 0)
+                return fp_store_db_failf(s, r, "Failed to encode samples: %s", strerror(-r));
+        st = fp_store_stmt(s, FP_STMT_SERIES_SAMPLES_INSERT);
+        if (!st) {
+                free(data);
+                return -EIO;
+        }
+        sqlite3_bind_int64(st, 1, w->bucket);
+        sqlite3_bind_int64(st, 2, refs[0].target);
+        sqlite3_bind_int64(st, 3, refs[0].event);
+        sqlite3_bind_blob64(st, 4, data, len, free);
+        CHECK_RC(s, fp_store_db_step_done(st), "store samples");
+        return 0;
+}
+
 static int write_samples(struct writer *w)
 {
         struct fp_store *s = w->s;
         const struct fp_store_batch *b = w->b;
         struct sample_ref *refs = NULL;
-        struct fp_store_map series = {0};
-        sqlite3_stmt *st;
-        int r = 0, rc;
+        struct fp_store_sample *scratch = NULL;
+        int r = 0;
 
         for (size_t i = 0; i < b->n_samples; i++) {
                 uint32_t k = b->samples[i].stack;
@@ -344,70 +390,29 @@ static int write_samples(struct writer *w)
                         return r;
         }
         refs = calloc(b->n_samples ? b->n_samples : 1, sizeof(*refs));
-        if (!refs)
-                return fp_store_db_failf(s, -ENOMEM, "Failed to store samples: out of memory");
+        scratch = calloc(b->n_samples ? b->n_samples : 1, sizeof(*scratch));
+        if (!refs || !scratch) {
+                r = fp_store_db_failf(s, -ENOMEM, "Failed to store samples: out of memory");
+                goto out;
+        }
         for (size_t i = 0; i < b->n_samples; i++) {
                 const struct fp_batch_sample *sa = &b->samples[i];
-                refs[i] = (struct sample_ref){w->event_ids[sa->event], w->thread_ids[sa->thread],
+                refs[i] = (struct sample_ref){w->target_ids[b->threads[sa->thread].target],
+                                              w->event_ids[sa->event], w->thread_ids[sa->thread],
                                               w->stack_ids[sa->stack], (uint32_t)i};
         }
-        /* Key order: the samples tree grows at its end only. */
+        /* Series by series, each in (thread, stack) order, as the encoding wants. */
         qsort(refs, b->n_samples, sizeof(*refs), sample_ref_cmp);
-        st = fp_store_stmt(s, FP_STMT_SAMPLE_INSERT);
-        if (!st) {
-                r = -EIO;
-                goto out;
-        }
-        sqlite3_bind_int64(st, 1, w->bucket);
-        for (size_t i = 0; i < b->n_samples; i++) {
-                const struct fp_batch_sample *sa = &b->samples[refs[i].idx];
-                uint32_t target = b->threads[sa->thread].target;
-                uint64_t key = ((uint64_t)target << 32 | sa->event) + 1;
-                struct fp_store_map_entry *e;
-
-                sqlite3_bind_int64(st, 2, refs[i].event);
-                sqlite3_bind_int64(st, 3, refs[i].thread);
-                sqlite3_bind_int64(st, 4, refs[i].stack);
-                sqlite3_bind_int64(st, 5, (int64_t)sa->count);
-                sqlite3_bind_int64(st, 6, (int64_t)sa->value);
-                rc = fp_store_db_step_done(st);
-                if (rc != SQLITE_OK) {
-                        r = fp_store_db_fail(s, rc, "store samples");
-                        goto out;
-                }
-                e = fp_store_map_get(&series, key);
-                if (e) {
-                        e->a += sa->count;
-                        e->b += sa->value;
-                } else if (fp_store_map_put(&series, key, sa->count, sa->value) < 0) {
-                        r = fp_store_db_failf(s, -ENOMEM, "Failed to store samples: out of memory");
-                        goto out;
-                }
-        }
-        st = fp_store_stmt(s, FP_STMT_SERIES_INSERT);
-        if (!st) {
-                r = -EIO;
-                goto out;
-        }
-        for (size_t i = 0; i < series.cap; i++) {
-                const struct fp_store_map_entry *e = &series.e[i];
-                uint64_t key = e->key - 1;
-                if (!e->key)
-                        continue;
-                sqlite3_bind_int64(st, 1, w->bucket);
-                sqlite3_bind_int64(st, 2, w->target_ids[key >> 32]);
-                sqlite3_bind_int64(st, 3, w->event_ids[(uint32_t)key]);
-                sqlite3_bind_int64(st, 4, e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a);
-                sqlite3_bind_int64(st, 5, e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b);
-                rc = fp_store_db_step_done(st);
-                if (rc != SQLITE_OK) {
-                        r = fp_store_db_fail(s, rc, "store sample totals");
-                        goto out;
-                }
+        for (size_t i = 0, j; r == 0 && i < b->n_samples; i = j) {
+                for (j = i + 1; j < b->n_samples && refs[j].target == refs[i].target &&
+                                refs[j].event == refs[i].event;
+                     j++)
+                        ;
+                r = write_series(w, refs + i, j - i, scratch);
         }
 out:
         free(refs);
-        fp_store_map_free(&series);
+        free(scratch);
         return r;
 }
 

@@ -429,6 +429,14 @@ enum fp_store_upload_end {
 int fp_store_outbox_end(struct fp_store *s, int64_t id, enum fp_store_upload_end end,
                         const struct fp_store_upload *replacements, size_t n);
 
+/*
+ * Checks the references of every stored sample: *ret_missing gets the
+ * samples naming a thread or stack that is gone (damage), *ret_unused the
+ * threads and stacks no sample names (garbage eviction should have
+ * collected). For tests and repair tools: it reads the whole store.
+ */
+int fp_store_check_refs(struct fp_store *s, uint64_t *ret_missing, uint64_t *ret_unused);
+
 /* ---- state ---- */
 
 struct fp_store_stats {

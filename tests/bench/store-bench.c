@@ -360,6 +360,30 @@ static void bench_writes(const char *dir)
         unlink(path);
 }
 
+/* The largest tables and indexes of the store at path, by pages (SQLite's dbstat). */
+static void print_tables(const char *path)
+{
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(db,
+                               "SELECT name, sum(pgsize) FROM dbstat GROUP BY name"
+                               " ORDER BY 2 DESC LIMIT 6",
+                               -1, &st, NULL) != SQLITE_OK) {
+                printf("  by table:        (dbstat unavailable: %s)\n", sqlite3_errmsg(db));
+                sqlite3_close(db);
+                return;
+        }
+        printf("  by table:       ");
+        while (sqlite3_step(st) == SQLITE_ROW)
+                printf(" %s %.1f MiB;", (const char *)sqlite3_column_text(st, 0),
+                       sqlite3_column_int64(st, 1) / 1048576.0);
+        printf("\n");
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+}
+
 /* ---- 2. and 3. an hour ---- */
 
 static void bench_hour(const char *dir, unsigned hz, unsigned minutes)
@@ -370,6 +394,8 @@ static void bench_hour(const char *dir, unsigned hz, unsigned minutes)
         unsigned n_buckets = minutes * 6;
         double build = 0, write = 0, worst = 0, first = 0, t0;
         size_t rows = 0, raw = 0;
+        unsigned warm = n_buckets / 6; /* the stack dictionary is mostly built by then */
+        uint64_t live_warm = 0;
 
         snprintf(name, sizeof(name), "bench-hour-%uhz.db", hz);
         s = open_fresh(dir, name, path, sizeof(path));
@@ -394,6 +420,11 @@ static void bench_hour(const char *dir, unsigned hz, unsigned minutes)
                                 worst = dt;
                 }
                 fp_store_batch_free(b);
+                if (i + 1 == warm) {
+                        if (fp_store_stats(s, &st) < 0)
+                                die("stats", EIO);
+                        live_warm = st.live_bytes;
+                }
         }
         if (fp_store_stats(s, &st) < 0)
                 die("stats", EIO);
@@ -415,6 +446,12 @@ static void bench_hour(const char *dir, unsigned hz, unsigned minutes)
                "hour, %.0f bytes per row\n",
                st.live_bytes / 1048576.0, st.file_bytes / 1048576.0, st.wal_bytes / 1048576.0,
                st.live_bytes * scale / 1048576.0, (double)st.live_bytes / rows);
+        printf("  steady growth:   %.1f MiB per hour once the stacks are known (buckets %u-%u), "
+               "%.1f bytes per row\n",
+               (double)(st.live_bytes - live_warm) / (n_buckets - warm) * 360 / 1048576.0,
+               warm + 1, n_buckets,
+               (double)(st.live_bytes - live_warm) / ((double)rows * (n_buckets - warm) / n_buckets));
+        print_tables(path);
 
         /* 3. Dump: everything in one profile, then gzip-encoded. */
         struct fp_pprof *p = fp_pprof_new();
