@@ -267,7 +267,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                     {"uploads_ok", u->uploads_ok},
                     {"uploads_rejected", u->uploads_rejected},
                     {"bytes_sent", u->bytes_sent},
-                    {"buckets_uploaded", u->buckets_uploaded},
+                    {"buckets_built", u->buckets_built},
                     {"pending_buckets", st->pending_buckets},
                     {"waiting_uploads", st->waiting_uploads},
                     {"waiting_bytes", st->waiting_bytes},
@@ -332,9 +332,9 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 format_age(oldest, sizeof(oldest), st->oldest_waiting_ns);
                 human_bytes(bytes, sizeof(bytes), st->waiting_bytes);
                 fprintf(out,
-                        "upload: %s, last success %s, %" PRIu64 " buckets uploaded, %" PRIu64
-                        " profiles refused%s\n",
-                        TERM(st->upload_url, e1), last, u->buckets_uploaded, u->uploads_rejected,
+                        "upload: %s, last success %s, %" PRIu64 " uploads delivered, %" PRIu64
+                        " refused%s\n",
+                        TERM(st->upload_url, e1), last, u->uploads_ok, u->uploads_rejected,
                         u->in_progress ? ", uploading now" : "");
                 if (st->pending_buckets || st->waiting_uploads)
                         fprintf(out,

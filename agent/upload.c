@@ -608,7 +608,7 @@ static void on_settled(void *userdata, const struct fp_writer_result *res)
                 sent += r->items[i].outcome == DELIVERED;
                 refused += r->items[i].outcome == REFUSED;
         }
-        u->st.buckets_uploaded += r->buckets_moved;
+        u->st.buckets_built += r->buckets_moved;
         u->flush_sent += sent;
         if (sent)
                 u->st.last_success_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
@@ -809,7 +809,7 @@ static void on_prepared(void *userdata, const struct fp_writer_result *res)
         }
         if (r->n_items == 0) {
                 /* Nothing, or buckets without samples (now marked): done with them. */
-                u->st.buckets_uploaded += r->buckets_moved;
+                u->st.buckets_built += r->buckets_moved;
                 round_end(u, true, r->more,
                           r->buckets_moved ? "nothing to upload but drops" : "nothing to upload");
                 return;

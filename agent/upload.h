@@ -58,8 +58,8 @@ struct fp_upload_status {
         int64_t next_attempt_ns;
         uint64_t rounds_ok, rounds_failed;
         uint64_t uploads_ok, uploads_rejected, bytes_sent;
-        uint64_t buckets_uploaded; /* moved into uploads */
-        bool config_error;         /* the last round's answer says the URL or token is wrong */
+        uint64_t buckets_built; /* buckets built into uploads (delivered or waiting) */
+        bool config_error;      /* the last round's answer says the URL or token is wrong */
         char last_error[1024];
 };
 

@@ -448,9 +448,10 @@ static void bench_hour(const char *dir, unsigned hz, unsigned minutes)
                st.live_bytes * scale / 1048576.0, (double)st.live_bytes / rows);
         printf("  steady growth:   %.1f MiB per hour once the stacks are known (buckets %u-%u), "
                "%.1f bytes per row\n",
-               (double)(st.live_bytes - live_warm) / (n_buckets - warm) * 360 / 1048576.0,
-               warm + 1, n_buckets,
-               (double)(st.live_bytes - live_warm) / ((double)rows * (n_buckets - warm) / n_buckets));
+               (double)(st.live_bytes - live_warm) / (n_buckets - warm) * 360 / 1048576.0, warm + 1,
+               n_buckets,
+               (double)(st.live_bytes - live_warm) /
+                   ((double)rows * (n_buckets - warm) / n_buckets));
         print_tables(path);
 
         /* 3. Dump: everything in one profile, then gzip-encoded. */

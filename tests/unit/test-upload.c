@@ -169,7 +169,7 @@ int main(void)
         printf("first round: %s: %s\n", last_ok ? "ok" : "failed", last_msg);
         FP_CHECK(last_ok);
         fp_uploader_status(u, &us);
-        FP_CHECK_EQ_INT(us.buckets_uploaded, 3);
+        FP_CHECK_EQ_INT(us.buckets_built, 3);
         FP_CHECK(us.last_success_ns > 0);
         FP_CHECK_EQ_INT(collector_samples(coll_db), 30);
 
@@ -185,7 +185,7 @@ int main(void)
         FP_CHECK(us.rounds_failed >= 1);
         FP_CHECK(us.last_error[0] != 0);
         FP_CHECK(!us.config_error); /* nobody answered: transient */
-        FP_CHECK_EQ_INT(us.buckets_uploaded, 4);
+        FP_CHECK_EQ_INT(us.buckets_built, 4);
         FP_CHECK_EQ_INT(collector_samples(coll_db), 30);
 
         /* 3. Back on the same port and store: the kept bucket goes, nothing twice. */
@@ -196,7 +196,7 @@ int main(void)
         FP_CHECK(last_ok);
         fp_uploader_status(u, &us);
         FP_CHECK(strstr(last_msg, "uploaded 1 profile") != NULL);
-        FP_CHECK_EQ_INT(us.buckets_uploaded, 4);
+        FP_CHECK_EQ_INT(us.buckets_built, 4);
         FP_CHECK_EQ_INT(collector_samples(coll_db), 35);
 
         fp_uploader_close(u);
