@@ -28,10 +28,58 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The batch's frame index of each location id of the decoded profile,
+ * filled as samples meet them (a location is in many samples: its frame
+ * is hashed and interned once). 0: not yet; else index + 1.
+ */
+struct frame_cache {
+        uint32_t *idx;
+        size_t cap;
+};
+
+#define FRAME_CACHE_MAX ((size_t)1 << 22) /* location ids past it are looked up each time */
+
+static int frame_of(const struct fp_pprof *p, uint64_t id, struct fp_store_batch *b,
+                    struct frame_cache *c, uint32_t *ret)
+{
+        struct fp_pprof_location_view lv;
+        int r;
+
+        if (id < c->cap && c->idx[id]) {
+                *ret = c->idx[id] - 1;
+                return 0;
+        }
+        r = fp_pprof_location_get(p, id, &lv);
+        if (r < 0)
+                return -EBADMSG;
+        struct fp_store_frame f = {
+            .function = lv.function_name,
+            .mapping_file = lv.mapping_file,
+            .build_id = lv.build_id,
+            .mapping_start = lv.mapping_start,
+            .mapping_limit = lv.mapping_limit,
+            .mapping_offset = lv.mapping_offset,
+            .address = lv.address,
+        };
+        r = fp_store_batch_add_frame(b, &f, ret);
+        if (r < 0)
+                return r;
+        if (id < FRAME_CACHE_MAX) {
+                size_t old = c->cap;
+                if (id >= c->cap && fp_grow(&c->idx, &c->cap, id + 1, sizeof(*c->idx)) < 0)
+                        return 0; /* only slower */
+                if (c->cap > old)
+                        memset(c->idx + old, 0, (c->cap - old) * sizeof(*c->idx));
+                c->idx[id] = *ret + 1;
+        }
+        return 0;
+}
+
 /* One sample of the decoded profile into the batch. */
 static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch *b, uint32_t target,
-                      uint32_t event, struct fp_store_frame *frames, uint64_t *total, char *err,
-                      size_t errlen)
+                      uint32_t event, uint32_t *frames, struct frame_cache *fc, uint64_t *total,
+                      char *err, size_t errlen)
 {
         struct fp_pprof_sample_view v;
         int64_t tid = 0;
@@ -67,26 +115,17 @@ static int add_sample(const struct fp_pprof *p, size_t i, struct fp_store_batch 
                 /* pid, process and host come from the upload's parameters. */
         }
         for (size_t j = 0; j < v.n_locations; j++) {
-                struct fp_pprof_location_view lv;
-
-                r = fp_pprof_location_get(p, v.location_ids[j], &lv);
-                if (r < 0)
+                r = frame_of(p, v.location_ids[j], b, fc, &frames[j]);
+                if (r == -EBADMSG)
                         return fp_errf(err, errlen, -EBADMSG,
                                        "sample %zu: location %" PRIu64 " is bad", i,
                                        v.location_ids[j]);
-                frames[j] = (struct fp_store_frame){
-                    .function = lv.function_name,
-                    .mapping_file = lv.mapping_file,
-                    .build_id = lv.build_id,
-                    .mapping_start = lv.mapping_start,
-                    .mapping_limit = lv.mapping_limit,
-                    .mapping_offset = lv.mapping_offset,
-                    .address = lv.address,
-                };
+                if (r < 0)
+                        return fp_errf(err, errlen, r, "cannot add a frame: %s", strerror(-r));
         }
         if (v.values[0] == 0 && v.values[1] == 0)
                 return 0; /* nothing to keep */
-        r = fp_store_batch_add_stack(b, frames, v.n_locations, &stack);
+        r = fp_store_batch_add_stack_of(b, frames, v.n_locations, &stack);
         if (r < 0)
                 return fp_errf(err, errlen, r, "cannot add a stack: %s", strerror(-r));
         r = fp_store_batch_add_sample(b, target, event, (pid_t)tid, thread_name, stack,
@@ -102,8 +141,8 @@ static int build(const struct fp_upload_meta *meta, const struct fp_pprof *p,
                  struct fp_store_batch *b, uint64_t *ret_samples, char *err, size_t errlen)
 {
         const char *ct, *cu, *vt, *vu, *pt, *pu;
-        struct fp_store_frame *frames;
-        uint32_t target, event;
+        struct frame_cache fc = {0};
+        uint32_t *frames, target, event;
         uint64_t total = 0;
         int64_t period;
         int r;
@@ -149,8 +188,9 @@ static int build(const struct fp_upload_meta *meta, const struct fp_pprof *p,
                 return fp_errf(err, errlen, -ENOMEM, "out of memory");
         r = 0;
         for (size_t i = 0; i < fp_pprof_n_samples(p) && r >= 0; i++)
-                r = add_sample(p, i, b, target, event, frames, &total, err, errlen);
+                r = add_sample(p, i, b, target, event, frames, &fc, &total, err, errlen);
         free(frames);
+        free(fc.idx);
         if (r < 0)
                 return r;
         *ret_samples = total;

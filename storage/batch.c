@@ -430,31 +430,24 @@ static bool stack_eq(const void *ctx, uint32_t idx, const void *key)
                memcmp(b->frame_ids + a->off, k->ids, k->n * sizeof(*k->ids)) == 0;
 }
 
-int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_frame *frames,
-                             size_t n, uint32_t *ret_idx)
+int fp_store_batch_add_frame(struct fp_store_batch *b, const struct fp_store_frame *f,
+                             uint32_t *ret_idx)
 {
-        struct stack_key k;
-        size_t off = b->n_frame_ids;
+        if (!f)
+                return -EINVAL;
+        return add_frame(b, f, ret_idx);
+}
+
+/* The stack whose frame indices sit at frame_ids[off, off + n): found, or kept as new. */
+static int add_stack_at(struct fp_store_batch *b, size_t off, size_t n, uint32_t *ret_idx)
+{
         uint64_t h = fp_store_hash_step(FP_STORE_SEED_STACK, n);
+        struct stack_key k;
         int64_t found;
         int r;
 
-        if (n > FP_STORE_MAX_FRAMES || (n && !frames))
-                return -EINVAL;
-        if (b->n_stacks >= UINT32_MAX - 1 || off + n > UINT32_MAX)
-                return -E2BIG;
-        /* The frames go to the end of frame_ids; they stay only if the stack is new. */
-        r = fp_grow((void **)&b->frame_ids, &b->cap_frame_ids, off + n, sizeof(uint32_t));
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < n; i++) {
-                uint32_t fi;
-                r = add_frame(b, &frames[i], &fi);
-                if (r < 0)
-                        return r;
-                b->frame_ids[off + i] = fi;
-                h = fp_store_hash_step(h, b->frames[fi].hash);
-        }
+        for (size_t i = 0; i < n; i++)
+                h = fp_store_hash_step(h, b->frames[b->frame_ids[off + i]].hash);
         k = (struct stack_key){b->frame_ids + off, (uint32_t)n, fp_store_hash_nonzero(h)};
         found = fp_store_index_find(&b->idx_stacks, k.hash, stack_eq, b, &k);
         if (found >= 0) {
@@ -471,6 +464,56 @@ int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_fra
         b->n_frame_ids += n;
         *ret_idx = (uint32_t)b->n_stacks++;
         return 0;
+}
+
+/* Room for n more frame indices at the end of frame_ids; their offset, or -errno. */
+static int64_t frame_room(struct fp_store_batch *b, size_t n)
+{
+        size_t off = b->n_frame_ids;
+
+        if (n > FP_STORE_MAX_FRAMES)
+                return -EINVAL;
+        if (b->n_stacks >= UINT32_MAX - 1 || off + n > UINT32_MAX)
+                return -E2BIG;
+        /* The frames go to the end of frame_ids; they stay only if the stack is new. */
+        int r = fp_grow((void **)&b->frame_ids, &b->cap_frame_ids, off + n, sizeof(uint32_t));
+        return r < 0 ? r : (int64_t)off;
+}
+
+int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_frame *frames,
+                             size_t n, uint32_t *ret_idx)
+{
+        int64_t off;
+        int r;
+
+        if (n && !frames)
+                return -EINVAL;
+        if ((off = frame_room(b, n)) < 0)
+                return (int)off;
+        for (size_t i = 0; i < n; i++) {
+                uint32_t fi;
+                r = add_frame(b, &frames[i], &fi);
+                if (r < 0)
+                        return r;
+                b->frame_ids[off + (int64_t)i] = fi;
+        }
+        return add_stack_at(b, (size_t)off, n, ret_idx);
+}
+
+int fp_store_batch_add_stack_of(struct fp_store_batch *b, const uint32_t *frame_idx, size_t n,
+                                uint32_t *ret_idx)
+{
+        int64_t off;
+
+        if (n && !frame_idx)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (frame_idx[i] >= b->n_frames)
+                        return -EINVAL;
+        if ((off = frame_room(b, n)) < 0)
+                return (int)off;
+        memcpy(b->frame_ids + off, frame_idx, n * sizeof(*frame_idx));
+        return add_stack_at(b, (size_t)off, n, ret_idx);
 }
 
 /* ---- samples and drops ---- */

@@ -35,12 +35,15 @@ static int collect(struct fp_store *s)
                  "find the oldest bucket");
         if (!min_bucket)
                 min_bucket = INT64_MAX;
+        /* A stack's last_bucket may lag (store.c): keep what might still be used. */
+        int64_t stacks_before =
+            min_bucket == INT64_MAX ? min_bucket : min_bucket - FP_STORE_TOUCH_SLACK;
 
         st = ST(s, FP_STMT_GC_STACKS);
-        sqlite3_bind_int64(st, 1, min_bucket);
+        sqlite3_bind_int64(st, 1, stacks_before);
         CHECK_RC(s, fp_store_db_step_done(st), "delete unused stacks");
         s->stacks_gone += (uint64_t)sqlite3_changes(s->db);
-        if (fp_store_map_filter(&s->stacks, stack_alive, &min_bucket) < 0)
+        if (fp_store_map_filter(&s->stacks, stack_alive, &stacks_before) < 0)
                 fp_store_map_clear(&s->stacks);
 
         st = ST(s, FP_STMT_GC_THREADS);

@@ -51,7 +51,8 @@
  *                frames BLOB         INDEX (last_bucket)
  *                  frames is the stack's frame ids, leaf first, each an
  *                  unsigned LEB128 varint. last_bucket is the newest
- *                  bucket with a sample of this stack.
+ *                  bucket with a sample of this stack, or at most
+ *                  FP_STORE_TOUCH_SLACK buckets older (see Eviction).
  *                  The four tables above are deduplicated across buckets
  *                  by content hash (store-internal.h defines it: it is part
  *                  of this format).
@@ -108,8 +109,11 @@
  * one step, never all of them). If it had not been uploaded, each of
  * its targets' sample count (of the target's busiest event) is added to
  * carried_drops as "evicted", and so are the bucket's own drops. Then
- * stacks and threads whose last_bucket is older than the oldest
- * surviving bucket are deleted, and so are targets (unless carried_drops
+ * threads whose last_bucket is older than the oldest surviving bucket are
+ * deleted, stacks whose last_bucket is older than that by more than
+ * FP_STORE_TOUCH_SLACK buckets (a stack's last_bucket is refreshed only
+ * when it lags by more than that: one UPDATE per stack per 64 buckets
+ * instead of one per bucket), and so are targets (unless carried_drops
  * or the outbox refers to them) and hosts nothing refers to. Uploads in
  * the outbox hold data older than any bucket not yet uploaded (rounds
  * take the oldest): once the oldest bucket is one of those, the oldest

@@ -355,6 +355,14 @@ int fp_store_prepare(struct fp_store *s, const char *sql, sqlite3_stmt **ret);
 
 /* Caps of the caches above: past them a cache starts over (it is only a cache). */
 #define FP_STORE_CACHE_MAX ((size_t)1 << 18)
+/*
+ * How many buckets a stack's stored last_bucket may lag behind the newest
+ * bucket that uses it (store.c); eviction keeps stacks whose last_bucket
+ * is at most this much older than the oldest bucket (ring.c), so a lag
+ * never loses a stack a bucket still uses. Part of the format: a store
+ * written with a larger slack must not be collected with a smaller one.
+ */
+#define FP_STORE_TOUCH_SLACK 64
 
 /* The SQL of every cached statement (schema.c: it names the schema's tables). */
 extern const char *const fp_store_stmt_sql[FP_STMT__MAX];

@@ -8,10 +8,13 @@
  * first in the store's in-memory caches (content hash -> rowid, and for
  * stacks the last bucket that used them), then in the tables' hash
  * indices; only a stack never seen before costs its frames' lookups and
- * inserts. Samples are inserted in primary-key order, so the samples
- * tree only ever grows at its end. A stack seen again costs one UPDATE of
- * its last_bucket, which is what lets eviction find unreferenced stacks
- * through an index instead of scanning the samples.
+ * inserts. A series' samples are one encoded insert. A stack's
+ * last_bucket is what lets eviction find unreferenced stacks through an
+ * index instead of decoding the samples; keeping it exact would cost an
+ * UPDATE per stack per bucket, so it may lag by FP_STORE_TOUCH_SLACK
+ * buckets (a stack is touched when its stored value is older than that),
+ * and eviction keeps stacks up to that many buckets older than the oldest
+ * surviving bucket.
  *
  * Failure. Any error rolls the transaction back and empties the caches
  * (they may name rows the rollback took away); the store stays usable.
@@ -287,7 +290,7 @@ static int resolve_stack(struct writer *w, uint32_t i)
 
         if (e) {
                 id = (int64_t)e->a;
-                if ((int64_t)e->b != w->bucket) {
+                if ((int64_t)e->b < w->bucket - FP_STORE_TOUCH_SLACK) {
                         st = ST(s, FP_STMT_STACK_TOUCH_ID);
                         sqlite3_bind_int64(st, 1, id);
                         sqlite3_bind_int64(st, 2, w->bucket);

@@ -133,6 +133,15 @@ int fp_store_batch_add_event(struct fp_store_batch *b, const struct fp_store_eve
 /* frames leaf first, n <= FP_STORE_MAX_FRAMES (n == 0: an empty stack). */
 int fp_store_batch_add_stack(struct fp_store_batch *b, const struct fp_store_frame *frames,
                              size_t n, uint32_t *ret_idx);
+/*
+ * The same in two steps, for a caller that meets the same frames in many
+ * stacks (a decoded profile's locations): a frame once, then stacks of
+ * the indices it got.
+ */
+int fp_store_batch_add_frame(struct fp_store_batch *b, const struct fp_store_frame *f,
+                             uint32_t *ret_idx);
+int fp_store_batch_add_stack_of(struct fp_store_batch *b, const uint32_t *frame_idx, size_t n,
+                                uint32_t *ret_idx);
 /* thread_name NULL: "". */
 int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_t event, pid_t tid,
                               const char *thread_name, uint32_t stack, uint64_t count,

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sqlite3.h>
@@ -1067,6 +1068,62 @@ static void test_samples_codec(void)
         fp_store_close(s);
 }
 
+/* A bucket using stack 0 (in every bucket) and stack k (in this one only). */
+static struct fp_store_batch *slack_batch(int64_t start, unsigned k)
+{
+        struct fp_store_batch *b = fp_store_batch_new(start, 10 * SEC);
+        struct fp_store_target t = {.host = "host-a", .pid = 77, .starttime = 1077, .comm = "app"};
+        uint32_t ti, ei, s0, sk;
+
+        FP_CHECK(b != NULL);
+        FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &cpu_clock, &ei), 0);
+        FP_CHECK_EQ_INT(add_stack(b, 0, &s0), 0);
+        FP_CHECK_EQ_INT(add_stack(b, k, &sk), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_sample(b, ti, ei, 77, "main", s0, 1, 1000), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_sample(b, ti, ei, 77, "main", sk, 1, 1000), 0);
+        return b;
+}
+
+/*
+ * Stacks' last_bucket lags by up to FP_STORE_TOUCH_SLACK buckets: eviction
+ * never takes a stack a surviving bucket uses (the one in every bucket is
+ * touched only now and then), and takes unused ones once they are older
+ * than the slack.
+ */
+static void test_touch_slack(void)
+{
+        struct fp_store *s = NULL;
+        struct fp_store_stats st;
+        const unsigned n = 3 * FP_STORE_TOUCH_SLACK + 17, keep = 10;
+        uint64_t missing = 1, unused = 0, most_unused = 0;
+
+        fresh_path("slack.db");
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, NULL, 0), 0);
+        for (unsigned i = 0; i < n; i++) {
+                FP_CHECK_EQ_INT(
+                    write_and_free(s, slack_batch(T0 + (int64_t)i * 10 * SEC, 1000 + i)), 0);
+                if (i >= keep && i % 5 == 0) {
+                        FP_CHECK(fp_store_expire(s, T0 + (int64_t)(i - keep) * 10 * SEC) >= 0);
+                        FP_CHECK_EQ_INT(fp_store_check_refs(s, &missing, &unused), 0);
+                        FP_CHECK_EQ_INT(missing, 0);
+                        if (unused > most_unused)
+                                most_unused = unused;
+                }
+        }
+        /* Every surviving bucket still reads whole: two samples each. */
+        FP_CHECK_EQ_INT(fp_store_stats(s, &st), 0);
+        FP_CHECK_EQ_INT(total_of(s, NULL, 0), (int64_t)(2 * st.buckets));
+        printf("touch slack: %u buckets written, %" PRIu64 " kept, %" PRIu64
+               " stacks stored, at most %" PRIu64 " unused ones waiting\n",
+               n, st.buckets, st.stacks, most_unused);
+        /* Garbage waits at most the slack (plus the buckets expired at once). */
+        FP_CHECK(most_unused > 0);
+        FP_CHECK(most_unused <= FP_STORE_TOUCH_SLACK + 5 + 2);
+        FP_CHECK(st.stacks <= 1 + st.buckets + FP_STORE_TOUCH_SLACK + 5);
+        fp_store_close(s);
+}
+
 static void test_versions(void)
 {
         struct fp_store *s = NULL;
@@ -1246,6 +1303,7 @@ int main(void)
         test_eviction();
         test_damaged();
         test_samples_codec();
+        test_touch_slack();
         test_versions();
         test_outbox();
         test_batch_edges();
