@@ -79,6 +79,7 @@ struct round {
         uint64_t buckets_moved; /* buckets this round moved into the outbox */
         bool more;              /* the store holds more to send than this round took */
         size_t split;           /* uploads split, too large */
+        size_t too_large;       /* uploads refused: too large and could not be split */
         char error[256];
 };
 
@@ -134,6 +135,7 @@ static void round_reset(struct round *r)
         r->buckets_moved = 0;
         r->more = false;
         r->split = 0;
+        r->too_large = 0;
         r->error[0] = 0;
 }
 
@@ -413,7 +415,8 @@ static int prepare(struct fp_store *store, void *arg)
 
 /*
  * Splits a too large upload in two halves of its buckets (in the outbox,
- * replacing it). 1 when split, 0 when it is one bucket (refused), or -errno.
+ * replacing it). 1 when split, 0 when it cannot be (one bucket, or its
+ * buckets are gone): the caller refuses it; or -errno.
  */
 static int split(struct fp_store *store, const struct item *it)
 {
@@ -433,20 +436,28 @@ static int split(struct fp_store *store, const struct item *it)
         }
         int64_t mid = it->up.bucket_min + (it->up.bucket_max - it->up.bucket_min) / 2;
         int64_t range[2][2] = {{it->up.bucket_min, mid}, {mid + 1, it->up.bucket_max}};
+        uint64_t rebuilt = 0;
         for (int h = 0; h < 2 && e >= 0; h++) {
                 e = build_upload(store, m, it->up.counter, range[h][0], range[h][1], &half[n],
                                  &query[n]);
                 if (e >= 0 && half[n].len)
-                        n++;
+                        rebuilt += half[n++].samples;
         }
-        if (e >= 0)
-                e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_REPLACED, half, n);
+        /*
+         * Its buckets may have been evicted since it was built (they were
+         * marked uploaded): then the halves would silently lose samples, so
+         * it is refused instead, and counted.
+         */
+        if (e >= 0 && rebuilt != it->up.samples)
+                e = 0;
+        else if (e >= 0)
+                e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_REPLACED, half, n) ?: 1;
         for (size_t i = 0; i < n; i++) {
                 free((void *)half[i].body);
                 free(query[i]);
         }
         free(m);
-        return e < 0 ? e : 1;
+        return e;
 }
 
 static int count_one(void *userdata, const struct fp_store_upload *up)
@@ -479,11 +490,13 @@ static int settle(struct fp_store *store, void *arg)
                                 r->split++;
                         } else if (e == 0) {
                                 fp_log(LOG_ERR,
-                                       "The profile of %d (%s) is one bucket and still larger "
-                                       "than the collector accepts (%zu bytes): refused; raise "
-                                       "the collector's --max-body-mb",
+                                       "The profile of %d (%s, %zu bytes) is larger than the "
+                                       "collector accepts and cannot be split (one bucket, or "
+                                       "its buckets were evicted): refused; raise the "
+                                       "collector's --max-body-mb",
                                        (int)it->up.pid, it->up.event, it->up.len);
                                 it->outcome = REFUSED;
+                                r->too_large++;
                                 e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_REFUSED, NULL,
                                                         0);
                         }
@@ -609,6 +622,7 @@ static void on_settled(void *userdata, const struct fp_writer_result *res)
                 refused += r->items[i].outcome == REFUSED;
         }
         u->st.buckets_built += r->buckets_moved;
+        u->st.uploads_rejected += r->too_large;
         u->flush_sent += sent;
         if (sent)
                 u->st.last_success_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
