@@ -225,6 +225,8 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
         if (r < 0)
                 return r;
         r = fp_store_batch_add_event(b, &ev, &ei);
+        if (r == 0)
+                r = fp_store_batch_set_series(b, ti, ei); /* its drops travel even with no sample */
         if (r < 0)
                 return r;
         for (unsigned j = 0; j < t->cfg.n_members; j++) {

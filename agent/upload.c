@@ -188,8 +188,8 @@ static int add_drop(void *userdata, const struct fp_store_drop *d)
 /*
  * Builds the upload of one series over buckets [bmin, bmax]: its profile,
  * drops (unless a counter) and query, from m's identity. 0 with
- * ret->len == 0 when the range holds no samples of it; ret->body and
- * *ret_query are malloc'd.
+ * ret->len == 0 when the range holds neither samples nor drops of it;
+ * ret->body and *ret_query are malloc'd.
  */
 static int build_upload(struct fp_store *store, struct fp_upload_meta *m, bool counter,
                         int64_t bmin, int64_t bmax, struct fp_store_upload *ret, char **ret_query)
@@ -210,9 +210,13 @@ static int build_upload(struct fp_store *store, struct fp_upload_meta *m, bool c
         if (!p)
                 return -ENOMEM;
         e = fp_store_query_pprof(store, &f, p);
-        if (e <= 0) {
+        m->n_drops = 0;
+        memset(m->drops, 0, sizeof(m->drops));
+        if (e >= 0 && !counter)
+                (void)fp_store_drop_totals(store, &f, add_drop, m);
+        if (e < 0 || (e == 0 && (m->n_drops == 0 || fp_pprof_n_sample_types(p) == 0))) {
                 fp_pprof_free(p);
-                return e; /* nothing to send for it */
+                return e; /* nothing to send for it (a series with only drops: they go) */
         }
         ret->samples = (uint64_t)fp_pprof_total(p, 0);
         fp_pprof_get_time(p, &t0, &d0);
@@ -220,10 +224,6 @@ static int build_upload(struct fp_store *store, struct fp_upload_meta *m, bool c
         fp_pprof_free(p);
         if (e < 0)
                 return e;
-        m->n_drops = 0;
-        memset(m->drops, 0, sizeof(m->drops));
-        if (!counter)
-                (void)fp_store_drop_totals(store, &f, add_drop, m);
         m->from_ns = t0;
         m->to_ns = t0 + d0;
         snprintf(m->agent, sizeof(m->agent), "%s", FP_VERSION);

@@ -176,7 +176,8 @@ static int build(const struct fp_upload_meta *meta, const struct fp_pprof *p,
                                    .period_unit = *pt ? pu : NULL,
                                    .period = period};
         if ((r = fp_store_batch_add_target(b, &t, &target)) < 0 ||
-            (r = fp_store_batch_add_event(b, &e, &event)) < 0)
+            (r = fp_store_batch_add_event(b, &e, &event)) < 0 ||
+            (r = fp_store_batch_set_series(b, target, event)) < 0)
                 return fp_errf(err, errlen, r, "cannot describe the upload: %s", strerror(-r));
         for (size_t i = 0; i < meta->n_drops; i++) {
                 r = fp_store_batch_add_drop(b, target, meta->drops[i].reason, meta->drops[i].count);

@@ -240,8 +240,10 @@ int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_ta
         r = INTERN(b, targets, &e, target_eq, &idx, &is_new);
         if (r < 0)
                 return r;
-        if (!is_new) /* the newest description wins */
+        if (!is_new) { /* the newest description wins */
+                e.series_event = b->targets[idx].series_event;
                 b->targets[idx] = e;
+        }
         *ret_idx = idx;
         return 0;
 }
@@ -514,6 +516,14 @@ int fp_store_batch_add_stack_of(struct fp_store_batch *b, const uint32_t *frame_
                 return (int)off;
         memcpy(b->frame_ids + off, frame_idx, n * sizeof(*frame_idx));
         return add_stack_at(b, (size_t)off, n, ret_idx);
+}
+
+int fp_store_batch_set_series(struct fp_store_batch *b, uint32_t target, uint32_t event)
+{
+        if (target >= b->n_targets || event >= b->n_events)
+                return -EINVAL;
+        b->targets[target].series_event = event + 1;
+        return 0;
 }
 
 /* ---- samples and drops ---- */

@@ -146,6 +146,7 @@ struct fp_batch_string {
 
 struct fp_batch_target {
         uint32_t host, comm, exe, config; /* string indices */
+        uint32_t series_event; /* event index + 1 (fp_store_batch_set_series()), 0: none */
         pid_t pid;
         bool active;
         uint64_t starttime;

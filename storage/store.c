@@ -334,7 +334,10 @@ static int sample_ref_cmp(const void *x, const void *y)
         return 0;
 }
 
-/* One series (target, event) of the bucket: its totals row and its samples, encoded. */
+/*
+ * One series (target, event) of the bucket: its totals row and its
+ * samples, encoded (refs[0] names the series; n == 0: no samples).
+ */
 static int write_series(struct writer *w, const struct sample_ref *refs, size_t n,
                         struct fp_store_sample *scratch)
 {
@@ -363,6 +366,8 @@ static int write_series(struct writer *w, const struct sample_ref *refs, size_t 
         sqlite3_bind_int64(st, 4, count > INT64_MAX ? INT64_MAX : (int64_t)count);
         sqlite3_bind_int64(st, 5, value > INT64_MAX ? INT64_MAX : (int64_t)value);
         CHECK_RC(s, fp_store_db_step_done(st), "store sample totals");
+        if (n == 0)
+                return 0; /* a declared series without samples: the totals row only */
         r = fp_store_samples_encode(scratch, n, &data, &len);
         if (r < 0)
                 return fp_store_db_failf(s, r, "Failed to encode samples: %s", strerror(-r));
@@ -412,6 +417,27 @@ static int write_samples(struct writer *w)
                      j++)
                         ;
                 r = write_series(w, refs + i, j - i, scratch);
+        }
+        /* Declared series without a sample: a row of zeros names them. */
+        for (size_t t = 0; r == 0 && t < b->n_targets; t++) {
+                if (!b->targets[t].series_event)
+                        continue;
+                struct sample_ref key = {w->target_ids[t],
+                                         w->event_ids[b->targets[t].series_event - 1], 0, 0, 0};
+                /* refs are sorted by (target, event): a binary search. */
+                size_t lo = 0, hi = b->n_samples;
+                while (lo < hi) {
+                        size_t mid = lo + (hi - lo) / 2;
+                        if (refs[mid].target < key.target ||
+                            (refs[mid].target == key.target && refs[mid].event < key.event))
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                bool found = lo < b->n_samples && refs[lo].target == key.target &&
+                             refs[lo].event == key.event;
+                if (!found)
+                        r = write_series(w, &key, 0, scratch);
         }
 out:
         free(refs);

@@ -142,6 +142,12 @@ int fp_store_batch_add_frame(struct fp_store_batch *b, const struct fp_store_fra
                              uint32_t *ret_idx);
 int fp_store_batch_add_stack_of(struct fp_store_batch *b, const uint32_t *frame_idx, size_t n,
                                 uint32_t *ret_idx);
+/*
+ * Declares that target was sampled with event over the bucket: the bucket
+ * names the series (target, event) even when no sample came, so that its
+ * drops are listed, queried and uploaded with it.
+ */
+int fp_store_batch_set_series(struct fp_store_batch *b, uint32_t target, uint32_t event);
 /* thread_name NULL: "". */
 int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_t event, pid_t tid,
                               const char *thread_name, uint32_t stack, uint64_t count,

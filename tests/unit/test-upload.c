@@ -82,6 +82,55 @@ static struct fp_store_batch *bucket(int64_t start, unsigned samples)
         return b;
 }
 
+/* A bucket in which the target lost every sample: only drops, and its declared series. */
+static struct fp_store_batch *drops_only(int64_t start, uint64_t lost)
+{
+        struct fp_store_batch *d = fp_store_batch_new(start, 1000000000);
+        struct fp_store_target t = {.host = "testhost",
+                                    .pid = 4242,
+                                    .starttime = 99,
+                                    .comm = "w",
+                                    .exe = "/bin/w",
+                                    .config = "event=cpu-clock freq=0 period=1000000 kernel=0",
+                                    .active = true};
+        struct fp_store_event e = {.name = "cpu-clock",
+                                   .count_type = "samples",
+                                   .count_unit = "count",
+                                   .value_type = "cpu",
+                                   .value_unit = "nanoseconds",
+                                   .period_type = "cpu",
+                                   .period_unit = "nanoseconds",
+                                   .period = 1000000};
+        uint32_t ti, ei;
+        FP_CHECK(d && fp_store_batch_add_target(d, &t, &ti) == 0 &&
+                 fp_store_batch_add_event(d, &e, &ei) == 0 &&
+                 fp_store_batch_set_series(d, ti, ei) == 0 &&
+                 fp_store_batch_add_drop(d, ti, "kernel_ring_overflow", lost) == 0);
+        return d;
+}
+
+/* What the collector's store counts as dropped by reason for the test's series. */
+static int sum_reason(void *userdata, const struct fp_store_drop *d)
+{
+        uint64_t *n = userdata;
+        if (strcmp(d->reason, "kernel_ring_overflow") == 0)
+                *n += d->count;
+        return 0;
+}
+
+static uint64_t collector_lost(const char *path)
+{
+        struct fp_store *st = NULL;
+        char err[256];
+        uint64_t n = 0;
+        if (fp_store_open_readonly(path, &st, err, sizeof(err)) < 0)
+                return 0;
+        struct fp_store_filter f = {.pid = 4242};
+        (void)fp_store_drop_totals(st, &f, sum_reason, &n);
+        fp_store_close(st);
+        return n;
+}
+
 static int free_port(void)
 {
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -197,6 +246,15 @@ int main(void)
         fp_uploader_status(u, &us);
         FP_CHECK(strstr(last_msg, "uploaded 1 profile") != NULL);
         FP_CHECK_EQ_INT(us.buckets_built, 4);
+        FP_CHECK_EQ_INT(collector_samples(coll_db), 35);
+
+        /* 4. A bucket in which every sample was lost: its drops still reach the collector. */
+        FP_CHECK_EQ_INT(fp_writer_submit_batch(w, drops_only(20 * 1000000000LL, 17), NULL), 0);
+        FP_CHECK_EQ_INT(fp_uploader_flush(u, on_flush, NULL), 0);
+        run_until(4);
+        printf("fourth round: %s: %s\n", last_ok ? "ok" : "failed", last_msg);
+        FP_CHECK(last_ok);
+        FP_CHECK_EQ_INT(collector_lost(coll_db), 17);
         FP_CHECK_EQ_INT(collector_samples(coll_db), 35);
 
         fp_uploader_close(u);
