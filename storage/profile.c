@@ -53,7 +53,9 @@ struct query {
         size_t n_threads, cap_threads;
         struct fp_store_map target_idx; /* target rowid -> index + 1 */
         struct fp_store_map thread_idx; /* thread rowid -> index + 1 */
-        struct fp_store_map agg;        /* thread << 32 | stack -> count, value */
+        struct fp_store_map *agg;       /* per thread index: stack -> count, value */
+        uint32_t last_thread;           /* the thread of the last sample decoded, */
+        size_t last_ti;                 /* its index + 1 (0: filtered out) */
         struct fp_store_map stack_locs; /* stack rowid -> offset into locs + 1, n */
         struct fp_store_map frame_locs; /* frame rowid -> pprof location id */
         struct fp_store_map mapping_ids, function_ids;
@@ -84,7 +86,9 @@ static void query_free(struct query *q)
         free(q->threads);
         fp_store_map_free(&q->target_idx);
         fp_store_map_free(&q->thread_idx);
-        fp_store_map_free(&q->agg);
+        for (size_t i = 0; q->agg && i < q->n_threads; i++)
+                fp_store_map_free(&q->agg[i]);
+        free(q->agg);
         fp_store_map_free(&q->stack_locs);
         fp_store_map_free(&q->frame_locs);
         fp_store_map_free(&q->mapping_ids);
@@ -291,23 +295,33 @@ static int load_targets(struct query *q)
         return r;
 }
 
-/* Adds one decoded sample to the query's sums, unless its thread is filtered out. */
+/*
+ * Adds one decoded sample to the query's sums, unless its thread is
+ * filtered out. Sums are kept per thread: a series' samples come thread by
+ * thread, and a thread's map is small enough to stay in the cache, where
+ * one map of every (thread, stack) of a large merge would miss it on
+ * every sample.
+ */
 static int add_one(void *userdata, const struct fp_store_sample *e)
 {
         struct query *q = userdata;
         struct fp_store_map_entry *m;
-        uint64_t key;
 
-        if (!fp_store_map_get(&q->thread_idx, e->thread))
-                return 0; /* a thread the filter left out */
         if (!e->thread || !e->stack)
                 return -EBADMSG;
-        key = (uint64_t)e->thread << 32 | e->stack;
-        m = fp_store_map_get(&q->agg, key);
+        if (e->thread != q->last_thread) {
+                m = fp_store_map_get(&q->thread_idx, e->thread);
+                q->last_thread = e->thread;
+                q->last_ti = m ? m->a : 0;
+        }
+        if (!q->last_ti)
+                return 0; /* a thread the filter left out */
+        struct fp_store_map *agg = &q->agg[q->last_ti - 1];
+        m = fp_store_map_get(agg, e->stack);
         if (m) {
                 m->a += e->count;
                 m->b += e->value;
-        } else if (fp_store_map_put(&q->agg, key, e->count, e->value) < 0) {
+        } else if (fp_store_map_put(agg, e->stack, e->count, e->value) < 0) {
                 return -ENOMEM;
         }
         return 0;
@@ -321,6 +335,12 @@ static int aggregate(struct query *q)
                                  "SELECT data FROM series_samples"
                                  " WHERE bucket_id = ?1 AND target_id = ?2 AND event_id = ?3",
                                  &st);
+
+        q->agg = calloc(q->n_threads ? q->n_threads : 1, sizeof(*q->agg));
+        if (r == 0 && !q->agg)
+                r = oom(q);
+        q->last_thread = 0;
+        q->last_ti = 0;
 
         for (size_t i = 0; r == 0 && i < q->n_matches; i++) {
                 const struct q_match *m = &q->matches[i];
@@ -516,38 +536,50 @@ static int add_samples(struct query *q)
             (r = fp_store_prepare(q->s, "SELECT name FROM functions WHERE id = ?1",
                                   &q->st_function)) < 0)
                 return r;
-        for (size_t i = 0; i < q->agg.cap; i++) {
-                const struct fp_store_map_entry *e = &q->agg.e[i];
-                const struct q_thread *th;
-                const struct q_target *t;
-                struct fp_pprof_label labels[5];
-                int64_t values[2];
-                size_t off = 0, n = 0, n_labels = 0;
+        for (size_t i = 0; q->agg && i < q->n_threads; i++) {
+                for (size_t k = 0; k < q->agg[i].cap; k++) {
+                        const struct fp_store_map_entry *e = &q->agg[i].e[k];
+                        const struct q_thread *th = &q->threads[i];
+                        const struct q_target *t;
+                        struct fp_pprof_label labels[5];
+                        int64_t values[2];
+                        size_t off = 0, n = 0, n_labels = 0;
 
-                if (!e->key)
-                        continue;
-                th = &q->threads[fp_store_map_get(&q->thread_idx, e->key >> 32)->a - 1];
-                t = &q->targets[th->target];
-                r = stack_locations(q, (int64_t)(uint32_t)e->key, &off, &n);
-                if (r < 0)
-                        return r;
-                values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
-                values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
-                labels[n_labels++] = (struct fp_pprof_label){.key = "thread", .num = th->tid};
-                labels[n_labels++] = (struct fp_pprof_label){.key = "thread_name",
-                                                             .str = th->name[0] ? th->name : "?"};
-                labels[n_labels++] = (struct fp_pprof_label){.key = "pid", .num = t->pid};
-                labels[n_labels++] =
-                    (struct fp_pprof_label){.key = "process", .str = t->comm[0] ? t->comm : "?"};
-                if (with_host)
-                        labels[n_labels++] = (struct fp_pprof_label){.key = "host", .str = t->host};
-                r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
-                                        n_labels);
-                if (r < 0)
-                        return fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
-                                                 strerror(-r));
+                        if (!e->key)
+                                continue;
+                        t = &q->targets[th->target];
+                        r = stack_locations(q, (int64_t)e->key, &off, &n);
+                        if (r < 0)
+                                return r;
+                        values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
+                        values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
+                        labels[n_labels++] =
+                            (struct fp_pprof_label){.key = "thread", .num = th->tid};
+                        labels[n_labels++] = (struct fp_pprof_label){
+                            .key = "thread_name", .str = th->name[0] ? th->name : "?"};
+                        labels[n_labels++] = (struct fp_pprof_label){.key = "pid", .num = t->pid};
+                        labels[n_labels++] = (struct fp_pprof_label){
+                            .key = "process", .str = t->comm[0] ? t->comm : "?"};
+                        if (with_host)
+                                labels[n_labels++] =
+                                    (struct fp_pprof_label){.key = "host", .str = t->host};
+                        r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
+                                                n_labels);
+                        if (r < 0)
+                                return fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
+                                                         strerror(-r));
+                }
         }
         return 0;
+}
+
+/* Distinct (thread, stack) pairs summed, capped at INT32_MAX. */
+static int agg_count(const struct query *q)
+{
+        size_t n = 0;
+        for (size_t i = 0; q->agg && i < q->n_threads; i++)
+                n += q->agg[i].n;
+        return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 static int set_types(struct query *q, const struct q_event *ref)
@@ -697,7 +729,7 @@ int fp_store_query_pprof(struct fp_store *s, const struct fp_store_filter *f, st
         }
         r = add_drop_comments(&q, f);
         if (r == 0)
-                r = q.agg.n > INT32_MAX ? INT32_MAX : (int)q.agg.n;
+                r = agg_count(&q);
 out:
         query_free(&q);
         fp_store_read_end(s);
