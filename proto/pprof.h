@@ -141,6 +141,13 @@ int fp_pprof_encode(const struct fp_pprof *p, int gzip, uint8_t **ret_buf, size_
 #define FP_PPROF_DEFAULT_MAX_SIZE ((size_t)64 << 20) /* what max_size == 0 means */
 int fp_pprof_decode(const uint8_t *buf, size_t len, size_t max_size, struct fp_pprof **ret,
                     char *errbuf, size_t errbuf_len);
+/*
+ * Inflates gzip data into a malloc'd buffer of at most max_size bytes (0:
+ * the default), the way fp_pprof_decode() does: -EFBIG past it, -EBADMSG
+ * for data that is not gzip or is truncated, with one line in errbuf.
+ */
+int fp_pprof_gunzip(const uint8_t *buf, size_t len, size_t max_size, uint8_t **ret,
+                    size_t *ret_len, char *errbuf, size_t errbuf_len);
 
 /*
  * Text output for people. top: a flat/cumulative table of the n hottest

@@ -932,6 +932,17 @@ static int decode_message(const Perftools__Profiles__Profile *m, struct fp_pprof
         return 0;
 }
 
+int fp_pprof_gunzip(const uint8_t *buf, size_t len, size_t max_size, uint8_t **ret,
+                    size_t *ret_len, char *errbuf, size_t errbuf_len)
+{
+        if (errbuf && errbuf_len)
+                errbuf[0] = 0;
+        if (!buf || !ret || !ret_len)
+                return fail(errbuf, errbuf_len, -EINVAL, "invalid arguments");
+        return gunzip(buf, len, max_size ? max_size : FP_PPROF_DEFAULT_MAX_SIZE, ret, ret_len,
+                      errbuf, errbuf_len);
+}
+
 int fp_pprof_decode(const uint8_t *buf, size_t len, size_t max_size, struct fp_pprof **ret,
                     char *errbuf, size_t errbuf_len)
 {

@@ -514,7 +514,8 @@ int fp_store_batch_add_stack_of(struct fp_store_batch *b, const uint32_t *frame_
                         return -EINVAL;
         if ((off = frame_room(b, n)) < 0)
                 return (int)off;
-        memcpy(b->frame_ids + off, frame_idx, n * sizeof(*frame_idx));
+        if (n)
+                memcpy(b->frame_ids + off, frame_idx, n * sizeof(*frame_idx));
         return add_stack_at(b, (size_t)off, n, ret_idx);
 }
 

@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "upload_contract.h"
 #include "filter.h"
@@ -232,6 +233,210 @@ static void test_build(void)
         free(m);
 }
 
+/* ---- handcrafted profile.proto messages, to attack the wire decoder ---- */
+
+struct msg {
+        uint8_t b[8192];
+        size_t n;
+};
+
+static void put_varint(struct msg *m, uint64_t v)
+{
+        do {
+                FP_CHECK(m->n < sizeof(m->b));
+                m->b[m->n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+                v >>= 7;
+        } while (v);
+}
+
+static void put_uint(struct msg *m, unsigned field, uint64_t v)
+{
+        put_varint(m, (uint64_t)field << 3);
+        put_varint(m, v);
+}
+
+static void put_msg(struct msg *m, unsigned field, const struct msg *sub)
+{
+        put_varint(m, (uint64_t)field << 3 | 2);
+        put_varint(m, sub->n);
+        FP_CHECK(m->n + sub->n <= sizeof(m->b));
+        memcpy(m->b + m->n, sub->b, sub->n);
+        m->n += sub->n;
+}
+
+static void put_str(struct msg *m, unsigned field, const char *s)
+{
+        struct msg x = {.n = strlen(s)};
+        memcpy(x.b, s, x.n);
+        put_msg(m, field, &x);
+}
+
+enum attack {
+        A_NONE,
+        A_DUP_LOCATION,
+        A_MISSING_INLINE_FUNCTION,
+        A_THREE_VALUES,
+        A_THREAD_AS_STRING,
+        A_TOO_DEEP,
+        A_ZERO_MAPPING_ID,
+};
+
+/* A valid two-type profile of one sample (3 of thread 7), or that with one attack. */
+static void wire_profile(struct msg *m, enum attack a)
+{
+        static const char *const strs[] = {"",       "samples", "count", "cpu",    "nanoseconds",
+                                           "/bin/x", "f",       "g",     "thread", "thread_name",
+                                           "w"};
+        struct msg x, y;
+
+        m->n = 0;
+        for (int t = 0; t < 2; t++) {
+                x = (struct msg){0};
+                put_uint(&x, 1, 1 + 2 * (unsigned)t);
+                put_uint(&x, 2, 2 + 2 * (unsigned)t);
+                put_msg(m, 1, &x);
+        }
+        x = (struct msg){0};
+        put_uint(&x, 1, a == A_ZERO_MAPPING_ID ? 0 : 1);
+        put_uint(&x, 2, 0x1000);
+        put_uint(&x, 3, 0x9000);
+        put_uint(&x, 5, 5);
+        put_msg(m, 3, &x);
+        for (unsigned f = 1; f <= 2; f++) {
+                x = (struct msg){0};
+                put_uint(&x, 1, f);
+                put_uint(&x, 2, 5 + f);
+                put_msg(m, 5, &x);
+        }
+        for (unsigned l = 1; l <= 2; l++) {
+                x = (struct msg){0};
+                put_uint(&x, 1, a == A_DUP_LOCATION ? 1 : l);
+                put_uint(&x, 2, 1);
+                put_uint(&x, 3, 0x1000 + 16 * l);
+                y = (struct msg){0};
+                put_uint(&y, 1, l);
+                put_msg(&x, 4, &y);
+                if (a == A_MISSING_INLINE_FUNCTION && l == 2) {
+                        y = (struct msg){0};
+                        put_uint(&y, 1, 77);
+                        put_msg(&x, 4, &y);
+                }
+                put_msg(m, 4, &x);
+        }
+        x = (struct msg){0};
+        unsigned depth = a == A_TOO_DEEP ? FP_STORE_MAX_FRAMES + 1 : 2;
+        y = (struct msg){0};
+        for (unsigned i = 0; i < depth; i++)
+                put_varint(&y, 1 + i % 2);
+        put_msg(&x, 1, &y);
+        y = (struct msg){0};
+        put_varint(&y, 3);
+        put_varint(&y, 3000000);
+        if (a == A_THREE_VALUES)
+                put_varint(&y, 1);
+        put_msg(&x, 2, &y);
+        y = (struct msg){0};
+        put_uint(&y, 1, 8);
+        if (a == A_THREAD_AS_STRING)
+                put_uint(&y, 2, 10);
+        else
+                put_uint(&y, 3, 7);
+        put_msg(&x, 3, &y);
+        y = (struct msg){0};
+        put_uint(&y, 1, 9);
+        put_uint(&y, 2, 10);
+        put_msg(&x, 3, &y);
+        put_msg(m, 2, &x);
+        for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+                put_str(m, 6, strs[i]);
+        put_uint(m, 12, 1000000);
+}
+
+static int gzip_bytes(const uint8_t *in, size_t n, uint8_t **ret, size_t *ret_len)
+{
+        z_stream z = {0};
+        uint8_t *out = malloc(n + 128);
+        if (!out || deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+                return -ENOMEM;
+        z.next_in = (uint8_t *)in;
+        z.avail_in = (uInt)n;
+        z.next_out = out;
+        z.avail_out = (uInt)(n + 128);
+        int zr = deflate(&z, Z_FINISH);
+        *ret_len = z.total_out;
+        deflateEnd(&z);
+        *ret = out;
+        return zr == Z_STREAM_END ? 0 : -EIO;
+}
+
+static int ingest_wire(const struct msg *m, size_t n, char *err, size_t errlen,
+                       uint64_t *ret_samples)
+{
+        struct fp_upload_meta *meta = malloc(sizeof(*meta));
+        struct fp_store_batch *b = NULL;
+        uint8_t *gz = NULL;
+        size_t gz_len = 0;
+        int r;
+
+        FP_CHECK(meta && fp_upload_parse_query(good_query, meta, err, errlen) == 0);
+        FP_CHECK_EQ_INT(gzip_bytes(m->b, n, &gz, &gz_len), 0);
+        r = fp_coll_ingest_build(meta, gz, gz_len, 0, &b, ret_samples, err, errlen);
+        FP_CHECK(r < 0 ? b == NULL : b != NULL);
+        fp_store_batch_free(b);
+        free(gz);
+        free(meta);
+        return r;
+}
+
+/* The wire decoder against handcrafted messages: each attack named, every prefix survived. */
+static void test_wire(void)
+{
+        static const struct {
+                enum attack a;
+                int r;
+                const char *says;
+        } cases[] = {
+            {A_DUP_LOCATION, -EBADMSG, "location id 1 is not unique"},
+            {A_MISSING_INLINE_FUNCTION, -EBADMSG, "refers to function 77, which does not exist"},
+            {A_THREE_VALUES, -EBADMSG, "values for 2 sample types"},
+            {A_THREAD_AS_STRING, -EINVAL, "label 'thread' must be a thread id"},
+            {A_TOO_DEEP, -EINVAL, "at most 4096 are kept"},
+            {A_ZERO_MAPPING_ID, -EBADMSG, "mapping 0 has id 0"},
+        };
+        struct msg m;
+        uint64_t samples = 0;
+        char err[512];
+
+        wire_profile(&m, A_NONE);
+        FP_CHECK_EQ_INT(ingest_wire(&m, m.n, err, sizeof(err), &samples), 0);
+        FP_CHECK_EQ_INT(samples, 3);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                wire_profile(&m, cases[i].a);
+                err[0] = 0;
+                FP_CHECK_EQ_INT(ingest_wire(&m, m.n, err, sizeof(err), &samples), cases[i].r);
+                if (!strstr(err, cases[i].says))
+                        fprintf(stderr, "attack %d: '%s' lacks '%s'\n", (int)cases[i].a, err,
+                                cases[i].says);
+                FP_CHECK(strstr(err, cases[i].says) != NULL);
+                FP_CHECK(strchr(err, '\n') == NULL);
+        }
+        /* Every prefix, and bytes scribbled: an answer (usually an error), never a crash. */
+        wire_profile(&m, A_NONE);
+        size_t refused = 0;
+        for (size_t n = 0; n < m.n; n++)
+                refused += ingest_wire(&m, n, err, sizeof(err), &samples) < 0;
+        FP_CHECK(refused > m.n / 2);
+        srandom(11);
+        struct msg bad;
+        for (int k = 0; k < 500; k++) {
+                bad = m;
+                for (int j = 0; j < 3; j++)
+                        bad.b[(size_t)random() % bad.n] = (uint8_t)random();
+                (void)ingest_wire(&bad, bad.n, err, sizeof(err), &samples);
+        }
+        printf("wire decoder: %zu of %zu prefixes refused\n", refused, m.n);
+}
+
 static void test_escaping(void)
 {
         struct evbuffer *b = evbuffer_new();
@@ -261,6 +466,7 @@ int main(void)
         test_filter();
         test_meta();
         test_build();
+        test_wire();
         test_escaping();
         return FP_TEST_DONE();
 }
