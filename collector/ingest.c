@@ -392,6 +392,7 @@ static int wire_scan(struct wire *w, struct pb c)
         free(strs);
         return r;
 }
+
 /* Pass 2: every reference checked, ids resolved to indices. */
 static int wire_resolve(struct wire *w)
 {
