@@ -146,8 +146,8 @@ int fp_pprof_decode(const uint8_t *buf, size_t len, size_t max_size, struct fp_p
  * the default), the way fp_pprof_decode() does: -EFBIG past it, -EBADMSG
  * for data that is not gzip or is truncated, with one line in errbuf.
  */
-int fp_pprof_gunzip(const uint8_t *buf, size_t len, size_t max_size, uint8_t **ret,
-                    size_t *ret_len, char *errbuf, size_t errbuf_len);
+int fp_pprof_gunzip(const uint8_t *buf, size_t len, size_t max_size, uint8_t **ret, size_t *ret_len,
+                    char *errbuf, size_t errbuf_len);
 
 /*
  * Text output for people. top: a flat/cumulative table of the n hottest

@@ -932,8 +932,8 @@ static int decode_message(const Perftools__Profiles__Profile *m, struct fp_pprof
         return 0;
 }
 
-int fp_pprof_gunzip(const uint8_t *buf, size_t len, size_t max_size, uint8_t **ret,
-                    size_t *ret_len, char *errbuf, size_t errbuf_len)
+int fp_pprof_gunzip(const uint8_t *buf, size_t len, size_t max_size, uint8_t **ret, size_t *ret_len,
+                    char *errbuf, size_t errbuf_len)
 {
         if (errbuf && errbuf_len)
                 errbuf[0] = 0;
