@@ -336,11 +336,14 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         " refused%s\n",
                         TERM(st->upload_url, e1), last, u->uploads_ok, u->uploads_rejected,
                         u->in_progress ? ", uploading now" : "");
-                if (st->pending_buckets || st->waiting_uploads)
+                if (st->waiting_uploads)
                         fprintf(out,
                                 "  waiting: %" PRIu64 " buckets (%" PRIu64
                                 " uploads of %s built), the oldest from %s\n",
                                 st->pending_buckets, st->waiting_uploads, bytes, oldest);
+                else if (st->pending_buckets)
+                        fprintf(out, "  waiting: %" PRIu64 " buckets, the oldest from %s\n",
+                                st->pending_buckets, oldest);
                 if (u->last_error[0])
                         fprintf(out, "  last error: %s\n", TERM(u->last_error, e2));
         } else {
