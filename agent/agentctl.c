@@ -12,6 +12,7 @@
 #include "counters.h"
 #include "ctl.h"
 #include "perf.h"
+#include "rule.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -45,15 +46,25 @@ static void usage(FILE *f)
                 "        --unwind: how user stacks are unwound: auto (default: CFI tables\n"
                 "        where the code has them, frame pointers elsewhere), dwarf (CFI\n"
                 "        only) or fp (frame pointers, with the leaf's caller fixed up)\n"
-                "  stop PID\n"
-                "        stop sampling PID and forget its samples\n"
+                "  start (--name REGEX | --exe PATH | --unit UNIT | --cgroup PATH)\n"
+                "        [--service NAME] [--max-processes N] [the options above]\n"
+                "        a rule: profile every process that matches, now and whenever one\n"
+                "        starts (exec), with those options; --name matches the process name\n"
+                "        (a regular expression), --unit a systemd unit, --cgroup a cgroup v2\n"
+                "        directory; samples are stored under the service NAME (default: the\n"
+                "        unit, the executable's or the cgroup's name), across restarts;\n"
+                "        at most N processes at once (default 64)\n"
+                "  stop PID | stop --rule ID\n"
+                "        stop sampling PID (its samples stay in the store), or end a rule and\n"
+                "        its processes\n"
                 "  status [--json]\n"
-                "        targets, threads, samples and lost records\n"
-                "  dump [PID] [--since DURATION] [--event EVENT] [--format pprof|top|folded]\n"
-                "       [-o FILE] [--store PATH]\n"
+                "        rules, targets, threads, samples and lost records\n"
+                "  dump [PID | --service NAME] [--since DURATION] [--event EVENT]\n"
+                "       [--format pprof|top|folded] [-o FILE] [--store PATH]\n"
                 "        the profile (pprof: gzip profile.proto for go tool pprof); --since 15m\n"
                 "        limits it to recent buckets (s, m, h, d); --store reads the agent's\n"
-                "        store file directly, also when the agent is not running\n"
+                "        store file directly, also when the agent is not running; --service\n"
+                "        merges every process of a rule's service, past and present\n"
                 "\n"
                 "  flush\n"
                 "        close the open bucket and upload to the collector now\n"
@@ -251,12 +262,12 @@ static int parse_duration(const char *s, uint64_t *ret)
  * dump --store PATH: reads the store file directly, without the agent.
  * Returns the exit status.
  */
-static int dump_from_store(const char *path, pid_t pid, const char *event, uint64_t since_s,
-                           const char *format, const char *out_path)
+static int dump_from_store(const char *path, pid_t pid, const char *service, const char *event,
+                           uint64_t since_s, const char *format, const char *out_path)
 {
         struct fp_store *st = NULL;
         struct fp_pprof *p = NULL;
-        struct fp_store_filter f = {.pid = pid, .event = event};
+        struct fp_store_filter f = {.pid = pid, .service = service, .event = event};
         char err[256] = "";
         FILE *out = stdout;
         int r, status = 1;
@@ -281,7 +292,8 @@ static int dump_from_store(const char *path, pid_t pid, const char *event, uint6
                 goto out;
         }
         if (r == 0) {
-                fail(1, "no samples in '%s'%s", path, pid ? " for that process" : "");
+                fail(1, "no samples in '%s'%s", path,
+                     pid ? " for that process" : service ? " for that service" : "");
                 goto out;
         }
         fp_pprof_add_comment(p, "read from the store file by agentctl");
@@ -396,6 +408,9 @@ int main(int argc, char **argv)
         bool may_pid = want_pid || strcmp(cmd, "dump") == 0;
         bool have_pid = false, have_freq = false, have_period = false;
         const char *store_path = NULL, *format = "pprof", *event = NULL, *pid_arg = NULL;
+        const char *service = NULL;
+        const struct fp_start_option *o;
+        bool have_rule = false;
         uint64_t since_s = 0;
 
         for (; i < argc; i++) {
@@ -436,12 +451,6 @@ int main(int argc, char **argv)
                         ADD("period", v);
                         have_period = true;
                         i++;
-                } else if (is_start && strcmp(a, "--kernel") == 0) {
-                        ADD("kernel", "1");
-                } else if (is_start && strcmp(a, "--best-effort") == 0) {
-                        ADD("best_effort", "1");
-                } else if (is_start && strcmp(a, "--follow-children") == 0) {
-                        ADD("follow", "1");
                 } else if (is_start && strcmp(a, "--unwind") == 0 && v) {
                         unsigned mode;
                         if (fp_unwind_mode_parse(v, &mode) < 0) {
@@ -449,6 +458,30 @@ int main(int argc, char **argv)
                                 return fail(2, "invalid --unwind '%s': fp, dwarf or auto", v);
                         }
                         ADD("unwind", v);
+                        i++;
+                } else if (is_start && (o = fp_start_option_find(a)) && (!o->has_value || v)) {
+                        /* The rest the agent checks: --name, --exe, --unit, --cgroup, ... */
+                        if (o->has_value && !*v) {
+                                free(q);
+                                return fail(2, "%s needs a value", a);
+                        }
+                        ADD(o->key, o->has_value ? v : "1");
+                        if (o->has_value)
+                                i++;
+                        if (!strcmp(o->key, "name") || !strcmp(o->key, "exe") ||
+                            !strcmp(o->key, "unit") || !strcmp(o->key, "cgroup"))
+                                have_rule = true;
+                } else if (strcmp(cmd, "stop") == 0 && strcmp(a, "--rule") == 0 && v) {
+                        if (!is_number(v, INT64_MAX)) {
+                                free(q);
+                                return fail(2, "invalid rule id '%s'", v);
+                        }
+                        ADD("rule", v);
+                        have_rule = true;
+                        i++;
+                } else if (is_dump && strcmp(a, "--service") == 0 && v) {
+                        ADD("service", v);
+                        service = v;
                         i++;
                 } else if (strcmp(cmd, "status") == 0 && strcmp(a, "--json") == 0) {
                         ADD("json", "1");
@@ -483,9 +516,22 @@ int main(int argc, char **argv)
                                     cmd);
                 }
         }
-        if (want_pid && !have_pid) {
+        if (want_pid && !have_pid && !have_rule) {
                 free(q);
-                return fail(2, "%s needs a PID", cmd);
+                return fail(2, "%s needs a PID%s", cmd,
+                            strcmp(cmd, "start") == 0
+                                ? ", or --name, --exe, --unit or --cgroup for a rule"
+                                : " or --rule ID");
+        }
+        if (have_pid && have_rule) {
+                free(q);
+                return fail(2, "a PID and %s exclude each other",
+                            strcmp(cmd, "start") == 0 ? "a rule's --name, --exe, --unit or --cgroup"
+                                                      : "--rule");
+        }
+        if (have_pid && service) {
+                free(q);
+                return fail(2, "a PID and --service exclude each other");
         }
         if (have_freq && have_period) {
                 free(q);
@@ -493,8 +539,8 @@ int main(int argc, char **argv)
         }
         if (store_path) {
                 free(q);
-                return dump_from_store(store_path, pid_arg ? (pid_t)atoi(pid_arg) : 0, event,
-                                       since_s, format, out_path);
+                return dump_from_store(store_path, pid_arg ? (pid_t)atoi(pid_arg) : 0, service,
+                                       event, since_s, format, out_path);
         }
         st = transact(socket_path, q, out_path);
         free(q);

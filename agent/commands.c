@@ -12,7 +12,9 @@
 #include "escape.h"
 #include "pprof.h"
 #include "procfs.h"
+#include "rule.h"
 #include "status.h"
+#include "upload_contract.h"
 #include "store.h"
 #include "targetconf.h"
 #include "unwind.h"
@@ -49,6 +51,49 @@ static int arg_pid(const char *s, pid_t *ret)
         return r;
 }
 
+/* Sampling at: "99 Hz", "99 Hz (every 10101010 ns)" or "every 1000 events". */
+static void describe_rate(FILE *out, const struct fp_perf_config *cfg)
+{
+        if (cfg->freq)
+                fprintf(out, "%" PRIu64 " Hz", cfg->freq);
+        else if (fp_perf_event_is_clock(&cfg->event))
+                fprintf(out, "%" PRIu64 " Hz (every %" PRIu64 " ns)",
+                        (uint64_t)(1000000000ULL / cfg->period), cfg->period);
+        else
+                fprintf(out, "every %" PRIu64 " events", cfg->period);
+}
+
+/* `agentctl start --name|--exe|--unit|--cgroup ...`: a rule. */
+static void start_rule(struct fp_core *s, struct fp_control_client *c,
+                       const struct fp_ctl_request *q)
+{
+        FILE *out = fp_control_out(c);
+        uid_t uid = fp_control_cred(c)->uid;
+        struct fp_rule *rule;
+        char err[512], desc[FP_RULE_MATCH_MAX + 32], safe[FP_RULE_MATCH_MAX * 4 + 32];
+        int64_t id;
+        size_t matched;
+
+        if (fp_rule_new(q, uid, &rule, err, sizeof(err)) < 0)
+                return fp_control_error(c, "%s", err);
+        struct fp_perf_config cfg = rule->cfg;
+        char service[FP_TARGET_SERVICE_MAX + 1];
+        snprintf(service, sizeof(service), "%s", rule->service);
+        fp_rule_describe(rule, desc, sizeof(desc));
+        if (fp_core_add_rule(s, rule, false, &id, &matched, err, sizeof(err)) < 0)
+                return fp_control_error(c, "%s", err);
+        fprintf(out, "rule %lld: profiling every %sprocess with %s", (long long)id,
+                uid ? "of your " : "", fp_terminal_str(desc, safe, sizeof(safe)));
+        if (service[0])
+                fprintf(out, " as service %s", service);
+        else
+                fprintf(out, " as the service of its executable's name");
+        fprintf(out, " with %s at ", cfg.event.name);
+        describe_rate(out, &cfg);
+        fprintf(out, "; %zu process%s now%s\n", matched, matched == 1 ? "" : "es",
+                fp_core_has_store(s) ? "" : " (no store: the rule ends with the agent)");
+}
+
 static void cmd_start(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
 {
         struct fp_core *s = userdata;
@@ -56,57 +101,24 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         uid_t uid = fp_control_cred(c)->uid;
         struct fp_perf_config cfg = {0};
         const char *pid_s = fp_ctl_request_get(q, "pid");
-        const char *ev = fp_ctl_request_get(q, "event");
-        const char *freq = fp_ctl_request_get(q, "freq");
-        const char *period = fp_ctl_request_get(q, "period");
-        const char *kernel = fp_ctl_request_get(q, "kernel");
-        const char *best_effort = fp_ctl_request_get(q, "best_effort");
-        const char *follow_s = fp_ctl_request_get(q, "follow");
-        const char *unwind = fp_ctl_request_get(q, "unwind");
-        bool follow = follow_s && strcmp(follow_s, "1") == 0;
+        bool follow = false;
         struct fp_target *t;
         uid_t owner = 0;
         pid_t pid = 0;
-        char err[512], bad[FP_PERF_EVENT_NAME_MAX + 1];
+        char err[512];
 
+        if (fp_rule_requested(q))
+                return start_rule(s, c, q);
         if (arg_pid(pid_s, &pid) < 0)
                 return fp_control_error(c, "invalid PID '%s'", pid_s ? pid_s : "");
-        switch (fp_perf_event_list_parse(ev ? ev : "cpu-clock", &cfg, bad, sizeof(bad))) {
-        case 0:
-                break;
-        case -EEXIST:
-                return fp_control_error(c, "event '%s' appears twice in --event list", bad);
-        case -E2BIG:
-                return fp_control_error(c, "too many events in --event list: at most %d",
-                                        FP_PERF_MAX_EVENTS);
-        default:
-                if (ev && strchr(ev, ','))
-                        return fp_control_error(c, "unknown event '%s' in --event list", bad);
-                return fp_control_error(c, "unknown event '%s'", ev);
-        }
-        cfg.best_effort = best_effort && strcmp(best_effort, "1") == 0;
-        if (freq && period)
-                return fp_control_error(c, "--freq and --period exclude each other");
-        if (period) {
-                if (arg_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
-                        return fp_control_error(
-                            c, "invalid period '%s': a positive number of %s", period,
-                            fp_perf_event_is_clock(&cfg.event) ? "nanoseconds" : "events");
-        } else {
-                uint64_t hz = 99;
-                if (freq && arg_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
-                        return fp_control_error(c, "invalid frequency '%s': 1 to %d Hz", freq,
-                                                FP_PERF_MAX_FREQ);
-                /* Clocks count nanoseconds: a fixed period gives exact time weights. */
-                if (fp_perf_event_is_clock(&cfg.event))
-                        cfg.period = 1000000000ULL / hz;
-                else
-                        cfg.freq = hz;
-        }
-        cfg.kernel_frames = kernel && strcmp(kernel, "1") == 0;
-        if (unwind && fp_unwind_mode_parse(unwind, &cfg.unwind) < 0)
-                return fp_control_error(c, "invalid --unwind '%s': fp, dwarf or auto", unwind);
-        fp_targetconf_finish(&cfg);
+        for (const char *const *k = (const char *const[]){"service", "max_processes", NULL}; *k;
+             k++)
+                if (fp_ctl_request_get(q, *k))
+                        return fp_control_error(c, "--%s belongs to a rule (--name, --exe, --unit "
+                                                   "or --cgroup), not to a PID",
+                                                strcmp(*k, "service") ? "max-processes" : "service");
+        if (fp_rule_sampling_from_request(q, &cfg, &follow, err, sizeof(err)) < 0)
+                return fp_control_error(c, "%s", err);
 
         if (fp_proc_owner(pid, &owner) < 0)
                 return fp_control_error(c, "no such process: %d", (int)pid);
@@ -117,6 +129,9 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         if (old) {
                 struct fp_target_stats st;
                 fp_target_stats(old->t, &st);
+                if (st.state == FP_TARGET_RUNNING && old->rule_id)
+                        return fp_control_error(c, "process %d is already being profiled by rule %lld",
+                                                (int)pid, (long long)old->rule_id);
                 if (st.state == FP_TARGET_RUNNING)
                         return fp_control_error(c, "process %d is already being profiled",
                                                 (int)pid);
@@ -133,13 +148,7 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         char comm[128];
         fprintf(out, "profiling %d (%s) with %s at ", (int)pid,
                 fp_terminal_str(fp_target_comm(t), comm, sizeof(comm)), cfg.event.name);
-        if (cfg.freq)
-                fprintf(out, "%" PRIu64 " Hz", cfg.freq);
-        else if (fp_perf_event_is_clock(&cfg.event))
-                fprintf(out, "%" PRIu64 " Hz (every %" PRIu64 " ns)",
-                        (uint64_t)(1000000000ULL / cfg.period), cfg.period);
-        else
-                fprintf(out, "every %" PRIu64 " events", cfg.period);
+        describe_rate(out, &cfg);
         fprintf(out, ", %u thread%s%s%s", st.threads_live, st.threads_live == 1 ? "" : "s",
                 st.kernel_excluded ? " (kernel-mode samples not permitted: user time only)" : "",
                 follow ? ", following its child processes" : "");
@@ -163,9 +172,28 @@ static void cmd_stop(void *userdata, struct fp_control_client *c, const struct f
         FILE *out = fp_control_out(c);
         uid_t uid = fp_control_cred(c)->uid;
         const char *pid_s = fp_ctl_request_get(q, "pid");
+        const char *rule_s = fp_ctl_request_get(q, "rule");
         char comm[128];
         pid_t pid = 0;
 
+        if (rule_s) {
+                uint64_t id;
+                if (arg_u64(rule_s, INT64_MAX, &id) < 0)
+                        return fp_control_error(c, "invalid rule id '%s'", rule_s);
+                const struct fp_rule *rule = fp_core_find_rule(s, (int64_t)id);
+                if (!rule || (uid != 0 && rule->owner != uid))
+                        return fp_control_error(c, "no rule %s%s", rule_s,
+                                                rule ? " of yours" : "");
+                bool from_config = rule->from_config;
+                int n = fp_core_remove_rule(s, (int64_t)id);
+                fprintf(out, "stopped rule %s and its %d running process%s%s%s\n", rule_s, n,
+                        n == 1 ? "" : "es",
+                        fp_core_has_store(s) ? "; their profiles stay in the store" : "",
+                        from_config ? " (it is declared in the configuration file: it comes back "
+                                      "when the agent restarts)"
+                                    : "");
+                return;
+        }
         if (arg_pid(pid_s, &pid) < 0)
                 return fp_control_error(c, "invalid PID '%s'", pid_s ? pid_s : "");
         struct fp_core_target *at = fp_core_find(s, pid);
@@ -174,6 +202,11 @@ static void cmd_stop(void *userdata, struct fp_control_client *c, const struct f
         if (!fp_core_may_see(uid, at))
                 return fp_control_error(c, "permission denied: process %d belongs to another user",
                                         (int)pid);
+        if (at->rule_id)
+                return fp_control_error(c,
+                                        "process %d is profiled by rule %lld: stop the rule with "
+                                        "'agentctl stop --rule %lld'",
+                                        (int)pid, (long long)at->rule_id, (long long)at->rule_id);
         struct fp_target_stats st;
         fp_target_drain(at->t);
         fp_target_stats(at->t, &st);
@@ -328,6 +361,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         const char *format = fp_ctl_request_get(q, "format");
         const char *event = fp_ctl_request_get(q, "event");
         const char *since = fp_ctl_request_get(q, "since");
+        const char *service = fp_ctl_request_get(q, "service");
         struct fp_store_filter f = {0};
         struct fp_pprof *p;
         struct fp_target *first = NULL;
@@ -362,7 +396,14 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                 if (!fp_core_has_store(s))
                         return fp_control_error(c, "process %d is not being profiled", (int)pid);
         }
-        if (!pid && uid != 0)
+        if (service && pid)
+                return fp_control_error(c, "a PID and --service exclude each other");
+        if (service && fp_upload_check_service(service) < 0)
+                return fp_control_error(c, "invalid --service '%.64s'", service);
+        if (service && uid != 0 && !fp_core_user_has_service(s, uid, service))
+                return fp_control_error(c, "permission denied: service %s is not one of your rules'",
+                                        service);
+        if (!pid && !service && uid != 0)
                 return fp_control_error(c, "only root may dump every process: give a PID");
 
         p = fp_pprof_new();
@@ -372,7 +413,11 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         for (size_t i = 0; i < fp_core_n_targets(s); i++) {
                 struct fp_target *t = fp_core_target_at(s, i)->t;
                 const char *ty[2], *un[2];
+                if (!fp_core_may_see(uid, fp_core_target_at(s, i)))
+                        continue;
                 if (pid && fp_target_pid(t) != pid)
+                        continue;
+                if (service && strcmp(fp_target_service(t), service) != 0)
                         continue;
                 const char *tev = fp_target_config(t)->event.name;
                 if (event ? strcmp(tev, event) != 0
@@ -406,6 +451,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         }
 
         f.pid = pid;
+        f.service = service;
         f.event = event ? event : (first ? fp_target_config(first)->event.name : NULL);
         if (since_s)
                 f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;
@@ -432,6 +478,10 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                 if (pid)
                         return fp_control_error(c, "process %d is not profiled with event %s",
                                                 (int)pid, event);
+                if (service)
+                        return fp_control_error(c, "no process of service %s is profiled%s%s",
+                                                service, event ? " with event " : "",
+                                                event ? event : "");
                 return fp_control_error(c, "no profiled process%s%s", event ? " with event " : "",
                                         event ? event : "");
         }

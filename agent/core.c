@@ -9,7 +9,7 @@
  * written charges its samples to its targets' next buckets as a drop
  * (queue_full, store_write_failed), so nothing is lost silently.
  */
-#include "core.h"
+#include "core-internal.h"
 #include "procfs.h"
 #include "symbols.h"
 #include "targetconf.h"
@@ -28,40 +28,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define MAX_QUEUE_BYTES (256u << 20) /* closed buckets waiting for the disk */
-
-struct fp_core {
-        struct event_base *base;
-        struct fp_symcache *cache;
-        struct fp_core_options opt;
-        struct fp_core_target *targets;
-        size_t n_targets, cap_targets;
-        uint64_t start_ns;
-
-        /* The store and its buckets. */
-        struct fp_writer *writer;
-        struct event *ev_bucket;
-        int64_t bucket_start_ns; /* CLOCK_REALTIME start of the open bucket */
-        uint64_t buckets_closed, buckets_failed;
-        bool have_stats;
-        struct fp_store_stats stats;  /* after the last write */
-        struct fp_writer_drop *drops; /* stored drop totals after the last write */
-        size_t n_drops;
-        char store_error[256];
-        struct fp_uploader *uploader;
-
-        /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
-        struct fp_tracker *tracker;
-        char tracker_reason[256];
-        struct event *ev_children; /* starts the children the fallback reported */
-        struct {
-                pid_t pid, parent;
-        } pending_children[64];
-        size_t n_pending_children;
-        uint64_t children_not_followed; /* the pending list was full */
-        struct batch_ctx *in_flight;    /* batches queued for the writer */
-};
 
 /* A dump waiting for the writer: whom to tell. */
 struct dump_request {
@@ -84,9 +50,9 @@ static const char *tracker_name(const struct fp_core *s)
         return s->tracker ? "bpf" : "perf-fork";
 }
 
-int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
-                         uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
-                         size_t err_len)
+int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
+                                 uid_t owner, bool follow, bool track_children, pid_t parent,
+                                 struct fp_target **ret, char *err, size_t err_len)
 {
         struct fp_target *t;
         bool bpf = false;
@@ -104,7 +70,8 @@ int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_conf
         }
         /* Tracked before its threads are listed, so none born meanwhile is missed. */
         if (s->tracker)
-                bpf = fp_tracker_add(s->tracker, pid, follow ? FP_TRACKER_FOLLOW : 0) == 0;
+                bpf = fp_tracker_add(s->tracker, pid,
+                                     follow || track_children ? FP_TRACKER_FOLLOW : 0) == 0;
         r = fp_target_start(s->base, s->cache, pid, cfg, &t, err, err_len);
         if (r < 0) {
                 if (s->tracker)
@@ -117,9 +84,16 @@ int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_conf
         return 0;
 }
 
+int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
+                         uid_t owner, bool follow, pid_t parent, struct fp_target **ret, char *err,
+                         size_t err_len)
+{
+        return fp_core_start_target_tracked(s, pid, cfg, owner, follow, follow, parent, ret, err,
+                                            err_len);
+}
+
 /* ---- buckets ---- */
 
-/* Which target of the agent each target index of a batch was. */
 /*
  * A batch on its way to the store: which target of the agent each target
  * index of the batch was, and the drops each carried into it. Until the
@@ -142,6 +116,15 @@ struct batch_ctx {
                 } drops[CTX_MAX_DROPS];
         } t[];
 };
+
+bool fp_core_in_flight(const struct fp_core *s, pid_t pid, uint64_t starttime)
+{
+        for (const struct batch_ctx *ctx = s->in_flight; ctx; ctx = ctx->next)
+                for (size_t i = 0; i < ctx->n; i++)
+                        if (ctx->t[i].pid == pid && ctx->t[i].starttime == starttime)
+                                return true;
+        return false;
+}
 
 static void ctx_unlink(struct fp_core *s, struct batch_ctx *ctx)
 {
@@ -324,6 +307,7 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
         }
         fp_store_batch_free(r->batch);
         free(ctx);
+        fp_core_rules_forget_finished(s);
 }
 
 /* ---- thread tracking ---- */
@@ -381,7 +365,12 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
                         fp_target_thread_exited(at->t, (pid_t)e->tid);
                 break;
         case FP_TRACKER_CHILD_NEW:
-                follow_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid);
+                if (!fp_core_rules_on_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid, e->time_ns))
+                        follow_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid);
+                break;
+        case FP_TRACKER_EXEC:
+        case FP_TRACKER_CGROUP:
+                fp_core_rules_on_exec(s, (pid_t)e->tgid, e->time_ns);
                 break;
         default:
                 break;
@@ -462,6 +451,8 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
 
         if (!ti->active || fp_core_find(s, ti->pid))
                 return 0;
+        if (ti->service[0])
+                return 0; /* a rule's: the rule, resumed too, takes it up again */
         if (fp_proc_stat(ti->pid, NULL) != ti->starttime || fp_proc_owner(ti->pid, &owner) < 0)
                 return 0; /* that process is gone (or the pid is another's now) */
         bool follow;
@@ -500,6 +491,7 @@ static void open_store(struct fp_core *s)
                 store = NULL;
         } else {
                 (void)fp_store_list_targets(store, NULL, resume_one, s);
+                fp_core_rules_resume(s, store);
         }
         r = fp_writer_new(s->base, store, s->opt.store_path, s->opt.store_max_bytes,
                           MAX_QUEUE_BYTES, on_writer_done, s, &s->writer);
@@ -533,7 +525,9 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
                 return -ENOMEM;
         }
         start_tracker(s); /* before the store resumes targets */
+        s->next_rule_id = 1;
         open_store(s);
+        fp_core_rules_from_config(s);
         arm_bucket_timer(s);
         if (opt->collector_url) {
                 struct fp_upload_options uo = {.url = opt->collector_url,
@@ -567,6 +561,7 @@ void fp_core_free(struct fp_core *s)
         for (size_t i = 0; i < s->n_targets; i++)
                 fp_target_free(s->targets[i].t);
         free(s->targets);
+        fp_core_rules_free(s);
         fp_tracker_free(s->tracker);
         if (s->ev_children)
                 event_free(s->ev_children);
@@ -768,10 +763,16 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 ts->cfg = fp_target_config(t);
                 ts->left_out = fp_target_left_out(t);
                 ts->follows_children = fp_target_follows_children(t);
+                ts->rule_id = at->rule_id;
+                ts->service = fp_target_service(t);
                 fp_target_stats(t, &ts->st);
                 fp_target_attach_latency(t, &ts->latency);
                 ts->n_drops = target_drops(s, t, ts->drops, FP_CORE_MAX_DROPS);
                 st.n_targets++;
+        }
+        if (fp_core_rules_status(s, uid, &st) < 0) {
+                fp_core_status_free(&st);
+                return -ENOMEM;
         }
         *ret = st;
         return 0;
@@ -779,6 +780,9 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
 
 void fp_core_status_free(struct fp_core_status *st)
 {
+        free(st->rules);
+        st->rules = NULL;
+        st->n_rules = 0;
         free(st->targets);
         st->targets = NULL;
         st->n_targets = 0;

@@ -30,6 +30,7 @@ struct event_base;
 struct fp_core;
 struct fp_pprof;
 struct fp_store_filter;
+struct fp_rule;
 
 struct fp_core_options {
         const char *store_path; /* NULL: no store, samples live in memory only */
@@ -40,6 +41,9 @@ struct fp_core_options {
         const char *ca_file;
         unsigned upload_interval;
         bool no_bpf; /* --no-bpf: track threads with the perf FORK-record fallback */
+        /* The configuration file's rules: "target =" lines (rule.h), checked already. */
+        const char *const *rules;
+        size_t n_rules;
 };
 
 /* A target and the user it is profiled for. */
@@ -47,6 +51,8 @@ struct fp_core_target {
         struct fp_target *t;
         uid_t owner;
         bool final_written; /* exited and its last bucket queued: nothing more to write */
+        int64_t rule_id;    /* the rule that started it, 0: started by PID */
+        bool by_follow;     /* a child its rule follows (--follow-children), matching or not */
 };
 
 /*
@@ -108,6 +114,35 @@ int fp_core_submit_dump(struct fp_core *core, const struct fp_store_filter *f, s
 typedef void (*fp_core_flush_fn)(void *userdata, bool ok, const char *message);
 int fp_core_flush(struct fp_core *core, fp_core_flush_fn done, void *userdata);
 
+/* ---- rules (core-rules.c) ---- */
+
+#define FP_CORE_MAX_RULES          64 /* rules of the agent, all users */
+#define FP_CORE_MAX_RULES_PER_USER 8  /* rules of one user other than root */
+
+/*
+ * Adds rule (the core owns it from now on, also on failure) and starts
+ * profiling every process it matches now; from_config: declared in the
+ * configuration file (else it is kept in the store, to be resumed after a
+ * restart). 0 with the rule's id and how many processes it matched now,
+ * or -errno with one line in err (-EUSERS: too many rules).
+ */
+int fp_core_add_rule(struct fp_core *core, struct fp_rule *rule, bool from_config,
+                     int64_t *ret_id, size_t *ret_matched, char *err, size_t err_len);
+/* The rule of that id, or NULL. */
+const struct fp_rule *fp_core_find_rule(const struct fp_core *core, int64_t id);
+/*
+ * Ends rule id: writes the last bucket of each of its targets and forgets
+ * them, and forgets the rule (in the store too). Returns how many targets
+ * it stopped, or -ENOENT.
+ */
+int fp_core_remove_rule(struct fp_core *core, int64_t id);
+/*
+ * Whether uid has a rule whose processes are stored under service, and
+ * no other user has one (a dump of the service then holds uid's
+ * processes only).
+ */
+bool fp_core_user_has_service(const struct fp_core *core, uid_t uid, const char *service);
+
 /* ---- the status snapshot ---- */
 
 #define FP_CORE_MAX_DROPS 16
@@ -118,10 +153,24 @@ struct fp_core_target_status {
         const struct fp_perf_config *cfg;
         const char *left_out;
         bool follows_children;
+        int64_t rule_id;     /* 0: started by PID */
+        const char *service; /* "": none */
         struct fp_target_stats st;
         struct fp_target_latency latency;
         struct fp_target_drop drops[FP_CORE_MAX_DROPS]; /* stored and not yet stored */
         size_t n_drops;
+};
+
+struct fp_core_rule_status {
+        int64_t id;
+        uid_t owner;
+        bool from_config;
+        const struct fp_rule *rule;
+        unsigned running; /* its targets whose process runs */
+        uint64_t started, refused, failed;
+        const char *last_error; /* "" when none failed */
+        uint64_t n_latency;     /* processes timed from exec (or fork) to events open */
+        uint32_t p50_us, p99_us, max_us;
 };
 
 /*
@@ -153,6 +202,10 @@ struct fp_core_status {
         /* The targets uid may see. */
         struct fp_core_target_status *targets;
         size_t n_targets;
+        /* The rules uid may see (its own; root: all), and the /proc scan's cost. */
+        struct fp_core_rule_status *rules;
+        size_t n_rules;
+        uint64_t rule_scans, rule_scan_us;
 };
 
 /*

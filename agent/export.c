@@ -148,11 +148,12 @@ int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
                 values[1] = clamp64(e->value);
                 for (unsigned j = 0; j < t->cfg.n_members; j++)
                         values[column[j]] = clamp64(e->counters[j]);
-                struct fp_pprof_label labels[4] = {
+                struct fp_pprof_label labels[5] = {
                     {.key = "thread", .num = e->tid},
                     {.key = "thread_name", .str = th ? th->comm : ""},
                     {.key = "pid", .num = t->pid},
                     {.key = "process", .str = t->comm},
+                    {.key = "service", .str = t->service},
                 };
 
                 for (uint32_t j = 0; j < e->n_frames; j++) {
@@ -160,7 +161,8 @@ int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
                         if (r < 0)
                                 goto out;
                 }
-                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, 4);
+                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels,
+                                        t->service[0] ? 5 : 4);
                 if (r < 0)
                         goto out;
         }
@@ -212,7 +214,8 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                                      .comm = t->comm,
                                      .exe = t->exe,
                                      .config = config,
-                                     .active = active};
+                                     .active = active,
+                                     .service = t->service};
         struct fp_store_event ev = {.name = t->cfg.event.name,
                                     .count_type = types[0],
                                     .count_unit = units[0],

@@ -7,6 +7,7 @@
  * SIGTERM and SIGINT end the loop; every target is detached on the way out.
  */
 #include "conf.h"
+#include "rule.h"
 #include "log.h"
 #include "commands.h"
 #include "control.h"
@@ -49,6 +50,8 @@ static const struct fp_conf_key agent_keys[] = {
      "seconds between uploads, 5 to 86400"},
     {"no-bpf", FP_CONF_BOOL, "false", 0, 0, NULL,
      "track threads with perf fork records and /proc rescans, not the BPF tracker"},
+    {"target", FP_CONF_LIST, NULL, 0, 0, "RULE",
+     "a rule, as agentctl start's: '--name nginx --freq 99'"},
 };
 #define N_AGENT_KEYS (sizeof(agent_keys) / sizeof(agent_keys[0]))
 
@@ -140,6 +143,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .upload_interval = (unsigned)fp_conf_uint(conf, "upload-interval"),
             .no_bpf = fp_conf_bool(conf, "no-bpf"),
         };
+        opt->rules = fp_conf_list(conf, "target", &opt->n_rules);
         *ret_socket = fp_conf_string(conf, "socket");
         if (!*ret_socket) {
                 fp_log(LOG_ERR, "the socket path must not be empty");
@@ -163,6 +167,8 @@ int main(int argc, char **argv)
 
         fp_log_init("fleetprof-agent");
         r = fp_conf_new(agent_keys, N_AGENT_KEYS, &conf);
+        if (r == 0)
+                r = fp_conf_set_check(conf, "target", fp_rule_check_words);
         if (r < 0) {
                 fp_log(LOG_ERR, "Failed to set up the settings: %s", strerror(-r));
                 return 1;

@@ -5,6 +5,7 @@
 #include "status.h"
 #include "escape.h"
 #include "json.h"
+#include "rule.h"
 #include "unwind.h"
 #include "util.h"
 
@@ -149,6 +150,10 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
                 fp_json_uint(j, ts->drops[i].count);
         }
         fp_json_end_object(j);
+        fp_json_key(j, "rule");
+        fp_json_int(j, ts->rule_id);
+        fp_json_key(j, "service");
+        fp_json_string(j, ts->service);
         fp_json_key(j, "follow_children");
         fp_json_bool(j, ts->follows_children);
         fp_json_key(j, "parent_pid");
@@ -192,6 +197,59 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
                 fp_json_key(j, uw[i].key);
                 fp_json_uint(j, uw[i].v);
         }
+        fp_json_end_object(j);
+        fp_json_end_object(j);
+}
+
+static void rule_json(struct fp_json *j, const struct fp_core_rule_status *rs)
+{
+        const struct fp_rule *r = rs->rule;
+        char events[FP_PERF_EVENT_LIST_MAX];
+
+        fp_perf_event_list_string(&r->cfg, events, sizeof(events));
+        fp_json_begin_object(j);
+        fp_json_key(j, "id");
+        fp_json_int(j, rs->id);
+        fp_json_key(j, "selector");
+        fp_json_string(j, fp_rule_kind_name(r->kind));
+        fp_json_key(j, "match");
+        fp_json_string(j, r->match);
+        fp_json_key(j, "service");
+        fp_json_string(j, r->service);
+        fp_json_key(j, "owner");
+        fp_json_uint(j, rs->owner);
+        fp_json_key(j, "origin");
+        fp_json_string(j, rs->from_config ? "config" : "agentctl");
+        fp_json_key(j, "events");
+        fp_json_string(j, events);
+        fp_json_key(j, "frequency");
+        fp_json_uint(j, rate_hz(&r->cfg));
+        fp_json_key(j, "follow_children");
+        fp_json_bool(j, r->follow);
+        fp_json_key(j, "max_processes");
+        fp_json_uint(j, r->max_processes);
+        fp_json_key(j, "running");
+        fp_json_uint(j, rs->running);
+        fp_json_key(j, "started");
+        fp_json_uint(j, rs->started);
+        fp_json_key(j, "gone");
+        fp_json_uint(j, rs->started - rs->running);
+        fp_json_key(j, "refused");
+        fp_json_uint(j, rs->refused);
+        fp_json_key(j, "failed");
+        fp_json_uint(j, rs->failed);
+        fp_json_key(j, "last_error");
+        fp_json_string(j, rs->last_error);
+        fp_json_key(j, "start_latency_us");
+        fp_json_begin_object(j);
+        fp_json_key(j, "count");
+        fp_json_uint(j, rs->n_latency);
+        fp_json_key(j, "p50");
+        fp_json_uint(j, rs->p50_us);
+        fp_json_key(j, "p99");
+        fp_json_uint(j, rs->p99_us);
+        fp_json_key(j, "max");
+        fp_json_uint(j, rs->max_us);
         fp_json_end_object(j);
         fp_json_end_object(j);
 }
@@ -298,6 +356,15 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         for (size_t i = 0; i < st->n_targets; i++)
                 target_json(&j, &st->targets[i]);
         fp_json_end_array(&j);
+        fp_json_key(&j, "rules");
+        fp_json_begin_array(&j);
+        for (size_t i = 0; i < st->n_rules; i++)
+                rule_json(&j, &st->rules[i]);
+        fp_json_end_array(&j);
+        fp_json_key(&j, "rule_scans");
+        fp_json_uint(&j, st->rule_scans);
+        fp_json_key(&j, "rule_scan_us");
+        fp_json_uint(&j, st->rule_scan_us);
         fp_json_end_object(&j);
         fputc('\n', out);
 }
@@ -354,10 +421,32 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         else
                 fprintf(out, "thread tracker: perf-fork (fallback: %s)\n",
                         TERM(st->tracker_reason, e1));
+        for (size_t i = 0; i < st->n_rules; i++) {
+                const struct fp_core_rule_status *rs = &st->rules[i];
+                char desc[FP_RULE_MATCH_MAX + 32];
+                fp_rule_describe(rs->rule, desc, sizeof(desc));
+                fprintf(out,
+                        "rule %lld: %s service %s, %s%s: %u running, %" PRIu64
+                        " started, %" PRIu64 " gone",
+                        (long long)rs->id, TERM(desc, e1),
+                        rs->rule->service[0] ? rs->rule->service : "(executable's name)",
+                        rs->rule->cfg.event.name, rs->from_config ? ", from the config file" : "",
+                        rs->running, rs->started, rs->started - rs->running);
+                if (rs->refused)
+                        fprintf(out, ", %" PRIu64 " refused (--max-processes %u)", rs->refused,
+                                rs->rule->max_processes);
+                if (rs->failed)
+                        fprintf(out, ", %" PRIu64 " failed (last: %s)", rs->failed,
+                                TERM(rs->last_error, e2));
+                if (rs->n_latency)
+                        fprintf(out, "; exec to sampling p50 %" PRIu32 " us, p99 %" PRIu32 " us",
+                                rs->p50_us, rs->p99_us);
+                fputc('\n', out);
+        }
         if (!st->n_targets)
                 return;
-        fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s\n", "PID", "COMM", "EVENT", "RATE",
-                "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED");
+        fprintf(out, "%-8s %-16s %-12s %8s %-8s %8s %10s %8s %9s %s\n", "PID", "COMM", "EVENT",
+                "RATE", "STATE", "THREADS", "SAMPLES", "LOST", "THROTTLED", "SERVICE");
         for (size_t i = 0; i < st->n_targets; i++) {
                 const struct fp_core_target_status *ts = &st->targets[i];
                 char rate[32];
@@ -365,11 +454,16 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         snprintf(rate, sizeof(rate), "%" PRIu64 "Hz", rate_hz(ts->cfg));
                 else
                         snprintf(rate, sizeof(rate), "1/%" PRIu64, ts->cfg->period);
+                char service[FP_TARGET_SERVICE_MAX + 32] = "-";
+                if (ts->rule_id)
+                        snprintf(service, sizeof(service), "%s (rule %lld)", ts->service,
+                                 (long long)ts->rule_id);
                 fprintf(out,
-                        "%-8d %-16s %-12s %8s %-8s %8u %10" PRIu64 " %8" PRIu64 " %9" PRIu64 "\n",
+                        "%-8d %-16s %-12s %8s %-8s %8u %10" PRIu64 " %8" PRIu64 " %9" PRIu64
+                        " %s\n",
                         (int)ts->pid, TERM(ts->comm, e1), ts->cfg->event.name, rate,
                         state_name(ts->st.state), ts->st.threads_live, ts->st.samples, ts->st.lost,
-                        ts->st.throttled);
+                        ts->st.throttled, service);
         }
         /* The group's counters, and what the machine could not give. */
         for (size_t i = 0; i < st->n_targets; i++) {

@@ -62,6 +62,7 @@ struct fp_target {
         bool exits_pending;
         uint64_t maps_reload_ns;               /* last unresolved-frame reload of /proc/PID/maps */
         char left_out[FP_PERF_EVENT_LIST_MAX]; /* members --best-effort left out */
+        char service[FP_TARGET_SERVICE_MAX + 1]; /* its rule's service, "" when none */
 
         /* Thread tracking (see fp_target_set_tracking()). */
         bool bpf_tracked;     /* births come from the BPF tracker, not FORK records */

@@ -471,6 +471,16 @@ const struct fp_perf_config *fp_target_config(const struct fp_target *t)
         return &t->cfg;
 }
 
+void fp_target_set_service(struct fp_target *t, const char *service)
+{
+        snprintf(t->service, sizeof(t->service), "%s", service ? service : "");
+}
+
+const char *fp_target_service(const struct fp_target *t)
+{
+        return t->service;
+}
+
 const char *fp_target_left_out(const struct fp_target *t)
 {
         return t->left_out;

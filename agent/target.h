@@ -91,6 +91,14 @@ const char *fp_target_comm(const struct fp_target *t);
 const char *fp_target_exe(const struct fp_target *t);
 uint64_t fp_target_starttime(const struct fp_target *t);
 const struct fp_perf_config *fp_target_config(const struct fp_target *t);
+#define FP_TARGET_SERVICE_MAX 64
+/*
+ * The service the target's samples are stored under (the rule that
+ * matched it; "" for none, the default), so that successive processes of
+ * one service merge. At most FP_TARGET_SERVICE_MAX characters are kept.
+ */
+void fp_target_set_service(struct fp_target *t, const char *service);
+const char *fp_target_service(const struct fp_target *t);
 /* The events --best-effort left out at start ("cycles,instructions"), "" when none. */
 const char *fp_target_left_out(const struct fp_target *t);
 void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);

@@ -39,6 +39,8 @@ struct {
 
 /* Records lost because the ring buffer was full (read by the agent). */
 __u64 dropped = 0;
+/* Set by the agent while it has rules: report every exec and cgroup move. */
+__u32 watch = 0;
 
 static __always_inline void emit(__u32 kind, __u32 flags, struct task_struct *task,
                                  __u32 parent_tgid)
@@ -95,5 +97,27 @@ int BPF_PROG(fp_tracker_exit, struct task_struct *p)
         emit(FP_TRACKER_THREAD_EXIT, group_dead ? FP_TRACKER_EV_GROUP_DEAD : 0, p, tgid);
         if (group_dead)
                 bpf_map_delete_elem(&targets, &tgid);
+        return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(fp_tracker_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+        __u32 tgid = BPF_CORE_READ(p, tgid);
+
+        if (!watch && !bpf_map_lookup_elem(&targets, &tgid))
+                return 0;
+        emit(FP_TRACKER_EXEC, 0, p, tgid);
+        return 0;
+}
+
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(fp_tracker_cgroup, struct cgroup *dst, const char *path, struct task_struct *task,
+             bool threadgroup)
+{
+        /* One record per process: a whole-process move lists its leader too. */
+        if (!watch || BPF_CORE_READ(task, pid) != BPF_CORE_READ(task, tgid))
+                return 0;
+        emit(FP_TRACKER_CGROUP, 0, task, BPF_CORE_READ(task, tgid));
         return 0;
 }

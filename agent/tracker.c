@@ -187,6 +187,11 @@ void fp_tracker_poll(struct fp_tracker *tr)
         (void)ring_buffer__consume(tr->ring);
 }
 
+void fp_tracker_watch(struct fp_tracker *tr, bool on)
+{
+        __atomic_store_n(&tr->skel->bss->watch, on ? 1u : 0u, __ATOMIC_RELAXED);
+}
+
 uint64_t fp_tracker_dropped(const struct fp_tracker *tr)
 {
         return __atomic_load_n(&tr->skel->bss->dropped, __ATOMIC_RELAXED);
@@ -234,6 +239,12 @@ int fp_tracker_remove(struct fp_tracker *tr, pid_t tgid)
 void fp_tracker_poll(struct fp_tracker *tr)
 {
         (void)tr;
+}
+
+void fp_tracker_watch(struct fp_tracker *tr, bool on)
+{
+        (void)tr;
+        (void)on;
 }
 
 uint64_t fp_tracker_dropped(const struct fp_tracker *tr)

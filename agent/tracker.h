@@ -15,6 +15,13 @@
  * tracked process and, when the whole thread group is dead, removes the
  * process from the map.
  *
+ * For the agent's rules (rule.h) it also reports, while the loader's
+ * fp_tracker_watch() says so, every exec in the system (sched_process_exec:
+ * the process has its new image, before its first instruction in it) and
+ * every process moved to another cgroup (cgroup_attach_task, for the
+ * thread group leader): the two moments a process may start to match a
+ * rule. Execs of tracked processes are reported whether watched or not.
+ *
  * This header is included by the BPF program too, so it uses only the
  * kernel's fixed-width types.
  */
@@ -34,6 +41,8 @@ enum fp_tracker_kind {
         FP_TRACKER_THREAD_NEW = 1,  /* a new thread (tid) of process tgid */
         FP_TRACKER_THREAD_EXIT = 2, /* thread tid of tgid is exiting */
         FP_TRACKER_CHILD_NEW = 3,   /* a new process tgid forked by parent_tgid */
+        FP_TRACKER_EXEC = 4,        /* process tgid has just exec'd (comm: its new name) */
+        FP_TRACKER_CGROUP = 5,      /* process tgid was moved to another cgroup */
 };
 
 /* Flags of a record. */
@@ -53,6 +62,7 @@ struct fp_tracker_event {
 
 #ifndef __bpf__
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -79,6 +89,11 @@ int fp_tracker_add(struct fp_tracker *tr, pid_t tgid, unsigned flags);
 int fp_tracker_remove(struct fp_tracker *tr, pid_t tgid);
 /* Reads every record now in the ring (before a status or dump). */
 void fp_tracker_poll(struct fp_tracker *tr);
+/*
+ * Whether every exec and every cgroup move in the system is reported
+ * (the agent has rules), or only execs of tracked processes.
+ */
+void fp_tracker_watch(struct fp_tracker *tr, bool on);
 /* Records the kernel side could not write: its ring buffer was full. */
 uint64_t fp_tracker_dropped(const struct fp_tracker *tr);
 

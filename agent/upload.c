@@ -285,6 +285,7 @@ static int build_series(void *userdata, const struct fp_store_series *se)
         snprintf(m->comm, sizeof(m->comm), "%s", se->comm ? se->comm : "");
         snprintf(m->exe, sizeof(m->exe), "%s", se->exe ? se->exe : "");
         snprintf(m->event, sizeof(m->event), "%s", se->event);
+        snprintf(m->service, sizeof(m->service), "%s", se->service ? se->service : "");
         /*
          * A counter of a group (config "event=LEADER,COUNTER,...") shares the
          * samples of its leader: the target's drops travel with the leader's

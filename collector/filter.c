@@ -99,6 +99,9 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                 } else if (strcmp(k, "process") == 0) {
                         r = text(k, v, f->process, sizeof(f->process), err, errlen);
                         f->f.process = f->process;
+                } else if (strcmp(k, "service") == 0) {
+                        r = text(k, v, f->service, sizeof(f->service), err, errlen);
+                        f->f.service = f->service;
                 } else if (strcmp(k, "event") == 0) {
                         r = text(k, v, f->event, sizeof(f->event), err, errlen);
                         f->f.event = f->event;
@@ -131,8 +134,8 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                                 f->f.until_ns = t;
                 } else {
                         r = fp_errf(err, errlen, -EINVAL,
-                                    "unknown parameter '%.64s' (known: host, process, pid, event, "
-                                    "from, to, seconds)",
+                                    "unknown parameter '%.64s' (known: host, service, process, pid, "
+                                    "event, from, to, seconds)",
                                     k);
                 }
                 if (r < 0)
@@ -150,6 +153,7 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
         /* The copy's pointers must point into the copy. */
         ret->f.host = f->f.host ? ret->host : NULL;
         ret->f.process = f->f.process ? ret->process : NULL;
+        ret->f.service = f->f.service ? ret->service : NULL;
         ret->f.event = f->f.event ? ret->event : NULL;
 out:
         evhttp_clear_headers(&q);

@@ -4,7 +4,7 @@
  * /api/v1/profile, the web page) into a store filter. Every parameter is
  * optional:
  *
- *   host=NAME  process=COMM  pid=N  event=NAME
+ *   host=NAME  service=NAME  process=COMM  pid=N  event=NAME
  *   from=TIME  to=TIME       TIME: Unix seconds ("1763888590" or with a
  *                            fraction), RFC 3339 UTC ("2026-11-23T09:00:00Z"),
  *                            "now", or relative to now ("-15m", "-2h", "-7d")
@@ -21,9 +21,10 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "upload_contract.h"
 
 struct fp_coll_filter {
-        char host[256], process[256], event[128];
+        char host[256], process[256], event[128], service[FP_UPLOAD_MAX_SERVICE + 1];
         struct fp_store_filter f; /* points into the fields above */
         unsigned top_n;           /* 0: not given */
 };

@@ -634,7 +634,8 @@ static int wire_build(struct wire *w, struct fp_store_batch *b, uint64_t *ret_sa
                                     .pid = meta->pid,
                                     .starttime = meta->starttime,
                                     .comm = meta->comm,
-                                    .exe = meta->exe};
+                                    .exe = meta->exe,
+                                    .service = meta->service};
         struct fp_store_event e = {.name = meta->event,
                                    .count_type = w->strs[w->types[0][0]],
                                    .count_unit = w->strs[w->types[0][1]],

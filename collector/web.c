@@ -53,6 +53,17 @@ static int series_row(void *userdata, const struct fp_store_series *se,
         evbuffer_add_printf(b, "<tr><td>");
         fp_escape_html_evb(b, se->host);
         evbuffer_add_printf(b, "</td><td>");
+        if (se->service && se->service[0]) {
+                /* The service merged across its processes and hosts. */
+                evbuffer_add_printf(b, "<a href=\"/top?service=");
+                fp_escape_url_evb(b, se->service);
+                evbuffer_add_printf(b, "&amp;event=");
+                fp_escape_url_evb(b, se->event);
+                evbuffer_add_printf(b, "\">");
+                fp_escape_html_evb(b, se->service);
+                evbuffer_add_printf(b, "</a>");
+        }
+        evbuffer_add_printf(b, "</td><td>");
         fp_escape_html_evb(b, se->comm);
         evbuffer_add_printf(b, "</td><td class=n>%d</td><td>", (int)se->pid);
         fp_escape_html_evb(b, se->event);
@@ -94,7 +105,7 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
                             "%" PRIu64 ", duplicates: %" PRIu64 ", refused: %" PRIu64 ".</p>\n",
                             "version", FP_VERSION, s->listen, s->tls ? " (HTTPS)" : "",
                             s->st.uploads_stored, s->st.uploads_duplicate, s->st.uploads_rejected);
-        evbuffer_add_printf(pg.b, "<table>\n<tr><th>host</th><th>process</th><th>pid</th>"
+        evbuffer_add_printf(pg.b, "<table>\n<tr><th>host</th><th>service</th><th>process</th><th>pid</th>"
                                   "<th>event</th><th>first</th><th>last</th><th>uploads</th>"
                                   "<th>samples</th><th>drops</th><th>view</th></tr>\n");
         r = fp_coll_api_walk_series(s, &f.f, series_row, &pg);
@@ -108,7 +119,8 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
                             "</table>\n<p>%d series, %" PRIu64 " samples, %" PRIu64
                             " dropped.</p>\n<p>JSON: <a href=\"/api/v1/series\">/api/v1/series</a>."
                             " A merged profile for <code>go tool pprof</code>: "
-                            "<code>/api/v1/profile?host=&amp;process=&amp;event=&amp;from=&amp;"
+                            "<code>/api/v1/profile?host=&amp;service=&amp;process=&amp;event=&amp;"
+                            "from=&amp;"
                             "to=</code>.</p>\n</body></html>\n",
                             r, pg.samples, pg.drops);
         fp_coll_reply(req, 200, "text/html; charset=utf-8", pg.b);
@@ -152,6 +164,10 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
         evbuffer_add_printf(b, head, "fleetprof top");
         evbuffer_add_printf(b, "<p><a href=\"/\">all series</a></p>\n<h1>top: ");
         fp_escape_html_evb(b, f.host[0] ? f.host : "all hosts");
+        if (f.service[0]) {
+                evbuffer_add_printf(b, " service ");
+                fp_escape_html_evb(b, f.service);
+        }
         evbuffer_add_printf(b, " ");
         fp_escape_html_evb(b, f.process);
         if (f.f.pid)

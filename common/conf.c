@@ -20,6 +20,8 @@
 
 struct fp_conf_value {
         char *str;
+        char **list; /* FP_CONF_LIST: n_list values */
+        size_t n_list, cap_list;
         unsigned long long num;
         enum fp_conf_source source;
 };
@@ -28,6 +30,7 @@ struct fp_conf {
         const struct fp_conf_key *keys;
         size_t n_keys;
         struct fp_conf_value *values;
+        fp_conf_check_fn *checks; /* per key, NULL: none */
 };
 
 static ssize_t find_key(const struct fp_conf *c, const char *name)
@@ -60,8 +63,9 @@ static int parse_bool(const char *s, bool *ret)
  * *ret_num. The error names the setting as it was written: "--key VALUE"
  * on the command line, "key = VALUE" elsewhere.
  */
-static int check_value(const struct fp_conf_key *k, const char *text, enum fp_conf_source source,
-                       unsigned long long *ret_num, char *err, size_t err_len)
+static int check_value(const struct fp_conf_key *k, fp_conf_check_fn check, const char *text,
+                       enum fp_conf_source source, unsigned long long *ret_num, char *err,
+                       size_t err_len)
 {
         const char *dashes = source == FP_CONF_ARGS ? "--" : "";
         const char *sep = source == FP_CONF_ARGS ? " " : " = ";
@@ -71,7 +75,17 @@ static int check_value(const struct fp_conf_key *k, const char *text, enum fp_co
 
         switch (k->type) {
         case FP_CONF_STRING:
+        case FP_CONF_LIST:
                 *ret_num = 0;
+                if (check && text && *text) {
+                        char why[512] = "";
+                        int r = check(text, why, sizeof(why));
+                        if (r < 0) {
+                                fp_errf(err, err_len, 0, "%s%s%s%.200s: %s", dashes, k->name, sep,
+                                        text, why);
+                                return r;
+                        }
+                }
                 return 0;
         case FP_CONF_BOOL:
                 if (parse_bool(text, &b) < 0) {
@@ -127,6 +141,22 @@ static int store_value(struct fp_conf *c, size_t i, const char *text, unsigned l
         struct fp_conf_value *v = &c->values[i];
         char *copy = NULL;
 
+        if (c->keys[i].type == FP_CONF_LIST) {
+                /* Another source replaces the list; the same one adds to it. */
+                if (v->source != source) {
+                        for (size_t k = 0; k < v->n_list; k++)
+                                free(v->list[k]);
+                        v->n_list = 0;
+                        v->source = source;
+                }
+                if (!text || !*text)
+                        return 0;
+                if (fp_grow(&v->list, &v->cap_list, v->n_list + 1, sizeof(*v->list)) < 0 ||
+                    !(copy = strdup(text)))
+                        return -ENOMEM;
+                v->list[v->n_list++] = copy;
+                return 0;
+        }
         if (c->keys[i].type == FP_CONF_STRING && text && *text) {
                 copy = strdup(text);
                 if (!copy)
@@ -151,18 +181,22 @@ int fp_conf_new(const struct fp_conf_key *keys, size_t n_keys, struct fp_conf **
         c->keys = keys;
         c->n_keys = n_keys;
         c->values = calloc(n_keys ? n_keys : 1, sizeof(*c->values));
-        if (!c->values) {
+        c->checks = calloc(n_keys ? n_keys : 1, sizeof(*c->checks));
+        if (!c->values || !c->checks) {
+                free(c->values);
+                free(c->checks);
                 free(c);
                 return -ENOMEM;
         }
         for (size_t i = 0; i < n_keys; i++) {
-                if (keys[i].type != FP_CONF_STRING && !keys[i].def) {
+                if (keys[i].type != FP_CONF_STRING && keys[i].type != FP_CONF_LIST &&
+                    !keys[i].def) {
                         fp_conf_free(c);
                         return -EINVAL; /* numbers and booleans always have a default */
                 }
                 if (!keys[i].def)
                         continue;
-                r = check_value(&keys[i], keys[i].def, FP_CONF_DEFAULT, &num, NULL, 0);
+                r = check_value(&keys[i], NULL, keys[i].def, FP_CONF_DEFAULT, &num, NULL, 0);
                 if (r >= 0)
                         r = store_value(c, i, keys[i].def, num, FP_CONF_DEFAULT);
                 if (r < 0) {
@@ -178,10 +212,24 @@ void fp_conf_free(struct fp_conf *c)
 {
         if (!c)
                 return;
-        for (size_t i = 0; i < c->n_keys; i++)
+        for (size_t i = 0; i < c->n_keys; i++) {
                 free(c->values[i].str);
+                for (size_t k = 0; k < c->values[i].n_list; k++)
+                        free(c->values[i].list[k]);
+                free(c->values[i].list);
+        }
         free(c->values);
+        free(c->checks);
         free(c);
+}
+
+int fp_conf_set_check(struct fp_conf *c, const char *key, fp_conf_check_fn check)
+{
+        ssize_t i = find_key(c, key);
+        if (i < 0 || (c->keys[i].type != FP_CONF_STRING && c->keys[i].type != FP_CONF_LIST))
+                return -ENOENT;
+        c->checks[i] = check;
+        return 0;
 }
 
 static int set_index(struct fp_conf *c, size_t i, const char *value, enum fp_conf_source source,
@@ -190,7 +238,7 @@ static int set_index(struct fp_conf *c, size_t i, const char *value, enum fp_con
         unsigned long long num;
         int r;
 
-        r = check_value(&c->keys[i], value, source, &num, err, err_len);
+        r = check_value(&c->keys[i], c->checks[i], value, source, &num, err, err_len);
         if (r < 0)
                 return r;
         if (source == FP_CONF_FILE && c->values[i].source == FP_CONF_ARGS)
@@ -266,8 +314,11 @@ static void seen_free(struct seen *sn)
 }
 
 /* Parses one line and hands a setting to fn; 0 for a blank or comment line. */
-static int parse_line(char *line, unsigned lineno, struct seen *sn, fp_conf_setting_fn fn,
-                      void *userdata, char *err, size_t err_len)
+/* Which keys may be given on many lines (NULL: none). */
+typedef bool (*repeatable_fn)(const char *key, void *userdata);
+
+static int parse_line(char *line, unsigned lineno, struct seen *sn, repeatable_fn repeatable,
+                      fp_conf_setting_fn fn, void *userdata, char *err, size_t err_len)
 {
         char *s = strip(line), *eq, *key, *value;
         unsigned first;
@@ -296,7 +347,7 @@ static int parse_line(char *line, unsigned lineno, struct seen *sn, fp_conf_sett
                 fp_errf(err, err_len, 0, "%.60s: unbalanced quote in the value", key);
                 return -EINVAL;
         }
-        r = seen_add(sn, key, lineno, &first);
+        r = repeatable && repeatable(key, userdata) ? 0 : seen_add(sn, key, lineno, &first);
         if (r == -EEXIST)
                 fp_errf(err, err_len, 0, "%.60s is set twice (first on line %u)", key, first);
         else if (r < 0)
@@ -306,8 +357,8 @@ static int parse_line(char *line, unsigned lineno, struct seen *sn, fp_conf_sett
         return fn(key, value, userdata, err, err_len);
 }
 
-int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsigned *ret_line,
-                  char *err, size_t err_len)
+static int parse_file(const char *path, repeatable_fn repeatable, fp_conf_setting_fn fn,
+                      void *userdata, unsigned *ret_line, char *err, size_t err_len)
 {
         struct seen sn = {0};
         char msg[256];
@@ -343,7 +394,7 @@ int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsig
                         break;
                 }
                 msg[0] = 0;
-                r = parse_line(line, lineno, &sn, fn, userdata, msg, sizeof(msg));
+                r = parse_line(line, lineno, &sn, repeatable, fn, userdata, msg, sizeof(msg));
                 if (r < 0) {
                         fp_errf(err, err_len, 0, "%s:%u: %s", path, lineno, msg);
                         break;
@@ -357,6 +408,19 @@ int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsig
         return r;
 }
 
+int fp_conf_parse(const char *path, fp_conf_setting_fn fn, void *userdata, unsigned *ret_line,
+                  char *err, size_t err_len)
+{
+        return parse_file(path, NULL, fn, userdata, ret_line, err, err_len);
+}
+
+static bool is_list_key(const char *key, void *userdata)
+{
+        const struct fp_conf *c = userdata;
+        ssize_t i = find_key(c, key);
+        return i >= 0 && c->keys[i].type == FP_CONF_LIST;
+}
+
 /* fp_conf_load's setting function: the key must be in the table. */
 static int load_setting(const char *key, const char *value, void *userdata, char *err,
                         size_t err_len)
@@ -368,7 +432,7 @@ static int load_setting(const char *key, const char *value, void *userdata, char
                 fp_errf(err, err_len, 0, "unknown key '%.60s'", key);
                 return -ENOENT;
         }
-        if (!*value && c->keys[i].type != FP_CONF_STRING) {
+        if (!*value && c->keys[i].type != FP_CONF_STRING && c->keys[i].type != FP_CONF_LIST) {
                 fp_errf(err, err_len, 0, "%s: the value is missing", key);
                 return -EINVAL;
         }
@@ -377,7 +441,7 @@ static int load_setting(const char *key, const char *value, void *userdata, char
 
 int fp_conf_load(struct fp_conf *c, const char *path, unsigned *ret_line, char *err, size_t err_len)
 {
-        return fp_conf_parse(path, load_setting, c, ret_line, err, err_len);
+        return parse_file(path, is_list_key, load_setting, c, ret_line, err, err_len);
 }
 
 void fp_conf_getopt_table(const struct fp_conf *c, const struct option *extra, size_t n_extra,
@@ -421,6 +485,7 @@ static size_t key_of_type(const struct fp_conf *c, const char *key, enum fp_conf
         if (i < 0 || c->keys[i].type != type) {
                 fprintf(stderr, "fp_conf: no %s key '%s' in the table\n",
                         type == FP_CONF_STRING                             ? "string"
+                        : type == FP_CONF_LIST                             ? "list"
                         : type == FP_CONF_UINT || type == FP_CONF_DURATION ? "number"
                                                                            : "boolean",
                         key);
@@ -442,6 +507,13 @@ unsigned long long fp_conf_uint(const struct fp_conf *c, const char *key)
 uint64_t fp_conf_duration(const struct fp_conf *c, const char *key)
 {
         return c->values[key_of_type(c, key, FP_CONF_DURATION)].num;
+}
+
+const char *const *fp_conf_list(const struct fp_conf *c, const char *key, size_t *ret_n)
+{
+        const struct fp_conf_value *v = &c->values[key_of_type(c, key, FP_CONF_LIST)];
+        *ret_n = v->n_list;
+        return (const char *const *)v->list;
 }
 
 const char *fp_conf_path(const struct fp_conf *c, const char *key)
@@ -473,7 +545,8 @@ void fp_conf_print_help(const struct fp_conf *c, FILE *f)
                         snprintf(left, sizeof(left), "--%s[=BOOL]", k->name);
                 else
                         snprintf(left, sizeof(left), "--%s %s", k->name, k->arg ? k->arg : "VALUE");
-                fprintf(f, "  %-24s %s", left, k->help);
+                fprintf(f, "  %-24s %s%s", left, k->help,
+                        k->type == FP_CONF_LIST ? " (repeatable)" : "");
                 /* The default goes on a line of its own when the line would pass 80 columns. */
                 if (k->def && 27 + strlen(k->help) + strlen(k->def) + 11 > 80)
                         fprintf(f, "\n  %-24s (default %s)", "", k->def);

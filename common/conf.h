@@ -16,12 +16,14 @@
  *     key = "value with  spaces kept"
  *     key =            (empty: the setting is unset, e.g. no collector)
  *
- * Blank lines are skipped. Every error stops the parse at that line: an
- * unknown key, a line without '=', a key set twice in the file, a number
+ * Blank lines are skipped. A list key (FP_CONF_LIST) may be given on many
+ * lines, each adding one value. Every error stops the parse at that line: an
+ * unknown key, a line without '=', another key set twice in the file, a number
  * that is not a number or lies outside its bounds, a bad boolean. The
  * error text is one line, "FILE:LINE: what", ready to print.
  *
- * Precedence: a value from the command line always wins over the file,
+ * Precedence: a value from the command line always wins over the file (a
+ * list given on the command line replaces the file's whole list),
  * whatever the order in which they are applied (the program reads argv
  * first to learn --config, then the file); the file wins over the
  * table's default.
@@ -39,6 +41,7 @@ enum fp_conf_type {
         FP_CONF_UINT,     /* unsigned decimal within [min, max] */
         FP_CONF_BOOL,     /* true/false, yes/no, on/off, 1/0 */
         FP_CONF_DURATION, /* N, Ns, Nm, Nh or Nd, held in seconds within [min, max] */
+        FP_CONF_LIST,     /* strings; the key may be given many times, each adds one */
 };
 
 enum fp_conf_source {
@@ -66,6 +69,13 @@ struct fp_conf;
  * outlive the result and its defaults must be valid (checked: -EINVAL).
  */
 int fp_conf_new(const struct fp_conf_key *keys, size_t n_keys, struct fp_conf **ret);
+/*
+ * A check of a string or list key's values beyond their type, run on
+ * each value set from now on: 0, or -errno with one line in err, which
+ * is prefixed with the setting (and its place in the file).
+ */
+typedef int (*fp_conf_check_fn)(const char *value, char *err, size_t err_len);
+int fp_conf_set_check(struct fp_conf *c, const char *key, fp_conf_check_fn check);
 /* Frees the configuration and every string it holds. Accepts NULL. */
 void fp_conf_free(struct fp_conf *c);
 /* For __attribute__((cleanup)). */
@@ -131,6 +141,8 @@ const char *fp_conf_string(const struct fp_conf *c, const char *key);
 unsigned long long fp_conf_uint(const struct fp_conf *c, const char *key);
 bool fp_conf_bool(const struct fp_conf *c, const char *key);
 uint64_t fp_conf_duration(const struct fp_conf *c, const char *key);
+/* The values of a list key, in the order given; *ret_n of them. */
+const char *const *fp_conf_list(const struct fp_conf *c, const char *key, size_t *ret_n);
 /* A string key that names a file: NULL when unset or "none". */
 const char *fp_conf_path(const struct fp_conf *c, const char *key);
 /* Where the key's current value came from. */

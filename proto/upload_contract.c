@@ -160,6 +160,7 @@ enum {
         P_TO = 1 << 7,
         P_AGENT = 1 << 8,
         P_DROPS = 1 << 9,
+        P_SERVICE = 1 << 10,
         P_REQUIRED = P_HOST | P_PID | P_STARTTIME | P_EVENT | P_FROM | P_TO,
 };
 
@@ -169,7 +170,7 @@ static const struct {
 } params[] = {
     {"host", P_HOST},   {"pid", P_PID},     {"starttime", P_STARTTIME}, {"comm", P_COMM},
     {"exe", P_EXE},     {"event", P_EVENT}, {"from", P_FROM},           {"to", P_TO},
-    {"agent", P_AGENT}, {"drops", P_DROPS},
+    {"agent", P_AGENT}, {"drops", P_DROPS}, {"service", P_SERVICE},
 };
 
 /* Ten years: a longer time range is a bug or an attack, not a bucket. */
@@ -220,6 +221,13 @@ static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const
                 return copy_text(name, v, m->agent, sizeof(m->agent), false, err, errlen);
         case P_DROPS:
                 return parse_drops(v, m, err, errlen);
+        case P_SERVICE:
+                if (fp_upload_check_service(v) < 0)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'service' must be 1 to %d letters, digits, "
+                                       "'.', '-', '_', '@' or ':'",
+                                       FP_UPLOAD_MAX_SERVICE);
+                return copy_text(name, v, m->service, sizeof(m->service), true, err, errlen);
         }
         return -EINVAL;
 }
@@ -279,6 +287,15 @@ out:
         return r;
 }
 
+int fp_upload_check_service(const char *name)
+{
+        size_t n = strlen(name);
+
+        if (n == 0 || n > FP_UPLOAD_MAX_SERVICE || !chars_in(name, ".-_@:"))
+                return -EINVAL;
+        return 0;
+}
+
 int fp_upload_check_key(const char *key, char *err, size_t errlen)
 {
         size_t n = strlen(key);
@@ -323,6 +340,8 @@ int fp_upload_encode_query(const struct fp_upload_meta *m, char **ret)
         snprintf(num, sizeof(num), "%" PRId64, m->to_ns);
         put_param(f, &first, "to", num);
         put_param(f, &first, "agent", m->agent);
+        if (m->service[0])
+                put_param(f, &first, "service", m->service);
         for (size_t i = 0; i < m->n_drops; i++)
                 if (fp_upload_drops_append(&drops, m->drops[i].reason, m->drops[i].count) < 0) {
                         fclose(f);

@@ -5,7 +5,7 @@
  * parses it, so the two sides cannot drift apart.
  *
  *   POST FP_UPLOAD_PATH?host=H&pid=P&starttime=S&comm=C&exe=E&event=EV
- *                      &from=NS&to=NS&agent=VERSION[&drops=R:N,R:N...]
+ *                      &from=NS&to=NS&agent=VERSION[&drops=R:N,R:N...][&service=NAME]
  *   Idempotency-Key: K   (FP_UPLOAD_KEY_HEADER; 1 to 128 printable ASCII
  *                         characters, the same for every retry of the
  *                         same bucket range of the same series)
@@ -13,8 +13,10 @@
  *         event's count and value), samples labelled "thread" (tid) and
  *         "thread_name".
  *
- * host, pid, starttime, event, from and to are required; comm, exe, agent
- * and drops optional; an unknown or repeated parameter is refused (a typo
+ * host, pid, starttime, event, from and to are required; comm, exe, agent,
+ * drops and service optional (service is sent only when the process has
+ * one: the agent's rule that matched it, so that its successive processes
+ * merge); an unknown or repeated parameter is refused (a typo
  * would otherwise lose data silently). drops are the samples the agent
  * could not keep for this series over the range, by reason ([a-z0-9_]).
  */
@@ -28,7 +30,8 @@
 #define FP_UPLOAD_KEY_HEADER "Idempotency-Key"
 #define FP_UPLOAD_MAX_KEY    128
 
-#define FP_UPLOAD_MAX_DROPS 32 /* distinct drop reasons one upload may carry */
+#define FP_UPLOAD_MAX_DROPS   32 /* distinct drop reasons one upload may carry */
+#define FP_UPLOAD_MAX_SERVICE 64 /* characters of a service name */
 
 struct fp_upload_drop {
         char reason[64];
@@ -44,6 +47,7 @@ struct fp_upload_meta {
         char exe[4096];
         char event[128];
         char agent[64];
+        char service[FP_UPLOAD_MAX_SERVICE + 1]; /* "": none */
         int64_t from_ns, to_ns;
         struct fp_upload_drop drops[FP_UPLOAD_MAX_DROPS];
         size_t n_drops;
@@ -69,6 +73,12 @@ int fp_upload_drops_append(char **text, const char *reason, uint64_t count);
  * silently). Returns 0, or -EINVAL with one line in err.
  */
 int fp_upload_parse_query(const char *query, struct fp_upload_meta *ret, char *err, size_t errlen);
+
+/*
+ * Checks a service name: 1 to FP_UPLOAD_MAX_SERVICE letters, digits, '.',
+ * '-', '_', '@' or ':' (a systemd unit name fits). 0 or -EINVAL.
+ */
+int fp_upload_check_service(const char *name);
 
 /*
  * Checks an Idempotency-Key header value: 1 to 128 printable ASCII

@@ -31,7 +31,7 @@ struct q_match {
 struct q_target {
         int64_t id;
         pid_t pid;
-        char *comm, *host, *exe;
+        char *comm, *host, *exe, *service;
 };
 
 struct q_thread {
@@ -78,6 +78,7 @@ static void query_free(struct query *q)
         for (size_t i = 0; i < q->n_targets; i++) {
                 free(q->targets[i].comm);
                 free(q->targets[i].exe);
+                free(q->targets[i].service);
                 free(q->targets[i].host);
         }
         free(q->targets);
@@ -228,7 +229,7 @@ static int load_targets(struct query *q)
 {
         sqlite3_stmt *st = NULL, *th = NULL;
         int r = fp_store_prepare(q->s,
-                                 "SELECT t.pid, t.comm, h.name, t.exe FROM targets t"
+                                 "SELECT t.pid, t.comm, h.name, t.exe, t.service FROM targets t"
                                  " JOIN hosts h ON h.id = t.host_id WHERE t.id = ?1",
                                  &st);
 
@@ -257,7 +258,8 @@ static int load_targets(struct query *q)
                         t->comm = dup_col(st, 1);
                         t->host = dup_col(st, 2);
                         t->exe = dup_col(st, 3);
-                        if (!t->comm || !t->host || !t->exe)
+                        t->service = dup_col(st, 4);
+                        if (!t->comm || !t->host || !t->exe || !t->service)
                                 r = oom(q);
                         rc = SQLITE_DONE;
                 }
@@ -541,7 +543,7 @@ static int add_samples(struct query *q)
                         const struct fp_store_map_entry *e = &q->agg[i].e[k];
                         const struct q_thread *th = &q->threads[i];
                         const struct q_target *t;
-                        struct fp_pprof_label labels[5];
+                        struct fp_pprof_label labels[6];
                         int64_t values[2];
                         size_t off = 0, n = 0, n_labels = 0;
 
@@ -563,6 +565,9 @@ static int add_samples(struct query *q)
                         if (with_host)
                                 labels[n_labels++] =
                                     (struct fp_pprof_label){.key = "host", .str = t->host};
+                        if (t->service[0])
+                                labels[n_labels++] =
+                                    (struct fp_pprof_label){.key = "service", .str = t->service};
                         r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
                                                 n_labels);
                         if (r < 0)

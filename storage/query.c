@@ -35,6 +35,10 @@ void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f)
         sqlite3_bind_int64(st, 6, f->until_ns);
         sqlite3_bind_int64(st, 7, f->bucket_min);
         sqlite3_bind_int64(st, 8, f->bucket_max);
+        if (f->service)
+                sqlite3_bind_text(st, 9, f->service, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 9);
 }
 
 const char *fp_store_col_text(sqlite3_stmt *st, int i)
@@ -132,10 +136,10 @@ int fp_store_drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp
 static const char series_sql[] =
     "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config, t.active, e.name,"
     " min(b.start_ns), max(b.start_ns + b.length_ns), count(DISTINCT b.id), sum(bs.count),"
-    " sum(bs.value) FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+    " sum(bs.value), t.service FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
     " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
     " JOIN events e ON e.id = bs.event_id"
-    " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?9 IS NULL OR e.name = ?9)"
+    " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"
     " GROUP BY bs.target_id, e.name ORDER BY h.name, t.pid, t.starttime, e.name";
 
 int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp_store_series_fn fn,
@@ -155,7 +159,7 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
                 goto out;
         fp_store_bind_filter(st, f);
         if (f->event)
-                sqlite3_bind_text(st, 9, f->event, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 10, f->event, -1, SQLITE_STATIC);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 struct fp_store_series se = {
                     .host = fp_store_col_text(st, 0),
@@ -171,6 +175,7 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
                     .buckets = (uint64_t)sqlite3_column_int64(st, 10),
                     .count = (uint64_t)sqlite3_column_int64(st, 11),
                     .value = (uint64_t)sqlite3_column_int64(st, 12),
+                    .service = fp_store_col_text(st, 13),
                 };
                 r = fn(userdata, &se);
                 if (r < 0)
@@ -192,7 +197,7 @@ int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_
         int n = 0, rc,
             r = fp_store_prepare(s,
                                  "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config,"
-                                 " t.active, t.first_ns, t.last_ns FROM targets t"
+                                 " t.active, t.first_ns, t.last_ns, t.service FROM targets t"
                                  " JOIN hosts h ON h.id = t.host_id"
                                  " WHERE ?1 IS NULL OR h.name = ?1 ORDER BY t.first_ns, t.id",
                                  &st);
@@ -212,6 +217,7 @@ int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_
                     .active = sqlite3_column_int(st, 6) != 0,
                     .first_ns = sqlite3_column_int64(st, 7),
                     .last_ns = sqlite3_column_int64(st, 8),
+                    .service = fp_store_col_text(st, 9),
                 };
                 r = fn(userdata, &t);
                 if (r < 0)

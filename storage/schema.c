@@ -3,7 +3,7 @@
  * The store's on-disk format, and opening a store: creating, checking,
  * migrating, and moving aside files that are damaged.
  *
- * ==== Schema, version 2 (PRAGMA user_version = 2) ====
+ * ==== Schema, version 3 (PRAGMA user_version = 3) ====
  *
  * One SQLite file (PRAGMA application_id = 0x46505354, "FPST") in WAL mode,
  * synchronous=NORMAL, auto_vacuum=INCREMENTAL (set at creation: free pages
@@ -18,8 +18,12 @@
  *                  A machine: the agent's own hostname, or each host the
  *                  collector ingests from.
  * targets        id INTEGER PRIMARY KEY, host_id -> hosts, pid, starttime,
- *                comm, exe, config, active, first_ns, last_ns, last_bucket
- *                UNIQUE (host_id, pid, starttime)
+ *                comm, exe, config, active, first_ns, last_ns, last_bucket,
+ *                service       UNIQUE (host_id, pid, starttime)
+ *                INDEX (service) WHERE service != ''
+ *                  service: the name under which the successive processes
+ *                  an agent's rule matched are merged ('' for a process
+ *                  profiled by PID).
  *                  A profiled process: pid plus /proc/PID/stat starttime
  *                  tell apart reuses of a pid. config is the agent's text
  *                  for how it samples the target (event list, frequency
@@ -144,10 +148,16 @@
  *                  from, their time range and sample count (charged as a
  *                  drop if the upload is refused or evicted).
  *
+ * rules          id INTEGER PRIMARY KEY, owner (uid), spec, created_ns
+ *                  The agent's rules added with agentctl (not those of its
+ *                  configuration file), resumed by a restarted agent. spec
+ *                  is the rule as its start request (agent/rule.h owns
+ *                  the text). The collector leaves this table empty.
+ *
  * Versions. A file whose user_version is this build's is used as is; an
  * older one is migrated step by step in one transaction (1 -> 2: the
  * outbox is added and the samples table's rows are encoded into
- * series_samples); a newer one, or a file of another application, is
+ * series_samples; 2 -> 3: targets gain their service, and rules come); a newer one, or a file of another application, is
  * refused with -EPROTO, and so is an older one opened read-only. A file that is not
  * a database or fails PRAGMA quick_check at open is renamed to
  * PATH.corrupt-UNIXTIME (with its -wal and -shm) and a new store created.
@@ -361,6 +371,15 @@ static const struct {
      " data BLOB NOT NULL,"
      " PRIMARY KEY (bucket_id, target_id, event_id));",
      convert_samples, "DROP TABLE samples;"},
+    /* 2 -> 3: targets belong to a service; the agent's rules. */
+    {"ALTER TABLE targets ADD COLUMN service TEXT NOT NULL DEFAULT '';"
+     "CREATE INDEX targets_by_service ON targets (service) WHERE service != '';"
+     "CREATE TABLE rules ("
+     " id INTEGER PRIMARY KEY,"
+     " owner INTEGER NOT NULL,"
+     " spec TEXT NOT NULL,"
+     " created_ns INTEGER NOT NULL);",
+     NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -393,9 +412,11 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
                             " DO UPDATE SET name = excluded.name RETURNING id",
     [FP_STMT_TARGET_UPSERT] =
         "INSERT INTO targets (host_id, pid, starttime, comm, exe, config, active,"
-        " first_ns, last_ns, last_bucket) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        " first_ns, last_ns, last_bucket, service)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
         " ON CONFLICT (host_id, pid, starttime) DO UPDATE SET"
         " comm = iif(excluded.last_ns >= last_ns, excluded.comm, comm),"
+        " service = iif(excluded.last_ns >= last_ns, excluded.service, service),"
         " exe = iif(excluded.last_ns >= last_ns, excluded.exe, exe),"
         " config = iif(excluded.last_ns >= last_ns, excluded.config, config),"
         " active = iif(excluded.last_ns >= last_ns, excluded.active, active),"

@@ -81,6 +81,12 @@ struct fp_store_target {
          * agent resumes active targets (whose pid + starttime still run).
          */
         bool active;
+        /*
+         * The service it belongs to (the agent's rule that matched it), so
+         * that successive processes of one service merge. NULL: "" (none).
+         * The newest batch's value wins.
+         */
+        const char *service;
 };
 
 /*
@@ -185,7 +191,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 2
+#define FP_STORE_SCHEMA_VERSION 3
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 
@@ -289,6 +295,7 @@ struct fp_store_filter {
         pid_t pid;
         uint64_t starttime;  /* with pid: one process start */
         const char *process; /* comm */
+        const char *service; /* NULL: any */
         const char *event;   /* NULL: the event stored first */
         int64_t since_ns, until_ns;
         int64_t bucket_min, bucket_max;
@@ -299,7 +306,8 @@ struct fp_store_filter {
  * that was stored first among the matches) to p. Sample types and period
  * come from the event (p must be empty or have the same two sample types:
  * else -EINVAL). Samples carry the labels thread (tid), thread_name, pid,
- * process (comm), and host when the matches span several hosts. The time
+ * process (comm), service (when the target has one), and host when the
+ * matches span several hosts. The time
  * and duration of p widen to cover the matching buckets; one comment per
  * drop reason ("dropped <reason>: <count>") sums the drops of the
  * matching buckets and targets (plus, when the range is open at the end,
@@ -337,6 +345,7 @@ struct fp_store_series {
         const char *comm, *exe, *config;
         bool active;
         const char *event;
+        const char *service;       /* "": none */
         int64_t first_ns, last_ns; /* start of its first bucket, end of its last */
         uint64_t buckets;
         uint64_t count; /* summed counts and values */
@@ -356,6 +365,7 @@ struct fp_store_target_info {
         const char *comm, *exe, *config;
         bool active;
         int64_t first_ns, last_ns;
+        const char *service; /* "": none */
 };
 typedef int (*fp_store_target_fn)(void *userdata, const struct fp_store_target_info *t);
 /*
@@ -365,6 +375,22 @@ typedef int (*fp_store_target_fn)(void *userdata, const struct fp_store_target_i
  */
 int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_fn fn,
                           void *userdata);
+
+/* ---- the agent's rules ---- */
+
+/* A rule the agent keeps across restarts: its id, owner's uid and text (agent/rule.h). */
+struct fp_store_rule {
+        int64_t id;
+        uint32_t owner;
+        const char *spec;
+};
+typedef int (*fp_store_rule_fn)(void *userdata, const struct fp_store_rule *r);
+/* Keeps rule id (replacing one of the same id), in a transaction of its own. 0 or -errno. */
+int fp_store_rule_put(struct fp_store *s, int64_t id, uint32_t owner, const char *spec);
+/* Forgets rule id (0 also when there was none). */
+int fp_store_rule_delete(struct fp_store *s, int64_t id);
+/* Calls fn for every kept rule, by id. Returns the number of calls, or -errno. */
+int fp_store_list_rules(struct fp_store *s, fp_store_rule_fn fn, void *userdata);
 
 /* ---- uploads ---- */
 

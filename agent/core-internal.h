@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What core.c (targets, buckets, tracker, store) and core-rules.c (the
+ * rules that start and stop targets as processes come and go) share: the
+ * core's record. Not for other modules.
+ */
+#pragma once
+
+#include "core.h"
+#include "rule.h"
+#include "store.h"
+#include "writer.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MAX_QUEUE_BYTES (256u << 20) /* closed buckets waiting for the disk */
+
+#define RULE_LATENCY_RING 512 /* start -> events open of a rule's processes, the last N */
+
+/* A rule and what it did. */
+struct core_rule {
+        struct fp_rule *rule;
+        uint64_t started; /* processes it profiled */
+        uint64_t refused; /* new processes left out: --max-processes were running */
+        uint64_t failed;  /* processes that could not be profiled */
+        char last_error[256];
+        uint32_t latency_us[RULE_LATENCY_RING];
+        uint64_t n_latency;
+};
+
+struct fp_core {
+        struct event_base *base;
+        struct fp_symcache *cache;
+        struct fp_core_options opt;
+        struct fp_core_target *targets;
+        size_t n_targets, cap_targets;
+        uint64_t start_ns;
+
+        /* The store and its buckets. */
+        struct fp_writer *writer;
+        struct event *ev_bucket;
+        int64_t bucket_start_ns; /* CLOCK_REALTIME start of the open bucket */
+        uint64_t buckets_closed, buckets_failed;
+        bool have_stats;
+        struct fp_store_stats stats;  /* after the last write */
+        struct fp_writer_drop *drops; /* stored drop totals after the last write */
+        size_t n_drops;
+        char store_error[256];
+        struct fp_uploader *uploader;
+
+        /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
+        struct fp_tracker *tracker;
+        char tracker_reason[256];
+        struct event *ev_children; /* starts the children the fallback reported */
+        struct {
+                pid_t pid, parent;
+        } pending_children[64];
+        size_t n_pending_children;
+        uint64_t children_not_followed; /* the pending list was full */
+        struct batch_ctx *in_flight;    /* batches queued for the writer */
+
+        /* Rules (core-rules.c). */
+        struct core_rule *rules;
+        size_t n_rules, cap_rules;
+        int64_t next_rule_id;
+        struct event *ev_rule_scan; /* the /proc scan: the fallback's trigger, the BPF's net */
+        uint64_t rule_scans;
+        uint64_t rule_scan_us; /* time the last scan took */
+};
+
+/* ---- core.c ---- */
+
+/*
+ * fp_core_start_target() with the BPF tracker told to report (and track
+ * from their first instruction) the processes pid forks when
+ * track_children, whether or not they are followed.
+ */
+int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
+                                 uid_t owner, bool follow, bool track_children, pid_t parent,
+                                 struct fp_target **ret, char *err, size_t err_len);
+/* Whether a batch still on its way to the writer holds the target's last bucket. */
+bool fp_core_in_flight(const struct fp_core *s, pid_t pid, uint64_t starttime);
+
+/* ---- core-rules.c ---- */
+
+/* Resumes the rules kept in the store (before the writer owns it). */
+void fp_core_rules_resume(struct fp_core *s, struct fp_store *store);
+/* Adds the configuration file's rules (opt.rules); logs the ones that fail. */
+void fp_core_rules_from_config(struct fp_core *s);
+/* The tracker's news: an exec, a move to another cgroup. */
+void fp_core_rules_on_exec(struct fp_core *s, pid_t pid, uint64_t event_ns);
+/*
+ * A child forked by a target: true when the parent is a rule's target
+ * (the rules decided about the child), false to follow it as before.
+ */
+bool fp_core_rules_on_child(struct fp_core *s, pid_t child, pid_t parent, uint64_t event_ns);
+/* Forgets the rules' targets whose process ended and whose last bucket is stored. */
+void fp_core_rules_forget_finished(struct fp_core *s);
+/* Fills the rules part of a status snapshot for uid. 0 or -ENOMEM. */
+int fp_core_rules_status(struct fp_core *s, uid_t uid, struct fp_core_status *st);
+/* Frees every rule (at the end). */
+void fp_core_rules_free(struct fp_core *s);
