@@ -293,7 +293,9 @@ static int dump_from_store(const char *path, pid_t pid, const char *service, con
         }
         if (r == 0) {
                 fail(1, "no samples in '%s'%s", path,
-                     pid ? " for that process" : service ? " for that service" : "");
+                     pid       ? " for that process"
+                     : service ? " for that service"
+                               : "");
                 goto out;
         }
         fp_pprof_add_comment(p, "read from the store file by agentctl");

@@ -82,8 +82,8 @@ static void start_rule(struct fp_core *s, struct fp_control_client *c,
         fp_rule_describe(rule, desc, sizeof(desc));
         if (fp_core_add_rule(s, rule, false, &id, &matched, err, sizeof(err)) < 0)
                 return fp_control_error(c, "%s", err);
-        fprintf(out, "rule %lld: profiling every %sprocess with %s", (long long)id,
-                uid ? "of your " : "", fp_terminal_str(desc, safe, sizeof(safe)));
+        fprintf(out, "rule %lld: profiling every process%s with %s", (long long)id,
+                uid ? " of yours" : "", fp_terminal_str(desc, safe, sizeof(safe)));
         if (service[0])
                 fprintf(out, " as service %s", service);
         else
@@ -114,9 +114,11 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         for (const char *const *k = (const char *const[]){"service", "max_processes", NULL}; *k;
              k++)
                 if (fp_ctl_request_get(q, *k))
-                        return fp_control_error(c, "--%s belongs to a rule (--name, --exe, --unit "
-                                                   "or --cgroup), not to a PID",
-                                                strcmp(*k, "service") ? "max-processes" : "service");
+                        return fp_control_error(c,
+                                                "--%s belongs to a rule (--name, --exe, --unit "
+                                                "or --cgroup), not to a PID",
+                                                strcmp(*k, "service") ? "max-processes"
+                                                                      : "service");
         if (fp_rule_sampling_from_request(q, &cfg, &follow, err, sizeof(err)) < 0)
                 return fp_control_error(c, "%s", err);
 
@@ -130,7 +132,8 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
                 struct fp_target_stats st;
                 fp_target_stats(old->t, &st);
                 if (st.state == FP_TARGET_RUNNING && old->rule_id)
-                        return fp_control_error(c, "process %d is already being profiled by rule %lld",
+                        return fp_control_error(c,
+                                                "process %d is already being profiled by rule %lld",
                                                 (int)pid, (long long)old->rule_id);
                 if (st.state == FP_TARGET_RUNNING)
                         return fp_control_error(c, "process %d is already being profiled",
@@ -182,8 +185,7 @@ static void cmd_stop(void *userdata, struct fp_control_client *c, const struct f
                         return fp_control_error(c, "invalid rule id '%s'", rule_s);
                 const struct fp_rule *rule = fp_core_find_rule(s, (int64_t)id);
                 if (!rule || (uid != 0 && rule->owner != uid))
-                        return fp_control_error(c, "no rule %s%s", rule_s,
-                                                rule ? " of yours" : "");
+                        return fp_control_error(c, "no rule %s%s", rule_s, rule ? " of yours" : "");
                 bool from_config = rule->from_config;
                 int n = fp_core_remove_rule(s, (int64_t)id);
                 fprintf(out, "stopped rule %s and its %d running process%s%s%s\n", rule_s, n,
@@ -401,8 +403,8 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         if (service && fp_upload_check_service(service) < 0)
                 return fp_control_error(c, "invalid --service '%.64s'", service);
         if (service && uid != 0 && !fp_core_user_has_service(s, uid, service))
-                return fp_control_error(c, "permission denied: service %s is not one of your rules'",
-                                        service);
+                return fp_control_error(
+                    c, "permission denied: service %s is not one of your rules'", service);
         if (!pid && !service && uid != 0)
                 return fp_control_error(c, "only root may dump every process: give a PID");
 

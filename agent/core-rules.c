@@ -112,7 +112,8 @@ static void record_latency(struct core_rule *cr, uint64_t event_ns)
 {
         uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
         uint64_t us = now > event_ns ? (now - event_ns) / 1000 : 0;
-        cr->latency_us[cr->n_latency++ % RULE_LATENCY_RING] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+        cr->latency_us[cr->n_latency++ % RULE_LATENCY_RING] =
+            us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
 /*
@@ -133,8 +134,8 @@ static void start_for_rule(struct fp_core *s, struct core_rule *cr, const struct
                 return;
         }
         trim_exited(s, rule->id);
-        int r = fp_core_start_target_tracked(s, p->pid, &rule->cfg, p->owner, rule->follow, true,
-                                             0, &t, err, sizeof(err));
+        int r = fp_core_start_target_tracked(s, p->pid, &rule->cfg, p->owner, rule->follow, true, 0,
+                                             &t, err, sizeof(err));
         if (r == -ESRCH)
                 return; /* gone already */
         if (r < 0) {
@@ -475,7 +476,8 @@ void fp_core_rules_resume(struct fp_core *s, struct fp_store *store)
 {
         int n = fp_store_list_rules(store, resume_rule, s);
         if (n < 0)
-                fp_log(LOG_ERR, "Failed to read the rules of the store: %s", fp_store_errmsg(store));
+                fp_log(LOG_ERR, "Failed to read the rules of the store: %s",
+                       fp_store_errmsg(store));
         else if (n > 0)
                 fp_log(LOG_INFO, "resumed %d rule%s", n, n == 1 ? "" : "s");
 }
@@ -491,16 +493,16 @@ void fp_core_rules_from_config(struct fp_core *s)
                     fp_rule_new(&q, 0, &rule, err, sizeof(err)) < 0) {
                         if (q.buf)
                                 fp_ctl_request_done(&q);
-                        fp_log(LOG_ERR, "Failed to add the rule 'target = %s': %s",
-                               s->opt.rules[i], err);
+                        fp_log(LOG_ERR, "Failed to add the rule 'target = %s': %s", s->opt.rules[i],
+                               err);
                         continue;
                 }
                 fp_ctl_request_done(&q);
                 rule->id = s->next_rule_id;
                 rule->from_config = true;
                 if (insert_rule(s, rule, err, sizeof(err)) < 0)
-                        fp_log(LOG_ERR, "Failed to add the rule 'target = %s': %s",
-                               s->opt.rules[i], err);
+                        fp_log(LOG_ERR, "Failed to add the rule 'target = %s': %s", s->opt.rules[i],
+                               err);
         }
         if (s->n_rules) {
                 fp_core_poll_tracker(s);

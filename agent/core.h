@@ -126,8 +126,8 @@ int fp_core_flush(struct fp_core *core, fp_core_flush_fn done, void *userdata);
  * restart). 0 with the rule's id and how many processes it matched now,
  * or -errno with one line in err (-EUSERS: too many rules).
  */
-int fp_core_add_rule(struct fp_core *core, struct fp_rule *rule, bool from_config,
-                     int64_t *ret_id, size_t *ret_matched, char *err, size_t err_len);
+int fp_core_add_rule(struct fp_core *core, struct fp_rule *rule, bool from_config, int64_t *ret_id,
+                     size_t *ret_matched, char *err, size_t err_len);
 /* The rule of that id, or NULL. */
 const struct fp_rule *fp_core_find_rule(const struct fp_core *core, int64_t id);
 /*

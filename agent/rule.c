@@ -21,12 +21,18 @@
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
 static const struct fp_start_option start_options[] = {
-    {"--event", "event", true},         {"--freq", "freq", true},
-    {"--period", "period", true},       {"--kernel", "kernel", false},
-    {"--best-effort", "best_effort", false}, {"--follow-children", "follow", false},
-    {"--unwind", "unwind", true},       {"--name", "name", true},
-    {"--exe", "exe", true},             {"--unit", "unit", true},
-    {"--cgroup", "cgroup", true},       {"--service", "service", true},
+    {"--event", "event", true},
+    {"--freq", "freq", true},
+    {"--period", "period", true},
+    {"--kernel", "kernel", false},
+    {"--best-effort", "best_effort", false},
+    {"--follow-children", "follow", false},
+    {"--unwind", "unwind", true},
+    {"--name", "name", true},
+    {"--exe", "exe", true},
+    {"--unit", "unit", true},
+    {"--cgroup", "cgroup", true},
+    {"--service", "service", true},
     {"--max-processes", "max_processes", true},
 };
 
@@ -88,10 +94,9 @@ int fp_rule_sampling_from_request(const struct fp_ctl_request *q, struct fp_perf
                 return fp_errf(err, err_len, -EINVAL, "--freq and --period exclude each other");
         if (period) {
                 if (arg_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
-                        return fp_errf(err, err_len, -EINVAL,
-                                       "invalid period '%s': a positive number of %s", period,
-                                       fp_perf_event_is_clock(&cfg.event) ? "nanoseconds"
-                                                                          : "events");
+                        return fp_errf(
+                            err, err_len, -EINVAL, "invalid period '%s': a positive number of %s",
+                            period, fp_perf_event_is_clock(&cfg.event) ? "nanoseconds" : "events");
         } else {
                 uint64_t hz = 99;
                 if (freq && arg_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
@@ -155,34 +160,69 @@ static int parse_unit(const char *v, char *buf, size_t len, char *err, size_t er
         return 0;
 }
 
-/* --unit and --cgroup read the cgroup v2 hierarchy. */
-static int need_cgroup2(char *err, size_t err_len)
+/*
+ * Where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup, or on a
+ * "hybrid" system beside the v1 controllers (/sys/fs/cgroup/unified).
+ * NULL when it is not mounted.
+ */
+static const char *cgroup2_root(char *buf, size_t len)
 {
-        if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) < 0)
+        char line[PATH_MAX + 256], dev[64], dir[PATH_MAX], type[64];
+        FILE *f = fopen("/proc/self/mounts", "re");
+        const char *found = NULL;
+
+        if (!f)
+                return NULL;
+        while (fgets(line, sizeof(line), f)) {
+                if (sscanf(line, "%63s %4095s %63s", dev, dir, type) != 3 ||
+                    strcmp(type, "cgroup2") != 0)
+                        continue;
+                if (!found || strcmp(dir, CGROUP_ROOT) == 0) {
+                        snprintf(buf, len, "%s", dir);
+                        found = buf;
+                }
+        }
+        fclose(f);
+        return found;
+}
+
+/* --unit and --cgroup read the cgroup v2 hierarchy; its mount point into root. */
+static int need_cgroup2(char *root, size_t len, char *err, size_t err_len)
+{
+        if (!cgroup2_root(root, len))
                 return fp_errf(err, err_len, -EOPNOTSUPP,
-                               "cgroup v2 is not mounted at " CGROUP_ROOT
-                               ": --unit and --cgroup need it");
+                               "no cgroup v2 hierarchy is mounted: --unit and --cgroup need it");
         return 0;
 }
 
+/* Whether p starts with the directory dir; the rest of p into *ret_rest. */
+static bool strip_dir(const char *p, const char *dir, const char **ret_rest)
+{
+        size_t n = strlen(dir);
+        if (strncmp(p, dir, n) != 0 || (p[n] != '/' && p[n]))
+                return false;
+        *ret_rest = p + n;
+        return true;
+}
+
 /*
- * A cgroup v2 path, given as /sys/fs/cgroup/a/b or /a/b, into "/a/b" ("/"
- * for the root). It must exist: a typo would otherwise match nothing for
- * ever, silently.
+ * A cgroup v2 path, given under the hierarchy's mount point
+ * (/sys/fs/cgroup/a/b) or as the processes' cgroup files show it (/a/b),
+ * into "/a/b" ("/" for the root). It must exist: a typo would otherwise
+ * match nothing for ever, silently.
  */
 static int parse_cgroup(const char *v, char *buf, size_t len, char *err, size_t err_len)
 {
-        char dir[PATH_MAX];
+        char dir[PATH_MAX], root[PATH_MAX];
         struct stat st;
         const char *p = v;
         size_t n;
-        int e = need_cgroup2(err, err_len);
+        int e = need_cgroup2(root, sizeof(root), err, err_len);
 
         if (e < 0)
                 return e;
-        if (strncmp(p, CGROUP_ROOT, strlen(CGROUP_ROOT)) == 0 &&
-            (p[strlen(CGROUP_ROOT)] == '/' || !p[strlen(CGROUP_ROOT)]))
-                p += strlen(CGROUP_ROOT);
+        if (!strip_dir(v, root, &p) && !strip_dir(v, CGROUP_ROOT, &p))
+                p = v;
         if (*p != '/' && *p)
                 return fp_errf(err, err_len, -EINVAL,
                                "invalid --cgroup '%.64s': an absolute path such as "
@@ -197,7 +237,7 @@ static int parse_cgroup(const char *v, char *buf, size_t len, char *err, size_t 
             (n >= 2 && strcmp(buf + n - 2, "/.") == 0) || strchr(buf, '\n'))
                 return fp_errf(err, err_len, -EINVAL, "invalid --cgroup '%.64s': not a plain path",
                                v);
-        snprintf(dir, sizeof(dir), CGROUP_ROOT "%s", strcmp(buf, "/") == 0 ? "" : buf);
+        snprintf(dir, sizeof(dir), "%s%s", root, strcmp(buf, "/") == 0 ? "" : buf);
         if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
                 return fp_errf(err, err_len, -ENOENT, "no such cgroup: %.200s", dir);
         return 0;
@@ -302,11 +342,13 @@ int fp_rule_new(const struct fp_ctl_request *q, uid_t owner, struct fp_rule **re
                 if (!realpath(v, r->exe_real))
                         snprintf(r->exe_real, sizeof(r->exe_real), "%s", v);
                 break;
-        case FP_RULE_UNIT:
+        case FP_RULE_UNIT: {
+                char root[PATH_MAX];
                 if ((e = parse_unit(v, r->match, sizeof(r->match), err, err_len)) < 0 ||
-                    (e = need_cgroup2(err, err_len)) < 0)
+                    (e = need_cgroup2(root, sizeof(root), err, err_len)) < 0)
                         goto fail;
                 break;
+        }
         case FP_RULE_CGROUP:
                 if ((e = parse_cgroup(v, r->match, sizeof(r->match), err, err_len)) < 0)
                         goto fail;

@@ -14,8 +14,10 @@
  *   --unit UNIT    the systemd unit whose cgroup holds the process (a name
  *                  without a suffix means UNIT.service); matches the unit's
  *                  cgroup and the cgroups below it
- *   --cgroup PATH  the cgroup v2 directory (under /sys/fs/cgroup, given
- *                  with or without that prefix) and those below it
+ *   --cgroup PATH  the cgroup v2 directory and those below it, given as
+ *                  /proc/PID/cgroup shows it (/system.slice/x.service) or
+ *                  under the hierarchy's mount point (/sys/fs/cgroup, or
+ *                  /sys/fs/cgroup/unified on a "hybrid" system)
  *
  * A rule of a user other than root matches only that user's processes.
  *

@@ -426,8 +426,8 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 char desc[FP_RULE_MATCH_MAX + 32];
                 fp_rule_describe(rs->rule, desc, sizeof(desc));
                 fprintf(out,
-                        "rule %lld: %s service %s, %s%s: %u running, %" PRIu64
-                        " started, %" PRIu64 " gone",
+                        "rule %lld: %s service %s, %s%s: %u running, %" PRIu64 " started, %" PRIu64
+                        " gone",
                         (long long)rs->id, TERM(desc, e1),
                         rs->rule->service[0] ? rs->rule->service : "(executable's name)",
                         rs->rule->cfg.event.name, rs->from_config ? ", from the config file" : "",

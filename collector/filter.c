@@ -133,10 +133,11 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                         else
                                 f->f.until_ns = t;
                 } else {
-                        r = fp_errf(err, errlen, -EINVAL,
-                                    "unknown parameter '%.64s' (known: host, service, process, pid, "
-                                    "event, from, to, seconds)",
-                                    k);
+                        r = fp_errf(
+                            err, errlen, -EINVAL,
+                            "unknown parameter '%.64s' (known: host, service, process, pid, "
+                            "event, from, to, seconds)",
+                            k);
                 }
                 if (r < 0)
                         goto out;

@@ -105,9 +105,10 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
                             "%" PRIu64 ", duplicates: %" PRIu64 ", refused: %" PRIu64 ".</p>\n",
                             "version", FP_VERSION, s->listen, s->tls ? " (HTTPS)" : "",
                             s->st.uploads_stored, s->st.uploads_duplicate, s->st.uploads_rejected);
-        evbuffer_add_printf(pg.b, "<table>\n<tr><th>host</th><th>service</th><th>process</th><th>pid</th>"
-                                  "<th>event</th><th>first</th><th>last</th><th>uploads</th>"
-                                  "<th>samples</th><th>drops</th><th>view</th></tr>\n");
+        evbuffer_add_printf(pg.b,
+                            "<table>\n<tr><th>host</th><th>service</th><th>process</th><th>pid</th>"
+                            "<th>event</th><th>first</th><th>last</th><th>uploads</th>"
+                            "<th>samples</th><th>drops</th><th>view</th></tr>\n");
         r = fp_coll_api_walk_series(s, &f.f, series_row, &pg);
         if (r < 0) {
                 evbuffer_free(pg.b);

@@ -37,12 +37,14 @@ int fp_store_rule_put(struct fp_store *s, int64_t id, uint32_t owner, const char
         if (id <= 0 || !spec)
                 return -EINVAL;
         if (s->readonly)
-                return fp_store_db_failf(s, -EROFS, "Failed to keep a rule: the store is read-only");
-        r = fp_store_prepare(s,
-                             "INSERT INTO rules (id, owner, spec, created_ns) VALUES (?1, ?2, ?3, ?4)"
-                             " ON CONFLICT (id) DO UPDATE SET owner = excluded.owner,"
-                             " spec = excluded.spec",
-                             &st);
+                return fp_store_db_failf(s, -EROFS,
+                                         "Failed to keep a rule: the store is read-only");
+        r = fp_store_prepare(
+            s,
+            "INSERT INTO rules (id, owner, spec, created_ns) VALUES (?1, ?2, ?3, ?4)"
+            " ON CONFLICT (id) DO UPDATE SET owner = excluded.owner,"
+            " spec = excluded.spec",
+            &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, id);

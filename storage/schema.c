@@ -157,10 +157,10 @@
  * Versions. A file whose user_version is this build's is used as is; an
  * older one is migrated step by step in one transaction (1 -> 2: the
  * outbox is added and the samples table's rows are encoded into
- * series_samples; 2 -> 3: targets gain their service, and rules come); a newer one, or a file of another application, is
- * refused with -EPROTO, and so is an older one opened read-only. A file that is not
- * a database or fails PRAGMA quick_check at open is renamed to
- * PATH.corrupt-UNIXTIME (with its -wal and -shm) and a new store created.
+ * series_samples; 2 -> 3: targets gain their service, and rules come); a newer one, or a file of
+ * another application, is refused with -EPROTO, and so is an older one opened read-only. A file
+ * that is not a database or fails PRAGMA quick_check at open is renamed to PATH.corrupt-UNIXTIME
+ * (with its -wal and -shm) and a new store created.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  *     t_ms=<since start> iters=<total so far> delta=<since last line> rate=<iters/s>
  * cpu_ns=<process CPU>
  *
- * and at the end "total iters=<N> seconds=<S> rate=<iters/s>", so a benchmark
+ * and at the end "total iters=<N> seconds=<S> rate=<iters/s> cpu_ns=<process CPU>", so a benchmark
  * can see how much throughput a profiler attached to the process costs.
  * The PID is printed as the first line of stdout; --ready FILE is written once
  * every thread runs.  SIGTERM/SIGINT end the run early (still printing the
@@ -261,8 +261,11 @@ int main(int argc, char **argv)
                 pthread_join(ss[i].thread, NULL);
         double el = (double)(now_ns() - t0) / 1e9;
         uint64_t it = total_iters(ss, n);
-        printf("total iters=%llu seconds=%.3f rate=%.0f\n", (unsigned long long)it, el,
-               (double)it / el);
+        struct timespec cpu;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+        printf("total iters=%llu seconds=%.3f rate=%.0f cpu_ns=%llu\n", (unsigned long long)it, el,
+               (double)it / el,
+               (unsigned long long)cpu.tv_sec * 1000000000u + (unsigned long long)cpu.tv_nsec);
         free(ss);
         return 0;
 }
