@@ -88,6 +88,9 @@ static void test_filter(void)
         FP_CHECK_EQ_STR(f.f.event, "cycles");
         FP_CHECK(f.f.host == f.host); /* points into the copy */
         FP_CHECK_EQ_INT(f.f.pid, 7);
+        FP_CHECK(!f.f.service);
+        FP_CHECK_EQ_INT(fp_coll_filter_parse("service=api", now, &f, err, sizeof(err)), 0);
+        FP_CHECK(f.f.service == f.service && strcmp(f.service, "api") == 0);
         FP_CHECK_EQ_INT(fp_coll_filter_parse("seconds=30", now, &f, err, sizeof(err)), 0);
         FP_CHECK_EQ_INT(f.f.since_ns, now - 30 * SEC);
         FP_CHECK_EQ_INT(fp_coll_filter_parse("from=-2h&to=now", now, &f, err, sizeof(err)), 0);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static const struct fp_conf_key keys[] = {
@@ -358,6 +359,67 @@ static void test_parse_callback(void)
         }
 }
 
+/* A list key: many lines add values, a check refuses bad ones with their line, argv replaces. */
+static int no_x(const char *value, char *err, size_t err_len)
+{
+        if (strchr(value, 'x')) {
+                snprintf(err, err_len, "no x allowed");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static void test_list(void)
+{
+        static const struct fp_conf_key lkeys[] = {
+            {"target", FP_CONF_LIST, NULL, 0, 0, "RULE", "a rule"},
+            {"bucket", FP_CONF_UINT, "10", 1, 3600, "SECS", "bucket length"},
+        };
+        struct fp_conf *c = NULL;
+        const char *const *v;
+        char err[512];
+        unsigned line = 0;
+        size_t n;
+
+        FP_CHECK_EQ_INT(fp_conf_new(lkeys, 2, &c), 0);
+        FP_CHECK_EQ_INT(fp_conf_set_check(c, "target", no_x), 0);
+        FP_CHECK_EQ_INT(fp_conf_set_check(c, "bucket", no_x), -ENOENT);
+        v = fp_conf_list(c, "target", &n);
+        FP_CHECK_EQ_INT(n, 0);
+        const char *path =
+            write_file("list.conf", "target = --name a\nbucket = 5\ntarget = \"--name 'b c'\"\n");
+        FP_CHECK_EQ_INT(fp_conf_load(c, path, &line, err, sizeof(err)), 0);
+        v = fp_conf_list(c, "target", &n);
+        FP_CHECK_EQ_INT(n, 2);
+        if (n == 2) {
+                FP_CHECK_EQ_STR(v[0], "--name a");
+                FP_CHECK_EQ_STR(v[1], "--name 'b c'");
+        }
+        /* Another key still may not be set twice. */
+        path = write_file("l2.conf", "bucket = 5\nbucket = 6\n");
+        FP_CHECK_EQ_INT(fp_conf_load(c, path, &line, err, sizeof(err)), -EEXIST);
+        /* The check runs on each value, and the error has the line. */
+        path = write_file("l3.conf", "target = ok\n\ntarget = xx\n");
+        FP_CHECK_EQ_INT(fp_conf_load(c, path, &line, err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(line, 3);
+        FP_CHECK(strstr(err, "l3.conf:3: target = xx: no x allowed") != NULL);
+        fp_conf_free(c);
+
+        /* The command line's list replaces the file's, whatever the order. */
+        FP_CHECK_EQ_INT(fp_conf_new(lkeys, 2, &c), 0);
+        FP_CHECK_EQ_INT(fp_conf_set(c, "target", "one", FP_CONF_ARGS, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_conf_set(c, "target", "two", FP_CONF_ARGS, err, sizeof(err)), 0);
+        path = write_file("l4.conf", "target = file\n");
+        FP_CHECK_EQ_INT(fp_conf_load(c, path, &line, err, sizeof(err)), 0);
+        v = fp_conf_list(c, "target", &n);
+        FP_CHECK_EQ_INT(n, 2);
+        if (n == 2) {
+                FP_CHECK_EQ_STR(v[0], "one");
+                FP_CHECK_EQ_STR(v[1], "two");
+        }
+        fp_conf_free(c);
+}
+
 int main(void)
 {
         char cmd[64];
@@ -372,6 +434,7 @@ int main(void)
         test_overrides();
         test_help();
         test_parse_callback();
+        test_list();
         snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
         if (system(cmd) != 0)
                 fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -44,6 +44,14 @@ static void test_round_trip(void)
         FP_CHECK_EQ_INT(back->n_drops, 2);
         FP_CHECK_EQ_STR(back->drops[1].reason, "kernel_ring_overflow");
         FP_CHECK_EQ_INT(back->drops[1].count, 17);
+        FP_CHECK_EQ_STR(back->service, "");
+        FP_CHECK(strstr(q, "service=") == NULL); /* sent only when there is one */
+        free(q);
+        q = NULL;
+        snprintf(m->service, sizeof(m->service), "nginx@web:1.x");
+        FP_CHECK_EQ_INT(fp_upload_encode_query(m, &q), 0);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, back, err, sizeof(err)), 0);
+        FP_CHECK_EQ_STR(back->service, "nginx@web:1.x");
         free(q);
         free(m);
         free(back);
@@ -65,6 +73,11 @@ static void test_refusals(void)
         FP_CHECK_EQ_INT(fp_upload_parse_query("host=h&pid=1", m, err, sizeof(err)), -EINVAL);
         FP_CHECK(strstr(err, "missing parameter") != NULL);
         snprintf(q, sizeof(q), "%s&comm=%%1b%%5b31m", base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        snprintf(q, sizeof(q), "%s&service=a%%20b", base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        FP_CHECK(strstr(err, "parameter 'service'") != NULL);
+        snprintf(q, sizeof(q), "%s&service=", base);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
         snprintf(q, sizeof(q), "%s&drops=Bad:1", base);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);

@@ -1289,6 +1289,85 @@ static void test_keys_and_expiry(void)
         fp_store_close(s);
 }
 
+/* A target's service: stored, filtered on, listed; the agent's rules kept and forgotten. */
+static int count_rule(void *userdata, const struct fp_store_rule *r)
+{
+        char *out = userdata;
+        size_t n = strlen(out);
+        snprintf(out + n, 256 - n, "%lld:%u:%s;", (long long)r->id, r->owner, r->spec);
+        return 0;
+}
+
+static int grab_service(void *userdata, const struct fp_store_series *se)
+{
+        char *out = userdata;
+        size_t n = strlen(out);
+        snprintf(out + n, 256 - n, "%d=%s;", (int)se->pid, se->service);
+        return 0;
+}
+
+static void test_services_and_rules(void)
+{
+        struct fp_store *s = NULL;
+        char err[256], got[256] = "";
+
+        fresh_path("services.db");
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
+        /* pids 10 and 11 are two processes of service "api"; 12 has none. */
+        for (pid_t pid = 10; pid <= 12; pid++) {
+                struct fp_store_batch *b = fp_store_batch_new(T0, 10 * SEC);
+                struct fp_store_target t = {.host = "host-a",
+                                            .pid = pid,
+                                            .starttime = 5,
+                                            .comm = "app",
+                                            .config = "event=cpu-clock freq=99 kernel=0",
+                                            .active = true,
+                                            .service = pid < 12 ? "api" : NULL};
+                uint32_t ti, ei, si;
+                FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
+                FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &cpu_clock, &ei), 0);
+                FP_CHECK_EQ_INT(add_stack(b, (unsigned)pid, &si), 0);
+                FP_CHECK_EQ_INT(fp_store_batch_add_sample(b, ti, ei, pid, "main", si, (uint64_t)pid,
+                                                          (uint64_t)pid * 1000),
+                                0);
+                FP_CHECK_EQ_INT(write_and_free(s, b), 0);
+        }
+        struct fp_store_filter f = {.service = "api"};
+        FP_CHECK_EQ_INT(total_of(s, &f, 0), 10 + 11);
+        f.service = "nope";
+        FP_CHECK_EQ_INT(total_of(s, &f, 0), 0);
+        FP_CHECK_EQ_INT(total_of(s, NULL, 0), 10 + 11 + 12);
+        FP_CHECK_EQ_INT(fp_store_list_series(s, NULL, grab_service, got), 3);
+        FP_CHECK_EQ_STR(got, "10=api;11=api;12=;");
+        /* Samples carry the service label. */
+        struct fp_pprof *p = fp_pprof_new();
+        f.service = "api";
+        FP_CHECK(fp_store_query_pprof(s, &f, p) > 0);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        FP_CHECK_EQ_INT(fp_pprof_encode(p, 0, &buf, &len), 0);
+        FP_CHECK(memmem(buf, len, "service", 7) != NULL);
+        free(buf);
+        fp_pprof_free(p);
+
+        got[0] = 0;
+        FP_CHECK_EQ_INT(fp_store_list_rules(s, count_rule, got), 0);
+        FP_CHECK_EQ_INT(fp_store_rule_put(s, 3, 1000, "name=api\nfreq=99\n"), 0);
+        FP_CHECK_EQ_INT(fp_store_rule_put(s, 1, 0, "unit=nginx\n"), 0);
+        FP_CHECK_EQ_INT(fp_store_rule_put(s, 3, 1000, "name=api\nfreq=49\n"), 0); /* replaced */
+        FP_CHECK_EQ_INT(fp_store_rule_put(s, 0, 0, "x=1\n"), -EINVAL);
+        fp_store_close(s);
+        s = NULL;
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_store_list_rules(s, count_rule, got), 2);
+        FP_CHECK_EQ_STR(got, "1:0:unit=nginx\n;3:1000:name=api\nfreq=49\n;");
+        FP_CHECK_EQ_INT(fp_store_rule_delete(s, 1), 0);
+        FP_CHECK_EQ_INT(fp_store_rule_delete(s, 99), 0);
+        got[0] = 0;
+        FP_CHECK_EQ_INT(fp_store_list_rules(s, count_rule, got), 1);
+        fp_store_close(s);
+}
+
 int main(void)
 {
         snprintf(dir, sizeof(dir), "/tmp/fp-test-store-XXXXXX");
@@ -1308,6 +1387,7 @@ int main(void)
         test_outbox();
         test_batch_edges();
         test_keys_and_expiry();
+        test_services_and_rules();
 
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
