@@ -88,8 +88,11 @@ bool fp_core_in_flight(const struct fp_core *s, pid_t pid, uint64_t starttime);
 void fp_core_rules_resume(struct fp_core *s, struct fp_store *store);
 /* Adds the configuration file's rules (opt.rules); logs the ones that fail. */
 void fp_core_rules_from_config(struct fp_core *s);
-/* The tracker's news: an exec, a move to another cgroup. */
-void fp_core_rules_on_exec(struct fp_core *s, pid_t pid, uint64_t event_ns);
+/*
+ * The tracker's news: an exec (comm: the new name, NULL: unknown), a move
+ * to another cgroup.
+ */
+void fp_core_rules_on_exec(struct fp_core *s, pid_t pid, const char *comm, uint64_t event_ns);
 /*
  * A child forked by a target: true when the parent is a rule's target
  * (the rules decided about the child), false to follow it as before.

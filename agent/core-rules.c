@@ -214,8 +214,34 @@ static void consider(struct fp_core *s, pid_t pid, uint64_t event_ns, bool is_ne
                 start_for_rule(s, cr, &p, false, event_ns, is_new);
 }
 
-void fp_core_rules_on_exec(struct fp_core *s, pid_t pid, uint64_t event_ns)
+/*
+ * Whether a process whose name is comm may match a rule: false only when
+ * every rule is by name and none matches comm (most execs on a host),
+ * which spares reading /proc for them.
+ */
+static bool may_match(const struct fp_core *s, const char *comm)
 {
+        struct fp_rule_proc p = {0};
+
+        snprintf(p.comm, sizeof(p.comm), "%s", comm);
+        for (size_t i = 0; i < s->n_rules; i++) {
+                const struct fp_rule *r = s->rules[i].rule;
+                if (r->kind != FP_RULE_NAME)
+                        return true;
+                p.owner = r->owner; /* the name alone; rights are checked on /proc's answer */
+                if (fp_rule_matches(r, &p))
+                        return true;
+        }
+        return false;
+}
+
+void fp_core_rules_on_exec(struct fp_core *s, pid_t pid, const char *comm, uint64_t event_ns)
+{
+        struct fp_core_target *at = fp_core_find(s, pid);
+
+        /* A rule's target is always looked at: it may no longer match. */
+        if (!at && comm && !may_match(s, comm))
+                return;
         consider(s, pid, event_ns, true);
 }
 
@@ -242,6 +268,8 @@ bool fp_core_rules_on_child(struct fp_core *s, pid_t child, pid_t parent, uint64
         return true;
 }
 
+static bool may_match(const struct fp_core *s, const char *comm);
+
 /* The processes the rules have started, in all. */
 static uint64_t total_started(const struct fp_core *s)
 {
@@ -265,7 +293,10 @@ static size_t scan(struct fp_core *s)
                         continue;
                 pid_t pid = (pid_t)atoi(de->d_name);
                 struct fp_core_target *at = fp_core_find(s, pid);
+                char comm[16];
                 if (at && target_running(at))
+                        continue;
+                if (!at && (fp_proc_comm(pid, pid, comm, sizeof(comm)) < 0 || !may_match(s, comm)))
                         continue;
                 consider(s, pid, 0, false);
         }

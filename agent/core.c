@@ -369,8 +369,10 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
                         follow_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid);
                 break;
         case FP_TRACKER_EXEC:
+                fp_core_rules_on_exec(s, (pid_t)e->tgid, e->comm, e->time_ns);
+                break;
         case FP_TRACKER_CGROUP:
-                fp_core_rules_on_exec(s, (pid_t)e->tgid, e->time_ns);
+                fp_core_rules_on_exec(s, (pid_t)e->tgid, NULL, e->time_ns);
                 break;
         default:
                 break;
