@@ -28,7 +28,11 @@
 #    but matches nobody's own; nobody sees only its rule and may not stop
 #    root's.
 # 7. Bad rules: two selectors, a bad regex, a relative --exe, a missing
-#    cgroup, a bad service name: one line each, exit 1, nothing added.
+#    cgroup, a bad service name: one line each, exit 1, nothing added;
+#    a user's ninth rule is refused (too many rules).
+# 8. Exec: a rule's process that execs a program the rule does not match
+#    stops being profiled; with --no-bpf the /proc scan still finds new
+#    processes within its interval.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 280
@@ -297,3 +301,36 @@ bad "a PID and a rule" "exclude each other" 1 --name a
 bad "--max-processes 0" "max-processes" --name a --max-processes 0
 [[ $(fp_status_json | fp_json_get 'len(d["rules"])') == "$before" ]] || fp_fail "a bad rule was added"
 fp_ok "bad rules are refused with one line and nothing is added"
+if [[ -n ${asnobody:-} ]]; then
+  for i in 1 2 3 4 5 6 7 8; do "${asnobody[@]}" start --name "^fpmany$i\$" >/dev/null; done
+  rc=0
+  msg=$("${asnobody[@]}" start --name '^fpmany9$' 2>&1) || rc=$?
+  [[ $rc -eq 1 && $msg == *"too many rules"* ]] || fp_fail "nobody's ninth rule: rc $rc, '$msg'"
+  fp_ok "a user's ninth rule: $msg"
+  for id in $("${asnobody[@]}" status --json | fp_json_get '" ".join(str(r["id"]) for r in d["rules"])'); do
+    "${asnobody[@]}" stop --rule "$id" >/dev/null
+  done
+fi
+
+# ---- 8. exec, and the fallback's scan -------------------------------------------------------
+install -m 0755 /bin/bash "$FP_TMP/fpexec"
+out=$(fp_ctl start --name '^fpexec$')
+RX=$(rule_id_of "$out")
+"$FP_TMP/fpexec" -c "while [[ ! -e '$FP_TMP/go' ]]; do :; done; exec sleep 60" &
+XP=$!
+fp_track "$XP"
+fp_wait_for 5 target_is "$XP" "fpexec:$RX" || fp_fail "fpexec is not profiled: $(target_of "$XP")"
+touch "$FP_TMP/go"
+fp_wait_for 5 target_is "$XP" absent || fp_fail "after exec'ing sleep, $XP is still profiled: $(target_of "$XP")"
+fp_kill "$XP"
+fp_ok "a rule's process that execs another program is no longer profiled"
+fp_stop_agent
+fp_start_agent --bucket 1 --no-bpf
+fp_ctl start --name '^fpnamed$' --service named >/dev/null
+"$FP_TMP/fpnamed" --threads 1 --duty 0.05 --seconds 60 >/dev/null &
+N3=$!
+fp_track "$N3"
+t0=$SECONDS
+fp_wait_for 5 target_is "$N3" 'named:*' || fp_fail "--no-bpf: the scan did not find $N3"
+fp_kill "$N3"
+fp_ok "--no-bpf: the /proc scan found a new process within $((SECONDS - t0)) s"
