@@ -11,7 +11,9 @@
  * Every --bucket seconds (aligned to the wall clock) each target's open
  * bucket is closed into one batch and handed to the writer; dumps merge
  * the store's buckets with the open ones. At start the store's active
- * targets whose processes still run are resumed.
+ * targets whose processes still run are resumed, and so are the store's
+ * rules (rule.h; core-rules.c applies them), beside the configuration
+ * file's.
  *
  * Everything here runs on the agent's one event-loop thread.
  */

@@ -2,18 +2,24 @@
 /*
  * The thread tracker's kernel side: see tracker.h for what it reports.
  *
- * Two BTF tracepoint programs, CO-RE (vmlinux.h generated at build time):
+ * Four BTF tracepoint programs, CO-RE (vmlinux.h generated at build time):
  *
  *   sched_process_fork(parent, child)  runs in the parent, after the child
  *       is fully set up and visible by its pid, before it first runs. So a
  *       perf event can be opened on the child as soon as the record is read.
  *   sched_process_exit(p)              runs in the exiting thread, before
  *       its files and perf events are torn down.
+ *   sched_process_exec(p, ...)         runs in the process that exec'd,
+ *       with its new image and name, before its first instruction in it.
+ *   cgroup_attach_task(dst, .., task)  runs as a task is moved to another
+ *       cgroup (once per task of a moved process: only the leader's counts).
  *
  * Everything is filtered in the kernel by the targets map: processes the
- * agent does not profile cost one hash lookup per fork and exit. A record
- * the ring buffer has no room for is counted in `dropped`; the agent's
- * once-a-second /proc rescan still finds such a thread.
+ * agent does not profile cost one hash lookup per fork and exit, and, while
+ * the agent has no rules (`watch` clear), per exec. A record the ring
+ * buffer has no room for is counted in `dropped`; the agent's
+ * once-a-second /proc rescan still finds such a thread, and its rules'
+ * /proc scan such a process.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
