@@ -51,7 +51,7 @@ static const struct fp_conf_key agent_keys[] = {
     {"no-bpf", FP_CONF_BOOL, "false", 0, 0, NULL,
      "track threads with perf fork records and /proc rescans, not the BPF tracker"},
     {"target", FP_CONF_LIST, NULL, 0, 0, "RULE",
-     "a rule, as agentctl start's: '--name nginx --freq 99'"},
+     "a rule: what agentctl start takes after 'start' for one"},
 };
 #define N_AGENT_KEYS (sizeof(agent_keys) / sizeof(agent_keys[0]))
 
