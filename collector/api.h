@@ -9,7 +9,7 @@
  * 413 for a decompressed size over the limit, 503 when the store cannot
  * take it now (the agent retries).
  *
- * GET /api/v1/series: {"series":[{host, process, pid, starttime, exe,
+ * GET /api/v1/series: {"series":[{host, service, process, pid, starttime, exe,
  * event, first, last (RFC 3339), first_ns, last_ns, buckets, samples,
  * value, drops:{reason:count}}]}, filtered like the profile.
  *

@@ -9,8 +9,9 @@
 #    instance appears in `dump --service` under its own pid label, with
 #    samples in proportion to the CPU time it reports (the 50 ms one too,
 #    less what it ran before the agent attached); the same merged profile
-#    comes from the real collector (`service=` filter) after a flush, and
-#    /api/v1/series names the service. status lists the rule: 6 started,
+#    comes from the real collector (`service=` filter) after a flush,
+#    /api/v1/series names the service, and the web page links to its
+#    merged top table. status lists the rule: 6 started,
 #    none running, and the exec-to-sampling latency it measured.
 # 2. A rule by cgroup: a cgroup v2 directory made by the test; a process
 #    moved into it is profiled (the BPF tracker reports the move), a
@@ -147,6 +148,11 @@ COLL_TOTAL=$(fp_profile_total "$FP_TMP/coll.pb.gz")
 n=$(curl -sf "$URL/api/v1/series?service=worker" | fp_json_get 'len({s["pid"] for s in d["series"] if s["service"] == "worker"})')
 [[ $n == 6 ]] || fp_fail "/api/v1/series?service=worker lists $n processes, want 6"
 fp_ok "collector: service=worker merges the 6 processes ($COLL_TOTAL samples, as the agent's dump)"
+page=$(curl -sf "$URL/")
+[[ $page == *'href="/top?service=worker&amp;event=cpu-clock"'* ]] || fp_fail "the web page does not link the service"
+page=$(curl -sf "$URL/top?service=worker&event=cpu-clock")
+[[ $page == *spin_inner* && $page == *"service worker"* ]] || fp_fail "the web page's top of service worker lacks spin_inner"
+fp_ok "the web page links the service to its merged top table"
 
 # ---- 2. a rule by cgroup --------------------------------------------------------------
 # The cgroup v2 hierarchy: /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid system.
