@@ -68,6 +68,8 @@ static void usage(FILE *f)
                 "\n"
                 "  flush\n"
                 "        close the open bucket and upload to the collector now\n"
+                "  metrics\n"
+                "        the agent's own metrics in the Prometheus text format (root)\n"
                 "\n"
                 "  --socket PATH   the agent's socket (default " DEFAULT_SOCKET ")\n"
                 "  --version       print the version\n"
@@ -400,11 +402,12 @@ int main(int argc, char **argv)
         } while (0)
 
         if (strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0 || strcmp(cmd, "status") == 0 ||
-            strcmp(cmd, "dump") == 0 || strcmp(cmd, "flush") == 0) {
+            strcmp(cmd, "dump") == 0 || strcmp(cmd, "flush") == 0 || strcmp(cmd, "metrics") == 0) {
                 ADD("cmd", cmd);
         } else {
                 free(q);
-                return fail(2, "unknown command '%s' (start, stop, status, dump, flush)", cmd);
+                return fail(2, "unknown command '%s' (start, stop, status, dump, flush, metrics)",
+                            cmd);
         }
         bool want_pid = strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0;
         bool may_pid = want_pid || strcmp(cmd, "dump") == 0;

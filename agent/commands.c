@@ -11,6 +11,7 @@
 #include "counters.h"
 #include "escape.h"
 #include "pprof.h"
+#include "metrics.h"
 #include "procfs.h"
 #include "rule.h"
 #include "status.h"
@@ -491,8 +492,21 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         fp_pprof_free(p);
 }
 
+static void cmd_metrics(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
+{
+        struct fp_core *s = userdata;
+        struct fp_core_status st;
+        (void)q;
+        if (fp_control_cred(c)->uid != 0)
+                return fp_control_error(c, "only root may read the agent's metrics");
+        if (fp_core_status(s, 0, &st) < 0)
+                return fp_control_error(c, "out of memory");
+        fp_metrics_write(&st, fp_write_file, fp_control_out(c));
+        fp_core_status_free(&st);
+}
+
 const struct fp_control_command fp_commands[] = {
     {"start", cmd_start}, {"stop", cmd_stop},   {"status", cmd_status},
-    {"dump", cmd_dump},   {"flush", cmd_flush},
+    {"dump", cmd_dump},   {"flush", cmd_flush}, {"metrics", cmd_metrics},
 };
 const size_t fp_n_commands = sizeof(fp_commands) / sizeof(fp_commands[0]);

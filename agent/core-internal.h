@@ -60,6 +60,12 @@ struct fp_core {
         uint64_t children_not_followed; /* the pending list was full */
         struct batch_ctx *in_flight;    /* batches queued for the writer */
 
+        /* Monotonic totals for metrics: samples of targets forgotten, drops stored. */
+        uint64_t gone_samples;
+        struct fp_target_drop stored_drops[FP_CORE_MAX_DROPS]; /* reasons: static strings */
+        char stored_drop_names[FP_CORE_MAX_DROPS][32];
+        size_t n_stored_drops;
+
         /* Rules (core-rules.c). */
         struct core_rule *rules;
         size_t n_rules, cap_rules;

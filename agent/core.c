@@ -254,6 +254,22 @@ static void on_bucket(evutil_socket_t fd, short what, void *arg)
         arm_bucket_timer(s);
 }
 
+/* Adds count to the monotonic total of drops stored for reason. */
+static void count_stored_drop(struct fp_core *s, const char *reason, uint64_t count)
+{
+        size_t i = 0;
+        while (i < s->n_stored_drops && strcmp(s->stored_drop_names[i], reason) != 0)
+                i++;
+        if (i == s->n_stored_drops) {
+                if (i == FP_CORE_MAX_DROPS)
+                        return;
+                snprintf(s->stored_drop_names[i], sizeof(s->stored_drop_names[i]), "%s", reason);
+                s->stored_drops[i] = (struct fp_target_drop){s->stored_drop_names[i], 0};
+                s->n_stored_drops++;
+        }
+        s->stored_drops[i].count += count;
+}
+
 static void on_writer_done(void *userdata, const struct fp_writer_result *r)
 {
         struct fp_core *s = userdata;
@@ -289,6 +305,10 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
         } else {
                 s->store_error[0] = 0;
                 s->buckets_closed++;
+                for (size_t i = 0; i < ctx->n; i++)
+                        for (size_t k = 0; k < ctx->t[i].n_drops; k++)
+                                count_stored_drop(s, ctx->t[i].drops[k].reason,
+                                                  ctx->t[i].drops[k].count);
         }
         if (r->have_stats) {
                 s->have_stats = true;
@@ -434,6 +454,10 @@ void fp_core_poll_tracker(struct fp_core *s)
 
 void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
 {
+        struct fp_target_stats st;
+
+        fp_target_stats(at->t, &st);
+        s->gone_samples += st.samples;
         if (s->tracker)
                 (void)fp_tracker_remove(s->tracker, fp_target_pid(at->t));
         close_buckets(s, at, false);
@@ -772,6 +796,15 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 ts->n_drops = target_drops(s, t, ts->drops, FP_CORE_MAX_DROPS);
                 st.n_targets++;
         }
+        st.samples_total = s->gone_samples;
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target_stats ts;
+                fp_target_stats(s->targets[i].t, &ts);
+                st.samples_total += ts.samples;
+        }
+        st.stored_drops = s->stored_drops;
+        st.n_stored_drops = s->n_stored_drops;
+        st.evicted_buckets = s->stats.evicted_buckets;
         if (fp_core_rules_status(s, uid, &st) < 0) {
                 fp_core_status_free(&st);
                 return -ENOMEM;

@@ -204,6 +204,11 @@ struct fp_core_status {
         /* The targets uid may see. */
         struct fp_core_target_status *targets;
         size_t n_targets;
+        /* Monotonic totals of every target (for metrics): samples kept, drops stored. */
+        uint64_t samples_total;
+        const struct fp_target_drop *stored_drops;
+        size_t n_stored_drops;
+        uint64_t evicted_buckets;
         /* The rules uid may see (its own; root: all), and the /proc scan's cost. */
         struct fp_core_rule_status *rules;
         size_t n_rules;

@@ -7,6 +7,8 @@
  * SIGTERM and SIGINT end the loop; every target is detached on the way out.
  */
 #include "conf.h"
+#include "metrics.h"
+#include "util.h"
 #include "rule.h"
 #include "log.h"
 #include "commands.h"
@@ -50,10 +52,22 @@ static const struct fp_conf_key agent_keys[] = {
      "seconds between uploads, 5 to 86400"},
     {"no-bpf", FP_CONF_BOOL, "false", 0, 0, NULL,
      "track threads with perf fork records and /proc rescans, not the BPF tracker"},
+    {"metrics-listen", FP_CONF_STRING, NULL, 0, 0, "ADDR:PORT",
+     "serve the agent's metrics on GET /metrics here (Prometheus)"},
     {"target", FP_CONF_LIST, NULL, 0, 0, "RULE",
      "a rule: what agentctl start takes after 'start' for one"},
 };
 #define N_AGENT_KEYS (sizeof(agent_keys) / sizeof(agent_keys[0]))
+
+/* --metrics-listen: ADDR:PORT. */
+static int check_listen(const char *value, char *err, size_t err_len)
+{
+        char host[256];
+        unsigned port;
+        if (fp_parse_listen(value, host, sizeof(host), &port) < 0)
+                return fp_errf(err, err_len, -EINVAL, "not ADDR:PORT, e.g. 127.0.0.1:9465");
+        return 0;
+}
 
 static void usage(FILE *f, const struct fp_conf *conf)
 {
@@ -159,7 +173,8 @@ int main(int argc, char **argv)
         bool foreground = false;
         struct fp_core *core = NULL;
         struct fp_control *control = NULL;
-        const char *socket_path = NULL;
+        struct fp_metrics_server *metrics = NULL;
+        const char *socket_path = NULL, *metrics_listen = NULL;
         struct event_base *base;
         struct event *sigterm, *sigint;
         char err[512];
@@ -169,6 +184,8 @@ int main(int argc, char **argv)
         r = fp_conf_new(agent_keys, N_AGENT_KEYS, &conf);
         if (r == 0)
                 r = fp_conf_set_check(conf, "target", fp_rule_check_words);
+        if (r == 0)
+                r = fp_conf_set_check(conf, "metrics-listen", check_listen);
         if (r < 0) {
                 fp_log(LOG_ERR, "Failed to set up the settings: %s", strerror(-r));
                 return 1;
@@ -217,8 +234,12 @@ int main(int argc, char **argv)
         if (r >= 0)
                 r = fp_control_new(base, socket_path, fp_commands, fp_n_commands, core, &control,
                                    err, sizeof(err));
+        metrics_listen = fp_conf_string(conf, "metrics-listen");
+        if (r >= 0 && metrics_listen)
+                r = fp_metrics_listen(base, core, metrics_listen, &metrics, err, sizeof(err));
         if (r < 0) {
                 fp_log(LOG_ERR, "%s", err);
+                fp_control_free(control);
                 fp_core_free(core);
                 event_base_free(base);
                 return 1;
@@ -238,6 +259,7 @@ int main(int argc, char **argv)
         fp_log(LOG_INFO, "shutting down");
         event_free(sigterm);
         event_free(sigint);
+        fp_metrics_server_free(metrics);
         fp_core_free(core); /* answers the dumps still waiting for the writer */
         fp_control_free(control);
         event_base_free(base);

@@ -58,6 +58,7 @@ struct fp_target_stats {
         uint64_t leaf_fixups;           /* fp mode: a frameless leaf's caller put back */
         uint64_t stack_bytes;           /* user-stack bytes the kernel copied, in all */
         uint64_t jit_frames;            /* frames named from a perf map */
+        uint64_t ring_bytes;            /* memory the live threads' perf rings map */
         bool kernel_excluded;           /* the kernel refused kernel-mode samples: user time only */
         uint64_t start_ns;              /* CLOCK_REALTIME of start */
         /*

@@ -40,6 +40,13 @@ struct fp_thread *fp_thread_find(struct fp_target *t, pid_t tid)
  * called from inside a ring's drain (the ring would be unmapped under the
  * reader): records only mark exit_pending, and fp_target_reap_exits() detaches.
  */
+/* Memory a live thread's two rings map (data pages and each metadata page). */
+static uint64_t ring_bytes(const struct fp_thread *th)
+{
+        uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+        return th->sampler.data_size + th->sideband.data_size + 2 * page;
+}
+
 void fp_thread_detach(struct fp_thread *th)
 {
         struct fp_target *t = th->target;
@@ -51,6 +58,7 @@ void fp_thread_detach(struct fp_thread *th)
         event_free(th->ev_sampler);
         event_free(th->ev_sideband);
         th->ev_sampler = th->ev_sideband = NULL;
+        t->st.ring_bytes -= ring_bytes(th);
         fp_perf_ring_close(&th->sampler);
         fp_perf_ring_close(&th->sideband);
         th->live = false;
@@ -138,6 +146,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
         th->live = true;
         th->attach_ns = fp_now_ns(CLOCK_MONOTONIC);
         t->st.threads_live++;
+        t->st.ring_bytes += ring_bytes(th);
         return 0;
 }
 

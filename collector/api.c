@@ -12,6 +12,7 @@
 #include "pprof.h"
 #include "http.h"
 #include "json.h"
+#include "prom.h"
 #include "store.h"
 #include "writeq.h"
 
@@ -126,13 +127,18 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
         if (r < 0) {
                 int code = r == -EFBIG ? 413 : r == -ENOMEM ? 503 : 400;
 
-                s->st.uploads_rejected++;
+                if (code == 413)
+                        s->st.uploads_too_large++;
+                else
+                        s->st.uploads_rejected++;
                 fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s", meta->host,
                        (int)meta->pid, err);
                 fp_coll_reply_error(req, code, "%s", err);
                 goto out;
         }
-        s->st.decode_ns += (uint64_t)((int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0);
+        int64_t took = (int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0;
+        s->st.decode_ns += (uint64_t)took;
+        fp_hist_observe(&s->st.decode, (double)took / 1e9);
         if (key && (r = fp_store_batch_set_key(batch, key)) < 0) {
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
@@ -152,6 +158,7 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                         evhttp_connection_set_closecb(pu->evcon, on_conn_closed, pu);
         }
         if (r < 0) {
+                s->st.uploads_busy++;
                 fp_coll_reply_error(req, 503, "%s",
                                     r == -EBUSY ? "too many uploads are waiting to be stored; "
                                                   "try again later"
@@ -419,5 +426,82 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
             s->st.decode_ns / 1000000, s->st.store_ns / 1000000, s->st.groups, ss.buckets,
             ss.targets, ss.file_bytes, ss.wal_bytes, s->store_max_bytes);
         fp_coll_reply(req, r < 0 ? 503 : 200, "application/json", b);
+        evbuffer_free(b);
+}
+
+/* ---- metrics ---- */
+
+void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        struct fp_store_stats ss = {0};
+        struct evbuffer *b = evbuffer_new();
+        struct fp_hist write;
+        size_t queued = 0;
+        struct fp_prom p;
+        int r = fp_store_stats(s->store, &ss);
+
+        if (!b) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                return;
+        }
+        fp_coll_writeq_metrics(s->writeq, &write, &queued);
+        fp_prom_init(&p, fp_write_evbuffer, b);
+        fp_prom_family(&p, "fleetprof_collector_build_info", "gauge", "The collector's version.");
+        fp_prom_value(&p, "fleetprof_collector_build_info", "version", FP_VERSION, 1);
+        fp_prom_family(&p, "fleetprof_collector_uptime_seconds", "gauge",
+                       "Seconds since the collector started.");
+        fp_prom_value(&p, "fleetprof_collector_uptime_seconds", NULL, NULL,
+                      (double)((int64_t)fp_now_ns(CLOCK_REALTIME) - s->st.started_ns) / 1e9);
+        static const char uploads[] = "fleetprof_collector_uploads_total";
+        fp_prom_family(&p, uploads, "counter",
+                       "Uploads by outcome: stored, duplicate (a retry of a stored one), rejected "
+                       "(400), too_large (413), busy (503: the write queue was full), failed (503: "
+                       "the store failed).");
+        fp_prom_value(&p, uploads, "outcome", "stored", (double)s->st.uploads_stored);
+        fp_prom_value(&p, uploads, "outcome", "duplicate", (double)s->st.uploads_duplicate);
+        fp_prom_value(&p, uploads, "outcome", "rejected", (double)s->st.uploads_rejected);
+        fp_prom_value(&p, uploads, "outcome", "too_large", (double)s->st.uploads_too_large);
+        fp_prom_value(&p, uploads, "outcome", "busy", (double)s->st.uploads_busy);
+        fp_prom_value(&p, uploads, "outcome", "failed", (double)s->st.uploads_failed);
+        fp_prom_family(&p, "fleetprof_collector_received_bytes_total", "counter",
+                       "Bytes of upload bodies received (compressed).");
+        fp_prom_value(&p, "fleetprof_collector_received_bytes_total", NULL, NULL,
+                      (double)s->st.bytes_received);
+        fp_prom_family(&p, "fleetprof_collector_samples_stored_total", "counter",
+                       "Samples in the uploads stored.");
+        fp_prom_value(&p, "fleetprof_collector_samples_stored_total", NULL, NULL,
+                      (double)s->st.samples_stored);
+        fp_prom_family(&p, "fleetprof_collector_decode_seconds", "histogram",
+                       "Time to decode and check one upload.");
+        fp_prom_hist(&p, "fleetprof_collector_decode_seconds", &s->st.decode);
+        fp_prom_family(&p, "fleetprof_collector_store_write_seconds", "histogram",
+                       "Time to write one group of uploads (one transaction).");
+        fp_prom_hist(&p, "fleetprof_collector_store_write_seconds", &write);
+        fp_prom_family(&p, "fleetprof_collector_write_queue_uploads", "gauge",
+                       "Uploads decoded and waiting for (or in) a store write.");
+        fp_prom_value(&p, "fleetprof_collector_write_queue_uploads", NULL, NULL, (double)queued);
+        fp_prom_family(&p, "fleetprof_collector_store_bytes", "gauge",
+                       "Bytes of the store: database file and write-ahead log.");
+        fp_prom_value(&p, "fleetprof_collector_store_bytes", NULL, NULL,
+                      (double)(ss.file_bytes + ss.wal_bytes));
+        fp_prom_family(&p, "fleetprof_collector_store_budget_bytes", "gauge",
+                       "The store's byte budget (0: none).");
+        fp_prom_value(&p, "fleetprof_collector_store_budget_bytes", NULL, NULL,
+                      (double)s->store_max_bytes);
+        fp_prom_family(&p, "fleetprof_collector_store_buckets", "gauge",
+                       "Uploads (buckets) in the store.");
+        fp_prom_value(&p, "fleetprof_collector_store_buckets", NULL, NULL, (double)ss.buckets);
+        fp_prom_family(&p, "fleetprof_collector_store_up", "gauge",
+                       "1 when the store could be read for these figures.");
+        fp_prom_value(&p, "fleetprof_collector_store_up", NULL, NULL, r < 0 ? 0 : 1);
+        fp_prom_family(&p, "fleetprof_collector_requests_total", "counter",
+                       "HTTP requests by endpoint (\"other\": no such endpoint).");
+        for (size_t i = 0; i < FP_COLL_MAX_ROUTES; i++)
+                if (s->st.by_route[i].path)
+                        fp_prom_value(&p, "fleetprof_collector_requests_total", "path",
+                                      s->st.by_route[i].path, (double)s->st.by_route[i].n);
+        fp_prom_value(&p, "fleetprof_collector_requests_total", "path", "other",
+                      (double)s->st.not_found);
+        fp_coll_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);
         evbuffer_free(b);
 }

@@ -17,6 +17,11 @@
  * (filter.h) selects; 404 when nothing matches.
  *
  * GET /healthz: {"status":"ok", counters}.
+ *
+ * GET /metrics: the same and more in the Prometheus text format: uploads
+ * by outcome, bytes and samples received, decode and store-write latency
+ * histograms, the write queue's depth, the store's size and budget,
+ * requests by endpoint.
  */
 #pragma once
 
@@ -30,6 +35,7 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req);
 void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req);
 void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req);
 void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req);
+void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req);
 
 /* The read filter of req's query string (filter.h); answers 400 itself when it is bad. */
 struct fp_coll_filter;

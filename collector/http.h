@@ -9,6 +9,8 @@
  */
 #pragma once
 
+#include "prom.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,13 +19,23 @@ struct evhttp_request;
 struct evbuffer;
 struct fp_store;
 
+#define FP_COLL_MAX_ROUTES 16
+
 struct fp_coll_stats {
         uint64_t uploads_stored, uploads_duplicate, uploads_rejected, uploads_failed;
+        uint64_t uploads_too_large, uploads_busy; /* 413 for the inflated size; 503 queue full */
         uint64_t samples_stored, bytes_received;
         uint64_t requests;
         uint64_t decode_ns, store_ns; /* time spent decoding and writing uploads */
         uint64_t groups;              /* store transactions that wrote uploads */
         int64_t started_ns;
+        struct fp_hist decode; /* seconds to decode one upload */
+        /* Requests by route (server.c's table), and by nothing (404). */
+        struct {
+                const char *path;
+                uint64_t n;
+        } by_route[FP_COLL_MAX_ROUTES];
+        uint64_t not_found;
 };
 
 struct fp_coll_server {

@@ -75,7 +75,9 @@ static void on_request(struct evhttp_request *req, void *arg)
             {"/healthz", EVHTTP_REQ_GET, false, fp_coll_api_healthz},
             {"/", EVHTTP_REQ_GET, false, fp_coll_web_index},
             {"/top", EVHTTP_REQ_GET, false, fp_coll_web_top},
+            {"/metrics", EVHTTP_REQ_GET, false, fp_coll_metrics},
         };
+        _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 
         s->st.requests++;
         if (!path || !*path)
@@ -91,11 +93,14 @@ static void on_request(struct evhttp_request *req, void *arg)
                                             routes[i].cmd == EVHTTP_REQ_GET ? "GET" : "POST");
                         return;
                 }
+                s->st.by_route[i].path = routes[i].path;
+                s->st.by_route[i].n++;
                 if (routes[i].auth && !authorized(s, req))
                         return;
                 routes[i].fn(s, req);
                 return;
         }
+        s->st.not_found++;
         fp_coll_reply_error(req, 404, "no such endpoint: %.200s", path);
 }
 
@@ -139,34 +144,6 @@ static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, c
         return 0;
 }
 
-/* "ADDR:PORT", "[v6]:PORT" or ":PORT" (all addresses). */
-static int split_listen(const char *listen, char *addr, size_t addrlen, unsigned *port)
-{
-        const char *colon = strrchr(listen, ':');
-        const char *a = listen;
-        size_t n;
-        char *end;
-        unsigned long p;
-
-        if (!colon)
-                return -EINVAL;
-        n = (size_t)(colon - listen);
-        if (n >= 2 && a[0] == '[' && a[n - 1] == ']')
-                a++, n -= 2;
-        if (n >= addrlen)
-                return -EINVAL;
-        memcpy(addr, a, n);
-        addr[n] = 0;
-        if (!n)
-                snprintf(addr, addrlen, "0.0.0.0");
-        errno = 0;
-        p = strtoul(colon + 1, &end, 10);
-        if (errno || *end || colon[1] == 0 || p == 0 || p > 65535)
-                return -EINVAL;
-        *port = (unsigned)p;
-        return 0;
-}
-
 int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                        struct fp_coll_server **ret, char *err, size_t errlen)
 {
@@ -176,7 +153,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         unsigned port;
         int r;
 
-        if (split_listen(c->listen, addr, sizeof(addr), &port) < 0) {
+        if (fp_parse_listen(c->listen, addr, sizeof(addr), &port) < 0) {
                 fp_errf(err, errlen, 0, "invalid --listen '%s': ADDR:PORT, e.g. 127.0.0.1:7070",
                         c->listen);
                 return -EINVAL;
@@ -189,6 +166,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         s->base = base;
         s->max_profile_bytes = (size_t)c->max_profile_mb << 20;
         s->st.started_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
+        fp_hist_init(&s->st.decode, fp_hist_latency_bounds, fp_hist_latency_n);
         snprintf(s->listen, sizeof(s->listen), "%s", c->listen);
         if (c->token_file && (r = fp_read_token_file(c->token_file, &s->token, err, errlen)) < 0)
                 goto fail;

@@ -14,6 +14,7 @@
  *   GET  /api/v1/series    what is stored, JSON                     api.c
  *   GET  /api/v1/profile   one merged gzip pprof                    api.c
  *   GET  /healthz          liveness and counters, JSON              api.c
+ *   GET  /metrics          Prometheus text format                   api.c
  *   GET  /                 the web page                             web.c
  *   GET  /top              a top table of one selection, HTML       web.c
  */

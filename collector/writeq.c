@@ -14,6 +14,7 @@
  * store. The lock guards the two lists and the writer's time figures.
  */
 #include "writeq.h"
+#include "prom.h"
 #include "util.h"
 #include "log.h"
 #include "store.h"
@@ -54,6 +55,7 @@ struct fp_coll_writeq {
         size_t queued; /* jobs in todo and being written */
         bool stopping;
         uint64_t store_ns, groups, expired; /* the writer's figures, under lock */
+        struct fp_hist write_hist;          /* seconds per group, under lock */
         char error[256];                    /* the last store failure, under lock */
 };
 
@@ -88,6 +90,7 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
         pthread_mutex_lock(&q->lock);
         q->store_ns += (uint64_t)took;
         q->groups++;
+        fp_hist_observe(&q->write_hist, (double)took / 1e9);
         if (r < 0)
                 snprintf(q->error, sizeof(q->error), "%s", fp_store_errmsg(q->store));
         for (size_t i = 0; i < n; i++) {
@@ -196,6 +199,7 @@ int fp_coll_writeq_new(struct event_base *base, struct fp_store *store, uint64_t
         q->todo_tail = &q->todo;
         q->done_tail = &q->done;
         pthread_mutex_init(&q->lock, NULL);
+        fp_hist_init(&q->write_hist, fp_hist_latency_bounds, fp_hist_latency_n);
         pthread_cond_init(&q->wake, NULL);
         q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (q->efd < 0) {
@@ -239,6 +243,14 @@ void fp_coll_writeq_free(struct fp_coll_writeq *q)
         pthread_cond_destroy(&q->wake);
         pthread_mutex_destroy(&q->lock);
         free(q);
+}
+
+void fp_coll_writeq_metrics(struct fp_coll_writeq *q, struct fp_hist *ret_write, size_t *ret_queued)
+{
+        pthread_mutex_lock(&q->lock);
+        *ret_write = q->write_hist;
+        *ret_queued = q->queued;
+        pthread_mutex_unlock(&q->lock);
 }
 
 void fp_coll_writeq_stats(struct fp_coll_writeq *q, uint64_t *ret_store_ns, uint64_t *ret_groups)

@@ -52,3 +52,7 @@ int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_store_batch *batch,
                        fp_coll_writeq_done_fn done, void *userdata);
 /* Time spent writing and groups written so far. */
 void fp_coll_writeq_stats(struct fp_coll_writeq *q, uint64_t *ret_store_ns, uint64_t *ret_groups);
+/* For /metrics: seconds per group written (a copy), and uploads queued or being written. */
+struct fp_hist;
+void fp_coll_writeq_metrics(struct fp_coll_writeq *q, struct fp_hist *ret_write,
+                            size_t *ret_queued);

@@ -131,3 +131,30 @@ int fp_read_token_file(const char *path, char **ret, char *err, size_t err_len)
         *ret = copy;
         return 0;
 }
+
+int fp_parse_listen(const char *listen, char *addr, size_t addrlen, unsigned *port)
+{
+        const char *colon = strrchr(listen, ':');
+        const char *a = listen;
+        size_t n;
+        char *end;
+        unsigned long p;
+
+        if (!colon)
+                return -EINVAL;
+        n = (size_t)(colon - listen);
+        if (n >= 2 && a[0] == '[' && a[n - 1] == ']')
+                a++, n -= 2;
+        if (n >= addrlen)
+                return -EINVAL;
+        memcpy(addr, a, n);
+        addr[n] = 0;
+        if (!n)
+                snprintf(addr, addrlen, "0.0.0.0");
+        errno = 0;
+        p = strtoul(colon + 1, &end, 10);
+        if (errno || *end || colon[1] == 0 || p == 0 || p > 65535)
+                return -EINVAL;
+        *port = (unsigned)p;
+        return 0;
+}

@@ -49,6 +49,12 @@ int fp_grow(void *arr, size_t *cap, size_t need, size_t elem);
 int fp_parse_duration(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 
 /*
+ * A listening address: "ADDR:PORT", "[v6]:PORT" or ":PORT" (all IPv4
+ * addresses) into addr and *port (1 to 65535). 0 or -EINVAL.
+ */
+int fp_parse_listen(const char *listen, char *addr, size_t addrlen, unsigned *port);
+
+/*
  * Reads a bearer token: the first line of path, without its newline and
  * surrounding blanks; the file must be a regular file of at most 4 KiB
  * holding a non-empty token of printable ASCII. *ret is malloc'd, owned by

@@ -8,6 +8,7 @@
 #include "fp-test.h"
 #include "json.h"
 #include "log.h"
+#include "prom.h"
 #include "util.h"
 
 #include <errno.h>
@@ -180,8 +181,45 @@ static void test_errf(void)
         FP_CHECK_EQ_INT(fp_errf(NULL, 0, -ENOENT, "ignored"), -ENOENT);
 }
 
+/* The Prometheus writer: escaped label values, exact integers, cumulative histograms. */
+static void test_prom(void)
+{
+        static const double bounds[] = {0.01, 0.1, 1};
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        struct fp_prom p;
+        struct fp_hist h;
+
+        fp_prom_init(&p, fp_write_file, f);
+        fp_prom_family(&p, "x_total", "counter", "Things.");
+        fp_prom_value(&p, "x_total", "why", "a\"b\\c\nd\x1b\xc3\xa9", 18446744073709551615.0);
+        fp_prom_value(&p, "x_total", NULL, NULL, 12345678901234.0);
+        fp_prom_value(&p, "x_total", "f", "half", 0.5);
+        fp_hist_init(&h, bounds, 3);
+        fp_hist_observe(&h, 0.005);
+        fp_hist_observe(&h, 0.01); /* on a bound: in that bucket */
+        fp_hist_observe(&h, 0.5);
+        fp_hist_observe(&h, 7);
+        fp_prom_hist(&p, "lat_seconds", &h);
+        fclose(f);
+        FP_CHECK_EQ_STR(buf, "# HELP x_total Things.\n"
+                             "# TYPE x_total counter\n"
+                             "x_total{why=\"a\\\"b\\\\c\\nd???\"} 1.84467441e+19\n"
+                             "x_total 12345678901234\n"
+                             "x_total{f=\"half\"} 0.5\n"
+                             "lat_seconds_bucket{le=\"0.01\"} 2\n"
+                             "lat_seconds_bucket{le=\"0.1\"} 2\n"
+                             "lat_seconds_bucket{le=\"1\"} 3\n"
+                             "lat_seconds_bucket{le=\"+Inf\"} 4\n"
+                             "lat_seconds_sum 7.515\n"
+                             "lat_seconds_count 4\n");
+        free(buf);
+}
+
 int main(void)
 {
+        test_prom();
         test_utf8();
         test_json_escape();
         test_html_url();
