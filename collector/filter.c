@@ -73,6 +73,24 @@ static int text(const char *name, const char *v, char *dst, size_t size, char *e
 int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filter *ret, char *err,
                          size_t errlen)
 {
+        return fp_coll_filter_parse_ex(query, now_ns, NULL, NULL, ret, err, errlen);
+}
+
+/* Whether key is one of the endpoint's own (extra), or another filter's (prefixed). */
+static bool skipped(const char *key, const char *prefix, const char *const *extra)
+{
+        if (!prefix && strncmp(key, FP_COLL_BASE_PREFIX, strlen(FP_COLL_BASE_PREFIX)) == 0)
+                return extra != NULL; /* base_ keys belong to a diff's baseline */
+        for (; extra && *extra; extra++)
+                if (strcmp(key, *extra) == 0)
+                        return true;
+        return false;
+}
+
+int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefix,
+                            const char *const *extra, struct fp_coll_filter *ret, char *err,
+                            size_t errlen)
+{
         struct fp_coll_filter *f;
         struct evkeyvalq q;
         struct evkeyval *kv;
@@ -92,6 +110,15 @@ int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filte
                 const char *k = kv->key, *v = kv->value;
                 char *end;
                 long n;
+
+                if (prefix) {
+                        /* A baseline: only its own keys, without the prefix. */
+                        if (strncmp(k, prefix, strlen(prefix)) != 0)
+                                continue;
+                        k += strlen(prefix);
+                } else if (skipped(k, prefix, extra)) {
+                        continue;
+                }
 
                 if (strcmp(k, "host") == 0) {
                         r = text(k, v, f->host, sizeof(f->host), err, errlen);

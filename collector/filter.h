@@ -32,6 +32,17 @@ struct fp_coll_filter {
 /* 0, or -EINVAL with one line in err. now_ns is CLOCK_REALTIME. */
 int fp_coll_filter_parse(const char *query, int64_t now_ns, struct fp_coll_filter *ret, char *err,
                          size_t errlen);
+/*
+ * The same for an endpoint with parameters of its own: keys listed in
+ * extra (NULL-terminated) are left to the caller, and so are keys that
+ * start with FP_COLL_BASE_PREFIX when extra is given (a diff's baseline).
+ * With prefix, only the keys that start with it are read, without it (the
+ * baseline: "base_from=-2h" is its from); everything else is left alone.
+ */
+#define FP_COLL_BASE_PREFIX "base_"
+int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefix,
+                            const char *const *extra, struct fp_coll_filter *ret, char *err,
+                            size_t errlen);
 /* A TIME as above into nanoseconds. 0 or -EINVAL. */
 int fp_coll_parse_time(const char *s, int64_t now_ns, int64_t *ret);
 

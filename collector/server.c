@@ -10,6 +10,7 @@
 #include "escape.h"
 #include "util.h"
 #include "store.h"
+#include "views.h"
 #include "web.h"
 #include "writeq.h"
 
@@ -76,6 +77,12 @@ static void on_request(struct evhttp_request *req, void *arg)
             {"/", EVHTTP_REQ_GET, false, fp_coll_web_index},
             {"/top", EVHTTP_REQ_GET, false, fp_coll_web_top},
             {"/metrics", EVHTTP_REQ_GET, false, fp_coll_metrics},
+            {"/api/v1/flamegraph", EVHTTP_REQ_GET, false, fp_coll_view_flamegraph},
+            {"/api/v1/diff", EVHTTP_REQ_GET, false, fp_coll_view_diff},
+            {"/api/v1/timeline", EVHTTP_REQ_GET, false, fp_coll_view_timeline},
+            {"/ui/", EVHTTP_REQ_GET, false, fp_coll_web_asset},
+            {"/ui/app.js", EVHTTP_REQ_GET, false, fp_coll_web_asset},
+            {"/ui/app.css", EVHTTP_REQ_GET, false, fp_coll_web_asset},
         };
         _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 

@@ -15,6 +15,8 @@
  *   GET  /api/v1/profile   one merged gzip pprof                    api.c
  *   GET  /healthz          liveness and counters, JSON              api.c
  *   GET  /metrics          Prometheus text format                   api.c
+ *   GET  /api/v1/flamegraph, /api/v1/diff, /api/v1/timeline: the web
+ *                          page's JSON                              views.c
  *   GET  /                 the web page                             web.c
  *   GET  /top              a top table of one selection, HTML       web.c
  */

@@ -100,6 +100,7 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
                 return;
         }
         evbuffer_add_printf(pg.b, head, "fleetprof collector");
+        evbuffer_add_printf(pg.b, "<p><a href=\"/ui/\">flame graphs, time line and diff</a></p>\n");
         evbuffer_add_printf(pg.b,
                             "<h1>fleetprof collector</h1>\n<p>%s %s on %s%s. Uploads stored: "
                             "%" PRIu64 ", duplicates: %" PRIu64 ", refused: %" PRIu64 ".</p>\n",
@@ -184,4 +185,35 @@ out:
         if (b)
                 evbuffer_free(b);
         fp_pprof_free(p);
+}
+
+void fp_coll_web_asset(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const char *path = uri ? evhttp_uri_get_path(uri) : "";
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        struct evbuffer *b;
+
+        (void)s;
+        for (unsigned i = 0; i < fp_coll_n_assets; i++) {
+                if (strcmp(path, fp_coll_assets[i].path) != 0)
+                        continue;
+                b = evbuffer_new();
+                if (!b || evbuffer_add_reference(b, fp_coll_assets[i].data, fp_coll_assets[i].len,
+                                                 NULL, NULL) < 0) {
+                        if (b)
+                                evbuffer_free(b);
+                        fp_coll_reply_error(req, 503, "out of memory");
+                        return;
+                }
+                /* Nothing but the collector itself: no CDN, no inline script, no frames. */
+                evhttp_add_header(
+                    h, "Content-Security-Policy",
+                    "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+                evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+                fp_coll_reply(req, 200, fp_coll_assets[i].type, b);
+                evbuffer_free(b);
+                return;
+        }
+        fp_coll_reply_error(req, 404, "no such file: %.200s", path);
 }

@@ -235,6 +235,16 @@ size_t fp_pp_itab_find(const struct fp_pp_itab *t, uint32_t hash, fp_pp_eq_fn eq
 void fp_pp_itab_set(struct fp_pp_itab *t, size_t slot, uint32_t hash, uint32_t idx);
 void fp_pp_itab_done(struct fp_pp_itab *t);
 
+/*
+ * The name of frame `line` of location id (0-based, innermost first):
+ * its function's name, or for a location without lines
+ * "<mapping basename>+0x<file offset>" or "[unknown]". Written into buf
+ * when it has to be built; the result points into the profile or buf.
+ * (pprof_text.c)
+ */
+const char *fp_pp_frame_name(const struct fp_pprof *p, uint64_t location_id, size_t line, char *buf,
+                             size_t buf_len);
+
 /* The string at index i; "" for 0, FP_PP_NOSTR or anything out of range. */
 const char *fp_pp_str(const struct fp_pprof *p, uint32_t i);
 

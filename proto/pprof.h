@@ -17,6 +17,9 @@
  */
 #pragma once
 
+#include "escape.h"
+
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -156,4 +159,29 @@ int fp_pprof_gunzip(const uint8_t *buf, size_t len, size_t max_size, uint8_t **r
  * label. folded: one "root;...;leaf value" line per distinct stack.
  */
 int fp_pprof_write_top(const struct fp_pprof *p, size_t value_index, size_t n, FILE *out);
+
+/*
+ * Flame graphs (pprof_flame.c): profiles as one call tree, root first. A
+ * node is a frame name under its parent; each has two value sets, 0 (the
+ * profile) and 1 (a baseline, for a diff), with total = self + the
+ * children's totals. Node 0, "all", holds the whole profile.
+ */
+struct fp_flame;
+int fp_flame_new(struct fp_flame **ret);
+void fp_flame_free(struct fp_flame *f);
+/* Adds p's value vi (of positive samples) into set 0 or 1. 0 or -errno. */
+int fp_flame_add(struct fp_flame *f, const struct fp_pprof *p, size_t vi, unsigned set);
+size_t fp_flame_n_nodes(const struct fp_flame *f);
+int64_t fp_flame_total(const struct fp_flame *f, unsigned set);
+/*
+ * Keeps at most about max_nodes nodes, the heaviest: a parent's children
+ * that are cut become one "(other)" child of it, so totals still add up
+ * and the root's stays the profile's. 0 or -ENOMEM.
+ */
+int fp_flame_prune(struct fp_flame *f, size_t max_nodes);
+/*
+ * The tree as JSON: {"name","self","total"[,"base_self","base_total"],
+ * "children":[...]}, children heaviest first; no recursion, any depth.
+ */
+int fp_flame_write_json(const struct fp_flame *f, bool diff, fp_write_fn w, void *ctx);
 int fp_pprof_write_folded(const struct fp_pprof *p, size_t value_index, FILE *out);

@@ -106,14 +106,8 @@ static void put_name(FILE *out, const char *s)
 
 /* ---- frames ---- */
 
-/*
- * The name of frame `line` of location id (0-based, innermost first):
- * its function's name, or for a location without lines
- * "<mapping basename>+0x<file offset>" or "[unknown]". Written into buf
- * when it has to be built; the result points into the profile or buf.
- */
-static const char *frame_name(const struct fp_pprof *p, uint64_t location_id, size_t line,
-                              char *buf, size_t buf_len)
+const char *fp_pp_frame_name(const struct fp_pprof *p, uint64_t location_id, size_t line, char *buf,
+                             size_t buf_len)
 {
         const struct fp_pp_location *l = &p->locations[location_id - 1];
         const struct fp_pp_mapping *m;
@@ -191,7 +185,7 @@ static int top_build_frames(struct top *t)
 
                 t->loc_off[i] = k;
                 for (size_t j = 0; j < nl; j++) {
-                        const char *name = frame_name(p, i + 1, j, buf, sizeof(buf));
+                        const char *name = fp_pp_frame_name(p, i + 1, j, buf, sizeof(buf));
                         int r = fp_pp_intern(t->names, name, strlen(name), &t->frames[k++]);
 
                         if (r < 0)
@@ -521,8 +515,9 @@ int fp_pprof_write_folded(const struct fp_pprof *p, size_t value_index, FILE *ou
                         const struct fp_pp_location *l = &p->locations[locs[j] - 1];
 
                         for (size_t k = l->n_lines ? l->n_lines : 1; k-- > 0;) {
-                                r = append_frame(&buf, &cap, &len,
-                                                 frame_name(p, locs[j], k, name, sizeof(name)));
+                                r = append_frame(
+                                    &buf, &cap, &len,
+                                    fp_pp_frame_name(p, locs[j], k, name, sizeof(name)));
                                 if (r < 0)
                                         goto out;
                         }

@@ -5,7 +5,10 @@
 # the fixed library dependencies (-dev packages), the toolchain, Go (for
 # `go tool pprof`, the reference pprof reader the tests use) and perf (the
 # peer the benchmarks compare against), rpm (rpmbuild, for the .rpm
-# packages) and man-db (the man page checks). Safe to run again.
+# packages), man-db (the man page checks), and for the web page's browser
+# tests Debian's chromium with Node.js and playwright-core from npm (kept in
+# /var/cache/fleetprof-test; no browser is ever downloaded). Safe to run
+# again.
 set -euo pipefail
 
 packages=(
@@ -14,6 +17,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev
   golang-go linux-perf python3 procps util-linux binutils
   rpm man-db groff-base libcap2-bin xz-utils perl
+  chromium fonts-dejavu-core nodejs
 )
 
 missing=()
@@ -25,4 +29,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm: Debian's, unless the installed Node.js brings its own.
+if ! command -v npm >/dev/null; then
+  echo "deps: installing npm"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
+
+# playwright-core drives /usr/bin/chromium in tests/integration/test-webui.sh.
+PW_DIR=/var/cache/fleetprof-test
+PW_VERSION=1.65.1
+if ! grep -qs "\"version\": \"$PW_VERSION\"" "$PW_DIR/node_modules/playwright-core/package.json"; then
+  echo "deps: installing playwright-core $PW_VERSION into $PW_DIR"
+  mkdir -p "$PW_DIR"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --silent --no-audit --no-fund --prefix "$PW_DIR" \
+    "playwright-core@$PW_VERSION" >/dev/null
 fi

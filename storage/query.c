@@ -190,6 +190,53 @@ out:
         return r < 0 ? r : n;
 }
 
+static const char timeline_sql[] =
+    "SELECT b.start_ns, b.length_ns, e.name, sum(bs.count), sum(bs.value)"
+    " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+    " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
+    " JOIN events e ON e.id = bs.event_id"
+    " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"
+    " GROUP BY b.id, e.name ORDER BY b.start_ns, b.id";
+
+int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_store_point_fn fn,
+                      void *userdata)
+{
+        struct fp_store_filter none = {0};
+        sqlite3_stmt *st = NULL;
+        int n = 0, rc, r;
+
+        if (!f)
+                f = &none;
+        r = fp_store_read_begin(s);
+        if (r < 0)
+                return r;
+        r = fp_store_prepare(s, timeline_sql, &st);
+        if (r < 0)
+                goto out;
+        fp_store_bind_filter(st, f);
+        if (f->event)
+                sqlite3_bind_text(st, 10, f->event, -1, SQLITE_STATIC);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct fp_store_point pt = {
+                    .start_ns = sqlite3_column_int64(st, 0),
+                    .length_ns = sqlite3_column_int64(st, 1),
+                    .event = fp_store_col_text(st, 2),
+                    .count = (uint64_t)sqlite3_column_int64(st, 3),
+                    .value = (uint64_t)sqlite3_column_int64(st, 4),
+                };
+                r = fn(userdata, &pt);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r >= 0 && rc != SQLITE_DONE)
+                r = fp_store_db_fail(s, rc, "read the time line");
+out:
+        sqlite3_finalize(st);
+        fp_store_read_end(s);
+        return r < 0 ? r : n;
+}
+
 int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_fn fn,
                           void *userdata)
 {

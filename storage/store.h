@@ -358,6 +358,20 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
                          void *userdata);
 
 /* A stored target, with the time range of the buckets that named it. */
+/* One bucket's sums for one event: the time line of a selection. */
+struct fp_store_point {
+        int64_t start_ns, length_ns;
+        const char *event;
+        uint64_t count, value;
+};
+typedef int (*fp_store_point_fn)(void *userdata, const struct fp_store_point *pt);
+/*
+ * Calls fn for each (bucket, event) with samples matching f, in time
+ * order (f->event: that event only). Returns the number of calls.
+ */
+int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_store_point_fn fn,
+                      void *userdata);
+
 struct fp_store_target_info {
         const char *host;
         pid_t pid;
