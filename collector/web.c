@@ -100,7 +100,7 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
                 return;
         }
         evbuffer_add_printf(pg.b, head, "fleetprof collector");
-        evbuffer_add_printf(pg.b, "<p><a href=\"/ui/\">flame graphs, time line and diff</a></p>\n");
+        evbuffer_add_printf(pg.b, "<p><a href=\"/\">flame graphs, time line and diff</a></p>\n");
         evbuffer_add_printf(pg.b,
                             "<h1>fleetprof collector</h1>\n<p>%s %s on %s%s. Uploads stored: "
                             "%" PRIu64 ", duplicates: %" PRIu64 ", refused: %" PRIu64 ".</p>\n",
@@ -164,7 +164,7 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
                 fprintf(mem, "no samples match this selection\n");
         fclose(mem);
         evbuffer_add_printf(b, head, "fleetprof top");
-        evbuffer_add_printf(b, "<p><a href=\"/\">all series</a></p>\n<h1>top: ");
+        evbuffer_add_printf(b, "<p><a href=\"/series\">all series</a></p>\n<h1>top: ");
         fp_escape_html_evb(b, f.host[0] ? f.host : "all hosts");
         if (f.service[0]) {
                 evbuffer_add_printf(b, " service ");
@@ -190,11 +190,13 @@ out:
 void fp_coll_web_asset(struct fp_coll_server *s, struct evhttp_request *req)
 {
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-        const char *path = uri ? evhttp_uri_get_path(uri) : "";
+        const char *path = uri && evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : "";
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         struct evbuffer *b;
 
         (void)s;
+        if (!*path || strcmp(path, "/") == 0)
+                path = "/ui/"; /* the page is the collector's front page */
         for (unsigned i = 0; i < fp_coll_n_assets; i++) {
                 if (strcmp(path, fp_coll_assets[i].path) != 0)
                         continue;

@@ -2,14 +2,14 @@
 /*
  * The collector's web pages.
  *
- * GET /ui/ is the interactive page (collector/ui/: index.html, app.js,
+ * GET / (and /ui/) is the interactive page (collector/ui/: index.html, app.js,
  * app.css): series, time line, flame graph, top table, diff, callers and
  * callees, drawn in the browser from the JSON of views.c. Its files are
  * embedded into the binary at build time (embed.cmake), served with a
  * Content-Security-Policy that allows nothing but the collector itself,
  * so the page works offline and from the packages.
  *
- * GET / is a plain HTML page (no scripts) that reads in any browser and in
+ * GET /series is a plain HTML page (no scripts) that reads in any browser and in
  * curl: every series with its time range, samples and drops, and links to
  * its top table, its pprof and the interactive page; GET
  * /top?host=&pid=&event=... shows the flat/cumulative top table of a

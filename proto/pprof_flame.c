@@ -221,10 +221,13 @@ int fp_flame_prune(struct fp_flame *f, size_t max_nodes)
         qsort(weights, f->n_nodes, sizeof(*weights), cmp_i64_desc);
         /* Half the room for "(other)" nodes, which a cut parent may need. */
         cut = weights[max_nodes / 2 - 1];
-        if (weights[max_nodes / 2] == cut)
-                cut++; /* ties at the edge: keep fewer rather than all */
         if (cut <= 0)
                 cut = 1;
+        /* Ties at the edge: those heavier, and as many of the equal ones as fit. */
+        size_t above = 0, room;
+        while (above < f->n_nodes && weights[above] > cut)
+                above++;
+        room = max_nodes / 2 > above ? max_nodes / 2 - above : 0;
         if ((r = fp_flame_new(&g)) < 0 || (r = fp_pp_intern(g->names, "(other)", 7, &other)) < 0)
                 goto out;
         g->nodes[0] = f->nodes[0];
@@ -240,7 +243,9 @@ int fp_flame_prune(struct fp_flame *f, size_t max_nodes)
                         map[i] = NO_NODE; /* under a cut node: already counted there */
                         continue;
                 }
-                if (w >= cut) {
+                if (w > cut || (w == cut && room > 0)) {
+                        if (w == cut)
+                                room--;
                         const char *s = fp_pp_str(f->names, o->name);
                         if ((r = fp_pp_intern(g->names, s, strlen(s), &name)) < 0 ||
                             (r = child_of(g, np, name, &nn)) < 0)

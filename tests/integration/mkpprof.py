@@ -51,12 +51,14 @@ def packed(n, values):
 class Profile:
     def __init__(self):
         self.strings = [""]
+        self.index = {"": 0}
         self.body = bytearray()
 
     def s(self, text):
-        if text not in self.strings:
+        if text not in self.index:
+            self.index[text] = len(self.strings)
             self.strings.append(text)
-        return self.strings.index(text)
+        return self.index[text]
 
     def add(self, data):
         self.body += data

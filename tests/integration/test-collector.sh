@@ -168,7 +168,7 @@ grep -q "func_" "$FP_TMP/top.txt" && grep -q "dropped throttled: 6" "$FP_TMP/top
 expect 404 "no samples" "$(curl -s -w '%{http_code}' -o "$FP_TMP/resp" "$url/api/v1/profile?host=nobody"; echo " $(cat "$FP_TMP/resp")")"
 expect 400 "unknown parameter 'hots'" "$(curl -s -w '%{http_code}' -o "$FP_TMP/resp" "$url/api/v1/profile?hots=h1"; echo " $(cat "$FP_TMP/resp")")"
 expect 400 "not a time" "$(curl -s -w '%{http_code}' -o "$FP_TMP/resp" "$url/api/v1/series?from=yesterday"; echo " $(cat "$FP_TMP/resp")")"
-curl -sf "$url/" -o "$FP_TMP/page.html" || fp_fail "GET / failed"
+curl -sf "$url/series" -o "$FP_TMP/page.html" || fp_fail "GET /series failed"
 for w in '<table>' h1 h2 alpha beta task-clock 'throttled: 6' '/top?host=h2'; do
   grep -qF "$w" "$FP_TMP/page.html" || fp_fail "the web page lacks '$w'"
 done

@@ -148,7 +148,7 @@ COLL_TOTAL=$(fp_profile_total "$FP_TMP/coll.pb.gz")
 n=$(curl -sf "$URL/api/v1/series?service=worker" | fp_json_get 'len({s["pid"] for s in d["series"] if s["service"] == "worker"})')
 [[ $n == 6 ]] || fp_fail "/api/v1/series?service=worker lists $n processes, want 6"
 fp_ok "collector: service=worker merges the 6 processes ($COLL_TOTAL samples, as the agent's dump)"
-page=$(curl -sf "$URL/")
+page=$(curl -sf "$URL/series")
 [[ $page == *'href="/top?service=worker&amp;event=cpu-clock"'* ]] || fp_fail "the web page does not link the service"
 page=$(curl -sf "$URL/top?service=worker&event=cpu-clock")
 [[ $page == *spin_inner* && $page == *"service worker"* ]] || fp_fail "the web page's top of service worker lacks spin_inner"

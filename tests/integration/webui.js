@@ -15,7 +15,7 @@ async function ready(page) {
 }
 async function open(page, query) {
   await page.evaluate(() => { delete document.body.dataset.ready; }).catch(() => {});
-  await page.goto(`${base}/ui/${query ? '?' + query : ''}`);
+  await page.goto(`${base}/${query ? '?' + query : ''}`);
   await ready(page);
 }
 // The centre of the widest drawn box named name, in page coordinates.

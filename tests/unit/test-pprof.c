@@ -1351,6 +1351,73 @@ out:
         fp_pprof_free(p);
 }
 
+/* Flame graphs: totals add up, self where the stack ends, pruning keeps every value, JSON. */
+static void test_flame(void)
+{
+        struct fp_pprof *p = fp_pprof_new(), *q = fp_pprof_new();
+        uint64_t m, fmain, fa, fb, lmain, la, lb;
+        struct fp_flame *f = NULL;
+        int64_t v1[2] = {1, 10}, v2[2] = {1, 20}, v3[2] = {1, 5}, v4[2] = {1, 7};
+
+        FP_CHECK(p && q);
+        for (struct fp_pprof *x = p;; x = q) {
+                fp_pprof_add_sample_type(x, "samples", "count");
+                fp_pprof_add_sample_type(x, "cpu", "nanoseconds");
+                fp_pprof_mapping(x, 0x1000, 0x9000, 0, "/bin/app", "", &m);
+                fp_pprof_function(x, "main", "", &fmain);
+                fp_pprof_function(x, "a", "", &fa);
+                fp_pprof_function(x, "b", "", &fb);
+                fp_pprof_location(x, m, 0x1100, fmain, &lmain);
+                fp_pprof_location(x, m, 0x1200, fa, &la);
+                fp_pprof_location(x, m, 0x1300, fb, &lb);
+                if (x == q)
+                        break;
+        }
+        /* main;a;b 10, main;b 20, main 5 (self); and an empty stack 7. */
+        FP_CHECK_EQ_INT(fp_pprof_add_sample(p, (uint64_t[]){lb, la, lmain}, 3, v1, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_pprof_add_sample(p, (uint64_t[]){lb, lmain}, 2, v2, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_pprof_add_sample(p, (uint64_t[]){lmain}, 1, v3, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_pprof_add_sample(p, NULL, 0, v4, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_pprof_add_sample(q, (uint64_t[]){lb, lmain}, 2, v3, NULL, 0), 0);
+        FP_CHECK_EQ_INT(fp_flame_new(&f), 0);
+        FP_CHECK_EQ_INT(fp_flame_add(f, p, 1, 0), 0);
+        FP_CHECK_EQ_INT(fp_flame_add(f, q, 1, 1), 0);
+        FP_CHECK_EQ_INT(fp_flame_add(f, p, 2, 0), -EINVAL);
+        FP_CHECK_EQ_INT(fp_flame_total(f, 0), 42);
+        FP_CHECK_EQ_INT(fp_flame_total(f, 1), 5);
+        /* all, main, a, b under a, b under main, [unknown] */
+        FP_CHECK_EQ_INT(fp_flame_n_nodes(f), 6);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        FP_CHECK_EQ_INT(fp_flame_write_json(f, true, fp_write_file, out), 0);
+        fclose(out);
+        FP_CHECK_EQ_STR(
+            buf, "{\"name\":\"all\",\"self\":0,\"total\":42,\"base_self\":0,\"base_total\":5,"
+                 "\"children\":[{\"name\":\"main\",\"self\":5,\"total\":35,\"base_self\":0,"
+                 "\"base_total\":5,\"children\":[{\"name\":\"b\",\"self\":20,\"total\":20,"
+                 "\"base_self\":5,\"base_total\":5,\"children\":[]},{\"name\":\"a\",\"self\":0,"
+                 "\"total\":10,\"base_self\":0,\"base_total\":0,\"children\":[{\"name\":\"b\","
+                 "\"self\":10,\"total\":10,\"base_self\":0,\"base_total\":0,\"children\":[]}]}]},"
+                 "{\"name\":\"[unknown]\",\"self\":7,\"total\":7,\"base_self\":0,"
+                 "\"base_total\":0,\"children\":[]}]}");
+        free(buf);
+        /* Pruned to 4: the lighter subtrees fold into "(other)"; totals stay. */
+        FP_CHECK_EQ_INT(fp_flame_prune(f, 4), 0);
+        FP_CHECK(fp_flame_n_nodes(f) <= 6);
+        FP_CHECK_EQ_INT(fp_flame_total(f, 0), 42);
+        buf = NULL;
+        out = open_memstream(&buf, &len);
+        FP_CHECK_EQ_INT(fp_flame_write_json(f, false, fp_write_file, out), 0);
+        fclose(out);
+        FP_CHECK(strstr(buf, "\"(other)\"") != NULL);
+        FP_CHECK(strstr(buf, "\"name\":\"main\",\"self\":5,\"total\":35") != NULL);
+        free(buf);
+        fp_flame_free(f);
+        fp_pprof_free(p);
+        fp_pprof_free(q);
+}
+
 int main(void)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1364,5 +1431,6 @@ int main(void)
         test_scale();
         test_alloc_failures();
         test_go_pprof();
+        test_flame();
         return FP_TEST_DONE();
 }
