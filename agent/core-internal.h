@@ -60,6 +60,8 @@ struct fp_core {
         uint64_t children_not_followed; /* the pending list was full */
         struct batch_ctx *in_flight;    /* batches queued for the writer */
 
+        uint64_t cost_cpu_ns; /* the agent's CPU time when the last bucket closed */
+
         /* Monotonic totals for metrics: samples of targets forgotten, drops stored. */
         uint64_t gone_samples;
         struct fp_target_drop stored_drops[FP_CORE_MAX_DROPS]; /* reasons: static strings */

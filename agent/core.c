@@ -214,8 +214,16 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                 if (!running)
                         at->final_written = true;
         }
-        if (!only)
+        if (!only) {
                 s->bucket_start_ns = now;
+                /* What profiling cost over the bucket: the agent's CPU since the last one. */
+                uint64_t cpu = fp_proc_self_cpu_ns();
+                struct fp_store_cost cost = {.agent_cpu_ns = cpu - s->cost_cpu_ns,
+                                             .agent_rss_bytes = fp_proc_self_rss(),
+                                             .host_cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN)};
+                s->cost_cpu_ns = cpu;
+                fp_store_batch_set_cost(b, &cost);
+        }
         if (ctx->n == 0) {
                 fp_store_batch_free(b);
                 free(ctx);
@@ -542,6 +550,7 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
                 s->opt.bucket_seconds = 10;
         s->start_ns = fp_now_ns(CLOCK_MONOTONIC);
         s->bucket_start_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
+        s->cost_cpu_ns = fp_proc_self_cpu_ns();
         s->cache = fp_symcache_new();
         s->ev_bucket = event_new(base, -1, 0, on_bucket, s);
         s->ev_children = event_new(base, -1, 0, on_children, s);

@@ -5,6 +5,7 @@
 #include "metrics.h"
 #include "core.h"
 #include "log.h"
+#include "procfs.h"
 #include "rule.h"
 #include "util.h"
 #include "prom.h"
@@ -18,29 +19,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-/* The agent's resident memory in bytes (/proc/self/statm), 0 when unknown. */
-static uint64_t resident_bytes(void)
-{
-        unsigned long size = 0, resident = 0;
-        FILE *f = fopen("/proc/self/statm", "re");
-
-        if (!f)
-                return 0;
-        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
-                resident = 0;
-        fclose(f);
-        return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
-static double cpu_seconds(void)
-{
-        struct rusage ru;
-        if (getrusage(RUSAGE_SELF, &ru) < 0)
-                return 0;
-        return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-               (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
 
 /* One metric of one value: its family and its sample. */
 static void one(struct fp_prom *p, const char *name, const char *type, const char *help, double v)
@@ -110,9 +88,10 @@ void fp_metrics_write(const struct fp_core_status *st, fp_write_fn w, void *ctx)
         fp_prom_value(&p, "fleetprof_agent_attach_latency_seconds", "percentile", "99",
                       (double)p99 / 1e6);
         one(&p, "fleetprof_agent_cpu_seconds_total", "counter",
-            "CPU time the agent used, all its threads, user and system.", cpu_seconds());
+            "CPU time the agent used, all its threads, user and system.",
+            (double)fp_proc_self_cpu_ns() / 1e9);
         one(&p, "fleetprof_agent_resident_bytes", "gauge", "The agent's resident memory.",
-            (double)resident_bytes());
+            (double)fp_proc_self_rss());
         one(&p, "fleetprof_agent_perf_ring_bytes", "gauge",
             "Memory the perf rings of the profiled threads map (locked kernel memory).",
             (double)ring);

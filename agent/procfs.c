@@ -5,6 +5,8 @@
 #include "procfs.h"
 
 #include <errno.h>
+#include <unistd.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,4 +67,25 @@ int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len)
         else
                 snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
         return fp_proc_read_line(path, buf, len);
+}
+
+uint64_t fp_proc_self_rss(void)
+{
+        unsigned long size = 0, resident = 0;
+        FILE *f = fopen("/proc/self/statm", "re");
+
+        if (!f)
+                return 0;
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+                resident = 0;
+        fclose(f);
+        return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t fp_proc_self_cpu_ns(void)
+{
+        struct timespec ts;
+        if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
+                return 0;
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }

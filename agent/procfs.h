@@ -19,5 +19,9 @@ int fp_proc_read_line(const char *path, char *buf, size_t len);
 uint64_t fp_proc_stat(pid_t pid, char *ret_state);
 /* The owner (uid of /proc/PID). -errno when the process is gone. */
 int fp_proc_owner(pid_t pid, uid_t *ret);
+/* This process's resident memory in bytes (/proc/self/statm), 0 when unknown. */
+uint64_t fp_proc_self_rss(void);
+/* This process's CPU time, every thread, user and system, in ns. */
+uint64_t fp_proc_self_cpu_ns(void);
 /* The thread's name (/proc/PID/task/TID/comm; TID == PID: the process's). */
 int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);

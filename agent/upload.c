@@ -227,6 +227,16 @@ static int build_upload(struct fp_store *store, struct fp_upload_meta *m, bool c
         m->from_ns = t0;
         m->to_ns = t0 + d0;
         snprintf(m->agent, sizeof(m->agent), "%s", FP_VERSION);
+        /* What profiling cost the host over the buckets: the same for every series of them. */
+        struct fp_store_cost cost = {0};
+        if (fp_store_bucket_cost(store, bmin, bmax, &cost) == 0 && cost.host_cpus &&
+            cost.to_ns > cost.from_ns) {
+                m->cost.agent_cpu_ns = cost.agent_cpu_ns;
+                m->cost.agent_rss_bytes = cost.agent_rss_bytes;
+                m->cost.host_cpus = cost.host_cpus;
+                m->cost.from_ns = cost.from_ns;
+                m->cost.to_ns = cost.to_ns;
+        }
         e = fp_upload_encode_query(m, ret_query);
         if (e < 0) {
                 free(body);

@@ -715,6 +715,14 @@ int fp_coll_ingest_build(const struct fp_upload_meta *meta, const uint8_t *body,
                 return r;
         }
         fp_store_batch_set_uploaded(b, true);
+        if (meta->cost.host_cpus) {
+                struct fp_store_cost cost = {.agent_cpu_ns = meta->cost.agent_cpu_ns,
+                                             .agent_rss_bytes = meta->cost.agent_rss_bytes,
+                                             .host_cpus = meta->cost.host_cpus,
+                                             .from_ns = meta->cost.from_ns,
+                                             .to_ns = meta->cost.to_ns};
+                fp_store_batch_set_cost(b, &cost);
+        }
         *ret = b;
         *ret_samples = samples;
         return 0;

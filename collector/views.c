@@ -7,12 +7,17 @@
  *
  *   GET /api/v1/flamegraph?FILTERS[&value=samples][&max_nodes=N]
  *     {"type","unit","total","nodes","pruned","drops":{reason:n},
+ *      "profiler":[{"host","agent_cpu_ns","covered_ns","host_cpus",
+ *                   "agent_rss_bytes","cpu_share"}],
  *      "tree":{"name","self","total","children":[...]}}
  *     The merged profile as a call tree (pprof.h, fp_flame_*): the root's
  *     total is the merged profile's total of the value drawn (its second
  *     sample type, e.g. cpu nanoseconds; value=samples: the sample count).
  *     At most max_nodes nodes (default 50000): lighter subtrees fold into
- *     "(other)" nodes, so every total still adds up.
+ *     "(other)" nodes, so every total still adds up. "profiler" is what
+ *     profiling cost each host of the selection over its time range, as
+ *     its agent measured it: its CPU time and the share of the host's CPU
+ *     (cpu_share, 0 to 1), its largest resident memory.
  *   GET /api/v1/diff?FILTERS&base_FILTERS...[&value=samples][&max_nodes=N]
  *     The same tree with base_self and base_total: the comparison is
  *     selected by FILTERS, the baseline by the same filters overridden by
@@ -159,8 +164,32 @@ static void drops_json(struct evbuffer *b, const struct fp_pprof *p)
         evbuffer_add_printf(b, "}");
 }
 
-/* Builds and sends the tree of p (and base, for a diff). */
-static void send_tree(struct evhttp_request *req, const struct view_params *vp,
+/* One host's profiling cost as JSON (the userdata: the buffer; commas tracked). */
+struct cost_list {
+        struct evbuffer *b;
+        bool first;
+};
+
+static int cost_json(void *userdata, const struct fp_store_host_cost *c)
+{
+        struct cost_list *l = userdata;
+        double share = c->covered_ns > 0 && c->host_cpus
+                           ? (double)c->agent_cpu_ns / ((double)c->covered_ns * c->host_cpus)
+                           : 0;
+        evbuffer_add_printf(l->b, "%s{\"host\":", l->first ? "" : ",");
+        fp_escape_json(fp_write_evbuffer, l->b, c->host);
+        evbuffer_add_printf(l->b,
+                            ",\"agent_cpu_ns\":%" PRIu64 ",\"covered_ns\":%" PRId64
+                            ",\"host_cpus\":%u,\"agent_rss_bytes\":%" PRIu64 ",\"cpu_share\":%.6f}",
+                            c->agent_cpu_ns, c->covered_ns, c->host_cpus, c->agent_rss_bytes,
+                            share);
+        l->first = false;
+        return 0;
+}
+
+/* Builds and sends the tree of p (and base, for a diff), with what profiling cost its hosts. */
+static void send_tree(struct fp_coll_server *s, struct evhttp_request *req,
+                      const struct view_params *vp, const struct fp_store_filter *sel,
                       const struct fp_pprof *p, const struct fp_pprof *base)
 {
         size_t vi = vp->samples ? 0 : 1;
@@ -189,7 +218,10 @@ static void send_tree(struct evhttp_request *req, const struct view_params *vp,
         evbuffer_add_printf(b, ",\"nodes\":%zu,\"pruned\":%s,\"drops\":", fp_flame_n_nodes(f),
                             fp_flame_n_nodes(f) < before ? "true" : "false");
         drops_json(b, p);
-        evbuffer_add_printf(b, ",\"tree\":");
+        evbuffer_add_printf(b, ",\"profiler\":[");
+        struct cost_list cl = {b, true};
+        (void)fp_store_host_costs(s->store, sel, cost_json, &cl); /* a cost is a nicety */
+        evbuffer_add_printf(b, "],\"tree\":");
         r = fp_flame_write_json(f, base != NULL, fp_write_evbuffer, b);
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "cannot write the flame graph: %s", strerror(-r));
@@ -212,7 +244,7 @@ void fp_coll_view_flamegraph(struct fp_coll_server *s, struct evhttp_request *re
         if (view_params(req, &vp) < 0 || view_filter(req, NULL, &f) < 0 ||
             query(s, req, &f.f, "this selection", &p) < 0)
                 return;
-        send_tree(req, &vp, p, NULL);
+        send_tree(s, req, &vp, &f.f, p, NULL);
         fp_pprof_free(p);
 }
 
@@ -254,7 +286,7 @@ void fp_coll_view_diff(struct fp_coll_server *s, struct evhttp_request *req)
                         fp_coll_reply_error(req, 400,
                                             "the baseline and the comparison are different events");
                 else
-                        send_tree(req, &vp, p, base);
+                        send_tree(s, req, &vp, &f.f, p, base);
         }
         fp_pprof_free(p);
         fp_pprof_free(base);

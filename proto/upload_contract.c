@@ -161,6 +161,12 @@ enum {
         P_AGENT = 1 << 8,
         P_DROPS = 1 << 9,
         P_SERVICE = 1 << 10,
+        P_AGENT_CPU = 1 << 11,
+        P_AGENT_RSS = 1 << 12,
+        P_HOST_CPUS = 1 << 13,
+        P_COST_FROM = 1 << 14,
+        P_COST_TO = 1 << 15,
+        P_COST = P_AGENT_CPU | P_AGENT_RSS | P_HOST_CPUS | P_COST_FROM | P_COST_TO,
         P_REQUIRED = P_HOST | P_PID | P_STARTTIME | P_EVENT | P_FROM | P_TO,
 };
 
@@ -168,9 +174,22 @@ static const struct {
         const char *name;
         int bit;
 } params[] = {
-    {"host", P_HOST},   {"pid", P_PID},     {"starttime", P_STARTTIME}, {"comm", P_COMM},
-    {"exe", P_EXE},     {"event", P_EVENT}, {"from", P_FROM},           {"to", P_TO},
-    {"agent", P_AGENT}, {"drops", P_DROPS}, {"service", P_SERVICE},
+    {"host", P_HOST},
+    {"pid", P_PID},
+    {"starttime", P_STARTTIME},
+    {"comm", P_COMM},
+    {"exe", P_EXE},
+    {"event", P_EVENT},
+    {"from", P_FROM},
+    {"to", P_TO},
+    {"agent", P_AGENT},
+    {"drops", P_DROPS},
+    {"service", P_SERVICE},
+    {"agent_cpu_ns", P_AGENT_CPU},
+    {"agent_rss", P_AGENT_RSS},
+    {"host_cpus", P_HOST_CPUS},
+    {"cost_from", P_COST_FROM},
+    {"cost_to", P_COST_TO},
 };
 
 /* Ten years: a longer time range is a bug or an attack, not a bucket. */
@@ -208,6 +227,15 @@ static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const
                         return fp_errf(err, errlen, -EINVAL,
                                        "parameter 'event' must be an event name such as cpu-clock");
                 return copy_text(name, v, m->event, sizeof(m->event), true, err, errlen);
+        case P_COST_FROM:
+        case P_COST_TO:
+                if (parse_i64(v, 0, INT64_MAX, &n) < 0)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter '%s' must be a time in nanoseconds since the "
+                                       "epoch",
+                                       name);
+                *(bit == P_COST_FROM ? &m->cost.from_ns : &m->cost.to_ns) = n;
+                return 0;
         case P_FROM:
         case P_TO:
                 if (parse_i64(v, 0, INT64_MAX, &n) < 0)
@@ -221,6 +249,22 @@ static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const
                 return copy_text(name, v, m->agent, sizeof(m->agent), false, err, errlen);
         case P_DROPS:
                 return parse_drops(v, m, err, errlen);
+        case P_AGENT_CPU:
+        case P_AGENT_RSS:
+        case P_HOST_CPUS: {
+                uint64_t u;
+                if (parse_u64(v, &u) < 0 || (bit == P_HOST_CPUS && u > 65536))
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter '%s' must be a non-negative integer%s", name,
+                                       bit == P_HOST_CPUS ? " up to 65536" : "");
+                if (bit == P_AGENT_CPU)
+                        m->cost.agent_cpu_ns = u;
+                else if (bit == P_AGENT_RSS)
+                        m->cost.agent_rss_bytes = u;
+                else
+                        m->cost.host_cpus = (uint32_t)u;
+                return 0;
+        }
         case P_SERVICE:
                 if (fp_upload_check_service(v) < 0)
                         return fp_errf(err, errlen, -EINVAL,
@@ -273,6 +317,14 @@ int fp_upload_parse_query(const char *query, struct fp_upload_meta *ret, char *e
                         r = fp_errf(err, errlen, -EINVAL, "missing parameter '%s'", params[i].name);
                         goto out;
                 }
+        if ((seen & P_COST) &&
+            ((seen & P_COST) != P_COST || m->cost.host_cpus == 0 ||
+             m->cost.to_ns <= m->cost.from_ns || m->cost.to_ns - m->cost.from_ns > MAX_RANGE_NS)) {
+                r = fp_errf(err, errlen, -EINVAL,
+                            "the cost parameters (agent_cpu_ns, agent_rss, host_cpus, cost_from, "
+                            "cost_to) come all together, with host_cpus > 0 and a range");
+                goto out;
+        }
         if (m->to_ns <= m->from_ns || m->to_ns - m->from_ns > MAX_RANGE_NS) {
                 r = fp_errf(err, errlen, -EINVAL,
                             "the time range from=%" PRId64 " to=%" PRId64
@@ -342,6 +394,18 @@ int fp_upload_encode_query(const struct fp_upload_meta *m, char **ret)
         put_param(f, &first, "agent", m->agent);
         if (m->service[0])
                 put_param(f, &first, "service", m->service);
+        if (m->cost.host_cpus) {
+                snprintf(num, sizeof(num), "%" PRIu64, m->cost.agent_cpu_ns);
+                put_param(f, &first, "agent_cpu_ns", num);
+                snprintf(num, sizeof(num), "%" PRIu64, m->cost.agent_rss_bytes);
+                put_param(f, &first, "agent_rss", num);
+                snprintf(num, sizeof(num), "%u", m->cost.host_cpus);
+                put_param(f, &first, "host_cpus", num);
+                snprintf(num, sizeof(num), "%" PRId64, m->cost.from_ns);
+                put_param(f, &first, "cost_from", num);
+                snprintf(num, sizeof(num), "%" PRId64, m->cost.to_ns);
+                put_param(f, &first, "cost_to", num);
+        }
         for (size_t i = 0; i < m->n_drops; i++)
                 if (fp_upload_drops_append(&drops, m->drops[i].reason, m->drops[i].count) < 0) {
                         fclose(f);

@@ -6,6 +6,7 @@
  *
  *   POST FP_UPLOAD_PATH?host=H&pid=P&starttime=S&comm=C&exe=E&event=EV
  *                      &from=NS&to=NS&agent=VERSION[&drops=R:N,R:N...][&service=NAME]
+ *                      [&agent_cpu_ns=N&agent_rss=BYTES&host_cpus=N&cost_from=NS&cost_to=NS]
  *   Idempotency-Key: K   (FP_UPLOAD_KEY_HEADER; 1 to 128 printable ASCII
  *                         characters, the same for every retry of the
  *                         same bucket range of the same series)
@@ -16,9 +17,12 @@
  * host, pid, starttime, event, from and to are required; comm, exe, agent,
  * drops and service optional (service is sent only when the process has
  * one: the agent's rule that matched it, so that its successive processes
- * merge); an unknown or repeated parameter is refused (a typo
- * would otherwise lose data silently). drops are the samples the agent
- * could not keep for this series over the range, by reason ([a-z0-9_]).
+ * merge); agent_cpu_ns, agent_rss and host_cpus say what profiling cost the
+ * host over cost_from..cost_to (the agent's CPU time, its largest resident
+ * memory, the host's CPUs; all five or none): every upload of one round
+ * carries the same, and the collector counts a host's range once); an unknown or repeated parameter
+ * is refused (a typo would otherwise lose data silently). drops are the samples the agent could not
+ * keep for this series over the range, by reason ([a-z0-9_]).
  */
 #pragma once
 
@@ -48,6 +52,11 @@ struct fp_upload_meta {
         char event[128];
         char agent[64];
         char service[FP_UPLOAD_MAX_SERVICE + 1]; /* "": none */
+        struct {
+                uint64_t agent_cpu_ns, agent_rss_bytes;
+                uint32_t host_cpus; /* 0: no cost given */
+                int64_t from_ns, to_ns;
+        } cost;
         int64_t from_ns, to_ns;
         struct fp_upload_drop drops[FP_UPLOAD_MAX_DROPS];
         size_t n_drops;

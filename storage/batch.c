@@ -62,6 +62,11 @@ void fp_store_batch_set_uploaded(struct fp_store_batch *b, bool uploaded)
         b->uploaded = uploaded;
 }
 
+void fp_store_batch_set_cost(struct fp_store_batch *b, const struct fp_store_cost *cost)
+{
+        b->cost = *cost;
+}
+
 int fp_store_batch_set_key(struct fp_store_batch *b, const char *key)
 {
         char *k = NULL;

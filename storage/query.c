@@ -339,3 +339,79 @@ out:
         fp_store_read_end(s);
         return r;
 }
+
+/* ---- what profiling costs ---- */
+
+int fp_store_bucket_cost(struct fp_store *s, int64_t bucket_min, int64_t bucket_max,
+                         struct fp_store_cost *ret)
+{
+        static const char sql[] =
+            "SELECT coalesce(sum(agent_cpu_ns), 0), coalesce(max(agent_rss), 0),"
+            " coalesce(max(host_cpus), 0), coalesce(min(start_ns), 0),"
+            " coalesce(max(start_ns + length_ns), 0) FROM buckets WHERE id BETWEEN ?1 AND ?2";
+        sqlite3_stmt *st = NULL;
+        int rc, r = fp_store_prepare(s, sql, &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, bucket_min);
+        sqlite3_bind_int64(st, 2, bucket_max);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                ret->agent_cpu_ns = (uint64_t)sqlite3_column_int64(st, 0);
+                ret->agent_rss_bytes = (uint64_t)sqlite3_column_int64(st, 1);
+                ret->host_cpus = (uint32_t)sqlite3_column_int64(st, 2);
+                ret->from_ns = sqlite3_column_int64(st, 3);
+                ret->to_ns = sqlite3_column_int64(st, 4);
+        } else {
+                r = fp_store_db_fail(s, rc, "sum the agent's cost");
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
+static const char host_costs_sql[] =
+    "SELECT hh.name, sum(c.agent_cpu_ns), max(c.agent_rss), max(c.host_cpus),"
+    " sum(c.to_ns - c.from_ns) FROM host_costs c JOIN hosts hh ON hh.id = c.host_id"
+    " WHERE c.host_id IN (SELECT t.host_id FROM bucket_series bs"
+    " JOIN buckets b ON b.id = bs.bucket_id JOIN targets t ON t.id = bs.target_id"
+    " JOIN hosts h ON h.id = t.host_id WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS ")"
+    " AND (?5 = 0 OR c.to_ns > ?5) AND (?6 = 0 OR c.from_ns < ?6)"
+    " GROUP BY c.host_id ORDER BY hh.name";
+
+int fp_store_host_costs(struct fp_store *s, const struct fp_store_filter *f,
+                        fp_store_host_cost_fn fn, void *userdata)
+{
+        struct fp_store_filter none = {0};
+        sqlite3_stmt *st = NULL;
+        int n = 0, rc, r;
+
+        if (!f)
+                f = &none;
+        r = fp_store_read_begin(s);
+        if (r < 0)
+                return r;
+        r = fp_store_prepare(s, host_costs_sql, &st);
+        if (r < 0)
+                goto out;
+        fp_store_bind_filter(st, f);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct fp_store_host_cost c = {
+                    .host = fp_store_col_text(st, 0),
+                    .agent_cpu_ns = (uint64_t)sqlite3_column_int64(st, 1),
+                    .agent_rss_bytes = (uint64_t)sqlite3_column_int64(st, 2),
+                    .host_cpus = (uint32_t)sqlite3_column_int64(st, 3),
+                    .covered_ns = sqlite3_column_int64(st, 4),
+                };
+                r = fn(userdata, &c);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r >= 0 && rc != SQLITE_DONE)
+                r = fp_store_db_fail(s, rc, "sum the profiler's cost");
+out:
+        sqlite3_finalize(st);
+        fp_store_read_end(s);
+        return r < 0 ? r : n;
+}

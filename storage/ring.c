@@ -54,6 +54,8 @@ static int collect(struct fp_store *s)
         CHECK_RC(s, fp_store_db_step_done(st), "delete unused targets");
         rc = fp_store_db_step_done(ST(s, FP_STMT_GC_HOSTS));
         CHECK_RC(s, rc, "delete unused hosts");
+        rc = fp_store_db_step_done(ST(s, FP_STMT_GC_COSTS));
+        CHECK_RC(s, rc, "delete old costs");
         return 0;
 }
 

@@ -3,7 +3,7 @@
  * The store's on-disk format, and opening a store: creating, checking,
  * migrating, and moving aside files that are damaged.
  *
- * ==== Schema, version 3 (PRAGMA user_version = 3) ====
+ * ==== Schema, version 4 (PRAGMA user_version = 4) ====
  *
  * One SQLite file (PRAGMA application_id = 0x46505354, "FPST") in WAL mode,
  * synchronous=NORMAL, auto_vacuum=INCREMENTAL (set at creation: free pages
@@ -61,7 +61,8 @@
  *                  by content hash (store-internal.h defines it: it is part
  *                  of this format).
  * buckets        id INTEGER PRIMARY KEY AUTOINCREMENT, start_ns, length_ns,
- *                written_ns, uploaded_ns (NULL: not uploaded yet)
+ *                written_ns, uploaded_ns (NULL: not uploaded yet),
+ *                agent_cpu_ns, agent_rss, host_cpus (0: unknown)
  *                INDEX (id) WHERE uploaded_ns IS NULL
  *                  One written batch: the time range [start_ns, start_ns +
  *                  length_ns). Ids grow in write order and are never
@@ -148,6 +149,12 @@
  *                  from, their time range and sample count (charged as a
  *                  drop if the upload is refused or evicted).
  *
+ * host_costs     host_id -> hosts, from_ns, to_ns, agent_cpu_ns, agent_rss,
+ *                host_cpus     PRIMARY KEY (host_id, from_ns, to_ns)
+ *                  What profiling cost a host over a range (the
+ *                  collector's: each upload of an agent's round carries the
+ *                  round's cost; they meet in one row). Deleted with their
+ *                  host, or once older than every bucket.
  * rules          id INTEGER PRIMARY KEY, owner (uid), spec, created_ns
  *                  The agent's rules added with agentctl (not those of its
  *                  configuration file), resumed by a restarted agent. spec
@@ -157,7 +164,8 @@
  * Versions. A file whose user_version is this build's is used as is; an
  * older one is migrated step by step in one transaction (1 -> 2: the
  * outbox is added and the samples table's rows are encoded into
- * series_samples; 2 -> 3: targets gain their service, and rules come); a newer one, or a file of
+ * series_samples; 2 -> 3: targets gain their service, and rules come; 3 -> 4:
+ * buckets gain the agent's cost); a newer one, or a file of
  * another application, is refused with -EPROTO, and so is an older one opened read-only. A file
  * that is not a database or fails PRAGMA quick_check at open is renamed to PATH.corrupt-UNIXTIME
  * (with its -wal and -shm) and a new store created.
@@ -380,6 +388,19 @@ static const struct {
      " spec TEXT NOT NULL,"
      " created_ns INTEGER NOT NULL);",
      NULL, NULL},
+    /* 3 -> 4: what profiling cost the host, per bucket. */
+    {"ALTER TABLE buckets ADD COLUMN agent_cpu_ns INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE buckets ADD COLUMN agent_rss INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE buckets ADD COLUMN host_cpus INTEGER NOT NULL DEFAULT 0;"
+     "CREATE TABLE host_costs ("
+     " host_id INTEGER NOT NULL,"
+     " from_ns INTEGER NOT NULL,"
+     " to_ns INTEGER NOT NULL,"
+     " agent_cpu_ns INTEGER NOT NULL,"
+     " agent_rss INTEGER NOT NULL,"
+     " host_cpus INTEGER NOT NULL,"
+     " PRIMARY KEY (host_id, from_ns, to_ns)) WITHOUT ROWID;",
+     NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -406,8 +427,9 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
     [FP_STMT_ROLLBACK] = "ROLLBACK",
     [FP_STMT_PAGE_COUNT] = "PRAGMA page_count",
     [FP_STMT_FREELIST_COUNT] = "PRAGMA freelist_count",
-    [FP_STMT_BUCKET_INSERT] = "INSERT INTO buckets (start_ns, length_ns, written_ns, uploaded_ns)"
-                              " VALUES (?1, ?2, ?3, ?4)",
+    [FP_STMT_BUCKET_INSERT] = "INSERT INTO buckets (start_ns, length_ns, written_ns, uploaded_ns,"
+                              " agent_cpu_ns, agent_rss, host_cpus)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [FP_STMT_HOST_UPSERT] = "INSERT INTO hosts (name) VALUES (?1) ON CONFLICT (name)"
                             " DO UPDATE SET name = excluded.name RETURNING id",
     [FP_STMT_TARGET_UPSERT] =
@@ -477,6 +499,8 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
                            " AND id NOT IN (SELECT target_id FROM carried_drops)"
                            " AND id NOT IN (SELECT target_id FROM outbox WHERE target_id NOT NULL)",
     [FP_STMT_GC_HOSTS] = "DELETE FROM hosts WHERE id NOT IN (SELECT host_id FROM targets)",
+    [FP_STMT_GC_COSTS] = "DELETE FROM host_costs WHERE host_id NOT IN (SELECT id FROM hosts)"
+                         " OR to_ns <= (SELECT coalesce(min(start_ns), 0) FROM buckets)",
     [FP_STMT_MARK_UPLOADED] =
         "UPDATE buckets SET uploaded_ns = ?2 WHERE id = ?1 AND uploaded_ns IS NULL",
     [FP_STMT_BUCKET_PENDING] = "SELECT uploaded_ns IS NULL FROM buckets WHERE id = ?1",

@@ -207,7 +207,8 @@ struct fp_batch_drop {
 struct fp_store_batch {
         int64_t start_ns, length_ns;
         bool uploaded;
-        char *key; /* idempotency key (fp_store_batch_set_key()), NULL: none */
+        char *key;                 /* idempotency key (fp_store_batch_set_key()), NULL: none */
+        struct fp_store_cost cost; /* the profiler's own cost over the bucket */
         char *chars;
         size_t n_chars, cap_chars;
         FP_BATCH_TABLE(struct fp_batch_string, strs);
@@ -270,6 +271,7 @@ enum fp_store_stmt_id {
         FP_STMT_GC_THREADS,
         FP_STMT_GC_TARGETS,
         FP_STMT_GC_HOSTS,
+        FP_STMT_GC_COSTS,
         FP_STMT_MARK_UPLOADED,
         FP_STMT_BUCKET_PENDING,
         FP_STMT_PENDING,

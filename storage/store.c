@@ -82,6 +82,41 @@ static int upsert_id(struct fp_store *s, sqlite3_stmt *st, int64_t *ret, const c
         return 0;
 }
 
+/*
+ * A cost over a range of its own (an upload's: the agent's round) goes to
+ * host_costs, where the uploads of one round, which all carry it, meet in
+ * one row.
+ */
+static int write_cost(struct fp_store *s, const struct fp_store_batch *b, int64_t host)
+{
+        const struct fp_store_cost *c = &b->cost;
+        sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!c->host_cpus || c->to_ns <= c->from_ns)
+                return 0;
+        r = fp_store_prepare(s,
+                             "INSERT INTO host_costs (host_id, from_ns, to_ns, agent_cpu_ns,"
+                             " agent_rss, host_cpus) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                             " ON CONFLICT (host_id, from_ns, to_ns) DO UPDATE SET"
+                             " agent_cpu_ns = max(agent_cpu_ns, excluded.agent_cpu_ns),"
+                             " agent_rss = max(agent_rss, excluded.agent_rss),"
+                             " host_cpus = max(host_cpus, excluded.host_cpus)",
+                             &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, host);
+        sqlite3_bind_int64(st, 2, c->from_ns);
+        sqlite3_bind_int64(st, 3, c->to_ns);
+        sqlite3_bind_int64(st, 4, (int64_t)(c->agent_cpu_ns & INT64_MAX));
+        sqlite3_bind_int64(st, 5, (int64_t)(c->agent_rss_bytes & INT64_MAX));
+        sqlite3_bind_int64(st, 6, c->host_cpus);
+        int rc = fp_store_db_step_done(st);
+        sqlite3_finalize(st);
+        CHECK_RC(s, rc, "store the agent's cost");
+        return 0;
+}
+
 static int write_targets(struct writer *w)
 {
         struct fp_store *s = w->s;
@@ -112,6 +147,8 @@ static int write_targets(struct writer *w)
                 bind_text(st, 11, fp_batch_str_at(b, t->service));
                 r = upsert_id(s, st, &w->target_ids[i], "store a target");
                 if (r < 0)
+                        return r;
+                if (i == 0 && (r = write_cost(s, b, host)) < 0)
                         return r;
         }
         for (size_t i = 0; i < b->n_events; i++) {
@@ -504,6 +541,9 @@ static int write_bucket(struct writer *w)
                 sqlite3_bind_int64(st, 4, now);
         else
                 sqlite3_bind_null(st, 4);
+        sqlite3_bind_int64(st, 5, (int64_t)(b->cost.agent_cpu_ns & INT64_MAX));
+        sqlite3_bind_int64(st, 6, (int64_t)(b->cost.agent_rss_bytes & INT64_MAX));
+        sqlite3_bind_int64(st, 7, b->cost.host_cpus);
         CHECK_RC(s, fp_store_db_step_done(st), "store a bucket");
         w->bucket = sqlite3_last_insert_rowid(s->db);
         if (b->key) {

@@ -177,6 +177,31 @@ void fp_store_batch_set_uploaded(struct fp_store_batch *b, bool uploaded);
 #define FP_STORE_MAX_KEY 128
 int fp_store_batch_set_key(struct fp_store_batch *b, const char *key);
 
+/*
+ * What profiling cost the host over a bucket: the agent's CPU time, its
+ * resident memory at the bucket's end and the host's CPUs, so the
+ * profiler's share of the host's CPU can be shown beside its profiles.
+ * All 0: unknown.
+ */
+struct fp_store_cost {
+        uint64_t agent_cpu_ns;
+        uint64_t agent_rss_bytes;
+        uint32_t host_cpus;
+        /*
+         * The range it covers: 0 for the bucket's own (the agent's store);
+         * set, for an upload's (the collector's), it is kept per host and
+         * range, once however many uploads carry it.
+         */
+        int64_t from_ns, to_ns;
+};
+void fp_store_batch_set_cost(struct fp_store_batch *b, const struct fp_store_cost *cost);
+/*
+ * The agent's cost summed over buckets bucket_min..bucket_max (rss: the
+ * largest), and the range they cover.
+ */
+int fp_store_bucket_cost(struct fp_store *s, int64_t bucket_min, int64_t bucket_max,
+                         struct fp_store_cost *ret);
+
 size_t fp_store_batch_n_samples(const struct fp_store_batch *b);
 size_t fp_store_batch_n_stacks(const struct fp_store_batch *b);
 /* Bytes the batch holds in memory, for the caller's queue limits. */
@@ -191,7 +216,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 3
+#define FP_STORE_SCHEMA_VERSION 4
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 
@@ -389,6 +414,24 @@ typedef int (*fp_store_target_fn)(void *userdata, const struct fp_store_target_i
  */
 int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_fn fn,
                           void *userdata);
+
+/* ---- what profiling costs ---- */
+
+/* The profiler's cost on one host over the buckets a filter selects. */
+struct fp_store_host_cost {
+        const char *host;
+        uint64_t agent_cpu_ns;    /* summed over distinct bucket time ranges */
+        uint64_t agent_rss_bytes; /* the largest */
+        uint32_t host_cpus;
+        int64_t covered_ns; /* the time those ranges cover */
+};
+typedef int (*fp_store_host_cost_fn)(void *userdata, const struct fp_store_host_cost *c);
+/*
+ * Calls fn per host of the targets f selects, with the costs it reported
+ * for ranges that overlap f's time range. Returns the number of calls.
+ */
+int fp_store_host_costs(struct fp_store *s, const struct fp_store_filter *f,
+                        fp_store_host_cost_fn fn, void *userdata);
 
 /* ---- the agent's rules ---- */
 

@@ -374,6 +374,9 @@ async function load() {
     link(tree, null);
     focus = state.focus ? nodeAt(state.focus.split(';')) : tree;
     applySearch(); drawFlame(); drawTop(); updateFocusInfo();
+    const cost = (fg.profiler || []).map((c) =>
+      `${c.host}: ${(100 * c.cpu_share).toFixed(3)}% of its CPU, ${(c.agent_rss_bytes / 1048576).toFixed(0)} MB`);
+    $('cost').textContent = cost.length ? 'profiling cost ' + cost.join('; ') : '';
     const drops = Object.entries(fg.drops || {});
     $('drops').textContent = drops.length ? 'lost: ' + drops.map(([r, n]) => `${r} ${n}`).join(', ') : '';
     document.body.dataset.total = String(total);

@@ -22,6 +22,9 @@
 #    its tooltip shows the baseline's numbers;
 #  - a profile of thousands of distinct stacks is drawn (the time to the
 #    first flame graph is printed), an empty selection says so;
+#  - what profiling cost the host (the agent's CPU time over the uploads'
+#    range, carried in every upload, counted once per range) is shown, and
+#    is no more than the CPU the agent has used;
 #  - nothing is fetched from anywhere but the collector, and no script error
 #    happens. Screenshots are kept in BUILD/artifacts/webui/.
 set -euo pipefail
@@ -65,6 +68,18 @@ API_TOTAL=$(fp_json_get 'd["total"]' <"$FP_TMP/fg.json")
 PPROF_TOTAL=$(fp_profile_total "$FP_TMP/truth.pb.gz" cpu)
 [[ $API_TOTAL == "$PPROF_TOTAL" ]] || fp_fail "flamegraph total $API_TOTAL != the merged profile's $PPROF_TOTAL"
 fp_ok "API: the flame graph's root total is the merged profile's ($API_TOTAL ns)"
+# What profiling cost the host: the agent's own CPU, at most what it has used in all.
+AGENT_CPU=$(cat /proc/"$FP_AGENT_PID"/task/*/schedstat | awk '{s += $1} END {print s}')
+python3 - "$FP_TMP/fg.json" "$AGENT_CPU" "$(nproc)" <<'PY' || fp_fail "the profiler's cost is not what the agent measured"
+import json, sys
+fg, agent_cpu, cpus = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+c = fg["profiler"]
+print("profiler cost:", c)
+assert len(c) == 1 and c[0]["host_cpus"] == cpus
+assert 0 < c[0]["agent_cpu_ns"] <= agent_cpu, (c[0]["agent_cpu_ns"], agent_cpu)
+assert 0 < c[0]["cpu_share"] < 1 and c[0]["agent_rss_bytes"] > 1 << 20
+PY
+fp_ok "API: the agent's cost on its host, no more CPU than it used ($AGENT_CPU ns)"
 
 DIFF_QUERY="process=truth&from=$MID&diff=1&base_to=$MID" fp_timeout 150 env NODE_PATH="$PW" \
   node "$FP_SRC/tests/integration/webui.js" "$URL" "$ART" >"$FP_TMP/ui.json" 2>"$FP_TMP/ui.err" ||
@@ -94,6 +109,7 @@ check(all("404" in e for e in ui["errors"]), f"only the empty selection's 404s a
 check(not ui["foreign"], f"nothing fetched from elsewhere ({ui['foreign']})")
 check(int(ui["first"]["total"]) == fg["total"], f"drawn total {ui['first']['total']} == API {fg['total']}")
 check(ui["drawn"] > 10, f"{ui['drawn']} frames drawn")
+check(ui["cost"].startswith("profiling cost ") and "% of its CPU" in ui["cost"], f"the page shows the profiler's cost: {ui['cost']}")
 top_self = max(selfs, key=selfs.get)
 check(ui["top"][0][0] == top_self, f"top row {ui['top'][0][0]} is the largest self in the API ({top_self})")
 check("mid_two" in ui["tooltip"] and "total" in ui["tooltip"] and "self" in ui["tooltip"], "the tooltip: " + ui["tooltip"].replace("\n", " | "))

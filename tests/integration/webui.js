@@ -45,6 +45,7 @@ async function boxOf(page, canvasId, name) {
   await open(page, 'process=truth');
   out.first = await page.evaluate(() => ({ ...document.body.dataset }));
   out.drawn = await page.evaluate(() => window.fleetprof.drawn().length);
+  out.cost = await page.locator('#cost').textContent();
   out.top = await page.$$eval('#top tbody tr', (rows) => rows.slice(0, 6).map((r) =>
     [...r.cells].map((c) => c.textContent)));
   await page.screenshot({ path: `${outdir}/flamegraph.png`, fullPage: true });

@@ -52,6 +52,20 @@ static void test_round_trip(void)
         FP_CHECK_EQ_INT(fp_upload_encode_query(m, &q), 0);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, back, err, sizeof(err)), 0);
         FP_CHECK_EQ_STR(back->service, "nginx@web:1.x");
+        FP_CHECK_EQ_INT(back->cost.host_cpus, 0);
+        free(q);
+        q = NULL;
+        m->cost.agent_cpu_ns = 123456789;
+        m->cost.agent_rss_bytes = 50 << 20;
+        m->cost.host_cpus = 8;
+        m->cost.from_ns = 1000;
+        m->cost.to_ns = 61000;
+        FP_CHECK_EQ_INT(fp_upload_encode_query(m, &q), 0);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, back, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(back->cost.agent_cpu_ns, 123456789);
+        FP_CHECK_EQ_INT(back->cost.agent_rss_bytes, 50 << 20);
+        FP_CHECK_EQ_INT(back->cost.host_cpus, 8);
+        FP_CHECK_EQ_INT(back->cost.to_ns, 61000);
         free(q);
         free(m);
         free(back);
@@ -79,6 +93,19 @@ static void test_refusals(void)
         FP_CHECK(strstr(err, "parameter 'service'") != NULL);
         snprintf(q, sizeof(q), "%s&service=", base);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        /* The cost's parameters come all together. */
+        snprintf(q, sizeof(q), "%s&agent_cpu_ns=5&agent_rss=1", base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        FP_CHECK(strstr(err, "all together") != NULL);
+        snprintf(q, sizeof(q), "%s&agent_cpu_ns=5&agent_rss=1&host_cpus=0&cost_from=1&cost_to=9",
+                 base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        snprintf(q, sizeof(q), "%s&agent_cpu_ns=5&agent_rss=1&host_cpus=2&cost_from=9&cost_to=9",
+                 base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        snprintf(q, sizeof(q), "%s&agent_cpu_ns=5&agent_rss=1&host_cpus=2&cost_from=1&cost_to=9",
+                 base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), 0);
         snprintf(q, sizeof(q), "%s&drops=Bad:1", base);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
         snprintf(q, sizeof(q), "%s&drops=x:-1", base);

@@ -1306,6 +1306,12 @@ static int grab_service(void *userdata, const struct fp_store_series *se)
         return 0;
 }
 
+static int grab_cost(void *userdata, const struct fp_store_host_cost *c)
+{
+        *(struct fp_store_host_cost *)userdata = *c;
+        return 0;
+}
+
 static void test_services_and_rules(void)
 {
         struct fp_store *s = NULL;
@@ -1349,6 +1355,30 @@ static void test_services_and_rules(void)
         FP_CHECK(memmem(buf, len, "service", 7) != NULL);
         free(buf);
         fp_pprof_free(p);
+
+        /* Two uploads of one round carry the same cost: counted once per host and range. */
+        for (pid_t pid = 10; pid <= 11; pid++) {
+                struct fp_store_batch *b = fp_store_batch_new(T0 + 100 * SEC, 10 * SEC);
+                struct fp_store_target t = {.host = "host-a", .pid = pid, .starttime = 5};
+                struct fp_store_cost cost = {.agent_cpu_ns = 300000000,
+                                             .agent_rss_bytes = 20 << 20,
+                                             .host_cpus = 4,
+                                             .from_ns = T0 + 100 * SEC,
+                                             .to_ns = T0 + 110 * SEC};
+                uint32_t ti, ei;
+                FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
+                FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &cpu_clock, &ei), 0);
+                FP_CHECK_EQ_INT(fp_store_batch_set_series(b, ti, ei), 0);
+                fp_store_batch_set_cost(b, &cost);
+                FP_CHECK_EQ_INT(write_and_free(s, b), 0);
+        }
+        struct fp_store_host_cost hc = {0};
+        FP_CHECK_EQ_INT(fp_store_host_costs(s, NULL, grab_cost, &hc), 1);
+        FP_CHECK_EQ_INT(hc.agent_cpu_ns, 300000000);
+        FP_CHECK_EQ_INT(hc.covered_ns, 10 * SEC);
+        FP_CHECK_EQ_INT(hc.host_cpus, 4);
+        struct fp_store_filter early = {.until_ns = T0 + 50 * SEC};
+        FP_CHECK_EQ_INT(fp_store_host_costs(s, &early, grab_cost, &hc), 0); /* outside the range */
 
         got[0] = 0;
         FP_CHECK_EQ_INT(fp_store_list_rules(s, count_rule, got), 0);
