@@ -75,6 +75,32 @@ function fillSelectors() {
   $('search').value = state.search;
 }
 
+// ---- the series list, with search: a click selects one series ----
+function drawSeries() {
+  const words = $('seriessearch').value.toLowerCase().split(/\s+/).filter(Boolean);
+  const body = $('series').tBodies[0];
+  body.replaceChildren();
+  let shown = 0;
+  for (const s of series) {
+    const text = `${s.host} ${s.service} ${s.process} ${s.pid} ${s.event}`.toLowerCase();
+    if (!words.every((w) => text.includes(w))) continue;
+    if (++shown > 500) break;
+    const tr = body.insertRow();
+    const dropped = Object.values(s.drops || {}).reduce((a, n) => a + n, 0);
+    for (const v of [s.host, s.service, s.process, s.pid, s.event, s.last, s.samples, dropped]) {
+      tr.insertCell().textContent = String(v);
+    }
+    tr.addEventListener('click', () => {
+      Object.assign(state, { host: s.host, service: s.service, process: s.process,
+                             pid: String(s.pid), event: s.event, focus: '' });
+      writeState(true); load();
+    });
+  }
+  $('serieslist').querySelector('summary').textContent =
+    `series (${series.length}${words.length ? `, ${Math.min(shown, 500)} shown` : ''})`;
+}
+$('seriessearch').addEventListener('input', drawSeries);
+
 // ---- the time line ----
 let line = null;
 const tl = $('timeline');
@@ -420,5 +446,6 @@ window.fleetprof = {
 (async () => {
   readState();
   try { series = (await getJSON('/api/v1/series')).series; } catch (err) { series = []; }
+  drawSeries();
   load();
 })();

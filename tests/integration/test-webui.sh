@@ -17,7 +17,8 @@
 #  - a search highlights the matching frames and shows their share, equal
 #    to the API tree's; clicking a table row searches for it;
 #  - shift-click shows the callers and callees of a function;
-#  - dragging over the time line selects a range;
+#  - dragging over the time line selects a range; the series list's search
+#    narrows it and a click selects that series;
 #  - a diff (the second run against the first) has the API diff's totals and
 #    its tooltip shows the baseline's numbers;
 #  - a profile of thousands of distinct stacks is drawn (the time to the
@@ -63,6 +64,8 @@ run manystacks 3 --threads 2 --depth 7
 api() { curl -sf "$URL$1" "${@:2}"; }
 api "/api/v1/flamegraph?process=truth" >"$FP_TMP/fg.json" || fp_fail "no flame graph from the API"
 api "/api/v1/profile?process=truth" -o "$FP_TMP/truth.pb.gz"
+MANY_PID=$(curl -sf "$URL/api/v1/series?process=manystacks" | fp_json_get 'd["series"][0]["pid"]')
+api "/api/v1/flamegraph?process=manystacks&pid=$MANY_PID" >"$FP_TMP/many.json"
 api "/api/v1/diff?process=truth&from=$MID&base_to=$MID" >"$FP_TMP/diff.json" || fp_fail "no diff from the API: $(curl -s "$URL/api/v1/diff?process=truth&from=$MID&base_to=$MID"), series: $(curl -s "$URL/api/v1/series")"
 API_TOTAL=$(fp_json_get 'd["total"]' <"$FP_TMP/fg.json")
 PPROF_TOTAL=$(fp_profile_total "$FP_TMP/truth.pb.gz" cpu)
@@ -85,9 +88,9 @@ DIFF_QUERY="process=truth&from=$MID&diff=1&base_to=$MID" fp_timeout 150 env NODE
   node "$FP_SRC/tests/integration/webui.js" "$URL" "$ART" >"$FP_TMP/ui.json" 2>"$FP_TMP/ui.err" ||
   fp_fail "the browser run failed: $(tail -5 "$FP_TMP/ui.err")"
 
-python3 - "$FP_TMP/ui.json" "$FP_TMP/fg.json" "$FP_TMP/diff.json" <<'PY' || fp_fail "the page does not show what the API says"
+python3 - "$FP_TMP/ui.json" "$FP_TMP/fg.json" "$FP_TMP/diff.json" "$FP_TMP/many.json" <<'PY' || fp_fail "the page does not show what the API says"
 import json, re, sys
-ui, fg, diff = (json.load(open(p)) for p in sys.argv[1:4])
+ui, fg, diff, many = (json.load(open(p)) for p in sys.argv[1:5])
 bad = []
 def check(cond, what):
     print(("ok: " if cond else "FAIL: ") + what)
@@ -140,6 +143,8 @@ check("baseline total" in ui["diffTooltip"], "the diff tooltip shows the baselin
 check(int(ui["many"]["nodes"]) > 1000 and ui["many"]["drawn"] > 100, f"manystacks: {ui['many']['nodes']} nodes, {ui['many']['drawn']} drawn")
 print(f"time to first flame graph, manystacks ({ui['many']['nodes']} nodes): {ui['many']['ms']} ms (render {ui['many']['renderMs']} ms)")
 check("no samples match" in ui["empty"], f"an empty selection: {ui['empty']}")
+check(len(ui["seriesRows"]) == 1 and ui["seriesRows"][0][2] == "manystacks", f"the series search: {ui['seriesRows']}")
+check("pid=" in ui["seriesPick"]["url"] and int(ui["seriesPick"]["total"]) == many["total"], f"picking a series: {ui['seriesPick']} (API {many['total']})")
 sys.exit(1 if bad else 0)
 PY
 fp_ok "the page draws what the API says; screenshots in $ART: $(ls "$ART" | tr '\n' ' ')"

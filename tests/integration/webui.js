@@ -108,6 +108,16 @@ async function boxOf(page, canvasId, name) {
                drawn: await page.evaluate(() => window.fleetprof.drawn().length) };
   await page.screenshot({ path: `${outdir}/manystacks.png` });
 
+  // 9b. The series list: a search narrows it, a click selects that series.
+  await open(page, '');
+  await page.click('#serieslist summary');
+  await page.fill('#seriessearch', 'manystacks');
+  out.seriesRows = await page.$$eval('#series tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  await page.evaluate(() => { delete document.body.dataset.ready; });
+  await page.click('#series tbody tr');
+  await ready(page);
+  out.seriesPick = await page.evaluate(() => ({ url: location.search, total: document.body.dataset.total }));
+
   // 10. A selection with nothing in it says so (the API's 404s are expected there).
   out.errorsBefore404 = out.errors.slice();
   await open(page, 'process=no-such-process');
