@@ -24,7 +24,7 @@ struct job {
         struct job *next;
         struct fp_writer_result r;
         struct fp_store_filter filter;
-        char *filter_strings[4]; /* copies of host, process, event, service */
+        char *filter_strings[5]; /* copies of host, process, event, service, thread_name */
         size_t bytes;            /* counted against the queue bound */
         fp_writer_call_fn fn;
         fp_writer_done_fn call_done;
@@ -59,7 +59,7 @@ static void job_free(struct job *j)
 {
         if (!j)
                 return;
-        for (size_t i = 0; i < 4; i++)
+        for (size_t i = 0; i < 5; i++)
                 free(j->filter_strings[i]);
         free(j->drops);
         free(j);
@@ -364,14 +364,14 @@ int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f,
                            void *cookie)
 {
         struct job *j = calloc(1, sizeof(*j));
-        const char *src[4] = {f->host, f->process, f->event, f->service};
+        const char *src[5] = {f->host, f->process, f->event, f->service, f->thread_name};
         if (!j)
                 return -ENOMEM;
         j->r.kind = FP_WRITER_QUERY;
         j->r.cookie = cookie;
         j->r.pprof = p;
         j->filter = *f;
-        for (size_t i = 0; i < 4; i++) {
+        for (size_t i = 0; i < 5; i++) {
                 if (src[i] && !(j->filter_strings[i] = strdup(src[i]))) {
                         job_free(j);
                         return -ENOMEM;
@@ -381,6 +381,7 @@ int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f,
         j->filter.process = j->filter_strings[1];
         j->filter.event = j->filter_strings[2];
         j->filter.service = j->filter_strings[3];
+        j->filter.thread_name = j->filter_strings[4];
         int r = submit(w, j);
         if (r < 0)
                 job_free(j);

@@ -126,6 +126,9 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
                 } else if (strcmp(k, "process") == 0) {
                         r = text(k, v, f->process, sizeof(f->process), err, errlen);
                         f->f.process = f->process;
+                } else if (strcmp(k, "thread") == 0) {
+                        r = text(k, v, f->thread, sizeof(f->thread), err, errlen);
+                        f->f.thread_name = f->thread;
                 } else if (strcmp(k, "service") == 0) {
                         r = text(k, v, f->service, sizeof(f->service), err, errlen);
                         f->f.service = f->service;
@@ -182,6 +185,7 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
         ret->f.host = f->f.host ? ret->host : NULL;
         ret->f.process = f->f.process ? ret->process : NULL;
         ret->f.service = f->f.service ? ret->service : NULL;
+        ret->f.thread_name = f->f.thread_name ? ret->thread : NULL;
         ret->f.event = f->f.event ? ret->event : NULL;
 out:
         evhttp_clear_headers(&q);

@@ -5,6 +5,9 @@
  * optional:
  *
  *   host=NAME  service=NAME  process=COMM  pid=N  event=NAME
+ *   thread=NAME                the samples of threads of that name only
+ *                              (profiles and flame graphs; listings and
+ *                              time lines count whole series)
  *   from=TIME  to=TIME       TIME: Unix seconds ("1763888590" or with a
  *                            fraction), RFC 3339 UTC ("2026-11-23T09:00:00Z"),
  *                            "now", or relative to now ("-15m", "-2h", "-7d")
@@ -24,7 +27,7 @@
 #include "upload_contract.h"
 
 struct fp_coll_filter {
-        char host[256], process[256], event[128], service[FP_UPLOAD_MAX_SERVICE + 1];
+        char host[256], process[256], event[128], service[FP_UPLOAD_MAX_SERVICE + 1], thread[256];
         struct fp_store_filter f; /* points into the fields above */
         unsigned top_n;           /* 0: not given */
 };

@@ -267,10 +267,13 @@ void fp_coll_view_diff(struct fp_coll_server *s, struct evhttp_request *req)
                 memcpy(bf.service, over.service, sizeof(bf.service));
         if (over.f.event)
                 memcpy(bf.event, over.event, sizeof(bf.event));
+        if (over.f.thread_name)
+                memcpy(bf.thread, over.thread, sizeof(bf.thread));
         bf.f.host = over.f.host || f.f.host ? bf.host : NULL;
         bf.f.process = over.f.process || f.f.process ? bf.process : NULL;
         bf.f.service = over.f.service || f.f.service ? bf.service : NULL;
         bf.f.event = over.f.event || f.f.event ? bf.event : NULL;
+        bf.f.thread_name = over.f.thread_name || f.f.thread_name ? bf.thread : NULL;
         if (over.f.pid)
                 bf.f.pid = over.f.pid;
         /* A time bound of the baseline's replaces the comparison's whole range. */

@@ -43,6 +43,7 @@ struct q_thread {
 struct query {
         struct fp_store *s;
         struct fp_pprof *p;
+        const char *thread_name; /* the filter's: samples of these threads only */
         struct q_event *events;
         size_t n_events, cap_events;
         struct q_match *matches;
@@ -518,6 +519,11 @@ static int stack_locations(struct query *q, int64_t id, size_t *ret_off, size_t 
         return 0;
 }
 
+static bool thread_wanted(const struct query *q, size_t i)
+{
+        return !q->thread_name || strcmp(q->threads[i].name, q->thread_name) == 0;
+}
+
 static int add_samples(struct query *q)
 {
         bool with_host = false;
@@ -539,6 +545,8 @@ static int add_samples(struct query *q)
                                   &q->st_function)) < 0)
                 return r;
         for (size_t i = 0; q->agg && i < q->n_threads; i++) {
+                if (!thread_wanted(q, i))
+                        continue;
                 for (size_t k = 0; k < q->agg[i].cap; k++) {
                         const struct fp_store_map_entry *e = &q->agg[i].e[k];
                         const struct q_thread *th = &q->threads[i];
@@ -583,7 +591,8 @@ static int agg_count(const struct query *q)
 {
         size_t n = 0;
         for (size_t i = 0; q->agg && i < q->n_threads; i++)
-                n += q->agg[i].n;
+                if (thread_wanted(q, i))
+                        n += q->agg[i].n;
         return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
@@ -708,7 +717,7 @@ static void set_time(struct query *q)
 int fp_store_query_pprof(struct fp_store *s, const struct fp_store_filter *f, struct fp_pprof *p)
 {
         struct fp_store_filter none = {0};
-        struct query q = {.s = s, .p = p};
+        struct query q = {.s = s, .p = p, .thread_name = f ? f->thread_name : NULL};
         const struct q_event *ref = NULL;
         int r;
 

@@ -322,6 +322,11 @@ struct fp_store_filter {
         const char *process; /* comm */
         const char *service; /* NULL: any */
         const char *event;   /* NULL: the event stored first */
+        /*
+         * Samples of threads of this name only (NULL: all). Profiles only:
+         * listings, drops and time lines sum whole series.
+         */
+        const char *thread_name;
         int64_t since_ns, until_ns;
         int64_t bucket_min, bucket_max;
 };

@@ -7,7 +7,7 @@
 
 const $ = (id) => document.getElementById(id);
 const form = $('sel');
-const FILTERS = ['service', 'host', 'process', 'pid', 'event', 'from', 'to'];
+const FILTERS = ['service', 'host', 'process', 'pid', 'thread', 'event', 'from', 'to'];
 const ROW = 17; // pixels per flame graph row
 
 // ---- state (mirrors location.search) ----
@@ -68,6 +68,7 @@ function fillSelectors() {
     el.value = state[k];
   }
   form.elements.pid.value = state.pid;
+  form.elements.thread.value = state.thread;
   form.elements.value.value = state.value || 'value';
   form.elements.diff.checked = !!state.diff;
   for (const k of ['base_from', 'base_to', 'base_host']) form.elements[k].value = state[k];

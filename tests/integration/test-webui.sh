@@ -45,10 +45,12 @@ URL=http://127.0.0.1:$PORT
 fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/collector.db"
 fp_start_agent --bucket 1 --collector "$URL" --upload-interval 3600
 
+RUNS=0
 run() { # run WORKLOAD SECONDS ARGS...: profile it to its end, then upload
   local wl=$1 secs=$2
   shift 2
-  fp_start_workload "$wl" "$FP_TMP/$wl.out" "$FP_TMP/$wl.ready" --seconds "$secs" "$@"
+  RUNS=$((RUNS + 1)) # files of their own: a ready file left by a run before would race
+  fp_start_workload "$wl" "$FP_TMP/$wl.$RUNS.out" "$FP_TMP/$wl.$RUNS.ready" --seconds "$secs" "$@"
   fp_ctl start "$FP_WL_PID" --freq 499 >/dev/null
   wait "$FP_WL_PID" 2>/dev/null || true
   fp_untrack "$FP_WL_PID"
@@ -71,6 +73,12 @@ API_TOTAL=$(fp_json_get 'd["total"]' <"$FP_TMP/fg.json")
 PPROF_TOTAL=$(fp_profile_total "$FP_TMP/truth.pb.gz" cpu)
 [[ $API_TOTAL == "$PPROF_TOTAL" ]] || fp_fail "flamegraph total $API_TOTAL != the merged profile's $PPROF_TOTAL"
 fp_ok "API: the flame graph's root total is the merged profile's ($API_TOTAL ns)"
+api "/api/v1/flamegraph?process=truth&thread=w-alpha" >"$FP_TMP/alpha.json" || fp_fail "no flame graph of thread w-alpha"
+api "/api/v1/profile?process=truth&thread=w-alpha" -o "$FP_TMP/alpha.pb.gz"
+ALPHA=$(fp_profile_total "$FP_TMP/alpha.pb.gz" cpu)
+[[ $(fp_json_get 'd["total"]' <"$FP_TMP/alpha.json") == "$ALPHA" && $ALPHA -gt 0 && $ALPHA -lt $API_TOTAL ]] ||
+  fp_fail "thread=w-alpha: flame graph $(fp_json_get 'd["total"]' <"$FP_TMP/alpha.json"), profile $ALPHA, all $API_TOTAL"
+fp_ok "API: thread=w-alpha selects that thread's samples ($ALPHA of $API_TOTAL ns)"
 # What profiling cost the host: the agent's own CPU, at most what it has used in all.
 AGENT_CPU=$(cat /proc/"$FP_AGENT_PID"/task/*/schedstat | awk '{s += $1} END {print s}')
 python3 - "$FP_TMP/fg.json" "$AGENT_CPU" "$(nproc)" <<'PY' || fp_fail "the profiler's cost is not what the agent measured"
@@ -88,9 +96,9 @@ DIFF_QUERY="process=truth&from=$MID&diff=1&base_to=$MID" fp_timeout 150 env NODE
   node "$FP_SRC/tests/integration/webui.js" "$URL" "$ART" >"$FP_TMP/ui.json" 2>"$FP_TMP/ui.err" ||
   fp_fail "the browser run failed: $(tail -5 "$FP_TMP/ui.err")"
 
-python3 - "$FP_TMP/ui.json" "$FP_TMP/fg.json" "$FP_TMP/diff.json" "$FP_TMP/many.json" <<'PY' || fp_fail "the page does not show what the API says"
+python3 - "$FP_TMP/ui.json" "$FP_TMP/fg.json" "$FP_TMP/diff.json" "$FP_TMP/many.json" "$FP_TMP/alpha.json" <<'PY' || fp_fail "the page does not show what the API says"
 import json, re, sys
-ui, fg, diff, many = (json.load(open(p)) for p in sys.argv[1:5])
+ui, fg, diff, many, alpha = (json.load(open(p)) for p in sys.argv[1:6])
 bad = []
 def check(cond, what):
     print(("ok: " if cond else "FAIL: ") + what)
@@ -143,6 +151,7 @@ check("baseline total" in ui["diffTooltip"], "the diff tooltip shows the baselin
 check(int(ui["many"]["nodes"]) > 1000 and ui["many"]["drawn"] > 100, f"manystacks: {ui['many']['nodes']} nodes, {ui['many']['drawn']} drawn")
 print(f"time to first flame graph, manystacks ({ui['many']['nodes']} nodes): {ui['many']['ms']} ms (render {ui['many']['renderMs']} ms)")
 check("no samples match" in ui["empty"], f"an empty selection: {ui['empty']}")
+check(int(ui["thread"]["total"]) == alpha["total"], f"thread w-alpha: {ui['thread']['total']} == API {alpha['total']}")
 check(len(ui["seriesRows"]) == 1 and ui["seriesRows"][0][2] == "manystacks", f"the series search: {ui['seriesRows']}")
 check("pid=" in ui["seriesPick"]["url"] and int(ui["seriesPick"]["total"]) == many["total"], f"picking a series: {ui['seriesPick']} (API {many['total']})")
 sys.exit(1 if bad else 0)

@@ -108,6 +108,10 @@ async function boxOf(page, canvasId, name) {
                drawn: await page.evaluate(() => window.fleetprof.drawn().length) };
   await page.screenshot({ path: `${outdir}/manystacks.png` });
 
+  // 9a. One thread's samples.
+  await open(page, 'process=truth&thread=w-alpha');
+  out.thread = await page.evaluate(() => ({ ...document.body.dataset }));
+
   // 9b. The series list: a search narrows it, a click selects that series.
   await open(page, '');
   await page.click('#serieslist summary');

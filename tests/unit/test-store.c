@@ -1342,6 +1342,11 @@ static void test_services_and_rules(void)
         FP_CHECK_EQ_INT(total_of(s, &f, 0), 10 + 11);
         f.service = "nope";
         FP_CHECK_EQ_INT(total_of(s, &f, 0), 0);
+        /* Samples of one thread name: pid 11's thread is "main" too, "none" has nothing. */
+        struct fp_store_filter tf = {.thread_name = "main", .pid = 11};
+        FP_CHECK_EQ_INT(total_of(s, &tf, 0), 11);
+        tf.thread_name = "none";
+        FP_CHECK_EQ_INT(total_of(s, &tf, 0), 0);
         FP_CHECK_EQ_INT(total_of(s, NULL, 0), 10 + 11 + 12);
         FP_CHECK_EQ_INT(fp_store_list_series(s, NULL, grab_service, got), 3);
         FP_CHECK_EQ_STR(got, "10=api;11=api;12=;");
