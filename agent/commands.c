@@ -77,6 +77,10 @@ static void start_rule(struct fp_core *s, struct fp_control_client *c,
 
         if (fp_rule_new(q, uid, &rule, err, sizeof(err)) < 0)
                 return fp_control_error(c, "%s", err);
+        if (fp_rule_user_rights(&rule->cfg, uid, fp_control_cred(c)->pid, err, sizeof(err)) < 0) {
+                fp_rule_free(rule);
+                return fp_control_error(c, "%s", err);
+        }
         struct fp_perf_config cfg = rule->cfg;
         char service[FP_TARGET_SERVICE_MAX + 1];
         snprintf(service, sizeof(service), "%s", rule->service);
@@ -120,7 +124,8 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
                                                 "or --cgroup), not to a PID",
                                                 strcmp(*k, "service") ? "max-processes"
                                                                       : "service");
-        if (fp_rule_sampling_from_request(q, &cfg, &follow, err, sizeof(err)) < 0)
+        if (fp_rule_sampling_from_request(q, &cfg, &follow, err, sizeof(err)) < 0 ||
+            fp_rule_user_rights(&cfg, uid, fp_control_cred(c)->pid, err, sizeof(err)) < 0)
                 return fp_control_error(c, "%s", err);
 
         if (fp_proc_owner(pid, &owner) < 0)

@@ -498,6 +498,12 @@ static int resume_rule(void *userdata, const struct fp_store_rule *sr)
                 return 0;
         }
         rule->id = sr->id;
+        /* Its owner's rights now (no capabilities known without the owner at hand). */
+        if (fp_rule_user_rights(&rule->cfg, rule->owner, 0, err, sizeof(err)) < 0) {
+                fp_log(LOG_ERR, "Failed to resume rule %lld: %s", (long long)sr->id, err);
+                fp_rule_free(rule);
+                return 0;
+        }
         if (insert_rule(s, rule, err, sizeof(err)) < 0)
                 fp_log(LOG_ERR, "Failed to resume rule %lld: %s", (long long)sr->id, err);
         return 0;

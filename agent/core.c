@@ -779,6 +779,21 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         if (s->uploader) {
                 st.upload_url = fp_uploader_url(s->uploader);
                 fp_uploader_status(s->uploader, &st.upload);
+                if (uid != 0) {
+                        /* The URL may carry credentials (user:password@, ?token=): not for users.
+                         */
+                        fp_url_redact(st.upload_url, st.url_redacted, sizeof(st.url_redacted));
+                        char *at = strstr(st.upload.last_error, st.upload_url);
+                        if (at) {
+                                char rest[sizeof(st.upload.last_error)];
+                                snprintf(rest, sizeof(rest), "%s", at + strlen(st.upload_url));
+                                snprintf(at,
+                                         sizeof(st.upload.last_error) -
+                                             (size_t)(at - st.upload.last_error),
+                                         "%s%s", st.url_redacted, rest);
+                        }
+                        st.upload_url = st.url_redacted;
+                }
         }
         st.tracker = tracker_name(s);
         st.tracker_reason = s->tracker ? "" : s->tracker_reason;

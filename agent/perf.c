@@ -723,7 +723,14 @@ int fp_perf_paranoid(void)
 
 bool fp_perf_capable(void)
 {
-        FILE *f = fopen("/proc/self/status", "re");
+        return fp_perf_pid_capable(0);
+}
+
+bool fp_perf_pid_capable(pid_t pid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), pid > 0 ? "/proc/%d/status" : "/proc/self/status", (int)pid);
+        FILE *f = fopen(path, "re");
         char line[256];
         unsigned long long eff = 0;
         bool found = false;

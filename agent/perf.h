@@ -267,6 +267,8 @@ bool fp_perf_have_hw_pmu(void);
 /* Whether this process may sample kernel mode at any paranoid level (CAP_PERFMON or CAP_SYS_ADMIN).
  */
 bool fp_perf_capable(void);
+/* The same of process pid (0: this one); false when it cannot be read. */
+bool fp_perf_pid_capable(pid_t pid);
 
 /*
  * One line for the user on why perf_event_open refused cfg's event with r

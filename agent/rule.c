@@ -119,6 +119,27 @@ int fp_rule_sampling_from_request(const struct fp_ctl_request *q, struct fp_perf
         return 0;
 }
 
+int fp_rule_user_rights(struct fp_perf_config *cfg, uid_t uid, pid_t peer, char *err,
+                        size_t err_len)
+{
+        int paranoid = fp_perf_paranoid();
+
+        if (uid == 0 || paranoid <= 1 || (peer > 0 && fp_perf_pid_capable(peer)))
+                return 0;
+        if (paranoid >= 3)
+                return fp_errf(err, err_len, -EACCES,
+                               "permission denied: perf_event_paranoid is %d, so the kernel lets "
+                               "no user without CAP_PERFMON profile",
+                               paranoid);
+        if (cfg->kernel_frames)
+                return fp_errf(err, err_len, -EACCES,
+                               "permission denied: kernel frames (--kernel) need CAP_PERFMON or "
+                               "CAP_SYS_ADMIN at perf_event_paranoid %d",
+                               paranoid);
+        cfg->count_kernel = false; /* user mode only, as the kernel would count for this user */
+        return 0;
+}
+
 static const char *const selector_keys[] = {
     [FP_RULE_NAME] = "name",
     [FP_RULE_EXE] = "exe",

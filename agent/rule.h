@@ -94,6 +94,17 @@ struct fp_rule {
 int fp_rule_sampling_from_request(const struct fp_ctl_request *q, struct fp_perf_config *cfg,
                                   bool *ret_follow, char *err, size_t err_len);
 
+/*
+ * Gives user uid (asking through process peer: its capabilities count;
+ * 0: none known) exactly what the kernel would: at perf_event_paranoid 2
+ * or more without CAP_PERFMON or CAP_SYS_ADMIN, no kernel-mode samples
+ * or counts (cfg->count_kernel cleared; --kernel refused with -EACCES),
+ * and at 3 (Debian's default) no profiling at all (-EACCES). Root gets
+ * everything. 0, or -EACCES with one line in err.
+ */
+int fp_rule_user_rights(struct fp_perf_config *cfg, uid_t uid, pid_t peer, char *err,
+                        size_t err_len);
+
 /* Whether a start request asks for a rule (has name, exe, unit or cgroup). */
 bool fp_rule_requested(const struct fp_ctl_request *q);
 

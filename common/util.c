@@ -158,3 +158,15 @@ int fp_parse_listen(const char *listen, char *addr, size_t addrlen, unsigned *po
         *port = (unsigned)p;
         return 0;
 }
+
+void fp_url_redact(const char *url, char *buf, size_t len)
+{
+        const char *scheme = strstr(url, "://");
+        const char *host = scheme ? scheme + 3 : url;
+        size_t auth = strcspn(host, "/?#");
+        const char *at = memchr(host, '@', auth);
+        const char *rest = at ? at + 1 : host;
+        size_t keep = strcspn(rest, "?#");
+
+        snprintf(buf, len, "%.*s%.*s", (int)(host - url), url, (int)keep, rest);
+}

@@ -49,6 +49,13 @@ int fp_grow(void *arr, size_t *cap, size_t need, size_t elem);
 int fp_parse_duration(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 
 /*
+ * url without what may be a secret, for users who may not see one: no
+ * "user:password@", no query, no fragment ("https://h:8443/path"). Into
+ * buf (truncated to len).
+ */
+void fp_url_redact(const char *url, char *buf, size_t len);
+
+/*
  * A listening address: "ADDR:PORT", "[v6]:PORT" or ":PORT" (all IPv4
  * addresses) into addr and *port (1 to 65535). 0 or -EINVAL.
  */

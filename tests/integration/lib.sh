@@ -69,9 +69,17 @@ fp_kill() {
   wait "$pid" 2>/dev/null || true
 }
 
+# fp_on_exit CMD: run CMD (a string) at the end, before the tracked
+# processes are killed, whatever the outcome (which it cannot change).
+FP_EXIT_HOOKS=()
+fp_on_exit() { FP_EXIT_HOOKS+=("$1"); }
+
 fp_cleanup() {
   local rc=$? i
   trap - EXIT INT TERM
+  for ((i = ${#FP_EXIT_HOOKS[@]} - 1; i >= 0; i--)); do
+    eval "${FP_EXIT_HOOKS[i]}" || true
+  done
   local pids=("${FP_TRACKED[@]}")
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
     fp_kill "${pids[i]}"

@@ -168,7 +168,7 @@ else
     while read -r p; do echo "$p" >"$CGROOT/cgroup.procs" 2>/dev/null || true; done <"$CG/cgroup.procs"
     rmdir "$CG" 2>/dev/null || true
   }
-  trap 'cleanup_cg; fp_cleanup' EXIT
+  fp_on_exit cleanup_cg
   out=$(fp_ctl start --cgroup "$CG" --freq 99)
   fp_log "$out"
   R2=$(rule_id_of "$out")

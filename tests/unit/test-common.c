@@ -217,8 +217,22 @@ static void test_prom(void)
         free(buf);
 }
 
+static void test_url_redact(void)
+{
+        char b[256];
+        fp_url_redact("https://user:s3cret@collector:8443/base?token=abc#x", b, sizeof(b));
+        FP_CHECK_EQ_STR(b, "https://collector:8443/base");
+        fp_url_redact("http://127.0.0.1:7070", b, sizeof(b));
+        FP_CHECK_EQ_STR(b, "http://127.0.0.1:7070");
+        fp_url_redact("http://h/p@q?x=1", b, sizeof(b)); /* '@' in the path is no credential */
+        FP_CHECK_EQ_STR(b, "http://h/p@q");
+        fp_url_redact("weird", b, sizeof(b));
+        FP_CHECK_EQ_STR(b, "weird");
+}
+
 int main(void)
 {
+        test_url_redact();
         test_prom();
         test_utf8();
         test_json_escape();
