@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -169,7 +170,13 @@ static int transact(const char *socket_path, const struct request *q, const char
                             strerror(e));
         }
         fp_ctl_put_length(hdr, (uint32_t)q->len);
-        if (write_all(fd, hdr, sizeof(hdr)) < 0 || write_all(fd, q->buf, q->len) < 0) {
+        /*
+         * An agent that refuses the connection (too many of them) answers
+         * at once and closes: the write may fail, its answer still waits.
+         */
+        signal(SIGPIPE, SIG_IGN);
+        if ((write_all(fd, hdr, sizeof(hdr)) < 0 || write_all(fd, q->buf, q->len) < 0) &&
+            errno != EPIPE && errno != ECONNRESET) {
                 close(fd);
                 return fail(1, "cannot send the request to the agent: %s", strerror(errno));
         }

@@ -22,6 +22,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/*
+ * Bounds on what clients may hold: connections in all and per user other
+ * than root (a connection pins its request and its whole answer), and
+ * time: 30 s to send a request, 60 s for each write of the answer to
+ * progress (a client that asks for a dump and never reads it is dropped,
+ * and its answer freed).
+ */
+#define MAX_CLIENTS          256
+#define MAX_CLIENTS_PER_USER 16
+#define READ_TIMEOUT_S       30
+#define WRITE_TIMEOUT_S      60
+
 struct fp_control_client {
         struct fp_control_client *next, *prev;
         struct fp_control *ctl;
@@ -254,13 +266,24 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 free(c);
                 return;
         }
+        size_t all = 0, mine = 0;
+        for (const struct fp_control_client *o = ctl->clients; o; o = o->next) {
+                all++;
+                mine += o->cred.uid == c->cred.uid;
+        }
         c->next = ctl->clients;
         if (ctl->clients)
                 ctl->clients->prev = c;
         ctl->clients = c;
         bufferevent_setcb(c->bev, on_client_read, on_client_write, on_client_event, c);
-        struct timeval tv = {.tv_sec = 30};
-        bufferevent_set_timeouts(c->bev, &tv, NULL);
+        struct timeval rtv = {.tv_sec = READ_TIMEOUT_S}, wtv = {.tv_sec = WRITE_TIMEOUT_S};
+        bufferevent_set_timeouts(c->bev, &rtv, &wtv);
+        if (all >= MAX_CLIENTS || (c->cred.uid != 0 && mine >= MAX_CLIENTS_PER_USER)) {
+                fp_control_error(c, "too many connections%s: try again later",
+                                 all >= MAX_CLIENTS ? "" : " of your user");
+                send_reply(c);
+                return;
+        }
         bufferevent_enable(c->bev, EV_READ);
 }
 

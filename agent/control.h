@@ -17,6 +17,9 @@
  * -> the framed response is queued -> freed once written. A deferred
  * client that hangs up is kept until its command calls
  * fp_control_finish(), which then frees it instead of answering.
+ * Connections are bounded (control.c: in all, and per user other than
+ * root; past that a client gets one error line), and so is the time each
+ * write of an answer may take.
  */
 #pragma once
 

@@ -14,7 +14,9 @@
 #    frame in nobody's dump, while root's own dd does.
 # 2. Credentials in the collector URL: nobody's status (text and JSON)
 #    shows the URL without "user:password@"; root's shows it whole.
-# 3. The agent still answers root afterwards.
+# 3. Connections: nobody holding 16 idle connections gets "too many
+#    connections of your user" for the next, while root is still served.
+# 4. The agent still answers root afterwards.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 120
@@ -71,7 +73,26 @@ grep -q "http://127.0.0.1:$DEAD" "$FP_TMP/nobody.status" || fp_fail "nobody's st
 grep -q s3cret "$FP_TMP/root.status" || fp_fail "root's status lost the URL"
 fp_ok "nobody's status: $(grep -m1 '^upload' "$FP_TMP/nobody.status")"
 
-# ---- 3. the agent still serves -----------------------------------------------------------
+# ---- 3. connections --------------------------------------------------------------------------
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import socket, sys, time
+socks = []
+for i in range(16):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    socks.append(s)
+print("held", flush=True)
+time.sleep(25)' "$FP_SOCK" >"$FP_TMP/held" &
+HOLDER=$!
+fp_track "$HOLDER"
+fp_wait_for 10 grep -q held "$FP_TMP/held" || fp_fail "could not hold connections"
+refused "nobody's 17th connection" "too many connections of your user" "${asnobody[@]}" status
+fp_ctl status >/dev/null || fp_fail "root is not served while nobody holds connections"
+fp_kill "$HOLDER"
+fp_wait_for 10 "${asnobody[@]}" status >/dev/null || fp_fail "nobody is not served once its connections closed"
+fp_ok "nobody's idle connections are bounded; root is served meanwhile"
+
+# ---- 4. the agent still serves -----------------------------------------------------------
 fp_ctl status >/dev/null || fp_fail "the agent stopped answering"
 fp_kill "$NP" "$RP"
 fp_ok "the agent still answers"
