@@ -21,6 +21,9 @@ struct fp_store;
 
 #define FP_COLL_MAX_ROUTES 16
 
+/* The cookie the web page keeps the read token in (--read-token-file). */
+#define FP_COLL_READ_COOKIE "fleetprof_read"
+
 struct fp_coll_stats {
         uint64_t uploads_stored, uploads_duplicate, uploads_rejected, uploads_failed;
         uint64_t uploads_too_large, uploads_busy; /* 413 for the inflated size; 503 queue full */
@@ -46,7 +49,8 @@ struct fp_coll_server {
         struct fp_coll_writeq *writeq; /* the writer thread, with the read-write store */
         struct fp_store *store;        /* read-only: the loop thread's queries */
         uint64_t store_max_bytes;
-        char *token; /* NULL: no authentication */
+        char *token;      /* NULL: no authentication */
+        char *read_token; /* NULL: reads are open */
         size_t max_profile_bytes;
         bool tls;
         char listen[128]; /* what is served, for logs and the page */

@@ -48,6 +48,17 @@ static void usage(FILE *f, const struct fp_conf *conf)
                 "  --check-config           check the settings file and the options, print ok\n");
 }
 
+/* Whether ADDR:PORT listens on loopback only. */
+static bool listen_is_loopback(const char *listen)
+{
+        char addr[256];
+        unsigned port;
+        if (fp_parse_listen(listen, addr, sizeof(addr), &port) < 0)
+                return false;
+        return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+               strcmp(addr, "localhost") == 0;
+}
+
 int main(int argc, char **argv)
 {
         const struct fp_conf_program prog = {
@@ -98,6 +109,11 @@ int main(int argc, char **argv)
                 fp_log(LOG_WARNING,
                        "WARNING: no --token-file: uploads are NOT "
                        "authenticated; anyone who can reach %s may store profiles",
+                       c.listen);
+        if (!c.read_token_file && !listen_is_loopback(c.listen))
+                fp_log(LOG_WARNING,
+                       "WARNING: no --read-token-file: reads are open to anyone who can reach %s "
+                       "(profiles name hosts, processes and functions)",
                        c.listen);
         fp_log(LOG_INFO,
                "version %s, serving %s on %s (pid %d), store %s (budget %llu MiB, "

@@ -58,32 +58,84 @@ static bool authorized(struct fp_coll_server *s, struct evhttp_request *req)
         return true;
 }
 
+/* The value of cookie name in the request's Cookie headers, into buf; false when absent. */
+static bool cookie(struct evhttp_request *req, const char *name, char *buf, size_t len)
+{
+        const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
+        size_t n = strlen(name);
+
+        for (const char *p = h; p && *p;) {
+                while (*p == ' ' || *p == ';')
+                        p++;
+                size_t item = strcspn(p, ";");
+                if (item > n && strncmp(p, name, n) == 0 && p[n] == '=') {
+                        /* The page percent-encodes the value (encodeURIComponent). */
+                        char raw[512];
+                        snprintf(raw, sizeof(raw), "%.*s", (int)(item - n - 1), p + n + 1);
+                        char *v = evhttp_uridecode(raw, 0, NULL);
+                        if (!v)
+                                return false;
+                        snprintf(buf, len, "%s", v);
+                        free(v);
+                        return true;
+                }
+                p += item;
+        }
+        return false;
+}
+
+/*
+ * With --read-token-file, a read needs that token: as a bearer token, or
+ * (the web page, which asks for it once) in the fleetprof_read cookie.
+ */
+static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const char *h;
+        char value[512];
+
+        if (!s->read_token)
+                return true;
+        h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+        if (h && strncasecmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, s->read_token))
+                return true;
+        if (cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value)) &&
+            token_equal(value, s->read_token))
+                return true;
+        fp_coll_reply_error(req, 401,
+                            h || cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value))
+                                ? "wrong read token"
+                                : "reads need the read token (Authorization: Bearer ...)");
+        return false;
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
         struct fp_coll_server *s = arg;
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
         enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+        /* auth: W an agent's upload (--token-file), R a read (--read-token-file), - none. */
         static const struct {
                 const char *path;
                 enum evhttp_cmd_type cmd;
-                bool auth;
+                char auth;
                 void (*fn)(struct fp_coll_server *, struct evhttp_request *);
         } routes[] = {
-            {"/api/v1/ingest", EVHTTP_REQ_POST, true, fp_coll_api_ingest},
-            {"/api/v1/series", EVHTTP_REQ_GET, false, fp_coll_api_series},
-            {"/api/v1/profile", EVHTTP_REQ_GET, false, fp_coll_api_profile},
-            {"/healthz", EVHTTP_REQ_GET, false, fp_coll_api_healthz},
-            {"/", EVHTTP_REQ_GET, false, fp_coll_web_asset},
-            {"/series", EVHTTP_REQ_GET, false, fp_coll_web_index},
-            {"/top", EVHTTP_REQ_GET, false, fp_coll_web_top},
-            {"/metrics", EVHTTP_REQ_GET, false, fp_coll_metrics},
-            {"/api/v1/flamegraph", EVHTTP_REQ_GET, false, fp_coll_view_flamegraph},
-            {"/api/v1/diff", EVHTTP_REQ_GET, false, fp_coll_view_diff},
-            {"/api/v1/timeline", EVHTTP_REQ_GET, false, fp_coll_view_timeline},
-            {"/ui/", EVHTTP_REQ_GET, false, fp_coll_web_asset},
-            {"/ui/app.js", EVHTTP_REQ_GET, false, fp_coll_web_asset},
-            {"/ui/app.css", EVHTTP_REQ_GET, false, fp_coll_web_asset},
+            {"/api/v1/ingest", EVHTTP_REQ_POST, 'W', fp_coll_api_ingest},
+            {"/api/v1/series", EVHTTP_REQ_GET, 'R', fp_coll_api_series},
+            {"/api/v1/profile", EVHTTP_REQ_GET, 'R', fp_coll_api_profile},
+            {"/healthz", EVHTTP_REQ_GET, '-', fp_coll_api_healthz},
+            /* The page's own files hold no data: it asks for the read token itself. */
+            {"/", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
+            {"/series", EVHTTP_REQ_GET, 'R', fp_coll_web_index},
+            {"/top", EVHTTP_REQ_GET, 'R', fp_coll_web_top},
+            {"/metrics", EVHTTP_REQ_GET, 'R', fp_coll_metrics},
+            {"/api/v1/flamegraph", EVHTTP_REQ_GET, 'R', fp_coll_view_flamegraph},
+            {"/api/v1/diff", EVHTTP_REQ_GET, 'R', fp_coll_view_diff},
+            {"/api/v1/timeline", EVHTTP_REQ_GET, 'R', fp_coll_view_timeline},
+            {"/ui/", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
+            {"/ui/app.js", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
+            {"/ui/app.css", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
         };
         _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 
@@ -103,7 +155,8 @@ static void on_request(struct evhttp_request *req, void *arg)
                 }
                 s->st.by_route[i].path = routes[i].path;
                 s->st.by_route[i].n++;
-                if (routes[i].auth && !authorized(s, req))
+                if ((routes[i].auth == 'W' && !authorized(s, req)) ||
+                    (routes[i].auth == 'R' && !read_authorized(s, req)))
                         return;
                 routes[i].fn(s, req);
                 return;
@@ -178,6 +231,9 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         snprintf(s->listen, sizeof(s->listen), "%s", c->listen);
         if (c->token_file && (r = fp_read_token_file(c->token_file, &s->token, err, errlen)) < 0)
                 goto fail;
+        if (c->read_token_file &&
+            (r = fp_read_token_file(c->read_token_file, &s->read_token, err, errlen)) < 0)
+                goto fail;
         s->store_max_bytes = c->store_max_mb << 20;
         r = fp_store_open(c->store, s->store_max_bytes, &wstore, err, errlen);
         if (r < 0)
@@ -229,5 +285,6 @@ void fp_coll_server_free(struct fp_coll_server *s)
                 SSL_CTX_free(s->ssl_ctx);
         fp_store_close(s->store);
         free(s->token);
+        free(s->read_token);
         free(s);
 }

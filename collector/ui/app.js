@@ -46,11 +46,19 @@ const pct1 = (v, t) => (t ? (100 * v / t).toFixed(1) : '0.0') + '%';
 
 // ---- fetching ----
 async function getJSON(path) {
-  const r = await fetch(path);
+  const r = await fetch(path, { credentials: 'same-origin' });
   const body = await r.json().catch(() => ({ error: 'not JSON' }));
+  if (r.status === 401) $('login').hidden = false; // --read-token-file: ask once
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
 }
+// The read token goes into a cookie of this collector only, sent with every read.
+$('login').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const secure = location.protocol === 'https:' ? '; Secure' : '';
+  document.cookie = `fleetprof_read=${encodeURIComponent($('token').value)}; Path=/; SameSite=Strict${secure}`;
+  location.reload();
+});
 
 // ---- the selectors, filled from the series list ----
 let series = [];

@@ -17,6 +17,13 @@
 # 3. Connections: nobody holding 16 idle connections gets "too many
 #    connections of your user" for the next, while root is still served.
 # 4. The agent still answers root afterwards.
+#
+# And the collector against its network:
+# 5. Reads need --read-token-file's token when it is set: no token or a
+#    wrong one is 401 (JSON, series, profile, the /series page, metrics),
+#    the bearer token or the page's cookie is let in, /healthz and the
+#    page's own files stay open; the page (in chromium) asks for the token
+#    once and then draws. Without it, listening beyond loopback warns.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 120
@@ -96,3 +103,48 @@ fp_ok "nobody's idle connections are bounded; root is served meanwhile"
 fp_ctl status >/dev/null || fp_fail "the agent stopped answering"
 fp_kill "$NP" "$RP"
 fp_ok "the agent still answers"
+
+# ---- 5. the collector's reads --------------------------------------------------------------
+printf 'r34d-t0k3n\n' >"$FP_TMP/read.token"
+printf 'wr1te\n' >"$FP_TMP/write.token"
+PORT=$(fp_free_port)
+URL=http://127.0.0.1:$PORT
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/c.db" \
+  --token-file "$FP_TMP/write.token" --read-token-file "$FP_TMP/read.token"
+python3 "$FP_SRC/tests/integration/mkpprof.py" good "$FP_TMP/up.pb.gz" --stacks 20 --samples 500
+now=$(date +%s%N)
+curl -sf -H "Authorization: Bearer wr1te" --data-binary @"$FP_TMP/up.pb.gz" \
+  "$URL/api/v1/ingest?host=h&pid=7&starttime=1&event=cpu-clock&from=$((now - 5000000000))&to=$now" >/dev/null ||
+  fp_fail "the upload with the write token failed"
+code() { curl -s -o "$FP_TMP/body" -w '%{http_code}' "$@"; }
+for path in /api/v1/series /api/v1/profile /api/v1/flamegraph /series /metrics; do
+  [[ $(code "$URL$path") == 401 ]] || fp_fail "$path without the read token: $(cat "$FP_TMP/body")"
+  [[ $(code -H "Authorization: Bearer wr1te" "$URL$path") == 401 ]] || fp_fail "$path with the write token was let in"
+  [[ $(code -H "Authorization: Bearer r34d-t0k3n" "$URL$path") == 200 ]] || fp_fail "$path with the read token: $(cat "$FP_TMP/body")"
+done
+[[ $(code -H "Cookie: a=b; fleetprof_read=r34d-t0k3n" "$URL/api/v1/series") == 200 ]] || fp_fail "the read cookie was refused"
+[[ $(code -H "Cookie: fleetprof_read=nope" "$URL/api/v1/series") == 401 ]] || fp_fail "a wrong cookie was let in"
+for path in /healthz / /ui/app.js; do
+  [[ $(code "$URL$path") == 200 ]] || fp_fail "$path is not open"
+done
+fp_ok "reads need the read token (bearer or cookie); the write token is not one; /healthz and the page's files stay open"
+PW=/var/cache/fleetprof-test/node_modules
+out=$(fp_timeout 60 env NODE_PATH="$PW" node "$FP_SRC/tests/integration/weblogin.js" "$URL" r34d-t0k3n) ||
+  fp_fail "the browser login failed"
+python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["askedBefore"] and not o["askedAfter"], o
+assert int(o["total"]) > 0 and "read token" in o["statusBefore"], o
+' "$out" || fp_fail "the page's login: $out"
+fp_ok "the page asks for the read token once, then draws: $out"
+fp_stop_collector
+WPORT=$(fp_free_port)
+"$FP_COLLECTOR" --listen "0.0.0.0:$WPORT" --store "$FP_TMP/c2.db" >"$FP_TMP/open.log" 2>&1 &
+OPEN=$!
+fp_track "$OPEN"
+fp_wait_for 10 curl -sf "http://127.0.0.1:$WPORT/healthz" -o /dev/null || fp_fail "the open collector did not start"
+grep -q "reads are open" "$FP_TMP/open.log" || fp_fail "no warning for open reads on 0.0.0.0: $(cat "$FP_TMP/open.log")"
+grep -q "reads are open" "$FP_TMP/collector.log" && fp_fail "a warning for reads on loopback"
+fp_kill "$OPEN"
+fp_ok "listening beyond loopback without --read-token-file warns"
