@@ -29,24 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A positive decimal number up to max, as agentctl sends it. */
-static int arg_u64(const char *s, uint64_t max, uint64_t *ret)
-{
-        char *end;
-        if (!s || !*s || *s == '-' || *s == '+')
-                return -EINVAL;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end || v == 0 || v > max)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
 static int arg_pid(const char *s, pid_t *ret)
 {
         uint64_t v;
-        int r = arg_u64(s, INT_MAX, &v);
+        int r = fp_parse_uint(s, 1, INT_MAX, &v);
         if (r == 0)
                 *ret = (pid_t)v;
         return r;
@@ -187,7 +173,7 @@ static void cmd_stop(void *userdata, struct fp_control_client *c, const struct f
 
         if (rule_s) {
                 uint64_t id;
-                if (arg_u64(rule_s, INT64_MAX, &id) < 0)
+                if (fp_parse_uint(rule_s, 1, INT64_MAX, &id) < 0)
                         return fp_control_error(c, "invalid rule id '%s'", rule_s);
                 const struct fp_rule *rule = fp_core_find_rule(s, (int64_t)id);
                 if (!rule || (uid != 0 && rule->owner != uid))
@@ -384,7 +370,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                 return fp_control_error(c, "unknown format '%s': pprof, top or folded", format);
         if (pid_s && arg_pid(pid_s, &pid) < 0)
                 return fp_control_error(c, "invalid PID '%s'", pid_s);
-        if (since && arg_u64(since, UINT32_MAX, &since_s) < 0)
+        if (since && fp_parse_uint(since, 1, UINT32_MAX, &since_s) < 0)
                 return fp_control_error(c, "invalid --since '%s'", since);
         if (event) {
                 struct fp_perf_event ev;

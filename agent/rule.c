@@ -44,20 +44,6 @@ const struct fp_start_option *fp_start_option_find(const char *flag)
         return NULL;
 }
 
-/* A positive decimal number up to max. */
-static int arg_u64(const char *s, uint64_t max, uint64_t *ret)
-{
-        char *end;
-        if (!s || !*s || *s < '0' || *s > '9')
-                return -EINVAL;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end || v == 0 || v > max)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
 static bool is_on(const struct fp_ctl_request *q, const char *key)
 {
         const char *v = fp_ctl_request_get(q, key);
@@ -93,13 +79,13 @@ int fp_rule_sampling_from_request(const struct fp_ctl_request *q, struct fp_perf
         if (freq && period)
                 return fp_errf(err, err_len, -EINVAL, "--freq and --period exclude each other");
         if (period) {
-                if (arg_u64(period, UINT64_MAX / 2, &cfg.period) < 0)
+                if (fp_parse_uint(period, 1, UINT64_MAX / 2, &cfg.period) < 0)
                         return fp_errf(
                             err, err_len, -EINVAL, "invalid period '%s': a positive number of %s",
                             period, fp_perf_event_is_clock(&cfg.event) ? "nanoseconds" : "events");
         } else {
                 uint64_t hz = 99;
-                if (freq && arg_u64(freq, FP_PERF_MAX_FREQ, &hz) < 0)
+                if (freq && fp_parse_uint(freq, 1, FP_PERF_MAX_FREQ, &hz) < 0)
                         return fp_errf(err, err_len, -EINVAL, "invalid frequency '%s': 1 to %d Hz",
                                        freq, FP_PERF_MAX_FREQ);
                 /* Clocks count nanoseconds: a fixed period gives exact time weights. */
@@ -398,7 +384,7 @@ int fp_rule_new(const struct fp_ctl_request *q, uid_t owner, struct fp_rule **re
         r->max_processes = FP_RULE_MAX_PROCESSES_DEFAULT;
         if (maxp) {
                 uint64_t m;
-                if (arg_u64(maxp, FP_RULE_MAX_PROCESSES_LIMIT, &m) < 0) {
+                if (fp_parse_uint(maxp, 1, FP_RULE_MAX_PROCESSES_LIMIT, &m) < 0) {
                         e = fp_errf(err, err_len, -EINVAL,
                                     "invalid --max-processes '%.32s': 1 to %d", maxp,
                                     FP_RULE_MAX_PROCESSES_LIMIT);

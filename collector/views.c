@@ -76,8 +76,7 @@ static int view_params(struct evhttp_request *req, struct view_params *ret)
         }
         TAILQ_FOREACH(kv, &q, next)
         {
-                char *end;
-                unsigned long long n;
+                uint64_t n;
                 if (strcmp(kv->key, "value") == 0) {
                         if (strcmp(kv->value, "samples") != 0 && strcmp(kv->value, "value") != 0) {
                                 fp_coll_reply_error(req, 400,
@@ -90,11 +89,7 @@ static int view_params(struct evhttp_request *req, struct view_params *ret)
                         bool nodes = kv->key[0] == 'm';
                         unsigned long long lo = nodes ? 2 : 1,
                                            hi = nodes ? LIMIT_MAX_NODES : LIMIT_POINTS;
-                        errno = 0;
-                        n = kv->value[0] >= '0' && kv->value[0] <= '9'
-                                ? strtoull(kv->value, &end, 10)
-                                : 0;
-                        if (!n || errno || *end || n < lo || n > hi) {
+                        if (fp_parse_uint(kv->value, lo, hi, &n) < 0) {
                                 fp_coll_reply_error(req, 400, "parameter '%s' must be %llu to %llu",
                                                     kv->key, lo, hi);
                                 r = -EINVAL;

@@ -54,6 +54,21 @@ int fp_grow(void *arr, size_t *cap, size_t need, size_t elem)
         return 0;
 }
 
+int fp_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+        char *end;
+        unsigned long long v;
+
+        if (!s || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end || v < min || v > max)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
 int fp_parse_duration(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 {
         char *end;

@@ -49,6 +49,12 @@ int fp_grow(void *arr, size_t *cap, size_t need, size_t elem);
 int fp_parse_duration(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 
 /*
+ * A decimal number within [min, max]: digits only (no sign, no blank, no
+ * suffix). 0 or -EINVAL.
+ */
+int fp_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+
+/*
  * url without what may be a secret, for users who may not see one: no
  * "user:password@", no query, no fragment ("https://h:8443/path"). Into
  * buf (truncated to len).

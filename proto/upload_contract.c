@@ -227,6 +227,8 @@ static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const
                         return fp_errf(err, errlen, -EINVAL,
                                        "parameter 'event' must be an event name such as cpu-clock");
                 return copy_text(name, v, m->event, sizeof(m->event), true, err, errlen);
+        case P_FROM:
+        case P_TO:
         case P_COST_FROM:
         case P_COST_TO:
                 if (parse_i64(v, 0, INT64_MAX, &n) < 0)
@@ -234,16 +236,10 @@ static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const
                                        "parameter '%s' must be a time in nanoseconds since the "
                                        "epoch",
                                        name);
-                *(bit == P_COST_FROM ? &m->cost.from_ns : &m->cost.to_ns) = n;
-                return 0;
-        case P_FROM:
-        case P_TO:
-                if (parse_i64(v, 0, INT64_MAX, &n) < 0)
-                        return fp_errf(err, errlen, -EINVAL,
-                                       "parameter '%s' must be a time in nanoseconds since the "
-                                       "epoch",
-                                       name);
-                *(bit == P_FROM ? &m->from_ns : &m->to_ns) = n;
+                *(bit == P_FROM        ? &m->from_ns
+                  : bit == P_TO        ? &m->to_ns
+                  : bit == P_COST_FROM ? &m->cost.from_ns
+                                       : &m->cost.to_ns) = n;
                 return 0;
         case P_AGENT:
                 return copy_text(name, v, m->agent, sizeof(m->agent), false, err, errlen);

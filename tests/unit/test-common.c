@@ -230,8 +230,25 @@ static void test_url_redact(void)
         FP_CHECK_EQ_STR(b, "weird");
 }
 
+static void test_parse_uint(void)
+{
+        uint64_t v = 7;
+        FP_CHECK_EQ_INT(fp_parse_uint("42", 1, 100, &v), 0);
+        FP_CHECK_EQ_INT(v, 42);
+        FP_CHECK_EQ_INT(fp_parse_uint("0", 1, 100, &v), -EINVAL);
+        FP_CHECK_EQ_INT(fp_parse_uint("101", 1, 100, &v), -EINVAL);
+        FP_CHECK_EQ_INT(fp_parse_uint(" 5", 1, 100, &v), -EINVAL);
+        FP_CHECK_EQ_INT(fp_parse_uint("+5", 1, 100, &v), -EINVAL);
+        FP_CHECK_EQ_INT(fp_parse_uint("5x", 1, 100, &v), -EINVAL);
+        FP_CHECK_EQ_INT(fp_parse_uint("", 1, 100, &v), -EINVAL);
+        FP_CHECK_EQ_INT(fp_parse_uint(NULL, 1, 100, &v), -EINVAL);
+        FP_CHECK_EQ_INT(fp_parse_uint("99999999999999999999999", 1, UINT64_MAX, &v), -EINVAL);
+        FP_CHECK_EQ_INT(v, 42); /* untouched on failure */
+}
+
 int main(void)
 {
+        test_parse_uint();
         test_url_redact();
         test_prom();
         test_utf8();
