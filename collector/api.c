@@ -13,7 +13,7 @@
 #include "http.h"
 #include "json.h"
 #include "prom.h"
-#include "store.h"
+#include "backend.h"
 #include "writeq.h"
 
 #include <errno.h>
@@ -251,9 +251,9 @@ int fp_coll_api_walk_series(struct fp_coll_server *s, const struct fp_store_filt
         struct walk w = {.fn = fn, .userdata = userdata};
         int r;
 
-        r = fp_store_drop_totals(s->store, f, collect_drop, &w.drops);
+        r = fp_backend_drop_totals(s->store, f, collect_drop, &w.drops);
         if (r >= 0)
-                r = fp_store_list_series(s->store, f, walk_one, &w);
+                r = fp_backend_list_series(s->store, f, walk_one, &w);
         drop_list_free(&w.drops);
         return r;
 }
@@ -328,7 +328,7 @@ void fp_coll_api_series(struct fp_coll_server *s, struct evhttp_request *req)
         r = fp_coll_api_walk_series(s, &f.f, series_json, &j);
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "cannot read the store: %s",
-                                    fp_store_errmsg(s->store));
+                                    fp_backend_errmsg(s->store));
         } else {
                 fp_json_end_array(&j);
                 fp_json_end_object(&j);
@@ -363,10 +363,10 @@ void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 return;
         }
-        r = fp_store_query_pprof(s->store, &f.f, p);
+        r = fp_backend_query_pprof(s->store, &f.f, p);
         if (r < 0) {
                 fp_coll_reply_error(req, r == -EINVAL ? 400 : 503, "cannot query the store: %s",
-                                    fp_store_errmsg(s->store));
+                                    fp_backend_errmsg(s->store));
                 goto out;
         }
         if (r == 0) {
@@ -402,7 +402,7 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
 {
         struct fp_store_stats ss = {0};
         struct evbuffer *b = evbuffer_new();
-        int r = fp_store_stats(s->store, &ss);
+        int r = fp_backend_stats(s->store, &ss);
 
         if (!b) {
                 fp_coll_reply_error(req, 503, "out of memory");
@@ -438,7 +438,7 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
         struct fp_hist write;
         size_t queued = 0;
         struct fp_prom p;
-        int r = fp_store_stats(s->store, &ss);
+        int r = fp_backend_stats(s->store, &ss);
 
         if (!b) {
                 fp_coll_reply_error(req, 503, "out of memory");

@@ -17,7 +17,7 @@
 
 struct evhttp_request;
 struct evbuffer;
-struct fp_store;
+struct fp_backend;
 
 #define FP_COLL_MAX_ROUTES 16
 
@@ -47,7 +47,7 @@ struct fp_coll_server {
         struct evhttp_bound_socket *sock;
         void *ssl_ctx;                 /* SSL_CTX, NULL: plain HTTP */
         struct fp_coll_writeq *writeq; /* the writer thread, with the read-write store */
-        struct fp_store *store;        /* read-only: the loop thread's queries */
+        struct fp_backend *store;      /* read-only: the loop thread's queries */
         uint64_t store_max_bytes;
         char *token;      /* NULL: no authentication */
         char *read_token; /* NULL: reads are open */

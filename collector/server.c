@@ -9,7 +9,7 @@
 #include "api.h"
 #include "escape.h"
 #include "util.h"
-#include "store.h"
+#include "backend.h"
 #include "views.h"
 #include "web.h"
 #include "writeq.h"
@@ -209,7 +209,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                        struct fp_coll_server **ret, char *err, size_t errlen)
 {
         struct fp_coll_server *s;
-        struct fp_store *wstore = NULL;
+        struct fp_backend *wstore = NULL;
         char addr[128];
         unsigned port;
         int r;
@@ -235,19 +235,23 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
             (r = fp_read_token_file(c->read_token_file, &s->read_token, err, errlen)) < 0)
                 goto fail;
         s->store_max_bytes = c->store_max_mb << 20;
-        r = fp_store_open(c->store, s->store_max_bytes, &wstore, err, errlen);
+        r = fp_backend_open(c->store, c->store_credentials, s->store_max_bytes, true, &wstore, err,
+                            errlen);
         if (r < 0)
                 goto fail;
-        if (r == FP_STORE_RECOVERED)
+        if (r > 0)
                 fp_log(LOG_WARNING, "%s", err);
         r = fp_coll_writeq_new(base, wstore, c->retention_s, &s->writeq);
         if (r < 0) {
                 fp_errf(err, errlen, 0, "Failed to start the writer thread: %s", strerror(-r));
                 goto fail;
         }
-        r = fp_store_open_readonly(c->store, &s->store, err, errlen);
+        r = fp_backend_open(c->store, c->store_credentials, s->store_max_bytes, false, &s->store,
+                            err, errlen);
         if (r < 0)
                 goto fail;
+        if (r > 0 && !fp_backend_is_clickhouse(s->store))
+                fp_log(LOG_WARNING, "%s", err);
         s->http = evhttp_new(base);
         if (!s->http) {
                 fp_errf(err, errlen, 0, "Failed to create the HTTP server");
@@ -283,7 +287,7 @@ void fp_coll_server_free(struct fp_coll_server *s)
                 evhttp_free(s->http);
         if (s->ssl_ctx)
                 SSL_CTX_free(s->ssl_ctx);
-        fp_store_close(s->store);
+        fp_backend_close(s->store);
         free(s->token);
         free(s->read_token);
         free(s);

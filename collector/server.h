@@ -32,7 +32,7 @@ struct event_base;
 struct fp_coll_server;
 struct evhttp_request;
 struct evbuffer;
-struct fp_store;
+struct fp_backend;
 
 /*
  * Opens the store, reads the token, binds the address and starts

@@ -5,14 +5,17 @@
  */
 #include "settings.h"
 #include "util.h"
+#include "clickhouse.h"
 
 #include <errno.h>
 
 const struct fp_conf_key fp_coll_settings[] = {
     {"listen", FP_CONF_STRING, "127.0.0.1:7070", 0, 0, "ADDR:PORT",
      "address and port to serve HTTP (or HTTPS) on"},
-    {"store", FP_CONF_STRING, "/var/lib/fleetprof/collector.db", 0, 0, "PATH",
-     "the SQLite store of every host's profiles"},
+    {"store", FP_CONF_STRING, "/var/lib/fleetprof/collector.db", 0, 0, "PATH|URL",
+     "the SQLite file, or clickhouse://HOST:PORT/DATABASE, of every host's profiles"},
+    {"store-credentials", FP_CONF_STRING, NULL, 0, 0, "FILE",
+     "ClickHouse user and password: USER:PASSWORD on FILE's first line"},
     {"token-file", FP_CONF_STRING, NULL, 0, 0, "FILE",
      "agents must send the bearer token on FILE's first line"},
     {"read-token-file", FP_CONF_STRING, NULL, 0, 0, "FILE",
@@ -36,6 +39,7 @@ void fp_coll_config_from(const struct fp_conf *conf, struct fp_coll_config *c)
         *c = (struct fp_coll_config){
             .listen = fp_conf_string(conf, "listen"),
             .store = fp_conf_string(conf, "store"),
+            .store_credentials = fp_conf_path(conf, "store-credentials"),
             .token_file = fp_conf_path(conf, "token-file"),
             .read_token_file = fp_conf_path(conf, "read-token-file"),
             .tls_cert = fp_conf_path(conf, "tls-cert"),
@@ -56,6 +60,9 @@ int fp_coll_settings_check(const struct fp_conf *conf, char *err, size_t err_len
                 return fp_errf(err, err_len, -EINVAL, "--listen ADDR:PORT is required");
         if (!c.store)
                 return fp_errf(err, err_len, -EINVAL, "--store PATH is required");
+        if (c.store_credentials && !fp_ch_is_url(c.store))
+                return fp_errf(err, err_len, -EINVAL,
+                               "--store-credentials applies to a clickhouse:// store only");
         if (!!c.tls_cert != !!c.tls_key)
                 return fp_errf(err, err_len, -EINVAL,
                                "HTTPS needs both --tls-cert and --tls-key (only --%s was given)",

@@ -13,10 +13,11 @@
 #include <stdint.h>
 
 struct fp_coll_config {
-        const char *listen;          /* ADDR:PORT */
-        const char *store;           /* SQLite file */
-        const char *token_file;      /* NULL: no authentication of uploads */
-        const char *read_token_file; /* NULL: reads are open */
+        const char *listen;            /* ADDR:PORT */
+        const char *store;             /* SQLite file or clickhouse:// URL */
+        const char *store_credentials; /* ClickHouse USER:PASSWORD file, NULL: default user */
+        const char *token_file;        /* NULL: no authentication of uploads */
+        const char *read_token_file;   /* NULL: reads are open */
         const char *tls_cert, *tls_key;
         uint64_t max_body_mb;    /* compressed upload size */
         uint64_t max_profile_mb; /* decompressed upload size */

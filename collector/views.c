@@ -33,7 +33,7 @@
 #include "filter.h"
 #include "http.h"
 #include "pprof.h"
-#include "store.h"
+#include "backend.h"
 #include "util.h"
 
 #include <errno.h>
@@ -126,12 +126,12 @@ static int query(struct fp_coll_server *s, struct evhttp_request *req,
                 fp_coll_reply_error(req, 503, "out of memory");
                 return -ENOMEM;
         }
-        r = fp_store_query_pprof(s->store, f, p);
+        r = fp_backend_query_pprof(s->store, f, p);
         if (r <= 0) {
                 if (r < 0)
                         fp_coll_reply_error(req, r == -EINVAL ? 400 : 503,
                                             "cannot query the store: %s",
-                                            fp_store_errmsg(s->store));
+                                            fp_backend_errmsg(s->store));
                 else
                         fp_coll_reply_error(req, 404, "no samples match %s", what);
                 fp_pprof_free(p);
@@ -215,7 +215,7 @@ static void send_tree(struct fp_coll_server *s, struct evhttp_request *req,
         drops_json(b, p);
         evbuffer_add_printf(b, ",\"profiler\":[");
         struct cost_list cl = {b, true};
-        (void)fp_store_host_costs(s->store, sel, cost_json, &cl); /* a cost is a nicety */
+        (void)fp_backend_host_costs(s->store, sel, cost_json, &cl); /* a cost is a nicety */
         evbuffer_add_printf(b, "],\"tree\":");
         r = fp_flame_write_json(f, base != NULL, fp_write_evbuffer, b);
         if (r < 0) {
@@ -332,7 +332,7 @@ void fp_coll_view_timeline(struct fp_coll_server *s, struct evhttp_request *req)
         if (view_params(req, &vp) < 0 || view_filter(req, NULL, &f) < 0)
                 return;
         /* Pass one: the event (the one asked for, or the first stored) and the range. */
-        r = fp_store_timeline(s->store, &f.f, first_event, &l);
+        r = fp_backend_timeline(s->store, &f.f, first_event, &l);
         if (r == 0) {
                 fp_coll_reply_error(req, 404, "no samples match this selection");
                 return;
@@ -351,12 +351,12 @@ void fp_coll_view_timeline(struct fp_coll_server *s, struct evhttp_request *req)
                 l.samples = calloc(l.n, sizeof(*l.samples));
                 l.values = calloc(l.n, sizeof(*l.values));
                 f.f.event = l.event;
-                r = l.samples && l.values ? fp_store_timeline(s->store, &f.f, add_point, &l)
+                r = l.samples && l.values ? fp_backend_timeline(s->store, &f.f, add_point, &l)
                                           : -ENOMEM;
         }
         if (r < 0 || !(b = evbuffer_new())) {
                 fp_coll_reply_error(req, 503, "cannot read the time line: %s",
-                                    r < 0 ? fp_store_errmsg(s->store) : "out of memory");
+                                    r < 0 ? fp_backend_errmsg(s->store) : "out of memory");
                 goto out;
         }
         evbuffer_add_printf(b, "{\"event\":");

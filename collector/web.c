@@ -10,7 +10,7 @@
 #include "util.h"
 #include "pprof.h"
 #include "http.h"
-#include "store.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -114,7 +114,7 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
         if (r < 0) {
                 evbuffer_free(pg.b);
                 fp_coll_reply_error(req, 503, "cannot read the store: %s",
-                                    fp_store_errmsg(s->store));
+                                    fp_backend_errmsg(s->store));
                 return;
         }
         evbuffer_add_printf(pg.b,
@@ -147,10 +147,10 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
         }
-        r = fp_store_query_pprof(s->store, &f.f, p);
+        r = fp_backend_query_pprof(s->store, &f.f, p);
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "cannot query the store: %s",
-                                    fp_store_errmsg(s->store));
+                                    fp_backend_errmsg(s->store));
                 goto out;
         }
         mem = open_memstream(&text, &text_len);

@@ -17,7 +17,7 @@
 #include "prom.h"
 #include "util.h"
 #include "log.h"
-#include "store.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -41,7 +41,7 @@ struct job {
 
 struct fp_coll_writeq {
         struct event_base *base;
-        struct fp_store *store; /* the writer thread's */
+        struct fp_backend *store; /* the writer thread's */
         uint64_t retention_s;
         int efd;
         struct event *ev_done;
@@ -65,10 +65,10 @@ static void expire(struct fp_coll_writeq *q)
 {
         int64_t before =
             (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)q->retention_s * 1000000000LL;
-        int n = fp_store_expire(q->store, before);
+        int n = fp_backend_expire(q->store, before);
 
         if (n < 0)
-                fp_log(LOG_ERR, "Failed to apply the retention: %s", fp_store_errmsg(q->store));
+                fp_log(LOG_ERR, "Failed to apply the retention: %s", fp_backend_errmsg(q->store));
         else if (n > 0)
                 fp_log(LOG_INFO, "retention: deleted %d old uploads", n);
 }
@@ -83,7 +83,7 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
 
         for (size_t i = 0; i < n; i++)
                 batches[i] = jobs[i]->batch;
-        r = fp_store_write_batches(q->store, batches, n, results);
+        r = fp_backend_write_batches(q->store, batches, n, results);
         took = (int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0;
         for (size_t i = 0; i < n; i++)
                 jobs[i]->result = results[i];
@@ -92,7 +92,7 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
         q->groups++;
         fp_hist_observe(&q->write_hist, (double)took / 1e9);
         if (r < 0)
-                snprintf(q->error, sizeof(q->error), "%s", fp_store_errmsg(q->store));
+                snprintf(q->error, sizeof(q->error), "%s", fp_backend_errmsg(q->store));
         for (size_t i = 0; i < n; i++) {
                 *q->done_tail = jobs[i];
                 q->done_tail = &jobs[i]->next;
@@ -184,7 +184,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         deliver(arg);
 }
 
-int fp_coll_writeq_new(struct event_base *base, struct fp_store *store, uint64_t retention_s,
+int fp_coll_writeq_new(struct event_base *base, struct fp_backend *store, uint64_t retention_s,
                        struct fp_coll_writeq **ret)
 {
         struct fp_coll_writeq *q = calloc(1, sizeof(*q));
@@ -239,7 +239,7 @@ void fp_coll_writeq_free(struct fp_coll_writeq *q)
                 event_free(q->ev_done);
         if (q->efd >= 0)
                 close(q->efd);
-        fp_store_close(q->store);
+        fp_backend_close(q->store);
         pthread_cond_destroy(&q->wake);
         pthread_mutex_destroy(&q->lock);
         free(q);

@@ -26,7 +26,7 @@
 
 struct event_base;
 struct fp_coll_writeq;
-struct fp_store;
+struct fp_backend;
 struct fp_store_batch;
 
 #define FP_COLL_WRITEQ_MAX   64   /* uploads per transaction */
@@ -36,7 +36,7 @@ struct fp_store_batch;
  * Starts the writer thread with store (taken over, also on failure) and
  * the retention in seconds (0: none). -errno.
  */
-int fp_coll_writeq_new(struct event_base *base, struct fp_store *store, uint64_t retention_s,
+int fp_coll_writeq_new(struct event_base *base, struct fp_backend *store, uint64_t retention_s,
                        struct fp_coll_writeq **ret);
 /* Writes what is queued (calling back for each), stops the thread, closes its store. Accepts NULL.
  */

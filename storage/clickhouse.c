@@ -1,0 +1,2120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collector's store on ClickHouse (clickhouse.h), over HTTP.
+ *
+ * Schema (version 1), in the database the URL names. Every table is a
+ * ReplacingMergeTree: a row written twice (two collectors storing one
+ * retried upload, or a dictionary row each collector writes once) is
+ * collapsed by ClickHouse's merges, and until then every read groups by
+ * the row's key first, so it is counted once either way.
+ *
+ *   series       (day, series_id, target_id, host, pid, starttime, comm, exe,
+ *                config, active, service, event and its sample types, version)
+ *                what a (target, event) is: one row per upload, the newest
+ *                (version: the upload's end) wins for comm, exe, config,
+ *                active and service.
+ *   buckets      (hour, upload, series_id, start_ns, length_ns, count, value)
+ *                one row per upload and series: listings and time lines.
+ *   samples      (hour, start_ns, series_id, length_ns, upload, stack_id,
+ *                tid, thread_name, count, value)
+ *   drops        (hour, start_ns, length_ns, upload, target_id, reason, count)
+ *   upload_keys  (hour, key, upload): the idempotency keys stored.
+ *   stacks       (day, stack_id, frames Array(UInt64)), frames (day,
+ *                frame_id, mapping_id, function_id, address), functions (day,
+ *                function_id, name), mappings (day, mapping_id, file,
+ *                build_id, memory_start, memory_limit, file_offset): stored
+ *                once per day and referenced by content hash (the SQLite
+ *                store's hashes, store-internal.h).
+ *   costs        (day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus)
+ *   meta         (version, written_ns): the schema version.
+ *
+ * Time: hour = start_ns / 3600 s and day = start_ns / 86400 s of the
+ * upload (not of each bucket in it). Tables of samples are partitioned by
+ * hour, dictionaries by day; retention and the byte budget drop whole
+ * partitions (ALTER TABLE ... DROP PARTITION), oldest first, a day's
+ * dictionaries once none of its hours is left. A merged profile is one
+ * GROUP BY inside ClickHouse; the collector fetches the stacks, frames and
+ * names it references and assembles the pprof.
+ *
+ * Written for ClickHouse 18.16 (Debian 12's) as much as for current
+ * releases: no DateTime64, LowCardinality, TTL, query parameters or
+ * lightweight deletes; RowBinary both ways; ids in the query text.
+ */
+#include "clickhouse.h"
+#include "store-internal.h"
+#include "pprof.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define HOUR_NS           3600000000000LL
+#define DAY_NS            86400000000000LL
+#define CONNECT_TIMEOUT_S 5L
+#define WRITE_TIMEOUT_S   20L
+#define READ_TIMEOUT_S    30L
+#define MAX_ANSWER        ((size_t)1 << 30) /* bytes of one answer */
+#define IDS_PER_QUERY     8000              /* ids in one IN (...) list: under max_query_size */
+#define WRITTEN_MAX       ((size_t)1 << 20) /* dictionary rows remembered as written */
+#define UPKEEP_EVERY_NS   (10 * 1000000000LL)
+
+/* ---- growing buffers ---- */
+
+struct buf {
+        char *p;
+        size_t n, cap;
+        bool oom;
+};
+
+static void buf_need(struct buf *b, size_t more)
+{
+        if (b->oom)
+                return;
+        if (fp_grow((void **)&b->p, &b->cap, b->n + more + 1, 1) < 0)
+                b->oom = true;
+}
+
+static void buf_add(struct buf *b, const void *data, size_t len)
+{
+        buf_need(b, len);
+        if (b->oom)
+                return;
+        memcpy(b->p + b->n, data, len);
+        b->n += len;
+        b->p[b->n] = 0;
+}
+
+static void __attribute__((format(printf, 2, 3))) buf_printf(struct buf *b, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(NULL, 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+                b->oom = true;
+                return;
+        }
+        buf_need(b, (size_t)n);
+        if (b->oom)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        b->n += (size_t)n;
+}
+
+/* A SQL string literal: quotes and backslashes escaped, control bytes as \xHH. */
+static void buf_lit(struct buf *b, const char *s)
+{
+        buf_add(b, "'", 1);
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+                if (ch == '\'' || ch == '\\')
+                        buf_printf(b, "\\%c", ch);
+                else if (ch < 0x20 || ch == 0x7f)
+                        buf_printf(b, "\\x%02x", ch);
+                else
+                        buf_add(b, s, 1);
+        }
+        buf_add(b, "'", 1);
+}
+
+/* RowBinary: little-endian integers, strings and arrays prefixed by a LEB128 length. */
+static void rb_uint(struct buf *b, uint64_t v, size_t bytes)
+{
+        uint8_t w[8];
+        for (size_t i = 0; i < bytes; i++)
+                w[i] = (uint8_t)(v >> (8 * i));
+        buf_add(b, w, bytes);
+}
+
+static void rb_len(struct buf *b, uint64_t n)
+{
+        uint8_t w[10];
+        size_t k = 0;
+        do {
+                w[k] = (uint8_t)(n & 0x7f);
+                n >>= 7;
+                if (n)
+                        w[k] |= 0x80;
+                k++;
+        } while (n);
+        buf_add(b, w, k);
+}
+
+static void rb_str(struct buf *b, const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+        rb_len(b, n);
+        buf_add(b, s ? s : "", n);
+}
+
+/* Reading RowBinary: strings are NUL-terminated in place (moved over their length). */
+struct rd {
+        uint8_t *p, *end;
+        bool bad;
+};
+
+static uint64_t rd_uint(struct rd *r, size_t bytes)
+{
+        uint64_t v = 0;
+        if (r->bad || (size_t)(r->end - r->p) < bytes) {
+                r->bad = true;
+                return 0;
+        }
+        for (size_t i = 0; i < bytes; i++)
+                v |= (uint64_t)r->p[i] << (8 * i);
+        r->p += bytes;
+        return v;
+}
+
+static uint64_t rd_len(struct rd *r)
+{
+        uint64_t v = 0;
+        for (unsigned shift = 0; shift < 64; shift += 7) {
+                if (r->bad || r->p >= r->end) {
+                        r->bad = true;
+                        return 0;
+                }
+                uint8_t c = *r->p++;
+                v |= (uint64_t)(c & 0x7f) << shift;
+                if (!(c & 0x80))
+                        return v;
+        }
+        r->bad = true;
+        return 0;
+}
+
+static const char *rd_str(struct rd *r)
+{
+        uint8_t *start = r->p;
+        uint64_t n = rd_len(r);
+        if (r->bad || (uint64_t)(r->end - r->p) < n) {
+                r->bad = true;
+                return "";
+        }
+        memmove(start, r->p, n); /* the length took at least one byte: room for the NUL */
+        start[n] = 0;
+        r->p += n;
+        return (const char *)start;
+}
+
+#define RD_U8(r)  ((uint8_t)rd_uint((r), 1))
+#define RD_U32(r) ((uint32_t)rd_uint((r), 4))
+#define RD_I32(r) ((int32_t)(uint32_t)rd_uint((r), 4))
+#define RD_U64(r) rd_uint((r), 8)
+#define RD_I64(r) ((int64_t)rd_uint((r), 8))
+
+/* ---- the connection ---- */
+
+struct fp_ch {
+        CURL *curl;
+        char *base;     /* http(s)://host:port/ */
+        char *hostport; /* for messages */
+        char db[64];
+        char *user, *password;
+        bool writer, ready;
+        uint64_t max_bytes;
+        int64_t next_upkeep_ns;
+        struct fp_store_map written; /* (day, id) of dictionary rows this handle stored */
+        struct buf answer;
+        char errmsg[512];
+};
+
+static int failf(struct fp_ch *c, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int failf(struct fp_ch *c, int r, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+static int oom(struct fp_ch *c)
+{
+        return failf(c, -ENOMEM, "ClickHouse store: out of memory");
+}
+
+static size_t on_answer(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        struct fp_ch *c = userdata;
+        size_t n = size * nmemb;
+
+        if (c->answer.n + n > MAX_ANSWER)
+                return 0; /* curl fails the transfer: the answer is too large */
+        buf_add(&c->answer, data, n);
+        return c->answer.oom ? 0 : n;
+}
+
+/* The first line of ClickHouse's error text, without its stack trace. */
+static void error_line(const struct buf *a, char *out, size_t len)
+{
+        size_t n = a->p ? strcspn(a->p, "\r\n") : 0;
+        const char *s = a->p ? a->p : "";
+        const char *st = strstr(s, ", Stack trace");
+        if (st && (size_t)(st - s) < n)
+                n = (size_t)(st - s);
+        snprintf(out, len, "%.*s", (int)(n < 300 ? n : 300), s);
+}
+
+/*
+ * One request: insert_sql set sends body as the INSERT's data (the query
+ * in the URL); else body is the query. The answer lands in c->answer.
+ */
+static int request(struct fp_ch *c, const char *insert_sql, const void *body, size_t len,
+                   long timeout_s)
+{
+        struct buf url = {0};
+        char curl_err[CURL_ERROR_SIZE] = "", line[320];
+        long code = 0;
+        CURLcode cr;
+
+        c->answer.n = 0;
+        c->answer.oom = false;
+        if (c->answer.p)
+                c->answer.p[0] = 0;
+        buf_printf(&url, "%s?wait_end_of_query=1", c->base); /* every name is qualified */
+        if (insert_sql) {
+                char *q = curl_easy_escape(c->curl, insert_sql, 0);
+                if (!q) {
+                        free(url.p);
+                        return oom(c);
+                }
+                buf_printf(&url, "&query=%s", q);
+                curl_free(q);
+        }
+        if (url.oom) {
+                free(url.p);
+                return oom(c);
+        }
+        curl_easy_setopt(c->curl, CURLOPT_URL, url.p);
+        curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, timeout_s);
+        curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, curl_err);
+        cr = curl_easy_perform(c->curl);
+        curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
+        free(url.p);
+        if (cr != CURLE_OK) {
+                int r = cr == CURLE_OPERATION_TIMEDOUT             ? -ETIMEDOUT
+                        : cr == CURLE_WRITE_ERROR && c->answer.oom ? -ENOMEM
+                        : cr == CURLE_WRITE_ERROR                  ? -EFBIG
+                        : cr == CURLE_COULDNT_RESOLVE_HOST         ? -EHOSTUNREACH
+                                                                   : -ECONNREFUSED;
+                c->ready = c->ready && r != -ECONNREFUSED && r != -EHOSTUNREACH;
+                return failf(c, r, "ClickHouse at %s: %s", c->hostport,
+                             curl_err[0] ? curl_err : curl_easy_strerror(cr));
+        }
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+        if (code != 200) {
+                error_line(&c->answer, line, sizeof(line));
+                if (code == 401 || code == 403 || strstr(line, "Code: 516") ||
+                    strstr(line, "Code: 192") || strstr(line, "Code: 193"))
+                        return failf(c, -EACCES, "ClickHouse at %s refused the credentials: %s",
+                                     c->hostport, line);
+                return failf(c, -EIO, "ClickHouse at %s: HTTP %ld: %s", c->hostport, code, line);
+        }
+        return 0;
+}
+
+static int exec_sql(struct fp_ch *c, const struct buf *sql, long timeout_s)
+{
+        if (sql->oom)
+                return oom(c);
+        return request(c, NULL, sql->p, sql->n, timeout_s);
+}
+
+static int insert(struct fp_ch *c, const char *table, const char *columns, const struct buf *rows)
+{
+        char sql[512];
+
+        if (rows->oom)
+                return oom(c);
+        if (!rows->n)
+                return 0;
+        snprintf(sql, sizeof(sql), "INSERT INTO %s.%s (%s) FORMAT RowBinary", c->db, table,
+                 columns);
+        return request(c, sql, rows->p, rows->n, WRITE_TIMEOUT_S);
+}
+
+/* ---- schema ---- */
+
+#define RMT "ENGINE = ReplacingMergeTree"
+
+static const char *const schema_v1[] = {
+    "CREATE TABLE IF NOT EXISTS DB.series (day Date, series_id UInt64, target_id UInt64,"
+    " host String, pid Int32, starttime UInt64, comm String, exe String, config String,"
+    " active UInt8, service String, event String, count_type String, count_unit String,"
+    " value_type String, value_unit String, period_type String, period_unit String,"
+    " period Int64, version UInt64) ENGINE = ReplacingMergeTree(version)"
+    " PARTITION BY day ORDER BY series_id",
+    "CREATE TABLE IF NOT EXISTS DB.buckets (hour UInt32, upload UInt64, series_id UInt64,"
+    " start_ns Int64, length_ns Int64, count UInt64, value UInt64) " RMT
+    " PARTITION BY hour ORDER BY (series_id, start_ns, upload)",
+    "CREATE TABLE IF NOT EXISTS DB.samples (hour UInt32, start_ns Int64, series_id UInt64,"
+    " length_ns Int64, upload UInt64, stack_id UInt64, tid Int32, thread_name String,"
+    " count UInt64, value UInt64) " RMT
+    " PARTITION BY hour ORDER BY (series_id, start_ns, upload, stack_id, tid, thread_name)",
+    "CREATE TABLE IF NOT EXISTS DB.drops (hour UInt32, start_ns Int64, length_ns Int64,"
+    " upload UInt64, target_id UInt64, reason String, count UInt64) " RMT
+    " PARTITION BY hour ORDER BY (target_id, start_ns, upload, reason)",
+    "CREATE TABLE IF NOT EXISTS DB.upload_keys (hour UInt32, key String, upload UInt64) " RMT
+    " PARTITION BY hour ORDER BY key",
+    "CREATE TABLE IF NOT EXISTS DB.stacks (day Date, stack_id UInt64, frames Array(UInt64)) " RMT
+    " PARTITION BY day ORDER BY stack_id",
+    "CREATE TABLE IF NOT EXISTS DB.frames (day Date, frame_id UInt64, mapping_id UInt64,"
+    " function_id UInt64, address UInt64) " RMT " PARTITION BY day ORDER BY frame_id",
+    "CREATE TABLE IF NOT EXISTS DB.functions (day Date, function_id UInt64, name String) " RMT
+    " PARTITION BY day ORDER BY function_id",
+    "CREATE TABLE IF NOT EXISTS DB.mappings (day Date, mapping_id UInt64, file String,"
+    " build_id String, memory_start UInt64, memory_limit UInt64, file_offset UInt64) " RMT
+    " PARTITION BY day ORDER BY mapping_id",
+    "CREATE TABLE IF NOT EXISTS DB.costs (day Date, host String, from_ns Int64, to_ns Int64,"
+    " agent_cpu_ns UInt64, agent_rss UInt64, host_cpus UInt32) " RMT
+    " PARTITION BY day ORDER BY (host, from_ns, to_ns)",
+};
+
+/* A schema statement: its "DB." names the database. */
+static void buf_sql(struct buf *q, const char *tmpl, const char *db)
+{
+        for (const char *at; (at = strstr(tmpl, "DB.")); tmpl = at + 3) {
+                buf_add(q, tmpl, (size_t)(at - tmpl));
+                buf_printf(q, "%s.", db);
+        }
+        buf_printf(q, "%s", tmpl);
+}
+
+/* Each version's statements; a later version appends its ALTERs here. */
+static const struct {
+        const char *const *sql;
+        size_t n;
+} migrations[FP_CH_SCHEMA_VERSION] = {
+    {schema_v1, sizeof(schema_v1) / sizeof(schema_v1[0])},
+};
+
+static const char *const hour_tables[] = {"samples", "buckets", "drops", "upload_keys"};
+static const char *const day_tables[] = {"series",    "stacks",   "frames",
+                                         "functions", "mappings", "costs"};
+#define N_HOUR_TABLES (sizeof(hour_tables) / sizeof(hour_tables[0]))
+#define N_DAY_TABLES  (sizeof(day_tables) / sizeof(day_tables[0]))
+
+static int schema_version(struct fp_ch *c, int64_t *ret)
+{
+        struct buf q = {0};
+        int r;
+
+        buf_printf(&q, "SELECT toInt64(max(version)) FROM %s.meta FORMAT RowBinary", c->db);
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        *ret = RD_I64(&rd);
+        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer to a version query",
+                              c->hostport)
+                      : 0;
+}
+
+/* Creates or migrates (writer) or checks (reader) the schema. */
+static int setup(struct fp_ch *c)
+{
+        struct buf q = {0};
+        int64_t version = 0;
+        int r;
+
+        if (c->ready)
+                return 0;
+        if (c->writer) {
+                buf_printf(&q, "CREATE DATABASE IF NOT EXISTS %s", c->db);
+                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                q.n = 0;
+                if (r == 0) {
+                        buf_printf(&q,
+                                   "CREATE TABLE IF NOT EXISTS %s.meta (version UInt32,"
+                                   " written_ns Int64) ENGINE = MergeTree ORDER BY version",
+                                   c->db);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        q.n = 0;
+                }
+                if (r < 0)
+                        goto out;
+        }
+        r = schema_version(c, &version);
+        if (r == -EIO && !c->writer) {
+                r = failf(c, -EIO,
+                          "ClickHouse at %s: database '%s' has no fleetprof schema yet (%s)",
+                          c->hostport, c->db, c->errmsg);
+                goto out;
+        }
+        if (r < 0)
+                goto out;
+        if (version > FP_CH_SCHEMA_VERSION) {
+                r = failf(c, -EPROTO,
+                          "ClickHouse database '%s' holds schema version %" PRId64
+                          ", newer than this collector's %d: upgrade the collector",
+                          c->db, version, FP_CH_SCHEMA_VERSION);
+                goto out;
+        }
+        if (!c->writer && version < FP_CH_SCHEMA_VERSION) {
+                r = failf(c, -EIO,
+                          "ClickHouse database '%s' is not set up yet (version %" PRId64 ")", c->db,
+                          version);
+                goto out;
+        }
+        if (version == 0) {
+                /* A database of someone else's tables is not ours to fill. */
+                buf_printf(&q,
+                           "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
+                           " AND name NOT IN ('meta', 'series', 'buckets', 'samples', 'drops',"
+                           " 'upload_keys', 'stacks', 'frames', 'functions', 'mappings', 'costs')"
+                           " FORMAT RowBinary",
+                           c->db);
+                r = exec_sql(c, &q, READ_TIMEOUT_S);
+                q.n = 0;
+                if (r < 0)
+                        goto out;
+                struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n,
+                                false};
+                if (RD_U64(&rd) != 0) {
+                        r = failf(c, -EPROTO,
+                                  "ClickHouse database '%s' holds tables fleetprof did not create:"
+                                  " name a database of its own",
+                                  c->db);
+                        goto out;
+                }
+        }
+        for (int64_t v = version + 1; v <= FP_CH_SCHEMA_VERSION; v++) {
+                for (size_t i = 0; i < migrations[v - 1].n; i++) {
+                        buf_sql(&q, migrations[v - 1].sql[i], c->db);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        q.n = 0;
+                        if (r < 0)
+                                goto out;
+                }
+                buf_printf(&q, "INSERT INTO %s.meta VALUES (%" PRId64 ", %" PRId64 ")", c->db, v,
+                           (int64_t)fp_now_ns(CLOCK_REALTIME));
+                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                q.n = 0;
+                if (r < 0)
+                        goto out;
+        }
+        c->ready = true;
+out:
+        free(q.p);
+        return r;
+}
+
+/* ---- opening ---- */
+
+bool fp_ch_is_url(const char *spec)
+{
+        return spec && (strncmp(spec, "clickhouse://", 13) == 0 ||
+                        strncmp(spec, "clickhouses://", 14) == 0);
+}
+
+static int parse_url(struct fp_ch *c, const char *url, char *err, size_t errlen)
+{
+        bool tls = strncmp(url, "clickhouses://", 14) == 0;
+        const char *hp = url + (tls ? 14 : 13), *slash = strchr(hp, '/');
+        size_t hp_len = slash ? (size_t)(slash - hp) : 0;
+
+        if (!slash || hp_len == 0 || hp_len > 255)
+                return fp_errf(err, errlen, -EINVAL,
+                               "invalid store URL '%s': clickhouse://HOST:PORT/DATABASE", url);
+        if (memchr(hp, '@', hp_len))
+                return fp_errf(err, errlen, -EINVAL,
+                               "the store URL must not hold credentials: put USER:PASSWORD in "
+                               "the file --store-credentials names");
+        for (size_t i = 0; i < hp_len; i++)
+                if (!(hp[i] == '.' || hp[i] == '-' || hp[i] == ':' || hp[i] == '[' ||
+                      hp[i] == ']' || (hp[i] >= '0' && hp[i] <= '9') ||
+                      (hp[i] >= 'a' && hp[i] <= 'z') || (hp[i] >= 'A' && hp[i] <= 'Z')))
+                        return fp_errf(
+                            err, errlen, -EINVAL,
+                            "invalid host in store URL '%s': clickhouse://HOST:PORT/DATABASE", url);
+        const char *db = slash + 1;
+        size_t db_len = strlen(db);
+        if (db_len == 0 || db_len >= sizeof(c->db) || (db[0] >= '0' && db[0] <= '9'))
+                return fp_errf(err, errlen, -EINVAL,
+                               "invalid database in store URL '%s': a name of letters, digits "
+                               "and _, e.g. clickhouse://127.0.0.1:8123/fleetprof",
+                               url);
+        for (size_t i = 0; i < db_len; i++)
+                if (!(db[i] == '_' || (db[i] >= '0' && db[i] <= '9') ||
+                      (db[i] >= 'a' && db[i] <= 'z') || (db[i] >= 'A' && db[i] <= 'Z')))
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "invalid database in store URL '%s': a name of letters, "
+                                       "digits and _",
+                                       url);
+        memcpy(c->db, db, db_len + 1);
+        /* A port after the host (or after a bracketed IPv6 address), else the default. */
+        const char *close = memchr(hp, ']', hp_len);
+        const char *after = close ? close + 1 : hp;
+        bool has_port = memchr(after, ':', (size_t)(slash - after)) != NULL;
+        if (asprintf(&c->hostport, "%.*s%s", (int)hp_len, hp,
+                     has_port ? ""
+                     : tls    ? ":8443"
+                              : ":8123") < 0 ||
+            asprintf(&c->base, "%s://%s/", tls ? "https" : "http", c->hostport) < 0)
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        return 0;
+}
+
+static int read_credentials(struct fp_ch *c, const char *path, char *err, size_t errlen)
+{
+        char *line = NULL, *colon;
+        int r;
+
+        if (!path) {
+                c->user = strdup("default");
+                c->password = strdup("");
+                return c->user && c->password ? 0 : fp_errf(err, errlen, -ENOMEM, "out of memory");
+        }
+        r = fp_read_token_file(path, &line, err, errlen);
+        if (r < 0)
+                return r;
+        colon = strchr(line, ':');
+        if (!colon || colon == line) {
+                free(line);
+                return fp_errf(err, errlen, -EINVAL,
+                               "store credentials file '%s': the first line must be USER:PASSWORD",
+                               path);
+        }
+        *colon = 0;
+        c->user = strdup(line);
+        c->password = strdup(colon + 1);
+        explicit_bzero(line, strlen(colon + 1) + (size_t)(colon - line) + 1);
+        free(line);
+        return c->user && c->password ? 0 : fp_errf(err, errlen, -ENOMEM, "out of memory");
+}
+
+int fp_ch_open(const char *url, const char *credentials_file, uint64_t max_bytes, bool writer,
+               struct fp_ch **ret, char *err, size_t errlen)
+{
+        struct fp_ch *c;
+        int r;
+
+        if (!fp_ch_is_url(url))
+                return fp_errf(err, errlen, -EINVAL, "'%s' is not a clickhouse:// URL",
+                               url ? url : "");
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        c->writer = writer;
+        c->max_bytes = max_bytes;
+        if ((r = parse_url(c, url, err, errlen)) < 0 ||
+            (r = read_credentials(c, credentials_file, err, errlen)) < 0)
+                goto fail;
+        c->curl = curl_easy_init();
+        if (!c->curl) {
+                r = fp_errf(err, errlen, -ENOMEM, "out of memory");
+                goto fail;
+        }
+        curl_easy_setopt(c->curl, CURLOPT_USERNAME, c->user);
+        curl_easy_setopt(c->curl, CURLOPT_PASSWORD, c->password);
+        curl_easy_setopt(c->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_answer);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
+        curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+        curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
+        curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 2L);
+        curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
+        r = setup(c);
+        if (r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EHOSTUNREACH || (r == -EIO && !writer)) {
+                fp_errf(err, errlen, 0, "%s; will try again on every request", c->errmsg);
+                *ret = c;
+                return FP_CH_DEFERRED;
+        }
+        if (r < 0) {
+                fp_errf(err, errlen, r, "%s", c->errmsg);
+                goto fail;
+        }
+        *ret = c;
+        return 0;
+fail:
+        fp_ch_close(c);
+        return r;
+}
+
+void fp_ch_close(struct fp_ch *c)
+{
+        if (!c)
+                return;
+        if (c->curl)
+                curl_easy_cleanup(c->curl);
+        free(c->base);
+        free(c->hostport);
+        free(c->user);
+        if (c->password) {
+                explicit_bzero(c->password, strlen(c->password));
+                free(c->password);
+        }
+        fp_store_map_free(&c->written);
+        free(c->answer.p);
+        free(c);
+}
+
+const char *fp_ch_errmsg(const struct fp_ch *c)
+{
+        return c ? c->errmsg : "";
+}
+
+/* ---- writing ---- */
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+        return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+static uint32_t hour_of(int64_t ns)
+{
+        int64_t h = floor_div(ns, HOUR_NS);
+        return h < 0 ? 0 : (uint32_t)h;
+}
+
+static uint16_t day_of(int64_t ns)
+{
+        int64_t d = floor_div(ns, DAY_NS);
+        return d < 0 ? 0 : d > 65535 ? 65535 : (uint16_t)d;
+}
+
+static uint64_t str_hash(const struct fp_store_batch *b, uint32_t i)
+{
+        return i == FP_BATCH_NONE ? 0 : b->strs[i].hash;
+}
+
+static uint64_t target_id(const struct fp_store_batch *b, const struct fp_batch_target *t)
+{
+        uint64_t h = fp_store_hash_step(FP_STORE_SEED_OTHER, str_hash(b, t->host));
+        h = fp_store_hash_step(h, (uint64_t)(uint32_t)t->pid);
+        return fp_store_hash_nonzero(fp_store_hash_step(h, t->starttime));
+}
+
+static uint64_t series_id(const struct fp_store_batch *b, const struct fp_batch_target *t,
+                          const struct fp_batch_event *e)
+{
+        uint64_t h = target_id(b, t);
+        const uint32_t s[] = {e->name,       e->count_type,  e->count_unit, e->value_type,
+                              e->value_unit, e->period_type, e->period_unit};
+        for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+                h = fp_store_hash_step(h, str_hash(b, s[i]));
+        return fp_store_hash_nonzero(fp_store_hash_step(h, (uint64_t)e->period));
+}
+
+/* A dictionary row already stored by this handle for that day? Remembers it when not. */
+static bool written_before(struct fp_ch *c, uint64_t table, uint16_t day, uint64_t id)
+{
+        uint64_t key =
+            fp_store_hash_nonzero(fp_store_hash_step(fp_store_hash_step(table, day), id));
+        if (fp_store_map_get(&c->written, key))
+                return true;
+        if (c->written.n >= WRITTEN_MAX)
+                fp_store_map_clear(&c->written);
+        (void)fp_store_map_put(&c->written, key, 1, 0); /* only a cache */
+        return false;
+}
+
+struct rows {
+        struct buf series, buckets, samples, drops, keys, stacks, frames, functions, mappings,
+            costs;
+};
+
+static void rows_free(struct rows *w)
+{
+        struct buf *all[] = {&w->series, &w->buckets, &w->samples,   &w->drops,    &w->keys,
+                             &w->stacks, &w->frames,  &w->functions, &w->mappings, &w->costs};
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+                free(all[i]->p);
+}
+
+/* The series of one batch: (target, event) with their sums. */
+struct series_sum {
+        uint32_t target, event;
+        uint64_t count, value;
+};
+
+static int add_series(struct series_sum **v, size_t *n, size_t *cap, uint32_t t, uint32_t e,
+                      uint64_t count, uint64_t value)
+{
+        for (size_t i = 0; i < *n; i++)
+                if ((*v)[i].target == t && (*v)[i].event == e) {
+                        (*v)[i].count += count;
+                        (*v)[i].value += value;
+                        return 0;
+                }
+        if (fp_grow((void **)v, cap, *n + 1, sizeof(**v)) < 0)
+                return -ENOMEM;
+        (*v)[(*n)++] = (struct series_sum){t, e, count, value};
+        return 0;
+}
+
+static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct rows *w)
+{
+        int64_t start = b->start_ns, end = b->start_ns + b->length_ns;
+        uint32_t hour = hour_of(start);
+        uint16_t day = day_of(start);
+        uint64_t upload;
+        struct series_sum *ss = NULL;
+        size_t n_ss = 0, cap_ss = 0;
+        int r = 0;
+
+        if (b->key)
+                upload = fp_store_hash_nonzero(fp_store_hash_str(b->key, strlen(b->key)));
+        else if (getrandom(&upload, sizeof(upload), 0) != sizeof(upload))
+                upload = fp_now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)b;
+
+        for (size_t i = 0; i < b->n_targets && r == 0; i++)
+                if (b->targets[i].series_event)
+                        r = add_series(&ss, &n_ss, &cap_ss, (uint32_t)i,
+                                       b->targets[i].series_event - 1, 0, 0);
+        for (size_t i = 0; i < b->n_samples && r == 0; i++) {
+                const struct fp_batch_sample *s = &b->samples[i];
+                r = add_series(&ss, &n_ss, &cap_ss, b->threads[s->thread].target, s->event,
+                               s->count, s->value);
+        }
+        if (r < 0) {
+                free(ss);
+                return oom(c);
+        }
+        for (size_t i = 0; i < n_ss; i++) {
+                const struct fp_batch_target *t = &b->targets[ss[i].target];
+                const struct fp_batch_event *e = &b->events[ss[i].event];
+                uint64_t sid = series_id(b, t, e);
+                rb_uint(&w->series, day, 2);
+                rb_uint(&w->series, sid, 8);
+                rb_uint(&w->series, target_id(b, t), 8);
+                rb_str(&w->series, fp_batch_str_at(b, t->host));
+                rb_uint(&w->series, (uint32_t)t->pid, 4);
+                rb_uint(&w->series, t->starttime, 8);
+                rb_str(&w->series, fp_batch_str_at(b, t->comm));
+                rb_str(&w->series, fp_batch_str_at(b, t->exe));
+                rb_str(&w->series, fp_batch_str_at(b, t->config));
+                rb_uint(&w->series, t->active, 1);
+                rb_str(&w->series, fp_batch_str_at(b, t->service));
+                rb_str(&w->series, fp_batch_str_at(b, e->name));
+                rb_str(&w->series, fp_batch_str_at(b, e->count_type));
+                rb_str(&w->series, fp_batch_str_at(b, e->count_unit));
+                rb_str(&w->series, fp_batch_str_at(b, e->value_type));
+                rb_str(&w->series, fp_batch_str_at(b, e->value_unit));
+                rb_str(&w->series, fp_batch_str_at(b, e->period_type));
+                rb_str(&w->series, fp_batch_str_at(b, e->period_unit));
+                rb_uint(&w->series, (uint64_t)e->period, 8);
+                rb_uint(&w->series, (uint64_t)end, 8);
+
+                rb_uint(&w->buckets, hour, 4);
+                rb_uint(&w->buckets, upload, 8);
+                rb_uint(&w->buckets, sid, 8);
+                rb_uint(&w->buckets, (uint64_t)start, 8);
+                rb_uint(&w->buckets, (uint64_t)b->length_ns, 8);
+                rb_uint(&w->buckets, ss[i].count, 8);
+                rb_uint(&w->buckets, ss[i].value, 8);
+        }
+        for (size_t i = 0; i < b->n_samples; i++) {
+                const struct fp_batch_sample *s = &b->samples[i];
+                const struct fp_batch_thread *th = &b->threads[s->thread];
+                rb_uint(&w->samples, hour, 4);
+                rb_uint(&w->samples, (uint64_t)start, 8);
+                rb_uint(&w->samples, series_id(b, &b->targets[th->target], &b->events[s->event]),
+                        8);
+                rb_uint(&w->samples, (uint64_t)b->length_ns, 8);
+                rb_uint(&w->samples, upload, 8);
+                rb_uint(&w->samples, b->stacks[s->stack].hash, 8);
+                rb_uint(&w->samples, (uint32_t)th->tid, 4);
+                rb_str(&w->samples, fp_batch_str_at(b, th->name));
+                rb_uint(&w->samples, s->count, 8);
+                rb_uint(&w->samples, s->value, 8);
+        }
+        for (size_t i = 0; i < b->n_drops; i++) {
+                const struct fp_batch_drop *d = &b->drops[i];
+                rb_uint(&w->drops, hour, 4);
+                rb_uint(&w->drops, (uint64_t)start, 8);
+                rb_uint(&w->drops, (uint64_t)b->length_ns, 8);
+                rb_uint(&w->drops, upload, 8);
+                rb_uint(&w->drops, target_id(b, &b->targets[d->target]), 8);
+                rb_str(&w->drops, fp_batch_str_at(b, d->reason));
+                rb_uint(&w->drops, d->count, 8);
+        }
+        if (b->key) {
+                rb_uint(&w->keys, hour, 4);
+                rb_str(&w->keys, b->key);
+                rb_uint(&w->keys, upload, 8);
+        }
+        for (size_t i = 0; i < b->n_stacks; i++) {
+                const struct fp_batch_stack *st = &b->stacks[i];
+                if (written_before(c, FP_STORE_SEED_STACK, day, st->hash))
+                        continue;
+                rb_uint(&w->stacks, day, 2);
+                rb_uint(&w->stacks, st->hash, 8);
+                rb_len(&w->stacks, st->n);
+                for (uint32_t k = 0; k < st->n; k++)
+                        rb_uint(&w->stacks, b->frames[b->frame_ids[st->off + k]].hash, 8);
+        }
+        for (size_t i = 0; i < b->n_frames; i++) {
+                const struct fp_batch_frame *fr = &b->frames[i];
+                uint64_t mid = fr->mapping == FP_BATCH_NONE ? 0 : b->mappings[fr->mapping].hash;
+                if (fr->function_hash &&
+                    !written_before(c, FP_STORE_SEED_FUNCTION, day, fr->function_hash)) {
+                        rb_uint(&w->functions, day, 2);
+                        rb_uint(&w->functions, fr->function_hash, 8);
+                        rb_str(&w->functions, fp_batch_str_at(b, fr->function));
+                }
+                if (written_before(c, FP_STORE_SEED_FRAME, day, fr->hash))
+                        continue;
+                rb_uint(&w->frames, day, 2);
+                rb_uint(&w->frames, fr->hash, 8);
+                rb_uint(&w->frames, mid, 8);
+                rb_uint(&w->frames, fr->function_hash, 8);
+                rb_uint(&w->frames, fr->address, 8);
+        }
+        for (size_t i = 0; i < b->n_mappings; i++) {
+                const struct fp_batch_mapping *m = &b->mappings[i];
+                if (written_before(c, FP_STORE_SEED_MAPPING, day, m->hash))
+                        continue;
+                rb_uint(&w->mappings, day, 2);
+                rb_uint(&w->mappings, m->hash, 8);
+                rb_str(&w->mappings, fp_batch_str_at(b, m->file));
+                rb_str(&w->mappings, fp_batch_str_at(b, m->build_id));
+                rb_uint(&w->mappings, m->start, 8);
+                rb_uint(&w->mappings, m->limit, 8);
+                rb_uint(&w->mappings, m->offset, 8);
+        }
+        if (b->cost.host_cpus && b->cost.to_ns > b->cost.from_ns && b->n_targets) {
+                rb_uint(&w->costs, day_of(b->cost.from_ns), 2);
+                rb_str(&w->costs, fp_batch_str_at(b, b->targets[0].host));
+                rb_uint(&w->costs, (uint64_t)b->cost.from_ns, 8);
+                rb_uint(&w->costs, (uint64_t)b->cost.to_ns, 8);
+                rb_uint(&w->costs, b->cost.agent_cpu_ns, 8);
+                rb_uint(&w->costs, b->cost.agent_rss_bytes, 8);
+                rb_uint(&w->costs, b->cost.host_cpus, 4);
+        }
+        free(ss);
+        return 0;
+}
+
+/* Marks results[i] -EALREADY for keys already stored (or earlier in the group). */
+static int known_keys(struct fp_ch *c, const struct fp_store_batch *const *batches, size_t n,
+                      int *results)
+{
+        struct buf q = {0};
+        bool any = false;
+        int r;
+
+        buf_printf(&q, "SELECT DISTINCT key FROM %s.upload_keys WHERE key IN (", c->db);
+        for (size_t i = 0; i < n; i++) {
+                if (!batches[i]->key)
+                        continue;
+                for (size_t k = 0; k < i; k++)
+                        if (batches[k]->key && strcmp(batches[k]->key, batches[i]->key) == 0)
+                                results[i] = -EALREADY;
+                buf_printf(&q, "%s", any ? ", " : "");
+                buf_lit(&q, batches[i]->key);
+                any = true;
+        }
+        buf_printf(&q, ") AND hour IN (");
+        for (size_t i = 0, first = 1; i < n; i++)
+                if (batches[i]->key) {
+                        buf_printf(&q, "%s%" PRIu32, first ? "" : ", ",
+                                   hour_of(batches[i]->start_ns));
+                        first = 0;
+                }
+        buf_printf(&q, ") FORMAT RowBinary");
+        r = any ? exec_sql(c, &q, READ_TIMEOUT_S) : 0;
+        free(q.p);
+        if (r < 0 || !any)
+                return r;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (rd.p < rd.end && !rd.bad) {
+                const char *key = rd_str(&rd);
+                for (size_t i = 0; i < n && !rd.bad; i++)
+                        if (batches[i]->key && strcmp(batches[i]->key, key) == 0)
+                                results[i] = -EALREADY;
+        }
+        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer to a key query",
+                              c->hostport)
+                      : 0;
+}
+
+static int upkeep(struct fp_ch *c, int64_t before_ns);
+
+int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *batches, size_t n,
+                        int *results)
+{
+        struct rows w = {0};
+        size_t stored = 0;
+        int r;
+
+        c->errmsg[0] = 0;
+        for (size_t i = 0; i < n; i++)
+                results[i] = 0;
+        if (!c->writer)
+                return failf(c, -EROFS, "ClickHouse store: opened for reads only");
+        if ((r = setup(c)) < 0 || (r = known_keys(c, batches, n, results)) < 0)
+                goto fail;
+        for (size_t i = 0; i < n; i++) {
+                if (results[i] == -EALREADY)
+                        continue;
+                if ((r = batch_rows(c, batches[i], &w)) < 0)
+                        goto fail;
+                stored++;
+        }
+        /*
+         * Dictionaries first, keys last: a crash in between leaves rows a
+         * retry writes again (reads count them once), never a key without
+         * its samples.
+         */
+        if ((r = insert(c, "mappings",
+                        "day, mapping_id, file, build_id, memory_start, memory_limit, file_offset",
+                        &w.mappings)) < 0 ||
+            (r = insert(c, "functions", "day, function_id, name", &w.functions)) < 0 ||
+            (r = insert(c, "frames", "day, frame_id, mapping_id, function_id, address",
+                        &w.frames)) < 0 ||
+            (r = insert(c, "stacks", "day, stack_id, frames", &w.stacks)) < 0 ||
+            (r = insert(c, "series",
+                        "day, series_id, target_id, host, pid, starttime, comm, exe, config,"
+                        " active, service, event, count_type, count_unit, value_type,"
+                        " value_unit, period_type, period_unit, period, version",
+                        &w.series)) < 0 ||
+            (r = insert(c, "samples",
+                        "hour, start_ns, series_id, length_ns, upload, stack_id, tid,"
+                        " thread_name, count, value",
+                        &w.samples)) < 0 ||
+            (r = insert(c, "drops", "hour, start_ns, length_ns, upload, target_id, reason, count",
+                        &w.drops)) < 0 ||
+            (r = insert(c, "costs", "day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus",
+                        &w.costs)) < 0 ||
+            (r = insert(c, "buckets", "hour, upload, series_id, start_ns, length_ns, count, value",
+                        &w.buckets)) < 0 ||
+            (r = insert(c, "upload_keys", "hour, key, upload", &w.keys)) < 0)
+                goto fail;
+        rows_free(&w);
+        if (c->max_bytes && (int64_t)fp_now_ns(CLOCK_MONOTONIC) >= c->next_upkeep_ns) {
+                c->next_upkeep_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC) + UPKEEP_EVERY_NS;
+                if (upkeep(c, 0) < 0)
+                        c->errmsg[0] = 0; /* the budget is kept next time; the write stands */
+        }
+        return (int)stored;
+fail:
+        rows_free(&w);
+        /* What this handle thought written may not be: forget it. */
+        fp_store_map_clear(&c->written);
+        for (size_t i = 0; i < n; i++)
+                if (results[i] != -EALREADY)
+                        results[i] = r;
+        return r;
+}
+
+/* ---- space and retention ---- */
+
+struct part {
+        bool hourly;
+        uint32_t when; /* hour, or day */
+        uint64_t bytes, rows;
+        char id[24];
+};
+
+static int load_parts(struct fp_ch *c, struct part **ret, size_t *ret_n)
+{
+        struct buf q = {0};
+        struct part *v = NULL;
+        size_t n = 0, cap = 0;
+        int r;
+
+        buf_printf(&q,
+                   "SELECT table, partition_id, toUInt64(sum(bytes_on_disk)),"
+                   " toUInt64(sumIf(rows, table = 'buckets')) FROM system.parts"
+                   " WHERE database = '%s' AND active AND table != 'meta'"
+                   " GROUP BY table, partition_id FORMAT RowBinary",
+                   c->db);
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (rd.p < rd.end && !rd.bad) {
+                const char *table = rd_str(&rd), *id = rd_str(&rd);
+                uint64_t bytes = RD_U64(&rd), rows = RD_U64(&rd);
+                bool hourly = false;
+                for (size_t i = 0; i < N_HOUR_TABLES; i++)
+                        hourly = hourly || strcmp(table, hour_tables[i]) == 0;
+                /* Day partition ids are YYYYMMDD; hour ids the hour's number. */
+                struct part p = {.hourly = hourly, .bytes = bytes, .rows = rows};
+                snprintf(p.id, sizeof(p.id), "%s", id);
+                if (hourly) {
+                        p.when = (uint32_t)strtoul(id, NULL, 10);
+                } else {
+                        struct tm tm = {0};
+                        if (strlen(id) != 8 || !strptime(id, "%Y%m%d", &tm))
+                                continue;
+                        p.when = (uint32_t)(timegm(&tm) / 86400);
+                }
+                size_t k;
+                for (k = 0; k < n; k++)
+                        if (v[k].hourly == p.hourly && v[k].when == p.when)
+                                break;
+                if (k == n) {
+                        if (fp_grow((void **)&v, &cap, n + 1, sizeof(*v)) < 0) {
+                                free(v);
+                                return oom(c);
+                        }
+                        v[n++] = p;
+                } else {
+                        v[k].bytes += bytes;
+                        v[k].rows += rows;
+                }
+        }
+        if (rd.bad) {
+                free(v);
+                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about parts",
+                             c->hostport);
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+static int drop_partition(struct fp_ch *c, const struct part *p)
+{
+        const char *const *tables = p->hourly ? hour_tables : day_tables;
+        size_t n = p->hourly ? N_HOUR_TABLES : N_DAY_TABLES;
+        struct buf q = {0};
+        int r = 0;
+
+        for (size_t i = 0; i < n && r == 0; i++) {
+                q.n = 0;
+                buf_printf(&q, "ALTER TABLE %s.%s DROP PARTITION ID '%s'", c->db, tables[i], p->id);
+                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+        }
+        free(q.p);
+        return r;
+}
+
+static int part_cmp(const void *a, const void *b)
+{
+        const struct part *x = a, *y = b;
+        /* Oldest first; of one day, its hours before the day itself. */
+        uint64_t kx = x->hourly ? (uint64_t)x->when * 2 : ((uint64_t)x->when * 24 + 24) * 2 - 1;
+        uint64_t ky = y->hourly ? (uint64_t)y->when * 2 : ((uint64_t)y->when * 24 + 24) * 2 - 1;
+        return kx < ky ? -1 : kx > ky;
+}
+
+/*
+ * Drops whole partitions, oldest first: those that ended at or before
+ * before_ns, then more while the tables are over the byte budget (never
+ * the newest hour). Returns the uploads deleted.
+ */
+static int upkeep(struct fp_ch *c, int64_t before_ns)
+{
+        struct part *v = NULL;
+        size_t n = 0;
+        uint64_t total = 0, deleted = 0;
+        uint32_t newest_hour = 0;
+        int r = load_parts(c, &v, &n);
+
+        if (r < 0)
+                return r;
+        qsort(v, n, sizeof(*v), part_cmp);
+        for (size_t i = 0; i < n; i++) {
+                total += v[i].bytes;
+                if (v[i].hourly && v[i].when > newest_hour)
+                        newest_hour = v[i].when;
+        }
+        for (size_t i = 0; i < n && r == 0; i++) {
+                const struct part *p = &v[i];
+                int64_t end =
+                    p->hourly ? ((int64_t)p->when + 1) * HOUR_NS : ((int64_t)p->when + 1) * DAY_NS;
+                bool expired = before_ns && end <= before_ns;
+                bool over = c->max_bytes && total > c->max_bytes;
+                /* A day's dictionaries go once none of its hours is left. */
+                bool hours_left = false;
+                for (size_t k = i + 1; !p->hourly && k < n; k++)
+                        hours_left = hours_left || (v[k].hourly && v[k].when / 24 == p->when);
+                if (p->hourly && p->when == newest_hour && !expired)
+                        break;
+                if (!expired && !over)
+                        break;
+                if (!p->hourly && hours_left)
+                        continue;
+                r = drop_partition(c, p);
+                if (r == 0) {
+                        total -= p->bytes;
+                        deleted += p->rows;
+                }
+        }
+        free(v);
+        if (r == 0 && deleted)
+                fp_store_map_clear(&c->written);
+        return r < 0 ? r : (int)(deleted > INT32_MAX ? INT32_MAX : deleted);
+}
+
+int fp_ch_expire(struct fp_ch *c, int64_t before_ns)
+{
+        int r;
+
+        c->errmsg[0] = 0;
+        if ((r = setup(c)) < 0)
+                return r;
+        return upkeep(c, before_ns ? before_ns : 1);
+}
+
+/* ---- reads ---- */
+
+/* What a (target, event) is: the series table's newest values. */
+struct meta {
+        uint64_t series_id, target_id;
+        const char *host;
+        int32_t pid;
+        uint64_t starttime;
+        const char *comm, *exe, *config;
+        bool active;
+        const char *service, *event, *types[4], *period_type, *period_unit;
+        int64_t period;
+        /* From the buckets: */
+        int64_t first_ns, last_ns;
+        uint64_t uploads, count, value;
+        bool matched;
+};
+
+struct metas {
+        struct meta *v;
+        size_t n, cap;
+        uint8_t *answer;         /* the strings point into it */
+        struct fp_store_map idx; /* series_id -> index + 1 */
+};
+
+static void metas_free(struct metas *m)
+{
+        free(m->v);
+        free(m->answer);
+        fp_store_map_free(&m->idx);
+}
+
+/* The series table reduced to one row per series, as a subquery. */
+static void meta_from(struct fp_ch *c, struct buf *q)
+{
+        buf_printf(q,
+                   "(SELECT series_id, any(target_id) AS m_target, any(host) AS m_host,"
+                   " any(pid) AS m_pid, any(starttime) AS m_starttime,"
+                   " argMax(comm, version) AS m_comm, argMax(exe, version) AS m_exe,"
+                   " argMax(config, version) AS m_config, argMax(active, version) AS m_active,"
+                   " argMax(service, version) AS m_service, any(event) AS m_event,"
+                   " any(count_type) AS m_ct, any(count_unit) AS m_cu, any(value_type) AS m_vt,"
+                   " any(value_unit) AS m_vu, any(period_type) AS m_pt,"
+                   " any(period_unit) AS m_pu, any(period) AS m_period"
+                   " FROM %s.series GROUP BY series_id)",
+                   c->db);
+}
+
+/* The filter's conditions on the target (and event): a WHERE over meta_from()'s columns. */
+static void meta_where(struct buf *q, const struct fp_store_filter *f, bool with_event)
+{
+        buf_printf(q, " WHERE 1");
+        if (f->host) {
+                buf_printf(q, " AND m_host = ");
+                buf_lit(q, f->host);
+        }
+        if (f->pid)
+                buf_printf(q, " AND m_pid = %d", (int)f->pid);
+        if (f->starttime)
+                buf_printf(q, " AND m_starttime = %" PRIu64, f->starttime);
+        if (f->process) {
+                buf_printf(q, " AND m_comm = ");
+                buf_lit(q, f->process);
+        }
+        if (f->service) {
+                buf_printf(q, " AND m_service = ");
+                buf_lit(q, f->service);
+        }
+        if (with_event && f->event) {
+                buf_printf(q, " AND m_event = ");
+                buf_lit(q, f->event);
+        }
+}
+
+/* The filter's time range over a table with start_ns (and length_ns, or len_expr). */
+static void time_where(struct buf *q, const struct fp_store_filter *f, const char *len_expr)
+{
+        if (f->since_ns)
+                buf_printf(q, " AND start_ns + %s > %" PRId64, len_expr, f->since_ns);
+        if (f->until_ns)
+                buf_printf(q, " AND start_ns < %" PRId64 " AND hour <= %" PRIu32, f->until_ns,
+                           hour_of(f->until_ns));
+}
+
+/*
+ * Loads the series f selects (with_event: of f->event only), with what
+ * their buckets in f's time range hold; matched marks those with buckets.
+ */
+static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool with_event,
+                      struct metas *m)
+{
+        struct buf q = {0};
+        int r;
+
+        buf_printf(&q,
+                   "SELECT series_id, m_target, m_host, m_pid, m_starttime, m_comm, m_exe,"
+                   " m_config, m_active, m_service, m_event, m_ct, m_cu, m_vt, m_vu, m_pt, m_pu,"
+                   " m_period FROM ");
+        meta_from(c, &q);
+        meta_where(&q, f, with_event);
+        buf_printf(&q, " FORMAT RowBinary");
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        /* Keep the answer: the strings live in it. */
+        m->answer = (uint8_t *)c->answer.p;
+        struct rd rd = {m->answer, m->answer + c->answer.n, false};
+        c->answer = (struct buf){0};
+        while (rd.p < rd.end && !rd.bad) {
+                if (fp_grow((void **)&m->v, &m->cap, m->n + 1, sizeof(*m->v)) < 0)
+                        return oom(c);
+                struct meta *x = &m->v[m->n];
+                *x = (struct meta){.series_id = RD_U64(&rd)};
+                x->target_id = RD_U64(&rd);
+                x->host = rd_str(&rd);
+                x->pid = RD_I32(&rd);
+                x->starttime = RD_U64(&rd);
+                x->comm = rd_str(&rd);
+                x->exe = rd_str(&rd);
+                x->config = rd_str(&rd);
+                x->active = RD_U8(&rd) != 0;
+                x->service = rd_str(&rd);
+                x->event = rd_str(&rd);
+                for (int k = 0; k < 4; k++)
+                        x->types[k] = rd_str(&rd);
+                x->period_type = rd_str(&rd);
+                x->period_unit = rd_str(&rd);
+                x->period = RD_I64(&rd);
+                if (!rd.bad && fp_store_map_put(&m->idx, x->series_id, m->n + 1, 0) < 0)
+                        return oom(c);
+                m->n++;
+        }
+        if (rd.bad)
+                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about series",
+                             c->hostport);
+        if (!m->n)
+                return 0;
+
+        /* What each series' uploads in the range hold, each upload counted once. */
+        q = (struct buf){0};
+        buf_printf(&q,
+                   "SELECT series_id, min(s), max(e), toUInt64(count()), toUInt64(sum(c)),"
+                   " toUInt64(sum(v)) FROM (SELECT series_id, upload, any(start_ns) AS s,"
+                   " any(start_ns + length_ns) AS e, any(count) AS c, any(value) AS v"
+                   " FROM %s.buckets WHERE series_id IN (SELECT series_id FROM ",
+                   c->db);
+        meta_from(c, &q);
+        meta_where(&q, f, with_event);
+        buf_printf(&q, ")");
+        time_where(&q, f, "length_ns");
+        buf_printf(&q, " GROUP BY series_id, upload) GROUP BY series_id FORMAT RowBinary");
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        rd = (struct rd){(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (rd.p < rd.end && !rd.bad) {
+                uint64_t sid = RD_U64(&rd);
+                int64_t first = RD_I64(&rd), last = RD_I64(&rd);
+                uint64_t uploads = RD_U64(&rd), count = RD_U64(&rd), value = RD_U64(&rd);
+                struct fp_store_map_entry *e = fp_store_map_get(&m->idx, sid);
+                if (rd.bad || !e)
+                        continue;
+                struct meta *x = &m->v[e->a - 1];
+                x->matched = true;
+                x->first_ns = first;
+                x->last_ns = last;
+                x->uploads = uploads;
+                x->count = count;
+                x->value = value;
+        }
+        if (rd.bad)
+                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about buckets",
+                             c->hostport);
+        return 0;
+}
+
+static int meta_cmp(const void *a, const void *b)
+{
+        const struct meta *x = a, *y = b;
+        int d = strcmp(x->host, y->host);
+        if (d)
+                return d;
+        if (x->pid != y->pid)
+                return x->pid < y->pid ? -1 : 1;
+        if (x->starttime != y->starttime)
+                return x->starttime < y->starttime ? -1 : 1;
+        return strcmp(x->event, y->event);
+}
+
+static int start_read(struct fp_ch *c, const struct fp_store_filter *f)
+{
+        c->errmsg[0] = 0;
+        if (f && (f->bucket_min || f->bucket_max))
+                return failf(c, -EINVAL, "ClickHouse store: bucket ids do not apply");
+        return setup(c);
+}
+
+int fp_ch_list_series(struct fp_ch *c, const struct fp_store_filter *f, fp_store_series_fn fn,
+                      void *userdata)
+{
+        struct fp_store_filter none = {0};
+        struct metas m = {0};
+        int n = 0, r;
+
+        if (!f)
+                f = &none;
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0)
+                goto out;
+        if (m.n)
+                qsort(m.v, m.n, sizeof(*m.v), meta_cmp);
+        /* One entry per (target, event name), as the SQLite store lists them. */
+        for (size_t i = 0; i < m.n && r >= 0;) {
+                struct meta *x = &m.v[i];
+                struct fp_store_series se = {0};
+                bool any = false;
+                size_t k;
+                for (k = i; k < m.n && m.v[k].target_id == x->target_id &&
+                            strcmp(m.v[k].event, x->event) == 0;
+                     k++) {
+                        const struct meta *y = &m.v[k];
+                        if (!y->matched)
+                                continue;
+                        if (!any || y->first_ns < se.first_ns)
+                                se.first_ns = y->first_ns;
+                        if (!any || y->last_ns > se.last_ns)
+                                se.last_ns = y->last_ns;
+                        se.buckets += y->uploads;
+                        se.count += y->count;
+                        se.value += y->value;
+                        any = true;
+                }
+                if (any) {
+                        se.host = x->host;
+                        se.pid = x->pid;
+                        se.starttime = x->starttime;
+                        se.comm = x->comm;
+                        se.exe = x->exe;
+                        se.config = x->config;
+                        se.active = x->active;
+                        se.event = x->event;
+                        se.service = x->service;
+                        r = fn(userdata, &se);
+                        n++;
+                }
+                i = k;
+        }
+out:
+        metas_free(&m);
+        return r < 0 ? r : n;
+}
+
+int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_point_fn fn,
+                   void *userdata)
+{
+        struct fp_store_filter none = {0};
+        struct metas m = {0};
+        struct buf q = {0};
+        int n = 0, r;
+
+        if (!f)
+                f = &none;
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0 || !m.n)
+                goto out;
+        buf_printf(
+            &q,
+            "SELECT series_id, any(start_ns) AS s, any(length_ns), toUInt64(any(count)),"
+            " toUInt64(any(value)) FROM %s.buckets WHERE series_id IN (SELECT series_id FROM ",
+            c->db);
+        meta_from(c, &q);
+        meta_where(&q, f, true);
+        buf_printf(&q, ")");
+        time_where(&q, f, "length_ns");
+        buf_printf(&q, " GROUP BY series_id, upload ORDER BY s, series_id FORMAT RowBinary");
+        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
+                goto out;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (rd.p < rd.end && !rd.bad && r >= 0) {
+                uint64_t sid = RD_U64(&rd);
+                struct fp_store_point pt = {.start_ns = RD_I64(&rd), .length_ns = RD_I64(&rd)};
+                pt.count = RD_U64(&rd);
+                pt.value = RD_U64(&rd);
+                struct fp_store_map_entry *e = fp_store_map_get(&m.idx, sid);
+                if (rd.bad || !e)
+                        continue;
+                pt.event = m.v[e->a - 1].event;
+                r = fn(userdata, &pt);
+                n++;
+        }
+        if (r >= 0 && rd.bad)
+                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about a time line",
+                          c->hostport);
+out:
+        free(q.p);
+        metas_free(&m);
+        return r < 0 ? r : n;
+}
+
+/* target id -> index + 1 of its first loaded series. */
+static int target_index(struct fp_ch *c, const struct metas *m, struct fp_store_map *ret)
+{
+        for (size_t i = 0; i < m->n; i++)
+                if (!fp_store_map_get(ret, m->v[i].target_id) &&
+                    fp_store_map_put(ret, m->v[i].target_id, i + 1, 0) < 0)
+                        return oom(c);
+        return 0;
+}
+
+struct drop_row {
+        size_t meta;
+        const char *reason;
+        uint64_t count;
+};
+
+static int drop_cmp(const void *a, const void *b, void *ud)
+{
+        const struct drop_row *x = a, *y = b;
+        const struct metas *m = ud;
+        int d = meta_cmp(&m->v[x->meta], &m->v[y->meta]);
+        return d ? d : strcmp(x->reason, y->reason);
+}
+
+int fp_ch_drop_totals(struct fp_ch *c, const struct fp_store_filter *f, fp_store_drop_fn fn,
+                      void *userdata)
+{
+        struct fp_store_filter none = {0};
+        struct metas m = {0};
+        struct fp_store_map seen = {0};
+        struct buf q = {0};
+        struct drop_row *rows = NULL;
+        size_t n_rows = 0, cap_rows = 0;
+        int n = 0, r;
+
+        if (!f)
+                f = &none;
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, false, &m)) < 0 || !m.n ||
+            (r = target_index(c, &m, &seen)) < 0)
+                goto out;
+        buf_printf(&q,
+                   "SELECT target_id, reason, toUInt64(sum(c)) FROM (SELECT target_id, upload,"
+                   " reason, any(count) AS c FROM %s.drops WHERE target_id IN (SELECT m_target"
+                   " FROM ",
+                   c->db);
+        meta_from(c, &q);
+        meta_where(&q, f, false);
+        buf_printf(&q, ")");
+        time_where(&q, f, "length_ns");
+        buf_printf(&q, " GROUP BY target_id, upload, reason) GROUP BY target_id, reason"
+                       " FORMAT RowBinary");
+        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
+                goto out;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (rd.p < rd.end && !rd.bad) {
+                uint64_t tid = RD_U64(&rd);
+                const char *reason = rd_str(&rd);
+                uint64_t count = RD_U64(&rd);
+                struct fp_store_map_entry *e = fp_store_map_get(&seen, tid);
+                if (rd.bad || !e)
+                        continue;
+                if (fp_grow((void **)&rows, &cap_rows, n_rows + 1, sizeof(*rows)) < 0) {
+                        r = oom(c);
+                        goto out;
+                }
+                rows[n_rows++] = (struct drop_row){e->a - 1, reason, count};
+        }
+        if (rd.bad) {
+                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about drops", c->hostport);
+                goto out;
+        }
+        if (n_rows)
+                qsort_r(rows, n_rows, sizeof(*rows), drop_cmp, &m);
+        for (size_t i = 0; i < n_rows && r >= 0; i++) {
+                const struct meta *x = &m.v[rows[i].meta];
+                struct fp_store_drop d = {.host = x->host,
+                                          .pid = x->pid,
+                                          .starttime = x->starttime,
+                                          .comm = x->comm,
+                                          .reason = rows[i].reason,
+                                          .count = rows[i].count};
+                r = fn(userdata, &d);
+                n++;
+        }
+out:
+        free(rows);
+        free(q.p);
+        fp_store_map_free(&seen);
+        metas_free(&m);
+        return r < 0 ? r : n;
+}
+
+int fp_ch_host_costs(struct fp_ch *c, const struct fp_store_filter *f, fp_store_host_cost_fn fn,
+                     void *userdata)
+{
+        struct fp_store_filter none = {0};
+        struct metas m = {0};
+        struct buf q = {0};
+        bool first = true;
+        int n = 0, r;
+
+        if (!f)
+                f = &none;
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0 || !m.n)
+                goto out;
+        buf_printf(&q,
+                   "SELECT host, toUInt64(sum(cpu)), toUInt64(max(rss)), toUInt32(max(cpus)),"
+                   " toInt64(sum(to_ns - from_ns)) FROM (SELECT host, from_ns, to_ns,"
+                   " any(agent_cpu_ns) AS cpu, any(agent_rss) AS rss, any(host_cpus) AS cpus"
+                   " FROM %s.costs WHERE host IN (",
+                   c->db);
+        for (size_t i = 0; i < m.n; i++) {
+                if (!m.v[i].matched)
+                        continue;
+                bool dup = false;
+                for (size_t k = 0; k < i && !dup; k++)
+                        dup = m.v[k].matched && strcmp(m.v[k].host, m.v[i].host) == 0;
+                if (dup)
+                        continue;
+                if (!first)
+                        buf_printf(&q, ", ");
+                buf_lit(&q, m.v[i].host);
+                first = false;
+        }
+        if (first)
+                goto out; /* no series in the range */
+        buf_printf(&q, ")");
+        if (f->since_ns)
+                buf_printf(&q, " AND to_ns > %" PRId64, f->since_ns);
+        if (f->until_ns)
+                buf_printf(&q, " AND from_ns < %" PRId64, f->until_ns);
+        buf_printf(&q, " GROUP BY host, from_ns, to_ns) GROUP BY host ORDER BY host"
+                       " FORMAT RowBinary");
+        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
+                goto out;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (rd.p < rd.end && !rd.bad && r >= 0) {
+                struct fp_store_host_cost hc = {.host = rd_str(&rd)};
+                hc.agent_cpu_ns = RD_U64(&rd);
+                hc.agent_rss_bytes = RD_U64(&rd);
+                hc.host_cpus = RD_U32(&rd);
+                hc.covered_ns = RD_I64(&rd);
+                if (rd.bad)
+                        break;
+                r = fn(userdata, &hc);
+                n++;
+        }
+        if (r >= 0 && rd.bad)
+                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about costs", c->hostport);
+out:
+        free(q.p);
+        metas_free(&m);
+        return r < 0 ? r : n;
+}
+
+int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret)
+{
+        struct buf q = {0};
+        int r;
+
+        *ret = (struct fp_store_stats){.max_bytes = c->max_bytes};
+        c->errmsg[0] = 0;
+        if ((r = setup(c)) < 0)
+                return r;
+        buf_printf(&q,
+                   "SELECT toUInt64((SELECT uniqExact(upload) FROM %s.buckets)),"
+                   " toUInt64((SELECT uniqExact(target_id) FROM %s.series)),"
+                   " toUInt64((SELECT sum(bytes_on_disk) FROM system.parts WHERE database = '%s'"
+                   " AND active)), toInt64((SELECT min(start_ns) FROM %s.buckets)),"
+                   " toInt64((SELECT max(start_ns + length_ns) FROM %s.buckets)) FORMAT RowBinary",
+                   c->db, c->db, c->db, c->db, c->db);
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        ret->buckets = RD_U64(&rd);
+        ret->targets = RD_U64(&rd);
+        ret->file_bytes = ret->live_bytes = RD_U64(&rd);
+        ret->first_ns = RD_I64(&rd);
+        ret->last_ns = RD_I64(&rd);
+        if (!ret->buckets)
+                ret->first_ns = ret->last_ns = 0;
+        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about the store",
+                              c->hostport)
+                      : 0;
+}
+
+/* ---- the merged profile ---- */
+
+/* Frames: (frame id, mapping id, function id, address), kept until names are known. */
+struct frame_row {
+        uint64_t id, mapping, function, address;
+};
+
+struct prof {
+        struct fp_ch *c;
+        struct fp_pprof *p;
+        struct metas *m;
+        uint16_t day_min, day_max;
+        struct fp_store_map stack_locs; /* stack id -> offset into locs + 1, n */
+        struct fp_store_map frame_locs; /* frame id -> pprof location id */
+        struct fp_store_map mapping_ids, function_ids;
+        uint64_t *frame_ids; /* of the stacks, then their locations */
+        size_t n_frame_ids, cap_frame_ids;
+        uint64_t *need; /* ids to fetch */
+        size_t n_need, cap_need;
+        struct frame_row *frames; /* fetched */
+        size_t n_frames, cap_frames;
+};
+
+static void prof_free(struct prof *x)
+{
+        fp_store_map_free(&x->stack_locs);
+        fp_store_map_free(&x->frame_locs);
+        fp_store_map_free(&x->mapping_ids);
+        fp_store_map_free(&x->function_ids);
+        free(x->frame_ids);
+        free(x->need);
+        free(x->frames);
+}
+
+static int pprof_fail(struct fp_ch *c, int r)
+{
+        return failf(c, r, "Failed to build a profile: %s", strerror(-r));
+}
+
+static int need_add(struct prof *x, uint64_t id)
+{
+        if (fp_grow((void **)&x->need, &x->cap_need, x->n_need + 1, sizeof(*x->need)) < 0)
+                return oom(x->c);
+        x->need[x->n_need++] = id;
+        return 0;
+}
+
+/*
+ * Fetches rows of table for the ids in x->need, IDS_PER_QUERY at a time,
+ * one row per id (its first values), and calls row() on each.
+ */
+static int fetch(struct prof *x, const char *table, const char *id_col, const char *cols,
+                 int (*row)(struct prof *x, struct rd *rd))
+{
+        struct fp_ch *c = x->c;
+        int r = 0;
+
+        for (size_t off = 0; off < x->n_need && r == 0; off += IDS_PER_QUERY) {
+                size_t end = off + IDS_PER_QUERY < x->n_need ? off + IDS_PER_QUERY : x->n_need;
+                struct buf q = {0};
+                buf_printf(&q,
+                           "SELECT %s, %s FROM %s.%s WHERE day BETWEEN toDate(toUInt16(%u))"
+                           " AND toDate(toUInt16(%u)) AND %s IN (",
+                           id_col, cols, c->db, table, x->day_min, x->day_max, id_col);
+                for (size_t i = off; i < end; i++)
+                        buf_printf(&q, "%s%" PRIu64, i > off ? ", " : "", x->need[i]);
+                buf_printf(&q, ") LIMIT 1 BY %s FORMAT RowBinary", id_col);
+                r = exec_sql(c, &q, READ_TIMEOUT_S);
+                free(q.p);
+                if (r < 0)
+                        break;
+                struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n,
+                                false};
+                while (r == 0 && rd.p < rd.end && !rd.bad)
+                        r = row(x, &rd);
+                if (r == 0 && rd.bad)
+                        r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about %s",
+                                  c->hostport, table);
+        }
+        x->n_need = 0;
+        return r;
+}
+
+static int stack_row(struct prof *x, struct rd *rd)
+{
+        uint64_t id = RD_U64(rd), n = rd_len(rd);
+        size_t off = x->n_frame_ids;
+
+        if (rd->bad || n > FP_STORE_MAX_FRAMES || (uint64_t)(rd->end - rd->p) < n * 8) {
+                rd->bad = true;
+                return 0;
+        }
+        if (fp_store_map_get(&x->stack_locs, id)) {
+                rd->p += n * 8;
+                return 0;
+        }
+        if (fp_grow((void **)&x->frame_ids, &x->cap_frame_ids, off + n + 1, sizeof(*x->frame_ids)) <
+            0)
+                return oom(x->c);
+        for (uint64_t i = 0; i < n; i++)
+                x->frame_ids[x->n_frame_ids++] = RD_U64(rd);
+        if (fp_store_map_put(&x->stack_locs, id, off + 1, n) < 0)
+                return oom(x->c);
+        return 0;
+}
+
+static int function_row(struct prof *x, struct rd *rd)
+{
+        uint64_t id = RD_U64(rd), pid;
+        const char *name = rd_str(rd);
+        int r;
+
+        if (rd->bad || fp_store_map_get(&x->function_ids, id))
+                return 0;
+        if ((r = fp_pprof_function(x->p, name, NULL, &pid)) < 0)
+                return pprof_fail(x->c, r);
+        return fp_store_map_put(&x->function_ids, id, pid, 0) < 0 ? oom(x->c) : 0;
+}
+
+static int mapping_row(struct prof *x, struct rd *rd)
+{
+        uint64_t id = RD_U64(rd), pid;
+        const char *file = rd_str(rd), *build_id = rd_str(rd);
+        uint64_t start = RD_U64(rd), limit = RD_U64(rd), offset = RD_U64(rd);
+        int r;
+
+        if (rd->bad || fp_store_map_get(&x->mapping_ids, id))
+                return 0;
+        if ((r = fp_pprof_mapping(x->p, start, limit, offset, file, build_id, &pid)) < 0)
+                return pprof_fail(x->c, r);
+        return fp_store_map_put(&x->mapping_ids, id, pid, 0) < 0 ? oom(x->c) : 0;
+}
+
+static int frame_row(struct prof *x, struct rd *rd)
+{
+        struct frame_row f = {.id = RD_U64(rd)};
+        f.mapping = RD_U64(rd);
+        f.function = RD_U64(rd);
+        f.address = RD_U64(rd);
+        if (rd->bad)
+                return 0;
+        if (fp_grow((void **)&x->frames, &x->cap_frames, x->n_frames + 1, sizeof(*x->frames)) < 0)
+                return oom(x->c);
+        x->frames[x->n_frames++] = f;
+        return 0;
+}
+
+/* Turns the stacks' frame ids into pprof locations (x->frame_ids rewritten in place). */
+static int resolve_frames(struct prof *x)
+{
+        struct fp_store_map seen = {0};
+        int r = 0;
+
+        for (size_t i = 0; i < x->n_frame_ids && r == 0; i++)
+                if (!fp_store_map_get(&seen, x->frame_ids[i])) {
+                        r = fp_store_map_put(&seen, x->frame_ids[i], 1, 0) < 0
+                                ? oom(x->c)
+                                : need_add(x, x->frame_ids[i]);
+                }
+        fp_store_map_free(&seen);
+        if (r == 0)
+                r = fetch(x, "frames", "frame_id", "mapping_id, function_id, address", frame_row);
+        /* Their functions and mappings. */
+        for (size_t i = 0; i < x->n_frames && r == 0; i++)
+                if (x->frames[i].function &&
+                    !fp_store_map_get(&x->function_ids, x->frames[i].function))
+                        r = need_add(x, x->frames[i].function);
+        if (r == 0)
+                r = fetch(x, "functions", "function_id", "name", function_row);
+        for (size_t i = 0; i < x->n_frames && r == 0; i++)
+                if (x->frames[i].mapping &&
+                    !fp_store_map_get(&x->mapping_ids, x->frames[i].mapping))
+                        r = need_add(x, x->frames[i].mapping);
+        if (r == 0)
+                r = fetch(x, "mappings", "mapping_id",
+                          "file, build_id, memory_start, memory_limit, file_offset", mapping_row);
+        for (size_t i = 0; i < x->n_frames && r == 0; i++) {
+                const struct frame_row *f = &x->frames[i];
+                struct fp_store_map_entry *me =
+                    f->mapping ? fp_store_map_get(&x->mapping_ids, f->mapping) : NULL;
+                struct fp_store_map_entry *fe =
+                    f->function ? fp_store_map_get(&x->function_ids, f->function) : NULL;
+                uint64_t loc;
+                if ((f->mapping && !me) || (f->function && !fe)) {
+                        r = failf(x->c, -EBADMSG,
+                                  "ClickHouse store is inconsistent: frame %" PRIu64
+                                  " names a missing %s",
+                                  f->id, f->mapping && !me ? "mapping" : "function");
+                        break;
+                }
+                r = fp_pprof_location(x->p, me ? me->a : 0, f->address, fe ? fe->a : 0, &loc);
+                if (r < 0)
+                        r = pprof_fail(x->c, r);
+                else if (fp_store_map_put(&x->frame_locs, f->id, loc, 0) < 0)
+                        r = oom(x->c);
+        }
+        for (size_t i = 0; i < x->n_frame_ids && r == 0; i++) {
+                struct fp_store_map_entry *e = fp_store_map_get(&x->frame_locs, x->frame_ids[i]);
+                if (!e)
+                        return failf(x->c, -EBADMSG,
+                                     "ClickHouse store is inconsistent: frame %" PRIu64
+                                     " is missing",
+                                     x->frame_ids[i]);
+                x->frame_ids[i] = e->a;
+        }
+        return r;
+}
+
+struct sample_row {
+        size_t meta;
+        int32_t tid;
+        const char *thread_name;
+        uint64_t stack, count, value;
+};
+
+static int set_types(struct fp_ch *c, struct fp_pprof *p, const struct meta *ref)
+{
+        const char *unit;
+        int r;
+
+        if (fp_pprof_n_sample_types(p) == 0) {
+                if ((r = fp_pprof_add_sample_type(p, ref->types[0], ref->types[1])) < 0 ||
+                    (r = fp_pprof_add_sample_type(p, ref->types[2], ref->types[3])) < 0 ||
+                    (ref->period_type[0] &&
+                     (r = fp_pprof_set_period(p, ref->period_type, ref->period_unit, ref->period)) <
+                         0))
+                        return pprof_fail(c, r);
+                return 0;
+        }
+        for (size_t i = 0; i < 2; i++) {
+                const char *type = fp_pprof_sample_type(p, i, &unit);
+                if (fp_pprof_n_sample_types(p) != 2 || !type ||
+                    strcmp(type, ref->types[2 * i]) != 0 ||
+                    strcmp(unit, ref->types[2 * i + 1]) != 0)
+                        return failf(c, -EINVAL,
+                                     "Failed to query the store: the profile's sample types "
+                                     "differ from event '%s''s",
+                                     ref->event);
+        }
+        return 0;
+}
+
+static int drop_comment(void *userdata, const struct fp_store_drop *d)
+{
+        struct {
+                char reason[64];
+                uint64_t count;
+        } *v = userdata;
+        size_t i;
+
+        for (i = 0; i < 64 && v[i].reason[0]; i++)
+                if (strcmp(v[i].reason, d->reason) == 0)
+                        break;
+        if (i == 64)
+                return 0;
+        if (!v[i].reason[0])
+                snprintf(v[i].reason, sizeof(v[i].reason), "%s", d->reason);
+        v[i].count += d->count;
+        return 0;
+}
+
+static int comment_cmp(const void *a, const void *b)
+{
+        return strcmp(a, b);
+}
+
+static int add_drop_comments(struct fp_ch *c, const struct fp_store_filter *f, struct fp_pprof *p)
+{
+        struct {
+                char reason[64];
+                uint64_t count;
+        } v[64];
+        char line[128];
+        int r;
+
+        memset(v, 0, sizeof(v));
+        r = fp_ch_drop_totals(c, f, drop_comment, v);
+        if (r < 0)
+                return r;
+        size_t n = 0;
+        while (n < 64 && v[n].reason[0])
+                n++;
+        qsort(v, n, sizeof(v[0]), comment_cmp); /* by reason: the struct starts with it */
+        for (size_t i = 0; i < n; i++) {
+                if (!v[i].count)
+                        continue;
+                snprintf(line, sizeof(line), "dropped %.63s: %llu", v[i].reason,
+                         (unsigned long long)v[i].count);
+                if ((r = fp_pprof_add_comment(p, line)) < 0)
+                        return pprof_fail(c, r);
+        }
+        return 0;
+}
+
+int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct fp_pprof *p)
+{
+        struct fp_store_filter none = {0};
+        struct metas m = {0};
+        struct prof x = {.c = c, .p = p, .m = &m};
+        struct sample_row *rows = NULL;
+        size_t n_rows = 0, cap_rows = 0;
+        const struct meta *ref = NULL;
+        struct buf q = {0};
+        uint8_t *answer = NULL;
+        int64_t start = INT64_MAX, end = INT64_MIN;
+        bool with_host = false;
+        int r;
+
+        if (!p)
+                return -EINVAL;
+        if (!f)
+                f = &none;
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0)
+                goto out;
+        /* The reference event: f->event, else the one whose series began first. */
+        for (size_t i = 0; i < m.n; i++) {
+                const struct meta *y = &m.v[i];
+                if (!y->matched)
+                        continue;
+                if (!ref || y->first_ns < ref->first_ns ||
+                    (y->first_ns == ref->first_ns && strcmp(y->event, ref->event) < 0))
+                        ref = y;
+        }
+        if (!ref)
+                goto drops;
+        if ((r = set_types(c, p, ref)) < 0)
+                goto out;
+        for (size_t i = 0; i < m.n; i++) {
+                struct meta *y = &m.v[i];
+                bool same = y->matched && strcmp(y->event, ref->event) == 0;
+                for (int k = 0; k < 4 && same; k++)
+                        same = strcmp(y->types[k], ref->types[k]) == 0;
+                y->matched = same;
+                if (!same)
+                        continue;
+                if (y->first_ns < start)
+                        start = y->first_ns;
+                if (y->last_ns > end)
+                        end = y->last_ns;
+                if (strcmp(y->host, ref->host) != 0)
+                        with_host = true;
+        }
+        x.day_min = day_of(start);
+        x.day_max = day_of(end);
+
+        /* The samples, summed per (series, thread, stack) inside ClickHouse. */
+        buf_printf(&q,
+                   "SELECT series_id, tid, thread_name, stack_id, toUInt64(sum(c)),"
+                   " toUInt64(sum(v)) FROM (SELECT series_id, upload, stack_id, tid, thread_name,"
+                   " any(count) AS c, any(value) AS v FROM %s.samples WHERE series_id IN"
+                   " (SELECT series_id FROM ",
+                   c->db);
+        meta_from(c, &q);
+        meta_where(&q, f, false);
+        buf_printf(&q, " AND m_event = ");
+        buf_lit(&q, ref->event);
+        for (int k = 0; k < 4; k++) {
+                static const char *const cols[] = {"m_ct", "m_cu", "m_vt", "m_vu"};
+                buf_printf(&q, " AND %s = ", cols[k]);
+                buf_lit(&q, ref->types[k]);
+        }
+        buf_printf(&q, ")");
+        time_where(&q, f, "length_ns");
+        if (f->thread_name) {
+                buf_printf(&q, " AND thread_name = ");
+                buf_lit(&q, f->thread_name);
+        }
+        buf_printf(&q, " GROUP BY series_id, upload, stack_id, tid, thread_name)"
+                       " GROUP BY series_id, tid, thread_name, stack_id FORMAT RowBinary");
+        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
+                goto out;
+        answer = (uint8_t *)c->answer.p; /* the thread names point into it */
+        struct rd rd = {answer, answer + c->answer.n, false};
+        c->answer = (struct buf){0};
+        struct fp_store_map stacks_seen = {0};
+        while (rd.p < rd.end && !rd.bad) {
+                struct sample_row s;
+                uint64_t sid = RD_U64(&rd);
+                s.tid = RD_I32(&rd);
+                s.thread_name = rd_str(&rd);
+                s.stack = RD_U64(&rd);
+                s.count = RD_U64(&rd);
+                s.value = RD_U64(&rd);
+                struct fp_store_map_entry *e = fp_store_map_get(&m.idx, sid);
+                if (rd.bad || !e)
+                        continue;
+                s.meta = e->a - 1;
+                if (fp_grow((void **)&rows, &cap_rows, n_rows + 1, sizeof(*rows)) < 0 ||
+                    (!fp_store_map_get(&stacks_seen, s.stack) &&
+                     (fp_store_map_put(&stacks_seen, s.stack, 1, 0) < 0 ||
+                      need_add(&x, s.stack) < 0))) {
+                        fp_store_map_free(&stacks_seen);
+                        r = oom(c);
+                        goto out;
+                }
+                rows[n_rows++] = s;
+        }
+        fp_store_map_free(&stacks_seen);
+        if (rd.bad) {
+                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about samples",
+                          c->hostport);
+                goto out;
+        }
+        if ((r = fetch(&x, "stacks", "stack_id", "frames", stack_row)) < 0 ||
+            (r = resolve_frames(&x)) < 0)
+                goto out;
+        for (size_t i = 0; i < n_rows; i++) {
+                const struct sample_row *s = &rows[i];
+                const struct meta *t = &m.v[s->meta];
+                struct fp_store_map_entry *e = fp_store_map_get(&x.stack_locs, s->stack);
+                struct fp_pprof_label labels[6];
+                size_t n_labels = 0;
+                int64_t values[2] = {s->count > INT64_MAX ? INT64_MAX : (int64_t)s->count,
+                                     s->value > INT64_MAX ? INT64_MAX : (int64_t)s->value};
+                if (!e) {
+                        r = failf(c, -EBADMSG,
+                                  "ClickHouse store is inconsistent: stack %" PRIu64 " is missing",
+                                  s->stack);
+                        goto out;
+                }
+                labels[n_labels++] = (struct fp_pprof_label){.key = "thread", .num = s->tid};
+                labels[n_labels++] = (struct fp_pprof_label){
+                    .key = "thread_name", .str = s->thread_name[0] ? s->thread_name : "?"};
+                labels[n_labels++] = (struct fp_pprof_label){.key = "pid", .num = t->pid};
+                labels[n_labels++] =
+                    (struct fp_pprof_label){.key = "process", .str = t->comm[0] ? t->comm : "?"};
+                if (with_host)
+                        labels[n_labels++] = (struct fp_pprof_label){.key = "host", .str = t->host};
+                if (t->service[0])
+                        labels[n_labels++] =
+                            (struct fp_pprof_label){.key = "service", .str = t->service};
+                r = fp_pprof_add_sample(p, e->b ? x.frame_ids + e->a - 1 : NULL, e->b, values,
+                                        labels, n_labels);
+                if (r < 0) {
+                        r = pprof_fail(c, r);
+                        goto out;
+                }
+        }
+        {
+                int64_t t0, d0;
+                fp_pprof_get_time(p, &t0, &d0);
+                if (t0 || d0) {
+                        if (t0 < start)
+                                start = t0;
+                        if (t0 + d0 > end)
+                                end = t0 + d0;
+                }
+                fp_pprof_set_time(p, start, end - start);
+                (void)fp_pprof_set_main_binary(p, ref->exe);
+        }
+drops:
+        r = add_drop_comments(c, f, p);
+        if (r == 0)
+                r = n_rows > INT32_MAX ? INT32_MAX : (int)n_rows;
+out:
+        free(rows);
+        free(answer);
+        free(q.p);
+        prof_free(&x);
+        metas_free(&m);
+        return r;
+}
