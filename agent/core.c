@@ -778,6 +778,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         st.queued = s->writer ? fp_writer_pending(s->writer) : 0;
         if (s->uploader) {
                 st.upload_url = fp_uploader_url(s->uploader);
+                st.upload_urls = fp_uploader_n_urls(s->uploader);
                 fp_uploader_status(s->uploader, &st.upload);
                 if (uid != 0) {
                         /* The URL may carry credentials (user:password@, ?token=): not for users.

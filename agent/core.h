@@ -196,7 +196,8 @@ struct fp_core_status {
         uint64_t buckets_written, buckets_failed;
         size_t queued;
         /* Uploads (url NULL: no collector). */
-        const char *upload_url; /* for users other than root: without credentials */
+        const char *upload_url; /* in use; for users other than root: without credentials */
+        uint64_t upload_urls;   /* collectors to fail over between */
         char url_redacted[512];
         struct fp_upload_status upload;
         /* Thread tracking. */

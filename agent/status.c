@@ -326,6 +326,8 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                     {"uploads_rejected", u->uploads_rejected},
                     {"bytes_sent", u->bytes_sent},
                     {"buckets_built", u->buckets_built},
+                    {"collectors", st->upload_urls},
+                    {"failovers", u->failovers},
                     {"pending_buckets", st->pending_buckets},
                     {"waiting_uploads", st->waiting_uploads},
                     {"waiting_bytes", st->waiting_bytes},
@@ -398,10 +400,15 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 format_age(last, sizeof(last), u->last_success_ns);
                 format_age(oldest, sizeof(oldest), st->oldest_waiting_ns);
                 human_bytes(bytes, sizeof(bytes), st->waiting_bytes);
+                char which[96] = "";
+                if (st->upload_urls > 1)
+                        snprintf(which, sizeof(which),
+                                 " (one of %" PRIu64 " collectors, %" PRIu64 " failovers)",
+                                 st->upload_urls, u->failovers);
                 fprintf(out,
-                        "upload: %s, last success %s, %" PRIu64 " uploads delivered, %" PRIu64
+                        "upload: %s%s, last success %s, %" PRIu64 " uploads delivered, %" PRIu64
                         " refused%s\n",
-                        TERM(st->upload_url, e1), last, u->uploads_ok, u->uploads_rejected,
+                        TERM(st->upload_url, e1), which, last, u->uploads_ok, u->uploads_rejected,
                         u->in_progress ? ", uploading now" : "");
                 if (st->waiting_uploads)
                         fprintf(out,

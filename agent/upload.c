@@ -86,7 +86,12 @@ struct round {
 struct fp_uploader {
         struct event_base *base;
         struct fp_writer *writer;
-        char *url, *token, *ca_file;
+        char **urls; /* the collectors, tried in turn */
+        size_t n_urls, cur;
+        const char *url;       /* urls[cur] */
+        size_t tried_since_ok; /* collectors failed over from since the last good round */
+        bool quick_retry;      /* the next collector gets the round at once */
+        char *token, *ca_file;
         unsigned interval;
 
         enum state state;
@@ -550,17 +555,26 @@ static void round_end(struct fp_uploader *u, bool ok, bool more, const char *mes
                 u->backoff_s = 0;
                 u->st.last_error[0] = 0;
                 u->st.config_error = false;
+                u->tried_since_ok = 0;
         } else {
                 u->st.rounds_failed++;
                 snprintf(u->st.last_error, sizeof(u->st.last_error), "%s", message);
-                u->backoff_s = u->backoff_s ? u->backoff_s * 2 : BACKOFF_MIN_S;
-                if (u->backoff_s > BACKOFF_MAX_S)
-                        u->backoff_s = BACKOFF_MAX_S;
+                if (!u->quick_retry) {
+                        u->backoff_s = u->backoff_s ? u->backoff_s * 2 : BACKOFF_MIN_S;
+                        if (u->backoff_s > BACKOFF_MAX_S)
+                                u->backoff_s = BACKOFF_MAX_S;
+                }
         }
         if (u->round)
                 round_reset(u->round);
         if (u->flush_done && ok && more && ++u->flush_rounds < MAX_FLUSH_ROUNDS) {
                 /* A flush delivers everything there is, a round after another. */
+                start_round(u);
+                return;
+        }
+        if (u->flush_done && !ok && u->quick_retry) {
+                /* A flush goes on with the next collector. */
+                u->quick_retry = false;
                 start_round(u);
                 return;
         }
@@ -584,12 +598,16 @@ static void round_end(struct fp_uploader *u, bool ok, bool more, const char *mes
                 u->flush_sent = 0;
                 done(u->flush_userdata, ok, message);
         }
-        if (!ok)
+        if (!ok && u->quick_retry) {
+                u->quick_retry = false;
+                arm(u, 0.1); /* the next collector, before backing off */
+        } else if (!ok) {
                 arm(u, u->backoff_s * jitter(0.25));
-        else if (more)
+        } else if (more) {
                 arm(u, 0.05); /* catch up: the store holds more than one round */
-        else
+        } else {
                 arm(u, u->interval * jitter(0.1));
+        }
 }
 
 /* The round's failure, for status and the log: the first of the most serious kind. */
@@ -608,6 +626,22 @@ static const struct item *worst(const struct round *r, size_t *ret_n)
         }
         *ret_n = n;
         return w;
+}
+
+/*
+ * After a failed round with several collectors: the next one gets the
+ * data (the same bytes and keys, so nothing is stored twice), at once
+ * until each has failed once since the last good round.
+ */
+static void fail_over(struct fp_uploader *u)
+{
+        if (u->n_urls < 2)
+                return;
+        u->cur = (u->cur + 1) % u->n_urls;
+        u->url = u->urls[u->cur];
+        u->st.failovers++;
+        u->quick_retry = ++u->tried_since_ok < u->n_urls;
+        fp_log(LOG_WARNING, "Uploads fail over to collector %s", u->url);
 }
 
 static void on_settled(void *userdata, const struct fp_writer_result *res)
@@ -645,6 +679,7 @@ static void on_settled(void *userdata, const struct fp_writer_result *res)
                          u->st.config_error ? "CONFIGURATION ERROR: " : "", w->error, failed,
                          r->n_items, sent);
                 fp_log(LOG_ERR, "Upload to %s failed: %s", u->url, msg);
+                fail_over(u);
                 round_end(u, false, false, msg);
                 return;
         }
@@ -938,6 +973,46 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 /* ---- API ---- */
 
+/* --collector URL[,URL...]: each http(s)://, without trailing slashes. */
+static int parse_urls(struct fp_uploader *u, const char *list, char *err, size_t err_len)
+{
+        const char *p = list;
+
+        for (;;) {
+                size_t n = strcspn(p, ",");
+                char *url;
+                if (n == 0 || (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0)) {
+                        snprintf(err, err_len,
+                                 "collector URL '%.*s' must start with http:// or https:// (give "
+                                 "several as URL,URL)",
+                                 (int)(n < 300 ? n : 300), p);
+                        return -EINVAL;
+                }
+                if (u->n_urls == FP_UPLOAD_MAX_URLS) {
+                        snprintf(err, err_len, "at most %d collector URLs", FP_UPLOAD_MAX_URLS);
+                        return -EINVAL;
+                }
+                url = strndup(p, n);
+                char **v = realloc(u->urls, (u->n_urls + 1) * sizeof(*v));
+                if (!url || !v) {
+                        free(url);
+                        if (v)
+                                u->urls = v;
+                        snprintf(err, err_len, "out of memory");
+                        return -ENOMEM;
+                }
+                while (n > 0 && url[n - 1] == '/')
+                        url[--n] = 0;
+                u->urls = v;
+                u->urls[u->n_urls++] = url;
+                if (!p[n])
+                        break;
+                p += n + 1;
+        }
+        u->url = u->urls[0];
+        return 0;
+}
+
 int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
                     const struct fp_upload_options *opt, struct fp_uploader **ret, char *err,
                     size_t err_len)
@@ -945,25 +1020,18 @@ int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
         struct fp_uploader *u;
         int r;
 
-        if (strncmp(opt->url, "http://", 7) != 0 && strncmp(opt->url, "https://", 8) != 0) {
-                snprintf(err, err_len, "collector URL '%s' must start with http:// or https://",
-                         opt->url);
-                return -EINVAL;
-        }
         u = calloc(1, sizeof(*u));
         if (!u) {
                 snprintf(err, err_len, "out of memory");
                 return -ENOMEM;
         }
+        if ((r = parse_urls(u, opt->url, err, err_len)) < 0) {
+                fp_uploader_free(u);
+                return r;
+        }
         u->base = base;
         u->writer = writer;
         u->interval = opt->interval_seconds ? opt->interval_seconds : 60;
-        u->url = strdup(opt->url);
-        if (u->url) {
-                size_t n = strlen(u->url);
-                while (n > 0 && u->url[n - 1] == '/')
-                        u->url[--n] = 0;
-        }
         if (opt->ca_file)
                 u->ca_file = strdup(opt->ca_file);
         if (opt->token_file &&
@@ -976,8 +1044,7 @@ int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
         u->multi = curl_multi_init();
         u->ev_round = event_new(base, -1, 0, on_round_timer, u);
         u->ev_curl_timer = event_new(base, -1, 0, on_curl_timer, u);
-        if (!u->url || (opt->ca_file && !u->ca_file) || !u->multi || !u->ev_round ||
-            !u->ev_curl_timer) {
+        if ((opt->ca_file && !u->ca_file) || !u->multi || !u->ev_round || !u->ev_curl_timer) {
                 snprintf(err, err_len, "out of memory");
                 fp_uploader_free(u);
                 return -ENOMEM;
@@ -1027,7 +1094,9 @@ void fp_uploader_free(struct fp_uploader *u)
                 event_free(u->ev_round);
         if (u->ev_curl_timer)
                 event_free(u->ev_curl_timer);
-        free(u->url);
+        for (size_t i = 0; i < u->n_urls; i++)
+                free(u->urls[i]);
+        free(u->urls);
         free(u->token);
         free(u->ca_file);
         free(u);
@@ -1057,4 +1126,9 @@ void fp_uploader_status(const struct fp_uploader *u, struct fp_upload_status *re
 const char *fp_uploader_url(const struct fp_uploader *u)
 {
         return u->url;
+}
+
+size_t fp_uploader_n_urls(const struct fp_uploader *u)
+{
+        return u->n_urls;
 }

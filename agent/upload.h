@@ -29,6 +29,12 @@
  *                  the data waits, the round is retried, and status and
  *                  the log say so on every try until it is fixed.
  * Retries back off exponentially (1 s to 5 min) with jitter.
+ *
+ * With several collectors (--collector URL,URL), a round that fails with a
+ * transient or configuration error fails over to the next one, which gets
+ * the same uploads (bytes and keys) at once; only once each has failed
+ * since the last good round does the backoff start. Collectors that share
+ * one store (ClickHouse) store a retried upload once whichever got it.
  */
 #pragma once
 
@@ -41,8 +47,10 @@ struct event_base;
 struct fp_writer;
 struct fp_uploader;
 
+#define FP_UPLOAD_MAX_URLS 16
+
 struct fp_upload_options {
-        const char *url;        /* http(s)://host:port of the collector */
+        const char *url;        /* http(s)://host:port of the collector[,another,...] */
         const char *token_file; /* NULL: no Authorization header */
         const char *ca_file;    /* NULL: the system's CAs */
         unsigned interval_seconds;
@@ -60,6 +68,7 @@ struct fp_upload_status {
         uint64_t uploads_ok, uploads_rejected, bytes_sent;
         uint64_t buckets_built; /* buckets built into uploads (delivered or waiting) */
         bool config_error;      /* the last round's answer says the URL or token is wrong */
+        uint64_t failovers;     /* switches to the next collector */
         char last_error[1024];
 };
 
@@ -86,4 +95,6 @@ void fp_uploader_free(struct fp_uploader *u);
  */
 int fp_uploader_flush(struct fp_uploader *u, fp_upload_done_fn done, void *userdata);
 void fp_uploader_status(const struct fp_uploader *u, struct fp_upload_status *ret);
+/* The collector in use, and how many there are to fail over between. */
 const char *fp_uploader_url(const struct fp_uploader *u);
+size_t fp_uploader_n_urls(const struct fp_uploader *u);
