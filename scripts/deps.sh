@@ -18,6 +18,7 @@ packages=(
   golang-go linux-perf python3 procps util-linux binutils
   rpm man-db groff-base libcap2-bin xz-utils perl
   chromium fonts-dejavu-core nodejs
+  clickhouse-server clickhouse-client
 )
 
 missing=()

@@ -9,10 +9,12 @@
  * the row's key first, so it is counted once either way.
  *
  *   series       (day, series_id, target_id, host, pid, starttime, comm, exe,
- *                config, active, service, event and its sample types, version)
- *                what a (target, event) is: one row per upload, the newest
- *                (version: the upload's end) wins for comm, exe, config,
- *                active and service.
+ *                config, active, service, event and its sample types, version,
+ *                written_ns) what a (target, event) is: one row per upload,
+ *                the newest (version: the upload's end) wins for comm, exe,
+ *                config, active and service; written_ns orders events as
+ *                the SQLite store's event ids do (a profile of no named
+ *                event takes the one stored first).
  *   buckets      (hour, upload, series_id, start_ns, length_ns, count, value)
  *                one row per upload and series: listings and time lines.
  *   samples      (hour, start_ns, series_id, length_ns, upload, stack_id,
@@ -357,7 +359,7 @@ static const char *const schema_v1[] = {
     " host String, pid Int32, starttime UInt64, comm String, exe String, config String,"
     " active UInt8, service String, event String, count_type String, count_unit String,"
     " value_type String, value_unit String, period_type String, period_unit String,"
-    " period Int64, version UInt64) ENGINE = ReplacingMergeTree(version)"
+    " period Int64, version UInt64, written_ns Int64) ENGINE = ReplacingMergeTree(version)"
     " PARTITION BY day ORDER BY series_id",
     "CREATE TABLE IF NOT EXISTS DB.buckets (hour UInt32, upload UInt64, series_id UInt64,"
     " start_ns Int64, length_ns Int64, count UInt64, value UInt64) " RMT
@@ -763,7 +765,8 @@ static int add_series(struct series_sum **v, size_t *n, size_t *cap, uint32_t t,
 
 static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct rows *w)
 {
-        int64_t start = b->start_ns, end = b->start_ns + b->length_ns;
+        int64_t start = b->start_ns, end = b->start_ns + b->length_ns,
+                written = (int64_t)fp_now_ns(CLOCK_REALTIME);
         uint32_t hour = hour_of(start);
         uint16_t day = day_of(start);
         uint64_t upload;
@@ -813,6 +816,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_str(&w->series, fp_batch_str_at(b, e->period_unit));
                 rb_uint(&w->series, (uint64_t)e->period, 8);
                 rb_uint(&w->series, (uint64_t)end, 8);
+                rb_uint(&w->series, (uint64_t)written, 8);
 
                 rb_uint(&w->buckets, hour, 4);
                 rb_uint(&w->buckets, upload, 8);
@@ -985,7 +989,7 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
             (r = insert(c, "series",
                         "day, series_id, target_id, host, pid, starttime, comm, exe, config,"
                         " active, service, event, count_type, count_unit, value_type,"
-                        " value_unit, period_type, period_unit, period, version",
+                        " value_unit, period_type, period_unit, period, version, written_ns",
                         &w.series)) < 0 ||
             (r = insert(c, "samples",
                         "hour, start_ns, series_id, length_ns, upload, stack_id, tid,"
@@ -1871,6 +1875,44 @@ struct sample_row {
         uint64_t stack, count, value;
 };
 
+/*
+ * The matched series whose event was stored first (of all the store's),
+ * the SQLite store's choice by event id; first series of that event.
+ */
+static int first_event(struct fp_ch *c, const struct metas *m, const struct meta **ret)
+{
+        struct buf q = {0};
+        int r;
+
+        *ret = NULL;
+        buf_printf(&q,
+                   "SELECT event, count_type, count_unit, value_type, value_unit"
+                   " FROM %s.series GROUP BY event, count_type, count_unit, value_type,"
+                   " value_unit ORDER BY min(written_ns), event FORMAT RowBinary",
+                   c->db);
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (rd.p < rd.end && !rd.bad && !*ret) {
+                const char *event = rd_str(&rd), *types[4];
+                for (int k = 0; k < 4; k++)
+                        types[k] = rd_str(&rd);
+                for (size_t i = 0; i < m->n && !rd.bad; i++) {
+                        const struct meta *y = &m->v[i];
+                        bool same = y->matched && strcmp(y->event, event) == 0;
+                        for (int k = 0; k < 4 && same; k++)
+                                same = strcmp(y->types[k], types[k]) == 0;
+                        if (same && (!*ret || y->first_ns < (*ret)->first_ns))
+                                *ret = y;
+                }
+        }
+        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about events",
+                              c->hostport)
+                      : 0;
+}
+
 static int set_types(struct fp_ch *c, struct fp_pprof *p, const struct meta *ref)
 {
         const char *unit;
@@ -1970,15 +2012,9 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 f = &none;
         if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0)
                 goto out;
-        /* The reference event: f->event, else the one whose series began first. */
-        for (size_t i = 0; i < m.n; i++) {
-                const struct meta *y = &m.v[i];
-                if (!y->matched)
-                        continue;
-                if (!ref || y->first_ns < ref->first_ns ||
-                    (y->first_ns == ref->first_ns && strcmp(y->event, ref->event) < 0))
-                        ref = y;
-        }
+        /* The reference event: f->event, else the one stored first. */
+        if ((r = first_event(c, &m, &ref)) < 0)
+                goto out;
         if (!ref)
                 goto drops;
         if ((r = set_types(c, p, ref)) < 0)

@@ -325,3 +325,41 @@ print(pprofraw.parse(sys.stdin.read()).total(sys.argv[2]))' "$FP_SRC/tests/integ
 # fp_json_get EXPR: evaluates the Python expression EXPR over the JSON on
 # stdin (bound to d) and prints the result.
 fp_json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# ---- ClickHouse -------------------------------------------------------------
+
+FP_CH_PID=
+FP_CH_PORT=
+
+# fp_start_clickhouse DIR [HTTP_PORT]: Debian's clickhouse-server as an
+# ordinary process with its data, logs and ports of its own (HTTP on
+# HTTP_PORT or a free one: FP_CH_PORT), 127.0.0.1 only; waits until it
+# answers. Sets FP_CH_PID. Restart it with the same DIR and FP_CH_PORT.
+fp_start_clickhouse() {
+  local dir=$1 tcp inter
+  FP_CH_PORT=${2:-$(fp_free_port)}
+  tcp=$(fp_free_port)
+  inter=$(fp_free_port)
+  command -v clickhouse-server >/dev/null ||
+    fp_fail "clickhouse-server is not installed (bash scripts/deps.sh installs it)"
+  mkdir -p "$dir/tmp" "$dir/user_files" "$dir/format_schemas"
+  (cd "$dir" && exec clickhouse-server --config-file=/etc/clickhouse-server/config.xml -- \
+    --path="$dir/" --tmp_path="$dir/tmp/" --user_files_path="$dir/user_files/" \
+    --format_schema_path="$dir/format_schemas/" --listen_host=127.0.0.1 \
+    --http_port="$FP_CH_PORT" --tcp_port="$tcp" --interserver_http_port="$inter" \
+    --logger.log="$dir/server.log" --logger.errorlog="$dir/error.log" --logger.console=0 \
+    >>"$dir/console.log" 2>&1) &
+  FP_CH_PID=$!
+  fp_track "$FP_CH_PID"
+  fp_wait_for 60 curl -sf "http://127.0.0.1:$FP_CH_PORT/ping" -o /dev/null ||
+    fp_fail "clickhouse-server did not come up: $(tail -3 "$dir/error.log" "$dir/console.log" 2>/dev/null)"
+}
+
+# fp_stop_clickhouse: stops the server fp_start_clickhouse started.
+fp_stop_clickhouse() {
+  [[ -n $FP_CH_PID ]] && fp_kill "$FP_CH_PID"
+  FP_CH_PID=
+}
+
+# fp_ch_query SQL: runs SQL on the test's ClickHouse, prints the answer (TSV).
+fp_ch_query() { curl -sf --data-binary "$1" "http://127.0.0.1:$FP_CH_PORT/"; }

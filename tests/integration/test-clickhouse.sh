@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The collector on ClickHouse: Debian's clickhouse-server started by the
+# test on private ports and a private data folder, real collectors and a
+# real agent on 127.0.0.1.
+#   1. set-up: a collector creates its tables; bad URLs, credentials in the
+#      URL, refused credentials and another application's database each
+#      get one clear line;
+#   2. the same uploads to a SQLite collector and a ClickHouse one: the
+#      same series, profiles (go tool pprof), drops, time line and flame
+#      graph; a retried upload (same key) is stored once through either
+#      of two collectors on one ClickHouse, also when both race;
+#   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
+#      through A, go tool pprof reads the same merged profile from B;
+#   4. A killed (SIGKILL) mid-flush, three times: the agent fails over to
+#      B, and the store holds exactly the agent's samples: none lost or
+#      doubled;
+#   5. ClickHouse stopped under load: uploads get 503 and wait in the
+#      agent, reads get a clear error, /healthz says degraded; restarted,
+#      the collectors reconnect on their own and no sample is lost;
+#   6. retention and the byte budget drop whole old partitions, never
+#      the newest.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+fp_init 290
+fp_require_go
+MK=$FP_SRC/tests/integration/mkpprof.py
+[[ -x $FP_COLLECTOR ]] || fp_fail "missing $FP_COLLECTOR"
+
+fp_start_clickhouse "$FP_TMP/ch"
+CH=clickhouse://127.0.0.1:$FP_CH_PORT
+fp_log "clickhouse-server $(fp_ch_query 'SELECT version()') on port $FP_CH_PORT"
+echo "default:" >"$FP_TMP/ch.cred"
+chmod 600 "$FP_TMP/ch.cred"
+
+# start_coll NAME PORT STORE ARGS...: a collector logging to $FP_TMP/NAME.log; sets PID_<NAME>.
+start_coll() {
+  local name=$1 port=$2 store=$3
+  shift 3
+  "$FP_COLLECTOR" --listen "127.0.0.1:$port" --store "$store" "$@" >>"$FP_TMP/$name.log" 2>&1 &
+  fp_track $!
+  printf -v "PID_$name" '%s' $!
+  fp_wait_for 20 curl -sf "http://127.0.0.1:$port/healthz" -o /dev/null ||
+    fp_fail "collector $name did not come up: $(tail -3 "$FP_TMP/$name.log")"
+}
+# refused ARGS...: the collector refuses to start, exit 1 or 2, with one line saying WHY ($WHY).
+refused() {
+  local rc=0 out
+  out=$(fp_timeout 30 "$FP_COLLECTOR" --listen "127.0.0.1:$(fp_free_port)" "$@" 2>&1) || rc=$?
+  ((rc == 1 || rc == 2)) || fp_fail "collector $* exited $rc: $out"
+  [[ $(grep -vc WARNING <<<"$out") == 1 ]] || fp_fail "collector $*: not one line: $out"
+  grep -qi -- "$WHY" <<<"$out" || fp_fail "collector $*: the error does not say '$WHY': $out"
+}
+
+# ---- 1. set-up and bad settings ------------------------------------------------
+WHY="clickhouse://HOST:PORT/DATABASE" refused --store "clickhouse://127.0.0.1:$FP_CH_PORT"
+WHY="invalid database" refused --store "$CH/bad-name"
+WHY="must not hold credentials" refused --store "clickhouse://u:p@127.0.0.1:$FP_CH_PORT/x"
+echo "nosuchuser:nopassword" >"$FP_TMP/bad.cred"
+WHY="refused the credentials" refused --store "$CH/fp_auth" --store-credentials "$FP_TMP/bad.cred"
+WHY="applies to a clickhouse" refused --store "$FP_TMP/x.db" --store-credentials "$FP_TMP/ch.cred"
+fp_ch_query "CREATE DATABASE other" >/dev/null
+fp_ch_query "CREATE TABLE other.accounts (id UInt64) ENGINE = MergeTree ORDER BY id" >/dev/null
+WHY="did not create" refused --store "$CH/other"
+fp_ok "bad store settings are refused with one line each"
+
+pa=$(fp_free_port) pb=$(fp_free_port) ps=$(fp_free_port)
+A=http://127.0.0.1:$pa B=http://127.0.0.1:$pb S=http://127.0.0.1:$ps
+start_coll A "$pa" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
+start_coll B "$pb" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
+start_coll S "$ps" "$FP_TMP/sqlite.db"
+tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = 'fleetprof'")
+[[ $tables == 11 ]] || fp_fail "expected 11 tables in database fleetprof, found $tables"
+[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 1 ]] || fp_fail "schema version not recorded"
+fp_ok "two collectors share one ClickHouse database (11 tables, schema version 1)"
+
+# ---- 2. the same answers as SQLite; idempotency -------------------------------------
+post() { # post URL FILE QUERY KEY: prints the HTTP status
+  curl -s -o "$FP_TMP/resp" -w '%{http_code}' -H "Idempotency-Key: $4" --data-binary @"$2" \
+    "$1/api/v1/ingest?$3"
+}
+meta() { # meta HOST PID COMM EVENT FROM_S
+  local from=$(($5 * 1000000000))
+  echo "host=$1&pid=$2&starttime=77&comm=$3&exe=/usr/bin/$3&event=$4&from=$from&to=$((from + 60000000000))&agent=test&drops=throttled:$2,kernel_ring_overflow:2"
+}
+now=$(date +%s)
+i=0
+for host in alpha beta; do
+  for pid in 101 102 103; do
+    for ev in cpu-clock page-faults; do
+      i=$((i + 1))
+      python3 "$MK" good "$FP_TMP/u$i.pb.gz" --stacks $((5 + i)) --samples $((200 + 37 * i)) --seed "$i"
+      q=$(meta "$host" "$pid" "svc$pid" "$ev" $((now - 600 + 60 * (i % 4))))
+      for url in "$A" "$S"; do
+        st=$(post "$url" "$FP_TMP/u$i.pb.gz" "$q" "key-$i")
+        [[ $st == 200 ]] || fp_fail "upload $i to $url: HTTP $st $(cat "$FP_TMP/resp")"
+      done
+    done
+  done
+done
+# Retries: through the other collector (B), both answer "stored once".
+st=$(post "$B" "$FP_TMP/u3.pb.gz" "$(meta alpha 102 svc102 cpu-clock $((now - 600 + 180)))" key-3)
+[[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a retry through B was not a duplicate: $st $(cat "$FP_TMP/resp")"
+# A race: one new upload sent to A and B at the same time, five times over.
+python3 "$MK" good "$FP_TMP/race.pb.gz" --stacks 9 --samples 333 --seed 99
+rq=$(meta gamma 200 racer cpu-clock $((now - 300)))
+racers=()
+for _ in 1 2 3 4 5; do
+  post "$A" "$FP_TMP/race.pb.gz" "$rq" race-key >/dev/null &
+  racers+=($!)
+  post "$B" "$FP_TMP/race.pb.gz" "$rq" race-key >/dev/null &
+  racers+=($!)
+done
+wait "${racers[@]}"
+st=$(post "$S" "$FP_TMP/race.pb.gz" "$rq" race-key)
+[[ $st == 200 ]] || fp_fail "race upload to SQLite: $st"
+
+canon() { # canon URL PATH: the JSON answer, keys sorted
+  local code
+  code=$(curl -s -o "$FP_TMP/canon" -w '%{http_code}' "$1$2")
+  [[ $code == 200 ]] || fp_fail "GET $1$2: HTTP $code $(head -c 300 "$FP_TMP/canon")"
+  python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])), sort_keys=True))' "$FP_TMP/canon"
+}
+for path in "/api/v1/series" "/api/v1/series?host=beta&event=page-faults" "/api/v1/series?process=racer" \
+  "/api/v1/timeline?host=alpha" "/api/v1/flamegraph?host=beta&pid=103" \
+  "/api/v1/flamegraph?process=svc101&event=page-faults" "/api/v1/flamegraph?host=beta&thread=worker-1"; do
+  a=$(canon "$B" "$path") s=$(canon "$S" "$path")
+  # The flame graph's cost block and store-specific timing are not part of the answer compared.
+  a=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d.pop("cost", None); d.pop("hosts_cost", None); print(json.dumps(d, sort_keys=True))' "$a")
+  s=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d.pop("cost", None); d.pop("hosts_cost", None); print(json.dumps(d, sort_keys=True))' "$s")
+  [[ $a == "$s" ]] || fp_fail "GET $path differs: ClickHouse ${a:0:600} ... SQLite ${s:0:600}"
+done
+for q in "" "host=alpha" "process=racer" "pid=102&event=page-faults" "host=beta&event=page-faults"; do
+  curl -sf "$B/api/v1/profile?$q" -o "$FP_TMP/ch.pb.gz" || fp_fail "profile ?$q from ClickHouse"
+  curl -sf "$S/api/v1/profile?$q" -o "$FP_TMP/sq.pb.gz" || fp_fail "profile ?$q from SQLite"
+  tc=$(fp_pprof -traces "$FP_TMP/ch.pb.gz" 2>/dev/null | grep -v -e '^File:' -e '^Type:' -e '^Time:' -e '^Duration:' | sort | md5sum)
+  ts=$(fp_pprof -traces "$FP_TMP/sq.pb.gz" 2>/dev/null | grep -v -e '^File:' -e '^Type:' -e '^Time:' -e '^Duration:' | sort | md5sum)
+  [[ $tc == "$ts" ]] || fp_fail "go tool pprof -traces of ?$q differs between ClickHouse and SQLite"
+  for t in samples cpu; do
+    [[ $(fp_profile_total "$FP_TMP/ch.pb.gz" $t) == $(fp_profile_total "$FP_TMP/sq.pb.gz" $t) ]] ||
+      fp_fail "profile ?$q: $t totals differ"
+  done
+done
+copies=$(fp_ch_query "SELECT count() FROM fleetprof.upload_keys WHERE key = 'race-key'")
+fp_log "the raced upload was written $copies time(s) before the key was seen"
+racer=$(curl -sf "$B/api/v1/series?process=racer" | fp_json_get 'd["series"][0]["samples"]')
+[[ $racer == 333 ]] || fp_fail "the raced upload holds $racer samples, want 333 (stored once)"
+fp_ok "ClickHouse answers as SQLite does (series, drops, time line, flame graph, go tool pprof); retries and races stored once"
+
+# ---- 3. an agent uploads through A, B serves the same ------------------------------
+fp_start_agent --bucket 1 --collector "$A,$B" --upload-interval 3600
+fp_start_workload truth "$FP_TMP/t1.out" "$FP_TMP/t1.ready" --seconds 3 --hold
+pid=$FP_WL_PID
+fp_ctl start "$pid" --freq 1000 >/dev/null || fp_fail "start failed"
+sleep 3.5
+fp_ctl stop "$pid" >/dev/null
+out=$(fp_ctl flush) || fp_fail "flush failed: $out"
+grep -q "$A" <<<"$out" || fp_fail "the flush did not go to A: $out"
+fp_ctl dump "$pid" -o "$FP_TMP/local.pb.gz" >/dev/null
+local_total=$(fp_profile_total "$FP_TMP/local.pb.gz")
+curl -sf "$B/api/v1/profile?pid=$pid" -o "$FP_TMP/b.pb.gz" || fp_fail "profile from B"
+b_total=$(fp_profile_total "$FP_TMP/b.pb.gz")
+((local_total > 2000)) || fp_fail "too few samples ($local_total)"
+[[ $b_total == "$local_total" ]] || fp_fail "B serves $b_total samples, the agent holds $local_total"
+fp_pprof -top -symbolize=none "$B/api/v1/profile?pid=$pid" 2>/dev/null | grep -q "worker_main" ||
+  fp_fail "go tool pprof cannot read B's URL"
+fp_ok "uploaded through A, go tool pprof reads the same $b_total samples from B"
+
+# ---- 4. A killed mid-flush, three times: failover, nothing lost or doubled ----------
+fp_start_workload spin "$FP_TMP/s.out" "$FP_TMP/s.ready" --threads 2 --seconds 60
+spid=$FP_WL_PID
+fp_ctl start "$spid" --freq 500 >/dev/null || fp_fail "start spin failed"
+for round in 1 2 3; do
+  sleep 2
+  # Kill the collector in use, in the middle of a flush; the other gets the data.
+  cur=$(fp_status_json | fp_json_get 'd["upload"]["url"]')
+  if [[ $cur == "$A" ]]; then victim=A vport=$pa other=$B; else victim=B vport=$pb other=$A; fi
+  vpid=PID_$victim
+  fp_ctl flush >/dev/null 2>&1 &
+  flush=$!
+  sleep 0.05
+  kill -KILL "${!vpid}"
+  wait "$flush" || true
+  out=$(fp_ctl flush) || fp_fail "round $round: flush after $victim died failed: $out"
+  grep -q "$other" <<<"$out" || fp_fail "round $round: the flush did not fail over to $other: $out"
+  start_coll "$victim" "$vport" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
+done
+failovers=$(fp_status_json | fp_json_get 'd["upload"]["failovers"]')
+((failovers >= 3)) || fp_fail "status counts $failovers failovers, want at least 3"
+fp_ctl stop "$spid" >/dev/null
+fp_ctl flush >/dev/null || fp_fail "final flush failed"
+fp_ctl dump "$spid" -o "$FP_TMP/slocal.pb.gz" >/dev/null
+sl=$(fp_profile_total "$FP_TMP/slocal.pb.gz")
+curl -sf "$B/api/v1/profile?pid=$spid" -o "$FP_TMP/sb.pb.gz"
+sb=$(fp_profile_total "$FP_TMP/sb.pb.gz")
+[[ $sl == "$sb" ]] || fp_fail "after failovers the store holds $sb samples, the agent $sl"
+fp_ok "collector killed mid-flush 3 times: $failovers failovers, $sb samples stored, none lost or doubled"
+
+# ---- 5. ClickHouse stopped under load -------------------------------------------
+fp_start_workload spin "$FP_TMP/s2.out" "$FP_TMP/s2.ready" --threads 2 --seconds 60
+wpid=$FP_WL_PID
+fp_ctl start "$wpid" --freq 500 >/dev/null || fp_fail "start spin failed"
+sleep 2
+fp_ctl flush >/dev/null || fp_fail "flush before the outage"
+fp_stop_clickhouse
+sleep 2
+if out=$(fp_ctl flush 2>&1); then fp_fail "a flush with ClickHouse down succeeded: $out"; fi
+grep -q "503" <<<"$out" || fp_fail "the flush during the outage does not say 503: $out"
+pending=$(fp_status_json | fp_json_get 'd["store"]["pending_upload"]')
+((pending > 0)) || fp_fail "no buckets wait in the agent during the outage"
+code=$(curl -s -o "$FP_TMP/err" -w '%{http_code}' "$B/api/v1/series")
+[[ $code == 503 ]] && grep -q "ClickHouse at 127.0.0.1:$FP_CH_PORT" "$FP_TMP/err" ||
+  fp_fail "a read during the outage: $code $(cat "$FP_TMP/err")"
+curl -s "$A/healthz" | grep -q '"status": "degraded"' || fp_fail "/healthz does not say degraded"
+sleep 2
+fp_start_clickhouse "$FP_TMP/ch" "$FP_CH_PORT"
+fp_ctl stop "$wpid" >/dev/null
+fp_wait_for 30 fp_ctl flush >/dev/null || fp_fail "no flush succeeded after ClickHouse came back"
+fp_ctl dump "$wpid" -o "$FP_TMP/wlocal.pb.gz" >/dev/null
+wl=$(fp_profile_total "$FP_TMP/wlocal.pb.gz")
+curl -sf "$A/api/v1/profile?pid=$wpid" -o "$FP_TMP/wa.pb.gz" || fp_fail "profile from A after the outage"
+wa=$(fp_profile_total "$FP_TMP/wa.pb.gz")
+[[ $wl == "$wa" ]] || fp_fail "after the outage the store holds $wa samples, the agent $wl"
+curl -s "$B/healthz" | grep -q '"status": "ok"' || fp_fail "B did not recover"
+fp_ok "ClickHouse down: 503s, a clear read error, degraded; back: reconnected, all $wa samples stored"
+
+# ---- 6. retention and the byte budget -----------------------------------------
+pr=$(fp_free_port)
+R=http://127.0.0.1:$pr
+python3 "$MK" good "$FP_TMP/big.pb.gz" --stacks 20000 --samples 200000 --seed 5
+for h in 30 20 10 5 3 1; do
+  st=$(post "$A" "$FP_TMP/big.pb.gz" "$(meta old 300 aged cpu-clock $((now - h * 3600)))" "old-$h")
+  [[ $st == 200 ]] || fp_fail "old upload $h h ago: $st"
+done
+hours() { fp_ch_query "SELECT count(DISTINCT partition_id) FROM system.parts WHERE database = 'fleetprof' AND table = 'samples' AND active"; }
+before=$(hours)
+start_coll R "$pr" "$CH/fleetprof" --retention 8h
+aged() { curl -sf "$R/api/v1/series?process=aged" | fp_json_get 'sum(s["buckets"] for s in d["series"])'; }
+aged_is() { [[ $(aged) == "$1" ]]; }
+fp_wait_for 20 aged_is 3 || fp_fail "retention 8h left $(aged) of 6 old uploads, want 3"
+fp_kill "$PID_R"
+after=$(hours)
+fp_log "hour partitions of samples: $before before, $after after a retention of 8 h"
+# A budget below what is stored: old hours go, the newest stays, answers stay right.
+stored() { fp_ch_query "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = 'fleetprof' AND active"; }
+b0=$(stored)
+start_coll R "$pr" "$CH/fleetprof" --store-max-mb 1
+python3 "$MK" good "$FP_TMP/new.pb.gz" --stacks 10 --samples 100 --seed 6
+st=$(post "$R" "$FP_TMP/new.pb.gz" "$(meta new 400 fresh cpu-clock "$now")" new-1)
+[[ $st == 200 ]] || fp_fail "upload under the budget: $st"
+left=$(aged)
+fresh=$(curl -sf "$R/api/v1/series?process=fresh" | fp_json_get 'd["series"][0]["samples"]')
+b1=$(stored)
+fp_log "bytes on disk: $b0 before the budget of 1 MiB, $b1 after"
+((left < 3)) || fp_fail "the budget of 1 MiB dropped nothing ($left old uploads left)"
+[[ $fresh == 100 ]] || fp_fail "the newest upload was dropped by the budget ($fresh)"
+fp_ok "retention dropped the hours older than 8 h; a 1 MiB budget dropped old hours ($left old uploads left), kept the newest"
