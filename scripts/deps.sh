@@ -5,8 +5,10 @@
 # the fixed library dependencies (-dev packages), the toolchain, Go (for
 # `go tool pprof`, the reference pprof reader the tests use) and perf (the
 # peer the benchmarks compare against), rpm (rpmbuild, for the .rpm
-# packages), man-db (the man page checks), and for the web page's browser
-# tests Debian's chromium with Node.js and playwright-core from npm (kept in
+# packages), man-db (the man page checks), clickhouse-server (the
+# collector's shared store: tests run servers of their own, the package's
+# service is not used), and for the web page's browser tests Debian's
+# chromium with Node.js and playwright-core from npm (kept in
 # /var/cache/fleetprof-test; no browser is ever downloaded). Safe to run
 # again.
 set -euo pipefail

@@ -13,9 +13,9 @@
 #      of two collectors on one ClickHouse, also when both race;
 #   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
 #      through A, go tool pprof reads the same merged profile from B;
-#   4. A killed (SIGKILL) mid-flush, three times: the agent fails over to
-#      B, and the store holds exactly the agent's samples: none lost or
-#      doubled;
+#   4. the collector in use killed (SIGKILL) mid-flush, three times: the
+#      agent fails over to the other, and the store holds exactly the
+#      agent's samples: none lost or doubled;
 #   5. ClickHouse stopped under load: uploads get 503 and wait in the
 #      agent, reads get a clear error, /healthz says degraded; restarted,
 #      the collectors reconnect on their own and no sample is lost;
@@ -167,7 +167,7 @@ fp_pprof -top -symbolize=none "$B/api/v1/profile?pid=$pid" 2>/dev/null | grep -q
   fp_fail "go tool pprof cannot read B's URL"
 fp_ok "uploaded through A, go tool pprof reads the same $b_total samples from B"
 
-# ---- 4. A killed mid-flush, three times: failover, nothing lost or doubled ----------
+# ---- 4. killed mid-flush, three times: failover, nothing lost or doubled --------------
 fp_start_workload spin "$FP_TMP/s.out" "$FP_TMP/s.ready" --threads 2 --seconds 60
 spid=$FP_WL_PID
 fp_ctl start "$spid" --freq 500 >/dev/null || fp_fail "start spin failed"
