@@ -15,8 +15,11 @@
  *                config, active and service; written_ns orders events as
  *                the SQLite store's event ids do (a profile of no named
  *                event takes the one stored first).
- *   buckets      (hour, upload, series_id, start_ns, length_ns, count, value)
- *                one row per upload and series: listings and time lines.
+ *   buckets      (hour, upload, series_id, start_ns, length_ns, count, value,
+ *                rows) one row per upload and series: listings, time lines,
+ *                and how many samples rows the upload wrote (a larger count
+ *                in samples means it was written twice: only such uploads
+ *                pay for the per-row deduplication when a profile is read).
  *   samples      (hour, start_ns, series_id, length_ns, upload, stack_id,
  *                tid, thread_name, count, value)
  *   drops        (hour, start_ns, length_ns, upload, target_id, reason, count)
@@ -362,7 +365,7 @@ static const char *const schema_v1[] = {
     " period Int64, version UInt64, written_ns Int64) ENGINE = ReplacingMergeTree(version)"
     " PARTITION BY day ORDER BY series_id",
     "CREATE TABLE IF NOT EXISTS DB.buckets (hour UInt32, upload UInt64, series_id UInt64,"
-    " start_ns Int64, length_ns Int64, count UInt64, value UInt64) " RMT
+    " start_ns Int64, length_ns Int64, count UInt64, value UInt64, rows UInt64) " RMT
     " PARTITION BY hour ORDER BY (series_id, start_ns, upload)",
     "CREATE TABLE IF NOT EXISTS DB.samples (hour UInt32, start_ns Int64, series_id UInt64,"
     " length_ns Int64, upload UInt64, stack_id UInt64, tid Int32, thread_name String,"
@@ -745,21 +748,22 @@ static void rows_free(struct rows *w)
 /* The series of one batch: (target, event) with their sums. */
 struct series_sum {
         uint32_t target, event;
-        uint64_t count, value;
+        uint64_t count, value, rows;
 };
 
 static int add_series(struct series_sum **v, size_t *n, size_t *cap, uint32_t t, uint32_t e,
-                      uint64_t count, uint64_t value)
+                      uint64_t count, uint64_t value, uint64_t rows)
 {
         for (size_t i = 0; i < *n; i++)
                 if ((*v)[i].target == t && (*v)[i].event == e) {
                         (*v)[i].count += count;
                         (*v)[i].value += value;
+                        (*v)[i].rows += rows;
                         return 0;
                 }
         if (fp_grow((void **)v, cap, *n + 1, sizeof(**v)) < 0)
                 return -ENOMEM;
-        (*v)[(*n)++] = (struct series_sum){t, e, count, value};
+        (*v)[(*n)++] = (struct series_sum){t, e, count, value, rows};
         return 0;
 }
 
@@ -782,11 +786,11 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
         for (size_t i = 0; i < b->n_targets && r == 0; i++)
                 if (b->targets[i].series_event)
                         r = add_series(&ss, &n_ss, &cap_ss, (uint32_t)i,
-                                       b->targets[i].series_event - 1, 0, 0);
+                                       b->targets[i].series_event - 1, 0, 0, 0);
         for (size_t i = 0; i < b->n_samples && r == 0; i++) {
                 const struct fp_batch_sample *s = &b->samples[i];
                 r = add_series(&ss, &n_ss, &cap_ss, b->threads[s->thread].target, s->event,
-                               s->count, s->value);
+                               s->count, s->value, 1);
         }
         if (r < 0) {
                 free(ss);
@@ -825,6 +829,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->buckets, (uint64_t)b->length_ns, 8);
                 rb_uint(&w->buckets, ss[i].count, 8);
                 rb_uint(&w->buckets, ss[i].value, 8);
+                rb_uint(&w->buckets, ss[i].rows, 8);
         }
         for (size_t i = 0; i < b->n_samples; i++) {
                 const struct fp_batch_sample *s = &b->samples[i];
@@ -999,7 +1004,8 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
                         &w.drops)) < 0 ||
             (r = insert(c, "costs", "day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus",
                         &w.costs)) < 0 ||
-            (r = insert(c, "buckets", "hour, upload, series_id, start_ns, length_ns, count, value",
+            (r = insert(c, "buckets",
+                        "hour, upload, series_id, start_ns, length_ns, count, value, rows",
                         &w.buckets)) < 0 ||
             (r = insert(c, "upload_keys", "hour, key, upload", &w.keys)) < 0)
                 goto fail;
@@ -1908,9 +1914,9 @@ static int first_event(struct fp_ch *c, const struct metas *m, const struct meta
                                 *ret = y;
                 }
         }
-        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about events",
-                              c->hostport)
-                      : 0;
+        return rd.bad
+                   ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about events", c->hostport)
+                   : 0;
 }
 
 static int set_types(struct fp_ch *c, struct fp_pprof *p, const struct meta *ref)
@@ -1992,6 +1998,127 @@ static int add_drop_comments(struct fp_ch *c, const struct fp_store_filter *f, s
         return 0;
 }
 
+/* The WHERE of the samples of f's series of ref's event, in f's time range. */
+static void samples_where(struct fp_ch *c, const struct fp_store_filter *f, const struct meta *ref,
+                          bool threads, struct buf *q)
+{
+        static const char *const cols[] = {"m_ct", "m_cu", "m_vt", "m_vu"};
+
+        buf_printf(q, " FROM %s.samples WHERE series_id IN (SELECT series_id FROM ", c->db);
+        meta_from(c, q);
+        meta_where(q, f, false);
+        buf_printf(q, " AND m_event = ");
+        buf_lit(q, ref->event);
+        for (int k = 0; k < 4; k++) {
+                buf_printf(q, " AND %s = ", cols[k]);
+                buf_lit(q, ref->types[k]);
+        }
+        buf_printf(q, ")");
+        time_where(q, f, "length_ns");
+        if (threads && f->thread_name) {
+                buf_printf(q, " AND thread_name = ");
+                buf_lit(q, f->thread_name);
+        }
+}
+
+#define MAX_DUPLICATES 2000 /* uploads named in a query; past them every row is deduplicated */
+
+/*
+ * The uploads whose samples rows were written more than once (two
+ * collectors raced, or a write failed half-way and was retried) and not
+ * merged yet: more rows in samples than the upload wrote. Appends them to
+ * list as "(series, upload), ..." and returns how many, or -errno.
+ */
+static int duplicated_uploads(struct fp_ch *c, const struct fp_store_filter *f,
+                              const struct meta *ref, struct buf *list)
+{
+        struct fp_store_map expected = {0};
+        struct buf q = {0};
+        int n = 0, r;
+
+        buf_printf(&q,
+                   "SELECT series_id, upload, toUInt64(max(rows)) FROM %s.buckets"
+                   " WHERE series_id IN (SELECT series_id FROM ",
+                   c->db);
+        meta_from(c, &q);
+        meta_where(&q, f, false);
+        buf_printf(&q, " AND m_event = ");
+        buf_lit(&q, ref->event);
+        buf_printf(&q, ")");
+        time_where(&q, f, "length_ns");
+        buf_printf(&q, " GROUP BY series_id, upload FORMAT RowBinary");
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (r == 0 && rd.p < rd.end && !rd.bad) {
+                uint64_t sid = RD_U64(&rd), upload = RD_U64(&rd), rows = RD_U64(&rd);
+                uint64_t key = fp_store_hash_nonzero(fp_store_hash_step(sid, upload));
+                if (!rd.bad && fp_store_map_put(&expected, key, rows, 0) < 0)
+                        r = oom(c);
+        }
+        q.n = 0;
+        if (r == 0) {
+                buf_printf(&q, "SELECT series_id, upload, toUInt64(count())");
+                samples_where(c, f, ref, false, &q);
+                buf_printf(&q, " GROUP BY series_id, upload FORMAT RowBinary");
+                r = exec_sql(c, &q, READ_TIMEOUT_S);
+        }
+        rd = (struct rd){(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        while (r == 0 && rd.p < rd.end && !rd.bad) {
+                uint64_t sid = RD_U64(&rd), upload = RD_U64(&rd), rows = RD_U64(&rd);
+                uint64_t key = fp_store_hash_nonzero(fp_store_hash_step(sid, upload));
+                struct fp_store_map_entry *e = fp_store_map_get(&expected, key);
+                if (rd.bad || (e && rows <= e->a))
+                        continue;
+                /* More rows than written once, or rows of an upload whose bucket row is not
+                 * there (yet): count each row once. */
+                buf_printf(list, "%s(%" PRIu64 ", %" PRIu64 ")", n ? ", " : "", sid, upload);
+                n++;
+        }
+        if (r == 0 && rd.bad)
+                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about uploads",
+                          c->hostport);
+        free(q.p);
+        fp_store_map_free(&expected);
+        return r < 0 ? r : n;
+}
+
+/*
+ * The query of the summed samples: rows of uploads written once are summed
+ * as they are; those of uploads written more than once are grouped per row
+ * first (any() of the copies), which is what costs.
+ */
+static int samples_query(struct fp_ch *c, const struct fp_store_filter *f, const struct meta *ref,
+                         struct buf *q)
+{
+        struct buf dups = {0};
+        int n = duplicated_uploads(c, f, ref, &dups);
+
+        if (n < 0) {
+                free(dups.p);
+                return n;
+        }
+        buf_printf(q, "SELECT series_id, tid, thread_name, stack_id, toUInt64(sum(c)),"
+                      " toUInt64(sum(v)) FROM (");
+        if (n <= MAX_DUPLICATES) {
+                buf_printf(q, "SELECT series_id, tid, thread_name, stack_id, count AS c,"
+                              " value AS v");
+                samples_where(c, f, ref, true, q);
+                if (n)
+                        buf_printf(q, " AND (series_id, upload) NOT IN (%s) UNION ALL", dups.p);
+        }
+        if (n) {
+                buf_printf(q, " SELECT series_id, tid, thread_name, stack_id, any(count) AS c,"
+                              " any(value) AS v");
+                samples_where(c, f, ref, true, q);
+                if (n <= MAX_DUPLICATES)
+                        buf_printf(q, " AND (series_id, upload) IN (%s)", dups.p);
+                buf_printf(q, " GROUP BY series_id, upload, stack_id, tid, thread_name");
+        }
+        buf_printf(q, ") GROUP BY series_id, tid, thread_name, stack_id FORMAT RowBinary");
+        free(dups.p);
+        return q->oom ? oom(c) : 0;
+}
+
 int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct fp_pprof *p)
 {
         struct fp_store_filter none = {0};
@@ -2038,29 +2165,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
         x.day_max = day_of(end);
 
         /* The samples, summed per (series, thread, stack) inside ClickHouse. */
-        buf_printf(&q,
-                   "SELECT series_id, tid, thread_name, stack_id, toUInt64(sum(c)),"
-                   " toUInt64(sum(v)) FROM (SELECT series_id, upload, stack_id, tid, thread_name,"
-                   " any(count) AS c, any(value) AS v FROM %s.samples WHERE series_id IN"
-                   " (SELECT series_id FROM ",
-                   c->db);
-        meta_from(c, &q);
-        meta_where(&q, f, false);
-        buf_printf(&q, " AND m_event = ");
-        buf_lit(&q, ref->event);
-        for (int k = 0; k < 4; k++) {
-                static const char *const cols[] = {"m_ct", "m_cu", "m_vt", "m_vu"};
-                buf_printf(&q, " AND %s = ", cols[k]);
-                buf_lit(&q, ref->types[k]);
-        }
-        buf_printf(&q, ")");
-        time_where(&q, f, "length_ns");
-        if (f->thread_name) {
-                buf_printf(&q, " AND thread_name = ");
-                buf_lit(&q, f->thread_name);
-        }
-        buf_printf(&q, " GROUP BY series_id, upload, stack_id, tid, thread_name)"
-                       " GROUP BY series_id, tid, thread_name, stack_id FORMAT RowBinary");
+        if ((r = samples_query(c, f, ref, &q)) < 0)
+                goto out;
         if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
                 goto out;
         answer = (uint8_t *)c->answer.p; /* the thread names point into it */
