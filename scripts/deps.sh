@@ -34,6 +34,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The tests run clickhouse-server themselves on private ports; the package's
+# own service (port 8123, 9000) is not wanted running on a build machine.
+if [[ " ${missing[*]} " == *" clickhouse-server "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now clickhouse-server >/dev/null 2>&1 || true
+fi
+
 # npm: Debian's, unless the installed Node.js brings its own.
 if ! command -v npm >/dev/null; then
   echo "deps: installing npm"

@@ -17,31 +17,28 @@
 #      ClickHouse's parts of the database, as written and after
 #      OPTIMIZE ... FINAL merged them.
 #
-# The upload body is a generated profile of BENCH_STACKS distinct stacks
-# (default 600) and 6000 samples, about one busy target-minute.
+# The upload bodies are 16 generated profiles (different seeds) of
+# BENCH_STACKS distinct stacks (default 600) and 6000 samples each, about
+# one busy target-minute, taken in turn.
 # Figures only: it never fails on a time.
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
 FP_TEST_NAME=clickhouse-bench
-UPLOADS=${BENCH_UPLOADS:-2000}
+UPLOADS=${BENCH_UPLOADS:-$([[ ${BENCH_QUICK:-0} == 1 ]] && echo 400 || echo 2000)}
 STACKS=${BENCH_STACKS:-600}
 fp_init 1500
 BENCH=$FP_BUILD/tests/collector-bench
 [[ -x $FP_COLLECTOR && -x $BENCH ]] || fp_fail "build first"
 
-cpu_ns() { # all threads of PID, nanoseconds
-  local t sum=0 f
-  for f in /proc/"$1"/task/*/schedstat; do
-    read -r t _ <"$f" 2>/dev/null || continue
-    sum=$((sum + t))
-  done
-  echo "$sum"
-}
 figure() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$FP_SRC/tests/integration/mkpprof.py" good "$FP_TMP/body.pb.gz" --stacks "$STACKS" --samples 6000 --seed 7
+BODIES=()
+for seed in $(seq 1 16); do # different profiles, as a fleet sends: no store sees one repeated
+  python3 "$FP_SRC/tests/integration/mkpprof.py" good "$FP_TMP/body$seed.pb.gz" --stacks "$STACKS" --samples 6000 --seed "$seed"
+  BODIES+=(--profile "$FP_TMP/body$seed.pb.gz")
+done
 fp_start_clickhouse "$FP_TMP/ch"
-echo "clickhouse-server $(fp_ch_query 'SELECT version()'); body $(stat -c %s "$FP_TMP/body.pb.gz") bytes ($STACKS stacks, 6000 samples)"
+echo "clickhouse-server $(fp_ch_query 'SELECT version()'); 16 bodies of about $(stat -c %s "$FP_TMP/body1.pb.gz") bytes ($STACKS stacks, 6000 samples each)"
 
 PIDS=() URLS=()
 # start STORE N: N collectors on STORE (a file gets a fresh one each); sets PIDS and URLS.
@@ -76,17 +73,17 @@ for conf in "sqlite 1" "clickhouse 1" "clickhouse 2"; do
   read -r kind n <<<"$conf"
   for c in 8 64; do
     start "$(fresh_store "$kind")" "$n"
-    c0=0 s0=$(cpu_ns "$FP_CH_PID")
-    for p in "${PIDS[@]}"; do c0=$((c0 + $(cpu_ns "$p"))); done
+    c0=0 s0=$(fp_cpu_ns "$FP_CH_PID")
+    for p in "${PIDS[@]}"; do c0=$((c0 + $(fp_cpu_ns "$p"))); done
     outs=() runs=()
     for ((i = 0; i < n; i++)); do
-      "$BENCH" --url "${URLS[$i]}" --profile "$FP_TMP/body.pb.gz" --concurrency $((c / n)) \
+      "$BENCH" --url "${URLS[$i]}" "${BODIES[@]}" --concurrency $((c / n)) \
         --uploads $((UPLOADS / n)) --run-id "r$i" >"$FP_TMP/out$i" &
       runs+=($!)
     done
     for r in "${runs[@]}"; do wait "$r" || fp_fail "an ingest run failed: $(cat "$FP_TMP"/out*)"; done
-    c1=0 s1=$(cpu_ns "$FP_CH_PID")
-    for p in "${PIDS[@]}"; do c1=$((c1 + $(cpu_ns "$p"))); done
+    c1=0 s1=$(fp_cpu_ns "$FP_CH_PID")
+    for p in "${PIDS[@]}"; do c1=$((c1 + $(fp_cpu_ns "$p"))); done
     rate=0 p50=0 p99=0 secs=0
     for ((i = 0; i < n; i++)); do
       o=$(cat "$FP_TMP/out$i")
@@ -105,7 +102,7 @@ done
 median() { sort -n | sed -n 2p; }
 for kind in sqlite clickhouse; do
   start "$(fresh_store "$kind")" 1
-  "$BENCH" --url "${URLS[0]}" --profile "$FP_TMP/body.pb.gz" --concurrency 100 --uploads 6000 \
+  "$BENCH" --url "${URLS[0]}" "${BODIES[@]}" --concurrency 100 --uploads 6000 \
     --run-id hour >"$FP_TMP/hour" || fp_fail "loading the hour failed: $(cat "$FP_TMP/hour")"
   from=1767225600 # 2026-01-01T00:00:00Z, where collector-bench's minutes start
   q="from=$from&to=$((from + 3600))"

@@ -2,14 +2,17 @@
 /*
  * collector-bench: load generator for fleetprof-collector.
  *
- *   collector-bench --url URL --profile FILE [--token-file FILE] [--cacert FILE]
+ *   collector-bench --url URL --profile FILE... [--token-file FILE] [--cacert FILE]
  *                   [--concurrency N] [--uploads N] [--get PATH] [--run-id ID]
  *
  * N simulated agents (--concurrency) each send uploads one after another,
  * over libcurl's multi interface on one thread, until --uploads requests
  * were made in all. Agent i is host "bench-ID-i", pid 1000 + i; its k-th
  * upload covers the minute [k, k+1) after 2026-01-01 and carries a unique
- * Idempotency-Key, so every upload is stored. With --get PATH it GETs
+ * Idempotency-Key, so every upload is stored. With several --profile
+ * FILEs (up to 64) the uploads take them in turn (agent i's k-th upload
+ * sends file (i + k) mod n), so that stores see different profiles, as
+ * from a real fleet, rather than one repeated. With --get PATH it GETs
  * URL/PATH instead (the trivial-request peer, e.g. /healthz), at the same
  * concurrency. Prints one line of key=value figures:
  *
@@ -37,10 +40,10 @@ struct agent {
 };
 
 static struct {
-        const char *url, *profile, *token_file, *cacert, *get, *run_id;
-        unsigned concurrency, uploads;
-        char *body;
-        size_t body_len;
+        const char *url, *profile[64], *token_file, *cacert, *get, *run_id;
+        unsigned concurrency, uploads, n_profiles;
+        char *body[64];
+        size_t body_len[64];
         char *token;
 } opt = {.concurrency = 8, .uploads = 200, .run_id = "r"};
 
@@ -122,8 +125,9 @@ static void start(CURLM *multi, struct agent *a)
                         snprintf(hdr, sizeof(hdr), "Authorization: Bearer %s", opt.token);
                         a->headers = curl_slist_append(a->headers, hdr);
                 }
-                curl_easy_setopt(a->easy, CURLOPT_POSTFIELDS, opt.body);
-                curl_easy_setopt(a->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)opt.body_len);
+                unsigned k = ((unsigned)a->index + a->seq) % opt.n_profiles;
+                curl_easy_setopt(a->easy, CURLOPT_POSTFIELDS, opt.body[k]);
+                curl_easy_setopt(a->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)opt.body_len[k]);
                 curl_easy_setopt(a->easy, CURLOPT_HTTPHEADER, a->headers);
         }
         curl_easy_setopt(a->easy, CURLOPT_URL, url);
@@ -147,7 +151,7 @@ static int cmp_double(const void *x, const void *y)
 
 static void usage(FILE *f)
 {
-        fprintf(f, "Usage: collector-bench --url URL --profile FILE [--token-file FILE]\n"
+        fprintf(f, "Usage: collector-bench --url URL --profile FILE... [--token-file FILE]\n"
                    "                       [--cacert FILE] [--concurrency N] [--uploads N]\n"
                    "                       [--get PATH] [--run-id ID]\n");
 }
@@ -171,8 +175,8 @@ int main(int argc, char **argv)
                 i++;
                 if (strcmp(a, "--url") == 0)
                         opt.url = v;
-                else if (strcmp(a, "--profile") == 0)
-                        opt.profile = v;
+                else if (strcmp(a, "--profile") == 0 && opt.n_profiles < 64)
+                        opt.profile[opt.n_profiles++] = v;
                 else if (strcmp(a, "--token-file") == 0)
                         opt.token_file = v;
                 else if (strcmp(a, "--cacert") == 0)
@@ -190,15 +194,16 @@ int main(int argc, char **argv)
                         return 2;
                 }
         }
-        if (!opt.url || (!opt.profile && !opt.get) || opt.concurrency == 0 ||
+        if (!opt.url || (!opt.n_profiles && !opt.get) || opt.concurrency == 0 ||
             opt.concurrency > 4096 || opt.uploads == 0) {
                 usage(stderr);
                 return 2;
         }
-        if (opt.profile && read_file(opt.profile, &opt.body, &opt.body_len) < 0) {
-                fprintf(stderr, "collector-bench: cannot read '%s'\n", opt.profile);
-                return 2;
-        }
+        for (unsigned i = 0; i < opt.n_profiles; i++)
+                if (read_file(opt.profile[i], &opt.body[i], &opt.body_len[i]) < 0) {
+                        fprintf(stderr, "collector-bench: cannot read '%s'\n", opt.profile[i]);
+                        return 2;
+                }
         if (opt.token_file) {
                 size_t n;
                 if (read_file(opt.token_file, &opt.token, &n) < 0) {
@@ -259,7 +264,7 @@ int main(int argc, char **argv)
                latencies[(size_t)((double)n_done * 0.99) < n_done ? (size_t)((double)n_done * 0.99)
                                                                   : n_done - 1] *
                    1e3,
-               latencies[n_done - 1] * 1e3, opt.get ? (size_t)0 : opt.body_len, status_counts[2],
+               latencies[n_done - 1] * 1e3, opt.get ? (size_t)0 : opt.body_len[0], status_counts[2],
                status_counts[4], status_counts[5], status_counts[0]);
         for (unsigned i = 0; i < opt.concurrency; i++) {
                 if (agents[i].easy)
@@ -270,7 +275,8 @@ int main(int argc, char **argv)
         curl_global_cleanup();
         free(agents);
         free(latencies);
-        free(opt.body);
+        for (unsigned i = 0; i < opt.n_profiles; i++)
+                free(opt.body[i]);
         free(opt.token);
         return n_failed ? 1 : 0;
 }

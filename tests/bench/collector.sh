@@ -29,14 +29,6 @@ COLLECTOR=$FP_BUILD/collector/fleetprof-collector
 BENCH=$FP_BUILD/tests/collector-bench
 [[ -x $COLLECTOR && -x $BENCH && -x $FP_BUILD/tests/manystacks ]] || fp_fail "build first"
 
-cpu_ns() { # all threads of PID, nanoseconds
-  local t sum=0 f
-  for f in /proc/"$1"/task/*/schedstat; do
-    read -r t _ <"$f" 2>/dev/null || continue
-    sum=$((sum + t))
-  done
-  echo "$sum"
-}
 vm_kb() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
 figure() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.1f", a / b; else print "n/a"}'; }
@@ -65,9 +57,9 @@ fp_ctl start "$wl" --freq 99 >/dev/null || fp_fail "agentctl start failed"
 sleep "$PSECS"
 fp_ctl stop "$wl" >/dev/null
 fp_ctl dump "$wl" -o "$FP_TMP/profile.pb.gz" || fp_fail "dump failed"
-before=$(cpu_ns "$FP_AGENT_PID")
+before=$(fp_cpu_ns "$FP_AGENT_PID")
 fp_ctl flush >/dev/null || fp_fail "flush failed"
-after=$(cpu_ns "$FP_AGENT_PID")
+after=$(fp_cpu_ns "$FP_AGENT_PID")
 sent=$(fp_status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["upload"]["bytes_sent"])')
 stacks=$(fp_pprof -raw -symbolize=none "$FP_TMP/profile.pb.gz" 2>/dev/null | grep -c '^ *[0-9]* *[0-9]*: ' || true)
 samples=$(curl -sf "$url/api/v1/series" | python3 -c 'import json,sys; print(sum(s["samples"] for s in json.load(sys.stdin)["series"]))')
@@ -82,10 +74,10 @@ fp_kill "$COLL_PID"
 echo "collector: body $(stat -c %s "$FP_TMP/profile.pb.gz") bytes, $UPLOADS uploads per run"
 for c in 8 64; do
   start_collector
-  before=$(cpu_ns "$COLL_PID")
+  before=$(fp_cpu_ns "$COLL_PID")
   ing=$("$BENCH" --url "$url" --profile "$FP_TMP/profile.pb.gz" --token-file "$FP_TMP/token" \
     --concurrency "$c" --uploads "$UPLOADS" --run-id "c$c") || fp_fail "ingest run failed: $ing"
-  after=$(cpu_ns "$COLL_PID")
+  after=$(fp_cpu_ns "$COLL_PID")
   get=$("$BENCH" --url "$url" --get /healthz --concurrency "$c" --uploads "$UPLOADS") ||
     fp_fail "healthz run failed: $get"
   groups=$(curl -sf "$url/healthz" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["store_groups"], d["decode_ms"], d["store_write_ms"])')

@@ -29,14 +29,6 @@ EVENT_SETS=("cpu-clock" "cpu-clock,page-faults,context-switches"
 fp_init $((160 + (SECS + 8) * (3 * REPEAT + 1)))
 [[ -x $FP_SPIN ]] || fp_fail "missing $FP_SPIN"
 
-cpu_ns() {
-  local t sum=0 f
-  for f in /proc/"$1"/task/*/schedstat; do
-    read -r t _ <"$f" 2>/dev/null || continue
-    sum=$((sum + t))
-  done
-  echo "$sum"
-}
 # The highest iteration count spin reported (a line being written may be cut short).
 last_iters() { awk -F'[ =]' '$1 == "t_ms" && $4 + 0 > n {n = $4 + 0} END {print n + 0}' "$FP_TMP/$1.out"; }
 run_spin() {
@@ -47,9 +39,9 @@ run_spin() {
 # Unprofiled: iterations per CPU second of spin.
 run_spin base
 sleep 1
-i0=$(last_iters base) c0=$(cpu_ns "$FP_WL_PID")
+i0=$(last_iters base) c0=$(fp_cpu_ns "$FP_WL_PID")
 sleep "$SECS"
-i1=$(last_iters base) c1=$(cpu_ns "$FP_WL_PID")
+i1=$(last_iters base) c1=$(fp_cpu_ns "$FP_WL_PID")
 fp_kill "$FP_WL_PID"
 BASE=$(awk -v di=$((i1 - i0)) -v dc=$((c1 - c0)) 'BEGIN {printf "%.0f", di * 1e9 / dc}')
 fp_log "unprofiled spin: $BASE iterations per CPU second"
@@ -73,14 +65,14 @@ for ((rep = 1; rep <= REPEAT; rep++)); do
     fp_ctl start "$FP_WL_PID" --event "$g" --freq "$HZ" >/dev/null || fp_fail "start --event $g failed"
     sleep 1
     s0=$(fp_target_field "$FP_WL_PID" samples)
-    a0=$(cpu_ns "$FP_AGENT_PID")
-    i0=$(last_iters "$tag") w0=$(cpu_ns "$FP_WL_PID")
+    a0=$(fp_cpu_ns "$FP_AGENT_PID")
+    i0=$(last_iters "$tag") w0=$(fp_cpu_ns "$FP_WL_PID")
     nt=$(ls /proc/"$FP_WL_PID"/task | wc -l)
     fds=$(fp_perf_fds "$FP_AGENT_PID")
     sleep "$SECS"
-    i1=$(last_iters "$tag") w1=$(cpu_ns "$FP_WL_PID")
+    i1=$(last_iters "$tag") w1=$(fp_cpu_ns "$FP_WL_PID")
     samples=$(($(fp_target_field "$FP_WL_PID" samples) - s0))
-    a1=$(cpu_ns "$FP_AGENT_PID")
+    a1=$(fp_cpu_ns "$FP_AGENT_PID")
     fp_ctl stop "$FP_WL_PID" >/dev/null || true
     fp_kill "$FP_WL_PID"
     us=$(((a1 - a0) / 1000))

@@ -26,13 +26,6 @@ RATES=${BENCH_RATES:-99 1000}
 fp_init $((120 + SECS * 20))
 CHECK="python3 $FP_SRC/tests/integration/unwind_check.py"
 
-cpu_ns() { # all threads of PID, nanoseconds on CPU so far
-  local t=0 f a
-  for f in /proc/"$1"/task/*/schedstat; do
-    read -r a _ <"$f" 2>/dev/null && t=$((t + a))
-  done
-  echo "$t"
-}
 head -c 200000000 /dev/urandom >"$FP_TMP/data"
 # start_xz: xz compressing the data, its pid in XZ.
 start_xz() {
@@ -44,7 +37,7 @@ start_xz() {
 xz_rate() {
   local rb cpu
   rb=$(awk '/^rchar/ {print $2}' "/proc/$1/io")
-  cpu=$(cpu_ns "$1")
+  cpu=$(fp_cpu_ns "$1")
   awk -v r="$rb" -v c="$cpu" 'BEGIN {printf "%.0f", r / (c / 1e9)}'
 }
 baseline() {
@@ -64,11 +57,11 @@ for hz in $RATES; do
     fp_ctl start "$XZ" --freq "$hz" --unwind "$mode" >/dev/null || fp_fail "start failed"
     # The steady state: after a second in which symbols and tables load.
     sleep 1
-    c0=$(cpu_ns "$FP_AGENT_PID")
+    c0=$(fp_cpu_ns "$FP_AGENT_PID")
     s0=$(fp_target_field "$XZ" samples)
     sleep "$SECS"
     fp_ctl status --json >"$FP_TMP/st.json"
-    c1=$(cpu_ns "$FP_AGENT_PID")
+    c1=$(fp_cpu_ns "$FP_AGENT_PID")
     rate=$(xz_rate "$XZ")
     fp_ctl dump "$XZ" --format folded >"$FP_TMP/f.txt" || fp_fail "dump failed"
     fp_ctl stop "$XZ" >/dev/null

@@ -250,6 +250,17 @@ fp_perf_fds() {
   echo "$n"
 }
 
+# fp_cpu_ns PID: the CPU time of all threads of PID so far, in nanoseconds
+# (schedstat), for the benchmarks.
+fp_cpu_ns() {
+  local t sum=0 f
+  for f in /proc/"$1"/task/*/schedstat; do
+    read -r t _ <"$f" 2>/dev/null || continue
+    sum=$((sum + t))
+  done
+  echo "$sum"
+}
+
 # fp_proc_state PID: the state letter of PID (R, S, Z...), empty if gone.
 fp_proc_state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true; }
 
