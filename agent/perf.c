@@ -680,7 +680,8 @@ int fp_perf_ring_drain(struct fp_perf_ring *r, const struct fp_perf_handlers *h,
                 if (head - tail < sizeof(hdr))
                         goto garbage;
                 ring_copy(r, tail, &hdr, sizeof(hdr));
-                if (hdr.size < sizeof(hdr) || hdr.size > head - tail)
+                /* The kernel writes whole 8-byte words; anything else is not a record. */
+                if (hdr.size < sizeof(hdr) || hdr.size % 8 || hdr.size > head - tail)
                         goto garbage;
                 if (off + hdr.size <= r->data_size) {
                         rec = (const uint8_t *)r->base + sysconf(_SC_PAGESIZE) + off;

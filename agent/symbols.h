@@ -50,8 +50,10 @@ int fp_symcache_set_debug_dir(struct fp_symcache *c, const char *dir);
  *
  * Objects are keyed by build ID, so two paths (or two containers) with one
  * build ID share a symtab and only the first is parsed; the second open
- * reads nothing but the build ID note. Objects without a build ID are keyed
- * by device, inode, size and mtime. A repeated get of the same path whose
+ * reads nothing but the build ID note. That holds for files root owns and
+ * nobody else may write; any other file (which its owner could have
+ * crafted to claim another's build ID) and objects without a build ID are
+ * keyed by device, inode, size and mtime as well. A repeated get of the same path whose
  * stat() is unchanged costs one stat() and nothing else.
  */
 int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **ret);

@@ -2,6 +2,12 @@
 /*
  * The symbol cache (see symbols.h): symtabs shared by build ID.
  *
+ * A build ID is what a file claims, and the files are the profiled
+ * processes' choice: only files root owns and nobody else may write are
+ * shared by build ID alone. Any other file's key adds its identity, so a
+ * crafted file that claims libc's build ID gets a table of its own and
+ * never replaces or stands in for libc's in other users' profiles.
+ *
  * Not thread-safe; it belongs to the agent's event loop. Its two maps:
  * by_key (build ID, or "@dev:ino:size:mtime" for objects without one) owns
  * the symtabs, one per distinct object; by_path remembers which symtab a
@@ -240,8 +246,9 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **
         _cleanup_(elf_endp) Elf *elf = NULL;
         struct fp_symtab *tab;
         struct entry *e;
-        char key[KEY_MAX + 96];
+        char bid[KEY_MAX], key[KEY_MAX + 96];
         struct stat st;
+        bool trusted;
         int r;
 
         if (!c || !path || !ret)
@@ -257,9 +264,13 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **
         r = fp_sym_open_elf(path, &fd, &elf, &st);
         if (r < 0)
                 return r;
-        fp_sym_read_build_id(elf, key);
-        if (!key[0])
-                snprintf(key, sizeof(key), "@%" PRIx64 ":%" PRIu64 ":%" PRId64 ":%" PRId64 ".%09ld",
+        fp_sym_read_build_id(elf, bid);
+        trusted = st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
+        if (bid[0] && trusted)
+                snprintf(key, sizeof(key), "%s", bid);
+        else
+                snprintf(key, sizeof(key),
+                         "%s@%" PRIx64 ":%" PRIu64 ":%" PRId64 ":%" PRId64 ".%09ld", bid,
                          (uint64_t)st.st_dev, (uint64_t)st.st_ino, (int64_t)st.st_size,
                          (int64_t)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
 
@@ -270,7 +281,7 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **
                  * has the full table. Later lookups get the richer one; holders
                  * of the old reference keep it.
                  */
-                r = fp_sym_load_elf(elf, key[0] == '@' ? "" : key, c->debug_dir, false, &tab);
+                r = fp_sym_load_elf(elf, bid, c->debug_dir, false, &tab);
                 if (r < 0)
                         return r;
                 fp_symtab_unref(e->tab);
@@ -280,7 +291,7 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **
         } else if (e) {
                 tab = e->tab;
         } else {
-                r = fp_sym_load_elf(elf, key[0] == '@' ? "" : key, c->debug_dir, false, &tab);
+                r = fp_sym_load_elf(elf, bid, c->debug_dir, false, &tab);
                 if (r < 0)
                         return r;
                 e = entry_new(key);

@@ -6,9 +6,9 @@
  * symtab against other tools: build IDs against `readelf -n`, symbol
  * addresses against `nm -S`, file offsets against the program headers
  * parsed here by hand. Then the cache (one parse per build ID, per inode
- * without one, path revalidation), separate debug files, the vdso (its
- * .dynsym walked here by hand), kallsyms (a synthetic file, and the real
- * one when readable), errors, and a real lookup in the running libc.
+ * without one or for a file root does not vouch for, path revalidation), separate debug files, the
+ * vdso (its .dynsym walked here by hand), kallsyms (a synthetic file, and the real one when
+ * readable), errors, and a real lookup in the running libc.
  */
 #include "symbols.h"
 #include "fp-test.h"
@@ -437,6 +437,59 @@ static void test_cache(void)
         fp_symcache_free(c);
 }
 
+/*
+ * A file anyone but root could have written that claims prog's build ID
+ * (forged: other functions, the same note) must neither stand in for prog
+ * nor replace it, whichever is read first; root's own copies still share.
+ */
+static void test_forged_build_id(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *p = NULL, *f = NULL, *again = NULL;
+        uint64_t alpha = 0, evil = 0, size = 0;
+        char bid[256], fbid[256];
+
+        readelf_build_id(in_dir("prog"), bid);
+        FP_CHECK_EQ_INT(run("cd '%s' && sed 's/fp_test_/fp_evil_/g' prog.c > forged.c && "
+                            "cc -O0 -g -Wl,--build-id=0x%s -o forged forged.c && "
+                            "cp forged forged-root && chown 65534 forged && "
+                            "cp prog prog-writable && chmod 666 prog-writable",
+                            dir, bid),
+                        0);
+        readelf_build_id(in_dir("forged"), fbid);
+        FP_CHECK_EQ_STR(fbid, bid);
+        FP_CHECK(nm_lookup(in_dir("prog"), "fp_test_alpha", &alpha, &size));
+        FP_CHECK(nm_lookup(in_dir("forged"), "fp_evil_alpha", &evil, &size));
+
+        /* The forged file first: its own table, under its own key. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged"), &f), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &p), 0);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 2);
+        FP_CHECK(p && f && p != f);
+        if (p && f) {
+                FP_CHECK_EQ_STR(fp_symtab_lookup(p, alpha, NULL), "fp_test_alpha");
+                FP_CHECK_EQ_STR(fp_symtab_lookup(f, evil, NULL), "fp_evil_alpha");
+        }
+        /* Again, in the other order: prog's table is not replaced by the forged one. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged"), &again), 0);
+        FP_CHECK(again == f);
+        fp_symtab_unref(again);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-copy"), &again), 0);
+        FP_CHECK(again == p); /* root's copies share */
+        fp_symtab_unref(again);
+        /* A root file that others may write is not trusted either. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-writable"), &again), 0);
+        FP_CHECK(again && again != p);
+        fp_symtab_unref(again);
+        /* Root's own file with that build ID is root's word: shared. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged-root"), &again), 0);
+        FP_CHECK(again == p);
+        fp_symtab_unref(again);
+        fp_symtab_unref(p);
+        fp_symtab_unref(f);
+        fp_symcache_free(c);
+}
+
 static void test_debug_file(void)
 {
         struct fp_symcache *c = fp_symcache_new(), *bare = fp_symcache_new();
@@ -752,6 +805,8 @@ int main(void)
                 test_program();
                 test_nested();
                 test_cache();
+                if (geteuid() == 0)
+                        test_forged_build_id(); /* chown needs root */
                 test_debug_file();
         }
         test_vdso();
