@@ -72,7 +72,9 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
         if (s->tracker)
                 bpf = fp_tracker_add(s->tracker, pid,
                                      follow || track_children ? FP_TRACKER_FOLLOW : 0) == 0;
-        r = fp_target_start(s->base, s->cache, pid, cfg, &t, err, err_len);
+        struct fp_perf_config limited = *cfg;
+        limited.max_threads = s->opt.max_threads;
+        r = fp_target_start(s->base, s->cache, pid, &limited, &t, err, err_len);
         if (r < 0) {
                 if (s->tracker)
                         (void)fp_tracker_remove(s->tracker, pid);

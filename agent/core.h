@@ -42,7 +42,8 @@ struct fp_core_options {
         const char *token_file;
         const char *ca_file;
         unsigned upload_interval;
-        bool no_bpf; /* --no-bpf: track threads with the perf FORK-record fallback */
+        bool no_bpf;          /* --no-bpf: track threads with the perf FORK-record fallback */
+        unsigned max_threads; /* --max-threads: threads sampled per target at most, 0: none */
         /* The configuration file's rules: "target =" lines (rule.h), checked already. */
         const char *const *rules;
         size_t n_rules;

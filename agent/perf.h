@@ -71,6 +71,12 @@ struct fp_perf_config {
          */
         unsigned unwind;      /* enum fp_unwind_mode */
         uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size, a multiple of 8 */
+        /*
+         * The agent's --max-threads: threads sampled at once at most (each
+         * costs two events and locked ring memory), 0: no limit. Not part
+         * of the configuration text: the running agent's setting applies.
+         */
+        unsigned max_threads;
 };
 
 /* Sets the sampling event's period (PERF_EVENT_IOC_PERIOD). 0 or -errno. */

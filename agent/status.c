@@ -137,6 +137,8 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->threads_live);
         fp_json_key(j, "threads_seen");
         fp_json_uint(j, st->threads_seen);
+        fp_json_key(j, "threads_over_limit");
+        fp_json_uint(j, st->threads_over_limit);
         for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
                 fp_json_key(j, counts[i].key);
                 fp_json_uint(j, counts[i].v);
@@ -496,6 +498,9 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 if (ts->left_out[0])
                         fprintf(out, "%d: left out (not supported on this machine): %s\n",
                                 (int)ts->pid, ts->left_out);
+                if (ts->st.threads_over_limit)
+                        fprintf(out, "%d: %" PRIu64 " threads not sampled: --max-threads %u were\n",
+                                (int)ts->pid, ts->st.threads_over_limit, cfg->max_threads);
         }
         /* How the stacks were unwound. */
         for (size_t i = 0; i < st->n_targets; i++) {

@@ -34,6 +34,7 @@ struct fp_thread {
         uint64_t attach_ns; /* CLOCK_MONOTONIC of the last attach */
         uint64_t jitter_ns; /* CLOCK_MONOTONIC of the last period change */
         bool exit_pending;  /* EXIT seen inside a drain: detached right after it */
+        bool over_limit;    /* left out (counted once): the target had cfg.max_threads live */
         struct fp_perf_ring sampler, sideband;
         struct event *ev_sampler, *ev_sideband;
 };

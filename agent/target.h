@@ -40,16 +40,17 @@ struct fp_target_stats {
         enum fp_target_state state;
         unsigned threads_live;
         unsigned threads_seen;
-        uint64_t samples;           /* samples aggregated */
-        uint64_t value;             /* sum of their periods */
-        uint64_t lost;              /* records the kernel dropped: ring full (PERF_RECORD_LOST) */
-        uint64_t throttled;         /* PERF_RECORD_THROTTLE events */
-        uint64_t unwind_empty;      /* samples with no usable callchain (kept with their ip) */
-        uint64_t attach_failed;     /* threads that could not be given an event */
-        uint64_t threads_missed;    /* born, but gone before they could be attached */
-        unsigned threads_by_rescan; /* found by the /proc rescan, not reported by a tracker */
-        uint64_t unresolved;        /* frames outside every known mapping */
-        uint64_t dropped_nomem;     /* samples that could not be aggregated: out of memory */
+        uint64_t samples;            /* samples aggregated */
+        uint64_t value;              /* sum of their periods */
+        uint64_t lost;               /* records the kernel dropped: ring full (PERF_RECORD_LOST) */
+        uint64_t throttled;          /* PERF_RECORD_THROTTLE events */
+        uint64_t unwind_empty;       /* samples with no usable callchain (kept with their ip) */
+        uint64_t attach_failed;      /* threads that could not be given an event */
+        uint64_t threads_missed;     /* born, but gone before they could be attached */
+        uint64_t threads_over_limit; /* left out: --max-threads of its threads were sampled */
+        unsigned threads_by_rescan;  /* found by the /proc rescan, not reported by a tracker */
+        uint64_t unresolved;         /* frames outside every known mapping */
+        uint64_t dropped_nomem;      /* samples that could not be aggregated: out of memory */
         /* Unwinding (unwind.h): stacks that did not reach the thread's root, and how. */
         uint64_t unwind_failed;         /* no usable CFI row (or, in dwarf mode, no CFI at all) */
         uint64_t stack_copy_short;      /* the stack went on past the copy the kernel took */

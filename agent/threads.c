@@ -10,6 +10,7 @@
 #include "procfs.h"
 #include "targetconf.h"
 #include "util.h"
+#include "log.h"
 #include "aggregate.h"
 #include "maps.h"
 #include "pprof.h"
@@ -96,6 +97,16 @@ static int thread_attach(struct fp_target *t, pid_t tid)
 
         if (th && th->live)
                 return 0;
+        if (t->cfg.max_threads && t->st.threads_live >= t->cfg.max_threads) {
+                if (th && th->over_limit)
+                        return -EUSERS;
+                if (!t->st.threads_over_limit)
+                        fp_log(LOG_WARNING,
+                               "%d (%s): %u threads are sampled, the agent's --max-threads; "
+                               "more are counted in status, not sampled",
+                               (int)t->pid, t->comm, t->cfg.max_threads);
+                t->st.threads_over_limit++;
+        }
         if (!th) {
                 if (t->n_threads == t->cap_threads) {
                         size_t cap = t->cap_threads ? t->cap_threads * 2 : 16;
@@ -114,6 +125,11 @@ static int thread_attach(struct fp_target *t, pid_t tid)
                 t->threads[t->n_threads++] = th;
                 t->st.threads_seen++;
         }
+        if (t->cfg.max_threads && t->st.threads_live >= t->cfg.max_threads) {
+                th->over_limit = true; /* a rescan tries again once there is room */
+                return -EUSERS;
+        }
+        th->over_limit = false;
 
         /* Side-band first, then the name: a rename in between is caught by a COMM record. */
         r = fp_perf_open_sideband(tid, &th->sideband);
@@ -172,7 +188,7 @@ int fp_target_rescan(struct fp_target *t, int *ret_first_error)
                 int r = thread_attach(t, (pid_t)tid);
                 if (r == 0) {
                         n++;
-                } else if (r != -ESRCH) {
+                } else if (r != -ESRCH && r != -EUSERS) {
                         t->st.attach_failed++;
                         if (ret_first_error && !*ret_first_error)
                                 *ret_first_error = r;
@@ -295,6 +311,8 @@ void fp_target_on_retry(evutil_socket_t fd, short what, void *arg)
                         record_latency(t, t->retry[i].birth_ns);
                         continue;
                 }
+                if (r == -EUSERS)
+                        continue; /* counted; the rescan takes it up when there is room */
                 if (r == -ESRCH && ++t->retry[i].tries < RETRY_TRIES && thread_exists(t, tid)) {
                         t->retry[kept++] = t->retry[i];
                         continue;
@@ -329,6 +347,8 @@ int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
                 record_latency(t, birth_ns);
                 return 0;
         }
+        if (r == -EUSERS)
+                return 0; /* over --max-threads: counted, not an error */
         if (r == -ESRCH && t->n_retry < RETRY_MAX && thread_exists(t, tid)) {
                 /* Not yet (or no longer) attachable although listed: try again shortly. */
                 t->retry[t->n_retry++] = (typeof(t->retry[0])){.tid = tid, .birth_ns = birth_ns};

@@ -16,7 +16,9 @@
 #    shows the URL without "user:password@"; root's shows it whole.
 # 3. Connections: nobody holding 16 idle connections gets "too many
 #    connections of your user" for the next, while root is still served.
-# 4. The agent still answers root afterwards.
+# 4. Growth: nobody's process of 40 threads against an agent with
+#    --max-threads 16: 16 are sampled, the other 25 counted in status
+#    (text and JSON) and logged once, and the agent still answers root.
 #
 # And the collector against its network:
 # 5. Reads need --read-token-file's token when it is set: no token or a
@@ -36,7 +38,8 @@ fp_on_exit 'echo "$PARANOID" >/proc/sys/kernel/perf_event_paranoid'
 echo 2 >/proc/sys/kernel/perf_event_paranoid
 
 DEAD=$(fp_free_port)
-fp_start_agent --bucket 1 --collector "http://fpuser:s3cret@127.0.0.1:$DEAD" --upload-interval 5
+fp_start_agent --bucket 1 --collector "http://fpuser:s3cret@127.0.0.1:$DEAD" --upload-interval 5 \
+  --max-threads 16
 install -m 0755 "$FP_AGENTCTL" "$FP_TMP/agentctl"
 asnobody=(fp_timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_TMP/agentctl" --socket "$FP_SOCK")
 refused() { # refused WHAT WANT CMD...: exit 1, one line containing WANT
@@ -99,7 +102,22 @@ fp_kill "$HOLDER"
 fp_wait_for 10 "${asnobody[@]}" status >/dev/null || fp_fail "nobody is not served once its connections closed"
 fp_ok "nobody's idle connections are bounded; root is served meanwhile"
 
-# ---- 4. the agent still serves -----------------------------------------------------------
+# ---- 4. a thread limit and the agent still serves ----------------------------------------------
+install -d -m 0777 "$FP_TMP/nobody"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_BUILD/tests/spin" --threads 40 --seconds 60 \
+  --duty 0.05 --ready "$FP_TMP/nobody/many.ready" >/dev/null 2>&1 &
+MP=$!
+fp_track "$MP"
+fp_wait_for 20 test -e "$FP_TMP/nobody/many.ready" || fp_fail "the 40-thread workload did not start"
+"${asnobody[@]}" start "$MP" >/dev/null || fp_fail "nobody could not profile its own 40 threads"
+live=$(fp_target_field "$MP" threads) over=$(fp_target_field "$MP" threads_over_limit)
+[[ $live == 16 && $over == 25 ]] || fp_fail "--max-threads 16 of 41 threads: $live sampled, $over counted"
+fp_ctl status | grep -q "^$MP: 25 threads not sampled: --max-threads 16 were" ||
+  fp_fail "status does not say what --max-threads left out: $(fp_ctl status)"
+[[ $(grep -c "$MP (spin): 16 threads are sampled" "$FP_TMP/agent.log") == 1 ]] ||
+  fp_fail "the limit is not logged once: $(grep -c "$MP (spin)" "$FP_TMP/agent.log")"
+fp_kill "$MP"
+fp_ok "--max-threads 16: nobody's 41 threads give 16 sampled, 25 counted and logged once"
 fp_ctl status >/dev/null || fp_fail "the agent stopped answering"
 fp_kill "$NP" "$RP"
 fp_ok "the agent still answers"
