@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--tolerance", type=float, default=1.5)
     ap.add_argument("--min-share", type=float, default=0.98)
     ap.add_argument("--ignore-leaf")
+    ap.add_argument("--startup-ok", action="store_true",
+                    help="root: set aside the process's start, which runs before libc's entry")
     a = ap.parse_args()
     rows = load(a.folded)
     if a.cmd == "callers":
@@ -81,10 +83,16 @@ def main():
     elif a.cmd == "root":
         frames = a.args[0].split(",")
         ign = re.compile(a.ignore_leaf) if a.ignore_leaf else None
-        total = ok = 0
+        total = ok = startup = 0
         bad = collections.Counter()
         for fr, n in rows:
             if ign and ign.fullmatch(fr[-1]):
+                continue
+            # exec and the dynamic loader's own start (_dl_start, relocation) run before
+            # libc's entry: whole stacks that cannot reach it.
+            if a.startup_ok and (fr[0].startswith("ld-linux") or fr[0] == "_dl_start"
+                                 or "execve" in fr[:2]):
+                startup += n
                 continue
             total += n
             if all(f in fr for f in frames):
@@ -93,7 +101,8 @@ def main():
                 bad[";".join(fr[:3]) + ";...;" + fr[-1]] += n
         if total == 0:
             sys.exit("no samples")
-        print(f"{ok} of {total} samples ({100 * ok / total:.2f}%) reach {', '.join(frames)}")
+        print(f"{ok} of {total} samples ({100 * ok / total:.2f}%) reach {', '.join(frames)}"
+              + (f" ({startup} of the process's start set aside)" if startup else ""))
         if ok < a.min_share * total:
             sys.exit(f"only {100 * ok / total:.2f}% reach {frames}; e.g. {bad.most_common(3)}")
     elif a.cmd == "has":
