@@ -1065,7 +1065,8 @@ void fp_uploader_close(struct fp_uploader *u)
         if (!u)
                 return;
         u->closing = true;
-        event_del(u->ev_round);
+        if (u->ev_round)
+                event_del(u->ev_round);
         if (u->state == SENDING) {
                 /* Abandon the requests; the buckets stay pending for the next start. */
                 round_free(u->round);

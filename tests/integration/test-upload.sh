@@ -10,7 +10,9 @@
 #      clear line, status shows the error and the waiting buckets; when the
 #      collector comes up, every waiting bucket arrives, once;
 #   3. a wrong token: 401, flush fails, the agent keeps the data (pending
-#      buckets stay), and with the right token it all arrives.
+#      buckets stay), and with the right token it all arrives;
+#   4. a collector list with a bad URL, or a missing token file: the agent
+#      says so in one line and exits 1.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 240
@@ -120,3 +122,16 @@ ct=$(collector_total truth)
 fp_ok "with the right token the kept data arrived ($ct samples)"
 fp_kill "$pid"
 fp_stop_agent
+
+# ---- 4. upload settings the agent cannot use ----------------------------------
+# One line and exit 1 (no crash: the uploader gave up before its timers existed).
+for bad in "--collector http://127.0.0.1:1,ftp://x" "--collector ,http://127.0.0.1:1" \
+  "--collector $url --token-file $FP_TMP/no-such-token"; do
+  rc=0
+  # shellcheck disable=SC2086
+  err=$(fp_timeout 20 "$FP_AGENT" --foreground --socket "$FP_TMP/bad.sock" --store "$FP_TMP/bad.db" $bad 2>&1) || rc=$?
+  line=$(grep -v "thread tracker" <<<"$err")
+  [[ $rc == 1 && $(wc -l <<<"$line") == 1 ]] || fp_fail "agent $bad: exit $rc, $err"
+  fp_log "agent $bad: $line"
+done
+fp_ok "a bad collector list or token file: one line, exit 1"
