@@ -36,6 +36,69 @@ static const struct fp_start_option start_options[] = {
     {"--max-processes", "max_processes", true},
 };
 
+/* The largest product of the bounds of {n,m} repeats a --name regex may hold. */
+#define REGEX_MAX_REPEAT 1000
+
+/*
+ * Why a --name regex would cost the agent too much to compile, or NULL.
+ * glibc's regcomp() copies a repeated expression once per repetition: a
+ * repeat of a repeat ("a++++", "a*{9}") doubles its work with each one, so
+ * twenty of them take seconds and sixty forever, and bounded repeats inside
+ * bounded repeats multiply ("((a{1,255}){1,255}){1,255}"). Any local user
+ * may send one, to the root agent's event loop, so both are refused (a
+ * repeat of a repeat matches nothing a single one does not).
+ */
+static const char *regex_risk(const char *re)
+{
+        bool after_repeat = false;
+        uint64_t product = 1;
+
+        for (const char *p = re; *p; p++) {
+                if (*p == '\\' && p[1]) {
+                        p++;
+                        after_repeat = false;
+                } else if (*p == '[') {
+                        /* A bracket expression: ']' first is literal, [:class:] nests. */
+                        const char *q = p + 1;
+                        if (*q == '^')
+                                q++;
+                        if (*q == ']')
+                                q++;
+                        while (*q && *q != ']') {
+                                if (*q == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
+                                        const char *end = strchr(q + 2, q[1]);
+                                        q = end && end[1] == ']' ? end + 2 : q + 1;
+                                } else {
+                                        q++;
+                                }
+                        }
+                        p = *q ? q : q - 1;
+                        after_repeat = false;
+                } else if (*p == '*' || *p == '+' || *p == '?' || *p == '{') {
+                        if (after_repeat)
+                                return "a repeat of a repeat (as in a++ or a*{2}) is too costly "
+                                       "to compile";
+                        if (*p == '{') {
+                                char *end;
+                                unsigned long lo = strtoul(p + 1, &end, 10), hi = lo;
+                                if (*end == ',') /* {n,}: counted as n + 1 copies */
+                                        hi = end[1] == '}' ? lo + 1 : strtoul(end + 1, NULL, 10);
+                                product *=
+                                    hi > REGEX_MAX_REPEAT ? REGEX_MAX_REPEAT + 1 : (hi ? hi : 1);
+                                if (product > REGEX_MAX_REPEAT)
+                                        return "its {n,m} repeats multiply past 1000 copies";
+                                const char *close = strchr(p, '}');
+                                if (close)
+                                        p = close;
+                        }
+                        after_repeat = true;
+                } else {
+                        after_repeat = false;
+                }
+        }
+        return NULL;
+}
+
 const struct fp_start_option *fp_start_option_find(const char *flag)
 {
         for (size_t i = 0; i < sizeof(start_options) / sizeof(start_options[0]); i++)
@@ -324,6 +387,12 @@ int fp_rule_new(const struct fp_ctl_request *q, uid_t owner, struct fp_rule **re
         }
         switch (r->kind) {
         case FP_RULE_NAME: {
+                const char *risk = regex_risk(v);
+                if (risk) {
+                        e = fp_errf(err, err_len, -EINVAL, "--name regex '%.64s' refused: %s", v,
+                                    risk);
+                        goto fail;
+                }
                 snprintf(r->match, sizeof(r->match), "%s", v);
                 int rc = regcomp(&r->re, v, REG_EXTENDED | REG_NOSUB);
                 if (rc != 0) {

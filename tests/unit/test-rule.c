@@ -3,7 +3,8 @@
  * Unit tests of rules (agent/rule.c): how a rule is read from a request,
  * from a configuration file's words and from its stored text; what it
  * matches (name, executable, unit, cgroup, the owner's rights); its
- * service names; and the refusal of every malformed rule.
+ * service names; and the refusal of every malformed rule, regexes too
+ * costly to compile among them.
  */
 #include "fp-test.h"
 #include "rule.h"
@@ -197,6 +198,12 @@ static void test_refused(void)
             {"--name a --freq 0", "invalid frequency"},
             {"--name a --freq 10 --period 5", "exclude each other"},
             {"--name a --unwind sideways", "invalid --unwind"},
+            /* Regexes glibc would take seconds to forever to compile (found by fuzz-control). */
+            {"--name 'r++++++++++++++++++++++++++++++++++++++++++++++++'", "a repeat of a repeat"},
+            {"--name 'a*{2}'", "a repeat of a repeat"},
+            {"--name 'x?+'", "a repeat of a repeat"},
+            {"--name '((a{1,255}){1,255}){1,255}'", "multiply past 1000"},
+            {"--name 'a{2000,}'", "multiply past 1000"},
         };
         char err[512];
 
@@ -213,6 +220,21 @@ static void test_refused(void)
         }
         FP_CHECK_EQ_INT(
             fp_rule_check_words("--name ok --freq 49 --follow-children", err, sizeof(err)), 0);
+        /* What the regex check must not refuse: one repeat each, escapes, brackets, bounds. */
+        static const char *const fine[] = {
+            "--name '^(api|web)-[0-9]+ worker?$'",
+            "--name 'a\\++b'",
+            "--name '[+*?{]+x'",
+            "--name '[]+*]{2,3}y'",
+            "--name '[[:digit:]]+[[:alpha:]]*'",
+            "--name '(ab){3}(cd){10,20}'",
+            "--name '(((a+)+)+)+'",
+        };
+        for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+                if (fp_rule_check_words(fine[i], err, sizeof(err)) != 0) {
+                        fprintf(stderr, "test-rule: '%s' refused: %s\n", fine[i], err);
+                        FP_CHECK(false);
+                }
         /* A long but valid selector, and one too long. */
         char *line = malloc(FP_RULE_MATCH_MAX + 64);
         memset(line, 0, FP_RULE_MATCH_MAX + 64);
