@@ -435,7 +435,7 @@ static bool stack_eq(const void *ctx, uint32_t idx, const void *key)
         const struct fp_batch_stack *a = &b->stacks[idx];
         const struct stack_key *k = key;
         return a->hash == k->hash && a->n == k->n &&
-               memcmp(b->frame_ids + a->off, k->ids, k->n * sizeof(*k->ids)) == 0;
+               (!k->n || memcmp(b->frame_ids + a->off, k->ids, k->n * sizeof(*k->ids)) == 0);
 }
 
 int fp_store_batch_add_frame(struct fp_store_batch *b, const struct fp_store_frame *f,
@@ -456,7 +456,9 @@ static int add_stack_at(struct fp_store_batch *b, size_t off, size_t n, uint32_t
 
         for (size_t i = 0; i < n; i++)
                 h = fp_store_hash_step(h, b->frames[b->frame_ids[off + i]].hash);
-        k = (struct stack_key){b->frame_ids + off, (uint32_t)n, fp_store_hash_nonzero(h)};
+        /* An empty stack may come first, before any frame id was kept. */
+        k = (struct stack_key){n ? b->frame_ids + off : NULL, (uint32_t)n,
+                               fp_store_hash_nonzero(h)};
         found = fp_store_index_find(&b->idx_stacks, k.hash, stack_eq, b, &k);
         if (found >= 0) {
                 *ret_idx = (uint32_t)found;
