@@ -97,16 +97,6 @@ static int thread_attach(struct fp_target *t, pid_t tid)
 
         if (th && th->live)
                 return 0;
-        if (t->cfg.max_threads && t->st.threads_live >= t->cfg.max_threads) {
-                if (th && th->over_limit)
-                        return -EUSERS;
-                if (!t->st.threads_over_limit)
-                        fp_log(LOG_WARNING,
-                               "%d (%s): %u threads are sampled, the agent's --max-threads; "
-                               "more are counted in status, not sampled",
-                               (int)t->pid, t->comm, t->cfg.max_threads);
-                t->st.threads_over_limit++;
-        }
         if (!th) {
                 if (t->n_threads == t->cap_threads) {
                         size_t cap = t->cap_threads ? t->cap_threads * 2 : 16;
@@ -126,7 +116,16 @@ static int thread_attach(struct fp_target *t, pid_t tid)
                 t->st.threads_seen++;
         }
         if (t->cfg.max_threads && t->st.threads_live >= t->cfg.max_threads) {
-                th->over_limit = true; /* a rescan tries again once there is room */
+                /* Counted once per thread; a rescan tries again once there is room. */
+                if (!th->over_limit) {
+                        if (!t->st.threads_over_limit)
+                                fp_log(LOG_WARNING,
+                                       "%d (%s): %u threads are sampled, the agent's "
+                                       "--max-threads; more are counted in status, not sampled",
+                                       (int)t->pid, t->comm, t->cfg.max_threads);
+                        t->st.threads_over_limit++;
+                        th->over_limit = true;
+                }
                 return -EUSERS;
         }
         th->over_limit = false;

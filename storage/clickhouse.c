@@ -212,6 +212,10 @@ static const char *rd_str(struct rd *r)
         return (const char *)start;
 }
 
+/* A reader of c's last answer (struct fp_ch is defined below). */
+#define ANSWER(c)                                                                                  \
+        ((struct rd){(uint8_t *)(c)->answer.p, (uint8_t *)(c)->answer.p + (c)->answer.n, false})
+
 #define RD_U8(r)  ((uint8_t)rd_uint((r), 1))
 #define RD_U32(r) ((uint32_t)rd_uint((r), 4))
 #define RD_I32(r) ((int32_t)(uint32_t)rd_uint((r), 4))
@@ -424,7 +428,7 @@ static int schema_version(struct fp_ch *c, int64_t *ret)
         free(q.p);
         if (r < 0)
                 return r;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         *ret = RD_I64(&rd);
         return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer to a version query",
                               c->hostport)
@@ -489,8 +493,7 @@ static int setup(struct fp_ch *c)
                 q.n = 0;
                 if (r < 0)
                         goto out;
-                struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n,
-                                false};
+                struct rd rd = ANSWER(c);
                 if (RD_U64(&rd) != 0) {
                         r = failf(c, -EPROTO,
                                   "ClickHouse database '%s' holds tables fleetprof did not create:"
@@ -944,7 +947,7 @@ static int known_keys(struct fp_ch *c, const struct fp_store_batch *const *batch
         free(q.p);
         if (r < 0 || !any)
                 return r;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad) {
                 const char *key = rd_str(&rd);
                 for (size_t i = 0; i < n && !rd.bad; i++)
@@ -1052,7 +1055,7 @@ static int load_parts(struct fp_ch *c, struct part **ret, size_t *ret_n)
         free(q.p);
         if (r < 0)
                 return r;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad) {
                 const char *table = rd_str(&rd), *id = rd_str(&rd);
                 uint64_t bytes = RD_U64(&rd), rows = RD_U64(&rd);
@@ -1335,7 +1338,7 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
         free(q.p);
         if (r < 0)
                 return r;
-        rd = (struct rd){(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad) {
                 uint64_t sid = RD_U64(&rd);
                 int64_t first = RD_I64(&rd), last = RD_I64(&rd);
@@ -1456,7 +1459,7 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
         buf_printf(&q, " GROUP BY series_id, upload ORDER BY s, series_id FORMAT RowBinary");
         if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
                 goto out;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad && r >= 0) {
                 uint64_t sid = RD_U64(&rd);
                 struct fp_store_point pt = {.start_ns = RD_I64(&rd), .length_ns = RD_I64(&rd)};
@@ -1531,7 +1534,7 @@ int fp_ch_drop_totals(struct fp_ch *c, const struct fp_store_filter *f, fp_store
                        " FORMAT RowBinary");
         if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
                 goto out;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad) {
                 uint64_t tid = RD_U64(&rd);
                 const char *reason = rd_str(&rd);
@@ -1613,7 +1616,7 @@ int fp_ch_host_costs(struct fp_ch *c, const struct fp_store_filter *f, fp_store_
                        " FORMAT RowBinary");
         if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
                 goto out;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad && r >= 0) {
                 struct fp_store_host_cost hc = {.host = rd_str(&rd)};
                 hc.agent_cpu_ns = RD_U64(&rd);
@@ -1653,7 +1656,7 @@ int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret)
         free(q.p);
         if (r < 0)
                 return r;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         ret->buckets = RD_U64(&rd);
         ret->targets = RD_U64(&rd);
         ret->file_bytes = ret->live_bytes = RD_U64(&rd);
@@ -1737,8 +1740,7 @@ static int fetch(struct prof *x, const char *table, const char *id_col, const ch
                 free(q.p);
                 if (r < 0)
                         break;
-                struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n,
-                                false};
+                struct rd rd = ANSWER(c);
                 while (r == 0 && rd.p < rd.end && !rd.bad)
                         r = row(x, &rd);
                 if (r == 0 && rd.bad)
@@ -1900,7 +1902,7 @@ static int first_event(struct fp_ch *c, const struct metas *m, const struct meta
         free(q.p);
         if (r < 0)
                 return r;
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad && !*ret) {
                 const char *event = rd_str(&rd), *types[4];
                 for (int k = 0; k < 4; k++)
@@ -1921,81 +1923,29 @@ static int first_event(struct fp_ch *c, const struct metas *m, const struct meta
 
 static int set_types(struct fp_ch *c, struct fp_pprof *p, const struct meta *ref)
 {
-        const char *unit;
-        int r;
+        bool differ = false;
+        int r = fp_store_profile_types(p, ref->types, ref->period_type, ref->period_unit,
+                                       ref->period, &differ);
 
-        if (fp_pprof_n_sample_types(p) == 0) {
-                if ((r = fp_pprof_add_sample_type(p, ref->types[0], ref->types[1])) < 0 ||
-                    (r = fp_pprof_add_sample_type(p, ref->types[2], ref->types[3])) < 0 ||
-                    (ref->period_type[0] &&
-                     (r = fp_pprof_set_period(p, ref->period_type, ref->period_unit, ref->period)) <
-                         0))
-                        return pprof_fail(c, r);
-                return 0;
-        }
-        for (size_t i = 0; i < 2; i++) {
-                const char *type = fp_pprof_sample_type(p, i, &unit);
-                if (fp_pprof_n_sample_types(p) != 2 || !type ||
-                    strcmp(type, ref->types[2 * i]) != 0 ||
-                    strcmp(unit, ref->types[2 * i + 1]) != 0)
-                        return failf(c, -EINVAL,
-                                     "Failed to query the store: the profile's sample types "
-                                     "differ from event '%s''s",
-                                     ref->event);
-        }
-        return 0;
-}
-
-static int drop_comment(void *userdata, const struct fp_store_drop *d)
-{
-        struct {
-                char reason[64];
-                uint64_t count;
-        } *v = userdata;
-        size_t i;
-
-        for (i = 0; i < 64 && v[i].reason[0]; i++)
-                if (strcmp(v[i].reason, d->reason) == 0)
-                        break;
-        if (i == 64)
-                return 0;
-        if (!v[i].reason[0])
-                snprintf(v[i].reason, sizeof(v[i].reason), "%s", d->reason);
-        v[i].count += d->count;
-        return 0;
-}
-
-static int comment_cmp(const void *a, const void *b)
-{
-        return strcmp(a, b);
+        if (differ)
+                return failf(c, -EINVAL,
+                             "Failed to query the store: the profile's sample types differ from "
+                             "event '%s''s",
+                             ref->event);
+        return r < 0 ? pprof_fail(c, r) : 0;
 }
 
 static int add_drop_comments(struct fp_ch *c, const struct fp_store_filter *f, struct fp_pprof *p)
 {
-        struct {
-                char reason[64];
-                uint64_t count;
-        } v[64];
-        char line[128];
-        int r;
+        struct fp_store_reasons rs = {0};
+        int r = fp_ch_drop_totals(c, f, fp_store_reasons_add, &rs);
 
-        memset(v, 0, sizeof(v));
-        r = fp_ch_drop_totals(c, f, drop_comment, v);
-        if (r < 0)
-                return r;
-        size_t n = 0;
-        while (n < 64 && v[n].reason[0])
-                n++;
-        qsort(v, n, sizeof(v[0]), comment_cmp); /* by reason: the struct starts with it */
-        for (size_t i = 0; i < n; i++) {
-                if (!v[i].count)
-                        continue;
-                snprintf(line, sizeof(line), "dropped %.63s: %llu", v[i].reason,
-                         (unsigned long long)v[i].count);
-                if ((r = fp_pprof_add_comment(p, line)) < 0)
-                        return pprof_fail(c, r);
+        if (r < 0) {
+                fp_store_reasons_comment(&rs, NULL); /* frees */
+                return r == -ENOMEM && !c->errmsg[0] ? oom(c) : r;
         }
-        return 0;
+        r = fp_store_reasons_comment(&rs, p);
+        return r < 0 ? pprof_fail(c, r) : 0;
 }
 
 /* The WHERE of the samples of f's series of ref's event, in f's time range. */
@@ -2048,7 +1998,7 @@ static int duplicated_uploads(struct fp_ch *c, const struct fp_store_filter *f,
         time_where(&q, f, "length_ns");
         buf_printf(&q, " GROUP BY series_id, upload FORMAT RowBinary");
         r = exec_sql(c, &q, READ_TIMEOUT_S);
-        struct rd rd = {(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        struct rd rd = ANSWER(c);
         while (r == 0 && rd.p < rd.end && !rd.bad) {
                 uint64_t sid = RD_U64(&rd), upload = RD_U64(&rd), rows = RD_U64(&rd);
                 uint64_t key = fp_store_hash_nonzero(fp_store_hash_step(sid, upload));
@@ -2062,7 +2012,7 @@ static int duplicated_uploads(struct fp_ch *c, const struct fp_store_filter *f,
                 buf_printf(&q, " GROUP BY series_id, upload FORMAT RowBinary");
                 r = exec_sql(c, &q, READ_TIMEOUT_S);
         }
-        rd = (struct rd){(uint8_t *)c->answer.p, (uint8_t *)c->answer.p + c->answer.n, false};
+        rd = ANSWER(c);
         while (r == 0 && rd.p < rd.end && !rd.bad) {
                 uint64_t sid = RD_U64(&rd), upload = RD_U64(&rd), rows = RD_U64(&rd);
                 uint64_t key = fp_store_hash_nonzero(fp_store_hash_step(sid, upload));
@@ -2208,8 +2158,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 const struct sample_row *s = &rows[i];
                 const struct meta *t = &m.v[s->meta];
                 struct fp_store_map_entry *e = fp_store_map_get(&x.stack_locs, s->stack);
-                struct fp_pprof_label labels[6];
-                size_t n_labels = 0;
+                struct fp_pprof_label labels[FP_STORE_SAMPLE_LABELS];
+                size_t n_labels;
                 int64_t values[2] = {s->count > INT64_MAX ? INT64_MAX : (int64_t)s->count,
                                      s->value > INT64_MAX ? INT64_MAX : (int64_t)s->value};
                 if (!e) {
@@ -2218,17 +2168,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                                   s->stack);
                         goto out;
                 }
-                labels[n_labels++] = (struct fp_pprof_label){.key = "thread", .num = s->tid};
-                labels[n_labels++] = (struct fp_pprof_label){
-                    .key = "thread_name", .str = s->thread_name[0] ? s->thread_name : "?"};
-                labels[n_labels++] = (struct fp_pprof_label){.key = "pid", .num = t->pid};
-                labels[n_labels++] =
-                    (struct fp_pprof_label){.key = "process", .str = t->comm[0] ? t->comm : "?"};
-                if (with_host)
-                        labels[n_labels++] = (struct fp_pprof_label){.key = "host", .str = t->host};
-                if (t->service[0])
-                        labels[n_labels++] =
-                            (struct fp_pprof_label){.key = "service", .str = t->service};
+                n_labels = fp_store_sample_labels(labels, s->tid, s->thread_name, t->pid, t->comm,
+                                                  with_host ? t->host : NULL, t->service);
                 r = fp_pprof_add_sample(p, e->b ? x.frame_ids + e->a - 1 : NULL, e->b, values,
                                         labels, n_labels);
                 if (r < 0) {
@@ -2236,18 +2177,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                         goto out;
                 }
         }
-        {
-                int64_t t0, d0;
-                fp_pprof_get_time(p, &t0, &d0);
-                if (t0 || d0) {
-                        if (t0 < start)
-                                start = t0;
-                        if (t0 + d0 > end)
-                                end = t0 + d0;
-                }
-                fp_pprof_set_time(p, start, end - start);
-                (void)fp_pprof_set_main_binary(p, ref->exe);
-        }
+        fp_store_profile_widen_time(p, start, end);
+        (void)fp_pprof_set_main_binary(p, ref->exe);
 drops:
         r = add_drop_comments(c, f, p);
         if (r == 0)

@@ -551,7 +551,7 @@ static int add_samples(struct query *q)
                         const struct fp_store_map_entry *e = &q->agg[i].e[k];
                         const struct q_thread *th = &q->threads[i];
                         const struct q_target *t;
-                        struct fp_pprof_label labels[6];
+                        struct fp_pprof_label labels[FP_STORE_SAMPLE_LABELS];
                         int64_t values[2];
                         size_t off = 0, n = 0, n_labels = 0;
 
@@ -563,19 +563,9 @@ static int add_samples(struct query *q)
                                 return r;
                         values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
                         values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
-                        labels[n_labels++] =
-                            (struct fp_pprof_label){.key = "thread", .num = th->tid};
-                        labels[n_labels++] = (struct fp_pprof_label){
-                            .key = "thread_name", .str = th->name[0] ? th->name : "?"};
-                        labels[n_labels++] = (struct fp_pprof_label){.key = "pid", .num = t->pid};
-                        labels[n_labels++] = (struct fp_pprof_label){
-                            .key = "process", .str = t->comm[0] ? t->comm : "?"};
-                        if (with_host)
-                                labels[n_labels++] =
-                                    (struct fp_pprof_label){.key = "host", .str = t->host};
-                        if (t->service[0])
-                                labels[n_labels++] =
-                                    (struct fp_pprof_label){.key = "service", .str = t->service};
+                        n_labels =
+                            fp_store_sample_labels(labels, th->tid, th->name, t->pid, t->comm,
+                                                   with_host ? t->host : NULL, t->service);
                         r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
                                                 n_labels);
                         if (r < 0)
@@ -598,50 +588,116 @@ static int agg_count(const struct query *q)
 
 static int set_types(struct query *q, const struct q_event *ref)
 {
-        struct fp_pprof *p = q->p;
+        bool differ = false;
+        int r = fp_store_profile_types(q->p, (const char *const *)ref->types, ref->period_type,
+                                       ref->period_unit, ref->period, &differ);
+
+        if (differ)
+                return fp_store_db_failf(q->s, -EINVAL,
+                                         "Failed to query store '%s': the profile's sample types "
+                                         "differ from event '%s''s",
+                                         q->s->path, ref->name);
+        if (r < 0)
+                return fp_store_db_failf(q->s, r, "Failed to build a profile: %s", strerror(-r));
+        return 0;
+}
+
+static int add_drop_comments(struct query *q, const struct fp_store_filter *f)
+{
+        struct fp_store_reasons rs = {0};
+        int r = fp_store_drop_rows(q->s, f, fp_store_reasons_add, &rs);
+
+        if (r < 0) {
+                fp_store_reasons_comment(&rs, NULL); /* frees */
+                return r == -ENOMEM ? oom(q) : r;
+        }
+        r = fp_store_reasons_comment(&rs, q->p);
+        if (r < 0)
+                return fp_store_db_failf(q->s, r, "Failed to build a profile: %s", strerror(-r));
+        return 0;
+}
+
+static void set_time(struct query *q)
+{
+        int64_t start = INT64_MAX, end = INT64_MIN;
+
+        for (size_t i = 0; i < q->n_matches; i++) {
+                const struct q_match *m = &q->matches[i];
+                if (m->start_ns < start)
+                        start = m->start_ns;
+                if (m->start_ns + m->length_ns > end)
+                        end = m->start_ns + m->length_ns;
+        }
+        if (q->n_matches)
+                fp_store_profile_widen_time(q->p, start, end);
+}
+
+/* ---- the parts any store's merged profile shares (store-internal.h) ---- */
+
+size_t fp_store_sample_labels(struct fp_pprof_label *out, pid_t tid, const char *thread_name,
+                              pid_t pid, const char *comm, const char *host, const char *service)
+{
+        size_t n = 0;
+
+        out[n++] = (struct fp_pprof_label){.key = "thread", .num = tid};
+        out[n++] = (struct fp_pprof_label){.key = "thread_name",
+                                           .str = thread_name[0] ? thread_name : "?"};
+        out[n++] = (struct fp_pprof_label){.key = "pid", .num = pid};
+        out[n++] = (struct fp_pprof_label){.key = "process", .str = comm[0] ? comm : "?"};
+        if (host)
+                out[n++] = (struct fp_pprof_label){.key = "host", .str = host};
+        if (service[0])
+                out[n++] = (struct fp_pprof_label){.key = "service", .str = service};
+        return n;
+}
+
+int fp_store_profile_types(struct fp_pprof *p, const char *const types[4], const char *period_type,
+                           const char *period_unit, int64_t period, bool *ret_differ)
+{
         const char *unit;
         int r;
 
+        *ret_differ = false;
         if (fp_pprof_n_sample_types(p) == 0) {
-                if ((r = fp_pprof_add_sample_type(p, ref->types[0], ref->types[1])) < 0 ||
-                    (r = fp_pprof_add_sample_type(p, ref->types[2], ref->types[3])) < 0)
-                        return fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
-                                                 strerror(-r));
-                if (ref->period_type[0]) {
-                        r = fp_pprof_set_period(p, ref->period_type, ref->period_unit, ref->period);
-                        if (r < 0)
-                                return fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
-                                                         strerror(-r));
-                }
-                return 0;
+                if ((r = fp_pprof_add_sample_type(p, types[0], types[1])) < 0 ||
+                    (r = fp_pprof_add_sample_type(p, types[2], types[3])) < 0)
+                        return r;
+                return period_type[0] ? fp_pprof_set_period(p, period_type, period_unit, period)
+                                      : 0;
         }
         for (size_t i = 0; i < 2; i++) {
                 const char *type = fp_pprof_sample_type(p, i, &unit);
-                if (fp_pprof_n_sample_types(p) != 2 || !type ||
-                    strcmp(type, ref->types[2 * i]) != 0 ||
-                    strcmp(unit, ref->types[2 * i + 1]) != 0)
-                        return fp_store_db_failf(
-                            q->s, -EINVAL,
-                            "Failed to query store '%s': the profile's sample types "
-                            "differ from event '%s''s",
-                            q->s->path, ref->name);
+                if (fp_pprof_n_sample_types(p) != 2 || !type || strcmp(type, types[2 * i]) != 0 ||
+                    strcmp(unit, types[2 * i + 1]) != 0) {
+                        *ret_differ = true;
+                        return -EINVAL;
+                }
         }
         return 0;
 }
 
-struct reason_sum {
+void fp_store_profile_widen_time(struct fp_pprof *p, int64_t start_ns, int64_t end_ns)
+{
+        int64_t t0, d0;
+
+        fp_pprof_get_time(p, &t0, &d0);
+        if (t0 || d0) {
+                if (t0 < start_ns)
+                        start_ns = t0;
+                if (t0 + d0 > end_ns)
+                        end_ns = t0 + d0;
+        }
+        fp_pprof_set_time(p, start_ns, end_ns - start_ns);
+}
+
+struct fp_store_reason_sum {
         char reason[64];
         uint64_t count;
 };
 
-struct reasons {
-        struct reason_sum *v;
-        size_t n, cap;
-};
-
-static int sum_reason(void *userdata, const struct fp_store_drop *d)
+int fp_store_reasons_add(void *userdata, const struct fp_store_drop *d)
 {
-        struct reasons *rs = userdata;
+        struct fp_store_reasons *rs = userdata;
         size_t i;
 
         for (i = 0; i < rs->n; i++)
@@ -650,7 +706,7 @@ static int sum_reason(void *userdata, const struct fp_store_drop *d)
         if (i == rs->n) {
                 if (fp_grow((void **)&rs->v, &rs->cap, rs->n + 1, sizeof(*rs->v)) < 0)
                         return -ENOMEM;
-                rs->v[rs->n] = (struct reason_sum){.count = 0};
+                rs->v[rs->n] = (struct fp_store_reason_sum){.count = 0};
                 snprintf(rs->v[rs->n].reason, sizeof(rs->v[rs->n].reason), "%s", d->reason);
                 rs->n++;
         }
@@ -660,58 +716,27 @@ static int sum_reason(void *userdata, const struct fp_store_drop *d)
 
 static int reason_cmp(const void *a, const void *b)
 {
-        return strcmp(((const struct reason_sum *)a)->reason,
-                      ((const struct reason_sum *)b)->reason);
+        return strcmp(((const struct fp_store_reason_sum *)a)->reason,
+                      ((const struct fp_store_reason_sum *)b)->reason);
 }
 
-static int add_drop_comments(struct query *q, const struct fp_store_filter *f)
+int fp_store_reasons_comment(struct fp_store_reasons *rs, struct fp_pprof *p)
 {
-        struct reasons rs = {0};
         char line[128];
-        int r = fp_store_drop_rows(q->s, f, sum_reason, &rs);
+        int r = 0;
 
-        if (r == -ENOMEM)
-                r = oom(q);
-        if (r >= 0) {
-                r = 0;
-                if (rs.n)
-                        qsort(rs.v, rs.n, sizeof(*rs.v), reason_cmp);
-                for (size_t i = 0; i < rs.n && r == 0; i++) {
-                        if (!rs.v[i].count)
-                                continue;
-                        snprintf(line, sizeof(line), "dropped %s: %llu", rs.v[i].reason,
-                                 (unsigned long long)rs.v[i].count);
-                        r = fp_pprof_add_comment(q->p, line);
-                        if (r < 0)
-                                r = fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
-                                                      strerror(-r));
-                }
+        if (p && rs->n)
+                qsort(rs->v, rs->n, sizeof(*rs->v), reason_cmp);
+        for (size_t i = 0; p && i < rs->n && r == 0; i++) {
+                if (!rs->v[i].count)
+                        continue;
+                snprintf(line, sizeof(line), "dropped %s: %llu", rs->v[i].reason,
+                         (unsigned long long)rs->v[i].count);
+                r = fp_pprof_add_comment(p, line);
         }
-        free(rs.v);
+        free(rs->v);
+        *rs = (struct fp_store_reasons){0};
         return r;
-}
-
-static void set_time(struct query *q)
-{
-        int64_t start = INT64_MAX, end = INT64_MIN, t0, d0;
-
-        for (size_t i = 0; i < q->n_matches; i++) {
-                const struct q_match *m = &q->matches[i];
-                if (m->start_ns < start)
-                        start = m->start_ns;
-                if (m->start_ns + m->length_ns > end)
-                        end = m->start_ns + m->length_ns;
-        }
-        if (!q->n_matches)
-                return;
-        fp_pprof_get_time(q->p, &t0, &d0);
-        if (t0 || d0) {
-                if (t0 < start)
-                        start = t0;
-                if (t0 + d0 > end)
-                        end = t0 + d0;
-        }
-        fp_pprof_set_time(q->p, start, end - start);
 }
 
 int fp_store_query_pprof(struct fp_store *s, const struct fp_store_filter *f, struct fp_pprof *p)

@@ -347,6 +347,45 @@ int fp_store_samples_encode(const struct fp_store_sample *v, size_t n, uint8_t *
                             size_t *ret_len);
 /* Calls fn for each entry; -EBADMSG for a damaged value, or fn's error. */
 int fp_store_samples_decode(const uint8_t *data, size_t len, fp_store_sample_fn fn, void *userdata);
+/*
+ * ---- a merged profile's parts, the same whichever store it comes from
+ * (profile.c; clickhouse.c uses them too) ----
+ */
+struct fp_pprof;
+struct fp_pprof_label;
+
+#define FP_STORE_SAMPLE_LABELS 6
+/*
+ * A merged sample's labels into out (FP_STORE_SAMPLE_LABELS of room):
+ * thread, thread_name ("?" when ""), pid, process ("?" when ""), host when
+ * host is not NULL (the selection spans hosts), service when not "".
+ * Returns how many.
+ */
+size_t fp_store_sample_labels(struct fp_pprof_label *out, pid_t tid, const char *thread_name,
+                              pid_t pid, const char *comm, const char *host, const char *service);
+/*
+ * Gives p (without sample types) an event's two sample types (count type,
+ * unit, value type, unit) and its period (period_type "": none), or checks
+ * them against p's: -EINVAL with *ret_differ set when they differ, or the
+ * pprof's -errno.
+ */
+int fp_store_profile_types(struct fp_pprof *p, const char *const types[4], const char *period_type,
+                           const char *period_unit, int64_t period, bool *ret_differ);
+/* Widens p's time and duration to cover [start_ns, end_ns) as well. */
+void fp_store_profile_widen_time(struct fp_pprof *p, int64_t start_ns, int64_t end_ns);
+/*
+ * Drop counts summed per reason (fp_store_reasons_add() is an
+ * fp_store_drop_fn), then written into a profile as one "dropped <reason>:
+ * <count>" comment each, by reason (fp_store_reasons_comment(), which also
+ * frees them). 0 or -errno.
+ */
+struct fp_store_reasons {
+        struct fp_store_reason_sum *v;
+        size_t n, cap;
+};
+int fp_store_reasons_add(void *userdata, const struct fp_store_drop *d);
+int fp_store_reasons_comment(struct fp_store_reasons *rs, struct fp_pprof *p);
+
 /* Prepares an uncached statement; -errno with errmsg set. */
 int fp_store_prepare(struct fp_store *s, const char *sql, sqlite3_stmt **ret);
 
