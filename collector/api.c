@@ -15,6 +15,7 @@
 #include "prom.h"
 #include "backend.h"
 #include "writeq.h"
+#include "gate.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -35,11 +36,10 @@ struct pending_upload {
         uint64_t samples;
 };
 
-static void on_conn_closed(struct evhttp_connection *evcon, void *arg)
+static void on_conn_closed(void *arg)
 {
         struct pending_upload *pu = arg;
 
-        (void)evcon;
         pu->req = NULL;
         pu->evcon = NULL;
 }
@@ -65,7 +65,7 @@ static void on_stored(void *userdata, int result)
         fp_coll_writeq_stats(s->writeq, &s->st.store_ns, &s->st.groups);
         if (!pu->req)
                 goto out;
-        evhttp_connection_set_closecb(pu->evcon, NULL, NULL);
+        fp_coll_gate_on_close(s->gate, pu->evcon, NULL, NULL);
         if (result < 0 && result != -EALREADY) {
                 fp_coll_reply_error(pu->req, 503, "cannot store the upload now: %s",
                                     strerror(-result));
@@ -155,7 +155,7 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 if (r < 0)
                         free(pu);
                 else if (pu->evcon)
-                        evhttp_connection_set_closecb(pu->evcon, on_conn_closed, pu);
+                        fp_coll_gate_on_close(s->gate, pu->evcon, on_conn_closed, pu);
         }
         if (r < 0) {
                 s->st.uploads_busy++;
@@ -502,6 +502,21 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                                       s->st.by_route[i].path, (double)s->st.by_route[i].n);
         fp_prom_value(&p, "fleetprof_collector_requests_total", "path", "other",
                       (double)s->st.not_found);
+        size_t open;
+        uint64_t refused[FP_GATE_N_REASONS];
+        fp_coll_gate_stats(s->gate, &open, refused);
+        fp_prom_family(&p, "fleetprof_collector_connections", "gauge",
+                       "Connections open, including those being refused or closed.");
+        fp_prom_value(&p, "fleetprof_collector_connections", NULL, NULL, (double)open);
+        static const char gate[] = "fleetprof_collector_refused_total";
+        fp_prom_family(&p, gate, "counter",
+                       "Requests refused from their head and connections closed, by reason: "
+                       "unauthorized and wrong_token (401, the body unread), bad_head and "
+                       "body_not_allowed (400), head_too_large (431), busy (503: "
+                       "--max-connections), peer_busy (429: --max-connections-per-ip), slow (a "
+                       "head or body too slow: closed), flood (closed at once).");
+        for (int i = 0; i < FP_GATE_N_REASONS; i++)
+                fp_prom_value(&p, gate, "reason", fp_coll_gate_reason_names[i], (double)refused[i]);
         fp_coll_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);
         evbuffer_free(b);
 }

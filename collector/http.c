@@ -9,6 +9,17 @@
 #include <event2/http.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+
+bool fp_coll_token_equal(const char *a, const char *b)
+{
+        size_t la = strlen(a), lb = strlen(b);
+        unsigned char d = la != lb;
+
+        for (size_t i = 0; i < la; i++)
+                d |= (unsigned char)a[i] ^ (unsigned char)b[i % (lb ? lb : 1)];
+        return d == 0;
+}
 
 void fp_coll_reply(struct evhttp_request *req, int code, const char *content_type,
                    struct evbuffer *body)
@@ -20,6 +31,8 @@ void fp_coll_reply(struct evhttp_request *req, int code, const char *content_typ
                              : code == 404 ? "Not Found"
                              : code == 405 ? "Method Not Allowed"
                              : code == 413 ? "Payload Too Large"
+                             : code == 429 ? "Too Many Requests"
+                             : code == 431 ? "Request Header Fields Too Large"
                              : code == 503 ? "Service Unavailable"
                                            : "Error";
 

@@ -46,6 +46,7 @@ struct fp_coll_server {
         struct evhttp *http;
         struct evhttp_bound_socket *sock;
         void *ssl_ctx;                 /* SSL_CTX, NULL: plain HTTP */
+        struct fp_coll_gate *gate;     /* every connection's (gate.h) */
         struct fp_coll_writeq *writeq; /* the writer thread, with the read-write store */
         struct fp_backend *store;      /* read-only: the loop thread's queries */
         uint64_t store_max_bytes;
@@ -56,6 +57,9 @@ struct fp_coll_server {
         char listen[128]; /* what is served, for logs and the page */
         struct fp_coll_stats st;
 };
+
+/* Compares tokens without an early exit, so timing does not reveal how much matched. */
+bool fp_coll_token_equal(const char *a, const char *b);
 
 /* Sends {"error": "..."} with the status code. */
 void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, ...)

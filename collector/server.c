@@ -13,6 +13,7 @@
 #include "views.h"
 #include "web.h"
 #include "writeq.h"
+#include "gate.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -29,17 +30,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Compares without an early exit, so timing does not reveal how much of a token matched. */
-static bool token_equal(const char *a, const char *b)
-{
-        size_t la = strlen(a), lb = strlen(b);
-        unsigned char d = la != lb;
-
-        for (size_t i = 0; i < la; i++)
-                d |= (unsigned char)a[i] ^ (unsigned char)b[i % (lb ? lb : 1)];
-        return d == 0;
-}
-
 static bool authorized(struct fp_coll_server *s, struct evhttp_request *req)
 {
         const char *h;
@@ -51,7 +41,7 @@ static bool authorized(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 401, "missing bearer token (Authorization: Bearer ...)");
                 return false;
         }
-        if (!token_equal(h + 7, s->token)) {
+        if (!fp_coll_token_equal(h + 7, s->token)) {
                 fp_coll_reply_error(req, 401, "wrong bearer token");
                 return false;
         }
@@ -96,10 +86,10 @@ static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req
         if (!s->read_token)
                 return true;
         h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-        if (h && strncasecmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, s->read_token))
+        if (h && strncasecmp(h, "Bearer ", 7) == 0 && fp_coll_token_equal(h + 7, s->read_token))
                 return true;
         if (cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value)) &&
-            token_equal(value, s->read_token))
+            fp_coll_token_equal(value, s->read_token))
                 return true;
         fp_coll_reply_error(req, 401,
                             h || cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value))
@@ -140,6 +130,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 
         s->st.requests++;
+        if (fp_coll_gate_answer(req))
+                return;
         if (!path || !*path)
                 path = "/";
         for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
@@ -165,15 +157,22 @@ static void on_request(struct evhttp_request *req, void *arg)
         fp_coll_reply_error(req, 404, "no such endpoint: %.200s", path);
 }
 
-static struct bufferevent *ssl_bev(struct event_base *base, void *arg)
+/* Each connection's bufferevent: TLS or plain, behind the gate (gate.h). */
+static struct bufferevent *new_bev(struct event_base *base, void *arg)
 {
         struct fp_coll_server *s = arg;
-        SSL *ssl = SSL_new(s->ssl_ctx);
+        struct bufferevent *bev;
 
-        if (!ssl)
-                return NULL;
-        return bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                              BEV_OPT_CLOSE_ON_FREE);
+        if (s->ssl_ctx) {
+                SSL *ssl = SSL_new(s->ssl_ctx);
+                if (!ssl)
+                        return NULL;
+                bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                     BEV_OPT_CLOSE_ON_FREE);
+        } else {
+                bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+        }
+        return bev ? fp_coll_gate_wrap(s->gate, bev) : NULL;
 }
 
 static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, char *err,
@@ -200,7 +199,6 @@ static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, c
                 fp_errf(err, errlen, 0, "Failed to load the TLS key '%s': %s", c->tls_key, e);
                 return -EINVAL;
         }
-        evhttp_set_bevcb(s->http, ssl_bev, s);
         s->tls = true;
         return 0;
 }
@@ -263,6 +261,13 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         evhttp_set_timeout(s->http, 60);
         evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
         evhttp_set_gencb(s->http, on_request, s);
+        r = fp_coll_gate_new(base, s->token, c->max_connections, c->max_connections_per_ip,
+                             &s->gate);
+        if (r < 0) {
+                fp_errf(err, errlen, 0, "out of memory");
+                goto fail;
+        }
+        evhttp_set_bevcb(s->http, new_bev, s);
         if (c->tls_cert && (r = tls_setup(s, c, err, errlen)) < 0)
                 goto fail;
         s->sock = evhttp_bind_socket_with_handle(s->http, addr, (ev_uint16_t)port);
@@ -285,6 +290,7 @@ void fp_coll_server_free(struct fp_coll_server *s)
         fp_coll_writeq_free(s->writeq); /* writes and answers what is queued */
         if (s->http)
                 evhttp_free(s->http);
+        fp_coll_gate_free(s->gate);
         if (s->ssl_ctx)
                 SSL_CTX_free(s->ssl_ctx);
         fp_backend_close(s->store);

@@ -1,0 +1,636 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The connection gate; see gate.h.
+ *
+ * Not a bufferevent filter: evhttp takes a filter's "written" for the
+ * socket's and shuts a closing connection down before its answer is sent.
+ * Instead the gate watches the connection's input buffer: each time the
+ * socket adds bytes, it takes them (held) before evhttp's read callback
+ * runs and puts back what it lets through. One struct conn per connection:
+ *
+ *   ADMIT --(next loop turn: the peer is known, caps counted)--> HEAD
+ *   HEAD  --(blank line; judged)--> BODY (Content-Length bytes) --> HEAD
+ *                                   PASS (a Transfer-Encoding: the rest as is)
+ *                                   DISCARD (refused: nothing more passes)
+ *
+ * The gate learns that evhttp freed a connection from its close callback,
+ * which is therefore the gate's; the upload handler chains its own
+ * through fp_coll_gate_on_close().
+ *
+ * The head is read line by line with libevent's own end-of-line rule
+ * (EVBUFFER_EOL_CRLF), the rule evhttp reads it by, so both agree on where
+ * the head ends; the judge reads headers as evhttp does (key up to the
+ * first colon, case-insensitive; value without leading spaces or trailing
+ * white space; continuation lines joined with a space; the first of a
+ * repeated header counts) and refuses what could read otherwise.
+ */
+#include "gate.h"
+#include "http.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+const char *const fp_coll_gate_reason_names[FP_GATE_N_REASONS] = {
+    [FP_GATE_UNAUTHORIZED] = "unauthorized", [FP_GATE_WRONG_TOKEN] = "wrong_token",
+    [FP_GATE_BAD_HEAD] = "bad_head",
+    [FP_GATE_NO_BODY] = "body_not_allowed",  [FP_GATE_HEAD_LARGE] = "head_too_large",
+    [FP_GATE_BUSY] = "busy",                 [FP_GATE_PEER_BUSY] = "peer_busy",
+    [FP_GATE_SLOW] = "slow",                 [FP_GATE_FLOOD] = "flood",
+};
+
+/* Status and message of each refusal the server answers. */
+static const struct {
+        int code;
+        const char *msg;
+} answers[FP_GATE_N_REASONS] = {
+    [FP_GATE_UNAUTHORIZED] = {401, "missing bearer token (Authorization: Bearer ...); "
+                                   "the body was not read"},
+    [FP_GATE_WRONG_TOKEN] = {401, "wrong bearer token; the body was not read"},
+    [FP_GATE_BAD_HEAD] = {400, "malformed request head"},
+    [FP_GATE_NO_BODY] = {400, "only POST takes a request body"},
+    [FP_GATE_HEAD_LARGE] = {431, "request head too large"},
+    [FP_GATE_BUSY] = {503, "too many connections; try again later"},
+    [FP_GATE_PEER_BUSY] = {429, "too many connections from this address; try again later"},
+};
+
+/* ---- the judge ---- */
+
+/*
+ * Appends a header's value as evhttp keeps it: after the colon without
+ * leading spaces, or a continuation line without leading blanks and after
+ * a space; without trailing blanks either way.
+ */
+static bool value_append(char *buf, size_t *n, size_t cap, const char *v, size_t len, bool cont)
+{
+        while (len && (*v == ' ' || (cont && *v == '\t')))
+                v++, len--;
+        while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+                len--;
+        if (*n + len + 2 > cap)
+                return false;
+        if (cont)
+                buf[(*n)++] = ' ';
+        memcpy(buf + *n, v, len);
+        *n += len;
+        buf[*n] = '\0';
+        return true;
+}
+
+enum { H_OTHER, H_AUTH, H_LENGTH, H_TE, H_N };
+
+static int header_kind(const char *key, size_t len)
+{
+        static const char *const names[H_N] = {
+            [H_AUTH] = "Authorization",
+            [H_LENGTH] = "Content-Length",
+            [H_TE] = "Transfer-Encoding",
+        };
+        for (int k = H_AUTH; k < H_N; k++)
+                if (strlen(names[k]) == len && strncasecmp(key, names[k], len) == 0)
+                        return k;
+        return H_OTHER;
+}
+
+/* The request line reads METHOD SP TARGET SP HTTP/1.x, each part free of spaces. */
+static bool request_line_ok(const char *l, size_t len)
+{
+        const char *sp1 = memchr(l, ' ', len), *sp2;
+
+        if (!sp1 || sp1 == l)
+                return false;
+        sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - l));
+        if (!sp2 || sp2 == sp1 + 1)
+                return false;
+        len -= (size_t)(sp2 + 1 - l);
+        return len == 8 && memcmp(sp2 + 1, "HTTP/1.", 7) == 0 &&
+               (sp2[8] == '0' || sp2[8] == '1');
+}
+
+static bool token_ok(const char *auth, const char *token)
+{
+        return strncasecmp(auth, "Bearer ", 7) == 0 && fp_coll_token_equal(auth + 7, token);
+}
+
+void fp_coll_gate_judge(const char *head, size_t len, const char *token,
+                        struct fp_coll_gate_verdict *v)
+{
+        char vals[H_N][4096];
+        size_t vlen[H_N] = {0};
+        int seen[H_N] = {0};
+        int last = -1; /* the kind of the header a continuation line belongs to; -2: none yet */
+        const char *p = head, *end = head + len;
+        bool first = true, post;
+
+        *v = (struct fp_coll_gate_verdict){.reason = -1};
+        if (memchr(head, '\0', len)) { /* evhttp's C strings would end there; the gate's not */
+                v->reason = FP_GATE_BAD_HEAD;
+                return;
+        }
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+                if (l && p[l - 1] == '\r')
+                        l--;
+                if (first) {
+                        v->line_len = l;
+                        v->line_ok = request_line_ok(p, l);
+                        first = false;
+                        last = -2;
+                } else if (*p == ' ' || *p == '\t') {
+                        if (last == -2) { /* a continuation of nothing: evhttp refuses it */
+                                v->reason = FP_GATE_BAD_HEAD;
+                                return;
+                        }
+                        if (last > H_OTHER && seen[last] == 1 &&
+                            !value_append(vals[last], &vlen[last], sizeof(vals[last]), p, l, true)) {
+                                v->reason = FP_GATE_BAD_HEAD;
+                                return;
+                        }
+                } else {
+                        const char *colon = memchr(p, ':', l);
+                        if (!colon) {
+                                v->reason = FP_GATE_BAD_HEAD;
+                                return;
+                        }
+                        last = header_kind(p, (size_t)(colon - p));
+                        if (last > H_OTHER && ++seen[last] == 1 &&
+                            !value_append(vals[last], &vlen[last], sizeof(vals[last]), colon + 1,
+                                          l - (size_t)(colon + 1 - p), false)) {
+                                v->reason = FP_GATE_BAD_HEAD;
+                                return;
+                        }
+                }
+                p = nl ? nl + 1 : end;
+        }
+        if (first) {
+                v->reason = FP_GATE_BAD_HEAD;
+                return;
+        }
+        for (int k = H_AUTH; k < H_N; k++)
+                if (!seen[k])
+                        vals[k][0] = '\0';
+        if (seen[H_LENGTH] > 1) { /* which one counts is a matter of reading */
+                v->reason = FP_GATE_BAD_HEAD;
+                return;
+        }
+        if (seen[H_LENGTH]) {
+                const char *s = vals[H_LENGTH];
+                if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 15) {
+                        v->reason = FP_GATE_BAD_HEAD;
+                        return;
+                }
+                v->body = strtoull(s, NULL, 10);
+        }
+        if (!v->body && !seen[H_TE])
+                return; /* no body: nothing to buffer, the server judges the rest */
+        post = v->line_len > 5 && memcmp(head, "POST ", 5) == 0;
+        if (!v->line_ok) {
+                v->reason = FP_GATE_BAD_HEAD;
+                return;
+        }
+        if (!post) {
+                v->reason = FP_GATE_NO_BODY;
+                return;
+        }
+        if (token && !(seen[H_AUTH] && token_ok(vals[H_AUTH], token))) {
+                v->reason = seen[H_AUTH] && strncasecmp(vals[H_AUTH], "Bearer ", 7) == 0
+                                ? FP_GATE_WRONG_TOKEN
+                                : FP_GATE_UNAUTHORIZED;
+                return;
+        }
+        /* A Transfer-Encoding, whatever the server makes of it: the rest passes as is. */
+        v->pass_rest = seen[H_TE] > 0;
+}
+
+/* ---- connections ---- */
+
+enum state { ADMIT, HEAD, BODY, PASS, DISCARD };
+
+struct conn {
+        struct conn *prev, *next;
+        struct fp_coll_gate *g;
+        struct bufferevent *bev;         /* evhttp's */
+        struct evhttp_connection *evcon; /* known from admit() on */
+        struct evbuffer_cb_entry *watch; /* on bev's input */
+        struct event *timer;
+        struct evbuffer *held; /* bytes the gate has not let through yet */
+        struct evbuffer *tmp;
+        size_t scanned; /* bytes of held already split into complete lines */
+        size_t lines;
+        enum state state;
+        bool busy;  /* moving bytes: the watch's own changes are not new input */
+        bool held_ref; /* a reference on bev until admit() */
+        uint64_t body_left;
+        int refuse; /* -1, or the reason to refuse the next request with */
+        bool counted_peer;
+        struct sockaddr_storage peer;
+        void (*on_close)(void *arg);
+        void *on_close_arg;
+};
+
+struct fp_coll_gate {
+        struct event_base *base;
+        const char *token;
+        unsigned max_conns, max_per_peer;
+        struct conn *conns;
+        size_t open;
+        uint64_t refused[FP_GATE_N_REASONS];
+};
+
+static bool same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+        if (a->ss_family != b->ss_family)
+                return false;
+        if (a->ss_family == AF_INET)
+                return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+                       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+        if (a->ss_family == AF_INET6)
+                return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                              &((const struct sockaddr_in6 *)b)->sin6_addr,
+                              sizeof(struct in6_addr)) == 0;
+        return true; /* a UNIX socket: one peer */
+}
+
+static void arm(struct conn *c, int seconds)
+{
+        struct timeval tv = {.tv_sec = seconds};
+
+        evtimer_add(c->timer, &tv);
+}
+
+static void conn_free(struct conn *c)
+{
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                c->g->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->g->open--;
+        if (c->watch)
+                evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->watch);
+        if (c->held_ref)
+                bufferevent_decref(c->bev);
+        if (c->timer)
+                event_free(c->timer);
+        if (c->held)
+                evbuffer_free(c->held);
+        if (c->tmp)
+                evbuffer_free(c->tmp);
+        free(c);
+}
+
+/* evhttp frees the connection. */
+static void on_evcon_close(struct evhttp_connection *evcon, void *arg)
+{
+        struct conn *c = arg;
+
+        (void)evcon;
+        if (c->on_close)
+                c->on_close(c->on_close_arg);
+        conn_free(c);
+}
+
+/* Has evhttp close the connection, as if the peer had gone (its error callback frees it). */
+static void hang_up(struct conn *c, enum fp_coll_gate_reason why)
+{
+        c->g->refused[why]++;
+        c->state = DISCARD;
+        evtimer_del(c->timer);
+        bufferevent_trigger_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING,
+                                  BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * From the next loop turn on (or the first input), evhttp has set the
+ * socket and its callbacks: the peer is known and so is the connection.
+ * Returns false when evhttp already freed it (c is gone).
+ */
+static bool admit(struct conn *c)
+{
+        struct fp_coll_gate *g = c->g;
+        socklen_t sl = sizeof(c->peer);
+        evutil_socket_t fd = bufferevent_getfd(c->bev);
+        void *evcon = NULL;
+        size_t same = 0;
+
+        evtimer_del(c->timer);
+        bufferevent_getcb(c->bev, NULL, NULL, NULL, &evcon);
+        if (!evcon) { /* freed before it read a byte: only our reference kept it */
+                conn_free(c);
+                return false;
+        }
+        c->evcon = evcon;
+        evhttp_connection_set_closecb(c->evcon, on_evcon_close, c);
+        bufferevent_decref(c->bev);
+        c->held_ref = false;
+        c->state = HEAD;
+        if (g->open > (size_t)g->max_conns + g->max_conns / 4) {
+                hang_up(c, FP_GATE_FLOOD);
+                return true;
+        }
+        if (g->open > g->max_conns) {
+                c->refuse = FP_GATE_BUSY;
+                arm(c, FP_COLL_GATE_HEAD_S);
+                return true;
+        }
+        if (fd < 0 || getpeername(fd, (struct sockaddr *)&c->peer, &sl) < 0)
+                return true;
+        for (struct conn *o = g->conns; o; o = o->next)
+                if (o->counted_peer && same_peer(&o->peer, &c->peer))
+                        same++;
+        if (same >= g->max_per_peer) {
+                c->refuse = FP_GATE_PEER_BUSY;
+                arm(c, FP_COLL_GATE_HEAD_S);
+                return true;
+        }
+        c->counted_peer = true;
+        return true;
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+        struct conn *c = arg;
+
+        (void)fd, (void)what;
+        if (c->state == ADMIT)
+                (void)admit(c);
+        else if (c->state == HEAD || c->state == BODY)
+                hang_up(c, c->refuse >= 0 ? c->refuse : FP_GATE_SLOW);
+}
+
+/* Writes the refusal's head for evhttp: the request line (when it reads as one), the mark. */
+static void refuse(struct conn *c, const char *line, size_t len, bool line_ok, int why,
+                   struct evbuffer *dst)
+{
+        c->g->refused[why]++;
+        if (line_ok)
+                evbuffer_add(dst, line, len);
+        else
+                evbuffer_add_printf(dst, "GET / HTTP/1.1");
+        evbuffer_add_printf(dst, "\r\n" FP_COLL_GATE_HEADER ": %d\r\nContent-Length: 0\r\n\r\n",
+                            why);
+        c->state = DISCARD;
+        evtimer_del(c->timer);
+}
+
+/* Passes the head on without any FP_COLL_GATE_HEADER of the client's (nor its continuations). */
+static void pass_head(const char *head, size_t len, struct evbuffer *dst)
+{
+        const char *p = head, *end = head + len;
+        size_t klen = strlen(FP_COLL_GATE_HEADER);
+        bool dropping = false, first = true;
+
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                const char *next = nl ? nl + 1 : end;
+
+                if (first)
+                        dropping = false;
+                else if (*p != ' ' && *p != '\t')
+                        dropping = (size_t)(end - p) > klen && p[klen] == ':' &&
+                                   strncasecmp(p, FP_COLL_GATE_HEADER, klen) == 0;
+                if (!dropping)
+                        evbuffer_add(dst, p, (size_t)(next - p));
+                first = false;
+                p = next;
+        }
+}
+
+/* A complete head of hlen bytes (the blank line's end of line, eol, more) starts c->held. */
+static void judge_head(struct conn *c, size_t hlen, size_t eol, struct evbuffer *dst)
+{
+        struct fp_coll_gate_verdict v;
+        const char *h = (const char *)evbuffer_pullup(c->held, (ev_ssize_t)(hlen + eol));
+
+        if (!h) { /* out of memory: nothing sensible to pass on */
+                hang_up(c, FP_GATE_FLOOD);
+                return;
+        }
+        fp_coll_gate_judge(h, hlen, c->g->token, &v);
+        if (c->refuse >= 0 && v.reason < 0)
+                v.reason = c->refuse;
+        if (v.reason >= 0) {
+                refuse(c, h, v.line_len, v.line_ok, v.reason, dst);
+        } else {
+                pass_head(h, hlen + eol, dst);
+                c->body_left = v.body;
+                c->state = v.pass_rest ? PASS : v.body ? BODY : HEAD;
+                evtimer_del(c->timer);
+                if (c->state == BODY)
+                        arm(c, FP_COLL_GATE_BODY_S + (int)(v.body / FP_COLL_GATE_MIN_RATE));
+        }
+        evbuffer_drain(c->held, hlen + eol);
+        c->scanned = 0;
+        c->lines = 0;
+}
+
+/* Looks for the blank line in c->held. Returns true when a head was judged (or refused). */
+static bool read_head(struct conn *c, struct evbuffer *dst)
+{
+        struct evbuffer_ptr p;
+        size_t eol;
+
+        for (;;) {
+                if (evbuffer_ptr_set(c->held, &p, c->scanned, EVBUFFER_PTR_SET) < 0)
+                        break;
+                struct evbuffer_ptr e = evbuffer_search_eol(c->held, &p, &eol, EVBUFFER_EOL_CRLF);
+                if (e.pos < 0)
+                        break;
+                if ((size_t)e.pos == c->scanned && c->lines > 0) {
+                        judge_head(c, c->scanned, eol, dst);
+                        return true;
+                }
+                c->scanned = (size_t)e.pos + eol;
+                c->lines++;
+        }
+        if (evbuffer_get_length(c->held) > FP_COLL_GATE_MAX_HEAD) {
+                size_t n = evbuffer_get_length(c->held);
+                const char *h = (const char *)evbuffer_pullup(c->held, (ev_ssize_t)n);
+                const char *nl = h ? memchr(h, '\n', n) : NULL;
+                size_t line = nl ? (size_t)(nl - h) : 0;
+
+                if (line && h[line - 1] == '\r')
+                        line--;
+                refuse(c, h, line, line && request_line_ok(h, line), FP_GATE_HEAD_LARGE, dst);
+                evbuffer_drain(c->held, n);
+                return true;
+        }
+        return false;
+}
+
+/* Lets through what c->held's bytes allow, into in (evhttp's input). */
+static void let_through(struct conn *c, struct evbuffer *in)
+{
+        while (evbuffer_get_length(c->held) > 0) {
+                switch (c->state) {
+                case ADMIT:
+                case HEAD:
+                        if (!read_head(c, in))
+                                return;
+                        break;
+                case BODY: {
+                        size_t n = evbuffer_get_length(c->held);
+                        if (n > c->body_left)
+                                n = (size_t)c->body_left;
+                        evbuffer_remove_buffer(c->held, in, n);
+                        c->body_left -= n;
+                        if (!c->body_left) {
+                                c->state = HEAD;
+                                evtimer_del(c->timer);
+                        }
+                        break;
+                }
+                case PASS:
+                        evbuffer_add_buffer(in, c->held);
+                        return;
+                case DISCARD:
+                        evbuffer_drain(c->held, evbuffer_get_length(c->held));
+                        return;
+                }
+        }
+}
+
+/*
+ * The socket added info->n_added bytes to the end of in, and evhttp's read
+ * callback runs next: the new bytes go to held, and back comes what may pass.
+ */
+static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+        struct conn *c = arg;
+        size_t len = evbuffer_get_length(in);
+
+        if (c->busy || !info->n_added || info->n_added > len)
+                return;
+        if (c->state == ADMIT && !admit(c))
+                return;
+        c->busy = true;
+        if (c->state != PASS) {
+                if (evbuffer_get_length(c->held) == 0 && c->state == HEAD && c->refuse < 0)
+                        arm(c, FP_COLL_GATE_HEAD_S); /* a head's first byte */
+                evbuffer_remove_buffer(in, c->tmp, len - info->n_added);
+                evbuffer_add_buffer(c->held, in);
+                /* A bufferevent may keep the end of its input frozen but while it reads. */
+                bool frozen = evbuffer_add(in, "", 0) < 0;
+                if (frozen)
+                        evbuffer_unfreeze(in, 0);
+                evbuffer_add_buffer(in, c->tmp);
+                let_through(c, in);
+                if (frozen)
+                        evbuffer_freeze(in, 0);
+        }
+        c->busy = false;
+}
+
+struct bufferevent *fp_coll_gate_wrap(struct fp_coll_gate *g, struct bufferevent *bev)
+{
+        struct conn *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                goto fail;
+        c->g = g;
+        c->bev = bev;
+        c->refuse = -1;
+        c->held = evbuffer_new();
+        c->tmp = evbuffer_new();
+        c->timer = evtimer_new(g->base, on_timer, c);
+        if (!c->held || !c->tmp || !c->timer)
+                goto fail;
+        c->watch = evbuffer_add_cb(bufferevent_get_input(bev), on_input, c);
+        if (!c->watch)
+                goto fail;
+        bufferevent_incref(bev); /* until admit(): evhttp could free it before */
+        c->held_ref = true;
+        c->next = g->conns;
+        if (g->conns)
+                g->conns->prev = c;
+        g->conns = c;
+        g->open++;
+        arm(c, 0);
+        return bev;
+fail:
+        if (c) {
+                if (c->timer)
+                        event_free(c->timer);
+                if (c->held)
+                        evbuffer_free(c->held);
+                if (c->tmp)
+                        evbuffer_free(c->tmp);
+                free(c);
+        }
+        bufferevent_free(bev);
+        return NULL;
+}
+
+void fp_coll_gate_on_close(struct fp_coll_gate *g, struct evhttp_connection *evcon,
+                           void (*fn)(void *arg), void *arg)
+{
+        for (struct conn *c = g->conns; c; c = c->next)
+                if (c->evcon == evcon) {
+                        c->on_close = fn;
+                        c->on_close_arg = arg;
+                        return;
+                }
+}
+
+bool fp_coll_gate_answer(struct evhttp_request *req)
+{
+        const char *mark =
+            evhttp_find_header(evhttp_request_get_input_headers(req), FP_COLL_GATE_HEADER);
+        int why;
+
+        if (!mark)
+                return false;
+        why = atoi(mark);
+        if (why < 0 || why >= FP_GATE_N_REASONS || !answers[why].code)
+                why = FP_GATE_BAD_HEAD;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        if (why == FP_GATE_BUSY || why == FP_GATE_PEER_BUSY)
+                evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+        fp_coll_reply_error(req, answers[why].code, "%s", answers[why].msg);
+        return true;
+}
+
+int fp_coll_gate_new(struct event_base *base, const char *upload_token, unsigned max_conns,
+                     unsigned max_per_peer, struct fp_coll_gate **ret)
+{
+        struct fp_coll_gate *g = calloc(1, sizeof(*g));
+
+        if (!g)
+                return -ENOMEM;
+        g->base = base;
+        g->token = upload_token;
+        g->max_conns = max_conns;
+        g->max_per_peer = max_per_peer;
+        *ret = g;
+        return 0;
+}
+
+void fp_coll_gate_free(struct fp_coll_gate *g)
+{
+        if (!g)
+                return;
+        while (g->conns) /* not yet admitted when evhttp_free() freed them */
+                conn_free(g->conns);
+        free(g);
+}
+
+void fp_coll_gate_stats(const struct fp_coll_gate *g, size_t *ret_open,
+                        uint64_t ret_refused[FP_GATE_N_REASONS])
+{
+        *ret_open = g->open;
+        memcpy(ret_refused, g->refused, sizeof(g->refused));
+}
