@@ -33,7 +33,8 @@ struct pending_upload {
         struct fp_coll_server *s;
         struct evhttp_request *req; /* NULL: the client hung up (its upload is still stored) */
         struct evhttp_connection *evcon;
-        uint64_t samples;
+        char host[256]; /* for the log */
+        pid_t pid;
 };
 
 static void on_conn_closed(void *arg)
@@ -45,30 +46,42 @@ static void on_conn_closed(void *arg)
 }
 
 /*
- * The writer's answer for one upload: counted, then 200 "stored" or
- * "duplicate", or 503 when the store failed (the agent retries).
+ * What became of one upload, on the loop thread: refused by the decoder
+ * (400, 413, 503 with the reason), or written: counted, then 200 "stored"
+ * or "duplicate", or 503 when the store failed (the agent retries).
  */
-static void on_stored(void *userdata, int result)
+static void on_stored(void *userdata, const struct fp_coll_writeq_result *res)
 {
         struct pending_upload *pu = userdata;
         struct fp_coll_server *s = pu->s;
         struct evbuffer *b;
 
-        if (result == 0) {
-                s->st.uploads_stored++;
-                s->st.samples_stored += pu->samples;
-        } else if (result == -EALREADY) {
+        s->st.decode_ns += (uint64_t)res->decode_ns;
+        fp_hist_observe(&s->st.decode, (double)res->decode_ns / 1e9);
+        if (res->decode_status == 413)
+                s->st.uploads_too_large++;
+        else if (res->decode_status)
+                s->st.uploads_rejected++;
+        else if (res->result == 0)
+                s->st.uploads_stored++, s->st.samples_stored += res->samples;
+        else if (res->result == -EALREADY)
                 s->st.uploads_duplicate++;
-        } else {
+        else
                 s->st.uploads_failed++;
-        }
+        if (res->decode_status)
+                fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s", pu->host, (int)pu->pid,
+                       res->error);
         fp_coll_writeq_stats(s->writeq, &s->st.store_ns, &s->st.groups);
         if (!pu->req)
                 goto out;
         fp_coll_gate_on_close(s->gate, pu->evcon, NULL, NULL);
-        if (result < 0 && result != -EALREADY) {
+        if (res->decode_status) {
+                fp_coll_reply_error(pu->req, res->decode_status, "%s", res->error);
+                goto out;
+        }
+        if (res->result < 0 && res->result != -EALREADY) {
                 fp_coll_reply_error(pu->req, 503, "cannot store the upload now: %s",
-                                    strerror(-result));
+                                    strerror(-res->result));
                 goto out;
         }
         b = evbuffer_new();
@@ -76,9 +89,9 @@ static void on_stored(void *userdata, int result)
                 fp_coll_reply_error(pu->req, 503, "out of memory");
                 goto out;
         }
-        if (result == 0)
+        if (res->result == 0)
                 evbuffer_add_printf(b, "{\"status\": \"stored\", \"samples\": %" PRIu64 "}\n",
-                                    pu->samples);
+                                    res->samples);
         else
                 evbuffer_add_printf(b, "{\"status\": \"duplicate\"}\n");
         fp_coll_reply(pu->req, 200, "application/json", b);
@@ -87,6 +100,10 @@ out:
         free(pu);
 }
 
+/*
+ * Checks what can be checked at once (the query, the key) and queues the
+ * body for the decoder thread; the answer comes from on_stored().
+ */
 void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
 {
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
@@ -94,12 +111,11 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
         const char *key =
             evhttp_find_header(evhttp_request_get_input_headers(req), "Idempotency-Key");
         struct fp_upload_meta *meta = NULL;
-        struct fp_store_batch *batch = NULL;
+        struct pending_upload *pu = NULL;
         size_t len = evbuffer_get_length(in);
-        uint64_t samples = 0;
-        const uint8_t *body;
+        uint8_t *body = NULL;
+        char *key_copy = NULL;
         char err[512];
-        int64_t t0;
         int r;
 
         meta = malloc(sizeof(*meta));
@@ -115,48 +131,21 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, r == -ENOMEM ? 503 : 400, "%s", err);
                 goto out;
         }
-        body = evbuffer_pullup(in, -1);
-        if (!body && len) {
+        body = malloc(len ? len : 1);
+        key_copy = key ? strdup(key) : NULL;
+        pu = calloc(1, sizeof(*pu));
+        if (!body || (key && !key_copy) || !pu) {
                 fp_coll_reply_error(req, 503, "out of memory");
                 goto out;
         }
+        evbuffer_remove(in, body, len);
         s->st.bytes_received += len;
-        t0 = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
-        r = fp_coll_ingest_build(meta, body, len, s->max_profile_bytes, &batch, &samples, err,
-                                 sizeof(err));
-        if (r < 0) {
-                int code = r == -EFBIG ? 413 : r == -ENOMEM ? 503 : 400;
-
-                if (code == 413)
-                        s->st.uploads_too_large++;
-                else
-                        s->st.uploads_rejected++;
-                fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s", meta->host,
-                       (int)meta->pid, err);
-                fp_coll_reply_error(req, code, "%s", err);
-                goto out;
-        }
-        int64_t took = (int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0;
-        s->st.decode_ns += (uint64_t)took;
-        fp_hist_observe(&s->st.decode, (double)took / 1e9);
-        if (key && (r = fp_store_batch_set_key(batch, key)) < 0) {
-                fp_coll_reply_error(req, 503, "out of memory");
-                goto out;
-        }
-        /* Written by the writer thread with the uploads queued beside it, then answered. */
-        struct pending_upload *pu = calloc(1, sizeof(*pu));
-        r = pu ? 0 : -ENOMEM;
-        if (pu) {
-                pu->s = s;
-                pu->req = req;
-                pu->evcon = evhttp_request_get_connection(req);
-                pu->samples = samples;
-                r = fp_coll_writeq_add(s->writeq, batch, on_stored, pu);
-                if (r < 0)
-                        free(pu);
-                else if (pu->evcon)
-                        fp_coll_gate_on_close(s->gate, pu->evcon, on_conn_closed, pu);
-        }
+        pu->s = s;
+        pu->req = req;
+        pu->evcon = evhttp_request_get_connection(req);
+        snprintf(pu->host, sizeof(pu->host), "%s", meta->host);
+        pu->pid = meta->pid;
+        r = fp_coll_writeq_add(s->writeq, meta, body, len, key_copy, on_stored, pu);
         if (r < 0) {
                 s->st.uploads_busy++;
                 fp_coll_reply_error(req, 503, "%s",
@@ -165,10 +154,14 @@ void fp_coll_api_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                                                 : "out of memory");
                 goto out;
         }
-        batch = NULL;
+        if (pu->evcon)
+                fp_coll_gate_on_close(s->gate, pu->evcon, on_conn_closed, pu);
+        return;
 out:
-        fp_store_batch_free(batch);
         free(meta);
+        free(body);
+        free(key_copy);
+        free(pu);
 }
 
 /* ---- series ---- */
@@ -436,7 +429,7 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
         struct fp_store_stats ss = {0};
         struct evbuffer *b = evbuffer_new();
         struct fp_hist write;
-        size_t queued = 0;
+        size_t queued = 0, queued_bytes = 0;
         struct fp_prom p;
         int r = fp_backend_stats(s->store, &ss);
 
@@ -444,7 +437,7 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 503, "out of memory");
                 return;
         }
-        fp_coll_writeq_metrics(s->writeq, &write, &queued);
+        fp_coll_writeq_metrics(s->writeq, &write, &queued, &queued_bytes);
         fp_prom_init(&p, fp_write_evbuffer, b);
         fp_prom_family(&p, "fleetprof_collector_build_info", "gauge", "The collector's version.");
         fp_prom_value(&p, "fleetprof_collector_build_info", "version", FP_VERSION, 1);
@@ -478,8 +471,12 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                        "Time to write one group of uploads (one transaction).");
         fp_prom_hist(&p, "fleetprof_collector_store_write_seconds", &write);
         fp_prom_family(&p, "fleetprof_collector_write_queue_uploads", "gauge",
-                       "Uploads decoded and waiting for (or in) a store write.");
+                       "Uploads waiting to be decoded or stored, or being stored.");
         fp_prom_value(&p, "fleetprof_collector_write_queue_uploads", NULL, NULL, (double)queued);
+        fp_prom_family(&p, "fleetprof_collector_write_queue_bytes", "gauge",
+                       "Bytes of the upload bodies in the queue (--max-queue-mb).");
+        fp_prom_value(&p, "fleetprof_collector_write_queue_bytes", NULL, NULL,
+                      (double)queued_bytes);
         fp_prom_family(&p, "fleetprof_collector_store_bytes", "gauge",
                        "Bytes of the store: database file and write-ahead log.");
         fp_prom_value(&p, "fleetprof_collector_store_bytes", NULL, NULL,

@@ -52,7 +52,6 @@ struct fp_coll_server {
         uint64_t store_max_bytes;
         char *token;      /* NULL: no authentication */
         char *read_token; /* NULL: reads are open */
-        size_t max_profile_bytes;
         bool tls;
         char listen[128]; /* what is served, for logs and the page */
         struct fp_coll_stats st;

@@ -223,7 +223,6 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 return -ENOMEM;
         }
         s->base = base;
-        s->max_profile_bytes = (size_t)c->max_profile_mb << 20;
         s->st.started_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
         fp_hist_init(&s->st.decode, fp_hist_latency_bounds, fp_hist_latency_n);
         snprintf(s->listen, sizeof(s->listen), "%s", c->listen);
@@ -239,7 +238,8 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         if (r > 0)
                 fp_log(LOG_WARNING, "%s", err);
-        r = fp_coll_writeq_new(base, wstore, c->retention_s, &s->writeq);
+        r = fp_coll_writeq_new(base, wstore, c->retention_s, (size_t)c->max_profile_mb << 20,
+                               (size_t)c->max_queue_mb << 20, &s->writeq);
         if (r < 0) {
                 fp_errf(err, errlen, 0, "Failed to start the writer thread: %s", strerror(-r));
                 goto fail;

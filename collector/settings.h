@@ -21,6 +21,7 @@ struct fp_coll_config {
         const char *tls_cert, *tls_key;
         uint64_t max_body_mb;    /* compressed upload size */
         uint64_t max_profile_mb; /* decompressed upload size */
+        uint64_t max_queue_mb;   /* bodies waiting to be decoded and stored */
         unsigned max_connections, max_connections_per_ip;
         uint64_t store_max_mb;
         uint64_t retention_s; /* 0: keep until the byte budget evicts */

@@ -1,23 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The store's writer thread and its queues; see writeq.h.
+ * The decoder and writer threads and their queues; see writeq.h.
  *
- *   loop thread                        writer thread
- *   add(): job -> todo, signal  ---->  take up to FP_COLL_WRITEQ_MAX jobs,
- *                                      fp_store_write_batches() (one
- *                                      transaction), jobs -> done,
- *   on_done() (eventfd readable) <---  eventfd write
- *   answers each job's request         retention when due (fp_store_expire)
+ *   loop thread                  decoder thread           writer thread
+ *   add(): job -> raw, signal -> decode one job;     ->   take up to FP_COLL_WRITEQ_MAX
+ *                               decoded: -> todo,         jobs, fp_backend_write_batches()
+ *                               refused: -> done          (one transaction), jobs -> done,
+ *   on_done() (eventfd) <------------------------------   eventfd write;
+ *   answers each job's request                            retention when due
  *
  * Only the loop thread touches requests, connections and the counters in
  * struct fp_coll_server; only the writer thread touches the read-write
- * store. The lock guards the two lists and the writer's time figures.
+ * store. The lock guards the three lists, the queue's size and the
+ * writer's time figures.
  */
 #include "writeq.h"
 #include "prom.h"
 #include "util.h"
 #include "log.h"
 #include "backend.h"
+#include "ingest.h"
+#include "store.h"
+#include "upload_contract.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -33,31 +37,100 @@
 
 struct job {
         struct job *next;
-        struct fp_store_batch *batch;
+        struct fp_upload_meta *meta;
+        uint8_t *body; /* until decoded */
+        size_t len;
+        char *key;
+        struct fp_store_batch *batch; /* once decoded */
         fp_coll_writeq_done_fn done;
         void *userdata;
-        int result;
+        struct fp_coll_writeq_result r;
 };
 
 struct fp_coll_writeq {
         struct event_base *base;
         struct fp_backend *store; /* the writer thread's */
         uint64_t retention_s;
+        size_t max_profile_bytes, max_bytes;
         int efd;
         struct event *ev_done;
-        pthread_t thread;
-        bool started;
+        pthread_t thread, decoder;
+        bool started, decoder_started;
 
         pthread_mutex_t lock;
-        pthread_cond_t wake;
+        pthread_cond_t wake, wake_decoder;
+        struct job *raw, **raw_tail;
         struct job *todo, **todo_tail;
         struct job *done, **done_tail;
-        size_t queued; /* jobs in todo and being written */
-        bool stopping;
+        size_t queued, bytes; /* jobs added and not yet delivered, and their bodies' bytes */
+        bool stopping, decoder_stopped;
         uint64_t store_ns, groups, expired; /* the writer's figures, under lock */
         struct fp_hist write_hist;          /* seconds per group, under lock */
         char error[256];                    /* the last store failure, under lock */
 };
+
+static void push(struct job ***tail, struct job *j)
+{
+        j->next = NULL;
+        **tail = j;
+        *tail = &j->next;
+}
+
+/* ---- decoder thread ---- */
+
+static void decode(struct fp_coll_writeq *q, struct job *j)
+{
+        int64_t t0 = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+        int r = fp_coll_ingest_build(j->meta, j->body, j->len, q->max_profile_bytes, &j->batch,
+                                     &j->r.samples, j->r.error, sizeof(j->r.error));
+
+        if (r == 0 && j->key && fp_store_batch_set_key(j->batch, j->key) < 0) {
+                r = -ENOMEM;
+                snprintf(j->r.error, sizeof(j->r.error), "out of memory");
+        }
+        if (r < 0)
+                j->r.decode_status = r == -EFBIG ? 413 : r == -ENOMEM ? 503 : 400;
+        j->r.decode_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0;
+        free(j->body);
+        j->body = NULL;
+}
+
+static void *decoder_main(void *arg)
+{
+        struct fp_coll_writeq *q = arg;
+        uint64_t one = 1;
+
+        pthread_mutex_lock(&q->lock);
+        for (;;) {
+                struct job *j = q->raw;
+
+                if (!j && q->stopping)
+                        break;
+                if (!j) {
+                        pthread_cond_wait(&q->wake_decoder, &q->lock);
+                        continue;
+                }
+                q->raw = j->next;
+                if (!q->raw)
+                        q->raw_tail = &q->raw;
+                pthread_mutex_unlock(&q->lock);
+                decode(q, j);
+                pthread_mutex_lock(&q->lock);
+                if (j->r.decode_status) {
+                        push(&q->done_tail, j);
+                        if (write(q->efd, &one, sizeof(one)) < 0) {
+                                /* Cannot overflow in practice; the done list is the truth. */
+                        }
+                } else {
+                        push(&q->todo_tail, j);
+                        pthread_cond_signal(&q->wake);
+                }
+        }
+        q->decoder_stopped = true;
+        pthread_cond_signal(&q->wake);
+        pthread_mutex_unlock(&q->lock);
+        return NULL;
+}
 
 /* ---- writer thread ---- */
 
@@ -86,17 +159,15 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
         r = fp_backend_write_batches(q->store, batches, n, results);
         took = (int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0;
         for (size_t i = 0; i < n; i++)
-                jobs[i]->result = results[i];
+                jobs[i]->r.result = results[i];
         pthread_mutex_lock(&q->lock);
         q->store_ns += (uint64_t)took;
         q->groups++;
         fp_hist_observe(&q->write_hist, (double)took / 1e9);
         if (r < 0)
                 snprintf(q->error, sizeof(q->error), "%s", fp_backend_errmsg(q->store));
-        for (size_t i = 0; i < n; i++) {
-                *q->done_tail = jobs[i];
-                q->done_tail = &jobs[i]->next;
-        }
+        for (size_t i = 0; i < n; i++)
+                push(&q->done_tail, jobs[i]);
         pthread_mutex_unlock(&q->lock);
         if (r < 0)
                 fp_log(LOG_ERR, "Failed to store %zu uploads: %s", n, q->error);
@@ -119,7 +190,7 @@ static void *thread_main(void *arg)
                         next_expiry = (int64_t)fp_now_ns(CLOCK_REALTIME) + 60 * 1000000000LL;
                         pthread_mutex_lock(&q->lock);
                 }
-                if (!q->todo && q->stopping)
+                if (!q->todo && q->stopping && q->decoder_stopped)
                         break;
                 if (!q->todo) {
                         if (q->retention_s) {
@@ -151,6 +222,15 @@ static void *thread_main(void *arg)
 
 /* ---- loop thread ---- */
 
+static void job_free(struct job *j)
+{
+        free(j->meta);
+        free(j->body);
+        free(j->key);
+        fp_store_batch_free(j->batch);
+        free(j);
+}
+
 static void deliver(struct fp_coll_writeq *q)
 {
         struct job *list;
@@ -164,12 +244,12 @@ static void deliver(struct fp_coll_writeq *q)
                 struct job *j = list;
 
                 list = j->next;
-                j->done(j->userdata, j->result);
-                fp_store_batch_free(j->batch);
-                free(j);
+                j->done(j->userdata, &j->r);
                 pthread_mutex_lock(&q->lock);
                 q->queued--;
+                q->bytes -= j->len;
                 pthread_mutex_unlock(&q->lock);
+                job_free(j);
         }
 }
 
@@ -185,7 +265,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 }
 
 int fp_coll_writeq_new(struct event_base *base, struct fp_backend *store, uint64_t retention_s,
-                       struct fp_coll_writeq **ret)
+                       size_t max_profile_bytes, size_t max_bytes, struct fp_coll_writeq **ret)
 {
         struct fp_coll_writeq *q = calloc(1, sizeof(*q));
         int r;
@@ -195,12 +275,16 @@ int fp_coll_writeq_new(struct event_base *base, struct fp_backend *store, uint64
         q->base = base;
         q->store = store;
         q->retention_s = retention_s;
+        q->max_profile_bytes = max_profile_bytes;
+        q->max_bytes = max_bytes;
         q->efd = -1;
+        q->raw_tail = &q->raw;
         q->todo_tail = &q->todo;
         q->done_tail = &q->done;
         pthread_mutex_init(&q->lock, NULL);
         fp_hist_init(&q->write_hist, fp_hist_latency_bounds, fp_hist_latency_n);
         pthread_cond_init(&q->wake, NULL);
+        pthread_cond_init(&q->wake_decoder, NULL);
         q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (q->efd < 0) {
                 r = -errno;
@@ -215,6 +299,10 @@ int fp_coll_writeq_new(struct event_base *base, struct fp_backend *store, uint64
         if (r < 0)
                 goto fail;
         q->started = true;
+        r = -pthread_create(&q->decoder, NULL, decoder_main, q);
+        if (r < 0)
+                goto fail;
+        q->decoder_started = true;
         *ret = q;
         return 0;
 fail:
@@ -230,10 +318,15 @@ void fp_coll_writeq_free(struct fp_coll_writeq *q)
         if (q->started) {
                 pthread_mutex_lock(&q->lock);
                 q->stopping = true;
+                if (!q->decoder_started)
+                        q->decoder_stopped = true;
                 pthread_cond_signal(&q->wake);
+                pthread_cond_signal(&q->wake_decoder);
                 pthread_mutex_unlock(&q->lock);
+                if (q->decoder_started)
+                        pthread_join(q->decoder, NULL);
                 pthread_join(q->thread, NULL);
-                deliver(q); /* what was written last, answered */
+                deliver(q); /* what was decoded and written last, answered */
         }
         if (q->ev_done)
                 event_free(q->ev_done);
@@ -241,15 +334,18 @@ void fp_coll_writeq_free(struct fp_coll_writeq *q)
                 close(q->efd);
         fp_backend_close(q->store);
         pthread_cond_destroy(&q->wake);
+        pthread_cond_destroy(&q->wake_decoder);
         pthread_mutex_destroy(&q->lock);
         free(q);
 }
 
-void fp_coll_writeq_metrics(struct fp_coll_writeq *q, struct fp_hist *ret_write, size_t *ret_queued)
+void fp_coll_writeq_metrics(struct fp_coll_writeq *q, struct fp_hist *ret_write, size_t *ret_queued,
+                            size_t *ret_bytes)
 {
         pthread_mutex_lock(&q->lock);
         *ret_write = q->write_hist;
         *ret_queued = q->queued;
+        *ret_bytes = q->bytes;
         pthread_mutex_unlock(&q->lock);
 }
 
@@ -261,28 +357,26 @@ void fp_coll_writeq_stats(struct fp_coll_writeq *q, uint64_t *ret_store_ns, uint
         pthread_mutex_unlock(&q->lock);
 }
 
-int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_store_batch *batch,
-                       fp_coll_writeq_done_fn done, void *userdata)
+int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_upload_meta *meta, uint8_t *body,
+                       size_t len, char *key, fp_coll_writeq_done_fn done, void *userdata)
 {
-        struct job *j;
+        struct job *j = calloc(1, sizeof(*j));
 
-        pthread_mutex_lock(&q->lock);
-        if (q->queued >= FP_COLL_WRITEQ_LIMIT) {
-                pthread_mutex_unlock(&q->lock);
-                return -EBUSY;
-        }
-        pthread_mutex_unlock(&q->lock);
-        j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        j->batch = batch;
-        j->done = done;
-        j->userdata = userdata;
         pthread_mutex_lock(&q->lock);
+        /* One upload larger than the whole budget still passes into an empty queue. */
+        if (q->queued >= FP_COLL_WRITEQ_LIMIT || (q->queued && q->bytes + len > q->max_bytes)) {
+                pthread_mutex_unlock(&q->lock);
+                free(j);
+                return -EBUSY;
+        }
+        *j = (struct job){
+            .meta = meta, .body = body, .len = len, .key = key, .done = done, .userdata = userdata};
         q->queued++;
-        *q->todo_tail = j;
-        q->todo_tail = &j->next;
-        pthread_cond_signal(&q->wake);
+        q->bytes += len;
+        push(&q->raw_tail, j);
+        pthread_cond_signal(&q->wake_decoder);
         pthread_mutex_unlock(&q->lock);
         return 0;
 }

@@ -1,20 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The store's writer thread: a group-commit queue. The loop thread queues
- * batches here, each with a completion callback; the writer thread takes
- * what is queued (up to FP_COLL_WRITEQ_MAX batches) and writes it in one
- * store transaction (fp_store_write_batches()), so under load many
- * uploads share one commit, one checkpoint and one budget check, and the
- * loop decodes the next uploads (and answers reads) meanwhile. Once a
- * group is written, each batch's callback runs on the loop thread with
- * its own result (0 stored, -EALREADY its idempotency key was stored
- * before, other -errno the store failed); what to answer and count is the
- * caller's (api.c). The writer thread also applies the retention, once a
- * minute.
+ * The upload pipeline behind the loop thread: a decoder thread and the
+ * store's writer thread. The loop thread queues each upload's body as it
+ * came (fp_coll_writeq_add()); the decoder thread decodes and checks it
+ * (fp_coll_ingest_build()), so a costly upload never stalls the loop's
+ * other connections and reads; the writer thread takes what is decoded
+ * (up to FP_COLL_WRITEQ_MAX batches) and writes it in one store
+ * transaction (fp_backend_write_batches()), so under load many uploads
+ * share one commit, one checkpoint and one budget check. Each upload's
+ * callback then runs on the loop thread with its result: decoded or not
+ * (with the status and reason to answer), then 0 stored, -EALREADY its
+ * idempotency key was stored before, other -errno the store failed. What
+ * to answer and count is the caller's (api.c). The writer thread also
+ * applies the retention, once a minute.
  *
- *   loop thread                         writer thread
- *   fp_coll_writeq_add() -> todo ---->  take up to 64, one transaction
- *   done(userdata, result) <- done <--  results, eventfd wake-up
+ *   loop thread                   decoder thread      writer thread
+ *   fp_coll_writeq_add() -> raw -> decode -> todo -->  take up to 64, one transaction
+ *   done(userdata, result) <------------------ done <-  results, eventfd wake-up
+ *
+ * The queue holds at most FP_COLL_WRITEQ_LIMIT uploads and max_bytes of
+ * their bodies (decoded or not) at once; past either, add() refuses
+ * (-EBUSY) and the caller answers 503.
  *
  * The writer thread owns the read-write store; the loop thread reads
  * through a read-only handle of its own (WAL lets both work at once).
@@ -27,32 +33,42 @@
 struct event_base;
 struct fp_coll_writeq;
 struct fp_backend;
-struct fp_store_batch;
+struct fp_upload_meta;
 
 #define FP_COLL_WRITEQ_MAX   64   /* uploads per transaction */
 #define FP_COLL_WRITEQ_LIMIT 1024 /* uploads queued or being written; then 503 */
 
 /*
- * Starts the writer thread with store (taken over, also on failure) and
- * the retention in seconds (0: none). -errno.
+ * Starts the threads with store (taken over, also on failure), the
+ * retention in seconds (0: none), the largest decompressed profile and the
+ * bytes of bodies the queue may hold. -errno.
  */
 int fp_coll_writeq_new(struct event_base *base, struct fp_backend *store, uint64_t retention_s,
-                       struct fp_coll_writeq **ret);
+                       size_t max_profile_bytes, size_t max_bytes, struct fp_coll_writeq **ret);
 /* Writes what is queued (calling back for each), stops the thread, closes its store. Accepts NULL.
  */
 void fp_coll_writeq_free(struct fp_coll_writeq *q);
-/* Called on the loop thread once the batch's group is written. */
-typedef void (*fp_coll_writeq_done_fn)(void *userdata, int result);
+/* What became of one upload. */
+struct fp_coll_writeq_result {
+        int decode_status; /* 0 decoded; else the HTTP status to answer (400, 413, 503) */
+        char error[256];   /* why, when not decoded */
+        int result;        /* decoded: 0 stored, -EALREADY a duplicate, other -errno failed */
+        uint64_t samples;  /* in the upload */
+        int64_t decode_ns; /* time the decoder spent on it */
+};
+/* Called on the loop thread once the upload was refused or its group written. */
+typedef void (*fp_coll_writeq_done_fn)(void *userdata, const struct fp_coll_writeq_result *r);
 /*
- * Queues batch (taken over; freed after done ran). -EBUSY
- * (FP_COLL_WRITEQ_LIMIT batches wait) or -ENOMEM: nothing queued, the
- * caller still owns batch and done is not called.
+ * Queues an upload: meta, body (len bytes) and key (NULL: none), each
+ * malloc()ed and taken over on success. -EBUSY (the queue is full) or
+ * -ENOMEM: nothing queued, the caller still owns them and done is not
+ * called.
  */
-int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_store_batch *batch,
-                       fp_coll_writeq_done_fn done, void *userdata);
+int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_upload_meta *meta, uint8_t *body,
+                       size_t len, char *key, fp_coll_writeq_done_fn done, void *userdata);
 /* Time spent writing and groups written so far. */
 void fp_coll_writeq_stats(struct fp_coll_writeq *q, uint64_t *ret_store_ns, uint64_t *ret_groups);
-/* For /metrics: seconds per group written (a copy), and uploads queued or being written. */
+/* For /metrics: seconds per group written (a copy), uploads and body bytes in the queue. */
 struct fp_hist;
-void fp_coll_writeq_metrics(struct fp_coll_writeq *q, struct fp_hist *ret_write,
-                            size_t *ret_queued);
+void fp_coll_writeq_metrics(struct fp_coll_writeq *q, struct fp_hist *ret_write, size_t *ret_queued,
+                            size_t *ret_bytes);
