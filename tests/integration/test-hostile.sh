@@ -26,9 +26,25 @@
 #    the bearer token or the page's cookie is let in, /healthz and the
 #    page's own files stay open; the page (in chromium) asks for the token
 #    once and then draws. Without it, listening beyond loopback warns.
+# 6. Uploads without the token: 20 clients at once claim 1 GiB bodies and
+#    push 8 MiB each: every one gets 401 from its headers, its body unread
+#    (the collector's memory does not grow by what they sent).
+# 7. Heads the collector could read otherwise than the gate: a body on
+#    HEAD or GET, two Content-Lengths, a signed one, a NUL in a header
+#    name, a chunked upload without the token, a 70 KiB head, a forged
+#    gate mark, and an upload without the token pipelined after a good
+#    request: each refused, the good request answered.
+# 8. Slow and many clients: a head trickled a byte a second is closed
+#    after 10 s while others are served; past --max-connections-per-ip
+#    429 (Retry-After), other addresses still served, past
+#    --max-connections 503, far past it closed at once; served again once
+#    they go.
+# 9. A gzip bomb (400 MiB of zeros): decoded on the decoder thread, so
+#    /metrics keeps answering while it is decoded (and shows it queued);
+#    then refused with 400.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-fp_init 120
+fp_init 240
 if [[ $(id -u) -ne 0 ]] || ! command -v setpriv >/dev/null; then
   fp_log "SKIP: needs root and setpriv"
   exit 0
@@ -166,3 +182,68 @@ grep -q "reads are open" "$FP_TMP/open.log" || fp_fail "no warning for open read
 grep -q "reads are open" "$FP_TMP/collector.log" && fp_fail "a warning for reads on loopback"
 fp_kill "$OPEN"
 fp_ok "listening beyond loopback without --read-token-file warns"
+
+# ---- 6-9. the collector against hostile clients ------------------------------------------
+ATTACK=$FP_SRC/tests/integration/netattack.py
+PORT=$(fp_free_port)
+URL=http://127.0.0.1:$PORT
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/c3.db" \
+  --token-file "$FP_TMP/write.token" --max-connections 6 --max-connections-per-ip 4 --max-profile-mb 512
+out=$(fp_timeout 60 python3 "$ATTACK" bodies "$PORT" "$FP_COLL_PID" 20 8) || fp_fail "the body attack failed: $out"
+python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert len(o["results"]) == 20, o
+for r in o["results"]:
+    assert r["status"] == 401 and "the body was not read" in r["answer"], r
+    assert r["sent"] < 8 << 20, r   # the collector closed before taking 8 MiB
+grew = o["rss_peak_kib"] - o["rss_before_kib"]
+assert grew < 16 * 1024, o          # 20 x 8 MiB were offered
+assert o["healthz"] == 200, o
+print("rss +%d KiB, sent %d KiB at most" % (grew, max(r["sent"] for r in o["results"]) >> 10))
+' "$out" >"$FP_TMP/bodies.txt" || fp_fail "uploads without the token: $out"
+fp_ok "20 uploads without the token, claiming 1 GiB each: 401 from the headers, bodies unread ($(cat "$FP_TMP/bodies.txt"))"
+
+out=$(fp_timeout 60 python3 "$ATTACK" heads "$PORT") || fp_fail "the head attack failed: $out"
+python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+want = {"head_with_length": [400], "get_with_body": [400], "two_lengths": [400],
+        "signed_length": [400], "nul_in_key": [400], "chunked": [401], "huge_head": [431],
+        "forged_mark": [200], "forged_mark_folded": [200], "pipelined": [200, 401]}
+assert o == want, o
+' "$out" || fp_fail "heads: $out"
+fp_ok "ambiguous heads refused, a forged gate mark ignored, a pipelined upload without the token refused"
+
+out=$(fp_timeout 60 python3 "$ATTACK" slow "$PORT") || fp_fail "the slow attack failed: $out"
+python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["closed_after"] is not None and 9 <= o["closed_after"] <= 15, o
+assert o["healthz"] == [200, 200, 200], o
+' "$out" || fp_fail "a trickled head: $out"
+fp_ok "a head trickled a byte a second: closed after 10 s, others served meanwhile ($out)"
+
+out=$(fp_timeout 60 python3 "$ATTACK" caps "$PORT" 4 6) || fp_fail "the connection attack failed: $out"
+python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["over_per_ip"] == 429 and o["retry_after"], o
+assert o["other_ip"] == 200 and o["full"] == 503 and o["flood_closed"] >= 1 and o["after"] == 200, o
+' "$out" || fp_fail "connection caps: $out"
+fp_ok "connection caps: 429 past 4 from one address, 503 past 6, closed far past, served after"
+
+out=$(fp_timeout 90 python3 "$ATTACK" bomb "$PORT" wr1te 400) || fp_fail "the bomb failed: $out"
+python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["status"] == 400, o
+assert o["metrics_answered_while_decoding"] >= 1, o
+' "$out" || fp_fail "a gzip bomb: $out"
+fp_ok "a gzip bomb of 400 MiB: /metrics answered while it was decoded, then 400 ($out)"
+m=$(curl -sf "$URL/metrics") || fp_fail "no metrics"
+for r in unauthorized wrong_token bad_head body_not_allowed head_too_large busy peer_busy slow flood; do
+  grep -qE "^fleetprof_collector_refused_total\{reason=\"$r\"\} [1-9]" <<<"$m" || fp_fail "metrics count no $r refusal"
+done
+fp_ok "every refusal counted in /metrics"
+fp_stop_collector
