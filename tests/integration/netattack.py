@@ -6,8 +6,8 @@ Each mode runs one attack, bounded in time and count, and prints one JSON
 object of what it saw; the shell script judges it.
 
   netattack.py bodies PORT PID N MB     N clients at once each send an upload's
-                                        head claiming a 1 GiB body (no token, a
-                                        wrong token), then push MB MiB of it
+                                        head claiming an MB MiB body (no token, a
+                                        wrong token), then push it
   netattack.py slow PORT                a head trickled one byte a second
   netattack.py caps PORT PER_IP MAX     PER_IP idle connections from 127.0.0.1,
                                         then one more; the rest up to MAX from
@@ -77,7 +77,7 @@ def bodies(port, pid, n, mb):
     def one(i):
         auth = "" if i % 2 == 0 else "Authorization: Bearer not-the-token\r\n"
         head = (f"POST /api/v1/ingest?host=h&pid=1&starttime=1&event=e&from=1&to=2 HTTP/1.1\r\n"
-                f"Host: x\r\n{auth}Content-Length: {1 << 30}\r\n\r\n").encode()
+                f"Host: x\r\n{auth}Content-Length: {mb << 20}\r\n\r\n").encode()
         s = socket.create_connection(("127.0.0.1", port))
         t0 = time.monotonic()
         s.sendall(head)

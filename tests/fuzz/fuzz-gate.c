@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target for the collector's gate (collector/gate.h), which
+ * reads the head of every request anyone who reaches the port sends: the
+ * input is a request head, judged with and without an upload token. None
+ * may crash or read out of bounds, and what the gate lets in with a body
+ * is a POST that carries the token.
+ */
+#include "gate.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        static const char token[] = "s3cret-token";
+        /* An exact-size copy, so a read past the head is caught by ASan. */
+        char *head = malloc(size ? size : 1);
+        struct fp_coll_gate_verdict v;
+
+        if (!head)
+                return 0;
+        memcpy(head, data, size);
+        for (int with_token = 0; with_token < 2; with_token++) {
+                fp_coll_gate_judge(head, size, with_token ? token : NULL, &v);
+                if (v.reason >= FP_GATE_N_REASONS || v.line_len > size)
+                        abort();
+                if (v.reason >= 0 || (!v.body && !v.pass_rest))
+                        continue;
+                if (size < 5 || memcmp(head, "POST ", 5) != 0 || !v.line_ok)
+                        abort();
+                if (with_token && !memmem(head, size, token, sizeof(token) - 1))
+                        abort();
+        }
+        free(head);
+        return 0;
+}
