@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #define KERNEL_START 0xffff800000000000ULL
 
@@ -24,6 +25,8 @@ struct fp_maps {
         size_t n_live, cap_live;
         uint32_t kernel; /* index of the kernel pseudo-mapping, 0 until needed */
         unsigned epoch;
+        uint64_t fuse_dev; /* the last anonymous device on_fuse() looked up */
+        bool fuse_dev_known, fuse_dev_is;
 };
 
 struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache)
@@ -51,13 +54,13 @@ void fp_maps_free(struct fp_maps *m)
 }
 
 /* Finds an identical mapping in the history, or appends a new one. Returns its index or -errno. */
-static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
-                      const char *path)
+static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t pgoff, uint64_t dev,
+                      uint64_t ino, const char *path)
 {
         for (size_t i = m->n_all; i-- > 0;) {
                 struct fp_mapping *x = m->all[i];
-                if (x->start == start && x->end == end && x->pgoff == pgoff &&
-                    strcmp(x->path, path) == 0)
+                if (x->start == start && x->end == end && x->pgoff == pgoff && x->dev == dev &&
+                    x->ino == ino && strcmp(x->path, path) == 0)
                         return (int64_t)i + 1;
         }
         if (fp_grow((void **)&m->all, &m->cap_all, m->n_all + 1, sizeof(*m->all)) < 0)
@@ -73,6 +76,8 @@ static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t 
         x->start = start;
         x->end = end;
         x->pgoff = pgoff;
+        x->dev = dev;
+        x->ino = ino;
         if (strcmp(path, "[vdso]") == 0)
                 x->kind = FP_MAPPING_VDSO;
         else if (strcmp(path, "[kernel.kallsyms]") == 0)
@@ -116,14 +121,15 @@ static int live_insert(struct fp_maps *m, uint32_t idx)
         return 0;
 }
 
-int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff, const char *path)
+int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff, uint64_t dev,
+                uint64_t ino, const char *path)
 {
         if (len == 0 || start + len < start)
                 return -EINVAL;
         /* perf names anonymous executable memory (JIT code) "//anon"; maps leaves it blank. */
         if (!path || !*path || strcmp(path, "//anon") == 0)
                 path = "[anon]";
-        int64_t idx = intern(m, start, start + len, pgoff, path);
+        int64_t idx = intern(m, start, start + len, pgoff, dev, ino, path);
         if (idx < 0)
                 return (int)idx;
         return live_insert(m, (uint32_t)idx);
@@ -140,12 +146,13 @@ int fp_maps_load_proc(struct fp_maps *m)
         if (!f)
                 return -errno;
         while (fgets(line, sizeof(line), f)) {
-                uint64_t start, end, pgoff;
+                uint64_t start, end, pgoff, ino;
+                unsigned maj, min;
                 char perms[8];
                 int path_at = 0;
 
-                if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end,
-                           perms, &pgoff, &path_at) < 4)
+                if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
+                           &start, &end, perms, &pgoff, &maj, &min, &ino, &path_at) < 7)
                         continue;
                 if (perms[2] != 'x')
                         continue;
@@ -153,7 +160,7 @@ int fp_maps_load_proc(struct fp_maps *m)
                 path[strcspn(path, "\n")] = 0;
                 if (strcmp(path, "[vsyscall]") == 0)
                         continue;
-                r = fp_maps_add(m, start, end - start, pgoff, path);
+                r = fp_maps_add(m, start, end - start, pgoff, makedev(maj, min), ino, path);
                 if (r < 0)
                         break;
         }
@@ -170,7 +177,8 @@ uint32_t fp_maps_find(struct fp_maps *m, uint64_t addr)
 {
         if (addr >= KERNEL_START) {
                 if (!m->kernel) {
-                        int64_t idx = intern(m, KERNEL_START, UINT64_MAX, 0, "[kernel.kallsyms]");
+                        int64_t idx =
+                            intern(m, KERNEL_START, UINT64_MAX, 0, 0, 0, "[kernel.kallsyms]");
                         if (idx < 0)
                                 return 0;
                         m->kernel = (uint32_t)idx;
@@ -203,9 +211,52 @@ size_t fp_maps_count(const struct fp_maps *m)
         return m->n_all;
 }
 
-/* Loads x's symbols: through the process's root first (other mount namespaces), then as named. */
+/*
+ * Whether the device dev is a FUSE mount, as the process's mountinfo says.
+ * Only devices without a major number (anonymous: FUSE, overlayfs, tmpfs,
+ * btrfs, ...) are looked up; the last answer is kept.
+ */
+static bool on_fuse(struct fp_maps *m, uint64_t dev)
+{
+        char fn[64], line[4096];
+        bool fuse = false;
+        FILE *f;
+
+        if (major(dev) != 0 || dev == 0)
+                return false;
+        if (m->fuse_dev_known && m->fuse_dev == dev)
+                return m->fuse_dev_is;
+        snprintf(fn, sizeof(fn), "/proc/%d/mountinfo", (int)m->pid);
+        f = fopen(fn, "re");
+        if (!f)
+                return true; /* cannot tell: do not risk it */
+        while (fgets(line, sizeof(line), f)) {
+                unsigned maj, min;
+                int at = 0;
+                /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE ... */
+                if (sscanf(line, "%*u %*u %u:%u %n", &maj, &min, &at) < 2 ||
+                    makedev(maj, min) != dev)
+                        continue;
+                const char *sep = strstr(line + at, " - ");
+                fuse = sep && strncmp(sep + 3, "fuse", 4) == 0;
+                break;
+        }
+        fclose(f);
+        m->fuse_dev = dev;
+        m->fuse_dev_is = fuse;
+        m->fuse_dev_known = true;
+        return fuse;
+}
+
+/*
+ * Loads x's symbols from the file it maps and no other (same device and
+ * inode): through the process's root (other mount namespaces), as named on
+ * the host's, then through map_files (deleted or replaced files).
+ */
 static void load_symtab(struct fp_maps *m, struct fp_mapping *x)
 {
+        const struct fp_file_id want = {.dev = x->dev, .ino = x->ino};
+        const struct fp_file_id *w = x->ino ? &want : NULL;
         char fn[4200];
 
         x->symtab_tried = true;
@@ -221,15 +272,18 @@ static void load_symtab(struct fp_maps *m, struct fp_mapping *x)
         case FP_MAPPING_FILE:
                 break;
         }
-        snprintf(fn, sizeof(fn), "/proc/%d/root%s", (int)m->pid, x->path);
-        if (fp_symcache_get(m->cache, fn, &x->symtab) == 0)
+        if (on_fuse(m, x->dev))
                 return;
-        if (fp_symcache_get(m->cache, x->path, &x->symtab) == 0)
+        snprintf(fn, sizeof(fn), "/proc/%d/root%s", (int)m->pid, x->path);
+        if (fp_symcache_get(m->cache, fn, w, &x->symtab) == 0)
+                return;
+        /* Only a file known to be the mapped one is read through the host's own root. */
+        if (w && fp_symcache_get(m->cache, x->path, w, &x->symtab) == 0)
                 return;
         /* A deleted or replaced file is still reachable through map_files while mapped. */
         snprintf(fn, sizeof(fn), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid, x->start,
                  x->end);
-        (void)fp_symcache_get(m->cache, fn, &x->symtab);
+        (void)fp_symcache_get(m->cache, fn, w, &x->symtab);
 }
 
 const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, uint64_t *ret_offset)

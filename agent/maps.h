@@ -12,7 +12,13 @@
  * before and after mean different code, so callers key caches by epoch.
  *
  * Each mapping loads its ELF symbol table lazily, once, through the shared
- * symbol cache, while the file is still there to be read.
+ * symbol cache, while the file is still there to be read: the file the
+ * process mapped and no other. The path is the process's to change (a
+ * FIFO, a symlink to a file its user may not read), so a file is read
+ * only when its device and inode are the mapping's: through the
+ * process's root, then the host's, then /proc/PID/map_files. Files on a
+ * FUSE mount are not read at all: a user-space file system could make the
+ * agent's loop wait for it forever.
  */
 #pragma once
 
@@ -35,6 +41,7 @@ struct fp_mapping {
         uint64_t start, end, pgoff;
         enum fp_mapping_kind kind;
         char *path;               /* as the process sees it; "[vdso]", "[kernel.kallsyms]", ... */
+        uint64_t dev, ino;        /* the mapped file's device and inode; 0 0 when unknown */
         struct fp_symtab *symtab; /* NULL until loaded, or when it could not be */
         bool symtab_tried;
 };
@@ -46,8 +53,9 @@ void fp_maps_free(struct fp_maps *m);
 
 /* Re-reads /proc/PID/maps, making its executable mappings the live set. */
 int fp_maps_load_proc(struct fp_maps *m);
-/* Adds one executable mapping (from an MMAP2 record). */
-int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff, const char *path);
+/* Adds one executable mapping (from an MMAP2 record); dev and ino 0 when unknown. */
+int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff, uint64_t dev,
+                uint64_t ino, const char *path);
 
 unsigned fp_maps_epoch(const struct fp_maps *m);
 /* 1-based index of the live mapping holding addr, 0 if none. Kernel addresses map to the kernel. */

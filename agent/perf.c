@@ -619,6 +619,9 @@ static int parse_record(const uint8_t *p, size_t size, struct fp_perf_record *re
                 memcpy(&rec->mmap.addr, body + 8, 8);
                 memcpy(&rec->mmap.len, body + 16, 8);
                 memcpy(&rec->mmap.pgoff, body + 24, 8);
+                memcpy(&rec->mmap.maj, body + 32, 4); /* not a build ID: attr.build_id is off */
+                memcpy(&rec->mmap.min, body + 36, 4);
+                memcpy(&rec->mmap.ino, body + 40, 8);
                 memcpy(&rec->mmap.prot, body + 56, 4);
                 memcpy(&rec->mmap.flags, body + 60, 4);
                 rec->mmap.filename = (const char *)body + fixed;
@@ -633,6 +636,8 @@ static int parse_record(const uint8_t *p, size_t size, struct fp_perf_record *re
                 memcpy(&rec->mmap.addr, body + 8, 8);
                 memcpy(&rec->mmap.len, body + 16, 8);
                 memcpy(&rec->mmap.pgoff, body + 24, 8);
+                rec->mmap.maj = rec->mmap.min = 0;
+                rec->mmap.ino = 0;
                 rec->mmap.prot = PROT_EXEC;
                 rec->mmap.filename = (const char *)body + fixed;
                 return 0;

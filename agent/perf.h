@@ -160,6 +160,8 @@ struct fp_perf_record {
                 struct {
                         uint32_t pid, tid;
                         uint64_t addr, len, pgoff;
+                        uint32_t maj, min; /* the file's device; 0 0 when unknown (MMAP) */
+                        uint64_t ino;      /* and inode; 0 when unknown */
                         uint32_t prot, flags;
                         const char *filename;
                 } mmap;

@@ -55,8 +55,19 @@ int fp_symcache_set_debug_dir(struct fp_symcache *c, const char *dir);
  * crafted to claim another's build ID) and objects without a build ID are
  * keyed by device, inode, size and mtime as well. A repeated get of the same path whose
  * stat() is unchanged costs one stat() and nothing else.
+ *
+ * With want, the file must be that one (its device and inode, before and
+ * after it is opened), else -ESTALE: a process may not have the root agent
+ * read, in its name, a file other than the one it mapped. Files past
+ * FP_SYM_MAX_FILE_BYTES are refused (-EFBIG); every other read is bounded
+ * by the file's size.
  */
-int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **ret);
+struct fp_file_id {
+        uint64_t dev, ino;
+};
+#define FP_SYM_MAX_FILE_BYTES (2ULL << 30) /* larger files are not read: -EFBIG */
+int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_file_id *want,
+                    struct fp_symtab **ret);
 /*
  * The vdso's symtab (new reference), parsed once from the agent's own vdso
  * (AT_SYSINFO_EHDR), which the kernel maps unchanged into every 64-bit

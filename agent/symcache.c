@@ -240,7 +240,13 @@ static int remember_path(struct fp_symcache *c, const char *path, const struct s
         return r;
 }
 
-int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **ret)
+static bool is_wanted(const struct stat *st, const struct fp_file_id *want)
+{
+        return !want || ((uint64_t)st->st_dev == want->dev && (uint64_t)st->st_ino == want->ino);
+}
+
+int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_file_id *want,
+                    struct fp_symtab **ret)
 {
         _cleanup_close_ int fd = -1;
         _cleanup_(elf_endp) Elf *elf = NULL;
@@ -255,6 +261,10 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **
                 return -EINVAL;
         if (stat(path, &st) < 0)
                 return -errno;
+        if (!is_wanted(&st, want))
+                return -ESTALE;
+        if (st.st_size > (off_t)FP_SYM_MAX_FILE_BYTES)
+                return -EFBIG;
         e = map_find(&c->by_path, path);
         if (e && same_file(e, &st)) {
                 *ret = fp_symtab_ref(e->tab);
@@ -264,6 +274,10 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, struct fp_symtab **
         r = fp_sym_open_elf(path, &fd, &elf, &st);
         if (r < 0)
                 return r;
+        if (!is_wanted(&st, want)) /* replaced between the stat() and the open() */
+                return -ESTALE;
+        if (st.st_size > (off_t)FP_SYM_MAX_FILE_BYTES)
+                return -EFBIG;
         fp_sym_read_build_id(elf, bid);
         trusted = st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
         if (bid[0] && trusted)

@@ -24,6 +24,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <sys/sysmacros.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -244,6 +245,7 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
         case PERF_RECORD_MMAP2:
                 if ((pid_t)r->mmap.pid == t->pid && (r->mmap.prot & 4 /* PROT_EXEC */))
                         (void)fp_maps_add(t->maps, r->mmap.addr, r->mmap.len, r->mmap.pgoff,
+                                          makedev(r->mmap.maj, r->mmap.min), r->mmap.ino,
                                           r->mmap.filename);
                 break;
         default:

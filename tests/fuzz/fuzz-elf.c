@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         sink += fp_cfi_row(cfi, i)->pc;
                 fp_cfi_free(cfi);
         }
-        if (fp_symcache_get(cache, path, &t) == 0) {
+        if (fp_symcache_get(cache, path, NULL, &t) == 0) {
                 probe(t, data, size);
                 fp_symtab_unref(t);
         }

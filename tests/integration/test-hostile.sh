@@ -16,6 +16,12 @@
 #    shows the URL without "user:password@"; root's shows it whole.
 # 3. Connections: nobody holding 16 idle connections gets "too many
 #    connections of your user" for the next, while root is still served.
+# 3b. A library swapped under the agent: nobody's process maps its own copy
+#    of libz, then puts in its place a symlink to a file only root may
+#    read (libbz2), or a FIFO: the agent reads neither (only the file with
+#    the mapping's device and inode, here through map_files), names the
+#    hot frames crc32 from libz, never BZ2_ from the secret, and keeps
+#    answering.
 # 4. Growth: nobody's process of 40 threads against an agent with
 #    --max-threads 16: 16 are sampled, the other 25 counted in status
 #    (text and JSON) and logged once, and the agent still answers root.
@@ -117,6 +123,46 @@ fp_ctl status >/dev/null || fp_fail "root is not served while nobody holds conne
 fp_kill "$HOLDER"
 fp_wait_for 10 "${asnobody[@]}" status >/dev/null || fp_fail "nobody is not served once its connections closed"
 fp_ok "nobody's idle connections are bounded; root is served meanwhile"
+
+# ---- 3b. a library swapped under the agent --------------------------------------------
+LIBDIR=/usr/lib/x86_64-linux-gnu
+install -d -m 0777 "$FP_TMP/nb"
+install -d -m 0700 "$FP_TMP/secret"
+install -m 0600 "$LIBDIR/libbz2.so.1.0" "$FP_TMP/secret/libsecret.so"
+swapped() { # swapped KIND: nobody's crc32 loop on its libz, its path then made KIND
+  local kind=$1 lib=$FP_TMP/nb/lib-$1.so
+  rm -f "$FP_TMP/nb/ready-$kind"
+  setpriv --reuid=65534 --regid=65534 --clear-groups cp "$LIBDIR/libz.so.1" "$lib"
+  setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import ctypes, sys
+z = ctypes.CDLL(sys.argv[1])
+open(sys.argv[2], "w").close()
+b = b"x" * (1 << 20)
+while True:
+    z.crc32(0, b, len(b))' "$lib" "$FP_TMP/nb/ready-$kind" &
+  SWAPPED=$!
+  fp_track "$SWAPPED"
+  fp_wait_for 10 test -e "$FP_TMP/nb/ready-$kind" || fp_fail "nobody's libz loop did not start"
+  setpriv --reuid=65534 --regid=65534 --clear-groups rm "$lib"
+  if [[ $kind == symlink ]]; then
+    setpriv --reuid=65534 --regid=65534 --clear-groups ln -s "$FP_TMP/secret/libsecret.so" "$lib"
+  else
+    setpriv --reuid=65534 --regid=65534 --clear-groups mkfifo "$lib"
+  fi
+  "${asnobody[@]}" start "$SWAPPED" --freq 499 >/dev/null || fp_fail "nobody could not start its $kind process"
+  sleep 2
+  fp_timeout 10 "$FP_AGENTCTL" --socket "$FP_SOCK" status >/dev/null || fp_fail "the agent stopped answering ($kind)"
+  "${asnobody[@]}" dump "$SWAPPED" --format folded >"$FP_TMP/swapped-$kind.folded"
+  grep -q 'BZ2_' "$FP_TMP/swapped-$kind.folded" &&
+    fp_fail "the agent read the root-only file in nobody's name ($kind): $(grep -m1 -o 'BZ2_[A-Za-z_]*' "$FP_TMP/swapped-$kind.folded")"
+  grep -q 'crc32' "$FP_TMP/swapped-$kind.folded" ||
+    fp_fail "the mapped libz was not read through map_files ($kind): $(sort -t' ' -k2 -n "$FP_TMP/swapped-$kind.folded" | tail -2)"
+  fp_ctl stop "$SWAPPED" >/dev/null || true
+  fp_kill "$SWAPPED"
+}
+swapped symlink
+swapped fifo
+fp_ok "libz swapped for a symlink to a root-only file, or a FIFO: the agent read the mapped libz (crc32), never the secret, and answers"
 
 # ---- 4. a thread limit and the agent still serves ----------------------------------------------
 install -d -m 0777 "$FP_TMP/nobody"

@@ -66,7 +66,7 @@ int main(void)
 
         /* A new mapping over the binary's text (as an MMAP2 record would say). */
         size_t before = fp_maps_count(m);
-        FP_CHECK_EQ_INT(fp_maps_add(m, x->start, 4096, 0, "/nonexistent/other.so"), 0);
+        FP_CHECK_EQ_INT(fp_maps_add(m, x->start, 4096, 0, 0, 0, "/nonexistent/other.so"), 0);
         FP_CHECK(fp_maps_epoch(m) != epoch0);
         FP_CHECK_EQ_INT(fp_maps_count(m), before + 1);
         uint32_t now = fp_maps_find(m, x->start + 16);

@@ -279,7 +279,7 @@ static void test_program(void)
         uint64_t first = 0, vaddr = 0;
 
         FP_CHECK(c != NULL);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &t), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), NULL, &t), 0);
         if (!t) {
                 fp_symcache_free(c);
                 return;
@@ -314,7 +314,7 @@ static void test_program(void)
         FP_CHECK(sorted);
 
         /* A non-PIE executable: absolute addresses, which offsets map to as well. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-exec"), &t2), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-exec"), NULL, &t2), 0);
         if (t2) {
                 readelf_build_id(in_dir("prog-exec"), bid);
                 FP_CHECK_EQ_STR(fp_symtab_build_id(t2), bid);
@@ -336,7 +336,7 @@ static void test_nested(void)
         struct fp_symtab *t = NULL;
         uint64_t outer = 0, inner = 0, gap = 0, nosize = 0, last = 0, size, start = 0;
 
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("nest.so"), &t), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("nest.so"), NULL, &t), 0);
         FP_CHECK(nm_lookup(in_dir("nest.so"), "outer", &outer, &size));
         FP_CHECK(nm_lookup(in_dir("nest.so"), "inner", &inner, &size));
         FP_CHECK(nm_lookup(in_dir("nest.so"), "gap_after", &gap, &size));
@@ -379,47 +379,47 @@ static void test_cache(void)
         uint64_t addr = 0, size = 0;
 
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 0);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &a), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), NULL, &a), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &b), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), NULL, &b), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
         FP_CHECK(a && a == b);
         fp_symtab_unref(b);
         /* Another path, same build ID: one symtab. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-copy"), &b), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-copy"), NULL, &b), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
         FP_CHECK(a && a == b);
         fp_symtab_unref(b);
         b = NULL;
 
         /* Without a build ID: keyed by inode, so a hard link shares and a copy does not. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid"), &x), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid"), NULL, &x), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 2);
         FP_CHECK(x && x != a);
         if (x) {
                 FP_CHECK_EQ_STR(fp_symtab_build_id(x), "");
                 check_function(x, in_dir("prog-nobid"), "fp_test_alpha");
         }
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid"), &y), 0);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid-link"), &z), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid"), NULL, &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid-link"), NULL, &z), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 2);
         FP_CHECK(x == y && x == z);
         fp_symtab_unref(y);
         fp_symtab_unref(z);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid-copy"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-nobid-copy"), NULL, &y), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 3);
         FP_CHECK(y && y != x);
         fp_symtab_unref(y);
 
         /* A path whose file is replaced is re-read. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-swap"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-swap"), NULL, &y), 0);
         FP_CHECK(y == a);
         fp_symtab_unref(y);
         FP_CHECK_EQ_INT(run("cp '%s/prog-exec' '%s/prog-swap.new' && mv '%s/prog-swap.new' "
                             "'%s/prog-swap'",
                             dir, dir, dir, dir),
                         0);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-swap"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-swap"), NULL, &y), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 4);
         FP_CHECK(y && y != a);
         if (y) {
@@ -428,7 +428,7 @@ static void test_cache(void)
                 fp_symtab_unref(y);
         }
         /* prog-exec itself now costs no parse. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-exec"), &y), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-exec"), NULL, &y), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 4);
         fp_symtab_unref(y);
 
@@ -462,8 +462,8 @@ static void test_forged_build_id(void)
         FP_CHECK(nm_lookup(in_dir("forged"), "fp_evil_alpha", &evil, &size));
 
         /* The forged file first: its own table, under its own key. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged"), &f), 0);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &p), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged"), NULL, &f), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), NULL, &p), 0);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 2);
         FP_CHECK(p && f && p != f);
         if (p && f) {
@@ -471,18 +471,18 @@ static void test_forged_build_id(void)
                 FP_CHECK_EQ_STR(fp_symtab_lookup(f, evil, NULL), "fp_evil_alpha");
         }
         /* Again, in the other order: prog's table is not replaced by the forged one. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged"), &again), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged"), NULL, &again), 0);
         FP_CHECK(again == f);
         fp_symtab_unref(again);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-copy"), &again), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-copy"), NULL, &again), 0);
         FP_CHECK(again == p); /* root's copies share */
         fp_symtab_unref(again);
         /* A root file that others may write is not trusted either. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-writable"), &again), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-writable"), NULL, &again), 0);
         FP_CHECK(again && again != p);
         fp_symtab_unref(again);
         /* Root's own file with that build ID is root's word: shared. */
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged-root"), &again), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("forged-root"), NULL, &again), 0);
         FP_CHECK(again == p);
         fp_symtab_unref(again);
         fp_symtab_unref(p);
@@ -502,7 +502,7 @@ static void test_debug_file(void)
 
         /* Stripped, with its debug file: the symbols come back. */
         FP_CHECK_EQ_INT(fp_symcache_set_debug_dir(c, in_dir("debug")), 0);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-stripped"), &t), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-stripped"), NULL, &t), 0);
         if (t) {
                 FP_CHECK_EQ_STR(fp_symtab_build_id(t), bid);
                 check_function(t, in_dir("prog"), "fp_test_alpha");
@@ -511,7 +511,7 @@ static void test_debug_file(void)
 
         /* Stripped, without: only .dynsym, which has none of them. */
         FP_CHECK_EQ_INT(fp_symcache_set_debug_dir(bare, NULL), 0);
-        FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog-stripped"), &s), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog-stripped"), NULL, &s), 0);
         if (s) {
                 const char *n = fp_symtab_lookup(s, addr, NULL);
 
@@ -525,7 +525,7 @@ static void test_debug_file(void)
          */
         struct fp_symtab *full = NULL;
         size_t loaded = fp_symcache_n_loaded(bare);
-        FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog"), &full), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog"), NULL, &full), 0);
         if (full && s) {
                 FP_CHECK_EQ_STR(fp_symtab_build_id(full), bid);
                 check_function(full, in_dir("prog"), "fp_test_local");
@@ -533,7 +533,7 @@ static void test_debug_file(void)
                 FP_CHECK_EQ_INT(fp_symcache_n_loaded(bare), loaded + 1);
                 /* Now the stripped path also gets the full table. */
                 struct fp_symtab *again = NULL;
-                FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog-stripped"), &again), 0);
+                FP_CHECK_EQ_INT(fp_symcache_get(bare, in_dir("prog-stripped"), NULL, &again), 0);
                 FP_CHECK(again == full);
                 fp_symtab_unref(again);
         }
@@ -721,18 +721,34 @@ static void test_errors(void)
         struct fp_symcache *c = fp_symcache_new();
         struct fp_symtab *t = NULL;
 
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("notelf"), &t), -ENOEXEC);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("empty"), &t), -ENOEXEC);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog.c"), &t), -ENOEXEC);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing"), &t), -ENOENT);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing/x"), &t), -ENOENT);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, dir, &t), -EISDIR);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("notelf"), NULL, &t), -ENOEXEC);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("empty"), NULL, &t), -ENOEXEC);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog.c"), NULL, &t), -ENOEXEC);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing"), NULL, &t), -ENOENT);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("missing/x"), NULL, &t), -ENOENT);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, dir, NULL, &t), -EISDIR);
         /* A FIFO where a library was (a hostile target's trick): refused, never waited on. */
         FP_CHECK_EQ_INT(mkfifo(in_dir("fifo"), 0600), 0);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("fifo"), &t), -ENOEXEC);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("fifo"), NULL, &t), -ENOEXEC);
         FP_CHECK(t == NULL);
         FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 0);
-        FP_CHECK_EQ_INT(fp_symcache_get(NULL, in_dir("prog"), &t), -EINVAL);
+        /*
+         * The file a process mapped and no other: a path it swapped for a
+         * symlink to another file (or another file of the same name) is refused.
+         */
+        struct stat st;
+        FP_CHECK_EQ_INT(stat(in_dir("prog"), &st), 0);
+        struct fp_file_id mapped = {.dev = st.st_dev, .ino = st.st_ino};
+        FP_CHECK_EQ_INT(symlink(in_dir("prog-copy"), in_dir("swapped")), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("swapped"), &mapped, &t), -ESTALE);
+        FP_CHECK(t == NULL);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog-copy"), &mapped, &t), -ESTALE);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("prog"), &mapped, &t), 0);
+        FP_CHECK(t != NULL);
+        fp_symtab_unref(t);
+        t = NULL;
+        FP_CHECK_EQ_INT(fp_symcache_get(NULL, in_dir("prog"), NULL, &t), -EINVAL);
         FP_CHECK(fp_symtab_lookup(NULL, 0x1000, NULL) == NULL);
         FP_CHECK_EQ_STR(fp_symtab_build_id(NULL), "");
         fp_symtab_unref(NULL);
@@ -774,7 +790,7 @@ static void test_own_libc(void)
                 return;
         }
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        FP_CHECK_EQ_INT(fp_symcache_get(c, path, &t), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, path, NULL, &t), 0);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (t) {
                 FP_CHECK_EQ_INT(fp_symtab_offset_to_vaddr(t, ip - start + pgoff, &vaddr), 0);
