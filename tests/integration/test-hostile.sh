@@ -16,10 +16,11 @@
 #    shows the URL without "user:password@"; root's shows it whole.
 # 3. Connections: nobody holding 16 idle connections gets "too many
 #    connections of your user" for the next, while root is still served.
-# 3b. A library swapped under the agent: nobody's process maps its own copy
-#    of libz, then puts in its place a symlink to a file only root may
-#    read (libbz2), or a FIFO: the agent reads neither (only the file with
-#    the mapping's device and inode, here through map_files), names the
+# 3b. A library swapped under the agent: nobody's process, once profiled,
+#    maps its own copy of libz, then renames its directory and puts there
+#    a symlink to a directory only root may read (holding libbz2 by the
+#    same name), or puts a FIFO in the library's place: the agent reads
+#    neither (only a file with the mapping's device and inode), names the
 #    hot frames crc32 from libz, never BZ2_ from the secret, and keeps
 #    answering.
 # 4. Growth: nobody's process of 40 threads against an agent with
@@ -128,41 +129,46 @@ fp_ok "nobody's idle connections are bounded; root is served meanwhile"
 LIBDIR=/usr/lib/x86_64-linux-gnu
 install -d -m 0777 "$FP_TMP/nb"
 install -d -m 0700 "$FP_TMP/secret"
-install -m 0600 "$LIBDIR/libbz2.so.1.0" "$FP_TMP/secret/libsecret.so"
-swapped() { # swapped KIND: nobody's crc32 loop on its libz, its path then made KIND
-  local kind=$1 lib=$FP_TMP/nb/lib-$1.so
-  rm -f "$FP_TMP/nb/ready-$kind"
-  setpriv --reuid=65534 --regid=65534 --clear-groups cp "$LIBDIR/libz.so.1" "$lib"
+install -m 0600 "$LIBDIR/libbz2.so.1.0" "$FP_TMP/secret/lib.so"
+swapped() { # swapped KIND: nobody's process maps its libz once profiled, then swaps its path
+  local kind=$1 dir=$FP_TMP/nb/$1
+  rm -f "$FP_TMP/nb/ready-$kind" "$FP_TMP/nb/go-$kind"
+  setpriv --reuid=65534 --regid=65534 --clear-groups mkdir "$dir"
+  setpriv --reuid=65534 --regid=65534 --clear-groups cp "$LIBDIR/libz.so.1" "$dir/lib.so"
   setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
-import ctypes, sys
-z = ctypes.CDLL(sys.argv[1])
-open(sys.argv[2], "w").close()
+import ctypes, os, sys, time
+d, secret, kind, ready, go = sys.argv[1:6]
+open(ready, "w").close()
+while not os.path.exists(go):
+    time.sleep(0.05)
+z = ctypes.CDLL(d + "/lib.so")  # the MMAP2 record names d/lib.so
+if kind == "symlink":           # the file lives on as d.moved/lib.so; d/lib.so is root-only
+    os.rename(d, d + ".moved")
+    os.symlink(secret, d)
+else:                           # a FIFO where the library was
+    os.unlink(d + "/lib.so")
+    os.mkfifo(d + "/lib.so")
 b = b"x" * (1 << 20)
 while True:
-    z.crc32(0, b, len(b))' "$lib" "$FP_TMP/nb/ready-$kind" &
+    z.crc32(0, b, len(b))' "$dir" "$FP_TMP/secret" "$kind" "$FP_TMP/nb/ready-$kind" "$FP_TMP/nb/go-$kind" &
   SWAPPED=$!
   fp_track "$SWAPPED"
   fp_wait_for 10 test -e "$FP_TMP/nb/ready-$kind" || fp_fail "nobody's libz loop did not start"
-  setpriv --reuid=65534 --regid=65534 --clear-groups rm "$lib"
-  if [[ $kind == symlink ]]; then
-    setpriv --reuid=65534 --regid=65534 --clear-groups ln -s "$FP_TMP/secret/libsecret.so" "$lib"
-  else
-    setpriv --reuid=65534 --regid=65534 --clear-groups mkfifo "$lib"
-  fi
   "${asnobody[@]}" start "$SWAPPED" --freq 499 >/dev/null || fp_fail "nobody could not start its $kind process"
+  touch "$FP_TMP/nb/go-$kind"
   sleep 2
   fp_timeout 10 "$FP_AGENTCTL" --socket "$FP_SOCK" status >/dev/null || fp_fail "the agent stopped answering ($kind)"
   "${asnobody[@]}" dump "$SWAPPED" --format folded >"$FP_TMP/swapped-$kind.folded"
   grep -q 'BZ2_' "$FP_TMP/swapped-$kind.folded" &&
     fp_fail "the agent read the root-only file in nobody's name ($kind): $(grep -m1 -o 'BZ2_[A-Za-z_]*' "$FP_TMP/swapped-$kind.folded")"
   grep -q 'crc32' "$FP_TMP/swapped-$kind.folded" ||
-    fp_fail "the mapped libz was not read through map_files ($kind): $(sort -t' ' -k2 -n "$FP_TMP/swapped-$kind.folded" | tail -2)"
+    fp_fail "the mapped libz was not read ($kind): $(sort -t' ' -k2 -n "$FP_TMP/swapped-$kind.folded" | tail -2)"
   fp_ctl stop "$SWAPPED" >/dev/null || true
   fp_kill "$SWAPPED"
 }
 swapped symlink
 swapped fifo
-fp_ok "libz swapped for a symlink to a root-only file, or a FIFO: the agent read the mapped libz (crc32), never the secret, and answers"
+fp_ok "libz's path swapped after it was mapped (its directory for a symlink to a root-only one, or the file for a FIFO): the agent read the mapped libz (crc32), never the secret, and answers"
 
 # ---- 4. a thread limit and the agent still serves ----------------------------------------------
 install -d -m 0777 "$FP_TMP/nobody"
