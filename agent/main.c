@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #define DEFAULT_SOCKET "/run/fleetprof/agent.sock"
-#define DEFAULT_STORE  "/var/lib/fleetprof/agent.db"
+#define DEFAULT_STORE  "/var/lib/fleetprof-agent/agent.db"
 #define DEFAULT_CONFIG "/etc/fleetprof/agent.conf"
 
 /*

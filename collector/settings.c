@@ -12,7 +12,7 @@
 const struct fp_conf_key fp_coll_settings[] = {
     {"listen", FP_CONF_STRING, "127.0.0.1:7070", 0, 0, "ADDR:PORT",
      "address and port to serve HTTP (or HTTPS) on"},
-    {"store", FP_CONF_STRING, "/var/lib/fleetprof/collector.db", 0, 0, "PATH|URL",
+    {"store", FP_CONF_STRING, "/var/lib/fleetprof-collector/collector.db", 0, 0, "PATH|URL",
      "the SQLite file, or clickhouse://HOST:PORT/DATABASE, of every host's profiles"},
     {"store-credentials", FP_CONF_STRING, NULL, 0, 0, "FILE",
      "ClickHouse user and password: USER:PASSWORD on FILE's first line"},

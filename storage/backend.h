@@ -6,7 +6,7 @@
  * writes and reads only through these calls, which mean what their
  * fp_store_* namesakes in store.h mean.
  *
- *   --store /var/lib/fleetprof/collector.db       SQLite
+ *   --store /var/lib/fleetprof-collector/collector.db       SQLite
  *   --store clickhouse://127.0.0.1:8123/fleetprof  ClickHouse
  *
  * The collector opens one handle for its writer thread (writer: creates,

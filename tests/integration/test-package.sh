@@ -16,8 +16,10 @@
 #     bounding set, ambient set, group and limits, the installed config)
 #     and the installed agentctl profiles a workload running as another
 #     user through the default socket.
-#  4. Reinstalling (the upgrade path) and dpkg -r keep the data in /var/lib/fleetprof and the (edited)
-#     conffile; dpkg -P deletes them.
+#  4. Reinstalling (the upgrade path) and dpkg -r keep the data in
+#     /var/lib/fleetprof-agent (-collector) and the (edited) conffile; an
+#     upgrade from the earlier layout (one /var/lib/fleetprof for both)
+#     moves each store to its own directory; dpkg -P deletes them.
 #
 # Whatever happens, the EXIT trap purges what the test installed and
 # removes the group and user it caused to be created. The test refuses to
@@ -49,8 +51,8 @@ for c in "${comps[@]}"; do
   if dpkg-query -W -f='${Status}' "fleetprof-$c" 2>/dev/null | grep -qv 'not-installed'; then
     fp_fail "fleetprof-$c is installed on this machine; this test installs and purges it, so it will not run here"
   fi
-  [[ ! -e /var/lib/fleetprof/$c.db && ! -e /etc/fleetprof/$c.conf ]] ||
-    fp_fail "/var/lib/fleetprof/$c.db or /etc/fleetprof/$c.conf exists; refusing to overwrite it"
+  [[ ! -e /var/lib/fleetprof/$c.db && ! -e /var/lib/fleetprof-$c && ! -e /etc/fleetprof/$c.conf ]] ||
+    fp_fail "/var/lib/fleetprof/$c.db, /var/lib/fleetprof-$c or /etc/fleetprof/$c.conf exists; refusing to overwrite it"
 done
 [[ ! -S /run/fleetprof/agent.sock ]] || fp_fail "/run/fleetprof/agent.sock exists: an agent is running here"
 
@@ -166,8 +168,9 @@ for c in "${comps[@]}"; do
     fp_fail "dpkg -i fleetprof-$c failed: $(cat "$FP_TMP/dpkg-i-$c.log")"
 done
 getent group fleetprof >/dev/null || fp_fail "postinst did not create the fleetprof group"
-[[ $(stat -c '%U:%G %a' /var/lib/fleetprof) == "root:fleetprof 775" ]] ||
-  fp_fail "/var/lib/fleetprof is $(stat -c '%U:%G %a' /var/lib/fleetprof), want root:fleetprof 775"
+[[ $(stat -c '%U:%G %a' /var/lib/fleetprof-agent) == "root:root 700" ]] ||
+  fp_fail "/var/lib/fleetprof-agent is $(stat -c '%U:%G %a' /var/lib/fleetprof-agent), want root:root 700"
+[[ ! -e /var/lib/fleetprof ]] || fp_fail "postinst made the shared /var/lib/fleetprof of old"
 unit=/usr/lib/systemd/system/fleetprof-agent.service
 [[ -L /etc/systemd/system/multi-user.target.wants/fleetprof-agent.service ]] ||
   fp_fail "postinst did not enable fleetprof-agent.service"
@@ -185,10 +188,15 @@ if command -v systemd-analyze >/dev/null; then
   [[ -z $v ]] || fp_fail "systemd-analyze verify $unit warns: $v"
   fp_log "$(systemd-analyze security --offline=yes "$unit" 2>/dev/null | tail -n 1)"
 fi
-fp_ok "installed: group, /var/lib/fleetprof root:fleetprof 0775, unit enabled and verified, man pages, config ok"
+fp_ok "installed: group, /var/lib/fleetprof-agent root:root 0700, unit enabled and verified, man pages, config ok"
 if [[ $have_collector == yes ]]; then
   cunit=/usr/lib/systemd/system/fleetprof-collector.service
   getent passwd fleetprof >/dev/null || fp_fail "postinst did not create the fleetprof user"
+  [[ $(stat -c '%U:%G %a' /var/lib/fleetprof-collector) == "fleetprof:fleetprof 750" ]] ||
+    fp_fail "/var/lib/fleetprof-collector is $(stat -c '%U:%G %a' /var/lib/fleetprof-collector), want fleetprof:fleetprof 750"
+  # The collector's user cannot reach the root agent's store.
+  setpriv --reuid fleetprof --regid fleetprof --clear-groups touch /var/lib/fleetprof-agent/agent.db 2>/dev/null &&
+    fp_fail "the fleetprof user could write in /var/lib/fleetprof-agent"
   [[ $(id -gn fleetprof) == fleetprof ]] || fp_fail "the fleetprof user is not in the fleetprof group"
   [[ -L /etc/systemd/system/multi-user.target.wants/fleetprof-collector.service ]] ||
     fp_fail "postinst did not enable fleetprof-collector.service"
@@ -199,7 +207,7 @@ if [[ $have_collector == yes ]]; then
     [[ -z $v ]] || fp_fail "systemd-analyze verify $cunit warns: $v"
     fp_log "$(systemd-analyze security --offline=yes "$cunit" 2>/dev/null | tail -n 1)"
   fi
-  fp_ok "collector installed: user fleetprof, unit enabled and verified, config ok"
+  fp_ok "collector installed: user fleetprof, /var/lib/fleetprof-collector its own (0750), the agent's out of its reach, unit enabled and verified, config ok"
 fi
 
 # --- 3. run it as the unit does --------------------------------------------
@@ -226,8 +234,8 @@ if [[ $have_collector == yes ]]; then
   collector_pid=$!
   fp_wait_for 15 curl -fs -o /dev/null "http://127.0.0.1:$port/healthz" ||
     fp_fail "the installed collector does not answer on port $port: $(cat "$FP_TMP/collector.log")"
-  [[ $(stat -c %U /var/lib/fleetprof/collector.db) == fleetprof ]] || fp_fail "collector.db is not owned by fleetprof"
-  fp_ok "the installed collector runs as its unit does (user fleetprof, no capabilities), store in /var/lib/fleetprof"
+  [[ $(stat -c %U /var/lib/fleetprof-collector/collector.db) == fleetprof ]] || fp_fail "collector.db is not owned by fleetprof"
+  fp_ok "the installed collector runs as its unit does (user fleetprof, no capabilities), store in /var/lib/fleetprof-collector"
 fi
 exec_start=$(unit_value ExecStart)
 read -r -a cmd <<<"$exec_start"
@@ -248,7 +256,9 @@ done
 [[ -z $missing ]] || fp_log "this machine lacks$missing itself: running the agent without it"
 # What systemd sets up before ExecStart: the runtime directory and the
 # limits (as far as this machine lets root raise them).
-install -d -m "$(unit_value RuntimeDirectoryMode)" -o root -g "$(unit_value Group)" /run/fleetprof
+group=$(unit_value Group)
+group=${group:-root}
+install -d -m "$(unit_value RuntimeDirectoryMode)" -o root -g "$group" /run/fleetprof
 limits=()
 memlock=$(sed 's/infinity/unlimited/' <<<"$(unit_value LimitMEMLOCK)")
 nofile=$(unit_value LimitNOFILE)
@@ -258,7 +268,7 @@ prlimit --nofile="$nofile" true 2>/dev/null && limits+=(--nofile="$nofile") ||
   fp_log "cannot raise RLIMIT_NOFILE to $nofile here; the agent keeps $(ulimit -Hn)"
 fp_log "ExecStart: $exec_start; capabilities: $caps"
 prlimit "${limits[@]}" -- \
-  setpriv --regid "$(unit_value Group)" --clear-groups \
+  setpriv --regid "$group" --clear-groups \
   --inh-caps "-all$setpriv_caps" --ambient-caps "-all$setpriv_caps" --bounding-set "-all$setpriv_caps" \
   -- "${cmd[@]}" >"$FP_TMP/agent.log" 2>&1 &
 agent_pid=$!
@@ -302,37 +312,54 @@ if [[ $have_collector == yes ]]; then
   fp_kill "$collector_pid"
   collector_pid=
 fi
-[[ -s /var/lib/fleetprof/agent.db ]] || fp_fail "no /var/lib/fleetprof/agent.db after the agent ran"
+[[ -s /var/lib/fleetprof-agent/agent.db ]] || fp_fail "no /var/lib/fleetprof-agent/agent.db after the agent ran"
 grep -q "listening on /run/fleetprof/agent.sock" "$FP_TMP/agent.log" || fp_fail "unexpected agent log: $(cat "$FP_TMP/agent.log")"
 fp_ok "installed agentctl profiled a nobody-owned process: $samples samples, spin_inner in the dump, store written"
 
 # --- 4. upgrade and remove keep data and conffiles, purge deletes them ------
 echo "bucket = 5" >>/etc/fleetprof/agent.conf
 [[ $have_collector == yes ]] && echo "# edited by test-package" >>/etc/fleetprof/collector.conf
-db_size=$(stat -c %s /var/lib/fleetprof/agent.db)
+db_size=$(stat -c %s /var/lib/fleetprof-agent/agent.db)
 # Installing over an installed package runs the upgrade path of every
 # maintainer script (prerm upgrade, postrm upgrade, postinst configure OLD).
 for c in "${comps[@]}"; do
   dpkg -i "$out/fleetprof-${c}_${version}-1_$(dpkg --print-architecture).deb" >"$FP_TMP/dpkg-u.log" 2>&1 ||
     fp_fail "reinstalling fleetprof-$c failed: $(cat "$FP_TMP/dpkg-u.log")"
 done
-[[ $(stat -c %s /var/lib/fleetprof/agent.db 2>/dev/null) == "$db_size" ]] || fp_fail "the upgrade changed or deleted agent.db"
+[[ $(stat -c %s /var/lib/fleetprof-agent/agent.db 2>/dev/null) == "$db_size" ]] || fp_fail "the upgrade changed or deleted agent.db"
 tail -n 1 /etc/fleetprof/agent.conf | grep -qx "bucket = 5" || fp_fail "the upgrade lost the edited agent.conf"
 if [[ $have_collector == yes ]]; then
-  [[ -s /var/lib/fleetprof/collector.db ]] || fp_fail "the upgrade deleted collector.db"
+  [[ -s /var/lib/fleetprof-collector/collector.db ]] || fp_fail "the upgrade deleted collector.db"
   tail -n 1 /etc/fleetprof/collector.conf | grep -qx "# edited by test-package" || fp_fail "the upgrade lost the edited collector.conf"
 fi
 fp_ok "upgrade (reinstall): stores and edited conffiles kept"
+# An upgrade from an earlier release, when both stores shared /var/lib/fleetprof:
+# the stores are put back where they were, and the upgrade moves each home.
+install -d -o root -g fleetprof -m 0775 /var/lib/fleetprof
+mv /var/lib/fleetprof-agent/agent.db* /var/lib/fleetprof/
+[[ $have_collector == yes ]] && mv /var/lib/fleetprof-collector/collector.db* /var/lib/fleetprof/
+for c in "${comps[@]}"; do
+  dpkg -i "$out/fleetprof-${c}_${version}-1_$(dpkg --print-architecture).deb" >"$FP_TMP/dpkg-u.log" 2>&1 ||
+    fp_fail "upgrading fleetprof-$c from the shared layout failed: $(cat "$FP_TMP/dpkg-u.log")"
+done
+[[ $(stat -c %s /var/lib/fleetprof-agent/agent.db 2>/dev/null) == "$db_size" ]] ||
+  fp_fail "the upgrade did not move agent.db to /var/lib/fleetprof-agent: $(ls -la /var/lib/fleetprof* 2>&1)"
+[[ ! -e /var/lib/fleetprof ]] || fp_fail "the upgrade left /var/lib/fleetprof: $(ls -la /var/lib/fleetprof)"
+if [[ $have_collector == yes ]]; then
+  [[ $(stat -c %U /var/lib/fleetprof-collector/collector.db 2>/dev/null) == fleetprof ]] ||
+    fp_fail "the upgrade did not move collector.db to /var/lib/fleetprof-collector (owned by fleetprof)"
+fi
+fp_ok "upgrade from the shared /var/lib/fleetprof: each store moved to its own directory, the old one gone"
 for ((i = ${#installed[@]} - 1; i >= 0; i--)); do
   dpkg -r "${installed[i]}" >"$FP_TMP/dpkg-r.log" 2>&1 || fp_fail "dpkg -r ${installed[i]}: $(cat "$FP_TMP/dpkg-r.log")"
 done
 [[ ! -e /usr/bin/fleetprof-agent && ! -e $unit ]] || fp_fail "dpkg -r left the program or the unit"
-[[ -s /var/lib/fleetprof/agent.db ]] || fp_fail "dpkg -r deleted /var/lib/fleetprof/agent.db"
+[[ -s /var/lib/fleetprof-agent/agent.db ]] || fp_fail "dpkg -r deleted /var/lib/fleetprof-agent/agent.db"
 tail -n 1 /etc/fleetprof/agent.conf | grep -qx "bucket = 5" || fp_fail "dpkg -r lost the edited /etc/fleetprof/agent.conf"
 dpkg-query -W -f='${Status}' fleetprof-agent | grep -q 'config-files' || fp_fail "after dpkg -r the status is $(dpkg-query -W -f='${Status}' fleetprof-agent)"
 if [[ $have_collector == yes ]]; then
   [[ ! -e /usr/bin/fleetprof-collector ]] || fp_fail "dpkg -r left the collector"
-  [[ -s /var/lib/fleetprof/collector.db ]] || fp_fail "dpkg -r deleted collector.db"
+  [[ -s /var/lib/fleetprof-collector/collector.db ]] || fp_fail "dpkg -r deleted collector.db"
   tail -n 1 /etc/fleetprof/collector.conf | grep -qx "# edited by test-package" || fp_fail "dpkg -r lost the edited collector.conf"
 fi
 fp_ok "dpkg -r: programs and units gone; stores and edited conffiles kept"
@@ -344,7 +371,8 @@ for ((i = ${#installed[@]} - 1; i >= 0; i--)); do
   dpkg -P "${installed[i]}" >"$FP_TMP/dpkg-p.log" 2>&1 || fp_fail "dpkg -P ${installed[i]}: $(cat "$FP_TMP/dpkg-p.log")"
 done
 installed=()
-[[ ! -e /var/lib/fleetprof/agent.db && ! -e /var/lib/fleetprof ]] || fp_fail "dpkg -P left $(ls -la /var/lib/fleetprof)"
+[[ ! -e /var/lib/fleetprof-agent && ! -e /var/lib/fleetprof-collector && ! -e /var/lib/fleetprof ]] ||
+  fp_fail "dpkg -P left $(ls -la /var/lib/fleetprof* 2>&1)"
 [[ ! -e /etc/fleetprof/agent.conf && ! -e /etc/fleetprof/collector.conf && ! -e /etc/fleetprof ]] ||
   fp_fail "dpkg -P left /etc/fleetprof: $(ls -la /etc/fleetprof)"
 [[ ! -e /etc/systemd/system/multi-user.target.wants/fleetprof-agent.service ]] || fp_fail "dpkg -P left the unit enabled"

@@ -34,7 +34,7 @@ static void test_options(void)
         FP_CHECK_EQ_INT(fp_conf_new(fp_coll_settings, fp_coll_n_settings, &conf), 0);
         fp_coll_config_from(conf, &c);
         FP_CHECK_EQ_STR(c.listen, "127.0.0.1:7070");
-        FP_CHECK_EQ_STR(c.store, "/var/lib/fleetprof/collector.db");
+        FP_CHECK_EQ_STR(c.store, "/var/lib/fleetprof-collector/collector.db");
         FP_CHECK(c.token_file == NULL);
         FP_CHECK_EQ_INT(c.max_body_mb, 16);
         FP_CHECK_EQ_INT(c.retention_s, 0);
