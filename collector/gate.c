@@ -43,11 +43,15 @@
 #include <sys/socket.h>
 
 const char *const fp_coll_gate_reason_names[FP_GATE_N_REASONS] = {
-    [FP_GATE_UNAUTHORIZED] = "unauthorized", [FP_GATE_WRONG_TOKEN] = "wrong_token",
+    [FP_GATE_UNAUTHORIZED] = "unauthorized",
+    [FP_GATE_WRONG_TOKEN] = "wrong_token",
     [FP_GATE_BAD_HEAD] = "bad_head",
-    [FP_GATE_NO_BODY] = "body_not_allowed",  [FP_GATE_HEAD_LARGE] = "head_too_large",
-    [FP_GATE_BUSY] = "busy",                 [FP_GATE_PEER_BUSY] = "peer_busy",
-    [FP_GATE_SLOW] = "slow",                 [FP_GATE_FLOOD] = "flood",
+    [FP_GATE_NO_BODY] = "body_not_allowed",
+    [FP_GATE_HEAD_LARGE] = "head_too_large",
+    [FP_GATE_BUSY] = "busy",
+    [FP_GATE_PEER_BUSY] = "peer_busy",
+    [FP_GATE_SLOW] = "slow",
+    [FP_GATE_FLOOD] = "flood",
 };
 
 /* Status and message of each refusal the server answers. */
@@ -114,8 +118,7 @@ static bool request_line_ok(const char *l, size_t len)
         if (!sp2 || sp2 == sp1 + 1)
                 return false;
         len -= (size_t)(sp2 + 1 - l);
-        return len == 8 && memcmp(sp2 + 1, "HTTP/1.", 7) == 0 &&
-               (sp2[8] == '0' || sp2[8] == '1');
+        return len == 8 && memcmp(sp2 + 1, "HTTP/1.", 7) == 0 && (sp2[8] == '0' || sp2[8] == '1');
 }
 
 static bool token_ok(const char *auth, const char *token)
@@ -155,7 +158,8 @@ void fp_coll_gate_judge(const char *head, size_t len, const char *token,
                                 return;
                         }
                         if (last > H_OTHER && seen[last] == 1 &&
-                            !value_append(vals[last], &vlen[last], sizeof(vals[last]), p, l, true)) {
+                            !value_append(vals[last], &vlen[last], sizeof(vals[last]), p, l,
+                                          true)) {
                                 v->reason = FP_GATE_BAD_HEAD;
                                 return;
                         }
@@ -231,7 +235,7 @@ struct conn {
         size_t scanned; /* bytes of held already split into complete lines */
         size_t lines;
         enum state state;
-        bool busy;  /* moving bytes: the watch's own changes are not new input */
+        bool busy;     /* moving bytes: the watch's own changes are not new input */
         bool held_ref; /* a reference on bev until admit() */
         uint64_t body_left;
         int refuse; /* -1, or the reason to refuse the next request with */

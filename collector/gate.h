@@ -93,11 +93,11 @@ void fp_coll_gate_stats(const struct fp_coll_gate *g, size_t *ret_open,
  * NULL. Pure, for the unit tests and the fuzzer.
  */
 struct fp_coll_gate_verdict {
-        int reason;         /* -1: let in; else an enum fp_coll_gate_reason */
-        bool pass_rest;     /* let in with a Transfer-Encoding: pass the connection's rest as is */
-        uint64_t body;      /* bytes of body that follow (Content-Length) */
-        size_t line_len;    /* length of the request line */
-        bool line_ok;       /* the request line reads METHOD SP TARGET SP HTTP/1.x */
+        int reason;      /* -1: let in; else an enum fp_coll_gate_reason */
+        bool pass_rest;  /* let in with a Transfer-Encoding: pass the connection's rest as is */
+        uint64_t body;   /* bytes of body that follow (Content-Length) */
+        size_t line_len; /* length of the request line */
+        bool line_ok;    /* the request line reads METHOD SP TARGET SP HTTP/1.x */
 };
 void fp_coll_gate_judge(const char *head, size_t len, const char *token,
                         struct fp_coll_gate_verdict *v);
