@@ -130,13 +130,19 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
                 if (st.state == FP_TARGET_RUNNING)
                         return fp_control_error(c, "process %d is already being profiled",
                                                 (int)pid);
-                if (!fp_core_may_see(uid, old))
+                /*
+                 * An exited target under a reused PID: the new process replaces
+                 * it, whoever's the old one was (its samples are stored under its
+                 * own start time).
+                 */
+                if (!fp_core_may_see(uid, old) &&
+                    fp_target_starttime(old->t) == fp_proc_stat(pid, NULL))
                         return fp_control_error(c, "permission denied: process %d", (int)pid);
-                /* An exited target under a reused PID: the new process replaces it. */
                 fp_core_stop_target(s, old);
         }
         if (fp_core_start_target(s, pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0)
                 return fp_control_error(c, "cannot profile %d: %s", (int)pid, err);
+        fp_target_guard(t, uid); /* a user's: must stay the user's (root's: 0, none) */
 
         struct fp_target_stats st;
         fp_target_stats(t, &st);
@@ -379,6 +385,10 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         }
         fp_core_poll_tracker(s); /* threads born or dead up to now */
         struct fp_core_target *at = pid ? fp_core_find(s, pid) : NULL;
+        /* Another user's exited target under a PID that is now the caller's process: not it. */
+        if (at && uid != 0 && !fp_core_may_see(uid, at) &&
+            fp_target_starttime(at->t) != fp_proc_stat(pid, NULL))
+                at = NULL;
         if (pid && at && !fp_core_may_see(uid, at))
                 return fp_control_error(c, "permission denied: process %d belongs to another user",
                                         (int)pid);
@@ -445,7 +455,13 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         }
 
         f.pid = pid;
-        f.service = service;
+        /*
+         * A user gets the stored samples of the process now at that PID, its
+         * own, never those of an earlier process that had the PID (another
+         * user's, perhaps): the store names a process by PID and start time.
+         */
+        if (pid && uid != 0)
+                f.starttime = at ? fp_target_starttime(at->t) : fp_proc_stat(pid, NULL);
         f.event = event ? event : (first ? fp_target_config(first)->event.name : NULL);
         if (since_s)
                 f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;

@@ -149,6 +149,7 @@ static void start_for_rule(struct fp_core *s, struct core_rule *cr, const struct
         struct fp_core_target *at = &s->targets[s->n_targets - 1];
         at->rule_id = rule->id;
         at->by_follow = by_follow;
+        fp_target_guard(t, rule->owner); /* a user's rule: its processes must stay the user's */
         fp_rule_service_of(rule, p, service, sizeof(service));
         fp_target_set_service(t, service);
         cr->started++;

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "pprof.h"
 #include "store.h"
+#include "escape.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -255,11 +256,32 @@ static void arm_bucket_timer(struct fp_core *s)
         event_add(s->ev_bucket, &tv);
 }
 
+/* Stops the targets that exec'd into another user's program (fp_target_guard()). */
+static void stop_revoked(struct fp_core *s)
+{
+        for (size_t i = 0; i < s->n_targets;) {
+                struct fp_core_target *at = &s->targets[i];
+                if (!fp_target_revoked(at->t)) {
+                        i++;
+                        continue;
+                }
+                char safe[64];
+                fp_log(LOG_WARNING,
+                       "Stopped profiling %d (%s): it exec'd a program that runs as another user "
+                       "than uid %u, who asked for it",
+                       (int)fp_target_pid(at->t),
+                       fp_terminal_str(fp_target_comm(at->t), safe, sizeof(safe)),
+                       (unsigned)fp_target_guarded_for(at->t));
+                fp_core_stop_target(s, at); /* moves the last target into i */
+        }
+}
+
 static void on_bucket(evutil_socket_t fd, short what, void *arg)
 {
         struct fp_core *s = arg;
         (void)fd;
         (void)what;
+        stop_revoked(s);
         close_buckets(s, NULL, true);
         arm_bucket_timer(s);
 }
@@ -374,10 +396,13 @@ static void follow_child(struct fp_core *s, pid_t child, pid_t parent)
         owner = pat->owner;
         (void)fp_proc_owner(child, &owner);
         struct fp_perf_config cfg = *fp_target_config(pat->t);
+        uid_t guard = fp_target_guarded_for(pat->t);
         int r = fp_core_start_target(s, child, &cfg, owner, true, parent, &t, err, sizeof(err));
         if (r < 0 && r != -ESRCH)
                 fp_log(LOG_ERR, "Failed to follow child %d of %d: %s", (int)child, (int)parent,
                        err);
+        if (r == 0)
+                fp_target_guard(t, guard); /* the parent's user's, as the parent */
 }
 
 static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
@@ -501,6 +526,8 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
                 fp_log(LOG_ERR, "Failed to resume %d: %s", (int)ti->pid, err);
                 return 0;
         }
+        /* Who asked is not stored: a user's process is guarded as if its user had. */
+        fp_target_guard(t, owner);
         fp_log(LOG_INFO, "resumed profiling %d (%s) with %s", (int)ti->pid, fp_target_comm(t),
                cfg.event.name);
         return 0;

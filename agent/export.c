@@ -279,6 +279,7 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
             (r = batch_drop(b, ti, "throttled", now->throttled - then->throttled)) < 0 ||
             (r = batch_drop(b, ti, "out_of_memory", now->dropped_nomem - then->dropped_nomem)) <
                 0 ||
+            (r = batch_drop(b, ti, "revoked_exec", now->revoked - then->revoked)) < 0 ||
             (r = batch_drop(b, ti, "unwind_failed", now->unwind_failed - then->unwind_failed)) <
                 0 ||
             (r = batch_drop(b, ti, "stack_copy_short",
@@ -312,6 +313,7 @@ size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *re
             {"kernel_ring_overflow", now->lost - then->lost},
             {"throttled", now->throttled - then->throttled},
             {"out_of_memory", now->dropped_nomem - then->dropped_nomem},
+            {"revoked_exec", now->revoked - then->revoked},
             {"unwind_failed", now->unwind_failed - then->unwind_failed},
             {"stack_copy_short", now->stack_copy_short - then->stack_copy_short},
         };

@@ -441,6 +441,7 @@ int fp_perf_open_sideband(pid_t tid, struct fp_perf_ring *ret)
         a.exclude_kernel = 1;
         a.task = 1;
         a.comm = 1;
+        a.comm_exec = 1; /* COMM records of an exec say so (target.c re-checks the owner) */
         a.mmap = 1;
         a.mmap2 = 1;
         a.mmap_data = 0;

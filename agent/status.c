@@ -116,6 +116,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
             {"attach_failed", st->attach_failed},
             {"unresolved_frames", st->unresolved},
             {"dropped_nomem", st->dropped_nomem},
+            {"revoked_exec", st->revoked},
         };
 
         fp_json_begin_object(j);

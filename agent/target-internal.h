@@ -64,6 +64,8 @@ struct fp_target {
         uint64_t maps_reload_ns;               /* last unresolved-frame reload of /proc/PID/maps */
         char left_out[FP_PERF_EVENT_LIST_MAX]; /* members --best-effort left out */
         char service[FP_TARGET_SERVICE_MAX + 1]; /* its rule's service, "" when none */
+        uid_t guard;  /* a user's target: the process must stay this uid's (0: root's, none) */
+        bool revoked; /* it exec'd into another user's program: nothing more is kept */
 
         /* Thread tracking (see fp_target_set_tracking()). */
         bool bpf_tracked;     /* births come from the BPF tracker, not FORK records */

@@ -156,6 +156,10 @@ static void handle_sample(void *userdata, const struct fp_perf_sample *s)
         const uint64_t *user = NULL;
         size_t n_user = 0;
 
+        if (t->revoked) {
+                t->st.revoked++;
+                return;
+        }
         /* Time spent in the kernel with kernel frames excluded: one synthetic leaf. */
         if (in_kernel && !t->cfg.kernel_frames)
                 f[n++] = (struct fp_frame){.flags = FP_FRAME_KERNEL_TIME};
@@ -235,6 +239,16 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
                 }
                 break;
         case PERF_RECORD_COMM:
+                /*
+                 * An exec: a user's target must still be the user's. The records
+                 * after this one (samples of the new program) are in order behind it.
+                 */
+                if ((r->misc & PERF_RECORD_MISC_COMM_EXEC) && (pid_t)r->comm.pid == t->pid &&
+                    t->guard && !t->revoked) {
+                        uid_t now;
+                        if (fp_proc_owner(t->pid, &now) < 0 || now != t->guard)
+                                t->revoked = true;
+                }
                 th = fp_thread_find(t, (pid_t)r->comm.tid);
                 if (th)
                         snprintf(th->comm, sizeof(th->comm), "%s", r->comm.comm);
@@ -481,6 +495,21 @@ void fp_target_set_service(struct fp_target *t, const char *service)
 const char *fp_target_service(const struct fp_target *t)
 {
         return t->service;
+}
+
+void fp_target_guard(struct fp_target *t, uid_t user)
+{
+        t->guard = user;
+}
+
+uid_t fp_target_guarded_for(const struct fp_target *t)
+{
+        return t->guard;
+}
+
+bool fp_target_revoked(const struct fp_target *t)
+{
+        return t->revoked;
 }
 
 const char *fp_target_left_out(const struct fp_target *t)

@@ -51,6 +51,7 @@ struct fp_target_stats {
         unsigned threads_by_rescan;  /* found by the /proc rescan, not reported by a tracker */
         uint64_t unresolved;         /* frames outside every known mapping */
         uint64_t dropped_nomem;      /* samples that could not be aggregated: out of memory */
+        uint64_t revoked;            /* samples after an exec into another user's program */
         /* Unwinding (unwind.h): stacks that did not reach the thread's root, and how. */
         uint64_t unwind_failed;         /* no usable CFI row (or, in dwarf mode, no CFI at all) */
         uint64_t stack_copy_short;      /* the stack went on past the copy the kernel took */
@@ -101,6 +102,16 @@ const struct fp_perf_config *fp_target_config(const struct fp_target *t);
  */
 void fp_target_set_service(struct fp_target *t, const char *service);
 const char *fp_target_service(const struct fp_target *t);
+/*
+ * A target a user (not root) asked for: the process must stay that user's.
+ * When it execs a program that makes it another's (set-user-ID or
+ * set-group-ID, or file capabilities, which make it root's in /proc), the
+ * samples after the exec are not kept (counted as revoked_exec) and
+ * fp_target_revoked() turns true, for the caller to stop it.
+ */
+void fp_target_guard(struct fp_target *t, uid_t user);
+uid_t fp_target_guarded_for(const struct fp_target *t); /* 0: not guarded */
+bool fp_target_revoked(const struct fp_target *t);
 /* The events --best-effort left out at start ("cycles,instructions"), "" when none. */
 const char *fp_target_left_out(const struct fp_target *t);
 void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);

@@ -275,15 +275,9 @@ static void arm(struct conn *c, int seconds)
         evtimer_add(c->timer, &tv);
 }
 
-static void conn_free(struct conn *c)
+/* Frees what c holds, and c. */
+static void conn_release(struct conn *c)
 {
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                c->g->conns = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        c->g->open--;
         if (c->watch)
                 evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->watch);
         if (c->held_ref)
@@ -295,6 +289,18 @@ static void conn_free(struct conn *c)
         if (c->tmp)
                 evbuffer_free(c->tmp);
         free(c);
+}
+
+static void conn_free(struct conn *c)
+{
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                c->g->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->g->open--;
+        conn_release(c);
 }
 
 /* evhttp frees the connection. */
@@ -566,15 +572,8 @@ struct bufferevent *fp_coll_gate_wrap(struct fp_coll_gate *g, struct bufferevent
         arm(c, 0);
         return bev;
 fail:
-        if (c) {
-                if (c->timer)
-                        event_free(c->timer);
-                if (c->held)
-                        evbuffer_free(c->held);
-                if (c->tmp)
-                        evbuffer_free(c->tmp);
-                free(c);
-        }
+        if (c)
+                conn_release(c);
         bufferevent_free(bev);
         return NULL;
 }

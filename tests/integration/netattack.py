@@ -137,32 +137,28 @@ def slow(port):
     return {"closed_after": closed_after, "healthz": healthz}
 
 
-def caps(port, per_ip, max_conns):
-    idle = []
-    for _ in range(per_ip):
+def idle_from(src, port, n):
+    """n connections from address src that send nothing."""
+    socks = []
+    for _ in range(n):
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+        s.bind((src, 0))
         s.connect(("127.0.0.1", port))
-        idle.append(s)
+        socks.append(s)
+    return socks
+
+
+def caps(port, per_ip, max_conns):
+    idle = idle_from("127.0.0.1", port, per_ip)
     time.sleep(0.3)
     over = request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     other = get(port, "/healthz", src="127.0.0.2")
     # Fill the rest from 127.0.0.2 until the collector is full.
-    more = []
-    for _ in range(max_conns - per_ip):
-        s = socket.socket()
-        s.bind(("127.0.0.2", 0))
-        s.connect(("127.0.0.1", port))
-        more.append(s)
+    more = idle_from("127.0.0.2", port, max_conns - per_ip)
     time.sleep(0.3)
     full = get(port, "/healthz", src="127.0.0.3")
     # Past a quarter more than the cap, connections are closed unanswered.
-    flood = []
-    for _ in range(max_conns):
-        s = socket.socket()
-        s.bind(("127.0.0.3", 0))
-        s.connect(("127.0.0.1", port))
-        flood.append(s)
+    flood = idle_from("127.0.0.3", port, max_conns)
     time.sleep(0.5)
     closed = 0
     for s in flood:

@@ -23,6 +23,14 @@
 #    neither (only a file with the mapping's device and inode), names the
 #    hot frames crc32 from libz, never BZ2_ from the secret, and keeps
 #    answering.
+# 3c. Ownership is checked again at exec: nobody's process, profiled at
+#    nobody's request, execs a set-user-ID root copy of spin: nothing of
+#    it is kept (no spin frame in root's dump), the agent stops the target
+#    and says why, and nobody can no longer dump that PID. The same exec
+#    under a target root asked for goes on being profiled.
+# 3d. Stored samples are matched by PID and start time: once nobody's
+#    process has a PID that root's exited target had, nobody's dump of it
+#    holds none of root's samples.
 # 4. Growth: nobody's process of 40 threads against an agent with
 #    --max-threads 16: 16 are sampled, the other 25 counted in status
 #    (text and JSON) and logged once, and the agent still answers root.
@@ -169,6 +177,81 @@ while True:
 swapped symlink
 swapped fifo
 fp_ok "libz's path swapped after it was mapped (its directory for a symlink to a root-only one, or the file for a FIFO): the agent read the mapped libz (crc32), never the secret, and answers"
+
+# ---- 3c. ownership checked again at exec -----------------------------------------------
+install -m 4755 -o root -g root "$FP_SPIN" "$FP_TMP/spin-suid"
+exec_suid() { # exec_suid WHO: nobody's shell, started by WHO, execs the set-user-ID spin
+  local who=$1
+  rm -f "$FP_TMP/nb/go-$who"
+  setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
+    'while [ ! -e "$1" ]; do sleep 0.05; done; exec "$2" --threads 1 --seconds 6' sh \
+    "$FP_TMP/nb/go-$who" "$FP_TMP/spin-suid" &
+  SUID=$!
+  fp_track "$SUID"
+  sleep 0.3
+  if [[ $who == nobody ]]; then
+    "${asnobody[@]}" start "$SUID" --freq 499 >/dev/null || fp_fail "nobody could not start its shell"
+  else
+    fp_ctl start "$SUID" --freq 499 >/dev/null || fp_fail "root could not start nobody's shell"
+  fi
+  touch "$FP_TMP/nb/go-$who"
+  fp_wait_for 5 sh -c "[ \"\$(stat -c %u /proc/$SUID)\" = 0 ]" || fp_fail "the set-user-ID spin did not start"
+  sleep 3
+}
+exec_suid nobody
+fp_wait_for 5 grep -q "Stopped profiling $SUID .*another user" "$FP_TMP/agent.log" ||
+  fp_fail "the agent did not stop nobody's target after its set-user-ID exec: $(tail -3 "$FP_TMP/agent.log")"
+[[ -z $(fp_status_json | fp_json_get "[t for t in d['targets'] if t['pid'] == $SUID]") || \
+  $(fp_status_json | fp_json_get "[t for t in d['targets'] if t['pid'] == $SUID]") == "[]" ]] ||
+  fp_fail "nobody's target is still listed after its set-user-ID exec"
+refused "nobody's dump after the exec" "not being profiled" "${asnobody[@]}" dump "$SUID" --format folded
+fp_ctl dump "$SUID" --format folded >"$FP_TMP/suid-nobody.folded" 2>&1 || true
+grep -q spin_inner "$FP_TMP/suid-nobody.folded" &&
+  fp_fail "samples of the set-user-ID program were kept for nobody's target: $(grep -c spin_inner "$FP_TMP/suid-nobody.folded")"
+fp_kill "$SUID"
+exec_suid root
+fp_ctl dump "$SUID" --format folded >"$FP_TMP/suid-root.folded" || fp_fail "root's dump failed"
+grep -q spin_inner "$FP_TMP/suid-root.folded" || fp_fail "root's target lost the set-user-ID program: $(head -3 "$FP_TMP/suid-root.folded")"
+fp_ctl stop "$SUID" >/dev/null || true
+fp_kill "$SUID"
+fp_ok "a set-user-ID exec under nobody's target: nothing kept, target stopped and logged, nobody's dump refused; under root's, profiled on"
+
+# ---- 3d. stored samples matched by PID and start time ------------------------------------
+"$FP_SPIN" --threads 1 --seconds 2 --ready "$FP_TMP/rootspin.ready" >/dev/null &
+ROOTSPIN=$!
+fp_track "$ROOTSPIN"
+fp_wait_for 5 test -e "$FP_TMP/rootspin.ready" || fp_fail "root's spin did not start"
+fp_ctl start "$ROOTSPIN" --freq 499 >/dev/null || fp_fail "root could not profile its spin"
+wait "$ROOTSPIN" || true
+fp_untrack "$ROOTSPIN"
+sleep 2.5 # its last bucket stored
+fp_ctl dump "$ROOTSPIN" --format folded | grep -q spin_inner || fp_fail "root's exited spin is not in the store"
+reused=
+for _ in 1 2 3 4 5 6 7 8; do # the next fork gets ROOTSPIN's PID (ns_last_pid), as nobody's
+  echo $((ROOTSPIN - 1)) >/proc/sys/kernel/ns_last_pid
+  setpriv --reuid=65534 --regid=65534 --clear-groups sleep 20 &
+  p=$!
+  fp_track "$p"
+  if [[ $p == "$ROOTSPIN" ]]; then
+    reused=$p
+    break
+  fi
+  fp_kill "$p"
+done
+[[ -n $reused ]] || fp_fail "could not give nobody's process PID $ROOTSPIN"
+"${asnobody[@]}" dump "$reused" --format folded >"$FP_TMP/reused.folded" 2>&1 || true
+grep -q spin_inner "$FP_TMP/reused.folded" &&
+  fp_fail "nobody's dump of PID $reused holds root's earlier process: $(grep -m1 spin_inner "$FP_TMP/reused.folded" | cut -c1-120)"
+"${asnobody[@]}" start "$reused" --freq 499 >"$FP_TMP/reused.start" 2>&1 ||
+  fp_fail "nobody could not profile its own process at a PID root's exited target had: $(cat "$FP_TMP/reused.start")"
+sleep 1.5
+"${asnobody[@]}" dump "$reused" --format folded >"$FP_TMP/reused.folded" 2>&1 || true
+grep -q spin_inner "$FP_TMP/reused.folded" &&
+  fp_fail "nobody's profile of PID $reused holds root's earlier process: $(grep -m1 spin_inner "$FP_TMP/reused.folded" | cut -c1-120)"
+fp_ctl dump "$reused" --format folded | grep -q spin_inner || fp_fail "root's dump of PID $reused lost root's earlier process"
+fp_ctl stop "$reused" >/dev/null || true
+fp_kill "$reused"
+fp_ok "PID $ROOTSPIN reused by nobody: nobody may profile its process there, and its dumps hold none of root's earlier process (root's still do)"
 
 # ---- 4. a thread limit and the agent still serves ----------------------------------------------
 install -d -m 0777 "$FP_TMP/nobody"
