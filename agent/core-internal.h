@@ -106,8 +106,6 @@ void fp_core_rules_on_exec(struct fp_core *s, pid_t pid, const char *comm, uint6
  * (the rules decided about the child), false to follow it as before.
  */
 bool fp_core_rules_on_child(struct fp_core *s, pid_t child, pid_t parent, uint64_t event_ns);
-/* Forgets the rules' targets whose process ended and whose last bucket is stored. */
-void fp_core_rules_forget_finished(struct fp_core *s);
 /* Fills the rules part of a status snapshot for uid. 0 or -ENOMEM. */
 int fp_core_rules_status(struct fp_core *s, uid_t uid, struct fp_core_status *st);
 /* Frees every rule (at the end). */

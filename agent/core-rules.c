@@ -548,18 +548,6 @@ void fp_core_rules_from_config(struct fp_core *s)
         }
 }
 
-void fp_core_rules_forget_finished(struct fp_core *s)
-{
-        for (size_t i = 0; i < s->n_targets;) {
-                struct fp_core_target *at = &s->targets[i];
-                if (at->rule_id && at->final_written &&
-                    !fp_core_in_flight(s, fp_target_pid(at->t), fp_target_starttime(at->t)))
-                        fp_core_stop_target(s, at); /* swaps the last one in */
-                else
-                        i++;
-        }
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
         uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;

@@ -214,8 +214,10 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                 ctx->t[ctx->n].starttime = fp_target_starttime(at->t);
                 ctx->t[ctx->n].idx = (uint32_t)r;
                 ctx->n++;
-                if (!running)
+                if (!running) {
                         at->final_written = true;
+                        at->final_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+                }
         }
         if (!only) {
                 s->bucket_start_ns = now;
@@ -302,6 +304,26 @@ static void count_stored_drop(struct fp_core *s, const char *reason, uint64_t co
         s->stored_drops[i].count += count;
 }
 
+/*
+ * Forgets the targets whose process ended and whose last bucket is stored:
+ * a rule's at once, one started by PID --keep-exited seconds later (until
+ * then status shows it exited), so exited targets do not pile up.
+ */
+static void forget_finished(struct fp_core *s)
+{
+        int64_t now = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+        int64_t keep = (int64_t)(s->opt.keep_exited_s ? s->opt.keep_exited_s : 60) * 1000000000LL;
+
+        for (size_t i = 0; i < s->n_targets;) {
+                struct fp_core_target *at = &s->targets[i];
+                if (at->final_written && (at->rule_id || now - at->final_ns >= keep) &&
+                    !fp_core_in_flight(s, fp_target_pid(at->t), fp_target_starttime(at->t)))
+                        fp_core_stop_target(s, at); /* swaps the last one in */
+                else
+                        i++;
+        }
+}
+
 static void on_writer_done(void *userdata, const struct fp_writer_result *r)
 {
         struct fp_core *s = userdata;
@@ -359,7 +381,7 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
         }
         fp_store_batch_free(r->batch);
         free(ctx);
-        fp_core_rules_forget_finished(s);
+        forget_finished(s);
 }
 
 /* ---- thread tracking ---- */

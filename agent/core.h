@@ -42,8 +42,9 @@ struct fp_core_options {
         const char *token_file;
         const char *ca_file;
         unsigned upload_interval;
-        bool no_bpf;          /* --no-bpf: track threads with the perf FORK-record fallback */
-        unsigned max_threads; /* --max-threads: threads sampled per target at most, 0: none */
+        bool no_bpf;            /* --no-bpf: track threads with the perf FORK-record fallback */
+        unsigned max_threads;   /* --max-threads: threads sampled per target at most, 0: none */
+        unsigned keep_exited_s; /* --keep-exited: an exited PID target stays this long, 0: 60 */
         /* The configuration file's rules: "target =" lines (rule.h), checked already. */
         const char *const *rules;
         size_t n_rules;
@@ -54,6 +55,7 @@ struct fp_core_target {
         struct fp_target *t;
         uid_t owner;
         bool final_written; /* exited and its last bucket queued: nothing more to write */
+        int64_t final_ns;   /* CLOCK_MONOTONIC of that */
         int64_t rule_id;    /* the rule that started it, 0: started by PID */
         bool by_follow;     /* a child its rule follows (--follow-children), matching or not */
 };

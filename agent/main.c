@@ -52,6 +52,8 @@ static const struct fp_conf_key agent_keys[] = {
      "seconds between uploads, 5 to 86400"},
     {"max-threads", FP_CONF_UINT, "4096", 1, 65536, "N",
      "threads sampled per target at most (each costs two events and ring memory)"},
+    {"keep-exited", FP_CONF_UINT, "60", 1, 86400, "SECS",
+     "seconds an exited target started by PID stays in status, its data stored"},
     {"no-bpf", FP_CONF_BOOL, "false", 0, 0, NULL,
      "track threads with perf fork records and /proc rescans, not the BPF tracker"},
     {"metrics-listen", FP_CONF_STRING, NULL, 0, 0, "ADDR:PORT",
@@ -159,6 +161,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .upload_interval = (unsigned)fp_conf_uint(conf, "upload-interval"),
             .no_bpf = fp_conf_bool(conf, "no-bpf"),
             .max_threads = (unsigned)fp_conf_uint(conf, "max-threads"),
+            .keep_exited_s = (unsigned)fp_conf_uint(conf, "keep-exited"),
         };
         opt->rules = fp_conf_list(conf, "target", &opt->n_rules);
         *ret_socket = fp_conf_string(conf, "socket");

@@ -34,6 +34,8 @@
 # 4. Growth: nobody's process of 40 threads against an agent with
 #    --max-threads 16: 16 are sampled, the other 25 counted in status
 #    (text and JSON) and logged once, and the agent still answers root.
+#    Nobody's 20 short-lived processes, each profiled by PID: once exited
+#    and --keep-exited (3 s) past, the agent has forgotten every one.
 #
 # And the collector against its network:
 # 5. Reads need --read-token-file's token when it is set: no token or a
@@ -70,7 +72,7 @@ echo 2 >/proc/sys/kernel/perf_event_paranoid
 
 DEAD=$(fp_free_port)
 fp_start_agent --bucket 1 --collector "http://fpuser:s3cret@127.0.0.1:$DEAD" --upload-interval 5 \
-  --max-threads 16
+  --max-threads 16 --keep-exited 3
 install -m 0755 "$FP_AGENTCTL" "$FP_TMP/agentctl"
 asnobody=(fp_timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_TMP/agentctl" --socket "$FP_SOCK")
 refused() { # refused WHAT WANT CMD...: exit 1, one line containing WANT
@@ -272,6 +274,30 @@ fp_ok "--max-threads 16: nobody's 41 threads give 16 sampled, 25 counted and log
 fp_ctl status >/dev/null || fp_fail "the agent stopped answering"
 fp_kill "$NP" "$RP"
 fp_ok "the agent still answers"
+
+short=()
+for _ in $(seq 20); do
+  setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1 &
+  short+=($!)
+  fp_track "$!"
+done
+for p in "${short[@]}"; do
+  "${asnobody[@]}" start "$p" >/dev/null 2>&1 || true
+done
+listed() { fp_status_json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+want = set(int(x) for x in sys.argv[1:])
+print(sum(1 for t in d["targets"] if t["pid"] in want))' "${short[@]}"; }
+n_listed=$(listed)
+((n_listed >= 15)) || fp_fail "only $n_listed of nobody's 20 short processes were profiled"
+for p in "${short[@]}"; do wait "$p" 2>/dev/null || true; fp_untrack "$p"; done
+for _ in $(seq 30); do
+  [[ $(listed) == 0 ]] && break
+  sleep 0.5
+done
+[[ $(listed) == 0 ]] || fp_fail "$(listed) of nobody's exited targets are still kept after --keep-exited 3"
+fp_ok "nobody's $n_listed exited short-lived targets forgotten after --keep-exited"
 
 # ---- 5. the collector's reads --------------------------------------------------------------
 printf 'r34d-t0k3n\n' >"$FP_TMP/read.token"
