@@ -20,6 +20,7 @@ struct fp_agg {
         size_t n_slots;  /* a power of two */
         uint64_t total_count;
         unsigned n_counters;
+        size_t max_entries; /* 0: no limit */
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -57,6 +58,11 @@ struct fp_agg *fp_agg_new(unsigned n_counters)
         if (a)
                 a->n_counters = n_counters;
         return a;
+}
+
+void fp_agg_set_limit(struct fp_agg *a, size_t max_entries)
+{
+        a->max_entries = max_entries;
 }
 
 unsigned fp_agg_n_counters(const struct fp_agg *a)
@@ -121,6 +127,9 @@ int fp_agg_add(struct fp_agg *a, pid_t tid, unsigned epoch, const struct fp_fram
         }
 
         /* New entry: make room first so that failure leaves the table unchanged. */
+        if (a->max_entries && a->n >= a->max_entries &&
+            !(n == 1 && frames[0].flags == FP_FRAME_OVERFLOW)) /* the stand-in always gets in */
+                return -ENOSPC;
         if ((a->n + 1) * 2 > a->n_slots) {
                 if (a->n >= UINT32_MAX / 4)
                         return -ENOMEM;

@@ -36,6 +36,8 @@ struct fp_frame {
 #define FP_FRAME_KERNEL_TIME                                                                       \
         1u /* synthetic "[kernel]" leaf: time in the kernel, frames excluded                       \
             */
+/* synthetic only frame: the bucket's stack table was full (fp_agg_set_limit()) */
+#define FP_FRAME_OVERFLOW 4u
 
 struct fp_agg_entry {
         uint64_t hash;
@@ -67,6 +69,12 @@ int fp_agg_add(struct fp_agg *a, pid_t tid, unsigned epoch, const struct fp_fram
                uint32_t n, uint64_t value, const uint64_t *counters, fp_agg_resolve_fn resolve,
                void *userdata);
 unsigned fp_agg_n_counters(const struct fp_agg *a);
+/*
+ * At most max_entries distinct entries (0: no limit): a sample that would
+ * make one more gets -ENOSPC, the table unchanged; only a stack of the one
+ * stand-in frame FP_FRAME_OVERFLOW is let in past the limit (one per tid).
+ */
+void fp_agg_set_limit(struct fp_agg *a, size_t max_entries);
 
 size_t fp_agg_n_entries(const struct fp_agg *a);
 /* Entry i (0 <= i < n_entries), in insertion order. */

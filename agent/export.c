@@ -57,6 +57,10 @@ static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct
                 d->function = "[truncated]";
                 return;
         }
+        if (f->flags & FP_FRAME_OVERFLOW) {
+                d->function = "[stack table full]";
+                return;
+        }
         if (!f->mapping) {
                 d->function = "[unknown]";
                 return;
@@ -295,6 +299,7 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                 r = -ENOMEM;
                 goto out;
         }
+        fp_agg_set_limit(fresh, FP_TARGET_MAX_STACKS);
         fp_agg_free(t->agg);
         t->agg = fresh;
         t->st_bucketed = t->st;

@@ -117,6 +117,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
             {"unresolved_frames", st->unresolved},
             {"dropped_nomem", st->dropped_nomem},
             {"revoked_exec", st->revoked},
+            {"stacks_over_limit", st->stacks_over_limit},
         };
 
         fp_json_begin_object(j);

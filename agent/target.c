@@ -192,8 +192,16 @@ static void handle_sample(void *userdata, const struct fp_perf_sample *s)
                 if (n == 0 || (s->ip && t->cfg.kernel_frames))
                         f[n++] = (struct fp_frame){.addr = s->ip};
         }
-        if (fp_agg_add(t->agg, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n, s->period,
-                       s->n_counters ? s->counters : NULL, resolve_frames, t) == 0) {
+        int r = fp_agg_add(t->agg, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n, s->period,
+                           s->n_counters ? s->counters : NULL, resolve_frames, t);
+        if (r == -ENOSPC) {
+                /* The bucket's stack table is full: the time is kept, under one stand-in. */
+                t->st.stacks_over_limit++;
+                f[0] = (struct fp_frame){.flags = FP_FRAME_OVERFLOW};
+                r = fp_agg_add(t->agg, (pid_t)s->tid, 0, f, 1, s->period,
+                               s->n_counters ? s->counters : NULL, NULL, NULL);
+        }
+        if (r == 0) {
                 t->st.samples++;
                 t->st.value += s->period;
                 for (unsigned i = 0; i < s->n_counters; i++)
@@ -398,6 +406,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         }
         t->maps = fp_maps_new(pid, cache);
         t->agg = fp_agg_new(t->cfg.n_members);
+        if (t->agg)
+                fp_agg_set_limit(t->agg, FP_TARGET_MAX_STACKS);
         t->ev_rescan = event_new(base, -1, EV_PERSIST, fp_target_on_rescan, t);
         t->ev_retry = event_new(base, -1, 0, fp_target_on_retry, t);
         if (!t->exe || !t->maps || !t->agg || !t->ev_rescan || !t->ev_retry) {

@@ -36,6 +36,13 @@ enum fp_target_state {
         FP_TARGET_EXITED,
 };
 
+/*
+ * Distinct stacks (per thread) a target keeps in one bucket; past them a
+ * sample's time is kept under one "[stack table full]" frame, so a process
+ * that makes every stack different cannot grow the agent without bound.
+ */
+#define FP_TARGET_MAX_STACKS 32768
+
 struct fp_target_stats {
         enum fp_target_state state;
         unsigned threads_live;
@@ -52,6 +59,8 @@ struct fp_target_stats {
         uint64_t unresolved;         /* frames outside every known mapping */
         uint64_t dropped_nomem;      /* samples that could not be aggregated: out of memory */
         uint64_t revoked;            /* samples after an exec into another user's program */
+        uint64_t
+            stacks_over_limit; /* samples kept as "[stack table full]" (FP_TARGET_MAX_STACKS) */
         /* Unwinding (unwind.h): stacks that did not reach the thread's root, and how. */
         uint64_t unwind_failed;         /* no usable CFI row (or, in dwarf mode, no CFI at all) */
         uint64_t stack_copy_short;      /* the stack went on past the copy the kernel took */

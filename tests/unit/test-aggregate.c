@@ -10,6 +10,7 @@
 #include "aggregate.h"
 #include "fp-test.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 static unsigned resolve_calls;
@@ -114,10 +115,38 @@ static void test_counters(void)
         fp_agg_free(a);
 }
 
+/* A limited table refuses a new entry past its limit and keeps adding to the ones it has. */
+static void test_limit(void)
+{
+        struct fp_agg *a = fp_agg_new(0);
+        struct fp_frame f[1] = {{.addr = 0}};
+
+        fp_agg_set_limit(a, 3);
+        for (uint64_t i = 0; i < 3; i++) {
+                f[0].addr = 0x1000 + i;
+                FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, f, 1, 1, NULL, NULL, NULL), 0);
+        }
+        f[0].addr = 0x2000;
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, f, 1, 1, NULL, NULL, NULL), -ENOSPC);
+        FP_CHECK_EQ_INT(fp_agg_n_entries(a), 3);
+        f[0].addr = 0x1001;
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, f, 1, 5, NULL, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_entry(a, 1)->count, 2);
+        FP_CHECK_EQ_INT(fp_agg_entry(a, 1)->value, 6);
+        /* The stand-in for what did not fit gets in, once per thread. */
+        struct fp_frame full[1] = {{.flags = FP_FRAME_OVERFLOW}};
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, full, 1, 1, NULL, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 1, 0, full, 1, 1, NULL, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_add(a, 2, 0, full, 1, 1, NULL, NULL, NULL), 0);
+        FP_CHECK_EQ_INT(fp_agg_n_entries(a), 5);
+        fp_agg_free(a);
+}
+
 int main(void)
 {
         test_merge();
         test_many();
         test_counters();
+        test_limit();
         return FP_TEST_DONE();
 }
