@@ -21,7 +21,9 @@ struct fp_maps {
         struct fp_symcache *cache;
         struct fp_mapping **all; /* owned, append-only */
         size_t n_all, cap_all;
-        uint32_t *live; /* 1-based indices into all, sorted by start */
+        uint32_t *index; /* open addressing over all: 1-based indices, 0 empty */
+        size_t n_index;  /* a power of two, at least twice n_all */
+        uint32_t *live;  /* 1-based indices into all, sorted by start */
         size_t n_live, cap_live;
         uint32_t kernel; /* index of the kernel pseudo-mapping, 0 until needed */
         unsigned epoch;
@@ -49,20 +51,66 @@ void fp_maps_free(struct fp_maps *m)
                 free(m->all[i]);
         }
         free(m->all);
+        free(m->index);
         free(m->live);
         free(m);
 }
 
-/* Finds an identical mapping in the history, or appends a new one. Returns its index or -errno. */
+static uint64_t mapping_hash(uint64_t start, uint64_t end, uint64_t pgoff, uint64_t ino,
+                             const char *path)
+{
+        const uint64_t v[] = {start, end, pgoff, ino};
+        uint64_t h = 0xcbf29ce484222325ull;
+
+        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+                h = (h ^ v[i]) * 0x100000001b3ull;
+        for (; *path; path++)
+                h = (h ^ (unsigned char)*path) * 0x100000001b3ull;
+        return h;
+}
+
+/* Puts idx (1-based) into the index, growing it to keep it at most half full. */
+static int index_put(struct fp_maps *m, uint32_t idx)
+{
+        if (m->n_all * 2 > m->n_index) {
+                size_t n = m->n_index ? m->n_index * 2 : 64;
+                uint32_t *t = calloc(n, sizeof(*t));
+                if (!t)
+                        return -ENOMEM;
+                free(m->index);
+                m->index = t;
+                m->n_index = n;
+                for (size_t i = 0; i < m->n_all; i++)
+                        if (i + 1 != idx)
+                                (void)index_put(m, (uint32_t)i + 1);
+        }
+        const struct fp_mapping *x = m->all[idx - 1];
+        size_t s = mapping_hash(x->start, x->end, x->pgoff, x->ino, x->path) & (m->n_index - 1);
+        while (m->index[s])
+                s = (s + 1) & (m->n_index - 1);
+        m->index[s] = idx;
+        return 0;
+}
+
+/*
+ * Finds an identical mapping in the history, or appends a new one. Returns
+ * its index, -ENOSPC past FP_MAPS_MAX (a process that maps and unmaps code
+ * without end: later mappings' frames stay unresolved), or -ENOMEM.
+ */
 static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t pgoff, uint64_t dev,
                       uint64_t ino, const char *path)
 {
-        for (size_t i = m->n_all; i-- > 0;) {
-                struct fp_mapping *x = m->all[i];
-                if (x->start == start && x->end == end && x->pgoff == pgoff && x->dev == dev &&
-                    x->ino == ino && strcmp(x->path, path) == 0)
-                        return (int64_t)i + 1;
+        if (m->n_index) {
+                size_t s = mapping_hash(start, end, pgoff, ino, path) & (m->n_index - 1);
+                for (; m->index[s]; s = (s + 1) & (m->n_index - 1)) {
+                        struct fp_mapping *x = m->all[m->index[s] - 1];
+                        if (x->start == start && x->end == end && x->pgoff == pgoff &&
+                            x->dev == dev && x->ino == ino && strcmp(x->path, path) == 0)
+                                return m->index[s];
+                }
         }
+        if (m->n_all >= FP_MAPS_MAX)
+                return -ENOSPC;
         if (fp_grow((void **)&m->all, &m->cap_all, m->n_all + 1, sizeof(*m->all)) < 0)
                 return -ENOMEM;
         struct fp_mapping *x = calloc(1, sizeof(*x));
@@ -87,6 +135,12 @@ static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t 
         else
                 x->kind = FP_MAPPING_ANON;
         m->all[m->n_all++] = x;
+        if (index_put(m, (uint32_t)m->n_all) < 0) {
+                m->n_all--;
+                free(x->path);
+                free(x);
+                return -ENOMEM;
+        }
         return (int64_t)m->n_all;
 }
 
@@ -94,27 +148,27 @@ static int64_t intern(struct fp_maps *m, uint64_t start, uint64_t end, uint64_t 
 static int live_insert(struct fp_maps *m, uint32_t idx)
 {
         struct fp_mapping *x = m->all[idx - 1];
-        size_t lo = 0, w = 0;
-        bool displaced = false;
+        size_t lo = 0, hi = m->n_live, end;
 
-        /* Drop overlapping entries, keeping order. */
-        for (size_t i = 0; i < m->n_live; i++) {
-                struct fp_mapping *y = m->all[m->live[i] - 1];
-                if (m->live[i] == idx)
-                        return 0; /* already live */
-                if (y->start < x->end && x->start < y->end) {
-                        displaced = true;
-                        continue;
-                }
-                m->live[w++] = m->live[i];
+        /* Live mappings are sorted and do not overlap: ends are sorted too. */
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (m->all[m->live[mid] - 1]->end <= x->start)
+                        lo = mid + 1;
+                else
+                        hi = mid;
         }
-        m->n_live = w;
-        if (displaced)
+        /* [lo, end): the live mappings x overlaps, which it displaces. */
+        for (end = lo; end < m->n_live && m->all[m->live[end] - 1]->start < x->end; end++)
+                if (m->live[end] == idx)
+                        return 0; /* already live */
+        if (end > lo) {
+                memmove(m->live + lo, m->live + end, (m->n_live - end) * sizeof(*m->live));
+                m->n_live -= end - lo;
                 m->epoch++;
+        }
         if (fp_grow((void **)&m->live, &m->cap_live, m->n_live + 1, sizeof(*m->live)) < 0)
                 return -ENOMEM;
-        while (lo < m->n_live && m->all[m->live[lo] - 1]->start < x->start)
-                lo++;
         memmove(m->live + lo + 1, m->live + lo, (m->n_live - lo) * sizeof(*m->live));
         m->live[lo] = idx;
         m->n_live++;

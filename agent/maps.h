@@ -48,6 +48,9 @@ struct fp_mapping {
 
 struct fp_maps;
 
+/* Mappings a process's history keeps at most (fp_maps_add(): -ENOSPC past it). */
+#define FP_MAPS_MAX 65536
+
 struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache);
 void fp_maps_free(struct fp_maps *m);
 

@@ -654,6 +654,11 @@ struct fp_symtab *fp_symtab_ref(struct fp_symtab *t)
         return t;
 }
 
+bool fp_symtab_shared(const struct fp_symtab *t)
+{
+        return __atomic_load_n(&t->refs, __ATOMIC_ACQUIRE) > 1;
+}
+
 void fp_symtab_unref(struct fp_symtab *t)
 {
         if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) != 0)

@@ -24,6 +24,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,6 +92,18 @@ int fp_symcache_get_kernel(struct fp_symcache *c, struct fp_symtab **ret);
  * cache misses, for tests and status.
  */
 size_t fp_symcache_n_loaded(const struct fp_symcache *c);
+/*
+ * The cache keeps at most max files' tables (default FP_SYMCACHE_MAX_FILES)
+ * besides those a mapping still holds: past it, adding one forgets every
+ * table no mapping holds, so the files processes once mapped cannot grow
+ * it without bound. Tables in use are never dropped.
+ */
+#define FP_SYMCACHE_MAX_FILES 1024
+void fp_symcache_set_max_files(struct fp_symcache *c, size_t max);
+/* Files whose tables the cache holds now. */
+size_t fp_symcache_n_files(const struct fp_symcache *c);
+/* Whether anyone but its holder holds t too. */
+bool fp_symtab_shared(const struct fp_symtab *t);
 
 struct fp_symtab *fp_symtab_ref(struct fp_symtab *t);
 void fp_symtab_unref(struct fp_symtab *t);

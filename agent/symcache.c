@@ -46,6 +46,7 @@ struct fp_symcache {
         struct map by_path;
         struct fp_symtab *vdso, *kernel;
         size_t n_loaded;
+        size_t max_files;
         char *debug_dir;
 };
 
@@ -167,6 +168,7 @@ struct fp_symcache *fp_symcache_new(void)
         c = calloc(1, sizeof(*c));
         if (!c)
                 return NULL;
+        c->max_files = FP_SYMCACHE_MAX_FILES;
         c->debug_dir = strdup(DEFAULT_DEBUG_DIR);
         if (!c->debug_dir) {
                 free(c);
@@ -208,6 +210,36 @@ int fp_symcache_set_debug_dir(struct fp_symcache *c, const char *dir)
 size_t fp_symcache_n_loaded(const struct fp_symcache *c)
 {
         return c ? c->n_loaded : 0;
+}
+
+void fp_symcache_set_max_files(struct fp_symcache *c, size_t max)
+{
+        c->max_files = max;
+}
+
+size_t fp_symcache_n_files(const struct fp_symcache *c)
+{
+        return c ? c->by_key.n : 0;
+}
+
+/* Past max_files: forgets the paths, then every table nothing but the cache holds. */
+static void evict(struct fp_symcache *c)
+{
+        if (c->by_key.n < c->max_files)
+                return;
+        map_clear(&c->by_path);
+        for (size_t i = 0; i < c->by_key.n_buckets; i++) {
+                for (struct entry **p = &c->by_key.buckets[i]; *p;) {
+                        struct entry *e = *p;
+                        if (fp_symtab_shared(e->tab)) {
+                                p = &e->next;
+                                continue;
+                        }
+                        *p = e->next;
+                        c->by_key.n--;
+                        entry_free(e);
+                }
+        }
 }
 
 static bool same_file(const struct entry *e, const struct stat *st)
@@ -305,6 +337,7 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
         } else if (e) {
                 tab = e->tab;
         } else {
+                evict(c);
                 r = fp_sym_load_elf(elf, bid, c->debug_dir, false, &tab);
                 if (r < 0)
                         return r;

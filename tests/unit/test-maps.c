@@ -11,6 +11,7 @@
 #include "maps.h"
 #include "symbols.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -78,6 +79,22 @@ int main(void)
 
         munmap(jit, 4096);
         fp_maps_free(m);
+
+        /*
+         * A process that maps code without end (a JIT mapping and unmapping):
+         * re-adding a known mapping finds it, and the history stops at
+         * FP_MAPS_MAX instead of growing the agent.
+         */
+        struct fp_maps *h = fp_maps_new(getpid(), cache);
+        for (uint64_t i = 0; i < FP_MAPS_MAX; i++)
+                if (fp_maps_add(h, 0x10000000 + (i << 12), 4096, 0, 0, 0, "//anon") != 0)
+                        FP_CHECK(!"adding a mapping failed");
+        FP_CHECK_EQ_INT(fp_maps_count(h), FP_MAPS_MAX);
+        FP_CHECK_EQ_INT(fp_maps_add(h, 0x10000000 + (7 << 12), 4096, 0, 0, 0, "//anon"), 0);
+        FP_CHECK_EQ_INT(fp_maps_count(h), FP_MAPS_MAX);
+        FP_CHECK_EQ_INT(fp_maps_add(h, 0x90000000, 4096, 0, 0, 0, "//anon"), -ENOSPC);
+        FP_CHECK_EQ_INT(fp_maps_count(h), FP_MAPS_MAX);
+        fp_maps_free(h);
         fp_symcache_free(cache);
         return FP_TEST_DONE();
 }

@@ -490,6 +490,39 @@ static void test_forged_build_id(void)
         fp_symcache_free(c);
 }
 
+/*
+ * Past its limit of files, the cache forgets the tables no mapping holds
+ * and keeps the ones held: 12 files (group-writable copies, so each is its
+ * own key) through a cache of 4.
+ */
+static void test_eviction(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *held = NULL, *t = NULL, *again = NULL;
+        char name[32];
+
+        FP_CHECK_EQ_INT(run("cd '%s' && for i in 0 1 2 3 4 5 6 7 8 9 10 11; do "
+                            "cp prog evict-$i && chmod 664 evict-$i; done",
+                            dir),
+                        0);
+        fp_symcache_set_max_files(c, 4);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("evict-0"), NULL, &held), 0);
+        for (int i = 1; i < 12; i++) {
+                snprintf(name, sizeof(name), "evict-%d", i);
+                FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir(name), NULL, &t), 0);
+                fp_symtab_unref(t);
+                FP_CHECK(fp_symcache_n_files(c) <= 4);
+        }
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 12);
+        /* The held table survived every eviction: asked again, it is not read again. */
+        FP_CHECK_EQ_INT(fp_symcache_get(c, in_dir("evict-0"), NULL, &again), 0);
+        FP_CHECK(again == held);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 12);
+        fp_symtab_unref(again);
+        fp_symtab_unref(held);
+        fp_symcache_free(c);
+}
+
 static void test_debug_file(void)
 {
         struct fp_symcache *c = fp_symcache_new(), *bare = fp_symcache_new();
@@ -824,6 +857,7 @@ int main(void)
                 if (geteuid() == 0)
                         test_forged_build_id(); /* chown needs root */
                 test_debug_file();
+                test_eviction();
         }
         test_vdso();
         test_kallsyms_file();
