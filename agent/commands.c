@@ -116,6 +116,11 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
 
         if (fp_proc_owner(pid, &owner) < 0)
                 return fp_control_error(c, "no such process: %d", (int)pid);
+        if (fp_core_user_at_limit(s, uid))
+                return fp_control_error(c,
+                                        "too many targets: a user may profile %d processes at "
+                                        "once (agentctl stop one first)",
+                                        FP_CORE_MAX_TARGETS_PER_USER);
         if (uid != 0 && uid != owner)
                 return fp_control_error(c, "permission denied: process %d belongs to another user",
                                         (int)pid);

@@ -419,6 +419,16 @@ static void follow_child(struct fp_core *s, pid_t child, pid_t parent)
         (void)fp_proc_owner(child, &owner);
         struct fp_perf_config cfg = *fp_target_config(pat->t);
         uid_t guard = fp_target_guarded_for(pat->t);
+        if (fp_core_user_at_limit(s, guard)) {
+                if (!pat->children_refused++)
+                        fp_log(LOG_WARNING,
+                               "Not following the children of %d: uid %u has %d targets running "
+                               "already",
+                               (int)parent, (unsigned)guard, FP_CORE_MAX_TARGETS_PER_USER);
+                if (s->tracker)
+                        (void)fp_tracker_remove(s->tracker, child);
+                return;
+        }
         int r = fp_core_start_target(s, child, &cfg, owner, true, parent, &t, err, sizeof(err));
         if (r < 0 && r != -ESRCH)
                 fp_log(LOG_ERR, "Failed to follow child %d of %d: %s", (int)child, (int)parent,
@@ -659,6 +669,23 @@ void fp_core_free(struct fp_core *s)
 }
 
 /* ---- what commands ask ---- */
+
+bool fp_core_user_at_limit(const struct fp_core *s, uid_t uid)
+{
+        size_t n = 0;
+
+        if (uid == 0)
+                return false;
+        for (size_t i = 0; i < s->n_targets; i++) {
+                const struct fp_core_target *at = &s->targets[i];
+                struct fp_target_stats st;
+                if (at->rule_id || fp_target_guarded_for(at->t) != uid)
+                        continue;
+                fp_target_stats(at->t, &st);
+                n += st.state == FP_TARGET_RUNNING;
+        }
+        return n >= FP_CORE_MAX_TARGETS_PER_USER;
+}
 
 bool fp_core_may_see(uid_t uid, const struct fp_core_target *at)
 {

@@ -58,6 +58,7 @@ struct fp_core_target {
         int64_t final_ns;   /* CLOCK_MONOTONIC of that */
         int64_t rule_id;    /* the rule that started it, 0: started by PID */
         bool by_follow;     /* a child its rule follows (--follow-children), matching or not */
+        uint64_t children_refused; /* children not followed: its user's targets at the limit */
 };
 
 /*
@@ -77,6 +78,13 @@ void fp_core_free(struct fp_core *core);
 
 /* Whether uid may see, stop or dump target at: root, or its owner. */
 bool fp_core_may_see(uid_t uid, const struct fp_core_target *at);
+/*
+ * Running targets a user other than root asked for (by PID, and the
+ * children they follow) at most: each costs perf events and ring memory.
+ */
+#define FP_CORE_MAX_TARGETS_PER_USER 64
+/* Whether uid (not root) has that many running targets it asked for. */
+bool fp_core_user_at_limit(const struct fp_core *core, uid_t uid);
 /* The target profiling pid (running or exited), or NULL. */
 struct fp_core_target *fp_core_find(struct fp_core *core, pid_t pid);
 /* Targets by index, 0 <= i < fp_core_n_targets(); valid until a target starts or stops. */

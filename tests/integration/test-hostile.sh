@@ -36,6 +36,8 @@
 #    (text and JSON) and logged once, and the agent still answers root.
 #    Nobody's 20 short-lived processes, each profiled by PID: once exited
 #    and --keep-exited (3 s) past, the agent has forgotten every one.
+#    Nobody's 70 processes: 64 are profiled, the 65th is refused in one
+#    line, and root may still start more.
 #
 # And the collector against its network:
 # 5. Reads need --read-token-file's token when it is set: no token or a
@@ -298,6 +300,19 @@ for _ in $(seq 30); do
 done
 [[ $(listed) == 0 ]] || fp_fail "$(listed) of nobody's exited targets are still kept after --keep-exited 3"
 fp_ok "nobody's $n_listed exited short-lived targets forgotten after --keep-exited"
+many=()
+for _ in $(seq 65); do
+  setpriv --reuid=65534 --regid=65534 --clear-groups sleep 60 &
+  many+=($!)
+  fp_track "$!"
+done
+for p in "${many[@]:0:64}"; do
+  "${asnobody[@]}" start "$p" >/dev/null || fp_fail "nobody could not profile its process $p"
+done
+refused "nobody's 65th target" "too many targets" "${asnobody[@]}" start "${many[64]}"
+fp_ctl start "${many[64]}" >/dev/null || fp_fail "root could not profile past nobody's limit"
+for p in "${many[@]}"; do fp_ctl stop "$p" >/dev/null 2>&1 || true; fp_kill "$p"; done
+fp_ok "nobody's targets are bounded at 64; root is not"
 
 # ---- 5. the collector's reads --------------------------------------------------------------
 printf 'r34d-t0k3n\n' >"$FP_TMP/read.token"
