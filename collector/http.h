@@ -50,8 +50,9 @@ struct fp_coll_server {
         struct fp_coll_writeq *writeq; /* the writer thread, with the read-write store */
         struct fp_backend *store;      /* read-only: the loop thread's queries */
         uint64_t store_max_bytes;
-        char *token;      /* NULL: no authentication */
-        char *read_token; /* NULL: reads are open */
+        uint64_t max_read_ns; /* one read's time budget (--max-read-ms) */
+        char *token;          /* NULL: no authentication */
+        char *read_token;     /* NULL: reads are open */
         bool tls;
         char listen[128]; /* what is served, for logs and the page */
         struct fp_coll_stats st;

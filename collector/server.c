@@ -150,7 +150,12 @@ static void on_request(struct evhttp_request *req, void *arg)
                 if ((routes[i].auth == 'W' && !authorized(s, req)) ||
                     (routes[i].auth == 'R' && !read_authorized(s, req)))
                         return;
+                /* A read's queries stop at its time budget (503 with the reason). */
+                if (routes[i].auth == 'R')
+                        fp_backend_set_deadline(s->store, (int64_t)fp_now_ns(CLOCK_MONOTONIC) +
+                                                              (int64_t)s->max_read_ns);
                 routes[i].fn(s, req);
+                fp_backend_set_deadline(s->store, 0);
                 return;
         }
         s->st.not_found++;
@@ -232,6 +237,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
             (r = fp_read_token_file(c->read_token_file, &s->read_token, err, errlen)) < 0)
                 goto fail;
         s->store_max_bytes = c->store_max_mb << 20;
+        s->max_read_ns = c->max_read_ms * 1000000;
         r = fp_backend_open(c->store, c->store_credentials, s->store_max_bytes, true, &wstore, err,
                             errlen);
         if (r < 0)

@@ -48,6 +48,14 @@ bool fp_backend_is_clickhouse(const struct fp_backend *b)
         return b && b->ch;
 }
 
+void fp_backend_set_deadline(struct fp_backend *b, int64_t deadline_ns)
+{
+        if (b->ch)
+                fp_ch_set_deadline(b->ch, deadline_ns);
+        else
+                fp_store_set_deadline(b->sq, deadline_ns);
+}
+
 const char *fp_backend_errmsg(const struct fp_backend *b)
 {
         return b->ch ? fp_ch_errmsg(b->ch) : fp_store_errmsg(b->sq);

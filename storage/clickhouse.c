@@ -236,6 +236,7 @@ struct fp_ch {
         struct fp_store_map written; /* (day, id) of dictionary rows this handle stored */
         struct buf answer;
         char errmsg[512];
+        int64_t deadline_ns; /* CLOCK_MONOTONIC; 0: none (fp_ch_set_deadline()) */
 };
 
 static int failf(struct fp_ch *c, int r, const char *fmt, ...)
@@ -310,7 +311,13 @@ static int request(struct fp_ch *c, const char *insert_sql, const void *body, si
         curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, timeout_s);
+        long timeout_ms = timeout_s * 1000;
+        if (c->deadline_ns) {
+                int64_t left = (c->deadline_ns - (int64_t)fp_now_ns(CLOCK_MONOTONIC)) / 1000000;
+                if (left < timeout_ms)
+                        timeout_ms = left > 1 ? (long)left : 1;
+        }
+        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
         curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, curl_err);
         cr = curl_easy_perform(c->curl);
         curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
@@ -605,6 +612,11 @@ static int read_credentials(struct fp_ch *c, const char *path, char *err, size_t
         explicit_bzero(line, strlen(colon + 1) + (size_t)(colon - line) + 1);
         free(line);
         return c->user && c->password ? 0 : fp_errf(err, errlen, -ENOMEM, "out of memory");
+}
+
+void fp_ch_set_deadline(struct fp_ch *c, int64_t deadline_ns)
+{
+        c->deadline_ns = deadline_ns;
 }
 
 int fp_ch_open(const char *url, const char *credentials_file, uint64_t max_bytes, bool writer,

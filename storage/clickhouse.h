@@ -43,6 +43,8 @@ struct fp_pprof;
 /* True when spec names a ClickHouse store (clickhouse:// or clickhouses://). */
 bool fp_ch_is_url(const char *spec);
 
+/* Requests end at CLOCK_MONOTONIC deadline_ns (0: their own timeouts only): -ETIMEDOUT. */
+void fp_ch_set_deadline(struct fp_ch *c, int64_t deadline_ns);
 /*
  * Checks url and reads credentials_file (NULL: the user "default" without
  * a password), then sets up the schema (writer) or checks it (reader).

@@ -66,6 +66,12 @@ int fp_store_db_fail(struct fp_store *s, int rc, const char *what)
 {
         int r = fp_store_db_errno(s->db, rc);
 
+        if ((rc & 0xff) == SQLITE_INTERRUPT && s->deadline_ns) {
+                snprintf(s->errmsg, sizeof(s->errmsg),
+                         "the read ran past its time limit: narrow the selection (host, "
+                         "process, from, to)");
+                return -ETIMEDOUT;
+        }
         snprintf(s->errmsg, sizeof(s->errmsg), "Failed to %s in '%s': %s", what, s->path,
                  s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
         return r ? r : -EIO;

@@ -738,6 +738,19 @@ static int readonly_fallback(struct fp_store *s, const char *path)
         return rc;
 }
 
+/* SQLite's progress handler: stops the statement once the deadline passed. */
+static int past_deadline(void *arg)
+{
+        const struct fp_store *s = arg;
+
+        return s->deadline_ns && (int64_t)fp_now_ns(CLOCK_MONOTONIC) > s->deadline_ns;
+}
+
+void fp_store_set_deadline(struct fp_store *s, int64_t deadline_ns)
+{
+        s->deadline_ns = deadline_ns;
+}
+
 /*
  * One attempt at opening. -EBADMSG means the file is damaged (detail in
  * damage) and may be moved aside; other failures are final.
@@ -788,6 +801,7 @@ static int open_once(const char *path, uint64_t max_bytes, bool readonly, struct
         }
         sqlite3_extended_result_codes(s->db, 1);
         sqlite3_busy_timeout(s->db, FP_STORE_BUSY_MS);
+        sqlite3_progress_handler(s->db, 4096, past_deadline, s);
         if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
                 fp_errf(err, errlen, 0, "Failed to open store '%s': the file is read-only", path);
                 store_free(s);

@@ -305,6 +305,7 @@ struct fp_store {
         uint64_t est_growth, est_log;
         uint64_t evicted_buckets;
         unsigned read_depth; /* nested read transactions (query.c) */
+        int64_t deadline_ns; /* CLOCK_MONOTONIC past which statements stop; 0: none */
         char errmsg[512];
 };
 

@@ -245,6 +245,11 @@ int fp_store_open(const char *path, uint64_t max_bytes, struct fp_store **ret, c
 int fp_store_open_readonly(const char *path, struct fp_store **ret, char *err, size_t errlen);
 /* Accepts NULL. */
 void fp_store_close(struct fp_store *s);
+/*
+ * Statements stop once CLOCK_MONOTONIC passes deadline_ns (0: never), the
+ * call failing with -ETIMEDOUT: what bounds the cost of one read.
+ */
+void fp_store_set_deadline(struct fp_store *s, int64_t deadline_ns);
 /* One line on the last failure ("" when none); valid until the next call. */
 const char *fp_store_errmsg(const struct fp_store *s);
 

@@ -61,6 +61,9 @@
 # 9. A gzip bomb (400 MiB of zeros): decoded on the decoder thread, so
 #    /metrics keeps answering while it is decoded (and shows it queued);
 #    then refused with 400.
+# 10. A read's cost is bounded: with --max-read-ms 1, merging 30 uploads of
+#    20,000 samples is stopped and answered 503 (saying why) while
+#    /healthz and uploads go on; with the default budget it is answered.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 fp_init 240
@@ -422,4 +425,32 @@ for r in unauthorized wrong_token bad_head body_not_allowed head_too_large busy 
   grep -qE "^fleetprof_collector_refused_total\{reason=\"$r\"\} [1-9]" <<<"$m" || fp_fail "metrics count no $r refusal"
 done
 fp_ok "every refusal counted in /metrics"
+fp_stop_collector
+
+# ---- 10. a read's cost is bounded ------------------------------------------------------------
+python3 "$FP_SRC/tests/integration/mkpprof.py" good "$FP_TMP/big.pb.gz" --stacks 2000 --samples 20000
+PORT=$(fp_free_port)
+URL=http://127.0.0.1:$PORT
+upload_big() { # upload_big N: N uploads of big.pb.gz from hosts h1..hN
+  local now
+  now=$(date +%s%N)
+  for i in $(seq "$1"); do
+    curl -sf --data-binary @"$FP_TMP/big.pb.gz" \
+      "$URL/api/v1/ingest?host=h$i&pid=7&starttime=1&event=cpu-clock&from=$((now - 5000000000))&to=$now" \
+      >/dev/null || fp_fail "upload $i of big.pb.gz failed"
+  done
+}
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/c4.db" --max-read-ms 1
+upload_big 30
+code=$(curl -s -o "$FP_TMP/body" -w '%{http_code}' "$URL/api/v1/profile")
+[[ $code == 503 ]] && grep -q "time limit" "$FP_TMP/body" ||
+  fp_fail "a merge past --max-read-ms 1 was not stopped: $code $(head -c 200 "$FP_TMP/body")"
+curl -sf "$URL/healthz" -o /dev/null || fp_fail "/healthz after a stopped read"
+upload_big 1
+fp_stop_collector
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/c4.db"
+curl -sf "$URL/api/v1/profile" -o "$FP_TMP/all.pb.gz" || fp_fail "the same merge with the default budget failed"
+[[ $(fp_profile_total "$FP_TMP/all.pb.gz") == $((31 * 20000)) ]] ||
+  fp_fail "the merge holds $(fp_profile_total "$FP_TMP/all.pb.gz") samples, not $((31 * 20000))"
+fp_ok "a merge past --max-read-ms 1 is stopped with 503 and the reason; uploads and /healthz go on; the default budget answers it"
 fp_stop_collector
