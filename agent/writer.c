@@ -9,6 +9,7 @@
 #include "writer.h"
 #include "counters.h"
 #include "pprof.h"
+#include "util.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -166,7 +168,11 @@ static void run_query(struct fp_writer *w, struct job *j)
                 j->r.error = -ENODEV;
                 return; /* the builder keeps what the caller put in */
         }
+        /* A dump holds up the buckets queued behind it: at most FP_WRITER_QUERY_S of it. */
+        fp_store_set_deadline(w->store, (int64_t)fp_now_ns(CLOCK_MONOTONIC) +
+                                            FP_WRITER_QUERY_S * 1000000000LL);
         int r = fp_counters_query(w->store, &j->filter, j->r.pprof);
+        fp_store_set_deadline(w->store, 0);
         if (r < 0) {
                 j->r.error = r;
                 snprintf(j->r.message, sizeof(j->r.message), "%s", fp_store_errmsg(w->store));

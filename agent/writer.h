@@ -91,7 +91,13 @@ void fp_writer_free(struct fp_writer *w);
 
 /* Queues a batch; on success the writer owns it until its result. -ENOBUFS: queue full. */
 int fp_writer_submit_batch(struct fp_writer *w, struct fp_store_batch *b, void *cookie);
-/* Queues a query; the filter's strings are copied; the writer owns p until its result. */
+/*
+ * Queues a query; the filter's strings are copied; the writer owns p until
+ * its result. A query runs at most FP_WRITER_QUERY_S seconds (then
+ * -ETIMEDOUT, saying why): the buckets queued behind it wait that long at
+ * most.
+ */
+#define FP_WRITER_QUERY_S 10
 int fp_writer_submit_query(struct fp_writer *w, const struct fp_store_filter *f, struct fp_pprof *p,
                            void *cookie);
 
