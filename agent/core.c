@@ -913,6 +913,8 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 return -ENOMEM;
         }
         *ret = st;
+        if (st.upload_url == st.url_redacted) /* into the copy, not this frame's */
+                ret->upload_url = ret->url_redacted;
         return 0;
 }
 
