@@ -460,6 +460,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         }
 
         f.pid = pid;
+        f.service = service;
         /*
          * A user gets the stored samples of the process now at that PID, its
          * own, never those of an earlier process that had the PID (another

@@ -103,6 +103,13 @@ fp_wait_for 10 rule_is "$R1" 'r["running"]' 0 ||
 [[ $(status_rule "$R1" 'r["started"]') == 6 ]] ||
   fp_fail "rule $R1 started $(status_rule "$R1" 'r["started"]') processes, want 6; targets: $(fp_status_json | fp_json_get '[(t["pid"], t["state"], t["rule"]) for t in d["targets"]]')"
 fp_ok "status: rule $R1 started 6, $(status_rule "$R1" 'r["start_latency_us"]')"
+# A process profiled by PID beside the service: its samples are not the service's.
+"$FP_SPIN" --threads 1 --seconds 2 --ready "$FP_TMP/other.ready" >/dev/null &
+OTHER=$!
+fp_track "$OTHER"
+fp_wait_for 5 test -e "$FP_TMP/other.ready" || fp_fail "the other spin did not start"
+fp_ctl start "$OTHER" --freq 499 >/dev/null || fp_fail "could not profile the other spin"
+sleep 1
 fp_ctl flush >/dev/null
 fp_ctl dump --service worker -o "$FP_TMP/worker.pb.gz"
 python3 - "$FP_SRC/tests/integration" "$FP_TMP/worker.pb.gz" "$SHORT" "${!CPU[@]}" -- "${CPU[@]}" <<'EOF' || fp_fail "the service's profile does not account for its instances"
