@@ -44,7 +44,7 @@ int fp_coll_parse_time(const char *s, int64_t now_ns, int64_t *ret)
                 if (!end || *end)
                         return -EINVAL;
                 time_t t = timegm(&tm);
-                if (t < 0)
+                if (t < 0 || t > INT64_MAX / NS) /* past 2262 nanoseconds do not fit */
                         return -EINVAL;
                 *ret = (int64_t)t * NS;
                 return 0;
