@@ -390,9 +390,10 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         }
         fp_core_poll_tracker(s); /* threads born or dead up to now */
         struct fp_core_target *at = pid ? fp_core_find(s, pid) : NULL;
+        /* For a user: the start time of the process now at that PID (0: none). */
+        uint64_t started = pid && uid != 0 ? fp_proc_stat(pid, NULL) : 0;
         /* Another user's exited target under a PID that is now the caller's process: not it. */
-        if (at && uid != 0 && !fp_core_may_see(uid, at) &&
-            fp_target_starttime(at->t) != fp_proc_stat(pid, NULL))
+        if (at && uid != 0 && !fp_core_may_see(uid, at) && fp_target_starttime(at->t) != started)
                 at = NULL;
         if (pid && at && !fp_core_may_see(uid, at))
                 return fp_control_error(c, "permission denied: process %d belongs to another user",
@@ -467,7 +468,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
          * user's, perhaps): the store names a process by PID and start time.
          */
         if (pid && uid != 0)
-                f.starttime = at ? fp_target_starttime(at->t) : fp_proc_stat(pid, NULL);
+                f.starttime = at ? fp_target_starttime(at->t) : started;
         f.event = event ? event : (first ? fp_target_config(first)->event.name : NULL);
         if (since_s)
                 f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;

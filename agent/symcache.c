@@ -272,9 +272,12 @@ static int remember_path(struct fp_symcache *c, const char *path, const struct s
         return r;
 }
 
-static bool is_wanted(const struct stat *st, const struct fp_file_id *want)
+/* 0 when the file st describes may be read: the one wanted (-ESTALE), not too large (-EFBIG). */
+static int check_file(const struct stat *st, const struct fp_file_id *want)
 {
-        return !want || ((uint64_t)st->st_dev == want->dev && (uint64_t)st->st_ino == want->ino);
+        if (want && ((uint64_t)st->st_dev != want->dev || (uint64_t)st->st_ino != want->ino))
+                return -ESTALE;
+        return st->st_size > (off_t)FP_SYM_MAX_FILE_BYTES ? -EFBIG : 0;
 }
 
 int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_file_id *want,
@@ -293,10 +296,8 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
                 return -EINVAL;
         if (stat(path, &st) < 0)
                 return -errno;
-        if (!is_wanted(&st, want))
-                return -ESTALE;
-        if (st.st_size > (off_t)FP_SYM_MAX_FILE_BYTES)
-                return -EFBIG;
+        if ((r = check_file(&st, want)) < 0)
+                return r;
         e = map_find(&c->by_path, path);
         if (e && same_file(e, &st)) {
                 *ret = fp_symtab_ref(e->tab);
@@ -306,10 +307,8 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
         r = fp_sym_open_elf(path, &fd, &elf, &st);
         if (r < 0)
                 return r;
-        if (!is_wanted(&st, want)) /* replaced between the stat() and the open() */
-                return -ESTALE;
-        if (st.st_size > (off_t)FP_SYM_MAX_FILE_BYTES)
-                return -EFBIG;
+        if ((r = check_file(&st, want)) < 0) /* replaced between the stat() and the open() */
+                return r;
         fp_sym_read_build_id(elf, bid);
         trusted = st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
         if (bid[0] && trusted)

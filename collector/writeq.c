@@ -76,6 +76,30 @@ static void push(struct job ***tail, struct job *j)
         *tail = &j->next;
 }
 
+/* The first job of a list (head, tail), taken off it; NULL when empty. */
+static struct job *pop(struct job **head, struct job ***tail)
+{
+        struct job *j = *head;
+
+        if (!j)
+                return NULL;
+        *head = j->next;
+        if (!*head)
+                *tail = head;
+        j->next = NULL;
+        return j;
+}
+
+/* Tells the loop thread that the done list has news. */
+static void wake_loop(struct fp_coll_writeq *q)
+{
+        uint64_t one = 1;
+
+        if (write(q->efd, &one, sizeof(one)) < 0) {
+                /* Cannot overflow in practice; the done list is the truth. */
+        }
+}
+
 /* ---- decoder thread ---- */
 
 static void decode(struct fp_coll_writeq *q, struct job *j)
@@ -98,11 +122,10 @@ static void decode(struct fp_coll_writeq *q, struct job *j)
 static void *decoder_main(void *arg)
 {
         struct fp_coll_writeq *q = arg;
-        uint64_t one = 1;
 
         pthread_mutex_lock(&q->lock);
         for (;;) {
-                struct job *j = q->raw;
+                struct job *j = pop(&q->raw, &q->raw_tail);
 
                 if (!j && q->stopping)
                         break;
@@ -110,17 +133,12 @@ static void *decoder_main(void *arg)
                         pthread_cond_wait(&q->wake_decoder, &q->lock);
                         continue;
                 }
-                q->raw = j->next;
-                if (!q->raw)
-                        q->raw_tail = &q->raw;
                 pthread_mutex_unlock(&q->lock);
                 decode(q, j);
                 pthread_mutex_lock(&q->lock);
                 if (j->r.decode_status) {
                         push(&q->done_tail, j);
-                        if (write(q->efd, &one, sizeof(one)) < 0) {
-                                /* Cannot overflow in practice; the done list is the truth. */
-                        }
+                        wake_loop(q);
                 } else {
                         push(&q->todo_tail, j);
                         pthread_cond_signal(&q->wake);
@@ -177,7 +195,6 @@ static void *thread_main(void *arg)
 {
         struct fp_coll_writeq *q = arg;
         int64_t next_expiry = 0; /* CLOCK_REALTIME ns; 0: now */
-        uint64_t one = 1;
 
         pthread_mutex_lock(&q->lock);
         for (;;) {
@@ -202,18 +219,11 @@ static void *thread_main(void *arg)
                         }
                         continue;
                 }
-                while (q->todo && n < FP_COLL_WRITEQ_MAX) {
-                        jobs[n++] = q->todo;
-                        q->todo = q->todo->next;
-                        jobs[n - 1]->next = NULL;
-                }
-                if (!q->todo)
-                        q->todo_tail = &q->todo;
+                while (n < FP_COLL_WRITEQ_MAX && (jobs[n] = pop(&q->todo, &q->todo_tail)))
+                        n++;
                 pthread_mutex_unlock(&q->lock);
                 write_group(q, jobs, n);
-                if (write(q->efd, &one, sizeof(one)) < 0) {
-                        /* Cannot overflow in practice; the done list is the truth. */
-                }
+                wake_loop(q);
                 pthread_mutex_lock(&q->lock);
         }
         pthread_mutex_unlock(&q->lock);

@@ -280,12 +280,16 @@ fp_ctl status >/dev/null || fp_fail "the agent stopped answering"
 fp_kill "$NP" "$RP"
 fp_ok "the agent still answers"
 
-short=()
-for _ in $(seq 20); do
-  setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1 &
-  short+=($!)
-  fp_track "$!"
-done
+sleepers() { # sleepers N SECS: N sleep processes of nobody's, their PIDs in SLEEPERS
+  SLEEPERS=()
+  for _ in $(seq "$1"); do
+    setpriv --reuid=65534 --regid=65534 --clear-groups sleep "$2" &
+    SLEEPERS+=($!)
+    fp_track "$!"
+  done
+}
+sleepers 20 1
+short=("${SLEEPERS[@]}")
 for p in "${short[@]}"; do
   "${asnobody[@]}" start "$p" >/dev/null 2>&1 || true
 done
@@ -303,12 +307,8 @@ for _ in $(seq 30); do
 done
 [[ $(listed) == 0 ]] || fp_fail "$(listed) of nobody's exited targets are still kept after --keep-exited 3"
 fp_ok "nobody's $n_listed exited short-lived targets forgotten after --keep-exited"
-many=()
-for _ in $(seq 65); do
-  setpriv --reuid=65534 --regid=65534 --clear-groups sleep 60 &
-  many+=($!)
-  fp_track "$!"
-done
+sleepers 65 60
+many=("${SLEEPERS[@]}")
 for p in "${many[@]:0:64}"; do
   "${asnobody[@]}" start "$p" >/dev/null || fp_fail "nobody could not profile its process $p"
 done
