@@ -195,6 +195,7 @@ struct fp_core_status {
         const char *version;
         uint64_t uptime_s;
         size_t symbol_files_loaded;
+        size_t symbol_files_loading; /* asked for, still being read on a loader thread */
         unsigned bucket_seconds;
         /* The store. */
         const char *store_path;   /* NULL: none */

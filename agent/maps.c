@@ -47,6 +47,7 @@ void fp_maps_free(struct fp_maps *m)
                 return;
         for (size_t i = 0; i < m->n_all; i++) {
                 fp_symtab_unref(m->all[i]->symtab);
+                fp_symcache_cancel(m->cache, m->all[i]->symload);
                 free(m->all[i]->path);
                 free(m->all[i]);
         }
@@ -305,39 +306,60 @@ static bool on_fuse(struct fp_maps *m, uint64_t dev)
 /*
  * Loads x's symbols from the file it maps and no other (same device and
  * inode): through the process's root (other mount namespaces), as named on
- * the host's, then through map_files (deleted or replaced files).
+ * the host's, then through map_files (deleted or replaced files). The file
+ * is read on the cache's loader threads: a slow one is waited for
+ * FP_MAPS_LOAD_WAIT_MS, then picked up by a later call once read.
  */
 static void load_symtab(struct fp_maps *m, struct fp_mapping *x)
 {
         const struct fp_file_id want = {.dev = x->dev, .ino = x->ino};
         const struct fp_file_id *w = x->ino ? &want : NULL;
-        char fn[4200];
+        char root[4200], mapped[128];
+        const char *paths[FP_SYMLOAD_MAX_PATHS];
+        size_t n = 0;
+        int r;
 
-        x->symtab_tried = true;
+        if (x->symload) {
+                r = fp_symcache_poll(m->cache, x->symload, &x->symtab);
+                if (r == -EINPROGRESS)
+                        return;
+                x->symload = NULL;
+                x->symtab_tried = true;
+                return;
+        }
         switch (x->kind) {
         case FP_MAPPING_VDSO:
+                x->symtab_tried = true;
                 (void)fp_symcache_get_vdso(m->cache, &x->symtab);
                 return;
         case FP_MAPPING_KERNEL:
+                x->symtab_tried = true;
                 (void)fp_symcache_get_kernel(m->cache, &x->symtab);
                 return;
         case FP_MAPPING_ANON:
+                x->symtab_tried = true;
                 return;
         case FP_MAPPING_FILE:
                 break;
         }
-        if (on_fuse(m, x->dev))
+        if (on_fuse(m, x->dev)) {
+                x->symtab_tried = true;
                 return;
-        snprintf(fn, sizeof(fn), "/proc/%d/root%s", (int)m->pid, x->path);
-        if (fp_symcache_get(m->cache, fn, w, &x->symtab) == 0)
-                return;
+        }
+        snprintf(root, sizeof(root), "/proc/%d/root%s", (int)m->pid, x->path);
+        paths[n++] = root;
         /* Only a file known to be the mapped one is read through the host's own root. */
-        if (w && fp_symcache_get(m->cache, x->path, w, &x->symtab) == 0)
-                return;
+        if (w)
+                paths[n++] = x->path;
         /* A deleted or replaced file is still reachable through map_files while mapped. */
-        snprintf(fn, sizeof(fn), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid, x->start,
-                 x->end);
-        (void)fp_symcache_get(m->cache, fn, w, &x->symtab);
+        snprintf(mapped, sizeof(mapped), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid,
+                 x->start, x->end);
+        paths[n++] = mapped;
+        r = fp_symcache_start(m->cache, paths, n, w, FP_MAPS_LOAD_WAIT_MS, &x->symtab, &x->symload);
+        if (r == -EINPROGRESS)
+                return;
+        if (r != -EBUSY) /* too many loads outstanding: asked again at the next use */
+                x->symtab_tried = true;
 }
 
 const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, uint64_t *ret_offset)

@@ -40,16 +40,18 @@ enum fp_mapping_kind {
 struct fp_mapping {
         uint64_t start, end, pgoff;
         enum fp_mapping_kind kind;
-        char *path;               /* as the process sees it; "[vdso]", "[kernel.kallsyms]", ... */
-        uint64_t dev, ino;        /* the mapped file's device and inode; 0 0 when unknown */
-        struct fp_symtab *symtab; /* NULL until loaded, or when it could not be */
-        bool symtab_tried;
+        char *path;                 /* as the process sees it; "[vdso]", "[kernel.kallsyms]", ... */
+        uint64_t dev, ino;          /* the mapped file's device and inode; 0 0 when unknown */
+        struct fp_symtab *symtab;   /* NULL until loaded, or when it could not be */
+        bool symtab_tried;          /* loaded, or given up on */
+        struct fp_symload *symload; /* being read on a loader thread (symbols.h) */
 };
 
 struct fp_maps;
 
 /* Mappings a process's history keeps at most (fp_maps_add(): -ENOSPC past it). */
-#define FP_MAPS_MAX 65536
+#define FP_MAPS_MAX          65536
+#define FP_MAPS_LOAD_WAIT_MS 100 /* a mapping's first use waits this long for its file */
 
 struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache);
 void fp_maps_free(struct fp_maps *m);
@@ -74,5 +76,9 @@ size_t fp_maps_count(const struct fp_maps *m);
  */
 const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, uint64_t *ret_offset);
 
-/* The symtab of mapping idx (loaded on first use), or NULL when it has none. */
+/*
+ * The symtab of mapping idx (loaded on first use), or NULL when it has none
+ * or its file is still being read (FP_MAPS_LOAD_WAIT_MS at most is spent
+ * waiting for it; later calls find it once read).
+ */
 struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx);

@@ -272,6 +272,8 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_uint(&j, st->uptime_s);
         fp_json_key(&j, "symbol_files_loaded");
         fp_json_uint(&j, st->symbol_files_loaded);
+        fp_json_key(&j, "symbol_files_loading");
+        fp_json_uint(&j, st->symbol_files_loading);
         fp_json_key(&j, "bucket_seconds");
         fp_json_uint(&j, st->bucket_seconds);
 
@@ -384,6 +386,9 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
 
         fprintf(out, "fleetprof-agent %s, pid %d, up %" PRIu64 "s, %zu target%s\n", st->version,
                 (int)st->agent_pid, st->uptime_s, st->n_targets, st->n_targets == 1 ? "" : "s");
+        if (st->symbol_files_loading)
+                fprintf(out, "symbols: %zu file%s being read (their frames unnamed until read)\n",
+                        st->symbol_files_loading, st->symbol_files_loading == 1 ? "" : "s");
         if (!st->store_path) {
                 fprintf(out, "store: none (samples are kept in memory only)\n");
         } else {

@@ -69,6 +69,37 @@ struct fp_file_id {
 #define FP_SYM_MAX_FILE_BYTES (2ULL << 30) /* larger files are not read: -EFBIG */
 int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_file_id *want,
                     struct fp_symtab **ret);
+
+/*
+ * Loads off the caller's thread. A file a process maps may be slow to read
+ * (a table of millions of symbols, a hung network mount): the cache reads
+ * files on FP_SYMLOAD_THREADS loader threads, at most one file per device
+ * at a time, so one stuck device holds one loader and the others go on.
+ *
+ * fp_symcache_start() asks for the table of the file want names (NULL: any)
+ * through paths, tried in order (fp_symcache_get's rules for each), and
+ * waits up to wait_ms (-1: until done) when a loader is free for it: 0 and
+ * *ret (a reference) when done by then, else -EINPROGRESS and *ret_load,
+ * which the caller polls (fp_symcache_poll(): -EINPROGRESS while running,
+ * then 0 and *ret, or the error, and the load is gone) or cancels. -EBUSY
+ * when FP_SYMLOAD_MAX_QUEUED loads are outstanding: ask again later.
+ * The debug directory must be set before the first load, and every load
+ * collected or cancelled before the cache is freed.
+ */
+#define FP_SYMLOAD_THREADS    2
+#define FP_SYMLOAD_MAX_PATHS  3
+#define FP_SYMLOAD_MAX_QUEUED 4096
+#define FP_SYMLOAD_STOP_MS    1000 /* fp_symcache_free waits this long for the loaders */
+struct fp_symload;
+int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_paths,
+                      const struct fp_file_id *want, int wait_ms, struct fp_symtab **ret,
+                      struct fp_symload **ret_load);
+int fp_symcache_poll(struct fp_symcache *c, struct fp_symload *load, struct fp_symtab **ret);
+void fp_symcache_cancel(struct fp_symcache *c, struct fp_symload *load);
+/* Milliseconds since load was asked for. */
+uint64_t fp_symload_age_ms(const struct fp_symload *load);
+/* Files queued or being read on the loader threads now. */
+size_t fp_symcache_n_loading(struct fp_symcache *c);
 /*
  * The vdso's symtab (new reference), parsed once from the agent's own vdso
  * (AT_SYSINFO_EHDR), which the kernel maps unchanged into every 64-bit

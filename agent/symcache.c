@@ -17,9 +17,14 @@
  */
 #include "symbols-internal.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
+#include <syslog.h>
+#include <time.h>
 
 #define PATH_MAP_MAX      4096u
 #define DEFAULT_DEBUG_DIR "/usr/lib/debug"
@@ -48,6 +53,16 @@ struct fp_symcache {
         size_t n_loaded;
         size_t max_files;
         char *debug_dir;
+
+        /* The loader threads; everything above is theirs too, under lock. */
+        pthread_mutex_t lock;
+        pthread_cond_t work;     /* a load was queued or a device freed */
+        pthread_cond_t finished; /* a load is done or a loader exited (CLOCK_MONOTONIC) */
+        struct fp_symload *queue;
+        struct fp_symload *running[FP_SYMLOAD_THREADS];
+        size_t n_threads, n_started, n_exited;
+        size_t n_loads; /* asked for and not yet collected or cancelled */
+        bool stopping;
 };
 
 static uint64_t hash_str(const char *s)
@@ -159,6 +174,34 @@ static struct entry *entry_new(const char *key)
         return e;
 }
 
+/* A load (symbols.h): shared by its requester and the loader until both let go. */
+struct fp_symload {
+        struct fp_symload *next; /* c->queue */
+        unsigned refs;           /* under c->lock */
+        bool running, done;      /* under c->lock */
+        bool has_want, cached, fresh;
+        bool slow; /* the requester stopped waiting: logged when read */
+        struct fp_file_id want;
+        uint64_t dev;        /* want's device (0 unknown): one load per device at a time */
+        uint64_t start_ns;   /* when it was asked for */
+        int r;               /* done: 0 or the last path's error */
+        size_t n_paths, won; /* won: the path the table came from */
+        char *paths[FP_SYMLOAD_MAX_PATHS];
+        struct stat st; /* done, r == 0: the file read */
+        char key[KEY_MAX + 96];
+        struct fp_symtab *tab; /* done, r == 0: a reference */
+};
+
+static void load_unref_locked(struct fp_symload *j)
+{
+        if (--j->refs)
+                return;
+        for (size_t i = 0; i < j->n_paths; i++)
+                free(j->paths[i]);
+        fp_symtab_unref(j->tab);
+        free(j);
+}
+
 struct fp_symcache *fp_symcache_new(void)
 {
         struct fp_symcache *c;
@@ -174,13 +217,48 @@ struct fp_symcache *fp_symcache_new(void)
                 free(c);
                 return NULL;
         }
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->work, NULL);
+        pthread_cond_init(&c->finished, &ca);
+        pthread_condattr_destroy(&ca);
         return c;
 }
 
 void fp_symcache_free(struct fp_symcache *c)
 {
+        uint64_t deadline;
+        bool stuck;
+
         if (!c)
                 return;
+        pthread_mutex_lock(&c->lock);
+        c->stopping = true;
+        pthread_cond_broadcast(&c->work);
+        deadline = fp_now_ns(CLOCK_MONOTONIC) + FP_SYMLOAD_STOP_MS * 1000000ULL;
+        while (c->n_exited < c->n_started || c->n_started < c->n_threads) {
+                struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ULL),
+                                      .tv_nsec = (long)(deadline % 1000000000ULL)};
+                if (pthread_cond_timedwait(&c->finished, &c->lock, &ts) == ETIMEDOUT)
+                        break;
+        }
+        stuck = c->n_exited < c->n_threads;
+        while (c->queue) {
+                struct fp_symload *j = c->queue;
+                c->queue = j->next;
+                load_unref_locked(j);
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (stuck) {
+                /* A loader is inside a read that does not return (a hung mount): it keeps c. */
+                fp_log(LOG_WARNING, "a symbol loader is still reading a file; leaving it");
+                return;
+        }
+        pthread_cond_destroy(&c->work);
+        pthread_cond_destroy(&c->finished);
+        pthread_mutex_destroy(&c->lock);
         map_clear(&c->by_key);
         map_clear(&c->by_path);
         free(c->by_key.buckets);
@@ -280,29 +358,38 @@ static int check_file(const struct stat *st, const struct fp_file_id *want)
         return st->st_size > (off_t)FP_SYM_MAX_FILE_BYTES ? -EFBIG : 0;
 }
 
-int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_file_id *want,
-                    struct fp_symtab **ret)
+/* ---- the loader threads ---- */
+
+/*
+ * On a loader thread: the table of path (the file want names) into j:
+ * a reference to the cached one when the path or the build ID is known
+ * (j->cached), else one read now (j->fresh). The cache's maps are read
+ * under c->lock; the file's reads are not.
+ */
+static int load_path(struct fp_symcache *c, const char *path, struct fp_symload *j)
 {
+        const struct fp_file_id *want = j->has_want ? &j->want : NULL;
         _cleanup_close_ int fd = -1;
         _cleanup_(elf_endp) Elf *elf = NULL;
-        struct fp_symtab *tab;
+        char bid[KEY_MAX];
         struct entry *e;
-        char bid[KEY_MAX], key[KEY_MAX + 96];
         struct stat st;
-        bool trusted;
+        bool trusted, have = false;
         int r;
 
-        if (!c || !path || !ret)
-                return -EINVAL;
         if (stat(path, &st) < 0)
                 return -errno;
         if ((r = check_file(&st, want)) < 0)
                 return r;
+        pthread_mutex_lock(&c->lock);
         e = map_find(&c->by_path, path);
         if (e && same_file(e, &st)) {
-                *ret = fp_symtab_ref(e->tab);
-                return 0;
+                j->tab = fp_symtab_ref(e->tab);
+                j->cached = true;
         }
+        pthread_mutex_unlock(&c->lock);
+        if (j->cached)
+                return 0;
 
         r = fp_sym_open_elf(path, &fd, &elf, &st);
         if (r < 0)
@@ -312,40 +399,183 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
         fp_sym_read_build_id(elf, bid);
         trusted = st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
         if (bid[0] && trusted)
-                snprintf(key, sizeof(key), "%s", bid);
+                snprintf(j->key, sizeof(j->key), "%s", bid);
         else
-                snprintf(key, sizeof(key),
+                snprintf(j->key, sizeof(j->key),
                          "%s@%" PRIx64 ":%" PRIu64 ":%" PRId64 ":%" PRId64 ".%09ld", bid,
                          (uint64_t)st.st_dev, (uint64_t)st.st_ino, (int64_t)st.st_size,
                          (int64_t)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+        j->st = st;
 
-        e = map_find(&c->by_key, key);
-        if (e && !fp_sym_symtab_full(e->tab) && fp_sym_elf_has_symtab(elf)) {
-                /*
-                 * A stripped copy was seen first; this file of the same build
-                 * has the full table. Later lookups get the richer one; holders
-                 * of the old reference keep it.
-                 */
-                r = fp_sym_load_elf(elf, bid, c->debug_dir, false, &tab);
-                if (r < 0)
-                        return r;
+        /* A stripped copy seen first does not stand for a file with the full table. */
+        pthread_mutex_lock(&c->lock);
+        e = map_find(&c->by_key, j->key);
+        if (e && (fp_sym_symtab_full(e->tab) || !fp_sym_elf_has_symtab(elf))) {
+                j->tab = fp_symtab_ref(e->tab);
+                have = true;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (have)
+                return 0;
+        r = fp_sym_load_elf(elf, bid, c->debug_dir, false, &j->tab);
+        if (r < 0)
+                return r;
+        j->fresh = true;
+        return 0;
+}
+
+/* The next load a loader may run: queued, its device not being read already. */
+static struct fp_symload **next_runnable(struct fp_symcache *c)
+{
+        for (struct fp_symload **p = &c->queue; *p; p = &(*p)->next) {
+                bool busy = false;
+
+                for (size_t i = 0; i < FP_SYMLOAD_THREADS; i++)
+                        busy |= c->running[i] && c->running[i]->dev == (*p)->dev;
+                if (!busy)
+                        return p;
+        }
+        return NULL;
+}
+
+static void *loader_main(void *arg)
+{
+        struct fp_symcache *c = arg;
+        size_t slot;
+
+        pthread_mutex_lock(&c->lock);
+        slot = c->n_started++;
+        for (;;) {
+                struct fp_symload **p = NULL, *j;
+
+                while (!c->stopping && !(p = next_runnable(c)))
+                        pthread_cond_wait(&c->work, &c->lock);
+                if (c->stopping)
+                        break;
+                j = *p;
+                *p = j->next;
+                j->next = NULL;
+                j->running = true;
+                c->running[slot] = j;
+                pthread_mutex_unlock(&c->lock);
+
+                j->r = -ENOENT;
+                for (size_t i = 0; i < j->n_paths; i++) {
+                        j->r = load_path(c, j->paths[i], j);
+                        if (j->r == 0) {
+                                j->won = i;
+                                break;
+                        }
+                }
+
+                pthread_mutex_lock(&c->lock);
+                c->running[slot] = NULL;
+                j->running = false;
+                j->done = true;
+                load_unref_locked(j);
+                pthread_cond_broadcast(&c->finished);
+                pthread_cond_broadcast(&c->work); /* its device is free again */
+        }
+        c->n_exited++;
+        pthread_cond_broadcast(&c->finished);
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+}
+
+/* Starts the loader threads on first use. Under c->lock. */
+static int start_loaders(struct fp_symcache *c)
+{
+        while (c->n_threads < FP_SYMLOAD_THREADS) {
+                pthread_attr_t attr;
+                pthread_t t;
+                int r;
+
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                c->n_threads++;
+                r = pthread_create(&t, &attr, loader_main, c);
+                pthread_attr_destroy(&attr);
+                if (r != 0) {
+                        c->n_threads--;
+                        return c->n_threads ? 0 : -r;
+                }
+        }
+        return 0;
+}
+
+static bool same_load(const struct fp_symload *j, const struct fp_file_id *want)
+{
+        return j->has_want && j->want.dev == want->dev && j->want.ino == want->ino;
+}
+
+/* A load of want's file not done yet: queued or being read. Under c->lock. */
+static struct fp_symload *find_load(struct fp_symcache *c, const struct fp_file_id *want)
+{
+        for (size_t i = 0; i < FP_SYMLOAD_THREADS; i++)
+                if (c->running[i] && same_load(c->running[i], want))
+                        return c->running[i];
+        for (struct fp_symload *j = c->queue; j; j = j->next)
+                if (same_load(j, want))
+                        return j;
+        return NULL;
+}
+
+/* Whether a loader thread is waiting for work. Under c->lock. */
+static bool loader_idle(const struct fp_symcache *c)
+{
+        size_t busy = 0;
+
+        for (size_t i = 0; i < FP_SYMLOAD_THREADS; i++)
+                busy += c->running[i] != NULL;
+        return busy < c->n_threads;
+}
+
+/* Waits until j is done or deadline_ns (CLOCK_MONOTONIC; 0: for ever) passes. Under c->lock. */
+static void wait_done(struct fp_symcache *c, struct fp_symload *j, uint64_t deadline_ns)
+{
+        struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ULL),
+                              .tv_nsec = (long)(deadline_ns % 1000000000ULL)};
+
+        while (!j->done) {
+                if (!deadline_ns)
+                        pthread_cond_wait(&c->finished, &c->lock);
+                else if (pthread_cond_timedwait(&c->finished, &c->lock, &ts) == ETIMEDOUT)
+                        return;
+        }
+}
+
+/*
+ * On the requester's side, under c->lock: a done load's table into the
+ * cache (one table per key, the full one over a stripped one) and *ret.
+ */
+static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab **ret)
+{
+        struct entry *e;
+        int r;
+
+        if (j->r < 0)
+                return j->r;
+        if (j->cached) {
+                *ret = fp_symtab_ref(j->tab);
+                return 0;
+        }
+        e = map_find(&c->by_key, j->key);
+        if (j->fresh && e && !fp_sym_symtab_full(e->tab) && fp_sym_symtab_full(j->tab)) {
+                /* Later lookups get the richer table; holders of the old one keep it. */
                 fp_symtab_unref(e->tab);
-                e->tab = tab;
+                e->tab = fp_symtab_ref(j->tab);
                 c->n_loaded++;
                 map_clear(&c->by_path); /* paths remembered with the old table */
         } else if (e) {
-                tab = e->tab;
+                /* Loaded meanwhile by another load of the same object. */
+                fp_symtab_unref(j->tab);
+                j->tab = fp_symtab_ref(e->tab);
         } else {
                 evict(c);
-                r = fp_sym_load_elf(elf, bid, c->debug_dir, false, &tab);
-                if (r < 0)
-                        return r;
-                e = entry_new(key);
-                if (!e) {
-                        fp_symtab_unref(tab);
+                e = entry_new(j->key);
+                if (!e)
                         return -ENOMEM;
-                }
-                e->tab = tab;
+                e->tab = fp_symtab_ref(j->tab);
                 r = map_insert(&c->by_key, e);
                 if (r < 0) {
                         entry_free(e);
@@ -353,11 +583,169 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
                 }
                 c->n_loaded++;
         }
-        r = remember_path(c, path, &st, tab);
+        r = remember_path(c, j->paths[j->won], &j->st, j->tab);
         if (r < 0)
                 return r;
-        *ret = fp_symtab_ref(tab);
+        *ret = fp_symtab_ref(j->tab);
         return 0;
+}
+
+int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_paths,
+                      const struct fp_file_id *want, int wait_ms, struct fp_symtab **ret,
+                      struct fp_symload **ret_load)
+{
+        struct fp_symload *j, **tail;
+        bool waited;
+        int r;
+
+        if (!c || !paths || !n_paths || n_paths > FP_SYMLOAD_MAX_PATHS || !ret)
+                return -EINVAL;
+        if (want && ret_load) {
+                /* The file is being read already (for another mapping of it): share that load. */
+                pthread_mutex_lock(&c->lock);
+                j = find_load(c, want);
+                if (j) {
+                        j->refs++;
+                        c->n_loads++;
+                        *ret_load = j;
+                }
+                pthread_mutex_unlock(&c->lock);
+                if (j)
+                        return -EINPROGRESS;
+        }
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_paths; i++) {
+                j->paths[i] = strdup(paths[i]);
+                if (!j->paths[i]) {
+                        j->refs = 1;
+                        j->n_paths = i;
+                        load_unref_locked(j);
+                        return -ENOMEM;
+                }
+        }
+        j->n_paths = n_paths;
+        if (want) {
+                j->has_want = true;
+                j->want = *want;
+                j->dev = want->dev;
+        }
+        j->start_ns = fp_now_ns(CLOCK_MONOTONIC);
+        j->refs = 2; /* the requester's and the queue's */
+
+        pthread_mutex_lock(&c->lock);
+        r = c->n_loads >= FP_SYMLOAD_MAX_QUEUED ? -EBUSY : start_loaders(c);
+        if (r < 0) {
+                j->refs = 1;
+                load_unref_locked(j);
+                pthread_mutex_unlock(&c->lock);
+                return r;
+        }
+        for (tail = &c->queue; *tail; tail = &(*tail)->next)
+                ;
+        *tail = j;
+        c->n_loads++;
+        pthread_cond_signal(&c->work);
+        /* Wait only when a loader is free for it: a stuck device costs one wait, not one per file.
+         */
+        waited = wait_ms < 0 || (wait_ms > 0 && next_runnable(c) == tail && loader_idle(c));
+        if (waited)
+                wait_done(c, j, wait_ms < 0 ? 0 : j->start_ns + (uint64_t)wait_ms * 1000000ULL);
+        if (!j->done) {
+                j->slow = true;
+                pthread_mutex_unlock(&c->lock);
+                if (waited && wait_ms > 0)
+                        fp_log(LOG_INFO,
+                               "reading %s takes more than %d ms: reading on in the background "
+                               "(its frames stay unnamed meanwhile)",
+                               paths[0], wait_ms);
+                else if (wait_ms > 0)
+                        fp_log(LOG_INFO,
+                               "%s waits for a symbol loader (another read is slow); its frames "
+                               "stay unnamed meanwhile",
+                               paths[0]);
+                if (!ret_load) {
+                        fp_symcache_cancel(c, j);
+                        return -EINPROGRESS;
+                }
+                *ret_load = j;
+                return -EINPROGRESS;
+        }
+        c->n_loads--;
+        r = install(c, j, ret);
+        load_unref_locked(j);
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+int fp_symcache_poll(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab **ret)
+{
+        int r;
+
+        pthread_mutex_lock(&c->lock);
+        if (!j->done) {
+                pthread_mutex_unlock(&c->lock);
+                return -EINPROGRESS;
+        }
+        c->n_loads--;
+        r = install(c, j, ret);
+        if (j->slow) {
+                j->slow = false;
+                fp_log(LOG_INFO, "read %s in %" PRIu64 " ms%s%s", j->paths[j->r < 0 ? 0 : j->won],
+                       fp_symload_age_ms(j), r < 0 ? ": " : "", r < 0 ? strerror(-r) : "");
+        }
+        load_unref_locked(j);
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+void fp_symcache_cancel(struct fp_symcache *c, struct fp_symload *j)
+{
+        if (!j)
+                return;
+        pthread_mutex_lock(&c->lock);
+        if (!j->running && !j->done && j->refs == 2) {
+                /* Never started, nobody else waits for it: out of the queue, its reference with it.
+                 */
+                for (struct fp_symload **p = &c->queue; *p; p = &(*p)->next) {
+                        if (*p == j) {
+                                *p = j->next;
+                                j->refs--; /* the requester's is dropped below */
+                                break;
+                        }
+                }
+        }
+        c->n_loads--;
+        load_unref_locked(j);
+        pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t fp_symload_age_ms(const struct fp_symload *j)
+{
+        return (fp_now_ns(CLOCK_MONOTONIC) - j->start_ns) / 1000000ULL;
+}
+
+size_t fp_symcache_n_loading(struct fp_symcache *c)
+{
+        size_t n;
+
+        pthread_mutex_lock(&c->lock);
+        n = 0;
+        for (struct fp_symload *j = c->queue; j; j = j->next)
+                n++;
+        for (size_t i = 0; i < FP_SYMLOAD_THREADS; i++)
+                n += c->running[i] != NULL;
+        pthread_mutex_unlock(&c->lock);
+        return n;
+}
+
+int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_file_id *want,
+                    struct fp_symtab **ret)
+{
+        if (!path)
+                return -EINVAL;
+        return fp_symcache_start(c, &path, 1, want, -1, ret, NULL);
 }
 
 int fp_symcache_get_vdso(struct fp_symcache *c, struct fp_symtab **ret)

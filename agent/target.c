@@ -95,6 +95,17 @@ static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
 }
 
 /*
+ * Frame n of a stack at code address ip: the leaf (n == 0) is where the
+ * thread was; every frame below it is a return address, stepped back into
+ * the call so that it names the caller's line and function even when the
+ * call was the function's last instruction.
+ */
+static struct fp_frame code_frame(uint32_t n, uint64_t ip)
+{
+        return (struct fp_frame){.addr = n == 0 ? ip : ip - 1};
+}
+
+/*
  * The user part of a sample's stack into f (n frames so far), from the
  * stack copy (auto, dwarf), or from the kernel's frame-pointer callchain
  * with the leaf fixed up (fp). Returns the new n.
@@ -133,15 +144,14 @@ static uint32_t user_frames(struct fp_target *t, const struct fp_perf_sample *s,
                 } else {
                         t->st.unwind_failed++;
                 }
-                for (size_t i = 0; i < n_ips && n < MAX_FRAMES - 1; i++)
-                        f[n++] = (struct fp_frame){.addr = n == 0 ? ips[i] : ips[i] - 1};
+                for (size_t i = 0; i < n_ips && n < MAX_FRAMES - 1; i++, n++)
+                        f[n] = code_frame(n, ips[i]);
                 if (res.end != FP_UNWIND_END_ROOT)
                         f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
                 return n;
         }
-        /* Every frame below the leaf is a return address: step back into the call. */
-        for (size_t i = 0; i < n_ips && n < MAX_FRAMES; i++)
-                f[n++] = (struct fp_frame){.addr = n == 0 ? ips[i] : ips[i] - 1};
+        for (size_t i = 0; i < n_ips && n < MAX_FRAMES; i++, n++)
+                f[n] = code_frame(n, ips[i]);
         return n;
 }
 
@@ -181,8 +191,8 @@ static void handle_sample(void *userdata, const struct fp_perf_sample *s)
                         continue;
                 if (context == PERF_CONTEXT_KERNEL && !t->cfg.kernel_frames)
                         continue;
-                /* Every frame below the leaf is a return address: step back into the call. */
-                f[n++] = (struct fp_frame){.addr = n == 0 ? ip : ip - 1};
+                f[n] = code_frame(n, ip);
+                n++;
         }
         if (t->cfg.stack_bytes && (s->has_regs || user))
                 n = user_frames(t, s, f, n, user, n_user);

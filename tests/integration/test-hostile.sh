@@ -31,6 +31,11 @@
 # 3d. Stored samples are matched by PID and start time: once nobody's
 #    process has a PID that root's exited target had, nobody's dump of it
 #    holds none of root's samples.
+# 3e. A file slow to read: nobody's process runs in a file of its own
+#    whose symbol table holds 6 million symbols (about 200 MB, seconds of
+#    parsing), mapped twice: the agent reads it once, on a loader thread,
+#    answers every status meanwhile (which shows the file being read), and
+#    names the code once the table is in.
 # 4. Growth: nobody's process of 40 threads against an agent with
 #    --max-threads 16: 16 are sampled, the other 25 counted in status
 #    (text and JSON) and logged once, and the agent still answers root.
@@ -259,6 +264,34 @@ fp_ctl dump "$reused" --format folded | grep -q spin_inner || fp_fail "root's du
 fp_ctl stop "$reused" >/dev/null || true
 fp_kill "$reused"
 fp_ok "PID $ROOTSPIN reused by nobody: nobody may profile its process there, and its dumps hold none of root's earlier process (root's still do)"
+
+# ---- 3e. a file slow to read ---------------------------------------------------------------
+python3 "$(dirname "$0")/bigsyms.py" write "$FP_TMP/nb/big.so" 6000000
+chown 65534:65534 "$FP_TMP/nb/big.so"
+install -m 0755 "$(dirname "$0")/bigsyms.py" "$FP_TMP/bigsyms.py"
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$FP_TMP/bigsyms.py" run "$FP_TMP/nb/big.so" &
+BIG=$!
+fp_track "$BIG"
+fp_wait_for 10 grep -q big.so "/proc/$BIG/maps" || fp_fail "nobody's process did not map big.so"
+"${asnobody[@]}" start "$BIG" --freq 499 >/dev/null
+reading=
+for _ in $(seq 1 100); do # the loop answers every status while the file is read
+  n=$(fp_timeout 2 "$FP_AGENTCTL" --socket "$FP_SOCK" status --json | fp_json_get 'd["symbol_files_loading"]') ||
+    fp_fail "the agent did not answer status within 2 s while reading big.so"
+  [[ $n -ge 1 ]] && reading=yes
+  [[ -n $reading && $n == 0 ]] && break
+  sleep 0.1
+done
+[[ -n $reading ]] || fp_fail "status never showed big.so being read"
+fp_wait_for 120 grep -q 'read /proc/[0-9]*/root.*big.so in [0-9]* ms' "$FP_TMP/agent.log" ||
+  fp_fail "big.so was never read: $(grep big.so "$FP_TMP/agent.log")"
+[[ $(grep -c 'read /proc/[0-9]*/root.*big.so in' "$FP_TMP/agent.log") == 1 ]] ||
+  fp_fail "big.so's two mappings read it more than once: $(grep big.so "$FP_TMP/agent.log")"
+fp_wait_for 10 sh -c "'$FP_AGENTCTL' --socket '$FP_SOCK' dump $BIG --since 2s --format folded | grep -q bigsyms_spin" ||
+  fp_fail "big.so's loop is not named once read: $(fp_ctl dump "$BIG" --format folded | cut -c1-200)"
+fp_ctl stop "$BIG" >/dev/null || true
+fp_kill "$BIG"
+fp_ok "a 6-million-symbol file is read off the loop: status answered throughout ($(grep -o 'big.so in [0-9]* ms' "$FP_TMP/agent.log")), and its code is named once read"
 
 # ---- 4. a thread limit and the agent still serves ----------------------------------------------
 install -d -m 0777 "$FP_TMP/nobody"

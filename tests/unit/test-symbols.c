@@ -523,6 +523,79 @@ static void test_eviction(void)
         fp_symcache_free(c);
 }
 
+/* Waits for l (at most 10 s): fp_symcache_poll's last answer. */
+static int poll_load(struct fp_symcache *c, struct fp_symload *l, struct fp_symtab **t)
+{
+        int r = -EINPROGRESS;
+
+        for (int i = 0; i < 10000 && r == -EINPROGRESS; i++) {
+                r = fp_symcache_poll(c, l, t);
+                if (r == -EINPROGRESS)
+                        usleep(1000);
+        }
+        return r;
+}
+
+/*
+ * Loads on the loader threads: a load not waited for is polled to the
+ * same table a blocking get gives, whether or not a second load of the
+ * file shares it (test-hostile shows the sharing); the first path that is
+ * the wanted file wins; a file
+ * other than the wanted one is refused; loads dropped before, while or
+ * after they are read leak nothing (ASan), and the cache frees with its
+ * loaders.
+ */
+static void test_loads(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL, *u = NULL, *g = NULL;
+        struct fp_symload *l1 = NULL, *l2 = NULL, *l3 = NULL;
+        const char *prog = in_dir("prog");
+        const char *paths[2] = {"/nonexistent/prog", prog};
+        struct stat st;
+        struct fp_file_id id = {0}, other = {0};
+
+        FP_CHECK_EQ_INT(stat(prog, &st), 0);
+        id = (struct fp_file_id){.dev = st.st_dev, .ino = st.st_ino};
+        FP_CHECK_EQ_INT(stat(in_dir("prog-copy"), &st), 0);
+        other = (struct fp_file_id){.dev = st.st_dev, .ino = st.st_ino};
+
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 2, &id, 0, &t, &l1), -EINPROGRESS);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &id, 0, &u, &l2), -EINPROGRESS);
+        FP_CHECK_EQ_INT(poll_load(c, l1, &t), 0);
+        FP_CHECK_EQ_INT(poll_load(c, l2, &u), 0);
+        FP_CHECK(t && t == u);
+        FP_CHECK_EQ_INT(fp_symcache_n_loaded(c), 1);
+        FP_CHECK_EQ_INT(fp_symcache_n_loading(c), 0);
+        FP_CHECK_EQ_INT(fp_symcache_get(c, prog, &id, &g), 0);
+        FP_CHECK(g == t);
+        if (t)
+                check_function(t, prog, "fp_test_alpha");
+        fp_symtab_unref(t);
+        fp_symtab_unref(u);
+        fp_symtab_unref(g);
+        t = NULL;
+
+        /* Waited for: done at once. Another file than the one wanted: refused. */
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 2, &id, 5000, &t, &l3), 0);
+        FP_CHECK(t != NULL);
+        fp_symtab_unref(t);
+        t = NULL;
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &other, 5000, &t, &l3), -ESTALE);
+        FP_CHECK(t == NULL);
+
+        /* Dropped before or while read, and outstanding at free: nothing leaks. */
+        l1 = l2 = NULL;
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &other, 0, &t, &l1), -EINPROGRESS);
+        fp_symcache_cancel(c, l1);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, NULL, 0, &t, &l2), -EINPROGRESS);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 1, NULL, 0, &t, &l3), -EINPROGRESS);
+        fp_symcache_cancel(c, l2);
+        fp_symcache_cancel(c, l3);
+        fp_symcache_free(c);
+        FP_CHECK(t == NULL);
+}
+
 static void test_debug_file(void)
 {
         struct fp_symcache *c = fp_symcache_new(), *bare = fp_symcache_new();
@@ -858,6 +931,7 @@ int main(void)
                         test_forged_build_id(); /* chown needs root */
                 test_debug_file();
                 test_eviction();
+                test_loads();
         }
         test_vdso();
         test_kallsyms_file();
