@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -33,6 +35,12 @@
 #define MAX_CLIENTS_PER_USER 16
 #define READ_TIMEOUT_S       30
 #define WRITE_TIMEOUT_S      60
+/*
+ * A user other than root may have FP_CONTROL_MAX_WAITING_PER_USER commands
+ * under way (dumps wait for the store) and, to start another, at most
+ * FP_CONTROL_MAX_UNREAD_PER_USER bytes of earlier answers its connections
+ * have not read (in the agent's buffers and the socket's queue).
+ */
 
 struct fp_control_client {
         struct fp_control_client *next, *prev;
@@ -184,12 +192,56 @@ void fp_control_finish(struct fp_control_client *c)
                 send_reply(c);
 }
 
+/* Bytes of c's answer its peer has not read: in the agent's buffer and the socket's queue. */
+static size_t unread_bytes(const struct fp_control_client *c)
+{
+        int queued = 0;
+
+        if (!c->bev)
+                return 0;
+        if (ioctl(bufferevent_getfd(c->bev), SIOCOUTQ, &queued) < 0 || queued < 0)
+                queued = 0;
+        return evbuffer_get_length(bufferevent_get_output(c->bev)) + (size_t)queued;
+}
+
+/* Refuses c's command when its user (not root) holds too much already. */
+static bool over_user_budget(struct fp_control_client *c)
+{
+        size_t unread = 0, waiting = 0;
+
+        if (c->cred.uid == 0)
+                return false;
+        for (const struct fp_control_client *o = c->ctl->clients; o; o = o->next) {
+                if (o == c || o->cred.uid != c->cred.uid)
+                        continue;
+                waiting += o->waiting;
+                if (o->answered)
+                        unread += unread_bytes(o);
+        }
+        if (waiting >= FP_CONTROL_MAX_WAITING_PER_USER) {
+                fp_control_error(
+                    c, "your user has %zu commands under way: try again when they finish", waiting);
+                return true;
+        }
+        if (unread > FP_CONTROL_MAX_UNREAD_PER_USER) {
+                fp_control_error(c,
+                                 "your user's earlier answers hold %zu KiB unread: read them first",
+                                 unread / 1024);
+                return true;
+        }
+        return false;
+}
+
 static void handle_request(struct fp_control_client *c, const uint8_t *payload, size_t len)
 {
         struct fp_control *ctl = c->ctl;
         struct fp_ctl_request q;
         size_t i;
 
+        if (over_user_budget(c)) {
+                send_reply(c);
+                return;
+        }
         if (fp_ctl_request_parse(payload, len, &q) < 0) {
                 fp_control_error(c, "malformed request");
                 send_reply(c);

@@ -19,8 +19,13 @@
  * fp_control_finish(), which then frees it instead of answering.
  * Connections are bounded (control.c: in all, and per user other than
  * root; past that a client gets one error line), and so is the time each
- * write of an answer may take.
+ * write of an answer may take. So is what one user other than root may
+ * hold: a command is refused while the user's other connections have
+ * FP_CONTROL_MAX_WAITING_PER_USER commands under way, or more than
+ * FP_CONTROL_MAX_UNREAD_PER_USER bytes of answers they have not read.
  */
+#define FP_CONTROL_MAX_WAITING_PER_USER 2
+#define FP_CONTROL_MAX_UNREAD_PER_USER  (4u << 20)
 #pragma once
 
 #include "ctl.h"

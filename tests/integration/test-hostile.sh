@@ -36,6 +36,11 @@
 #    parsing), mapped twice: the agent reads it once, on a loader thread,
 #    answers every status meanwhile (which shows the file being read), and
 #    names the code once the table is in.
+# 3f. Answers nobody reads: nobody asks for dumps of its process on one
+#    connection after another and reads none: once more than 4 MiB of
+#    answers sit unread, the next command is refused in one line (root is
+#    still served); of three dumps sent at once the third is refused (two
+#    commands under way per user); once nobody reads, it is served.
 # 4. Growth: nobody's process of 40 threads against an agent with
 #    --max-threads 16: 16 are sampled, the other 25 counted in status
 #    (text and JSON) and logged once, and the agent still answers root.
@@ -292,6 +297,29 @@ fp_wait_for 10 sh -c "'$FP_AGENTCTL' --socket '$FP_SOCK' dump $BIG --since 2s --
 fp_ctl stop "$BIG" >/dev/null || true
 fp_kill "$BIG"
 fp_ok "a 6-million-symbol file is read off the loop: status answered throughout ($(grep -o 'big.so in [0-9]* ms' "$FP_TMP/agent.log")), and its code is named once read"
+
+# ---- 3f. answers nobody reads ------------------------------------------------------------------
+install -m 0755 "$FP_BUILD/tests/manystacks" "$(dirname "$0")/ctlflood.py" "$FP_TMP/"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_TMP/manystacks" --threads 2 --depth 8 \
+  --seconds 120 >"$FP_TMP/nb/ms.out" &
+MS=$!
+fp_track "$MS"
+"${asnobody[@]}" start "$MS" --freq 999 >/dev/null
+sleep 6
+flood() { setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$FP_TMP/ctlflood.py" "$@"; }
+flood unread "$FP_SOCK" "$MS" 15 >"$FP_TMP/unread.json"
+last=$(fp_json_get 'd["answers"][-1]' <"$FP_TMP/unread.json")
+held=$(fp_json_get 'd["held"]' <"$FP_TMP/unread.json")
+[[ $last == *"earlier answers hold"*"unread: read them first"* ]] ||
+  fp_fail "nobody's unread dumps were never refused: $(cat "$FP_TMP/unread.json")"
+fp_ctl status >/dev/null || fp_fail "root is not served while nobody's answers sit unread"
+flood burst "$FP_SOCK" "$MS" 10 >"$FP_TMP/burst.json"
+[[ $(fp_json_get 'd["refused"]' <"$FP_TMP/burst.json") -ge 1 ]] ||
+  fp_fail "three dumps at once were never refused: $(cat "$FP_TMP/burst.json")"
+"${asnobody[@]}" dump "$MS" --format folded >/dev/null || fp_fail "nobody's own dump is refused once it reads"
+fp_ctl stop "$MS" >/dev/null || true
+fp_kill "$MS"
+fp_ok "nobody's unread answers are bounded: $held dumps held unread, then '$last'; three at once: $(fp_json_get 'd["refused"]' <"$FP_TMP/burst.json") of 10 tries had one refused"
 
 # ---- 4. a thread limit and the agent still serves ----------------------------------------------
 install -d -m 0777 "$FP_TMP/nobody"
