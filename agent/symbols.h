@@ -73,8 +73,11 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
 /*
  * Loads off the caller's thread. A file a process maps may be slow to read
  * (a table of millions of symbols, a hung network mount): the cache reads
- * files on FP_SYMLOAD_THREADS loader threads, at most one file per device
- * at a time, so one stuck device holds one loader and the others go on.
+ * files on FP_SYMLOAD_THREADS loader threads. A load holds its device from
+ * other loads for its first FP_SYMLOAD_STALL_MS and for as long as its
+ * thread waits (on the device) rather than computes: a stuck device holds
+ * one loader and the others go on, and a costly table on the root disk
+ * does not hold up the files beside it.
  *
  * fp_symcache_start() asks for the table of the file want names (NULL: any)
  * through paths, tried in order (fp_symcache_get's rules for each), and
@@ -90,6 +93,7 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
 #define FP_SYMLOAD_MAX_PATHS  3
 #define FP_SYMLOAD_MAX_QUEUED 4096
 #define FP_SYMLOAD_STOP_MS    1000 /* fp_symcache_free waits this long for the loaders */
+#define FP_SYMLOAD_STALL_MS   100
 struct fp_symload;
 int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_paths,
                       const struct fp_file_id *want, int wait_ms, struct fp_symtab **ret,

@@ -21,8 +21,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <syslog.h>
 #include <time.h>
 
@@ -56,10 +58,12 @@ struct fp_symcache {
 
         /* The loader threads; everything above is theirs too, under lock. */
         pthread_mutex_t lock;
-        pthread_cond_t work;     /* a load was queued or a device freed */
+        pthread_cond_t work;     /* a load was queued or a device freed (CLOCK_MONOTONIC) */
         pthread_cond_t finished; /* a load is done or a loader exited (CLOCK_MONOTONIC) */
         struct fp_symload *queue;
         struct fp_symload *running[FP_SYMLOAD_THREADS];
+        uint64_t run_ns[FP_SYMLOAD_THREADS]; /* when each slot's load started */
+        pid_t tids[FP_SYMLOAD_THREADS];
         size_t n_threads, n_started, n_exited;
         size_t n_loads; /* asked for and not yet collected or cancelled */
         bool stopping;
@@ -221,7 +225,7 @@ struct fp_symcache *fp_symcache_new(void)
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_mutex_init(&c->lock, NULL);
-        pthread_cond_init(&c->work, NULL);
+        pthread_cond_init(&c->work, &ca);
         pthread_cond_init(&c->finished, &ca);
         pthread_condattr_destroy(&ca);
         return c;
@@ -424,14 +428,45 @@ static int load_path(struct fp_symcache *c, const char *path, struct fp_symload 
         return 0;
 }
 
-/* The next load a loader may run: queued, its device not being read already. */
+/* The scheduler state of thread tid of this process ('R' running, 'D' waiting on a device, ...). */
+static char thread_state(pid_t tid)
+{
+        char fn[64], buf[512], *p;
+        _cleanup_close_ int fd = -1;
+        ssize_t n;
+
+        snprintf(fn, sizeof(fn), "/proc/self/task/%d/stat", (int)tid);
+        fd = open(fn, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+                return '?';
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/*
+ * Whether the load on loader slot holds its device from other loads: while
+ * young (most reads end soon) and while its thread is not running (waiting
+ * on the device: a hung mount must not take every loader), but not while
+ * it computes (a file of millions of symbols must not hold up the others
+ * on the same disk). Under c->lock.
+ */
+static bool holds_device(const struct fp_symcache *c, size_t slot)
+{
+        uint64_t age = fp_now_ns(CLOCK_MONOTONIC) - c->run_ns[slot];
+
+        return age < FP_SYMLOAD_STALL_MS * 1000000ULL || thread_state(c->tids[slot]) != 'R';
+}
+
+/* The next load a loader may run: queued, its device not held by another load. */
 static struct fp_symload **next_runnable(struct fp_symcache *c)
 {
         for (struct fp_symload **p = &c->queue; *p; p = &(*p)->next) {
                 bool busy = false;
 
-                for (size_t i = 0; i < FP_SYMLOAD_THREADS; i++)
-                        busy |= c->running[i] && c->running[i]->dev == (*p)->dev;
+                for (size_t i = 0; i < FP_SYMLOAD_THREADS && !busy; i++)
+                        busy =
+                            c->running[i] && c->running[i]->dev == (*p)->dev && holds_device(c, i);
                 if (!busy)
                         return p;
         }
@@ -445,11 +480,21 @@ static void *loader_main(void *arg)
 
         pthread_mutex_lock(&c->lock);
         slot = c->n_started++;
+        c->tids[slot] = (pid_t)syscall(SYS_gettid);
         for (;;) {
                 struct fp_symload **p = NULL, *j;
 
-                while (!c->stopping && !(p = next_runnable(c)))
-                        pthread_cond_wait(&c->work, &c->lock);
+                while (!c->stopping && !(p = next_runnable(c))) {
+                        if (!c->queue) {
+                                pthread_cond_wait(&c->work, &c->lock);
+                                continue;
+                        }
+                        /* Loads wait for a device: judge it again as its read ages. */
+                        uint64_t at = fp_now_ns(CLOCK_MONOTONIC) + FP_SYMLOAD_STALL_MS * 1000000ULL;
+                        struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ULL),
+                                              .tv_nsec = (long)(at % 1000000000ULL)};
+                        pthread_cond_timedwait(&c->work, &c->lock, &ts);
+                }
                 if (c->stopping)
                         break;
                 j = *p;
@@ -457,6 +502,7 @@ static void *loader_main(void *arg)
                 j->next = NULL;
                 j->running = true;
                 c->running[slot] = j;
+                c->run_ns[slot] = fp_now_ns(CLOCK_MONOTONIC);
                 pthread_mutex_unlock(&c->lock);
 
                 j->r = -ENOENT;

@@ -32,10 +32,11 @@
 #    process has a PID that root's exited target had, nobody's dump of it
 #    holds none of root's samples.
 # 3e. A file slow to read: nobody's process runs in a file of its own
-#    whose symbol table holds 6 million symbols (about 200 MB, seconds of
+#    whose symbol table holds 10 million symbols (350 MB, seconds of
 #    parsing), mapped twice: the agent reads it once, on a loader thread,
-#    answers every status meanwhile (which shows the file being read), and
-#    names the code once the table is in.
+#    answers every status meanwhile (which shows the file being read),
+#    names root's process started meanwhile (its files on the same disk),
+#    and names nobody's code once the table is in.
 # 3f. Answers nobody reads: nobody asks for dumps of its process on one
 #    connection after another and reads none: once more than 4 MiB of
 #    answers sit unread, the next command is refused in one line (root is
@@ -76,7 +77,7 @@
 #    /healthz and uploads go on; with the default budget it is answered.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-fp_init 240
+fp_init 420
 if [[ $(id -u) -ne 0 ]] || ! command -v setpriv >/dev/null; then
   fp_log "SKIP: needs root and setpriv"
   exit 0
@@ -271,7 +272,7 @@ fp_kill "$reused"
 fp_ok "PID $ROOTSPIN reused by nobody: nobody may profile its process there, and its dumps hold none of root's earlier process (root's still do)"
 
 # ---- 3e. a file slow to read ---------------------------------------------------------------
-python3 "$(dirname "$0")/bigsyms.py" write "$FP_TMP/nb/big.so" 6000000
+python3 "$(dirname "$0")/bigsyms.py" write "$FP_TMP/nb/big.so" 10000000
 chown 65534:65534 "$FP_TMP/nb/big.so"
 install -m 0755 "$(dirname "$0")/bigsyms.py" "$FP_TMP/bigsyms.py"
 setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$FP_TMP/bigsyms.py" run "$FP_TMP/nb/big.so" &
@@ -279,15 +280,26 @@ BIG=$!
 fp_track "$BIG"
 fp_wait_for 10 grep -q big.so "/proc/$BIG/maps" || fp_fail "nobody's process did not map big.so"
 "${asnobody[@]}" start "$BIG" --freq 499 >/dev/null
-reading=
-for _ in $(seq 1 100); do # the loop answers every status while the file is read
-  n=$(fp_timeout 2 "$FP_AGENTCTL" --socket "$FP_SOCK" status --json | fp_json_get 'd["symbol_files_loading"]') ||
-    fp_fail "the agent did not answer status within 2 s while reading big.so"
-  [[ $n -ge 1 ]] && reading=yes
-  [[ -n $reading && $n == 0 ]] && break
-  sleep 0.1
+loading() { fp_timeout 2 "$FP_AGENTCTL" --socket "$FP_SOCK" status --json | fp_json_get 'd["symbol_files_loading"]'; }
+being_read() { [[ $(loading) -ge 1 ]]; }
+fp_wait_for 20 being_read || fp_fail "status never showed big.so being read"
+# Meanwhile root's process, its files on the same disk, is named as usual.
+"$FP_SPIN" --threads 1 --seconds 30 >/dev/null &
+OTHER=$!
+fp_track "$OTHER"
+fp_ctl start "$OTHER" --freq 499 >/dev/null
+sleep 1.5
+fp_ctl dump "$OTHER" --format folded >"$FP_TMP/other.folded"
+[[ $(loading) -ge 1 ]] || fp_fail "big.so was read before root's process was dumped: the test shows nothing"
+grep -q spin_inner "$FP_TMP/other.folded" ||
+  fp_fail "root's process is not named while big.so is read: $(head -c 300 "$FP_TMP/other.folded")"
+fp_ctl stop "$OTHER" >/dev/null
+fp_kill "$OTHER"
+for _ in $(seq 1 600); do # the loop answers every status while the file is read
+  n=$(loading) || fp_fail "the agent did not answer status within 2 s while reading big.so"
+  [[ $n == 0 ]] && break
+  sleep 0.2
 done
-[[ -n $reading ]] || fp_fail "status never showed big.so being read"
 fp_wait_for 120 grep -q 'read /proc/[0-9]*/root.*big.so in [0-9]* ms' "$FP_TMP/agent.log" ||
   fp_fail "big.so was never read: $(grep big.so "$FP_TMP/agent.log")"
 [[ $(grep -c 'read /proc/[0-9]*/root.*big.so in' "$FP_TMP/agent.log") == 1 ]] ||
@@ -296,7 +308,7 @@ fp_wait_for 10 sh -c "'$FP_AGENTCTL' --socket '$FP_SOCK' dump $BIG --since 2s --
   fp_fail "big.so's loop is not named once read: $(fp_ctl dump "$BIG" --format folded | cut -c1-200)"
 fp_ctl stop "$BIG" >/dev/null || true
 fp_kill "$BIG"
-fp_ok "a 6-million-symbol file is read off the loop: status answered throughout ($(grep -o 'big.so in [0-9]* ms' "$FP_TMP/agent.log")), and its code is named once read"
+fp_ok "a 10-million-symbol file is read off the loop: status answered throughout ($(grep -o 'big.so in [0-9]* ms' "$FP_TMP/agent.log")), root's process was named meanwhile, and big.so's code is named once read"
 
 # ---- 3f. answers nobody reads ------------------------------------------------------------------
 install -m 0755 "$FP_BUILD/tests/manystacks" "$(dirname "$0")/ctlflood.py" "$FP_TMP/"
