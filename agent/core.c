@@ -558,8 +558,8 @@ static int resume_one(void *userdata, const struct fp_store_target_info *ti)
                 fp_log(LOG_ERR, "Failed to resume %d: %s", (int)ti->pid, err);
                 return 0;
         }
-        /* Who asked is not stored: a user's process is guarded as if its user had. */
-        fp_target_guard(t, owner);
+        /* Guarded for whom it was before; in a store of before that was kept, for its owner. */
+        fp_target_guard(t, ti->guard >= 0 ? (uid_t)ti->guard : owner);
         fp_log(LOG_INFO, "resumed profiling %d (%s) with %s", (int)ti->pid, fp_target_comm(t),
                cfg.event.name);
         return 0;

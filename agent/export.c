@@ -219,7 +219,9 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                                      .exe = t->exe,
                                      .config = config,
                                      .active = active,
-                                     .service = t->service};
+                                     .service = t->service,
+                                     .has_guard = true,
+                                     .guard = fp_target_guarded_for(t)};
         struct fp_store_event ev = {.name = t->cfg.event.name,
                                     .count_type = types[0],
                                     .count_unit = units[0],

@@ -220,7 +220,10 @@ static bool target_eq(const void *ctx, uint32_t idx, const void *key)
 int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_target *t,
                               uint32_t *ret_idx)
 {
-        struct fp_batch_target e = {.pid = t->pid, .starttime = t->starttime, .active = t->active};
+        struct fp_batch_target e = {.pid = t->pid,
+                                    .starttime = t->starttime,
+                                    .active = t->active,
+                                    .guard = t->has_guard ? (int64_t)t->guard : -1};
         char hostname[256];
         const char *host = t->host;
         uint32_t idx;

@@ -244,8 +244,8 @@ int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_
         int n = 0, rc,
             r = fp_store_prepare(s,
                                  "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config,"
-                                 " t.active, t.first_ns, t.last_ns, t.service FROM targets t"
-                                 " JOIN hosts h ON h.id = t.host_id"
+                                 " t.active, t.first_ns, t.last_ns, t.service, t.guard"
+                                 " FROM targets t JOIN hosts h ON h.id = t.host_id"
                                  " WHERE ?1 IS NULL OR h.name = ?1 ORDER BY t.first_ns, t.id",
                                  &st);
 
@@ -265,6 +265,7 @@ int fp_store_list_targets(struct fp_store *s, const char *host, fp_store_target_
                     .first_ns = sqlite3_column_int64(st, 7),
                     .last_ns = sqlite3_column_int64(st, 8),
                     .service = fp_store_col_text(st, 9),
+                    .guard = sqlite3_column_int64(st, 10),
                 };
                 r = fn(userdata, &t);
                 if (r < 0)

@@ -19,7 +19,7 @@
  *                  collector ingests from.
  * targets        id INTEGER PRIMARY KEY, host_id -> hosts, pid, starttime,
  *                comm, exe, config, active, first_ns, last_ns, last_bucket,
- *                service       UNIQUE (host_id, pid, starttime)
+ *                service, guard       UNIQUE (host_id, pid, starttime)
  *                INDEX (service) WHERE service != ''
  *                  service: the name under which the successive processes
  *                  an agent's rule matched are merged ('' for a process
@@ -31,7 +31,9 @@
  *                  when the newest bucket naming it closed: a restarted
  *                  agent resumes active targets that still run. first_ns
  *                  and last_ns span the buckets that named it;
- *                  last_bucket is the newest of them (for GC).
+ *                  last_bucket is the newest of them (for GC). guard: the
+ *                  uid the agent keeps it profiled for across execs (0:
+ *                  root asked, none), -1 when not known.
  * events         id INTEGER PRIMARY KEY, name, count_type, count_unit,
  *                value_type, value_unit, period_type, period_unit, period
  *                UNIQUE over all columns but id
@@ -165,7 +167,7 @@
  * older one is migrated step by step in one transaction (1 -> 2: the
  * outbox is added and the samples table's rows are encoded into
  * series_samples; 2 -> 3: targets gain their service, and rules come; 3 -> 4:
- * buckets gain the agent's cost); a newer one, or a file of
+ * buckets gain the agent's cost; 4 -> 5: targets gain their guard); a newer one, or a file of
  * another application, is refused with -EPROTO, and so is an older one opened read-only. A file
  * that is not a database or fails PRAGMA quick_check at open is renamed to PATH.corrupt-UNIXTIME
  * (with its -wal and -shm) and a new store created.
@@ -401,6 +403,8 @@ static const struct {
      " host_cpus INTEGER NOT NULL,"
      " PRIMARY KEY (host_id, from_ns, to_ns)) WITHOUT ROWID;",
      NULL, NULL},
+    /* 4 -> 5: whom a target is profiled for. */
+    {"ALTER TABLE targets ADD COLUMN guard INTEGER NOT NULL DEFAULT -1;", NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -434,9 +438,10 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
                             " DO UPDATE SET name = excluded.name RETURNING id",
     [FP_STMT_TARGET_UPSERT] =
         "INSERT INTO targets (host_id, pid, starttime, comm, exe, config, active,"
-        " first_ns, last_ns, last_bucket, service)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        " first_ns, last_ns, last_bucket, service, guard)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         " ON CONFLICT (host_id, pid, starttime) DO UPDATE SET"
+        " guard = iif(excluded.last_ns >= last_ns, excluded.guard, guard),"
         " comm = iif(excluded.last_ns >= last_ns, excluded.comm, comm),"
         " service = iif(excluded.last_ns >= last_ns, excluded.service, service),"
         " exe = iif(excluded.last_ns >= last_ns, excluded.exe, exe),"

@@ -149,6 +149,7 @@ struct fp_batch_target {
         uint32_t series_event; /* event index + 1 (fp_store_batch_set_series()), 0: none */
         pid_t pid;
         bool active;
+        int64_t guard; /* -1: not known */
         uint64_t starttime;
         uint64_t hash;
 };

@@ -87,6 +87,14 @@ struct fp_store_target {
          * The newest batch's value wins.
          */
         const char *service;
+        /*
+         * Whom it is profiled for (agent/target.h: the user whose it must
+         * stay across execs; 0 for root's requests), so that a restarted
+         * agent guards a resumed target as before. has_guard false: not
+         * known (stored as -1; resumed guarded for its process's owner).
+         */
+        bool has_guard;
+        uint32_t guard;
 };
 
 /*
@@ -216,7 +224,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 4
+#define FP_STORE_SCHEMA_VERSION 5
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 
@@ -415,6 +423,7 @@ struct fp_store_target_info {
         bool active;
         int64_t first_ns, last_ns;
         const char *service; /* "": none */
+        int64_t guard;       /* fp_store_target's guard, -1: not stored */
 };
 typedef int (*fp_store_target_fn)(void *userdata, const struct fp_store_target_info *t);
 /*

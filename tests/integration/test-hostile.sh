@@ -27,7 +27,8 @@
 #    nobody's request, execs a set-user-ID root copy of spin: nothing of
 #    it is kept (no spin frame in root's dump), the agent stops the target
 #    and says why, and nobody can no longer dump that PID. The same exec
-#    under a target root asked for goes on being profiled.
+#    under a target root asked for goes on being profiled, also when a
+#    restarted agent resumed that target from its store.
 # 3d. Stored samples are matched by PID and start time: once nobody's
 #    process has a PID that root's exited target had, nobody's dump of it
 #    holds none of root's samples.
@@ -87,8 +88,9 @@ fp_on_exit 'echo "$PARANOID" >/proc/sys/kernel/perf_event_paranoid'
 echo 2 >/proc/sys/kernel/perf_event_paranoid
 
 DEAD=$(fp_free_port)
-fp_start_agent --bucket 1 --collector "http://fpuser:s3cret@127.0.0.1:$DEAD" --upload-interval 5 \
-  --max-threads 16 --keep-exited 3
+AGENT_ARGS=(--bucket 1 --collector "http://fpuser:s3cret@127.0.0.1:$DEAD" --upload-interval 5
+  --max-threads 16 --keep-exited 3)
+fp_start_agent "${AGENT_ARGS[@]}"
 install -m 0755 "$FP_AGENTCTL" "$FP_TMP/agentctl"
 asnobody=(fp_timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_TMP/agentctl" --socket "$FP_SOCK")
 refused() { # refused WHAT WANT CMD...: exit 1, one line containing WANT
@@ -198,8 +200,8 @@ fp_ok "libz's path swapped after it was mapped (its directory for a symlink to a
 
 # ---- 3c. ownership checked again at exec -----------------------------------------------
 install -m 4755 -o root -g root "$FP_SPIN" "$FP_TMP/spin-suid"
-exec_suid() { # exec_suid WHO: nobody's shell, started by WHO, execs the set-user-ID spin
-  local who=$1
+exec_suid() { # exec_suid WHO [restart]: nobody's shell, started by WHO, execs the set-user-ID spin
+  local who=$1 restart=${2:-}
   rm -f "$FP_TMP/nb/go-$who"
   setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
     'while [ ! -e "$1" ]; do sleep 0.05; done; exec "$2" --threads 1 --seconds 6' sh \
@@ -211,6 +213,13 @@ exec_suid() { # exec_suid WHO: nobody's shell, started by WHO, execs the set-use
     "${asnobody[@]}" start "$SUID" --freq 499 >/dev/null || fp_fail "nobody could not start its shell"
   else
     fp_ctl start "$SUID" --freq 499 >/dev/null || fp_fail "root could not start nobody's shell"
+  fi
+  if [[ -n $restart ]]; then # the agent restarts and resumes the target from its store
+    sleep 1.5
+    fp_stop_agent
+    fp_start_agent "${AGENT_ARGS[@]}"
+    fp_wait_for 10 grep -q "resumed profiling $SUID" "$FP_TMP/agent.log" ||
+      fp_fail "the restarted agent did not resume $SUID: $(cat "$FP_TMP/agent.log")"
   fi
   touch "$FP_TMP/nb/go-$who"
   fp_wait_for 5 sh -c "[ \"\$(stat -c %u /proc/$SUID)\" = 0 ]" || fp_fail "the set-user-ID spin did not start"
@@ -232,7 +241,13 @@ fp_ctl dump "$SUID" --format folded >"$FP_TMP/suid-root.folded" || fp_fail "root
 grep -q spin_inner "$FP_TMP/suid-root.folded" || fp_fail "root's target lost the set-user-ID program: $(head -3 "$FP_TMP/suid-root.folded")"
 fp_ctl stop "$SUID" >/dev/null || true
 fp_kill "$SUID"
-fp_ok "a set-user-ID exec under nobody's target: nothing kept, target stopped and logged, nobody's dump refused; under root's, profiled on"
+exec_suid root restart
+fp_ctl dump "$SUID" --format folded >"$FP_TMP/suid-resumed.folded" || fp_fail "root's dump failed"
+grep -q spin_inner "$FP_TMP/suid-resumed.folded" ||
+  fp_fail "root's target, resumed by a restarted agent, lost the set-user-ID program: $(tail -3 "$FP_TMP/agent.log")"
+fp_ctl stop "$SUID" >/dev/null || true
+fp_kill "$SUID"
+fp_ok "a set-user-ID exec under nobody's target: nothing kept, target stopped and logged, nobody's dump refused; under root's, profiled on, also once resumed by a restarted agent"
 
 # ---- 3d. stored samples matched by PID and start time ------------------------------------
 "$FP_SPIN" --threads 1 --seconds 2 --ready "$FP_TMP/rootspin.ready" >/dev/null &

@@ -40,6 +40,15 @@ for _ in $(seq 24); do
 done
 fp_log "largest store + WAL seen: $max bytes (budget 2097152, limit 3145728)"
 fp_ok "the store stays within 1.5x its budget"
+# On a busy machine the workload makes its stacks more slowly: give the
+# budget up to 30 s more to fill (the size is still checked meanwhile).
+evicted_any() { (($(json 'sum(t["drops"].get("evicted",0) for t in d["targets"])') > 0)); }
+for _ in $(seq 60); do
+  evicted_any && break
+  sz=$(( $(stat -c %s "$DB" 2>/dev/null || echo 0) + $(stat -c %s "$DB-wal" 2>/dev/null || echo 0) ))
+  ((sz <= 3 * 1024 * 1024)) || fp_fail "store + WAL is $sz bytes, over 1.5x the 2 MiB budget"
+  sleep 0.5
+done
 buckets=$(json 'd["store"]["buckets"]')
 evicted=$(json 'sum(t["drops"].get("evicted",0) for t in d["targets"])')
 fp_log "store: $buckets buckets kept, $evicted samples evicted before upload"

@@ -464,6 +464,7 @@ struct series_want {
         uint64_t count;
         bool active;
         char config[64];
+        int64_t guard;
 };
 
 static int grab_series(void *ud, const struct fp_store_series *se)
@@ -484,6 +485,7 @@ static int grab_target(void *ud, const struct fp_store_target_info *t)
         snprintf(w->config, sizeof(w->config), "%s", t->config);
         w->first = t->first_ns;
         w->last = t->last_ns;
+        w->guard = t->guard;
         return 0;
 }
 
@@ -507,7 +509,9 @@ static void test_reopen_and_targets(void)
                                     .comm = "app",
                                     .exe = "/usr/bin/app",
                                     .config = "event=cycles period=100000",
-                                    .active = false};
+                                    .active = false,
+                                    .has_guard = true,
+                                    .guard = 65534};
         uint32_t ti;
         FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
         FP_CHECK_EQ_INT(fp_store_batch_add_drop(b, ti, "queue_full", 11), 0);
@@ -527,6 +531,7 @@ static void test_reopen_and_targets(void)
         FP_CHECK(!w.active);
         FP_CHECK_EQ_STR(w.config, "event=cycles period=100000");
         FP_CHECK_EQ_INT(w.last, T0 + 60 * SEC);
+        FP_CHECK_EQ_INT(w.guard, 65534); /* whom it was profiled for: the newest batch's */
         FP_CHECK_EQ_INT(fp_store_list_targets(s, "nohost", grab_target, &w), 0);
         /* Writing after reopening reuses the stored stacks (the caches start cold). */
         struct fp_store_stats st0, st1;
@@ -1162,6 +1167,9 @@ static void test_versions(void)
         FP_CHECK_EQ_INT(total_of(s, NULL, 0), v1_samples);
         FP_CHECK_EQ_INT(fp_store_count_pending(s), v1_pending);
         FP_CHECK_EQ_INT(fp_store_outbox_list(s, 8, count_upload, NULL), 0);
+        struct series_want tw = {.guard = 0};
+        FP_CHECK(fp_store_list_targets(s, NULL, grab_target, &tw) > 0);
+        FP_CHECK_EQ_INT(tw.guard, -1); /* not known before version 5 */
         uint64_t missing = 1, unused = 1;
         FP_CHECK_EQ_INT(fp_store_check_refs(s, &missing, &unused), 0);
         FP_CHECK_EQ_INT(missing, 0);
