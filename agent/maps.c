@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #define KERNEL_START 0xffff800000000000ULL
@@ -29,6 +30,8 @@ struct fp_maps {
         unsigned epoch;
         uint64_t fuse_dev; /* the last anonymous device on_fuse() looked up */
         bool fuse_dev_known, fuse_dev_is;
+        bool owner_known;
+        uint32_t owner; /* the process's user, for whom its files are read */
 };
 
 struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache)
@@ -355,7 +358,17 @@ static void load_symtab(struct fp_maps *m, struct fp_mapping *x)
         snprintf(mapped, sizeof(mapped), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid,
                  x->start, x->end);
         paths[n++] = mapped;
-        r = fp_symcache_start(m->cache, paths, n, w, FP_MAPS_LOAD_WAIT_MS, &x->symtab, &x->symload);
+        if (!m->owner_known) {
+                char proc[64];
+                struct stat st;
+
+                snprintf(proc, sizeof(proc), "/proc/%d", (int)m->pid);
+                /* Gone already: read as nobody's, never as root's. */
+                m->owner = stat(proc, &st) == 0 ? (uint32_t)st.st_uid : UINT32_MAX;
+                m->owner_known = true;
+        }
+        r = fp_symcache_start(m->cache, paths, n, w, m->owner, FP_MAPS_LOAD_WAIT_MS, &x->symtab,
+                              &x->symload);
         if (r == -EINPROGRESS)
                 return;
         if (r != -EBUSY) /* too many loads outstanding: asked again at the next use */

@@ -79,6 +79,10 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
  * one loader and the others go on, and a costly table on the root disk
  * does not hold up the files beside it.
  *
+ * A load is asked for a process's owner (uid): loads of one owner other
+ * than root run one at a time, so a user's costly files hold at most one
+ * loader and never keep the others' files waiting.
+ *
  * fp_symcache_start() asks for the table of the file want names (NULL: any)
  * through paths, tried in order (fp_symcache_get's rules for each), and
  * waits up to wait_ms (-1: until done) when a loader is free for it: 0 and
@@ -96,8 +100,8 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
 #define FP_SYMLOAD_STALL_MS   100
 struct fp_symload;
 int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_paths,
-                      const struct fp_file_id *want, int wait_ms, struct fp_symtab **ret,
-                      struct fp_symload **ret_load);
+                      const struct fp_file_id *want, uint32_t owner, int wait_ms,
+                      struct fp_symtab **ret, struct fp_symload **ret_load);
 int fp_symcache_poll(struct fp_symcache *c, struct fp_symload *load, struct fp_symtab **ret);
 void fp_symcache_cancel(struct fp_symcache *c, struct fp_symload *load);
 /* Milliseconds since load was asked for. */

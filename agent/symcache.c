@@ -186,7 +186,8 @@ struct fp_symload {
         bool has_want, cached, fresh;
         bool slow; /* the requester stopped waiting: logged when read */
         struct fp_file_id want;
-        uint64_t dev;        /* want's device (0 unknown): one load per device at a time */
+        uint64_t dev;        /* want's device (0 unknown): see holds_device() */
+        uint32_t owner;      /* whose process it is read for (0: root's) */
         uint64_t start_ns;   /* when it was asked for */
         int r;               /* done: 0 or the last path's error */
         size_t n_paths, won; /* won: the path the table came from */
@@ -458,15 +459,19 @@ static bool holds_device(const struct fp_symcache *c, size_t slot)
         return age < FP_SYMLOAD_STALL_MS * 1000000ULL || thread_state(c->tids[slot]) != 'R';
 }
 
-/* The next load a loader may run: queued, its device not held by another load. */
+/*
+ * The next load a loader may run: queued, its device not held by another
+ * load, and no other load of its owner (other than root) running.
+ */
 static struct fp_symload **next_runnable(struct fp_symcache *c)
 {
         for (struct fp_symload **p = &c->queue; *p; p = &(*p)->next) {
                 bool busy = false;
 
                 for (size_t i = 0; i < FP_SYMLOAD_THREADS && !busy; i++)
-                        busy =
-                            c->running[i] && c->running[i]->dev == (*p)->dev && holds_device(c, i);
+                        busy = c->running[i] &&
+                               ((c->running[i]->owner && c->running[i]->owner == (*p)->owner) ||
+                                (c->running[i]->dev == (*p)->dev && holds_device(c, i)));
                 if (!busy)
                         return p;
         }
@@ -637,8 +642,8 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
 }
 
 int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_paths,
-                      const struct fp_file_id *want, int wait_ms, struct fp_symtab **ret,
-                      struct fp_symload **ret_load)
+                      const struct fp_file_id *want, uint32_t owner, int wait_ms,
+                      struct fp_symtab **ret, struct fp_symload **ret_load)
 {
         struct fp_symload *j, **tail;
         bool waited;
@@ -677,6 +682,7 @@ int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_
                 j->want = *want;
                 j->dev = want->dev;
         }
+        j->owner = owner;
         j->start_ns = fp_now_ns(CLOCK_MONOTONIC);
         j->refs = 2; /* the requester's and the queue's */
 
@@ -791,7 +797,7 @@ int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_fil
 {
         if (!path)
                 return -EINVAL;
-        return fp_symcache_start(c, &path, 1, want, -1, ret, NULL);
+        return fp_symcache_start(c, &path, 1, want, 0, -1, ret, NULL);
 }
 
 int fp_symcache_get_vdso(struct fp_symcache *c, struct fp_symtab **ret)

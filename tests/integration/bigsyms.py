@@ -7,8 +7,8 @@
                                   bigsyms_spin) and NSYMS more function
                                   symbols (SHN_ABS, one byte each, distinct
                                   addresses past the code) named f000000000...
-    bigsyms.py run FILE           maps FILE's code twice and loops in each
-                                  mapping on a thread of its own, for ever
+    bigsyms.py run FILE...        maps each FILE's code twice and loops in
+                                  each mapping on a thread of its own, for ever
 
 test-hostile.sh uses it as a hostile user would: to make the agent read a
 large table when it unwinds or names a sample in that code.
@@ -69,28 +69,30 @@ def write(path, nsyms):
         f.write(sh.pack(23, 3, 0, 0, shstr_off, len(shstr), 0, 0, 1, 0))  # .shstrtab
 
 
-def run(path):
-    """Maps the code twice (two mappings, as a library's segments are) and
-    loops in each on its own thread."""
+def run(paths):
+    """Maps each file's code twice (two mappings, as a library's segments
+    are) and loops in every mapping on a thread of its own."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                           ctypes.c_int, ctypes.c_long]
-    fd = os.open(path, os.O_RDONLY)
     loops = []
-    for _ in range(2):
-        addr = libc.mmap(None, CODE_OFF + 0x1000, 1 | 4, 2, fd, 0)  # PROT_READ|EXEC, PRIVATE
-        if addr in (None, ctypes.c_void_p(-1).value):
-            sys.exit("bigsyms.py: mmap: " + os.strerror(ctypes.get_errno()))
-        loops.append(ctypes.CFUNCTYPE(None)(addr + CODE_OFF))
-    threading.Thread(target=loops[1], daemon=True).start()
-    loops[0]()  # ctypes lets go of the GIL: both threads loop at once
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        for _ in range(2):
+            addr = libc.mmap(None, CODE_OFF + 0x1000, 1 | 4, 2, fd, 0)  # PROT_READ|EXEC, PRIVATE
+            if addr in (None, ctypes.c_void_p(-1).value):
+                sys.exit("bigsyms.py: mmap: " + os.strerror(ctypes.get_errno()))
+            loops.append(ctypes.CFUNCTYPE(None)(addr + CODE_OFF))
+    for loop in loops[1:]:
+        threading.Thread(target=loop, daemon=True).start()
+    loops[0]()  # ctypes lets go of the GIL: every thread loops at once
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "write":
         write(sys.argv[2], int(sys.argv[3]))
-    elif len(sys.argv) == 3 and sys.argv[1] == "run":
-        run(sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "run":
+        run(sys.argv[2:])
     else:
-        sys.exit("usage: bigsyms.py write FILE NSYMS | run FILE")
+        sys.exit("usage: bigsyms.py write FILE NSYMS | run FILE...")

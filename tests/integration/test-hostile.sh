@@ -33,11 +33,12 @@
 #    process has a PID that root's exited target had, nobody's dump of it
 #    holds none of root's samples.
 # 3e. A file slow to read: nobody's process runs in a file of its own
-#    whose symbol table holds 10 million symbols (350 MB, seconds of
-#    parsing), mapped twice: the agent reads it once, on a loader thread,
-#    answers every status meanwhile (which shows the file being read),
-#    names root's process started meanwhile (its files on the same disk),
-#    and names nobody's code once the table is in.
+#    whose symbol table holds 6 million symbols (210 MB, seconds of
+#    parsing), and a copy of it, each mapped twice: the agent reads each
+#    once, one after the other on one loader thread, answers every status
+#    meanwhile (which shows the files being read), names root's process
+#    started meanwhile (its files on the same disk) on the other loader,
+#    and names nobody's code once the tables are in.
 # 3f. Answers nobody reads: nobody asks for dumps of its process on one
 #    connection after another and reads none: once more than 4 MiB of
 #    answers sit unread, the next command is refused in one line (root is
@@ -78,7 +79,7 @@
 #    /healthz and uploads go on; with the default budget it is answered.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-fp_init 420
+fp_init 480
 if [[ $(id -u) -ne 0 ]] || ! command -v setpriv >/dev/null; then
   fp_log "SKIP: needs root and setpriv"
   exit 0
@@ -287,18 +288,21 @@ fp_kill "$reused"
 fp_ok "PID $ROOTSPIN reused by nobody: nobody may profile its process there, and its dumps hold none of root's earlier process (root's still do)"
 
 # ---- 3e. a file slow to read ---------------------------------------------------------------
-python3 "$(dirname "$0")/bigsyms.py" write "$FP_TMP/nb/big.so" 10000000
-chown 65534:65534 "$FP_TMP/nb/big.so"
+python3 "$(dirname "$0")/bigsyms.py" write "$FP_TMP/nb/big.so" 6000000
+cp "$FP_TMP/nb/big.so" "$FP_TMP/nb/big2.so" # another file (inode), the same cost
+chown 65534:65534 "$FP_TMP/nb/big.so" "$FP_TMP/nb/big2.so"
 install -m 0755 "$(dirname "$0")/bigsyms.py" "$FP_TMP/bigsyms.py"
-setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$FP_TMP/bigsyms.py" run "$FP_TMP/nb/big.so" &
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$FP_TMP/bigsyms.py" run \
+  "$FP_TMP/nb/big.so" "$FP_TMP/nb/big2.so" &
 BIG=$!
 fp_track "$BIG"
-fp_wait_for 10 grep -q big.so "/proc/$BIG/maps" || fp_fail "nobody's process did not map big.so"
+fp_wait_for 10 grep -q big2.so "/proc/$BIG/maps" || fp_fail "nobody's process did not map its files"
 "${asnobody[@]}" start "$BIG" --freq 499 >/dev/null
 loading() { fp_timeout 2 "$FP_AGENTCTL" --socket "$FP_SOCK" status --json | fp_json_get 'd["symbol_files_loading"]'; }
 being_read() { [[ $(loading) -ge 1 ]]; }
 fp_wait_for 20 being_read || fp_fail "status never showed big.so being read"
-# Meanwhile root's process, its files on the same disk, is named as usual.
+# Meanwhile root's process, its files on the same disk, is named as usual:
+# nobody's two files take one loader, one after the other.
 "$FP_SPIN" --threads 1 --seconds 30 >/dev/null &
 OTHER=$!
 fp_track "$OTHER"
@@ -315,15 +319,17 @@ for _ in $(seq 1 600); do # the loop answers every status while the file is read
   [[ $n == 0 ]] && break
   sleep 0.2
 done
-fp_wait_for 120 grep -q 'read /proc/[0-9]*/root.*big.so in [0-9]* ms' "$FP_TMP/agent.log" ||
-  fp_fail "big.so was never read: $(grep big.so "$FP_TMP/agent.log")"
-[[ $(grep -c 'read /proc/[0-9]*/root.*big.so in' "$FP_TMP/agent.log") == 1 ]] ||
-  fp_fail "big.so's two mappings read it more than once: $(grep big.so "$FP_TMP/agent.log")"
+for f in big.so big2.so; do
+  fp_wait_for 120 grep -q "read /proc/[0-9]*/root.*/$f in [0-9]* ms" "$FP_TMP/agent.log" ||
+    fp_fail "$f was never read: $(grep big "$FP_TMP/agent.log")"
+  [[ $(grep -c "read /proc/[0-9]*/root.*/$f in" "$FP_TMP/agent.log") == 1 ]] ||
+    fp_fail "$f's two mappings read it more than once: $(grep big "$FP_TMP/agent.log")"
+done
 fp_wait_for 10 sh -c "'$FP_AGENTCTL' --socket '$FP_SOCK' dump $BIG --since 2s --format folded | grep -q bigsyms_spin" ||
   fp_fail "big.so's loop is not named once read: $(fp_ctl dump "$BIG" --format folded | cut -c1-200)"
 fp_ctl stop "$BIG" >/dev/null || true
 fp_kill "$BIG"
-fp_ok "a 10-million-symbol file is read off the loop: status answered throughout ($(grep -o 'big.so in [0-9]* ms' "$FP_TMP/agent.log")), root's process was named meanwhile, and big.so's code is named once read"
+fp_ok "two 6-million-symbol files are read off the loop: status answered throughout ($(grep -o 'big2*.so in [0-9]* ms' "$FP_TMP/agent.log" | paste -sd, -)), root's process was named meanwhile, and nobody's code is named once read"
 
 # ---- 3f. answers nobody reads ------------------------------------------------------------------
 install -m 0755 "$FP_BUILD/tests/manystacks" "$(dirname "$0")/ctlflood.py" "$FP_TMP/"

@@ -560,8 +560,8 @@ static void test_loads(void)
         FP_CHECK_EQ_INT(stat(in_dir("prog-copy"), &st), 0);
         other = (struct fp_file_id){.dev = st.st_dev, .ino = st.st_ino};
 
-        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 2, &id, 0, &t, &l1), -EINPROGRESS);
-        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &id, 0, &u, &l2), -EINPROGRESS);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 2, &id, 0, 0, &t, &l1), -EINPROGRESS);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &id, 0, 0, &u, &l2), -EINPROGRESS);
         FP_CHECK_EQ_INT(poll_load(c, l1, &t), 0);
         FP_CHECK_EQ_INT(poll_load(c, l2, &u), 0);
         FP_CHECK(t && t == u);
@@ -577,19 +577,19 @@ static void test_loads(void)
         t = NULL;
 
         /* Waited for: done at once. Another file than the one wanted: refused. */
-        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 2, &id, 5000, &t, &l3), 0);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 2, &id, 0, 5000, &t, &l3), 0);
         FP_CHECK(t != NULL);
         fp_symtab_unref(t);
         t = NULL;
-        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &other, 5000, &t, &l3), -ESTALE);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &other, 0, 5000, &t, &l3), -ESTALE);
         FP_CHECK(t == NULL);
 
         /* Dropped before or while read, and outstanding at free: nothing leaks. */
         l1 = l2 = NULL;
-        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &other, 0, &t, &l1), -EINPROGRESS);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, &other, 0, 0, &t, &l1), -EINPROGRESS);
         fp_symcache_cancel(c, l1);
-        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, NULL, 0, &t, &l2), -EINPROGRESS);
-        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 1, NULL, 0, &t, &l3), -EINPROGRESS);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths + 1, 1, NULL, 0, 0, &t, &l2), -EINPROGRESS);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, paths, 1, NULL, 0, 0, &t, &l3), -EINPROGRESS);
         fp_symcache_cancel(c, l2);
         fp_symcache_cancel(c, l3);
         fp_symcache_free(c);
