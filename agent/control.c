@@ -29,18 +29,13 @@
  * than root (a connection pins its request and its whole answer), and
  * time: 30 s to send a request, 60 s for each write of the answer to
  * progress (a client that asks for a dump and never reads it is dropped,
- * and its answer freed).
+ * and its answer freed); what a user's connections hold unread and have
+ * under way is bounded as control.h says.
  */
 #define MAX_CLIENTS          256
 #define MAX_CLIENTS_PER_USER 16
 #define READ_TIMEOUT_S       30
 #define WRITE_TIMEOUT_S      60
-/*
- * A user other than root may have FP_CONTROL_MAX_WAITING_PER_USER commands
- * under way (dumps wait for the store) and, to start another, at most
- * FP_CONTROL_MAX_UNREAD_PER_USER bytes of earlier answers its connections
- * have not read (in the agent's buffers and the socket's queue).
- */
 
 struct fp_control_client {
         struct fp_control_client *next, *prev;

@@ -8,12 +8,17 @@
  * crafted file that claims libc's build ID gets a table of its own and
  * never replaces or stands in for libc's in other users' profiles.
  *
- * Not thread-safe; it belongs to the agent's event loop. Its two maps:
- * by_key (build ID, or "@dev:ino:size:mtime" for objects without one) owns
- * the symtabs, one per distinct object; by_path remembers which symtab a
- * path gave last time together with the file's identity, so a repeated
- * get costs one stat(). by_path is bounded and simply emptied when full: a
- * miss there only costs reading the build ID note.
+ * Its two maps: by_key (build ID, or "@dev:ino:size:mtime" for objects
+ * without one) owns the symtabs, one per distinct object; by_path
+ * remembers which symtab a path gave last time together with the file's
+ * identity, so a repeated get costs one stat(). by_path is bounded and
+ * simply emptied when full: a miss there only costs reading the build ID
+ * note.
+ *
+ * Files are read on the loader threads (symbols.h), which look the maps up
+ * under the cache's lock; the requester (the agent's event loop) puts what
+ * they read into the maps, under the lock too. The API is for one
+ * requester thread.
  */
 #include "symbols-internal.h"
 
@@ -178,6 +183,13 @@ static struct entry *entry_new(const char *key)
         return e;
 }
 
+/* A CLOCK_MONOTONIC time in nanoseconds as the timespec pthread_cond_timedwait() takes. */
+static struct timespec mono_ts(uint64_t ns)
+{
+        return (struct timespec){.tv_sec = (time_t)(ns / 1000000000ULL),
+                                 .tv_nsec = (long)(ns % 1000000000ULL)};
+}
+
 /* A load (symbols.h): shared by its requester and the loader until both let go. */
 struct fp_symload {
         struct fp_symload *next; /* c->queue */
@@ -244,8 +256,7 @@ void fp_symcache_free(struct fp_symcache *c)
         pthread_cond_broadcast(&c->work);
         deadline = fp_now_ns(CLOCK_MONOTONIC) + FP_SYMLOAD_STOP_MS * 1000000ULL;
         while (c->n_exited < c->n_started || c->n_started < c->n_threads) {
-                struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ULL),
-                                      .tv_nsec = (long)(deadline % 1000000000ULL)};
+                struct timespec ts = mono_ts(deadline);
                 if (pthread_cond_timedwait(&c->finished, &c->lock, &ts) == ETIMEDOUT)
                         break;
         }
@@ -495,9 +506,8 @@ static void *loader_main(void *arg)
                                 continue;
                         }
                         /* Loads wait for a device: judge it again as its read ages. */
-                        uint64_t at = fp_now_ns(CLOCK_MONOTONIC) + FP_SYMLOAD_STALL_MS * 1000000ULL;
-                        struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ULL),
-                                              .tv_nsec = (long)(at % 1000000000ULL)};
+                        struct timespec ts =
+                            mono_ts(fp_now_ns(CLOCK_MONOTONIC) + FP_SYMLOAD_STALL_MS * 1000000ULL);
                         pthread_cond_timedwait(&c->work, &c->lock, &ts);
                 }
                 if (c->stopping)
@@ -584,8 +594,7 @@ static bool loader_idle(const struct fp_symcache *c)
 /* Waits until j is done or deadline_ns (CLOCK_MONOTONIC; 0: for ever) passes. Under c->lock. */
 static void wait_done(struct fp_symcache *c, struct fp_symload *j, uint64_t deadline_ns)
 {
-        struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ULL),
-                              .tv_nsec = (long)(deadline_ns % 1000000000ULL)};
+        struct timespec ts = mono_ts(deadline_ns);
 
         while (!j->done) {
                 if (!deadline_ns)
