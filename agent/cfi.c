@@ -743,6 +743,11 @@ void fp_cfi_free(struct fp_cfi *c)
         free(c);
 }
 
+size_t fp_cfi_bytes(const struct fp_cfi *c)
+{
+        return c ? sizeof(*c) + c->cap * sizeof(*c->rows) + c->n_pages * sizeof(*c->page) : 0;
+}
+
 size_t fp_cfi_n_rows(const struct fp_cfi *c)
 {
         return c ? c->n : 0;

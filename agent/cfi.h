@@ -71,6 +71,8 @@ int fp_cfi_compile_file(const char *path, struct fp_cfi **ret);
 void fp_cfi_free(struct fp_cfi *c);
 
 size_t fp_cfi_n_rows(const struct fp_cfi *c);
+/* The memory c holds, in bytes. */
+size_t fp_cfi_bytes(const struct fp_cfi *c);
 const struct fp_cfi_row *fp_cfi_row(const struct fp_cfi *c, size_t i);
 /* The row covering vaddr, or NULL when vaddr is before the first row. */
 const struct fp_cfi_row *fp_cfi_find(const struct fp_cfi *c, uint64_t vaddr);

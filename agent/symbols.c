@@ -72,6 +72,7 @@ struct fp_symtab {
         struct range *ranges;
         size_t n_ranges;
         char *names;
+        size_t names_len;
         struct segment *segs;
         size_t n_segs;
         struct fp_cfi *cfi; /* unwind table (cfi.h), NULL when the object has no CFI */
@@ -118,6 +119,8 @@ static int builder_add(struct builder *b, uint64_t start, uint64_t size, uint64_
 
         if (need < len || b->len > SIZE_MAX - need)
                 return -ENOMEM;
+        if (b->n >= FP_SYM_MAX_SYMBOLS)
+                return -E2BIG;
         if (b->n == b->cap) {
                 r = fp_grow((void **)&b->syms, &b->cap, b->n + 1, sizeof(*b->syms));
                 if (r < 0)
@@ -310,6 +313,7 @@ static int builder_finish(struct builder *b, struct fp_symtab *t, uint64_t mid_c
         t->syms = syms;
         t->n_syms = n;
         t->names = names;
+        t->names_len = total;
         t->ranges = ranges;
         t->n_ranges = nr;
         return 0;
@@ -669,6 +673,14 @@ void fp_symtab_unref(struct fp_symtab *t)
         free(t->segs);
         fp_cfi_free(t->cfi);
         free(t);
+}
+
+size_t fp_symtab_bytes(const struct fp_symtab *t)
+{
+        if (!t)
+                return 0;
+        return sizeof(*t) + t->n_syms * sizeof(*t->syms) + t->n_ranges * sizeof(*t->ranges) +
+               t->names_len + t->n_segs * sizeof(*t->segs) + fp_cfi_bytes(t->cfi);
 }
 
 const struct fp_cfi *fp_symtab_cfi(const struct fp_symtab *t)

@@ -60,13 +60,15 @@ int fp_symcache_set_debug_dir(struct fp_symcache *c, const char *dir);
  * With want, the file must be that one (its device and inode, before and
  * after it is opened), else -ESTALE: a process may not have the root agent
  * read, in its name, a file other than the one it mapped. Files past
- * FP_SYM_MAX_FILE_BYTES are refused (-EFBIG); every other read is bounded
- * by the file's size.
+ * FP_SYM_MAX_FILE_BYTES are refused (-EFBIG), and so are files of more
+ * than FP_SYM_MAX_SYMBOLS function symbols (-E2BIG); every other read is
+ * bounded by the file's size.
  */
 struct fp_file_id {
         uint64_t dev, ino;
 };
 #define FP_SYM_MAX_FILE_BYTES (2ULL << 30) /* larger files are not read: -EFBIG */
+#define FP_SYM_MAX_SYMBOLS    (1u << 23)   /* more function symbols in one file: -E2BIG */
 int fp_symcache_get(struct fp_symcache *c, const char *path, const struct fp_file_id *want,
                     struct fp_symtab **ret);
 
@@ -141,6 +143,19 @@ size_t fp_symcache_n_loaded(const struct fp_symcache *c);
 void fp_symcache_set_max_files(struct fp_symcache *c, size_t max);
 /* Files whose tables the cache holds now. */
 size_t fp_symcache_n_files(const struct fp_symcache *c);
+/*
+ * The tables of files only a user's own processes could have chosen (not
+ * root's files that only root may write) are charged to the process's
+ * owner (fp_symcache_start()'s owner, other than root): past
+ * FP_SYMCACHE_USER_BYTES of them, the unheld ones are forgotten, and a
+ * table that still does not fit is not kept (-EDQUOT, logged).
+ */
+#define FP_SYMCACHE_USER_BYTES (512u << 20)
+void fp_symcache_set_user_bytes(struct fp_symcache *c, size_t bytes); /* for tests */
+/* Bytes of tables charged to owner now. */
+size_t fp_symcache_charged(struct fp_symcache *c, uint32_t owner);
+/* The memory t holds, in bytes. */
+size_t fp_symtab_bytes(const struct fp_symtab *t);
 /* Whether anyone but its holder holds t too. */
 bool fp_symtab_shared(const struct fp_symtab *t);
 

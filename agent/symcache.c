@@ -45,7 +45,15 @@ struct entry {
         ino_t ino;
         off_t size;
         struct timespec mtime;
+        uint32_t owner; /* by_key only: whom its table is charged to ... */
+        size_t charged; /* ... and how many bytes (0: nobody's charge) */
         char key[];
+};
+
+/* The bytes of tables charged to one owner (FP_SYMCACHE_USER_BYTES). */
+struct charge {
+        uint32_t owner;
+        size_t bytes;
 };
 
 struct map {
@@ -60,6 +68,9 @@ struct fp_symcache {
         size_t n_loaded;
         size_t max_files;
         char *debug_dir;
+        struct charge *charges;
+        size_t n_charges, cap_charges;
+        size_t user_bytes; /* FP_SYMCACHE_USER_BYTES */
 
         /* The loader threads; everything above is theirs too, under lock. */
         pthread_mutex_t lock;
@@ -196,7 +207,8 @@ struct fp_symload {
         unsigned refs;           /* under c->lock */
         bool running, done;      /* under c->lock */
         bool has_want, cached, fresh;
-        bool slow; /* the requester stopped waiting: logged when read */
+        bool slow;     /* the requester stopped waiting: logged when read */
+        bool reported; /* its refusal was logged */
         struct fp_file_id want;
         uint64_t dev;        /* want's device (0 unknown): see holds_device() */
         uint32_t owner;      /* whose process it is read for (0: root's) */
@@ -229,6 +241,7 @@ struct fp_symcache *fp_symcache_new(void)
         if (!c)
                 return NULL;
         c->max_files = FP_SYMCACHE_MAX_FILES;
+        c->user_bytes = FP_SYMCACHE_USER_BYTES;
         c->debug_dir = strdup(DEFAULT_DEBUG_DIR);
         if (!c->debug_dir) {
                 free(c);
@@ -279,6 +292,7 @@ void fp_symcache_free(struct fp_symcache *c)
         map_clear(&c->by_path);
         free(c->by_key.buckets);
         free(c->by_path.buckets);
+        free(c->charges);
         fp_symtab_unref(c->vdso);
         fp_symtab_unref(c->kernel);
         free(c->debug_dir);
@@ -311,29 +325,98 @@ void fp_symcache_set_max_files(struct fp_symcache *c, size_t max)
         c->max_files = max;
 }
 
+void fp_symcache_set_user_bytes(struct fp_symcache *c, size_t bytes)
+{
+        c->user_bytes = bytes;
+}
+
 size_t fp_symcache_n_files(const struct fp_symcache *c)
 {
         return c ? c->by_key.n : 0;
 }
 
-/* Past max_files: forgets the paths, then every table nothing but the cache holds. */
-static void evict(struct fp_symcache *c)
+/* owner's charge; created (at 0) when create. NULL when none (or out of memory). */
+static struct charge *charge_of(struct fp_symcache *c, uint32_t owner, bool create)
 {
-        if (c->by_key.n < c->max_files)
-                return;
+        for (size_t i = 0; i < c->n_charges; i++)
+                if (c->charges[i].owner == owner)
+                        return &c->charges[i];
+        if (!create || fp_grow((void **)&c->charges, &c->cap_charges, c->n_charges + 1,
+                               sizeof(*c->charges)) < 0)
+                return NULL;
+        c->charges[c->n_charges] = (struct charge){.owner = owner};
+        return &c->charges[c->n_charges++];
+}
+
+static void uncharge(struct fp_symcache *c, struct entry *e)
+{
+        struct charge *u = e->charged ? charge_of(c, e->owner, false) : NULL;
+
+        if (u)
+                u->bytes -= e->charged;
+        e->charged = 0;
+}
+
+/*
+ * Forgets the paths, then every table nothing but the cache holds (of
+ * owner's charge only, when only_charged).
+ */
+static void forget_unheld(struct fp_symcache *c, bool only_charged, uint32_t owner)
+{
         map_clear(&c->by_path);
         for (size_t i = 0; i < c->by_key.n_buckets; i++) {
                 for (struct entry **p = &c->by_key.buckets[i]; *p;) {
                         struct entry *e = *p;
-                        if (fp_symtab_shared(e->tab)) {
+                        if (fp_symtab_shared(e->tab) ||
+                            (only_charged && (!e->charged || e->owner != owner))) {
                                 p = &e->next;
                                 continue;
                         }
                         *p = e->next;
                         c->by_key.n--;
+                        uncharge(c, e);
                         entry_free(e);
                 }
         }
+}
+
+/* Past max_files: forgets the paths, then every table nothing but the cache holds. */
+static void evict(struct fp_symcache *c)
+{
+        if (c->by_key.n >= c->max_files)
+                forget_unheld(c, false, 0);
+}
+
+/*
+ * Charges bytes to owner, first forgetting owner's unheld tables when they
+ * would pass FP_SYMCACHE_USER_BYTES; -EDQUOT when they still would.
+ */
+static int charge(struct fp_symcache *c, uint32_t owner, size_t bytes)
+{
+        struct charge *u = charge_of(c, owner, true);
+
+        if (!u)
+                return -ENOMEM;
+        if (u->bytes + bytes > c->user_bytes) {
+                forget_unheld(c, true, owner);
+                u = charge_of(c, owner, false);
+        }
+        if (!u || u->bytes + bytes > c->user_bytes)
+                return -EDQUOT;
+        u->bytes += bytes;
+        return 0;
+}
+
+size_t fp_symcache_charged(struct fp_symcache *c, uint32_t owner)
+{
+        struct charge *u;
+        size_t n;
+
+        pthread_mutex_lock(&c->lock);
+        u = charge_of(c, owner, false);
+        n = u ? u->bytes : 0;
+        pthread_mutex_unlock(&c->lock);
+        return n;
 }
 
 static bool same_file(const struct entry *e, const struct stat *st)
@@ -613,6 +696,10 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
         struct entry *e;
         int r;
 
+        if (j->r == -E2BIG && !j->reported)
+                fp_log(LOG_WARNING, "not reading the symbols of %s: more than %u function symbols",
+                       j->paths[0], FP_SYM_MAX_SYMBOLS);
+        j->reported |= j->r == -E2BIG;
         if (j->r < 0)
                 return j->r;
         if (j->cached) {
@@ -622,6 +709,7 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
         e = map_find(&c->by_key, j->key);
         if (j->fresh && e && !fp_sym_symtab_full(e->tab) && fp_sym_symtab_full(j->tab)) {
                 /* Later lookups get the richer table; holders of the old one keep it. */
+                uncharge(c, e); /* (a root file's build ID: nobody's charge) */
                 fp_symtab_unref(e->tab);
                 e->tab = fp_symtab_ref(j->tab);
                 c->n_loaded++;
@@ -631,13 +719,33 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
                 fp_symtab_unref(j->tab);
                 j->tab = fp_symtab_ref(e->tab);
         } else {
+                /* Only a table of a file the owner's processes chose is the owner's charge. */
+                bool chargeable = j->owner != 0 && strchr(j->key, '@');
+                size_t bytes = chargeable ? fp_symtab_bytes(j->tab) : 0;
+
                 evict(c);
+                if (chargeable && (r = charge(c, j->owner, bytes)) < 0) {
+                        if (r == -EDQUOT && !j->reported)
+                                fp_log(LOG_WARNING,
+                                       "not keeping the symbols of %s (%zu MiB): the tables of uid "
+                                       "%u's files would pass %u MiB",
+                                       j->paths[j->won], bytes >> 20, (unsigned)j->owner,
+                                       (unsigned)(c->user_bytes >> 20));
+                        j->reported = true;
+                        return r;
+                }
                 e = entry_new(j->key);
-                if (!e)
+                if (!e) {
+                        if (chargeable)
+                                charge_of(c, j->owner, false)->bytes -= bytes;
                         return -ENOMEM;
+                }
                 e->tab = fp_symtab_ref(j->tab);
+                e->owner = j->owner;
+                e->charged = bytes;
                 r = map_insert(&c->by_key, e);
                 if (r < 0) {
+                        uncharge(c, e);
                         entry_free(e);
                         return r;
                 }
@@ -753,8 +861,12 @@ int fp_symcache_poll(struct fp_symcache *c, struct fp_symload *j, struct fp_symt
         r = install(c, j, ret);
         if (j->slow) {
                 j->slow = false;
-                fp_log(LOG_INFO, "read %s in %" PRIu64 " ms%s%s", j->paths[j->r < 0 ? 0 : j->won],
-                       fp_symload_age_ms(j), r < 0 ? ": " : "", r < 0 ? strerror(-r) : "");
+                fp_log(LOG_INFO, "read %s in %" PRIu64 " ms (%zu MiB of tables)%s%s",
+                       j->paths[j->r < 0 ? 0 : j->won], fp_symload_age_ms(j),
+                       fp_symtab_bytes(j->tab) >> 20, r < 0 ? ", not kept: " : "",
+                       r == -EDQUOT ? "past its owner's budget"
+                       : r < 0      ? strerror(-r)
+                                    : "");
         }
         load_unref_locked(j);
         pthread_mutex_unlock(&c->lock);

@@ -596,6 +596,145 @@ static void test_loads(void)
         FP_CHECK(t == NULL);
 }
 
+/*
+ * The tables of files a user's processes chose are that user's charge:
+ * past the budget, the unheld ones are forgotten and a table that still
+ * does not fit is refused; root's processes and other users are not
+ * charged with them. Group-writable copies of prog, so none is trusted.
+ */
+static void test_user_budget(void)
+{
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *a = NULL, *b = NULL, *x = NULL;
+        const char *pa, *pb, *pc, *pd;
+        size_t one;
+
+        FP_CHECK_EQ_INT(run("cd '%s' && for i in a b c d; do cp prog budget-$i && chmod 664 "
+                            "budget-$i; done",
+                            dir),
+                        0);
+        pa = in_dir("budget-a");
+        pb = in_dir("budget-b");
+        pc = in_dir("budget-c");
+        pd = in_dir("budget-d");
+        FP_CHECK_EQ_INT(fp_symcache_start(c, &pa, 1, NULL, 1000, -1, &a, NULL), 0);
+        one = fp_symcache_charged(c, 1000);
+        FP_CHECK(a && one == fp_symtab_bytes(a) && one > 0);
+        fp_symcache_set_user_bytes(c, one + one / 2);
+        /* a is held: b does not fit, and is not kept. */
+        FP_CHECK_EQ_INT(fp_symcache_start(c, &pb, 1, NULL, 1000, -1, &b, NULL), -EDQUOT);
+        FP_CHECK(b == NULL);
+        FP_CHECK_EQ_INT(fp_symcache_charged(c, 1000), one);
+        /* Another user, and root's processes, have budgets of their own (root: none). */
+        FP_CHECK_EQ_INT(fp_symcache_start(c, &pb, 1, NULL, 1001, -1, &b, NULL), 0);
+        FP_CHECK_EQ_INT(fp_symcache_charged(c, 1001), one);
+        fp_symtab_unref(b);
+        FP_CHECK_EQ_INT(fp_symcache_start(c, &pd, 1, NULL, 0, -1, &x, NULL), 0);
+        FP_CHECK_EQ_INT(fp_symcache_charged(c, 0), 0);
+        fp_symtab_unref(x);
+        /* Once a is let go, c fits: a is forgotten. */
+        fp_symtab_unref(a);
+        x = NULL;
+        FP_CHECK_EQ_INT(fp_symcache_start(c, &pc, 1, NULL, 1000, -1, &x, NULL), 0);
+        FP_CHECK_EQ_INT(fp_symcache_charged(c, 1000), one);
+        fp_symtab_unref(x);
+        fp_symcache_free(c);
+}
+
+/*
+ * A file of more than FP_SYM_MAX_SYMBOLS function symbols is not read
+ * (the agent would hold gigabytes for it): an ELF object whose .symtab
+ * holds one more, all named "f".
+ */
+static void test_too_many_symbols(void)
+{
+        const uint64_t nsyms = FP_SYM_MAX_SYMBOLS + 1ull;
+        const char *path = in_dir("too-many.so");
+        const char strtab[] = "\0f\0", shstrtab[] = "\0.text\0.symtab\0.strtab\0.shstrtab\0";
+        const uint64_t code = 0x1000, sym_off = 0x2000, sym_size = (nsyms + 1) * sizeof(Elf64_Sym);
+        const uint64_t str_off = sym_off + sym_size, shstr_off = str_off + sizeof(strtab);
+        const uint64_t sh_off = (shstr_off + sizeof(shstrtab) + 7) & ~7ull;
+        struct fp_symcache *c = fp_symcache_new();
+        struct fp_symtab *t = NULL;
+        Elf64_Sym *chunk = calloc(65536, sizeof(*chunk));
+        FILE *f = fopen(path, "w");
+        Elf64_Ehdr eh = {.e_type = ET_DYN,
+                         .e_machine = EM_X86_64,
+                         .e_version = EV_CURRENT,
+                         .e_phoff = sizeof(eh),
+                         .e_shoff = sh_off,
+                         .e_ehsize = sizeof(eh),
+                         .e_phentsize = sizeof(Elf64_Phdr),
+                         .e_phnum = 1,
+                         .e_shentsize = sizeof(Elf64_Shdr),
+                         .e_shnum = 5,
+                         .e_shstrndx = 4};
+        Elf64_Phdr ph = {.p_type = PT_LOAD,
+                         .p_flags = PF_R | PF_X,
+                         .p_filesz = code + 0x1000,
+                         .p_memsz = code + 0x1000,
+                         .p_align = 0x1000};
+        Elf64_Shdr sh[5] = {
+            {0},
+            {.sh_name = 1,
+             .sh_type = SHT_PROGBITS,
+             .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
+             .sh_addr = code,
+             .sh_offset = code,
+             .sh_size = 0x1000},
+            {.sh_name = 7,
+             .sh_type = SHT_SYMTAB,
+             .sh_offset = sym_off,
+             .sh_size = sym_size,
+             .sh_link = 3,
+             .sh_info = 1,
+             .sh_entsize = sizeof(Elf64_Sym)},
+            {.sh_name = 15, .sh_type = SHT_STRTAB, .sh_offset = str_off, .sh_size = sizeof(strtab)},
+            {.sh_name = 23,
+             .sh_type = SHT_STRTAB,
+             .sh_offset = shstr_off,
+             .sh_size = sizeof(shstrtab)},
+        };
+
+        FP_CHECK(f && chunk);
+        if (!f || !chunk)
+                goto out;
+        memcpy(eh.e_ident, ELFMAG, SELFMAG);
+        eh.e_ident[EI_CLASS] = ELFCLASS64;
+        eh.e_ident[EI_DATA] = ELFDATA2LSB;
+        eh.e_ident[EI_VERSION] = EV_CURRENT;
+        fwrite(&eh, sizeof(eh), 1, f);
+        fwrite(&ph, sizeof(ph), 1, f);
+        fseek(f, (long)sym_off, SEEK_SET);
+        fwrite(chunk, sizeof(*chunk), 1, f); /* the null symbol */
+        for (uint64_t i = 0; i < nsyms; i += 65536) {
+                size_t n = nsyms - i < 65536 ? (size_t)(nsyms - i) : 65536;
+
+                for (size_t k = 0; k < n; k++)
+                        chunk[k] = (Elf64_Sym){.st_name = 1,
+                                               .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
+                                               .st_shndx = SHN_ABS,
+                                               .st_value = 0x10000 + i + k,
+                                               .st_size = 1};
+                fwrite(chunk, sizeof(*chunk), n, f);
+        }
+        fwrite(strtab, sizeof(strtab), 1, f);
+        fwrite(shstrtab, sizeof(shstrtab), 1, f);
+        fseek(f, (long)sh_off, SEEK_SET);
+        fwrite(sh, sizeof(sh), 1, f);
+        FP_CHECK_EQ_INT(fclose(f), 0);
+        f = NULL;
+        FP_CHECK_EQ_INT(fp_symcache_get(c, path, NULL, &t), -E2BIG);
+        FP_CHECK(t == NULL);
+        FP_CHECK_EQ_INT(fp_symcache_n_files(c), 0);
+        unlink(path);
+out:
+        if (f)
+                fclose(f);
+        free(chunk);
+        fp_symcache_free(c);
+}
+
 static void test_debug_file(void)
 {
         struct fp_symcache *c = fp_symcache_new(), *bare = fp_symcache_new();
@@ -932,7 +1071,9 @@ int main(void)
                 test_debug_file();
                 test_eviction();
                 test_loads();
+                test_user_budget();
         }
+        test_too_many_symbols();
         test_vdso();
         test_kallsyms_file();
         test_kernel();
