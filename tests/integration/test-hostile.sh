@@ -338,7 +338,7 @@ setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_TMP/manystacks" --thread
 MS=$!
 fp_track "$MS"
 "${asnobody[@]}" start "$MS" --freq 999 >/dev/null
-sleep 6
+sleep 10 # its profile grows to hundreds of KiB of folded stacks
 flood() { setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$FP_TMP/ctlflood.py" "$@"; }
 flood unread "$FP_SOCK" "$MS" 15 >"$FP_TMP/unread.json"
 last=$(fp_json_get 'd["answers"][-1]' <"$FP_TMP/unread.json")
