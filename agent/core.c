@@ -278,32 +278,6 @@ static void stop_revoked(struct fp_core *s)
         }
 }
 
-static void on_bucket(evutil_socket_t fd, short what, void *arg)
-{
-        struct fp_core *s = arg;
-        (void)fd;
-        (void)what;
-        stop_revoked(s);
-        close_buckets(s, NULL, true);
-        arm_bucket_timer(s);
-}
-
-/* Adds count to the monotonic total of drops stored for reason. */
-static void count_stored_drop(struct fp_core *s, const char *reason, uint64_t count)
-{
-        size_t i = 0;
-        while (i < s->n_stored_drops && strcmp(s->stored_drop_names[i], reason) != 0)
-                i++;
-        if (i == s->n_stored_drops) {
-                if (i == FP_CORE_MAX_DROPS)
-                        return;
-                snprintf(s->stored_drop_names[i], sizeof(s->stored_drop_names[i]), "%s", reason);
-                s->stored_drops[i] = (struct fp_target_drop){s->stored_drop_names[i], 0};
-                s->n_stored_drops++;
-        }
-        s->stored_drops[i].count += count;
-}
-
 /*
  * Forgets the targets whose process ended and whose last bucket is stored:
  * a rule's at once, one started by PID --keep-exited seconds later (until
@@ -322,6 +296,34 @@ static void forget_finished(struct fp_core *s)
                 else
                         i++;
         }
+}
+
+static void on_bucket(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_core *s = arg;
+        (void)fd;
+        (void)what;
+        stop_revoked(s);
+        close_buckets(s, NULL, true);
+        /* Also here: with no target running, no bucket is written to call it. */
+        forget_finished(s);
+        arm_bucket_timer(s);
+}
+
+/* Adds count to the monotonic total of drops stored for reason. */
+static void count_stored_drop(struct fp_core *s, const char *reason, uint64_t count)
+{
+        size_t i = 0;
+        while (i < s->n_stored_drops && strcmp(s->stored_drop_names[i], reason) != 0)
+                i++;
+        if (i == s->n_stored_drops) {
+                if (i == FP_CORE_MAX_DROPS)
+                        return;
+                snprintf(s->stored_drop_names[i], sizeof(s->stored_drop_names[i]), "%s", reason);
+                s->stored_drops[i] = (struct fp_target_drop){s->stored_drop_names[i], 0};
+                s->n_stored_drops++;
+        }
+        s->stored_drops[i].count += count;
 }
 
 static void on_writer_done(void *userdata, const struct fp_writer_result *r)

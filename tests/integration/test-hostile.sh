@@ -48,7 +48,8 @@
 #    --max-threads 16: 16 are sampled, the other 25 counted in status
 #    (text and JSON) and logged once, and the agent still answers root.
 #    Nobody's 20 short-lived processes, each profiled by PID: once exited
-#    and --keep-exited (3 s) past, the agent has forgotten every one.
+#    and --keep-exited (3 s) past, the agent has forgotten every one (with
+#    no other target running, so no other bucket's write to wait for).
 #    Nobody's 70 processes: 64 are profiled, the 65th is refused in one
 #    line, and root may still start more.
 #
@@ -371,7 +372,8 @@ fp_ctl status | grep -q "^$MP: 25 threads not sampled: --max-threads 16 were" ||
 fp_kill "$MP"
 fp_ok "--max-threads 16: nobody's 41 threads give 16 sampled, 25 counted and logged once"
 fp_ctl status >/dev/null || fp_fail "the agent stopped answering"
-fp_kill "$NP" "$RP"
+fp_kill "$NP"
+fp_kill "$RP"
 fp_ok "the agent still answers"
 
 sleepers() { # sleepers N SECS: N sleep processes of nobody's, their PIDs in SLEEPERS
@@ -382,7 +384,7 @@ sleepers() { # sleepers N SECS: N sleep processes of nobody's, their PIDs in SLE
     fp_track "$!"
   done
 }
-sleepers 20 1
+sleepers 20 3 # alive long enough for 20 starts one after the other (under ASan too)
 short=("${SLEEPERS[@]}")
 for p in "${short[@]}"; do
   "${asnobody[@]}" start "$p" >/dev/null 2>&1 || true
