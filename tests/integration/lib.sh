@@ -111,8 +111,10 @@ fp_init() {
   FP_SOCK=$FP_TMP/agent.sock
   trap fp_cleanup EXIT
   trap 'fp_fail "interrupted"' INT
-  # Under set -e a failing command ends the test; say which one.
-  trap 'fp_log "FAIL: line $LINENO: \"$BASH_COMMAND\" failed (status $?)" >&2' ERR
+  # Under set -e a failing command ends the test; say which one, also when
+  # it is inside a function (errtrace: without it such an exit is silent).
+  set -o errtrace
+  trap 'fp_log "FAIL: line $LINENO${FUNCNAME:+ (in $FUNCNAME)}: \"$BASH_COMMAND\" failed (status $?)" >&2' ERR
   trap 'fp_fail "watchdog: the test took longer than its budget"' TERM
   # The watchdog signals the test shell, whose TERM trap fails the test;
   # bash runs that trap only once its foreground command has ended, so the
