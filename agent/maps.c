@@ -5,6 +5,7 @@
  */
 #include "util.h"
 #include "maps.h"
+#include "procfs.h"
 #include "symbols.h"
 
 #include <errno.h>
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #define KERNEL_START 0xffff800000000000ULL
@@ -359,12 +359,10 @@ static void load_symtab(struct fp_maps *m, struct fp_mapping *x)
                  x->start, x->end);
         paths[n++] = mapped;
         if (!m->owner_known) {
-                char proc[64];
-                struct stat st;
+                uid_t owner;
 
-                snprintf(proc, sizeof(proc), "/proc/%d", (int)m->pid);
                 /* Gone already: read as nobody's, never as root's. */
-                m->owner = stat(proc, &st) == 0 ? (uint32_t)st.st_uid : UINT32_MAX;
+                m->owner = fp_proc_owner(m->pid, &owner) == 0 ? (uint32_t)owner : UINT32_MAX;
                 m->owner_known = true;
         }
         r = fp_symcache_start(m->cache, paths, n, w, m->owner, FP_MAPS_LOAD_WAIT_MS, &x->symtab,

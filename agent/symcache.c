@@ -23,10 +23,10 @@
 #include "symbols-internal.h"
 
 #include "log.h"
+#include "procfs.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -205,16 +205,15 @@ static struct timespec mono_ts(uint64_t ns)
 struct fp_symload {
         struct fp_symload *next; /* c->queue */
         unsigned refs;           /* under c->lock */
-        bool running, done;      /* under c->lock */
+        bool done;               /* under c->lock */
         bool has_want, cached, fresh;
-        bool slow;     /* the requester stopped waiting: logged when read */
-        bool reported; /* its refusal was logged */
-        struct fp_file_id want;
-        uint64_t dev;        /* want's device (0 unknown): see holds_device() */
-        uint32_t owner;      /* whose process it is read for (0: root's) */
-        uint64_t start_ns;   /* when it was asked for */
-        int r;               /* done: 0 or the last path's error */
-        size_t n_paths, won; /* won: the path the table came from */
+        bool slow;              /* the requester stopped waiting: logged when read */
+        bool reported;          /* its refusal was logged */
+        struct fp_file_id want; /* all 0 without one: device 0, see holds_device() */
+        uint32_t owner;         /* whose process it is read for (0: root's) */
+        uint64_t start_ns;      /* when it was asked for */
+        int r;                  /* done: 0 or the last path's error */
+        size_t n_paths, won;    /* won: the path the table came from */
         char *paths[FP_SYMLOAD_MAX_PATHS];
         struct stat st; /* done, r == 0: the file read */
         char key[KEY_MAX + 96];
@@ -397,11 +396,9 @@ static int charge(struct fp_symcache *c, uint32_t owner, size_t bytes)
 
         if (!u)
                 return -ENOMEM;
-        if (u->bytes + bytes > c->user_bytes) {
-                forget_unheld(c, true, owner);
-                u = charge_of(c, owner, false);
-        }
-        if (!u || u->bytes + bytes > c->user_bytes)
+        if (u->bytes + bytes > c->user_bytes)
+                forget_unheld(c, true, owner); /* lowers u->bytes; charges stay where they are */
+        if (u->bytes + bytes > c->user_bytes)
                 return -EDQUOT;
         u->bytes += bytes;
         return 0;
@@ -523,22 +520,6 @@ static int load_path(struct fp_symcache *c, const char *path, struct fp_symload 
         return 0;
 }
 
-/* The scheduler state of thread tid of this process ('R' running, 'D' waiting on a device, ...). */
-static char thread_state(pid_t tid)
-{
-        char fn[64], buf[512], *p;
-        _cleanup_close_ int fd = -1;
-        ssize_t n;
-
-        snprintf(fn, sizeof(fn), "/proc/self/task/%d/stat", (int)tid);
-        fd = open(fn, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
-                return '?';
-        buf[n] = '\0';
-        p = strrchr(buf, ')');
-        return p && p[1] == ' ' ? p[2] : '?';
-}
-
 /*
  * Whether the load on loader slot holds its device from other loads: while
  * young (most reads end soon) and while its thread is not running (waiting
@@ -549,8 +530,12 @@ static char thread_state(pid_t tid)
 static bool holds_device(const struct fp_symcache *c, size_t slot)
 {
         uint64_t age = fp_now_ns(CLOCK_MONOTONIC) - c->run_ns[slot];
+        char state = '?'; /* unknown: as if waiting */
 
-        return age < FP_SYMLOAD_STALL_MS * 1000000ULL || thread_state(c->tids[slot]) != 'R';
+        if (age < FP_SYMLOAD_STALL_MS * 1000000ULL)
+                return true;
+        (void)fp_proc_stat(c->tids[slot], &state); /* a thread's /proc/TID/stat */
+        return state != 'R';
 }
 
 /*
@@ -565,7 +550,7 @@ static struct fp_symload **next_runnable(struct fp_symcache *c)
                 for (size_t i = 0; i < FP_SYMLOAD_THREADS && !busy; i++)
                         busy = c->running[i] &&
                                ((c->running[i]->owner && c->running[i]->owner == (*p)->owner) ||
-                                (c->running[i]->dev == (*p)->dev && holds_device(c, i)));
+                                (c->running[i]->want.dev == (*p)->want.dev && holds_device(c, i)));
                 if (!busy)
                         return p;
         }
@@ -598,7 +583,6 @@ static void *loader_main(void *arg)
                 j = *p;
                 *p = j->next;
                 j->next = NULL;
-                j->running = true;
                 c->running[slot] = j;
                 c->run_ns[slot] = fp_now_ns(CLOCK_MONOTONIC);
                 pthread_mutex_unlock(&c->lock);
@@ -614,7 +598,6 @@ static void *loader_main(void *arg)
 
                 pthread_mutex_lock(&c->lock);
                 c->running[slot] = NULL;
-                j->running = false;
                 j->done = true;
                 load_unref_locked(j);
                 pthread_cond_broadcast(&c->finished);
@@ -758,6 +741,30 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
         return 0;
 }
 
+/*
+ * Under c->lock: a done load, collected by one of its requesters: into
+ * the cache and *ret (install()), the end of a slow read logged, and the
+ * requester's reference dropped.
+ */
+static int collect(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab **ret)
+{
+        int r;
+
+        c->n_loads--;
+        r = install(c, j, ret);
+        if (j->slow) {
+                j->slow = false;
+                fp_log(LOG_INFO, "read %s in %" PRIu64 " ms (%zu MiB of tables)%s%s",
+                       j->paths[j->r < 0 ? 0 : j->won], fp_symload_age_ms(j),
+                       fp_symtab_bytes(j->tab) >> 20, r < 0 ? ", not kept: " : "",
+                       r == -EDQUOT ? "past its owner's budget"
+                       : r < 0      ? strerror(-r)
+                                    : "");
+        }
+        load_unref_locked(j);
+        return r;
+}
+
 int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_paths,
                       const struct fp_file_id *want, uint32_t owner, int wait_ms,
                       struct fp_symtab **ret, struct fp_symload **ret_load)
@@ -797,7 +804,6 @@ int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_
         if (want) {
                 j->has_want = true;
                 j->want = *want;
-                j->dev = want->dev;
         }
         j->owner = owner;
         j->start_ns = fp_now_ns(CLOCK_MONOTONIC);
@@ -824,7 +830,7 @@ int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_
         if (!j->done) {
                 j->slow = true;
                 pthread_mutex_unlock(&c->lock);
-                if (waited && wait_ms > 0)
+                if (waited) /* (waiting without end, it is done) */
                         fp_log(LOG_INFO,
                                "reading %s takes more than %d ms: reading on in the background "
                                "(its frames stay unnamed meanwhile)",
@@ -841,9 +847,7 @@ int fp_symcache_start(struct fp_symcache *c, const char *const *paths, size_t n_
                 *ret_load = j;
                 return -EINPROGRESS;
         }
-        c->n_loads--;
-        r = install(c, j, ret);
-        load_unref_locked(j);
+        r = collect(c, j, ret);
         pthread_mutex_unlock(&c->lock);
         return r;
 }
@@ -857,18 +861,7 @@ int fp_symcache_poll(struct fp_symcache *c, struct fp_symload *j, struct fp_symt
                 pthread_mutex_unlock(&c->lock);
                 return -EINPROGRESS;
         }
-        c->n_loads--;
-        r = install(c, j, ret);
-        if (j->slow) {
-                j->slow = false;
-                fp_log(LOG_INFO, "read %s in %" PRIu64 " ms (%zu MiB of tables)%s%s",
-                       j->paths[j->r < 0 ? 0 : j->won], fp_symload_age_ms(j),
-                       fp_symtab_bytes(j->tab) >> 20, r < 0 ? ", not kept: " : "",
-                       r == -EDQUOT ? "past its owner's budget"
-                       : r < 0      ? strerror(-r)
-                                    : "");
-        }
-        load_unref_locked(j);
+        r = collect(c, j, ret);
         pthread_mutex_unlock(&c->lock);
         return r;
 }
@@ -878,8 +871,8 @@ void fp_symcache_cancel(struct fp_symcache *c, struct fp_symload *j)
         if (!j)
                 return;
         pthread_mutex_lock(&c->lock);
-        if (!j->running && !j->done && j->refs == 2) {
-                /* Never started, nobody else waits for it: out of the queue, its reference with it.
+        if (j->refs == 2) {
+                /* Nobody else waits for it: out of the queue if still queued, with its reference.
                  */
                 for (struct fp_symload **p = &c->queue; *p; p = &(*p)->next) {
                         if (*p == j) {
