@@ -64,8 +64,11 @@ fp_kill() {
     [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]] && break
     sleep 0.1
   done
-  kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] &&
-    kill -KILL "$pid" 2>/dev/null
+  # It may end between the check and the kill (and if it is not our child,
+  # vanish): a kill that finds nothing is no failure.
+  if kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
   wait "$pid" 2>/dev/null || true
 }
 
@@ -132,7 +135,7 @@ fp_init() {
       read -r _ ppid _ <<<"${line##*) }" # after "pid (comm) ": state ppid ...
       cpid=${st#/proc/}
       cpid=${cpid%/stat}
-      [[ $ppid == "$$" && $cpid != "$BASHPID" ]] && kill -TERM "$cpid" 2>/dev/null
+      [[ $ppid == "$$" && $cpid != "$BASHPID" ]] && { kill -TERM "$cpid" 2>/dev/null || true; }
     done
     exit 0
   ) &
