@@ -7,7 +7,8 @@
 # peer the benchmarks compare against), rpm (rpmbuild, for the .rpm
 # packages), man-db (the man page checks), clickhouse-server (the
 # collector's shared store: tests run servers of their own, the package's
-# service is not used), and for the web page's browser tests Debian's
+# service is not used), bindfs and e2fsprogs (a disk that a test can make
+# stop answering: an ext4 image served through FUSE), and for the web page's browser tests Debian's
 # chromium with Node.js and playwright-core from npm (kept in
 # /var/cache/fleetprof-test; no browser is ever downloaded). Safe to run
 # again.
@@ -19,7 +20,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev
   golang-go linux-perf python3 procps util-linux binutils
   rpm man-db groff-base libcap2-bin xz-utils perl
-  chromium fonts-dejavu-core nodejs
+  chromium fonts-dejavu-core nodejs bindfs e2fsprogs
   clickhouse-server clickhouse-client
 )
 
