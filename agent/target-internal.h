@@ -30,11 +30,13 @@ struct fp_thread {
         pid_t tid;
         char comm[COMM_LEN];
         bool live;
-        bool exited;        /* detached because it exited: a rescan never reattaches it */
-        uint64_t attach_ns; /* CLOCK_MONOTONIC of the last attach */
-        uint64_t jitter_ns; /* CLOCK_MONOTONIC of the last period change */
-        bool exit_pending;  /* EXIT seen inside a drain: detached right after it */
-        bool over_limit;    /* left out (counted once): the target had cfg.max_threads live */
+        bool exited;         /* detached because it exited: a rescan never reattaches it */
+        uint64_t attach_ns;  /* CLOCK_MONOTONIC of the last attach */
+        uint64_t jitter_ns;  /* CLOCK_MONOTONIC of the last period change */
+        uint64_t period;     /* its sampling period now; 0: as configured */
+        int64_t period_debt; /* its samples' periods less as many configured ones (ns) */
+        bool exit_pending;   /* EXIT seen inside a drain: detached right after it */
+        bool over_limit;     /* left out (counted once): the target had cfg.max_threads live */
         struct fp_perf_ring sampler, sideband;
         struct event *ev_sampler, *ev_sideband;
 };
@@ -106,6 +108,8 @@ void fp_target_on_retry(evutil_socket_t fd, short what, void *arg);
 
 /* Reads every record now in ring. */
 void fp_target_drain_ring(struct fp_target *t, struct fp_perf_ring *ring);
+/* Drains th's sampling ring, keeping its period debt (see jitter_period()). */
+void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th);
 /* The event loop's callbacks of a thread's two rings (arg: the struct fp_thread). */
 void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg);
 void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg);

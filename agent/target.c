@@ -312,29 +312,46 @@ void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg)
         fp_target_check_exited(t);
 }
 
+void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
+{
+        uint64_t n = t->st.samples;
+
+        fp_target_drain_ring(t, &th->sampler);
+        /* Only this thread's samples are in its ring, taken at th->period. */
+        if (th->period)
+                th->period_debt +=
+                    (int64_t)(t->st.samples - n) * ((int64_t)th->period - (int64_t)t->cfg.period);
+}
+
 /*
  * A fixed period can lock step with regular work (a loop that runs as
  * long as the period samples the same phase every time). A wake-up (at
- * most every 200 ms) gives the thread's sampling event a new period,
- * uniform within +-5% of the configured one: the phase then drifts by up
- * to a twentieth of a period per sample, a whole period within twenty
- * samples, which is what breaks the lock step. Each sample carries its own
- * exact period (PERF_SAMPLE_PERIOD), so value weights stay exact; the
- * amplitude is kept small because sample counts (an unweighted estimate)
- * vary with a thread's mean period: with +-25% the count shares of four
- * equal threads were seen 2.3 points off in a 4 s run, with +-5% that
- * noise is a fifth.
+ * most every 100 ms) gives the thread's sampling event a new period,
+ * within +-5% of the configured one: the phase then drifts by up to a
+ * twentieth of a period per sample, a whole period within twenty samples,
+ * which is what breaks the lock step.
+ *
+ * A sample counts for the configured period (the timer events cpu-clock
+ * and task-clock report the period they were opened with whatever it is
+ * now), so a thread's count and value follow its mean period: a random
+ * walk of periods leaves them about 1% off in a few seconds (four equal
+ * threads' shares 0.2-0.3 points apart, where perf's fixed period gives
+ * 0.03). So the size of each step is random but its side is not: the
+ * thread's debt (the periods its samples were taken at, less as many
+ * configured ones) says whether it has had too few samples (a shorter
+ * period next) or too many (a longer one), which keeps its count as near
+ * the exact one as one step can take it: 5% of the samples of 100 ms.
  */
 static void jitter_period(struct fp_target *t, struct fp_thread *th)
 {
         uint64_t p = t->cfg.period, x, now = fp_now_ns(CLOCK_MONOTONIC);
 
         /*
-         * At most every 200 ms per thread: the ioctl costs an IPI to the
-         * thread's CPU, and a phase that drifts every fifth of a second is
+         * At most every 100 ms per thread: the ioctl costs an IPI to the
+         * thread's CPU, and a phase that drifts every tenth of a second is
          * drift enough.
          */
-        if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 200000000ULL)
+        if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL)
                 return;
         th->jitter_ns = now;
         /* xorshift64*: no need for more than decorrelation here. */
@@ -344,8 +361,9 @@ static void jitter_period(struct fp_target *t, struct fp_thread *th)
         x ^= x >> 27;
         t->jitter_state = x;
         x *= 0x2545f4914f6cdd1dULL;
-        uint64_t np = p - p / 20 + (x >> 11) % (p / 10 + 1);
-        (void)fp_perf_set_period(&th->sampler, np);
+        uint64_t step = (x >> 11) % (p / 20 + 1), np = th->period_debt > 0 ? p - step : p + step;
+        if (fp_perf_set_period(&th->sampler, np) == 0)
+                th->period = np;
 }
 
 void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
@@ -357,7 +375,7 @@ void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
 
         /* Mappings and names first, so the samples resolve against them. */
         fp_target_drain_ring(t, &th->sideband);
-        fp_target_drain_ring(t, &th->sampler);
+        fp_target_drain_sampler(t, th);
         jitter_period(t, th);
         fp_target_reap_exits(t);
         if (th->live && !fp_perf_ring_pending(&th->sampler) && fp_perf_ring_hangup(&th->sampler))
@@ -373,7 +391,7 @@ void fp_target_drain(struct fp_target *t)
                         fp_target_drain_ring(t, &t->threads[i]->sideband);
         for (size_t i = 0; i < t->n_threads; i++)
                 if (t->threads[i]->live)
-                        fp_target_drain_ring(t, &t->threads[i]->sampler);
+                        fp_target_drain_sampler(t, t->threads[i]);
         fp_target_reap_exits(t);
         fp_target_check_exited(t);
 }

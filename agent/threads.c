@@ -55,7 +55,7 @@ void fp_thread_detach(struct fp_thread *th)
         if (!th->live)
                 return;
         fp_target_drain_ring(t, &th->sideband);
-        fp_target_drain_ring(t, &th->sampler); /* its last samples */
+        fp_target_drain_sampler(t, th); /* its last samples */
         event_free(th->ev_sampler);
         event_free(th->ev_sideband);
         th->ev_sampler = th->ev_sideband = NULL;
@@ -141,6 +141,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
         }
         if (kernel_excluded)
                 t->st.kernel_excluded = true;
+        th->period = 0; /* a new event: the configured period, its debt kept */
         thread_read_comm(t, th);
 
         th->ev_sampler =
