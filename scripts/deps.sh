@@ -8,10 +8,10 @@
 # packages), man-db (the man page checks), clickhouse-server (the
 # collector's shared store: tests run servers of their own, the package's
 # service is not used), bindfs and e2fsprogs (a disk that a test can make
-# stop answering: an ext4 image served through FUSE), and for the web page's browser tests Debian's
-# chromium with Node.js and playwright-core from npm (kept in
-# /var/cache/fleetprof-test; no browser is ever downloaded). Safe to run
-# again.
+# stop answering: an ext4 image served through FUSE), and for the web
+# page's browser tests Debian's chromium with Node.js and playwright-core
+# from npm (kept in /var/cache/fleetprof-test; no browser is ever
+# downloaded). Safe to run again.
 set -euo pipefail
 
 packages=(

@@ -109,7 +109,7 @@ fp_wait_for 10 eval '[[ $(fp_target_field '"$EQ"' state) == exited ]]' ||
   fp_fail "the agent did not see the equal threads' process exit"
 [[ $(fp_target_field "$EQ" lost) == 0 ]] || fp_fail "the agent lost samples of the equal threads: the counts say nothing"
 fp_ctl dump "$EQ" --format pprof -o "$FP_TMP/eq.pb.gz" || fp_fail "agentctl dump of the equal threads failed"
-python3 - "$FP_PPROFRAW" "$FP_TMP/eq.json" "$FP_TMP/eq.pb.gz" "$EQ_HZ" <<'PY' || fp_fail "equal threads' sample counts disagree"
+fp_timeout 150 python3 - "$FP_PPROFRAW" "$FP_TMP/eq.json" "$FP_TMP/eq.pb.gz" "$EQ_HZ" <<'PY' || fp_fail "equal threads' sample counts disagree"
 import collections, json, os, sys
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
 import pprofraw

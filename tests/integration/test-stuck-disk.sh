@@ -38,16 +38,17 @@ mkfs.ext4 -q -F "$D/back/ext4.img"
 bindfs -f "$D/back" "$D/fuse" &
 FUSED=$!
 fp_track "$FUSED"
-fp_wait_for 10 test -e "$D/fuse/ext4.img" || fp_fail "bindfs did not mount $D/fuse"
-LOOP=$(losetup -f --show "$D/fuse/ext4.img")
+LOOP=
 undo_disk() { # (the processes using it first, or it stays busy)
   kill -CONT "$FUSED" 2>/dev/null || true
   [[ -z ${H:-} ]] || fp_kill "$H"
   umount "$D/mnt" 2>/dev/null || umount -l "$D/mnt" 2>/dev/null || true
-  losetup -d "$LOOP" 2>/dev/null || true
+  [[ -z $LOOP ]] || losetup -d "$LOOP" 2>/dev/null || true
   umount "$D/fuse" 2>/dev/null || umount -l "$D/fuse" 2>/dev/null || true
 }
 fp_on_exit undo_disk
+fp_wait_for 10 test -e "$D/fuse/ext4.img" || fp_fail "bindfs did not mount $D/fuse"
+LOOP=$(losetup -f --show "$D/fuse/ext4.img")
 mount "$LOOP" "$D/mnt"
 for f in h1 h2; do python3 "$(dirname "$0")/bigsyms.py" write "$D/mnt/$f.so" 1000; done
 cp "$(dirname "$0")/bigsyms.py" "$D/mnt/"
