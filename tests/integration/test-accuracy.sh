@@ -100,19 +100,34 @@ fp_ok "leaf, thread and caller→leaf shares within 2 points of the measured tru
 fp_ctl stop "$PID" >/dev/null || fp_fail "agentctl stop $PID failed"
 fp_kill "$PID"
 
+# run_to_exit TAG START_ARGS... -- WORKLOAD ARGS...: WORKLOAD (waiting for
+# the go file) profiled with `agentctl start PID START_ARGS` from its first
+# step until it has exited and the agent has seen it; its PID in RUN_PID.
+run_to_exit() {
+  local tag=$1 start=() wl
+  shift
+  while [[ $1 != -- ]]; do
+    start+=("$1")
+    shift
+  done
+  wl=$2
+  shift 2
+  rm -f "$FP_TMP/go" "$FP_TMP/ready"
+  fp_start_workload "$wl" "$FP_TMP/$tag.out" "$FP_TMP/ready" "$@" --wait-for-start "$FP_TMP/go"
+  RUN_PID=$FP_WL_PID
+  fp_ctl start "$RUN_PID" "${start[@]}" >/dev/null || fp_fail "agentctl start $RUN_PID ${start[*]} failed"
+  touch "$FP_TMP/go"
+  wait "$RUN_PID" || fp_fail "$wl ($tag) failed: $(cat "$FP_TMP/$tag.out.err")"
+  fp_untrack "$RUN_PID"
+  fp_wait_for 10 eval '[[ $(fp_target_field '"$RUN_PID"' state) == exited ]]' ||
+    fp_fail "the agent did not see $wl ($tag) exit"
+}
+
 # ---- equal threads: sample counts against their CPU time ----------------------------------------
 EQ_HZ=2000
-rm -f "$FP_TMP/go" "$FP_TMP/ready"
-fp_start_workload truth "$FP_TMP/eq.out" "$FP_TMP/ready" --scenario equal \
-  --seconds 8 --truth "$FP_TMP/eq.json" --wait-for-start "$FP_TMP/go"
-EQ=$FP_WL_PID
-fp_ctl start "$EQ" --freq "$EQ_HZ" >/dev/null || fp_fail "agentctl start $EQ --freq $EQ_HZ failed"
-touch "$FP_TMP/go"
-fp_wait_for 60 test -s "$FP_TMP/eq.json" || fp_fail "truth (equal) did not write its truth"
-wait "$EQ" || true
-fp_untrack "$EQ"
-fp_wait_for 10 eval '[[ $(fp_target_field '"$EQ"' state) == exited ]]' ||
-  fp_fail "the agent did not see the equal threads' process exit"
+run_to_exit eq --freq "$EQ_HZ" -- truth --scenario equal --seconds 8 --truth "$FP_TMP/eq.json"
+EQ=$RUN_PID
+test -s "$FP_TMP/eq.json" || fp_fail "truth (equal) did not write its truth"
 [[ $(fp_target_field "$EQ" lost) == 0 ]] || fp_fail "the agent lost samples of the equal threads: the counts say nothing"
 fp_ctl dump "$EQ" --format pprof -o "$FP_TMP/eq.pb.gz" || fp_fail "agentctl dump of the equal threads failed"
 fp_timeout 150 python3 - "$FP_PPROFRAW" "$FP_TMP/eq.json" "$FP_TMP/eq.pb.gz" "$EQ_HZ" <<'PY' || fp_fail "equal threads' sample counts disagree"
@@ -139,16 +154,8 @@ PY
 fp_ok "four equal threads: their sample counts follow their CPU time alike (within 0.4 %)"
 
 # ---- lock step: a period equal to the work's own ---------------------------------------------
-rm -f "$FP_TMP/go" "$FP_TMP/ready"
-fp_start_workload alternate "$FP_TMP/alt.out" "$FP_TMP/ready" --half-us 500 --seconds 6 \
-  --wait-for-start "$FP_TMP/go"
-ALT=$FP_WL_PID
-fp_ctl start "$ALT" --period 1000000 >/dev/null || fp_fail "agentctl start $ALT --period 1000000 failed"
-touch "$FP_TMP/go"
-wait "$ALT" || fp_fail "alternate failed: $(cat "$FP_TMP/alt.out.err")"
-fp_untrack "$ALT"
-fp_wait_for 10 eval '[[ $(fp_target_field '"$ALT"' state) == exited ]]' ||
-  fp_fail "the agent did not see alternate exit"
+run_to_exit alt --period 1000000 -- alternate --half-us 500 --seconds 6
+ALT=$RUN_PID
 fp_ctl dump "$ALT" --format folded >"$FP_TMP/alt.folded" || fp_fail "agentctl dump of alternate failed"
 a=$(awk '/alternate_a/ {n += $NF} END {print n + 0}' "$FP_TMP/alt.folded")
 b=$(awk '/alternate_b/ {n += $NF} END {print n + 0}' "$FP_TMP/alt.folded")
