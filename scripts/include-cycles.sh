@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Checks that the modules of each folder given (default: every source
-# folder) include each other without a cycle. A module is a .c/.h pair
-# (foo.c and foo.h are module "foo"); there is an edge foo -> bar when
-# foo.c or foo.h includes "bar.h" of the same folder. Prints each folder's
-# edges with -v, every cycle found, and exits 1 when there is one.
+# Checks how the modules of each folder given (default: every source
+# folder) include each other. A module is a .c/.h pair (foo.c and foo.h
+# are module "foo"; foo-internal.h is its private half); a folder's
+# modules are those of its sub-folders too. There is an edge foo -> bar
+# when a file of foo includes "bar.h" (or "bar-internal.h"). It fails when
+#
+#   1. the edges make a cycle;
+#   2. a file includes an -internal.h of another folder (a module's private
+#      half is shared only by the files of that module, which live together);
+#   3. in agent/, a file includes a header of a stage folder above its own:
+#      the stages run, top to bottom, control core keep sampling stacks
+#      base (agent/CMakeLists.txt says what each holds), and the files at
+#      agent/'s top (main.c) sit above them all.
+#
+# With -v it prints each folder's edges first.
 #
 #   scripts/include-cycles.sh            # agent common collector proto storage
 #   scripts/include-cycles.sh -v agent   # and show agent's include graph
@@ -21,23 +31,54 @@ dirs=("$@")
 exec python3 - "$verbose" "${dirs[@]}" <<'PY'
 import os, re, sys
 verbose = sys.argv[1] == "1"
+STAGES = {"agent": ["control", "core", "keep", "sampling", "stacks", "base"]}
 status = 0
+
+def fail(msg):
+    global status
+    print(msg)
+    status = 1
+
 for d in sys.argv[2:]:
-    mods = {}
-    for f in sorted(os.listdir(d)):
-        if f.endswith((".c", ".h")) and not f.endswith(".bpf.c"):
-            # foo-internal.h is the private half of module foo.
-            mods.setdefault(re.sub(r"-internal$", "", f.rsplit(".", 1)[0]), []).append(f)
+    order = STAGES.get(d, [])
+    mods, home = {}, {}  # module -> its files (paths); module -> its sub-folder
+    for root, subdirs, files in os.walk(d):
+        subdirs[:] = sorted(s for s in subdirs if s not in ("ui", "bpf"))
+        sub = os.path.relpath(root, d)
+        sub = "" if sub == "." else sub
+        for f in sorted(files):
+            if f.endswith((".c", ".h")) and not f.endswith(".bpf.c"):
+                m = re.sub(r"-internal$", "", f.rsplit(".", 1)[0])
+                mods.setdefault(m, []).append(os.path.join(root, f))
+                if m in home and home[m] != sub:
+                    fail(f"{d}: module {m} has files in both {home[m] or '.'}/ and {sub or '.'}/")
+                home[m] = sub
     edges = {m: set() for m in mods}
-    for m, files in mods.items():
-        for f in files:
-            for inc in re.findall(r'^\s*#\s*include\s+"([^"/]+)\.h"', open(os.path.join(d, f)).read(), re.M):
-                inc = re.sub(r"-internal$", "", inc)
-                if inc in mods and inc != m:
-                    edges[m].add(inc)
+
+    def rank(sub):
+        # Top-level files rank above every stage; an unknown folder is not ranked.
+        return -1 if sub == "" else (order.index(sub) if sub in order else None)
+
+    for m, paths in mods.items():
+        for p in paths:
+            for inc in re.findall(r'^\s*#\s*include\s+"([^"/]+)\.h"', open(p).read(), re.M):
+                private = inc.endswith("-internal")
+                target = re.sub(r"-internal$", "", inc)
+                if target not in mods or target == m:
+                    continue
+                edges[m].add(target)
+                if private and home[m] != home[target]:
+                    fail(f"{p}: includes {inc}.h, private to module {target} in {d}/{home[target]}/")
+                if order:
+                    a, b = rank(home[m]), rank(home[target])
+                    if a is None or b is None:
+                        fail(f"{p}: {d}/{home[m] if a is None else home[target]}/ is not one of {d}'s stages")
+                    elif b < a:
+                        fail(f"{p}: includes {home[target]}/{inc}.h, a stage above {home[m]}/")
     if verbose:
-        for m in sorted(edges):
-            print(f"{d}/{m} -> {', '.join(sorted(edges[m])) or '-'}")
+        for m in sorted(edges, key=lambda m: (rank(home[m]) if order else 0, home[m], m)):
+            where = f"{home[m]}/" if home[m] else ""
+            print(f"{d}/{where}{m} -> {', '.join(sorted(edges[m])) or '-'}")
     # Tarjan's strongly connected components: any with more than one module is a cycle.
     index, low, stack, on, comps, n = {}, {}, [], set(), [], [0]
     def visit(v):
@@ -58,11 +99,11 @@ for d in sys.argv[2:]:
     for v in sorted(edges):
         if v not in index:
             visit(v)
-    for comp in comps:
-        if len(comp) > 1:
-            print(f"{d}: include cycle among: {' '.join(sorted(comp))}")
-            status = 1
-    if verbose or status == 0:
-        print(f"{d}: {len(mods)} modules, no include cycle" if not any(len(c) > 1 for c in comps) else "", end="\n" if not any(len(c) > 1 for c in comps) else "")
+    cycles = [c for c in comps if len(c) > 1]
+    for comp in cycles:
+        fail(f"{d}: include cycle among: {' '.join(sorted(comp))}")
+    if not cycles:
+        staged = f" in {len(order)} stages, each including only its own and those below" if order else ""
+        print(f"{d}: {len(mods)} modules{staged}, no include cycle")
 sys.exit(status)
 PY
