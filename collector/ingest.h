@@ -2,7 +2,7 @@
 /*
  * Decoding and validating one agent upload into a store batch.
  *
- * An upload (agent/upload.c) is
+ * An upload (agent/keep/upload.c) is
  *
  *   POST /api/v1/ingest?host=H&pid=P&starttime=S&comm=C&exe=E&event=EV
  *                      &from=NS&to=NS&agent=VERSION[&drops=R:N,R:N...]

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The upload contract between the agent (agent/upload.c) and the
+ * The upload contract between the agent (agent/keep/upload.c) and the
  * collector (collector/ingest.c, api.c): one module that writes and
  * parses it, so the two sides cannot drift apart.
  *

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core.h"
 #include "counters.h"
+#include "export.h"
 #include "escape.h"
 #include "pprof.h"
 #include "metrics.h"
@@ -444,7 +445,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                                             (int64_t)(cfg->freq ? 1 : cfg->period));
                 }
                 fp_target_drain(t);
-                e = fp_target_to_pprof(t, p);
+                e = fp_export_pprof(t, p);
                 if (e < 0) {
                         fp_pprof_free(p);
                         return fp_control_error(c, "cannot build the profile: %s", strerror(-e));

@@ -10,6 +10,7 @@
  * (queue_full, store_write_failed), so nothing is lost silently.
  */
 #include "core-internal.h"
+#include "export.h"
 #include "procfs.h"
 #include "symbols.h"
 #include "targetconf.h"
@@ -104,7 +105,7 @@ int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_conf
  * neither open nor stored), and a failed write charges them again, with
  * the batch's samples, so no count is lost however often writes fail.
  */
-#define CTX_MAX_DROPS (FP_TARGET_MAX_CARRIED + 4)
+#define CTX_MAX_DROPS FP_TARGET_MAX_DROPS
 struct batch_ctx {
         struct batch_ctx *next; /* in flight, oldest first */
         size_t n;
@@ -204,7 +205,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                                  sizeof(ctx->t[ctx->n].drops[m].reason), "%s", carried[k].reason);
                         ctx->t[ctx->n].drops[m].count = carried[k].count;
                 }
-                int r = fp_target_fill_batch(at->t, b, only ? active : running);
+                int r = fp_export_batch(at->t, b, only ? active : running);
                 if (r < 0) {
                         fp_log(LOG_ERR, "Failed to close the bucket of %d: %s",
                                (int)fp_target_pid(at->t), strerror(-r));

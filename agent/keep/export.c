@@ -3,29 +3,23 @@
  * A target's open bucket exported: to a pprof profile (dumps: frames
  * symbolized into locations, counters into sample types, thread and
  * process labels) and to a store batch (closing the bucket), with the
- * drops counted since the last bucket and those charged for the next.
+ * drops counted since the last bucket and those charged for the next; see
+ * export.h. It reads the target through target.h only and names frames
+ * through the mappings (maps.h) and, for JIT code, the target's perf map.
  */
-#include "target-internal.h"
-#include "perfmap.h"
-#include "procfs.h"
-#include "targetconf.h"
-#include "util.h"
+#include "export.h"
 #include "aggregate.h"
 #include "maps.h"
 #include "pprof.h"
 #include "store.h"
 #include "symbols.h"
+#include "target.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 static const char *basename_of(const char *path)
 {
@@ -65,15 +59,12 @@ static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct
                 d->function = "[unknown]";
                 return;
         }
-        struct fp_mapping *x = fp_maps_get(t->maps, f->mapping);
-        d->function = fp_maps_symbolize(t->maps, f->mapping, f->addr, &off);
-        if (!d->function && x->kind == FP_MAPPING_ANON) {
-                /* JIT code: the runtime's perf map may name it. */
-                if (!t->perfmap)
-                        t->perfmap = fp_perfmap_new(t->pid);
-                if (t->perfmap && (d->function = fp_perfmap_lookup(t->perfmap, f->addr)))
-                        t->st.jit_frames++;
-        }
+        struct fp_maps *maps = fp_target_maps(t);
+        struct fp_mapping *x = fp_maps_get(maps, f->mapping);
+        d->function = fp_maps_symbolize(maps, f->mapping, f->addr, &off);
+        if (!d->function && x->kind == FP_MAPPING_ANON)
+                d->function =
+                    fp_target_jit_name(t, f->addr); /* JIT code, by the runtime's perf map */
         d->mapping = x;
         d->build_id = x->symtab ? fp_symtab_build_id(x->symtab) : "";
         d->limit = x->kind == FP_MAPPING_KERNEL ? UINT64_MAX : x->end;
@@ -111,7 +102,7 @@ static int frame_location(struct fp_target *t, struct fp_pprof *p, const struct 
 /* Where each counter goes among p's sample types (added when missing). */
 static int counter_columns(struct fp_target *t, struct fp_pprof *p, size_t *ret)
 {
-        for (unsigned i = 0; i < t->cfg.n_members; i++) {
+        for (unsigned i = 0; i < fp_target_config(t)->n_members; i++) {
                 const char *type, *unit;
                 fp_target_counter_type(t, i, &type, &unit);
                 int r = fp_pprof_find_sample_type(p, type, unit);
@@ -129,11 +120,14 @@ static int64_t clamp64(uint64_t v)
         return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
+int fp_export_pprof(struct fp_target *t, struct fp_pprof *p)
 {
-        size_t n_maps = fp_maps_count(t->maps);
+        const struct fp_perf_config *cfg = fp_target_config(t);
+        const struct fp_agg *agg = fp_target_bucket(t);
+        const char *service = fp_target_service(t);
+        size_t n_maps = fp_maps_count(fp_target_maps(t));
         uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
-        uint64_t *locs = malloc(MAX_FRAMES * sizeof(*locs));
+        uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
         size_t column[FP_PERF_MAX_MEMBERS];
         int64_t *values = NULL;
         int r = counter_columns(t, p, column);
@@ -145,19 +139,18 @@ int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
                 r = -ENOMEM;
                 goto out;
         }
-        for (size_t i = 0; i < fp_agg_n_entries(t->agg); i++) {
-                const struct fp_agg_entry *e = fp_agg_entry(t->agg, i);
-                struct fp_thread *th = fp_thread_find(t, e->tid);
+        for (size_t i = 0; i < fp_agg_n_entries(agg); i++) {
+                const struct fp_agg_entry *e = fp_agg_entry(agg, i);
                 values[0] = clamp64(e->count);
                 values[1] = clamp64(e->value);
-                for (unsigned j = 0; j < t->cfg.n_members; j++)
+                for (unsigned j = 0; j < cfg->n_members; j++)
                         values[column[j]] = clamp64(e->counters[j]);
                 struct fp_pprof_label labels[5] = {
                     {.key = "thread", .num = e->tid},
-                    {.key = "thread_name", .str = th ? th->comm : ""},
-                    {.key = "pid", .num = t->pid},
-                    {.key = "process", .str = t->comm},
-                    {.key = "service", .str = t->service},
+                    {.key = "thread_name", .str = fp_target_thread_name(t, e->tid)},
+                    {.key = "pid", .num = fp_target_pid(t)},
+                    {.key = "process", .str = fp_target_comm(t)},
+                    {.key = "service", .str = service},
                 };
 
                 for (uint32_t j = 0; j < e->n_frames; j++) {
@@ -165,8 +158,7 @@ int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p)
                         if (r < 0)
                                 goto out;
                 }
-                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels,
-                                        t->service[0] ? 5 : 4);
+                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, service[0] ? 5 : 4);
                 if (r < 0)
                         goto out;
         }
@@ -177,31 +169,15 @@ out:
         return r;
 }
 
-void fp_target_config_string(const struct fp_target *t, char *buf, size_t len)
-{
-        fp_targetconf_format(&t->cfg, t->follow_children, buf, len);
-}
-
-void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count)
-{
-        for (size_t i = 0; i < FP_TARGET_MAX_CARRIED; i++) {
-                if (!t->carried[i].reason[0])
-                        snprintf(t->carried[i].reason, sizeof(t->carried[i].reason), "%s", reason);
-                if (strcmp(t->carried[i].reason, reason) == 0) {
-                        t->carried[i].count += count;
-                        return;
-                }
-        }
-}
-
 /* Adds one bucket drop count unless it is zero. */
 static int batch_drop(struct fp_store_batch *b, uint32_t ti, const char *reason, uint64_t n)
 {
         return n ? fp_store_batch_add_drop(b, ti, reason, n) : 0;
 }
 
-int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
+int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
 {
+        const struct fp_perf_config *cfg = fp_target_config(t);
         struct fp_store_frame *frames = NULL;
         struct frame_desc *descs = NULL;
         const char *types[2], *units[2];
@@ -213,23 +189,23 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
         fp_target_config_string(t, config, sizeof(config));
         fp_target_sample_types(t, types, units);
         struct fp_store_target st = {.host = NULL,
-                                     .pid = t->pid,
-                                     .starttime = t->starttime,
-                                     .comm = t->comm,
-                                     .exe = t->exe,
+                                     .pid = fp_target_pid(t),
+                                     .starttime = fp_target_starttime(t),
+                                     .comm = fp_target_comm(t),
+                                     .exe = fp_target_exe(t),
                                      .config = config,
                                      .active = active,
-                                     .service = t->service,
+                                     .service = fp_target_service(t),
                                      .has_guard = true,
                                      .guard = fp_target_guarded_for(t)};
-        struct fp_store_event ev = {.name = t->cfg.event.name,
+        struct fp_store_event ev = {.name = cfg->event.name,
                                     .count_type = types[0],
                                     .count_unit = units[0],
                                     .value_type = types[1],
                                     .value_unit = units[1],
                                     .period_type = types[1],
                                     .period_unit = units[1],
-                                    .period = (int64_t)(t->cfg.freq ? 1 : t->cfg.period)};
+                                    .period = (int64_t)(cfg->freq ? 1 : cfg->period)};
         r = fp_store_batch_add_target(b, &st, &ti);
         if (r < 0)
                 return r;
@@ -238,23 +214,24 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                 r = fp_store_batch_set_series(b, ti, ei); /* its drops travel even with no sample */
         if (r < 0)
                 return r;
-        for (unsigned j = 0; j < t->cfg.n_members; j++) {
+        for (unsigned j = 0; j < cfg->n_members; j++) {
                 struct fp_store_event mev = {
-                    .name = t->cfg.members[j].name, .count_type = types[0], .count_unit = units[0]};
+                    .name = cfg->members[j].name, .count_type = types[0], .count_unit = units[0]};
                 fp_target_counter_type(t, j, &mev.value_type, &mev.value_unit);
                 r = fp_store_batch_add_event(b, &mev, &member_ei[j]);
                 if (r < 0)
                         return r;
         }
-        frames = malloc(MAX_FRAMES * sizeof(*frames));
-        descs = malloc(MAX_FRAMES * sizeof(*descs));
+        frames = malloc(FP_TARGET_MAX_FRAMES * sizeof(*frames));
+        descs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*descs));
         if (!frames || !descs) {
                 r = -ENOMEM;
                 goto out;
         }
-        for (size_t i = 0; i < fp_agg_n_entries(t->agg); i++) {
-                const struct fp_agg_entry *e = fp_agg_entry(t->agg, i);
-                struct fp_thread *th = fp_thread_find(t, e->tid);
+        const struct fp_agg *agg = fp_target_bucket(t);
+        for (size_t i = 0; i < fp_agg_n_entries(agg); i++) {
+                const struct fp_agg_entry *e = fp_agg_entry(agg, i);
+                const char *thread_name = fp_target_thread_name(t, e->tid);
                 for (uint32_t j = 0; j < e->n_frames; j++) {
                         struct frame_desc *d = &descs[j];
                         frame_describe(t, &e->frames[j], d);
@@ -270,66 +247,28 @@ int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool act
                 r = fp_store_batch_add_stack(b, frames, e->n_frames, &si);
                 if (r < 0)
                         goto out;
-                r = fp_store_batch_add_sample(b, ti, ei, e->tid, th ? th->comm : "", si, e->count,
+                r = fp_store_batch_add_sample(b, ti, ei, e->tid, thread_name, si, e->count,
                                               e->value);
-                for (unsigned j = 0; r >= 0 && j < t->cfg.n_members; j++)
+                for (unsigned j = 0; r >= 0 && j < cfg->n_members; j++)
                         if (e->counters[j])
                                 r = fp_store_batch_add_sample(b, ti, member_ei[j], e->tid,
-                                                              th ? th->comm : "", si, e->count,
+                                                              thread_name, si, e->count,
                                                               e->counters[j]);
                 if (r < 0)
                         goto out;
         }
-        struct fp_target_stats *now = &t->st, *then = &t->st_bucketed;
-        if ((r = batch_drop(b, ti, "kernel_ring_overflow", now->lost - then->lost)) < 0 ||
-            (r = batch_drop(b, ti, "throttled", now->throttled - then->throttled)) < 0 ||
-            (r = batch_drop(b, ti, "out_of_memory", now->dropped_nomem - then->dropped_nomem)) <
-                0 ||
-            (r = batch_drop(b, ti, "revoked_exec", now->revoked - then->revoked)) < 0 ||
-            (r = batch_drop(b, ti, "unwind_failed", now->unwind_failed - then->unwind_failed)) <
-                0 ||
-            (r = batch_drop(b, ti, "stack_copy_short",
-                            now->stack_copy_short - then->stack_copy_short)) < 0)
-                goto out;
-        for (size_t i = 0; i < FP_TARGET_MAX_CARRIED && t->carried[i].reason[0]; i++)
-                if ((r = batch_drop(b, ti, t->carried[i].reason, t->carried[i].count)) < 0)
+        struct fp_target_drop drops[FP_TARGET_MAX_DROPS];
+        size_t n_drops = fp_target_open_drops(t, drops, FP_TARGET_MAX_DROPS);
+        for (size_t i = 0; i < n_drops; i++)
+                if ((r = batch_drop(b, ti, drops[i].reason, drops[i].count)) < 0)
                         goto out;
-
         /* Everything is in the batch: start the next bucket empty. */
-        struct fp_agg *fresh = fp_agg_new(t->cfg.n_members);
-        if (!fresh) {
-                r = -ENOMEM;
+        r = fp_target_next_bucket(t);
+        if (r < 0)
                 goto out;
-        }
-        fp_agg_set_limit(fresh, FP_TARGET_MAX_STACKS);
-        fp_agg_free(t->agg);
-        t->agg = fresh;
-        t->st_bucketed = t->st;
-        memset(t->carried, 0, sizeof(t->carried));
         r = (int)ti;
 out:
         free(frames);
         free(descs);
         return r;
-}
-
-size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max)
-{
-        const struct fp_target_stats *now = &t->st, *then = &t->st_bucketed;
-        struct fp_target_drop open[] = {
-            {"kernel_ring_overflow", now->lost - then->lost},
-            {"throttled", now->throttled - then->throttled},
-            {"out_of_memory", now->dropped_nomem - then->dropped_nomem},
-            {"revoked_exec", now->revoked - then->revoked},
-            {"unwind_failed", now->unwind_failed - then->unwind_failed},
-            {"stack_copy_short", now->stack_copy_short - then->stack_copy_short},
-        };
-        size_t n = 0;
-
-        for (size_t i = 0; i < sizeof(open) / sizeof(open[0]) && n < max; i++)
-                if (open[i].count)
-                        ret[n++] = open[i];
-        for (size_t i = 0; i < FP_TARGET_MAX_CARRIED && t->carried[i].reason[0] && n < max; i++)
-                ret[n++] = (struct fp_target_drop){t->carried[i].reason, t->carried[i].count};
-        return n;
 }

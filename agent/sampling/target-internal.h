@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What target.c (rings, start, accessors), threads.c (the thread table)
- * and export.c (buckets to pprof and store batches) share: the target's
- * and its threads' records. Not for other modules.
+ * What the three files of the target module share: target.c (start,
+ * free, accessors, the bucket's drops), threads.c (the thread table and
+ * the rings) and samples.c (a sample into a stack). Calls run one way:
+ * target.c -> threads.c -> samples.c. Not for other modules: the export
+ * of a bucket (keep/export.c) reads a target through target.h.
  */
 #pragma once
 
@@ -16,7 +18,7 @@
 struct fp_maps;
 struct fp_agg;
 
-#define MAX_FRAMES      512
+#define MAX_FRAMES      FP_TARGET_MAX_FRAMES
 #define RESCAN_INTERVAL 1 /* seconds */
 #define COMM_LEN        16
 #define RETRY_MAX       16 /* threads waiting for another attach attempt */
@@ -104,7 +106,12 @@ int fp_target_rescan(struct fp_target *t, int *ret_first_error);
 void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg);
 void fp_target_on_retry(evutil_socket_t fd, short what, void *arg);
 
-/* ---- target.c ---- */
+/* ---- samples.c ---- */
+
+/* Aggregates one sample of the target (or counts why it could not). */
+void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s);
+
+/* ---- threads.c: the rings ---- */
 
 /* Reads every record now in ring. */
 void fp_target_drain_ring(struct fp_target *t, struct fp_perf_ring *ring);

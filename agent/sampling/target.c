@@ -34,371 +34,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/*
- * The mapping of addr, re-reading /proc/PID/maps on a miss (a mapping newer
- * than our view, from dlopen), at most every 100 ms and at most once per
- * call site's *reloaded.
- */
-static uint32_t find_mapping(struct fp_target *t, uint64_t addr, bool *reloaded)
-{
-        uint32_t idx = fp_maps_find(t->maps, addr);
-        uint64_t now;
-
-        if (idx || *reloaded)
-                return idx;
-        *reloaded = true;
-        now = fp_now_ns(CLOCK_MONOTONIC);
-        if (now - t->maps_reload_ns <= 100000000ULL)
-                return 0;
-        t->maps_reload_ns = now;
-        (void)fp_maps_load_proc(t->maps);
-        return fp_maps_find(t->maps, addr);
-}
-
-static void resolve_frames(void *userdata, struct fp_frame *frames, uint32_t n)
-{
-        struct fp_target *t = userdata;
-        bool reloaded = false;
-
-        for (uint32_t i = 0; i < n; i++) {
-                if (frames[i].flags & FP_FRAME_KERNEL_TIME)
-                        continue;
-                frames[i].mapping = find_mapping(t, frames[i].addr, &reloaded);
-                if (!frames[i].mapping) {
-                        t->st.unresolved++;
-                        continue;
-                }
-                /* Load the symbols while the file is surely still there. */
-                (void)fp_maps_symbolize(t->maps, frames[i].mapping, frames[i].addr, NULL);
-        }
-}
-
-/* The unwinder's view of a code address: its mapping's CFI table, or none. */
-static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
-{
-        struct fp_target *t = userdata;
-        bool reloaded = false;
-        uint32_t idx = find_mapping(t, ip, &reloaded);
-        struct fp_mapping *x;
-        struct fp_symtab *st;
-
-        *ret = (struct fp_unwind_code){0};
-        if (!idx)
-                return;
-        x = fp_maps_get(t->maps, idx);
-        if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)
-                return;
-        ret->file_backed = true;
-        st = fp_maps_symtab(t->maps, idx);
-        if (st && fp_symtab_offset_to_vaddr(st, ip - x->start + x->pgoff, &ret->vaddr) == 0)
-                ret->cfi = fp_symtab_cfi(st);
-}
-
-/*
- * Frame n of a stack at code address ip: the leaf (n == 0) is where the
- * thread was; every frame below it is a return address, stepped back into
- * the call so that it names the caller's line and function even when the
- * call was the function's last instruction.
- */
-static struct fp_frame code_frame(uint32_t n, uint64_t ip)
-{
-        return (struct fp_frame){.addr = n == 0 ? ip : ip - 1};
-}
-
-/*
- * The user part of a sample's stack into f (n frames so far), from the
- * stack copy (auto, dwarf), or from the kernel's frame-pointer callchain
- * with the leaf fixed up (fp). Returns the new n.
- */
-static uint32_t user_frames(struct fp_target *t, const struct fp_perf_sample *s, struct fp_frame *f,
-                            uint32_t n, const uint64_t *chain, size_t n_chain)
-{
-        struct fp_unwind_regs regs = {s->user_ip, s->user_sp, s->user_bp};
-        uint64_t ips[MAX_FRAMES];
-        size_t n_ips = 0;
-
-        t->st.stack_bytes += s->stack_size;
-        if (t->cfg.unwind == FP_UNWIND_FP || !s->has_regs) {
-                uint64_t ra;
-                for (size_t i = 0; i < n_chain && n_ips < MAX_FRAMES; i++)
-                        ips[n_ips++] = chain[i];
-                if (s->has_regs && n_ips && ips[0] == s->user_ip && n_ips < MAX_FRAMES &&
-                    fp_unwind_fix_leaf(&regs, s->stack, s->stack_size, lookup_code, t,
-                                       n_ips > 1 ? ips[1] : 0, &ra)) {
-                        memmove(ips + 2, ips + 1, (n_ips - 1) * sizeof(ips[0]));
-                        ips[1] = ra;
-                        n_ips++;
-                        t->st.leaf_fixups++;
-                }
-        } else {
-                struct fp_unwind_result res;
-                fp_unwind_user(t->cfg.unwind, &regs, s->stack, s->stack_size, lookup_code, t, ips,
-                               MAX_FRAMES - n - 1, &res);
-                n_ips = res.n;
-                t->st.frames_cfi += res.by_cfi;
-                t->st.frames_fp += res.by_fp;
-                if (res.end == FP_UNWIND_END_ROOT) {
-                        t->st.unwound_root++;
-                } else if (res.end == FP_UNWIND_END_STACK_SHORT) {
-                        t->st.stack_copy_short++;
-                } else {
-                        t->st.unwind_failed++;
-                }
-                for (size_t i = 0; i < n_ips && n < MAX_FRAMES - 1; i++, n++)
-                        f[n] = code_frame(n, ips[i]);
-                if (res.end != FP_UNWIND_END_ROOT)
-                        f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
-                return n;
-        }
-        for (size_t i = 0; i < n_ips && n < MAX_FRAMES; i++, n++)
-                f[n] = code_frame(n, ips[i]);
-        return n;
-}
-
-static void handle_sample(void *userdata, const struct fp_perf_sample *s)
-{
-        struct fp_target *t = userdata;
-        struct fp_frame *f = t->frames;
-        uint32_t n = 0;
-        uint64_t context = PERF_CONTEXT_USER;
-        bool in_kernel = (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
-        uint32_t first_real;
-        const uint64_t *user = NULL;
-        size_t n_user = 0;
-
-        if (t->revoked) {
-                t->st.revoked++;
-                return;
-        }
-        /* Time spent in the kernel with kernel frames excluded: one synthetic leaf. */
-        if (in_kernel && !t->cfg.kernel_frames)
-                f[n++] = (struct fp_frame){.flags = FP_FRAME_KERNEL_TIME};
-        first_real = n;
-
-        for (uint64_t i = 0; i < s->nr && n < MAX_FRAMES; i++) {
-                uint64_t ip = s->ips[i];
-                if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
-                        context = ip;
-                        if (context == PERF_CONTEXT_USER && t->cfg.stack_bytes) {
-                                /* The user part is unwound (or fixed up) below. */
-                                user = s->ips + i + 1;
-                                n_user = s->nr - i - 1;
-                                break;
-                        }
-                        continue;
-                }
-                if (context != PERF_CONTEXT_USER && context != PERF_CONTEXT_KERNEL)
-                        continue;
-                if (context == PERF_CONTEXT_KERNEL && !t->cfg.kernel_frames)
-                        continue;
-                f[n] = code_frame(n, ip);
-                n++;
-        }
-        if (t->cfg.stack_bytes && (s->has_regs || user))
-                n = user_frames(t, s, f, n, user, n_user);
-        if (n == first_real) {
-                /* No callchain: keep the sample at its ip (or as [unknown]) rather than drop it. */
-                t->st.unwind_empty++;
-                if (n == 0 || (s->ip && t->cfg.kernel_frames))
-                        f[n++] = (struct fp_frame){.addr = s->ip};
-        }
-        int r = fp_agg_add(t->agg, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n, s->period,
-                           s->n_counters ? s->counters : NULL, resolve_frames, t);
-        if (r == -ENOSPC) {
-                /* The bucket's stack table is full: the time is kept, under one stand-in. */
-                t->st.stacks_over_limit++;
-                f[0] = (struct fp_frame){.flags = FP_FRAME_OVERFLOW};
-                r = fp_agg_add(t->agg, (pid_t)s->tid, 0, f, 1, s->period,
-                               s->n_counters ? s->counters : NULL, NULL, NULL);
-        }
-        if (r == 0) {
-                t->st.samples++;
-                t->st.value += s->period;
-                for (unsigned i = 0; i < s->n_counters; i++)
-                        t->st.counter_total[i] += s->counters[i];
-                t->st.time_enabled += s->d_enabled;
-                t->st.time_running += s->d_running;
-        } else {
-                t->st.dropped_nomem++;
-        }
-}
-
-static void handle_record(void *userdata, const struct fp_perf_record *r)
-{
-        struct fp_target *t = userdata;
-        struct fp_thread *th;
-
-        switch (r->type) {
-        case PERF_RECORD_LOST:
-        case PERF_RECORD_LOST_SAMPLES:
-                t->st.lost += r->lost.lost;
-                break;
-        case PERF_RECORD_THROTTLE:
-                t->st.throttled++;
-                break;
-        case PERF_RECORD_FORK:
-                /*
-                 * The fallback tracker: a new thread of the target, or (followed
-                 * only when asked) a child process. With BPF the tracker reports both.
-                 */
-                if (t->bpf_tracked || t->st.state != FP_TARGET_RUNNING)
-                        break;
-                if ((pid_t)r->task.pid == t->pid && r->task.tid != r->task.pid)
-                        (void)fp_target_thread_born(t, (pid_t)r->task.tid, r->task.time);
-                else if ((pid_t)r->task.pid != t->pid && (pid_t)r->task.ppid == t->pid &&
-                         r->task.tid == r->task.pid && t->follow_children && t->on_child)
-                        t->on_child(t->child_userdata, t, (pid_t)r->task.pid);
-                break;
-        case PERF_RECORD_EXIT:
-                th = fp_thread_find(t, (pid_t)r->task.tid);
-                if (th && th->live && (pid_t)r->task.pid == t->pid) {
-                        th->exit_pending = true;
-                        t->exits_pending = true;
-                }
-                break;
-        case PERF_RECORD_COMM:
-                /*
-                 * An exec: a user's target must still be the user's. The records
-                 * after this one (samples of the new program) are in order behind it.
-                 */
-                if ((r->misc & PERF_RECORD_MISC_COMM_EXEC) && (pid_t)r->comm.pid == t->pid &&
-                    t->guard && !t->revoked) {
-                        uid_t now;
-                        if (fp_proc_owner(t->pid, &now) < 0 || now != t->guard)
-                                t->revoked = true;
-                }
-                th = fp_thread_find(t, (pid_t)r->comm.tid);
-                if (th)
-                        snprintf(th->comm, sizeof(th->comm), "%s", r->comm.comm);
-                if ((pid_t)r->comm.tid == t->pid)
-                        snprintf(t->comm, sizeof(t->comm), "%s", r->comm.comm);
-                break;
-        case PERF_RECORD_MMAP:
-        case PERF_RECORD_MMAP2:
-                if ((pid_t)r->mmap.pid == t->pid && (r->mmap.prot & 4 /* PROT_EXEC */))
-                        (void)fp_maps_add(t->maps, r->mmap.addr, r->mmap.len, r->mmap.pgoff,
-                                          makedev(r->mmap.maj, r->mmap.min), r->mmap.ino,
-                                          r->mmap.filename);
-                break;
-        default:
-                break;
-        }
-}
-
-static const struct fp_perf_handlers handlers = {
-    .sample = handle_sample,
-    .record = handle_record,
-};
-
-void fp_target_drain_ring(struct fp_target *t, struct fp_perf_ring *ring)
-{
-        if (fp_perf_ring_drain(ring, &handlers, t) == -EBADMSG)
-                t->st.lost++;
-}
-
-void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg)
-{
-        struct fp_thread *th = arg;
-        struct fp_target *t = th->target;
-        (void)fd;
-        (void)what;
-
-        fp_target_drain_ring(t, &th->sideband);
-        fp_target_reap_exits(t);
-        /* No EXIT record (it can be lost), but the task is gone: the hangup tells. */
-        if (th->live && !fp_perf_ring_pending(&th->sideband) && fp_perf_ring_hangup(&th->sideband))
-                fp_thread_detach(th);
-        fp_target_reap_exits(t);
-        fp_target_check_exited(t);
-}
-
-void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
-{
-        uint64_t n = t->st.samples;
-
-        fp_target_drain_ring(t, &th->sampler);
-        /* Only this thread's samples are in its ring, taken at th->period. */
-        if (th->period)
-                th->period_debt +=
-                    (int64_t)(t->st.samples - n) * ((int64_t)th->period - (int64_t)t->cfg.period);
-}
-
-/*
- * A fixed period can lock step with regular work (a loop that runs as
- * long as the period samples the same phase every time). A wake-up (at
- * most every 100 ms) gives the thread's sampling event a new period,
- * 2.5-5% shorter or longer than the configured one: the phase then drifts
- * by a fortieth to a twentieth of a period per sample, a whole period
- * within forty samples, which is what breaks the lock step (a step that
- * could be near 0 left a phase standing: one function of two in turn got
- * 45-54% instead of 50; with these, 49-51; with none, 36-74).
- *
- * A sample counts for the configured period (the timer events cpu-clock
- * and task-clock report the period they were opened with whatever it is
- * now), so a thread's count and value follow its mean period: a random
- * walk of periods leaves them about 1% off in a few seconds (four equal
- * threads' shares 0.2-0.3 points apart, where perf's fixed period gives
- * 0.03). So the size of each step is random but its side is not: the
- * thread's debt (the periods its samples were taken at, less as many
- * configured ones) says whether it has had too few samples (a shorter
- * period next) or too many (a longer one), which keeps its count as near
- * the exact one as one step can take it: 5% of the samples of 100 ms.
- */
-static void jitter_period(struct fp_target *t, struct fp_thread *th)
-{
-        uint64_t p = t->cfg.period, x, now = fp_now_ns(CLOCK_MONOTONIC);
-
-        /*
-         * At most every 100 ms per thread: the ioctl costs an IPI to the
-         * thread's CPU, and a phase that drifts every tenth of a second is
-         * drift enough.
-         */
-        if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL)
-                return;
-        th->jitter_ns = now;
-        /* xorshift64*: no need for more than decorrelation here. */
-        x = t->jitter_state ? t->jitter_state : (now | 1) ^ (uint64_t)th->tid;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        t->jitter_state = x;
-        x *= 0x2545f4914f6cdd1dULL;
-        uint64_t step = p / 40 + (x >> 11) % (p / 40 + 1);
-        uint64_t np = th->period_debt > 0 ? p - step : p + step;
-        if (fp_perf_set_period(&th->sampler, np) == 0)
-                th->period = np;
-}
-
-void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
-{
-        struct fp_thread *th = arg;
-        struct fp_target *t = th->target;
-        (void)fd;
-        (void)what;
-
-        /* Mappings and names first, so the samples resolve against them. */
-        fp_target_drain_ring(t, &th->sideband);
-        fp_target_drain_sampler(t, th);
-        jitter_period(t, th);
-        fp_target_reap_exits(t);
-        if (th->live && !fp_perf_ring_pending(&th->sampler) && fp_perf_ring_hangup(&th->sampler))
-                fp_thread_detach(th);
-        fp_target_reap_exits(t);
-        fp_target_check_exited(t);
-}
-
-void fp_target_drain(struct fp_target *t)
-{
-        for (size_t i = 0; i < t->n_threads; i++)
-                if (t->threads[i]->live)
-                        fp_target_drain_ring(t, &t->threads[i]->sideband);
-        for (size_t i = 0; i < t->n_threads; i++)
-                if (t->threads[i]->live)
-                        fp_target_drain_sampler(t, t->threads[i]);
-        fp_target_reap_exits(t);
-        fp_target_check_exited(t);
-}
-
 int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pid,
                     const struct fp_perf_config *cfg, struct fp_target **ret, char *err,
                     size_t err_len)
@@ -582,4 +217,78 @@ void fp_target_sample_types(const struct fp_target *t, const char *ret_types[2],
                 ret_types[1] = t->cfg.event.name;
                 ret_units[1] = "count";
         }
+}
+
+void fp_target_config_string(const struct fp_target *t, char *buf, size_t len)
+{
+        fp_targetconf_format(&t->cfg, t->follow_children, buf, len);
+}
+
+void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count)
+{
+        for (size_t i = 0; i < FP_TARGET_MAX_CARRIED; i++) {
+                if (!t->carried[i].reason[0])
+                        snprintf(t->carried[i].reason, sizeof(t->carried[i].reason), "%s", reason);
+                if (strcmp(t->carried[i].reason, reason) == 0) {
+                        t->carried[i].count += count;
+                        return;
+                }
+        }
+}
+
+size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max)
+{
+        const struct fp_target_stats *now = &t->st, *then = &t->st_bucketed;
+        struct fp_target_drop open[] = {
+            {"kernel_ring_overflow", now->lost - then->lost},
+            {"throttled", now->throttled - then->throttled},
+            {"out_of_memory", now->dropped_nomem - then->dropped_nomem},
+            {"revoked_exec", now->revoked - then->revoked},
+            {"unwind_failed", now->unwind_failed - then->unwind_failed},
+            {"stack_copy_short", now->stack_copy_short - then->stack_copy_short},
+        };
+        size_t n = 0;
+
+        for (size_t i = 0; i < sizeof(open) / sizeof(open[0]) && n < max; i++)
+                if (open[i].count)
+                        ret[n++] = open[i];
+        for (size_t i = 0; i < FP_TARGET_MAX_CARRIED && t->carried[i].reason[0] && n < max; i++)
+                ret[n++] = (struct fp_target_drop){t->carried[i].reason, t->carried[i].count};
+        return n;
+}
+
+const struct fp_agg *fp_target_bucket(const struct fp_target *t)
+{
+        return t->agg;
+}
+
+int fp_target_next_bucket(struct fp_target *t)
+{
+        struct fp_agg *fresh = fp_agg_new(t->cfg.n_members);
+
+        if (!fresh)
+                return -ENOMEM;
+        fp_agg_set_limit(fresh, FP_TARGET_MAX_STACKS);
+        fp_agg_free(t->agg);
+        t->agg = fresh;
+        t->st_bucketed = t->st;
+        memset(t->carried, 0, sizeof(t->carried));
+        return 0;
+}
+
+struct fp_maps *fp_target_maps(struct fp_target *t)
+{
+        return t->maps;
+}
+
+const char *fp_target_jit_name(struct fp_target *t, uint64_t addr)
+{
+        const char *name;
+
+        if (!t->perfmap)
+                t->perfmap = fp_perfmap_new(t->pid);
+        if (!t->perfmap || !(name = fp_perfmap_lookup(t->perfmap, addr)))
+                return NULL;
+        t->st.jit_frames++;
+        return name;
 }

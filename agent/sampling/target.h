@@ -164,27 +164,33 @@ void fp_target_attach_latency(const struct fp_target *t, struct fp_target_latenc
 /* Reads every ring now, so a dump includes samples up to this moment. */
 void fp_target_drain(struct fp_target *t);
 
-/*
- * Adds the samples of the open bucket to p, whose first sample types must
- * be the two of fp_target_sample_types(); each counter of the group goes
- * to the sample type named for its event (fp_target_counter_type()),
- * which is added to p when p lacks it. Labels: thread, thread_name, pid,
- * process (the same the store's queries give, so samples merge).
- */
-int fp_target_to_pprof(struct fp_target *t, struct fp_pprof *p);
-
 #define FP_TARGET_MAX_CARRIED 8
 
 /*
- * Closes the open bucket into b: the target (its config as text, active
- * or not), its event, every aggregated stack symbolized, and the drops
- * since the last bucket (kernel_ring_overflow, throttled, out_of_memory,
- * and whatever was charged with fp_target_charge_drop()). Then starts an
- * empty bucket. Returns the target's index in b, or -errno (the bucket
- * then stays open).
+ * The open bucket: the samples aggregated since the last bucket (an
+ * aggregator of FP_TARGET_MAX_FRAMES frames at most per stack). Valid
+ * until fp_target_next_bucket().
  */
-struct fp_store_batch;
-int fp_target_fill_batch(struct fp_target *t, struct fp_store_batch *b, bool active);
+#define FP_TARGET_MAX_FRAMES 512
+struct fp_agg;
+const struct fp_agg *fp_target_bucket(const struct fp_target *t);
+/*
+ * Starts the next bucket empty, once the open one is stored: its samples
+ * and drops (fp_target_open_drops()) are forgotten. 0 or -ENOMEM (the
+ * bucket then stays open).
+ */
+int fp_target_next_bucket(struct fp_target *t);
+/* The process's executable mappings (maps.h), to name the bucket's frames. */
+struct fp_maps;
+struct fp_maps *fp_target_maps(struct fp_target *t);
+/*
+ * The name of JIT code at addr from the runtime's perf map
+ * (/tmp/perf-PID.map, read on the first call), counted in the stats as a
+ * JIT frame; NULL when the map has none.
+ */
+const char *fp_target_jit_name(struct fp_target *t, uint64_t addr);
+/* The name of thread tid, "" when the target never had such a thread. */
+const char *fp_target_thread_name(struct fp_target *t, pid_t tid);
 /* Counts samples lost elsewhere (queue_full, store_write_failed) into the next bucket. */
 void fp_target_charge_drop(struct fp_target *t, const char *reason, uint64_t count);
 /* A count of samples lost for one reason. */
@@ -193,9 +199,12 @@ struct fp_target_drop {
         uint64_t count;
 };
 /*
- * The drops not yet in the store: those of the open bucket and those
- * charged for the next one. Returns how many of ret were filled.
+ * The drops not yet in the store: those of the open bucket (by the reasons
+ * kernel_ring_overflow, throttled, out_of_memory, revoked_exec,
+ * unwind_failed, stack_copy_short) and those charged for the next one.
+ * Returns how many of ret were filled; FP_TARGET_MAX_DROPS always suffice.
  */
+#define FP_TARGET_MAX_DROPS (6 + FP_TARGET_MAX_CARRIED)
 size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max);
 /* How to start it again, as the target configuration text (targetconf.h). */
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len);

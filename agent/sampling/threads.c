@@ -4,7 +4,12 @@
  * tracker's birth report, on the once-a-second /proc rescan, and a few
  * retries for threads listed before they can be attached), detaching them
  * on exit, forgetting dead threads once their samples are stored, and the
- * attach latencies. See target.h for the life cycle.
+ * attach latencies; and reading the threads' rings: samples to
+ * samples.c, side-band records (births, exits, names, mappings, losses)
+ * into the table and the target. See target.h for the life cycle.
+ *
+ * The table calls nothing of target.c (which starts and frees a target
+ * and answers for it): target.c -> threads.c -> samples.c, one way.
  */
 #include "target-internal.h"
 #include "procfs.h"
@@ -20,6 +25,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <linux/perf_event.h>
+#include <sys/sysmacros.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +41,12 @@ struct fp_thread *fp_thread_find(struct fp_target *t, pid_t tid)
                 if (t->threads[i]->tid == tid)
                         return t->threads[i];
         return NULL;
+}
+
+const char *fp_target_thread_name(struct fp_target *t, pid_t tid)
+{
+        struct fp_thread *th = fp_thread_find(t, tid);
+        return th ? th->comm : "";
 }
 
 /*
@@ -415,3 +428,184 @@ void fp_target_attach_latency(const struct fp_target *t, struct fp_target_latenc
 }
 
 /* Fills each frame's mapping; reloads /proc/PID/maps (at most every 100 ms) on a miss. */
+
+static void handle_record(void *userdata, const struct fp_perf_record *r)
+{
+        struct fp_target *t = userdata;
+        struct fp_thread *th;
+
+        switch (r->type) {
+        case PERF_RECORD_LOST:
+        case PERF_RECORD_LOST_SAMPLES:
+                t->st.lost += r->lost.lost;
+                break;
+        case PERF_RECORD_THROTTLE:
+                t->st.throttled++;
+                break;
+        case PERF_RECORD_FORK:
+                /*
+                 * The fallback tracker: a new thread of the target, or (followed
+                 * only when asked) a child process. With BPF the tracker reports both.
+                 */
+                if (t->bpf_tracked || t->st.state != FP_TARGET_RUNNING)
+                        break;
+                if ((pid_t)r->task.pid == t->pid && r->task.tid != r->task.pid)
+                        (void)fp_target_thread_born(t, (pid_t)r->task.tid, r->task.time);
+                else if ((pid_t)r->task.pid != t->pid && (pid_t)r->task.ppid == t->pid &&
+                         r->task.tid == r->task.pid && t->follow_children && t->on_child)
+                        t->on_child(t->child_userdata, t, (pid_t)r->task.pid);
+                break;
+        case PERF_RECORD_EXIT:
+                th = fp_thread_find(t, (pid_t)r->task.tid);
+                if (th && th->live && (pid_t)r->task.pid == t->pid) {
+                        th->exit_pending = true;
+                        t->exits_pending = true;
+                }
+                break;
+        case PERF_RECORD_COMM:
+                /*
+                 * An exec: a user's target must still be the user's. The records
+                 * after this one (samples of the new program) are in order behind it.
+                 */
+                if ((r->misc & PERF_RECORD_MISC_COMM_EXEC) && (pid_t)r->comm.pid == t->pid &&
+                    t->guard && !t->revoked) {
+                        uid_t now;
+                        if (fp_proc_owner(t->pid, &now) < 0 || now != t->guard)
+                                t->revoked = true;
+                }
+                th = fp_thread_find(t, (pid_t)r->comm.tid);
+                if (th)
+                        snprintf(th->comm, sizeof(th->comm), "%s", r->comm.comm);
+                if ((pid_t)r->comm.tid == t->pid)
+                        snprintf(t->comm, sizeof(t->comm), "%s", r->comm.comm);
+                break;
+        case PERF_RECORD_MMAP:
+        case PERF_RECORD_MMAP2:
+                if ((pid_t)r->mmap.pid == t->pid && (r->mmap.prot & 4 /* PROT_EXEC */))
+                        (void)fp_maps_add(t->maps, r->mmap.addr, r->mmap.len, r->mmap.pgoff,
+                                          makedev(r->mmap.maj, r->mmap.min), r->mmap.ino,
+                                          r->mmap.filename);
+                break;
+        default:
+                break;
+        }
+}
+
+static void handle_sample(void *userdata, const struct fp_perf_sample *s)
+{
+        fp_target_add_sample(userdata, s);
+}
+
+static const struct fp_perf_handlers handlers = {
+    .sample = handle_sample,
+    .record = handle_record,
+};
+
+void fp_target_drain_ring(struct fp_target *t, struct fp_perf_ring *ring)
+{
+        if (fp_perf_ring_drain(ring, &handlers, t) == -EBADMSG)
+                t->st.lost++;
+}
+
+void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_thread *th = arg;
+        struct fp_target *t = th->target;
+        (void)fd;
+        (void)what;
+
+        fp_target_drain_ring(t, &th->sideband);
+        fp_target_reap_exits(t);
+        /* No EXIT record (it can be lost), but the task is gone: the hangup tells. */
+        if (th->live && !fp_perf_ring_pending(&th->sideband) && fp_perf_ring_hangup(&th->sideband))
+                fp_thread_detach(th);
+        fp_target_reap_exits(t);
+        fp_target_check_exited(t);
+}
+
+void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
+{
+        uint64_t n = t->st.samples;
+
+        fp_target_drain_ring(t, &th->sampler);
+        /* Only this thread's samples are in its ring, taken at th->period. */
+        if (th->period)
+                th->period_debt +=
+                    (int64_t)(t->st.samples - n) * ((int64_t)th->period - (int64_t)t->cfg.period);
+}
+
+/*
+ * A fixed period can lock step with regular work (a loop that runs as
+ * long as the period samples the same phase every time). A wake-up (at
+ * most every 100 ms) gives the thread's sampling event a new period,
+ * 2.5-5% shorter or longer than the configured one: the phase then drifts
+ * by a fortieth to a twentieth of a period per sample, a whole period
+ * within forty samples, which is what breaks the lock step (a step that
+ * could be near 0 left a phase standing: one function of two in turn got
+ * 45-54% instead of 50; with these, 49-51; with none, 36-74).
+ *
+ * A sample counts for the configured period (the timer events cpu-clock
+ * and task-clock report the period they were opened with whatever it is
+ * now), so a thread's count and value follow its mean period: a random
+ * walk of periods leaves them about 1% off in a few seconds (four equal
+ * threads' shares 0.2-0.3 points apart, where perf's fixed period gives
+ * 0.03). So the size of each step is random but its side is not: the
+ * thread's debt (the periods its samples were taken at, less as many
+ * configured ones) says whether it has had too few samples (a shorter
+ * period next) or too many (a longer one), which keeps its count as near
+ * the exact one as one step can take it: 5% of the samples of 100 ms.
+ */
+static void jitter_period(struct fp_target *t, struct fp_thread *th)
+{
+        uint64_t p = t->cfg.period, x, now = fp_now_ns(CLOCK_MONOTONIC);
+
+        /*
+         * At most every 100 ms per thread: the ioctl costs an IPI to the
+         * thread's CPU, and a phase that drifts every tenth of a second is
+         * drift enough.
+         */
+        if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL)
+                return;
+        th->jitter_ns = now;
+        /* xorshift64*: no need for more than decorrelation here. */
+        x = t->jitter_state ? t->jitter_state : (now | 1) ^ (uint64_t)th->tid;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        t->jitter_state = x;
+        x *= 0x2545f4914f6cdd1dULL;
+        uint64_t step = p / 40 + (x >> 11) % (p / 40 + 1);
+        uint64_t np = th->period_debt > 0 ? p - step : p + step;
+        if (fp_perf_set_period(&th->sampler, np) == 0)
+                th->period = np;
+}
+
+void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_thread *th = arg;
+        struct fp_target *t = th->target;
+        (void)fd;
+        (void)what;
+
+        /* Mappings and names first, so the samples resolve against them. */
+        fp_target_drain_ring(t, &th->sideband);
+        fp_target_drain_sampler(t, th);
+        jitter_period(t, th);
+        fp_target_reap_exits(t);
+        if (th->live && !fp_perf_ring_pending(&th->sampler) && fp_perf_ring_hangup(&th->sampler))
+                fp_thread_detach(th);
+        fp_target_reap_exits(t);
+        fp_target_check_exited(t);
+}
+
+void fp_target_drain(struct fp_target *t)
+{
+        for (size_t i = 0; i < t->n_threads; i++)
+                if (t->threads[i]->live)
+                        fp_target_drain_ring(t, &t->threads[i]->sideband);
+        for (size_t i = 0; i < t->n_threads; i++)
+                if (t->threads[i]->live)
+                        fp_target_drain_sampler(t, t->threads[i]);
+        fp_target_reap_exits(t);
+        fp_target_check_exited(t);
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Exact stacks on real binaries (agent/cfi.c, agent/unwind.c):
+# Exact stacks on real binaries (agent/stacks/cfi.c, agent/stacks/unwind.c):
 #
 # 1. leafcall: a frameless hot leaf under four callers with measured
 #    shares, built with frame pointers (leaves still frameless), without

@@ -3,9 +3,11 @@
 #
 # The tree's own rules, checked in CI (ctest style/check):
 #   1. every tracked .c/.h file is formatted as .clang-format says;
-#   2. no include cycle between the modules of a folder
-#      (scripts/include-cycles.sh);
-#   3. every external symbol of fleetprof's libraries carries the fp_
+#   2. no include cycle between the modules of a folder, and agent/'s
+#      stages include only down (scripts/include-cycles.sh);
+#   3. no two files that call each other but the loops kept on purpose
+#      (scripts/call-cycles.sh);
+#   4. every external symbol of fleetprof's libraries carries the fp_
 #      prefix (protoc-c's generated perftools__ names aside).
 # Usage: check.sh SRC_DIR BUILD_DIR
 set -euo pipefail
@@ -27,6 +29,7 @@ else
 fi
 
 scripts/include-cycles.sh || status=1
+scripts/call-cycles.sh || status=1
 
 libs=()
 for l in agent/libfp_agentcore.a collector/libfp_collcore.a storage/libfp_storage.a \

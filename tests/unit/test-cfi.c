@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CFI compiler (agent/cfi.c) against binutils: for binaries this
+ * The CFI compiler (agent/stacks/cfi.c) against binutils: for binaries this
  * build makes (with and without frame pointers, a shared library) and for
  * Debian's libc, every row `readelf --debug-dump=frames-interp` prints is
  * looked up in the compiled table and must say the same: the CFA's

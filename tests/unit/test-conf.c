@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of fp_conf (agent/conf.c): defaults, typed values and their
+ * Unit tests of fp_conf (common/conf.c): defaults, typed values and their
  * bounds, the file parser (comments, quotes, bad lines, unknown and
  * repeated keys, line numbers in the error), and the precedence of the
  * command line over the file over the defaults, through real getopt_long.

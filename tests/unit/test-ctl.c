@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the control protocol (agent/ctl.c): framing lengths,
+ * Unit tests of the control protocol (agent/base/ctl.c): framing lengths,
  * request parsing, and the rejection of malformed requests that a client
  * could send to the agent.
  */

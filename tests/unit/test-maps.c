@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The executable mappings of a process (agent/maps.c), on this process:
+ * The executable mappings of a process (agent/stacks/maps.c), on this process:
  * /proc/self/maps gives the live set (this binary, libc, the vdso);
  * MMAP2-style additions that overlap a live mapping advance the epoch and
  * displace it from lookups while its index stays valid (stacks already

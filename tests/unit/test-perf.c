@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of agent/perf.c against the real kernel: event names, the
+ * Unit tests of agent/sampling/perf.c against the real kernel: event names, the
  * sampling event on a busy thread of this test (samples carry its tid, the
  * requested period and a callchain; a small ring is drained many times,
  * so records that wrap its end are exercised), and the side-band event

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of rules (agent/rule.c): how a rule is read from a request,
+ * Unit tests of rules (agent/core/rule.c): how a rule is read from a request,
  * from a configuration file's words and from its stored text; what it
  * matches (name, executable, unit, cgroup, the owner's rights); its
  * service names; and the refusal of every malformed rule, regexes too

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the ELF symbolizer (agent/symbols.c). The test compiles
+ * Unit tests of the ELF symbolizer (agent/stacks/symbols.c). The test compiles
  * small programs at run time (cc, objcopy, a hand-written assembly file for
  * nested and unsized symbols) into a temporary directory and checks the
  * symtab against other tools: build IDs against `readelf -n`, symbol

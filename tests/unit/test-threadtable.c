@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A target's thread table (agent/threads.c), on this process: at start
+ * A target's thread table (agent/sampling/threads.c), on this process: at start
  * every thread of /proc/self/task is attached; a thread reported born is
  * attached at once (two more perf fds), one reported gone before it could
  * be attached counts as missed, an exit detaches it (its fds closed, its

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the BPF thread tracker (agent/tracker.c with the real
+ * Unit tests of the BPF thread tracker (agent/sampling/tracker.c with the real
  * tracker.bpf.c loaded into the running kernel): it reports this process's
  * new and exiting threads once the process is tracked, and nothing once it
  * is not; a child forked by a process tracked with FP_TRACKER_FOLLOW is

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The unwinder (agent/unwind.c) on this very process: a chain of
+ * The unwinder (agent/stacks/unwind.c) on this very process: a chain of
  * functions built without frame pointers (this file is compiled with
  * -fomit-frame-pointer, see tests/CMakeLists.txt) captures its registers
  * and a copy of its stack, and the unwinder, with the tables the agent's

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The uploader's state machine (agent/upload.c) against the real
+ * The uploader's state machine (agent/keep/upload.c) against the real
  * collector library, both on one event loop of this test: a round
  * delivers every pending bucket and marks it uploaded; with the collector
  * gone a round fails, says why, schedules a retry and keeps the buckets;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's store writer (agent/writer.c): its queue is bounded in
+ * The agent's store writer (agent/keep/writer.c): its queue is bounded in
  * bytes. With the writer thread held busy, batches are queued until one
  * does not fit: that one is refused with -ENOBUFS and stays the caller's
  * (the agent counts its samples as queue_full); every batch accepted is
