@@ -11,20 +11,45 @@
 # pprof, first from the agent's own dump and then from the collector after
 # `agentctl flush` uploaded it. The pprof file is left in
 # demo-profile.pb.gz.
+#
+#   scripts/demo.sh           # everything it started is stopped and removed at the end
+#   scripts/demo.sh --keep    # the collector and its web page keep running: it prints
+#                             # the URL to open and the command that stops it
+#
+# FP_DEMO_BUILD names the build folder (default build; the tests use theirs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+keep=0
+for arg in "$@"; do
+  case $arg in
+  --keep) keep=1 ;;
+  -h | --help)
+    echo "usage: scripts/demo.sh [--keep]"
+    exit 0
+    ;;
+  *)
+    echo "demo.sh: unknown option '$arg' (usage: scripts/demo.sh [--keep])" >&2
+    exit 2
+    ;;
+  esac
+done
 if [ "$(id -u)" != 0 ]; then
   echo "demo.sh: run as root (the agent opens perf events on another process)" >&2
   exit 1
 fi
+build=${FP_DEMO_BUILD:-build}
 scripts/deps.sh
-scripts/build.sh build
+scripts/build.sh "$build"
 
 work=$(mktemp -d /tmp/fleetprof-demo.XXXXXX)
 agent_pid= ; load_pid= ; coll_pid=
 cleanup() {
   [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null || true
   [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
+  if [ "$keep" = 1 ] && [ -n "$coll_pid" ] && kill -0 "$coll_pid" 2>/dev/null; then
+    rm -f "$work/agent.sock"
+    return
+  fi
   [ -n "$coll_pid" ] && kill "$coll_pid" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
@@ -32,22 +57,28 @@ cleanup() {
 trap cleanup EXIT
 
 sock=$work/agent.sock
-ctl() { build/agent/agentctl --socket "$sock" "$@"; }
+ctl() { "$build/agent/agentctl" --socket "$sock" "$@"; }
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url=http://127.0.0.1:$port
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
-build/collector/fleetprof-collector --listen "127.0.0.1:$port" --store "$work/collector.db" \
-  --token-file "$work/token" 2>"$work/collector.log" &
+# With --keep the collector outlives this script: its own session, no terminal.
+if [ "$keep" = 1 ]; then
+  setsid "$build/collector/fleetprof-collector" --listen "127.0.0.1:$port" --store "$work/collector.db" \
+    --token-file "$work/token" </dev/null >/dev/null 2>"$work/collector.log" &
+else
+  "$build/collector/fleetprof-collector" --listen "127.0.0.1:$port" --store "$work/collector.db" \
+    --token-file "$work/token" 2>"$work/collector.log" &
+fi
 coll_pid=$!
 for _ in $(seq 50); do curl -sf "$url/healthz" -o /dev/null && break; sleep 0.1; done
 
-build/agent/fleetprof-agent --foreground --socket "$sock" --store "$work/agent.db" \
+"$build/agent/fleetprof-agent" --foreground --socket "$sock" --store "$work/agent.db" \
   --collector "$url" --token-file "$work/token" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 
-build/tests/truth --seconds 6 --truth "$work/truth.json" --ready "$work/ready" \
+"$build/tests/truth" --seconds 6 --truth "$work/truth.json" --ready "$work/ready" \
   --wait-for-start "$work/go" --hold >"$work/truth.out" &
 load_pid=$!
 for _ in $(seq 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
@@ -84,4 +115,15 @@ echo; echo "\$ curl -s $url/api/v1/series"
 curl -s "$url/api/v1/series"; echo
 echo; echo "\$ go tool pprof -top -symbolize=none '$url/api/v1/profile?process=truth'"
 HOME=${HOME:-/root} go tool pprof -top -symbolize=none "$url/api/v1/profile?process=truth" 2>&1 | head -16
-echo; echo "(the collector's web page was at $url/ while this ran)"
+if [ "$keep" = 1 ]; then
+  echo
+  echo "The collector is still running (pid $coll_pid, its store and log in $work)."
+  echo "Open its web page and click through the flame graph of what was just profiled:"
+  echo
+  echo "  $url/?process=truth"
+  echo
+  echo "(on a remote machine: ssh -L $port:127.0.0.1:$port HOST, then open the same URL)"
+  echo "Stop it with:  kill $coll_pid && rm -rf $work"
+else
+  echo; echo "(the collector's web page was at $url/ while this ran; scripts/demo.sh --keep leaves it running)"
+fi

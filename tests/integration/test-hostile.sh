@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # Attacks by an unprivileged local user (nobody) on the root agent, each
-# shown to fail while the agent keeps serving (see the README's Security
-# section). The machine's perf_event_paranoid is set to 2 (Linux's
-# default) for the test and put back after.
+# shown to fail while the agent keeps serving (see docs/security.md).
+# The machine's perf_event_paranoid is set to 2 (Linux's default) for the
+# test and put back after.
 #
 # 1. Kernel addresses for anyone: nobody's `start --kernel` on its own
 #    process is refused (at paranoid 2 the kernel gives kernel-mode samples

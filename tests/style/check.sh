@@ -7,7 +7,10 @@
 #      stages include only down (scripts/include-cycles.sh);
 #   3. no two files that call each other but the loops kept on purpose
 #      (scripts/call-cycles.sh);
-#   4. every external symbol of fleetprof's libraries carries the fp_
+#   4. the README stays a newcomer's guide (at most 400 lines), every guide
+#      under docs/ is linked from it, and every relative link of the README
+#      and the guides reaches a file (and a heading, for #anchors);
+#   5. every external symbol of fleetprof's libraries carries the fp_
 #      prefix (protoc-c's generated perftools__ names aside).
 # Usage: check.sh SRC_DIR BUILD_DIR
 set -euo pipefail
@@ -30,6 +33,38 @@ fi
 
 scripts/include-cycles.sh || status=1
 scripts/call-cycles.sh || status=1
+
+python3 - <<'PY' || status=1
+import os, re, sys
+bad = []
+readme = open("README.md").read()
+if readme.count("\n") > 400:
+    bad.append(f"README.md has {readme.count(chr(10))} lines; at most 400 (reference detail goes to the man pages, guides to docs/)")
+guides = sorted(f for f in os.listdir("docs") if f.endswith(".md"))
+for g in guides:
+    if f"(docs/{g})" not in readme and f"(docs/{g}#" not in readme:
+        bad.append(f"docs/{g} is not linked from README.md")
+def slugs(path):
+    text = re.sub(r"```.*?```", "", open(path).read(), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", text, re.M)}
+for doc in ["README.md"] + [f"docs/{g}" for g in guides]:
+    text = re.sub(r"```.*?```", "", open(doc).read(), flags=re.S)
+    for link in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+        if not os.path.exists(target):
+            bad.append(f"{doc}: link to {link}: no such file")
+        elif anchor and target.endswith(".md") and anchor not in slugs(target):
+            bad.append(f"{doc}: link to {link}: no such heading")
+for b in bad:
+    print(f"style: {b}")
+if not bad:
+    print(f"style: ok: README.md {readme.count(chr(10))} lines, {len(guides)} guides linked, every link reaches")
+sys.exit(1 if bad else 0)
+PY
 
 libs=()
 for l in agent/libfp_agentcore.a collector/libfp_collcore.a storage/libfp_storage.a \
