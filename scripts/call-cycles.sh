@@ -61,7 +61,8 @@ for d in sys.argv[2:]:
                 defs.setdefault(m.group(2), p)
     edges = {p: {} for p in src}
     for p, text in src.items():
-        for word in set(re.findall(r"\b[A-Za-z_]\w*\b", text)):
+        # Every identifier but a struct, union or enum tag (which may share a function's name).
+        for word in set(re.findall(r"(?<![\w.>])(?<!struct )(?<!union )(?<!enum )([A-Za-z_]\w*)\b", text)):
             q = defs.get(word)
             if q and q != p:
                 edges[p].setdefault(q, []).append(word)

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "aggregate.h"
+#include "stackwalk.h"
 #include "target.h"
 
 #include <event2/util.h>
@@ -18,7 +19,8 @@
 struct fp_maps;
 struct fp_agg;
 
-#define MAX_FRAMES      FP_TARGET_MAX_FRAMES
+#define MAX_FRAMES FP_TARGET_MAX_FRAMES
+_Static_assert(FP_TARGET_MAX_FRAMES == FP_STACKWALK_MAX_FRAMES, "a target's stacks are walked");
 #define RESCAN_INTERVAL 1 /* seconds */
 #define COMM_LEN        16
 #define RETRY_MAX       16 /* threads waiting for another attach attempt */
@@ -65,8 +67,8 @@ struct fp_target {
                 uint64_t count;
         } carried[FP_TARGET_MAX_CARRIED]; /* drops charged by the agent for the next bucket */
         bool exits_pending;
-        uint64_t maps_reload_ns;               /* last unresolved-frame reload of /proc/PID/maps */
-        char left_out[FP_PERF_EVENT_LIST_MAX]; /* members --best-effort left out */
+        struct fp_stackwalk walk;                /* its samples into stacks (maps, cfg, st) */
+        char left_out[FP_PERF_EVENT_LIST_MAX];   /* members --best-effort left out */
         char service[FP_TARGET_SERVICE_MAX + 1]; /* its rule's service, "" when none */
         uid_t guard;  /* a user's target: the process must stay this uid's (0: root's, none) */
         bool revoked; /* it exec'd into another user's program: nothing more is kept */

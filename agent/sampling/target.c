@@ -71,6 +71,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 return r;
         }
         t->maps = fp_maps_new(pid, cache);
+        t->walk = (struct fp_stackwalk){
+            .maps = t->maps, .cfg = &t->cfg, .st = &t->st, .may_reload = true};
         t->agg = fp_agg_new(t->cfg.n_members);
         if (t->agg)
                 fp_agg_set_limit(t->agg, FP_TARGET_MAX_STACKS);

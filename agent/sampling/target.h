@@ -21,6 +21,7 @@
 #pragma once
 
 #include "perf.h"
+#include "samplestats.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,57 +32,12 @@ struct fp_symcache;
 struct fp_pprof;
 struct fp_target;
 
-enum fp_target_state {
-        FP_TARGET_RUNNING,
-        FP_TARGET_EXITED,
-};
-
 /*
  * Distinct stacks (per thread) a target keeps in one bucket; past them a
  * sample's time is kept under one "[stack table full]" frame, so a process
  * that makes every stack different cannot grow the agent without bound.
  */
 #define FP_TARGET_MAX_STACKS 32768
-
-struct fp_target_stats {
-        enum fp_target_state state;
-        unsigned threads_live;
-        unsigned threads_seen;
-        uint64_t samples;            /* samples aggregated */
-        uint64_t value;              /* sum of their periods */
-        uint64_t lost;               /* records the kernel dropped: ring full (PERF_RECORD_LOST) */
-        uint64_t throttled;          /* PERF_RECORD_THROTTLE events */
-        uint64_t unwind_empty;       /* samples with no usable callchain (kept with their ip) */
-        uint64_t attach_failed;      /* threads that could not be given an event */
-        uint64_t threads_missed;     /* born, but gone before they could be attached */
-        uint64_t threads_over_limit; /* left out: --max-threads of its threads were sampled */
-        unsigned threads_by_rescan;  /* found by the /proc rescan, not reported by a tracker */
-        uint64_t unresolved;         /* frames outside every known mapping */
-        uint64_t dropped_nomem;      /* samples that could not be aggregated: out of memory */
-        uint64_t revoked;            /* samples after an exec into another user's program */
-        uint64_t
-            stacks_over_limit; /* samples kept as "[stack table full]" (FP_TARGET_MAX_STACKS) */
-        /* Unwinding (unwind.h): stacks that did not reach the thread's root, and how. */
-        uint64_t unwind_failed;         /* no usable CFI row (or, in dwarf mode, no CFI at all) */
-        uint64_t stack_copy_short;      /* the stack went on past the copy the kernel took */
-        uint64_t unwound_root;          /* samples whose user stack reached the root */
-        uint64_t frames_cfi, frames_fp; /* user frames stepped by CFI row, by frame pointer */
-        uint64_t leaf_fixups;           /* fp mode: a frameless leaf's caller put back */
-        uint64_t stack_bytes;           /* user-stack bytes the kernel copied, in all */
-        uint64_t jit_frames;            /* frames named from a perf map */
-        uint64_t ring_bytes;            /* memory the live threads' perf rings map */
-        bool kernel_excluded;           /* the kernel refused kernel-mode samples: user time only */
-        uint64_t start_ns;              /* CLOCK_REALTIME of start */
-        /*
-         * The group's counters (config members, in order): what each
-         * counted in the intervals that ended in a sample, scaled when
-         * multiplexed; and the group's time enabled and running over the
-         * same intervals (running / enabled: how much of the time the
-         * counters were really on the PMU).
-         */
-        uint64_t counter_total[FP_PERF_MAX_MEMBERS];
-        uint64_t time_enabled, time_running;
-};
 
 /*
  * Starts profiling pid: checks that the machine has every event of cfg

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One sample into a stack of frames (see stackwalk.h): the kernel's
+ * callchain, the user part unwound from the stack copy (or taken from the
+ * frame-pointer chain with its leaf fixed up), each frame resolved against
+ * the process's mappings (re-read from /proc on a miss, at most every
+ * 100 ms, when the walker may). Both tiers use it: a target's samples
+ * (samples.c) and the host tier's (host.c). It calls only the stages
+ * below: maps, unwinding and symbols.
+ */
+#include "stackwalk.h"
+#include "maps.h"
+#include "symbols.h"
+#include "unwind.h"
+#include "util.h"
+
+#include <linux/perf_event.h>
+#include <string.h>
+#include <time.h>
+
+/*
+ * The mapping of addr, re-reading /proc/PID/maps on a miss (a mapping newer
+ * than our view, from dlopen), at most every 100 ms and at most once per
+ * call site's *reloaded.
+ */
+static uint32_t find_mapping(struct fp_stackwalk *w, uint64_t addr, bool *reloaded)
+{
+        uint32_t idx = fp_maps_find(w->maps, addr);
+        uint64_t now;
+
+        if (idx || *reloaded)
+                return idx;
+        *reloaded = true;
+        now = fp_now_ns(CLOCK_MONOTONIC);
+        if (!w->may_reload || now - w->maps_reload_ns <= 100000000ULL)
+                return 0;
+        w->maps_reload_ns = now;
+        (void)fp_maps_load_proc(w->maps);
+        return fp_maps_find(w->maps, addr);
+}
+
+void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n)
+{
+        struct fp_stackwalk *w = userdata;
+        bool reloaded = false;
+
+        for (uint32_t i = 0; i < n; i++) {
+                if (frames[i].flags & FP_FRAME_KERNEL_TIME)
+                        continue;
+                frames[i].mapping = find_mapping(w, frames[i].addr, &reloaded);
+                if (!frames[i].mapping) {
+                        w->st->unresolved++;
+                        continue;
+                }
+                /* Load the symbols while the file is surely still there. */
+                (void)fp_maps_symbolize(w->maps, frames[i].mapping, frames[i].addr, NULL);
+        }
+}
+
+/* The unwinder's view of a code address: its mapping's CFI table, or none. */
+static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
+{
+        struct fp_stackwalk *w = userdata;
+        bool reloaded = false;
+        uint32_t idx = find_mapping(w, ip, &reloaded);
+        struct fp_mapping *x;
+        struct fp_symtab *st;
+
+        *ret = (struct fp_unwind_code){0};
+        if (!idx)
+                return;
+        x = fp_maps_get(w->maps, idx);
+        if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)
+                return;
+        ret->file_backed = true;
+        st = fp_maps_symtab(w->maps, idx);
+        if (st && fp_symtab_offset_to_vaddr(st, ip - x->start + x->pgoff, &ret->vaddr) == 0)
+                ret->cfi = fp_symtab_cfi(st);
+}
+
+/*
+ * Frame n of a stack at code address ip: the leaf (n == 0) is where the
+ * thread was; every frame below it is a return address, stepped back into
+ * the call so that it names the caller's line and function even when the
+ * call was the function's last instruction.
+ */
+static struct fp_frame code_frame(uint32_t n, uint64_t ip)
+{
+        return (struct fp_frame){.addr = n == 0 ? ip : ip - 1};
+}
+
+/*
+ * The user part of a sample's stack into f (n frames so far), from the
+ * stack copy (auto, dwarf), or from the kernel's frame-pointer callchain
+ * with the leaf fixed up (fp). Returns the new n.
+ */
+static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample *s,
+                            struct fp_frame *f, uint32_t n, const uint64_t *chain, size_t n_chain)
+{
+        struct fp_unwind_regs regs = {s->user_ip, s->user_sp, s->user_bp};
+        uint64_t ips[FP_STACKWALK_MAX_FRAMES];
+        size_t n_ips = 0;
+
+        w->st->stack_bytes += s->stack_size;
+        if (w->cfg->unwind == FP_UNWIND_FP || !s->has_regs) {
+                uint64_t ra;
+                for (size_t i = 0; i < n_chain && n_ips < FP_STACKWALK_MAX_FRAMES; i++)
+                        ips[n_ips++] = chain[i];
+                if (s->has_regs && n_ips && ips[0] == s->user_ip &&
+                    n_ips < FP_STACKWALK_MAX_FRAMES &&
+                    fp_unwind_fix_leaf(&regs, s->stack, s->stack_size, lookup_code, w,
+                                       n_ips > 1 ? ips[1] : 0, &ra)) {
+                        memmove(ips + 2, ips + 1, (n_ips - 1) * sizeof(ips[0]));
+                        ips[1] = ra;
+                        n_ips++;
+                        w->st->leaf_fixups++;
+                }
+        } else {
+                struct fp_unwind_result res;
+                fp_unwind_user(w->cfg->unwind, &regs, s->stack, s->stack_size, lookup_code, w, ips,
+                               FP_STACKWALK_MAX_FRAMES - n - 1, &res);
+                n_ips = res.n;
+                w->st->frames_cfi += res.by_cfi;
+                w->st->frames_fp += res.by_fp;
+                if (res.end == FP_UNWIND_END_ROOT) {
+                        w->st->unwound_root++;
+                } else if (res.end == FP_UNWIND_END_STACK_SHORT) {
+                        w->st->stack_copy_short++;
+                } else {
+                        w->st->unwind_failed++;
+                }
+                for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES - 1; i++, n++)
+                        f[n] = code_frame(n, ips[i]);
+                if (res.end != FP_UNWIND_END_ROOT)
+                        f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
+                return n;
+        }
+        for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES; i++, n++)
+                f[n] = code_frame(n, ips[i]);
+        return n;
+}
+
+uint32_t fp_stackwalk(struct fp_stackwalk *w, const struct fp_perf_sample *s, struct fp_frame *f)
+{
+        uint32_t n = 0;
+        uint64_t context = PERF_CONTEXT_USER;
+        bool in_kernel = (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+        uint32_t first_real;
+        const uint64_t *user = NULL;
+        size_t n_user = 0;
+
+        /* Time spent in the kernel with kernel frames excluded: one synthetic leaf. */
+        if (in_kernel && !w->cfg->kernel_frames)
+                f[n++] = (struct fp_frame){.flags = FP_FRAME_KERNEL_TIME};
+        first_real = n;
+
+        for (uint64_t i = 0; i < s->nr && n < FP_STACKWALK_MAX_FRAMES; i++) {
+                uint64_t ip = s->ips[i];
+                if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
+                        context = ip;
+                        if (context == PERF_CONTEXT_USER && w->cfg->stack_bytes) {
+                                /* The user part is unwound (or fixed up) below. */
+                                user = s->ips + i + 1;
+                                n_user = s->nr - i - 1;
+                                break;
+                        }
+                        continue;
+                }
+                if (context != PERF_CONTEXT_USER && context != PERF_CONTEXT_KERNEL)
+                        continue;
+                if (context == PERF_CONTEXT_KERNEL && !w->cfg->kernel_frames)
+                        continue;
+                f[n] = code_frame(n, ip);
+                n++;
+        }
+        if (w->cfg->stack_bytes && (s->has_regs || user))
+                n = user_frames(w, s, f, n, user, n_user);
+        if (n == first_real) {
+                /* No callchain: keep the sample at its ip (or as [unknown]) rather than drop it. */
+                w->st->unwind_empty++;
+                if (n == 0 || (s->ip && w->cfg->kernel_frames))
+                        f[n++] = (struct fp_frame){.addr = s->ip};
+        }
+        return n;
+}

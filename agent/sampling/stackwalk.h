@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A sample's stack, as frames of one process: the kernel's callchain
+ * (kernel frames when the configuration keeps them, else one synthetic
+ * "[kernel]" leaf for time spent there), then the user part, unwound from
+ * the sample's registers and stack copy (auto, dwarf) or taken from the
+ * frame-pointer chain with a frameless leaf's caller put back (fp). Frames
+ * are return addresses stepped back into their call, the leaf excepted;
+ * a stack that could not be unwound to its thread's root ends in a
+ * FP_FRAME_TRUNCATED frame. What happened is counted in *st.
+ */
+#pragma once
+
+#include "aggregate.h"
+#include "perf.h"
+#include "samplestats.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define FP_STACKWALK_MAX_FRAMES 512
+
+struct fp_maps;
+
+/* One process's walker: what its samples are unwound and resolved against. */
+struct fp_stackwalk {
+        struct fp_maps *maps;
+        const struct fp_perf_config *cfg; /* kernel_frames, unwind, stack_bytes */
+        struct fp_target_stats *st;       /* unwinding figures and unresolved frames */
+        bool may_reload;                  /* a miss may re-read /proc/PID/maps (live processes) */
+        uint64_t maps_reload_ns;          /* the last such re-read */
+};
+
+/*
+ * Fills f (FP_STACKWALK_MAX_FRAMES at most) with s's stack, leaf first, and
+ * returns how many frames. Never 0: a sample without a usable callchain is
+ * kept at its ip (or as an unknown frame) and counted as unwind_empty.
+ */
+uint32_t fp_stackwalk(struct fp_stackwalk *w, const struct fp_perf_sample *s, struct fp_frame *f);
+/*
+ * The aggregator's resolve callback (aggregate.h; userdata: the walker):
+ * each frame's mapping, its symbols loaded while the file is surely there.
+ */
+void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n);
