@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "control.h"
 #include "core.h"
+#include "unwind.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -58,6 +59,10 @@ static const struct fp_conf_key agent_keys[] = {
      "track threads with perf fork records and /proc rescans, not the BPF tracker"},
     {"metrics-listen", FP_CONF_STRING, NULL, 0, 0, "ADDR:PORT",
      "serve the agent's metrics on GET /metrics here (Prometheus)"},
+    {"host", FP_CONF_BOOL, "false", 0, 0, NULL,
+     "the host tier: sample every process, one cpu-clock event per CPU"},
+    {"host-freq", FP_CONF_UINT, "19", 1, 1000, "HZ", "the host tier's samples per second per CPU"},
+    {"host-kernel", FP_CONF_BOOL, "false", 0, 0, NULL, "kernel frames in the host tier's stacks"},
     {"target", FP_CONF_LIST, NULL, 0, 0, "RULE",
      "a rule: what agentctl start takes after 'start' for one"},
 };
@@ -162,6 +167,10 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .no_bpf = fp_conf_bool(conf, "no-bpf"),
             .max_threads = (unsigned)fp_conf_uint(conf, "max-threads"),
             .keep_exited_s = (unsigned)fp_conf_uint(conf, "keep-exited"),
+            .host = fp_conf_bool(conf, "host"),
+            .host_cfg = {.freq = fp_conf_uint(conf, "host-freq"),
+                         .kernel_frames = fp_conf_bool(conf, "host-kernel"),
+                         .unwind = FP_UNWIND_AUTO},
         };
         opt->rules = fp_conf_list(conf, "target", &opt->n_rules);
         *ret_socket = fp_conf_string(conf, "socket");

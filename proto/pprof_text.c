@@ -389,6 +389,80 @@ out:
         return r;
 }
 
+struct service_row {
+        uint32_t name;
+        int64_t value;
+};
+
+static int service_cmp(const void *a, const void *b)
+{
+        const struct service_row *x = a, *y = b;
+
+        if (x->value != y->value)
+                return x->value > y->value ? -1 : 1;
+        return x->name < y->name ? -1 : x->name > y->name;
+}
+
+/*
+ * Per-service shares (the host tier's "which services burn the CPU"); nothing
+ * unless samples carry two services or more. Past 256 services the rest are
+ * one "(other services)" row.
+ */
+static int write_services(const struct fp_pprof *p, size_t vi, FILE *out)
+{
+        enum { MAX_SERVICES = 256 };
+        uint32_t key = fp_pp_find_str(p, "service");
+        const char *unit = fp_pp_str(p, p->types[vi].unit);
+        struct service_row *rows;
+        int64_t other = 0;
+        size_t n = 0;
+
+        if (key == FP_PP_NOSTR)
+                return 0;
+        rows = calloc(MAX_SERVICES, sizeof(*rows));
+        if (!rows)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_samples; i++) {
+                const struct fp_pp_sample *s = &p->samples[i];
+                int64_t v = p->values[i * p->n_types + vi];
+                uint32_t name = FP_PP_NOSTR;
+                size_t k;
+
+                for (size_t j = 0; j < s->n_labels; j++) {
+                        const struct fp_pp_label *l = &p->sample_labels[s->label_off + j];
+                        if (l->key == key && l->str != FP_PP_NOSTR)
+                                name = l->str;
+                }
+                for (k = 0; k < n && rows[k].name != name; k++)
+                        ;
+                if (k == n && n == MAX_SERVICES) {
+                        other = fp_pp_add_sat(other, v);
+                        continue;
+                }
+                if (k == n)
+                        rows[n++] = (struct service_row){.name = name};
+                rows[k].value = fp_pp_add_sat(rows[k].value, v);
+        }
+        if (n + (other != 0) >= 2) {
+                qsort(rows, n, sizeof(*rows), service_cmp);
+                fprintf(out, "\nServices:\n%10s %6s  %s\n", "value", "share", "service");
+                for (size_t i = 0; i <= n; i++) {
+                        int64_t v = i < n ? rows[i].value : other;
+                        char b[64];
+                        if (v == 0)
+                                continue;
+                        fmt_value(b, sizeof(b), v, unit);
+                        fprintf(out, "%10s %5.2f%%  ", b, share(v, p->totals[vi]));
+                        put_name(out, i == n                        ? "(other services)"
+                                      : rows[i].name == FP_PP_NOSTR ? "[no service]"
+                                                                    : fp_pp_str(p, rows[i].name));
+                        fputc('\n', out);
+                }
+        }
+        free(rows);
+        return 0;
+}
+
 int fp_pprof_write_top(const struct fp_pprof *p, size_t value_index, size_t n, FILE *out)
 {
         struct top t = {.p = p};
@@ -439,7 +513,9 @@ int fp_pprof_write_top(const struct fp_pprof *p, size_t value_index, size_t n, F
                 put_name(out, t.names->strs[order[i]].s);
                 fputc('\n', out);
         }
-        r = write_threads(p, value_index, out);
+        r = write_services(p, value_index, out);
+        if (r >= 0)
+                r = write_threads(p, value_index, out);
         if (r >= 0 && (fflush(out) != 0 || ferror(out)))
                 r = -EIO;
 out:

@@ -208,9 +208,9 @@ static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const
                                        "'.', '-', '_')");
                 return copy_text(name, v, m->host, sizeof(m->host), true, err, errlen);
         case P_PID:
-                if (parse_i64(v, 1, INT_MAX, &n) < 0)
+                if (parse_i64(v, 0, INT_MAX, &n) < 0)
                         return fp_errf(err, errlen, -EINVAL,
-                                       "parameter 'pid' must be an integer from 1 to %d", INT_MAX);
+                                       "parameter 'pid' must be an integer from 0 to %d", INT_MAX);
                 m->pid = (pid_t)n;
                 return 0;
         case P_STARTTIME:

@@ -230,7 +230,7 @@ int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_ta
         bool is_new;
         int r;
 
-        if (t->pid <= 0)
+        if (t->pid < 0) /* 0: a host-tier series of many processes */
                 return -EINVAL;
         if (!host) {
                 if (gethostname(hostname, sizeof(hostname)) < 0)

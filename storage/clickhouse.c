@@ -1252,6 +1252,8 @@ static void meta_where(struct buf *q, const struct fp_store_filter *f, bool with
         }
         if (f->pid)
                 buf_printf(q, " AND m_pid = %d", (int)f->pid);
+        if (f->tier)
+                buf_printf(q, " AND m_pid %s 0", f->tier == FP_STORE_TIER_HOST ? "=" : "!=");
         if (f->starttime)
                 buf_printf(q, " AND m_starttime = %" PRIu64, f->starttime);
         if (f->process) {

@@ -39,6 +39,7 @@ void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f)
                 sqlite3_bind_text(st, 9, f->service, -1, SQLITE_STATIC);
         else
                 sqlite3_bind_null(st, 9);
+        sqlite3_bind_int(st, 11, f->tier);
 }
 
 const char *fp_store_col_text(sqlite3_stmt *st, int i)

@@ -342,7 +342,16 @@ struct fp_store_filter {
         const char *thread_name;
         int64_t since_ns, until_ns;
         int64_t bucket_min, bucket_max;
+        /*
+         * Which tier's series: FP_STORE_TIER_ANY, _HOST (the host tier's
+         * series of many processes, stored with pid 0) or _TARGETS (one
+         * process each).
+         */
+        int tier;
 };
+#define FP_STORE_TIER_ANY     0
+#define FP_STORE_TIER_HOST    1
+#define FP_STORE_TIER_TARGETS 2
 
 /*
  * Adds every sample that matches f (one event: f->event, or the event

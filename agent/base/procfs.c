@@ -9,6 +9,7 @@
 #include <time.h>
 #include <stdio.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 
 int fp_proc_read_line(const char *path, char *buf, size_t len)
@@ -88,4 +89,30 @@ uint64_t fp_proc_self_cpu_ns(void)
         if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
                 return 0;
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup, or on a
+ * "hybrid" system beside the v1 controllers (/sys/fs/cgroup/unified).
+ * NULL when it is not mounted.
+ */
+const char *fp_proc_cgroup2_root(char *buf, size_t len)
+{
+        char line[PATH_MAX + 256], dev[64], dir[PATH_MAX], type[64];
+        FILE *f = fopen("/proc/self/mounts", "re");
+        const char *found = NULL;
+
+        if (!f)
+                return NULL;
+        while (fgets(line, sizeof(line), f)) {
+                if (sscanf(line, "%63s %4095s %63s", dev, dir, type) != 3 ||
+                    strcmp(type, "cgroup2") != 0)
+                        continue;
+                if (!found || strcmp(dir, "/sys/fs/cgroup") == 0) {
+                        snprintf(buf, len, "%s", dir);
+                        found = buf;
+                }
+        }
+        fclose(f);
+        return found;
 }

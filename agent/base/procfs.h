@@ -25,3 +25,9 @@ uint64_t fp_proc_self_rss(void);
 uint64_t fp_proc_self_cpu_ns(void);
 /* The thread's name (/proc/PID/task/TID/comm; TID == PID: the process's). */
 int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+/*
+ * Where the cgroup v2 hierarchy is mounted into buf: /sys/fs/cgroup, or on
+ * a "hybrid" system beside the v1 controllers (/sys/fs/cgroup/unified).
+ * NULL when it is not mounted.
+ */
+const char *fp_proc_cgroup2_root(char *buf, size_t len);

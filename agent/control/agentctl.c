@@ -55,17 +55,24 @@ static void usage(FILE *f)
                 "        directory; samples are stored under the service NAME (default: the\n"
                 "        unit, the executable's or the cgroup's name), across restarts;\n"
                 "        at most N processes at once (default 64)\n"
-                "  stop PID | stop --rule ID\n"
-                "        stop sampling PID (its samples stay in the store), or end a rule and\n"
-                "        its processes\n"
+                "  start --host [--freq HZ] [--kernel] [--unwind fp|dwarf|auto]\n"
+                "        the host tier (root): every process on the host, one cpu-clock event\n"
+                "        per CPU at HZ per CPU (default 19), labelled by service (systemd\n"
+                "        unit, else container, else executable); a process a target or rule\n"
+                "        profiles is counted once, by the target\n"
+                "  stop PID | stop --rule ID | stop --host\n"
+                "        stop sampling PID (its samples stay in the store), end a rule and\n"
+                "        its processes, or stop the host tier\n"
                 "  status [--json]\n"
                 "        rules, targets, threads, samples and lost records\n"
-                "  dump [PID | --service NAME] [--since DURATION] [--event EVENT]\n"
+                "  dump [PID | --service NAME | --host [--service NAME]] [--since DURATION]\n"
+                "       [--event EVENT]\n"
                 "       [--format pprof|top|folded] [-o FILE] [--store PATH]\n"
                 "        the profile (pprof: gzip profile.proto for go tool pprof); --since 15m\n"
                 "        limits it to recent buckets (s, m, h, d); --store reads the agent's\n"
                 "        store file directly, also when the agent is not running; --service\n"
-                "        merges every process of a rule's service, past and present\n"
+                "        merges every process of a rule's service, past and present; --host\n"
+                "        the host tier's samples (of one service with --service)\n"
                 "\n"
                 "  flush\n"
                 "        close the open bucket and upload to the collector now\n"
@@ -271,12 +278,16 @@ static int parse_duration(const char *s, uint64_t *ret)
  * dump --store PATH: reads the store file directly, without the agent.
  * Returns the exit status.
  */
-static int dump_from_store(const char *path, pid_t pid, const char *service, const char *event,
-                           uint64_t since_s, const char *format, const char *out_path)
+static int dump_from_store(const char *path, pid_t pid, const char *service, bool host,
+                           const char *event, uint64_t since_s, const char *format,
+                           const char *out_path)
 {
         struct fp_store *st = NULL;
         struct fp_pprof *p = NULL;
-        struct fp_store_filter f = {.pid = pid, .service = service, .event = event};
+        struct fp_store_filter f = {.pid = pid,
+                                    .service = service,
+                                    .event = event,
+                                    .tier = host ? FP_STORE_TIER_HOST : FP_STORE_TIER_ANY};
         char err[256] = "";
         FILE *out = stdout;
         int r, status = 1;
@@ -301,7 +312,7 @@ static int dump_from_store(const char *path, pid_t pid, const char *service, con
                 goto out;
         }
         if (r == 0) {
-                fail(1, "no samples in '%s'%s", path,
+                fail(1, "no samples in '%s'%s%s", path, host ? " of the host tier" : "",
                      pid       ? " for that process"
                      : service ? " for that service"
                                : "");
@@ -422,7 +433,7 @@ int main(int argc, char **argv)
         const char *store_path = NULL, *format = "pprof", *event = NULL, *pid_arg = NULL;
         const char *service = NULL;
         const struct fp_start_option *o;
-        bool have_rule = false;
+        bool have_rule = false, have_host = false;
         uint64_t since_s = 0;
 
         for (; i < argc; i++) {
@@ -483,6 +494,10 @@ int main(int argc, char **argv)
                         if (!strcmp(o->key, "name") || !strcmp(o->key, "exe") ||
                             !strcmp(o->key, "unit") || !strcmp(o->key, "cgroup"))
                                 have_rule = true;
+                } else if ((is_start || is_dump || strcmp(cmd, "stop") == 0) &&
+                           strcmp(a, "--host") == 0) {
+                        ADD("host", "1");
+                        have_host = true;
                 } else if (strcmp(cmd, "stop") == 0 && strcmp(a, "--rule") == 0 && v) {
                         if (!is_number(v, INT64_MAX)) {
                                 free(q);
@@ -528,12 +543,16 @@ int main(int argc, char **argv)
                                     cmd);
                 }
         }
-        if (want_pid && !have_pid && !have_rule) {
+        if (have_host && (have_pid || have_rule)) {
+                free(q);
+                return fail(2, "--host and %s exclude each other", have_pid ? "a PID" : "a rule");
+        }
+        if (want_pid && !have_pid && !have_rule && !have_host) {
                 free(q);
                 return fail(2, "%s needs a PID%s", cmd,
                             strcmp(cmd, "start") == 0
-                                ? ", or --name, --exe, --unit or --cgroup for a rule"
-                                : " or --rule ID");
+                                ? ", or --name, --exe, --unit or --cgroup for a rule, or --host"
+                                : ", --rule ID or --host");
         }
         if (have_pid && have_rule) {
                 free(q);
@@ -552,7 +571,7 @@ int main(int argc, char **argv)
         if (store_path) {
                 free(q);
                 return dump_from_store(store_path, pid_arg ? (pid_t)atoi(pid_arg) : 0, service,
-                                       event, since_s, format, out_path);
+                                       have_host, event, since_s, format, out_path);
         }
         st = transact(socket_path, q, out_path);
         free(q);

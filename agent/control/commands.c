@@ -10,6 +10,7 @@
 #include "core.h"
 #include "counters.h"
 #include "export.h"
+#include "host.h"
 #include "escape.h"
 #include "pprof.h"
 #include "metrics.h"
@@ -86,6 +87,50 @@ static void start_rule(struct fp_core *s, struct fp_control_client *c,
                 fp_core_has_store(s) ? "" : " (no store: the rule ends with the agent)");
 }
 
+/* The keys a host tier's start may carry besides cmd and host. */
+static const char *const host_keys[] = {"cmd", "host", "freq", "kernel", "unwind", NULL};
+
+static void start_host(struct fp_core *s, struct fp_control_client *c,
+                       const struct fp_ctl_request *q)
+{
+        struct fp_host_config cfg = {.freq = FP_HOST_DEFAULT_FREQ, .unwind = FP_UNWIND_AUTO};
+        const char *freq = fp_ctl_request_get(q, "freq"), *unwind = fp_ctl_request_get(q, "unwind");
+        struct fp_host_stats hs;
+        char err[512];
+        uint64_t hz;
+
+        if (fp_control_cred(c)->uid != 0)
+                return fp_control_error(c, "only root may start the host tier: it samples every "
+                                           "user's processes");
+        for (size_t i = 0; i < q->n; i++) {
+                const char *const *k = host_keys;
+                while (*k && strcmp(*k, q->keys[i]) != 0)
+                        k++;
+                if (!*k)
+                        return fp_control_error(
+                            c, "--%s does not go with --host (it takes --freq, --kernel, --unwind)",
+                            q->keys[i]);
+        }
+        if (freq) {
+                if (fp_parse_uint(freq, 1, FP_HOST_MAX_FREQ, &hz) < 0)
+                        return fp_control_error(c,
+                                                "invalid --freq '%s' for the host tier: 1 to %d Hz",
+                                                freq, FP_HOST_MAX_FREQ);
+                cfg.freq = hz;
+        }
+        if (unwind && fp_unwind_mode_parse(unwind, &cfg.unwind) < 0)
+                return fp_control_error(c, "invalid --unwind '%s': fp, dwarf or auto", unwind);
+        cfg.kernel_frames = fp_ctl_request_get(q, "kernel") != NULL;
+        if (fp_core_start_host(s, &cfg, err, sizeof(err)) < 0)
+                return fp_control_error(c, "cannot start the host tier: %s", err);
+        fp_host_stats(fp_core_host(s), &hs);
+        fprintf(fp_control_out(c),
+                "host tier: sampling every process on %u CPU%s with cpu-clock at %" PRIu64
+                " Hz per CPU%s; processes a target profiles are counted once, by the target\n",
+                hs.cpus, hs.cpus == 1 ? "" : "s", cfg.freq,
+                cfg.kernel_frames ? ", kernel frames included" : "");
+}
+
 static void cmd_start(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
 {
         struct fp_core *s = userdata;
@@ -99,6 +144,8 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         pid_t pid = 0;
         char err[512];
 
+        if (fp_ctl_request_get(q, "host"))
+                return start_host(s, c, q);
         if (fp_rule_requested(q))
                 return start_rule(s, c, q);
         if (arg_pid(pid_s, &pid) < 0)
@@ -183,6 +230,21 @@ static void cmd_stop(void *userdata, struct fp_control_client *c, const struct f
         char comm[128];
         pid_t pid = 0;
 
+        if (fp_ctl_request_get(q, "host")) {
+                struct fp_host_stats hs;
+                if (uid != 0)
+                        return fp_control_error(c, "only root may stop the host tier");
+                if (!fp_core_host(s))
+                        return fp_control_error(c, "the host tier is not running");
+                fp_host_drain(fp_core_host(s));
+                fp_host_stats(fp_core_host(s), &hs);
+                fp_core_stop_host(s);
+                fprintf(out,
+                        "stopped the host tier: %" PRIu64 " samples of %" PRIu64 " processes%s\n",
+                        hs.st.samples, hs.procs_from_ring + hs.procs_from_proc,
+                        fp_core_has_store(s) ? "; its profiles stay in the store" : "");
+                return;
+        }
         if (rule_s) {
                 uint64_t id;
                 if (fp_parse_uint(rule_s, 1, INT64_MAX, &id) < 0)
@@ -359,6 +421,64 @@ static void on_dump_done(void *userdata, struct fp_pprof *p, int error, const ch
         fp_control_finish(c);
 }
 
+/* dump --host [--service S]: the host tier's open bucket and its stored series. */
+static void dump_host(struct fp_core *s, struct fp_control_client *c,
+                      const struct fp_ctl_request *q, struct fp_pprof *p, const char *format,
+                      const char *service, const char *since)
+{
+        struct fp_store_filter f = {
+            .tier = FP_STORE_TIER_HOST, .service = service, .event = "cpu-clock"};
+        uint64_t since_s = 0;
+        bool open = false;
+        int e;
+
+        (void)q;
+        fp_pprof_add_sample_type(p, "samples", "count");
+        fp_pprof_add_sample_type(p, "cpu", "nanoseconds");
+        fp_pprof_set_default_sample_type(p, "cpu");
+        fp_pprof_set_period(p, "cpu", "nanoseconds", 1);
+        if (fp_core_host(s)) {
+                const struct fp_host_config *hc = fp_host_config(fp_core_host(s));
+                char line[160];
+                e = fp_export_host_pprof(fp_core_host(s), p, service);
+                if (e < 0) {
+                        fp_pprof_free(p);
+                        return fp_control_error(c, "cannot build the profile: %s", strerror(-e));
+                }
+                snprintf(line, sizeof(line),
+                         "host tier: every process, cpu-clock at %" PRIu64 " Hz per CPU", hc->freq);
+                fp_pprof_add_comment(p, line);
+                int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
+                fp_pprof_set_time(p, fp_core_bucket_start_ns(s), now - fp_core_bucket_start_ns(s));
+                open = true;
+        }
+        if (since && fp_parse_uint(since, 1, UINT32_MAX, &since_s) == 0)
+                f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;
+        struct dump_wait *w = calloc(1, sizeof(*w));
+        if (!w) {
+                fp_pprof_free(p);
+                return fp_control_error(c, "out of memory");
+        }
+        w->c = c;
+        snprintf(w->format, sizeof(w->format), "%s", format);
+        e = fp_core_submit_dump(s, &f, p, on_dump_done, w);
+        if (e == 0) {
+                fp_control_defer(c);
+                return;
+        }
+        free(w);
+        if (e != -ENODEV) {
+                fp_pprof_free(p);
+                return fp_control_error(c, "cannot queue the dump: %s", strerror(-e));
+        }
+        if (!open) {
+                fp_pprof_free(p);
+                return fp_control_error(c, "the host tier is not running (and there is no store)");
+        }
+        dump_finish(c, format, p);
+        fp_pprof_free(p);
+}
+
 static void cmd_dump(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
 {
         struct fp_core *s = userdata;
@@ -368,6 +488,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         const char *event = fp_ctl_request_get(q, "event");
         const char *since = fp_ctl_request_get(q, "since");
         const char *service = fp_ctl_request_get(q, "service");
+        bool host = fp_ctl_request_get(q, "host") != NULL;
         struct fp_store_filter f = {0};
         struct fp_pprof *p;
         struct fp_target *first = NULL;
@@ -414,12 +535,19 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         if (service && uid != 0 && !fp_core_user_has_service(s, uid, service))
                 return fp_control_error(
                     c, "permission denied: service %s is not one of your rules'", service);
+        if (host && (uid != 0 || pid))
+                return fp_control_error(c, uid != 0 ? "only root may dump the host tier"
+                                                    : "a PID and --host exclude each other");
+        if (host && event && strcmp(event, "cpu-clock") != 0)
+                return fp_control_error(c, "the host tier samples cpu-clock only");
         if (!pid && !service && uid != 0)
                 return fp_control_error(c, "only root may dump every process: give a PID");
 
         p = fp_pprof_new();
         if (!p)
                 return fp_control_error(c, "out of memory");
+        if (host)
+                return dump_host(s, c, q, p, format, service, since);
         /* The open buckets of the live targets that match. */
         for (size_t i = 0; i < fp_core_n_targets(s); i++) {
                 struct fp_target *t = fp_core_target_at(s, i)->t;

@@ -359,6 +359,51 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_uint(&j, st->children_not_followed);
         fp_json_end_object(&j);
 
+        fp_json_key(&j, "host_tier");
+        if (!st->host_on) {
+                fp_json_null(&j);
+        } else {
+                const struct fp_host_stats *h = &st->host;
+                fp_json_begin_object(&j);
+                const struct {
+                        const char *key;
+                        uint64_t v;
+                } hs[] = {
+                    {"freq", st->host_cfg.freq},
+                    {"cpus", h->cpus},
+                    {"samples", h->st.samples},
+                    {"idle", h->idle},
+                    {"covered_by_target", h->covered},
+                    {"process_unknown", h->unknown},
+                    {"process_table_full", h->table_full},
+                    {"lost", h->st.lost},
+                    {"throttled", h->st.throttled},
+                    {"sideband_lost", h->sideband_lost},
+                    {"processes", h->procs},
+                    {"processes_from_ring", h->procs_from_ring},
+                    {"processes_from_proc", h->procs_from_proc},
+                    {"processes_forgotten", h->procs_forgotten},
+                    {"cgroups", h->cgroups},
+                    {"unwound_root", h->st.unwound_root},
+                    {"unwind_failed", h->st.unwind_failed},
+                    {"stack_copy_short", h->st.stack_copy_short},
+                };
+                for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
+                        fp_json_key(&j, hs[i].key);
+                        fp_json_uint(&j, hs[i].v);
+                }
+                fp_json_key(&j, "kernel");
+                fp_json_bool(&j, st->host_cfg.kernel_frames);
+                fp_json_key(&j, "drops");
+                fp_json_begin_object(&j);
+                for (size_t i = 0; i < st->n_host_drops; i++) {
+                        fp_json_key(&j, st->host_drops[i].reason);
+                        fp_json_uint(&j, st->host_drops[i].count);
+                }
+                fp_json_end_object(&j);
+                fp_json_end_object(&j);
+        }
+
         fp_json_key(&j, "targets");
         fp_json_begin_array(&j);
         for (size_t i = 0; i < st->n_targets; i++)
@@ -437,6 +482,25 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         else
                 fprintf(out, "thread tracker: perf-fork (fallback: %s)\n",
                         TERM(st->tracker_reason, e1));
+        if (st->host_on) {
+                const struct fp_host_stats *h = &st->host;
+                uint64_t all = h->st.samples + h->idle + h->covered + h->unknown + h->table_full;
+                fprintf(out,
+                        "host tier: cpu-clock at %" PRIu64 " Hz on %u CPUs%s: %" PRIu64
+                        " samples of %u processes (%" PRIu64 " learnt from the ring, %" PRIu64
+                        " from /proc), idle %.1f%%",
+                        st->host_cfg.freq, h->cpus, st->host_cfg.kernel_frames ? " (kernel)" : "",
+                        h->st.samples, h->procs, h->procs_from_ring, h->procs_from_proc,
+                        all ? 100.0 * (double)h->idle / (double)all : 0.0);
+                if (h->covered)
+                        fprintf(out, ", %" PRIu64 " counted by targets (covered_by_target)",
+                                h->covered);
+                for (size_t i = 0; i < st->n_host_drops; i++)
+                        fprintf(out, "%s%s %" PRIu64,
+                                i ? ", " : "; not kept: ", st->host_drops[i].reason,
+                                st->host_drops[i].count);
+                fputc('\n', out);
+        }
         for (size_t i = 0; i < st->n_rules; i++) {
                 const struct fp_core_rule_status *rs = &st->rules[i];
                 char desc[FP_RULE_MATCH_MAX + 32];

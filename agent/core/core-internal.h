@@ -68,6 +68,9 @@ struct fp_core {
         char stored_drop_names[FP_CORE_MAX_DROPS][32];
         size_t n_stored_drops;
 
+        /* The host tier (core-host.c), NULL when off. */
+        struct fp_host *host;
+
         /* Rules (core-rules.c). */
         struct core_rule *rules;
         size_t n_rules, cap_rules;
@@ -89,6 +92,50 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
                                  struct fp_target **ret, char *err, size_t err_len);
 /* Whether a batch still on its way to the writer holds the target's last bucket. */
 bool fp_core_in_flight(const struct fp_core *s, pid_t pid, uint64_t starttime);
+
+/*
+ * A batch on its way to the store: which target of the agent each target
+ * index of the batch was, and the drops each carried into it; and which
+ * were the host tier's series. Until the writer answers, those drops are
+ * "in flight": status adds them (they are neither open nor stored), and a
+ * failed write charges them again, with the batch's samples, so no count
+ * is lost however often writes fail.
+ */
+#define CTX_MAX_DROPS FP_TARGET_MAX_DROPS
+struct batch_ctx {
+        struct batch_ctx *next; /* in flight, oldest first */
+        uint32_t *host_idx;     /* the host tier's series in the batch */
+        size_t n_host_idx;
+        size_t n_host_drops;
+        struct {
+                char reason[32];
+                uint64_t count;
+        } host_drops[FP_HOST_MAX_DROPS];
+        size_t n;
+        struct {
+                pid_t pid;
+                uint64_t starttime;
+                uint32_t idx;
+                size_t n_drops;
+                struct {
+                        char reason[32];
+                        uint64_t count;
+                } drops[CTX_MAX_DROPS];
+        } t[];
+};
+
+/* ---- core-host.c: called by core.c, calling nothing of it ---- */
+
+/* Adds the host tier's open bucket (when it runs) to b; notes its series in ctx. */
+void fp_core_host_close_bucket(struct fp_core *s, struct fp_store_batch *b, struct batch_ctx *ctx);
+/* A batch that could not be stored: its host series' samples and drops go to the next bucket. */
+void fp_core_host_charge(struct fp_core *s, struct batch_ctx *ctx, struct fp_store_batch *b,
+                         const char *reason);
+/* The host tier's part of a status snapshot. */
+void fp_core_host_status(struct fp_core *s, struct fp_core_status *st);
+/* Starts the host tier (no bucket to write first). */
+int fp_core_host_start(struct fp_core *s, const struct fp_host_config *cfg, char *err,
+                       size_t err_len);
 
 /* ---- core-rules.c ---- */
 

@@ -98,29 +98,6 @@ int fp_core_start_target(struct fp_core *s, pid_t pid, const struct fp_perf_conf
 
 /* ---- buckets ---- */
 
-/*
- * A batch on its way to the store: which target of the agent each target
- * index of the batch was, and the drops each carried into it. Until the
- * writer answers, those drops are "in flight": status adds them (they are
- * neither open nor stored), and a failed write charges them again, with
- * the batch's samples, so no count is lost however often writes fail.
- */
-#define CTX_MAX_DROPS FP_TARGET_MAX_DROPS
-struct batch_ctx {
-        struct batch_ctx *next; /* in flight, oldest first */
-        size_t n;
-        struct {
-                pid_t pid;
-                uint64_t starttime;
-                uint32_t idx;
-                size_t n_drops;
-                struct {
-                        char reason[32];
-                        uint64_t count;
-                } drops[CTX_MAX_DROPS];
-        } t[];
-};
-
 bool fp_core_in_flight(const struct fp_core *s, pid_t pid, uint64_t starttime)
 {
         for (const struct batch_ctx *ctx = s->in_flight; ctx; ctx = ctx->next)
@@ -157,6 +134,7 @@ static void charge_batch(struct fp_core *s, struct batch_ctx *ctx, struct fp_sto
                         fp_target_charge_drop(at->t, ctx->t[i].drops[k].reason,
                                               ctx->t[i].drops[k].count);
         }
+        fp_core_host_charge(s, ctx, b, reason);
         s->buckets_failed++;
 }
 
@@ -172,7 +150,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
         struct batch_ctx *ctx;
         size_t n = only ? 1 : s->n_targets;
 
-        if (!s->writer || n == 0)
+        if (!s->writer || (n == 0 && !s->host))
                 return;
         b = fp_store_batch_new(s->bucket_start_ns,
                                now > s->bucket_start_ns ? now - s->bucket_start_ns : 1);
@@ -221,6 +199,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                 }
         }
         if (!only) {
+                fp_core_host_close_bucket(s, b, ctx);
                 s->bucket_start_ns = now;
                 /* What profiling cost over the bucket: the agent's CPU since the last one. */
                 uint64_t cpu = fp_proc_self_cpu_ns();
@@ -230,7 +209,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
                 s->cost_cpu_ns = cpu;
                 fp_store_batch_set_cost(b, &cost);
         }
-        if (ctx->n == 0) {
+        if (ctx->n == 0 && ctx->n_host_idx == 0) {
                 fp_store_batch_free(b);
                 free(ctx);
                 return;
@@ -239,6 +218,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
         if (r < 0) {
                 charge_batch(s, ctx, b, "queue_full");
                 fp_store_batch_free(b);
+                free(ctx->host_idx);
                 free(ctx);
                 return;
         }
@@ -366,6 +346,8 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
                         for (size_t k = 0; k < ctx->t[i].n_drops; k++)
                                 count_stored_drop(s, ctx->t[i].drops[k].reason,
                                                   ctx->t[i].drops[k].count);
+                for (size_t k = 0; k < ctx->n_host_drops; k++)
+                        count_stored_drop(s, ctx->host_drops[k].reason, ctx->host_drops[k].count);
         }
         if (r->have_stats) {
                 s->have_stats = true;
@@ -383,6 +365,7 @@ static void on_writer_done(void *userdata, const struct fp_writer_result *r)
                 }
         }
         fp_store_batch_free(r->batch);
+        free(ctx->host_idx);
         free(ctx);
         forget_finished(s);
 }
@@ -627,6 +610,12 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
         s->next_rule_id = 1;
         open_store(s);
         fp_core_rules_from_config(s);
+        if (opt->host) {
+                char herr[256];
+                int r = fp_core_host_start(s, &opt->host_cfg, herr, sizeof(herr));
+                if (r < 0)
+                        fp_log(LOG_ERR, "Failed to start the host tier: %s", herr);
+        }
         arm_bucket_timer(s);
         if (opt->collector_url) {
                 struct fp_upload_options uo = {.url = opt->collector_url,
@@ -656,6 +645,7 @@ void fp_core_free(struct fp_core *s)
         fp_uploader_close(s->uploader);
         close_buckets(s, NULL, true);
         fp_writer_free(s->writer); /* writes what is queued, answers waiting dumps */
+        fp_host_free(s->host);
         fp_uploader_free(s->uploader);
         for (size_t i = 0; i < s->n_targets; i++)
                 fp_target_free(s->targets[i].t);
@@ -762,6 +752,32 @@ static void on_flush_stored(void *userdata, const struct fp_writer_result *res)
                          "(--collector URL), so nothing was uploaded");
         fr->done(fr->userdata, res->error >= 0, msg);
         free(fr);
+}
+
+int fp_core_start_host(struct fp_core *s, const struct fp_host_config *cfg, char *err,
+                       size_t err_len)
+{
+        if (s->host) {
+                snprintf(err, err_len, "the host tier is running already (at %" PRIu64 " Hz)",
+                         fp_host_config(s->host)->freq);
+                return -EALREADY;
+        }
+        return fp_core_host_start(s, cfg, err, err_len);
+}
+
+int fp_core_stop_host(struct fp_core *s)
+{
+        if (!s->host)
+                return -ENOENT;
+        close_buckets(s, NULL, true); /* its last bucket, with every target's */
+        fp_host_free(s->host);
+        s->host = NULL;
+        return 0;
+}
+
+struct fp_host *fp_core_host(struct fp_core *s)
+{
+        return s->host;
 }
 
 int fp_core_flush(struct fp_core *s, fp_core_flush_fn done, void *userdata)
@@ -912,6 +928,11 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         st.stored_drops = s->stored_drops;
         st.n_stored_drops = s->n_stored_drops;
         st.evicted_buckets = s->stats.evicted_buckets;
+        fp_core_host_status(s, &st);
+        if (uid != 0) {
+                st.n_host_drops = 0;
+                memset(&st.host, 0, sizeof(st.host));
+        }
         if (fp_core_rules_status(s, uid, &st) < 0) {
                 fp_core_status_free(&st);
                 return -ENOMEM;

@@ -19,6 +19,7 @@
  */
 #pragma once
 
+#include "host.h"
 #include "perf.h"
 #include "target.h"
 #include "upload.h"
@@ -45,6 +46,9 @@ struct fp_core_options {
         bool no_bpf;            /* --no-bpf: track threads with the perf FORK-record fallback */
         unsigned max_threads;   /* --max-threads: threads sampled per target at most, 0: none */
         unsigned keep_exited_s; /* --keep-exited: an exited PID target stays this long, 0: 60 */
+        /* The host tier from the start (host = on; --host ...), and how. */
+        bool host;
+        struct fp_host_config host_cfg;
         /* The configuration file's rules: "target =" lines (rule.h), checked already. */
         const char *const *rules;
         size_t n_rules;
@@ -126,6 +130,19 @@ int fp_core_submit_dump(struct fp_core *core, const struct fp_store_filter *f, s
  */
 typedef void (*fp_core_flush_fn)(void *userdata, bool ok, const char *message);
 int fp_core_flush(struct fp_core *core, fp_core_flush_fn done, void *userdata);
+
+/* ---- the host tier (core-host.c) ---- */
+
+/*
+ * Starts the host tier (host.h) with cfg; -EALREADY when it runs (with
+ * another configuration: stop it first), other -errno with one line in err.
+ */
+int fp_core_start_host(struct fp_core *core, const struct fp_host_config *cfg, char *err,
+                       size_t err_len);
+/* Writes the host tier's open bucket and stops it; -ENOENT when it is not running. */
+int fp_core_stop_host(struct fp_core *core);
+/* The host tier, or NULL when it is off. */
+struct fp_host *fp_core_host(struct fp_core *core);
 
 /* ---- rules (core-rules.c) ---- */
 
@@ -223,6 +240,12 @@ struct fp_core_status {
         const struct fp_target_drop *stored_drops;
         size_t n_stored_drops;
         uint64_t evicted_buckets;
+        /* The host tier (root sees it; others only whether it runs). */
+        bool host_on;
+        struct fp_host_config host_cfg;
+        struct fp_host_stats host;
+        struct fp_target_drop host_drops[FP_CORE_MAX_DROPS]; /* not yet stored */
+        size_t n_host_drops;
         /* The rules uid may see (its own; root: all), and the /proc scan's cost. */
         struct fp_core_rule_status *rules;
         size_t n_rules;

@@ -230,36 +230,10 @@ static int parse_unit(const char *v, char *buf, size_t len, char *err, size_t er
         return 0;
 }
 
-/*
- * Where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup, or on a
- * "hybrid" system beside the v1 controllers (/sys/fs/cgroup/unified).
- * NULL when it is not mounted.
- */
-static const char *cgroup2_root(char *buf, size_t len)
-{
-        char line[PATH_MAX + 256], dev[64], dir[PATH_MAX], type[64];
-        FILE *f = fopen("/proc/self/mounts", "re");
-        const char *found = NULL;
-
-        if (!f)
-                return NULL;
-        while (fgets(line, sizeof(line), f)) {
-                if (sscanf(line, "%63s %4095s %63s", dev, dir, type) != 3 ||
-                    strcmp(type, "cgroup2") != 0)
-                        continue;
-                if (!found || strcmp(dir, CGROUP_ROOT) == 0) {
-                        snprintf(buf, len, "%s", dir);
-                        found = buf;
-                }
-        }
-        fclose(f);
-        return found;
-}
-
 /* --unit and --cgroup read the cgroup v2 hierarchy; its mount point into root. */
 static int need_cgroup2(char *root, size_t len, char *err, size_t err_len)
 {
-        if (!cgroup2_root(root, len))
+        if (!fp_proc_cgroup2_root(root, len))
                 return fp_errf(err, err_len, -EOPNOTSUPP,
                                "no cgroup v2 hierarchy is mounted: --unit and --cgroup need it");
         return 0;

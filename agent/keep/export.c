@@ -13,7 +13,10 @@
 #include "pprof.h"
 #include "store.h"
 #include "symbols.h"
+#include "host.h"
 #include "target.h"
+#include "unwind.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -36,7 +39,16 @@ struct frame_desc {
         char buf[512];
 };
 
-static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct frame_desc *d)
+/* Names JIT code (ctx: what the callback needs), NULL when it cannot. */
+typedef const char *(*jit_name_fn)(void *ctx, uint64_t addr);
+
+static const char *target_jit_name(void *ctx, uint64_t addr)
+{
+        return fp_target_jit_name(ctx, addr); /* by the runtime's perf map */
+}
+
+static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const struct fp_frame *f,
+                     struct frame_desc *d)
 {
         uint64_t off = 0;
 
@@ -59,12 +71,10 @@ static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct
                 d->function = "[unknown]";
                 return;
         }
-        struct fp_maps *maps = fp_target_maps(t);
         struct fp_mapping *x = fp_maps_get(maps, f->mapping);
         d->function = fp_maps_symbolize(maps, f->mapping, f->addr, &off);
-        if (!d->function && x->kind == FP_MAPPING_ANON)
-                d->function =
-                    fp_target_jit_name(t, f->addr); /* JIT code, by the runtime's perf map */
+        if (!d->function && x->kind == FP_MAPPING_ANON && jit)
+                d->function = jit(jit_ctx, f->addr);
         d->mapping = x;
         d->build_id = x->symtab ? fp_symtab_build_id(x->symtab) : "";
         d->limit = x->kind == FP_MAPPING_KERNEL ? UINT64_MAX : x->end;
@@ -72,6 +82,23 @@ static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct
                 snprintf(d->buf, sizeof(d->buf), "%s+0x%" PRIx64, basename_of(x->path), off);
                 d->function = d->buf;
         }
+}
+
+static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct frame_desc *d)
+{
+        describe(fp_target_maps(t), target_jit_name, t, f, d);
+}
+
+/* The store's frame of a described one. */
+static struct fp_store_frame store_frame(const struct frame_desc *d, const struct fp_frame *f)
+{
+        return (struct fp_store_frame){.function = d->function,
+                                       .mapping_file = d->mapping ? d->mapping->path : NULL,
+                                       .build_id = d->build_id,
+                                       .mapping_start = d->mapping ? d->mapping->start : 0,
+                                       .mapping_limit = d->limit,
+                                       .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
+                                       .address = f->addr};
 }
 
 /* The pprof location of one frame, interning its mapping and function. */
@@ -235,14 +262,7 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
                 for (uint32_t j = 0; j < e->n_frames; j++) {
                         struct frame_desc *d = &descs[j];
                         frame_describe(t, &e->frames[j], d);
-                        frames[j] = (struct fp_store_frame){
-                            .function = d->function,
-                            .mapping_file = d->mapping ? d->mapping->path : NULL,
-                            .build_id = d->build_id,
-                            .mapping_start = d->mapping ? d->mapping->start : 0,
-                            .mapping_limit = d->limit,
-                            .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
-                            .address = e->frames[j].addr};
+                        frames[j] = store_frame(d, &e->frames[j]);
                 }
                 r = fp_store_batch_add_stack(b, frames, e->n_frames, &si);
                 if (r < 0)
@@ -271,4 +291,196 @@ out:
         free(frames);
         free(descs);
         return r;
+}
+
+/* ---- the host tier ---- */
+
+/* A series of the host tier: a service and an executable. */
+struct host_series {
+        const char *service, *exe; /* the first process's strings: valid during the export */
+        uint32_t ti;
+};
+
+/* A stable store identity for a host series: FNV-1a of its service and executable. */
+static uint64_t series_key(const char *service, const char *exe)
+{
+        uint64_t x = 0xcbf29ce484222325ULL;
+        for (const char *s = service; *s; s++)
+                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
+        x = (x ^ 0xff) * 0x100000001b3ULL;
+        for (const char *s = exe; *s; s++)
+                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
+        return (x & INT64_MAX) | 1; /* never 0: 0 means "any" in filters */
+}
+
+/* The host tier's configuration text: the samplers' and the tier's mark. */
+static void host_config(struct fp_host *h, char *buf, size_t len)
+{
+        const struct fp_host_config *c = fp_host_config(h);
+        snprintf(buf, len,
+                 "event=cpu-clock freq=%" PRIu64 " period=0 kernel=%d unwind=%s tier=host", c->freq,
+                 c->kernel_frames ? 1 : 0, fp_unwind_mode_name(c->unwind));
+}
+
+static int host_target(struct fp_store_batch *b, const char *service, const char *exe,
+                       const char *comm, const char *config, uint32_t *ret)
+{
+        struct fp_store_target st = {.host = NULL,
+                                     .pid = 0,
+                                     .starttime = series_key(service, exe),
+                                     .comm = comm,
+                                     .exe = exe,
+                                     .config = config,
+                                     .active = false,
+                                     .service = service,
+                                     .has_guard = true,
+                                     .guard = 0};
+        return fp_store_batch_add_target(b, &st, ret);
+}
+
+static int host_event(struct fp_store_batch *b, uint32_t *ret)
+{
+        struct fp_store_event ev = {.name = "cpu-clock",
+                                    .count_type = "samples",
+                                    .count_unit = "count",
+                                    .value_type = "cpu",
+                                    .value_unit = "nanoseconds",
+                                    .period_type = "cpu",
+                                    .period_unit = "nanoseconds",
+                                    .period = 1};
+        return fp_store_batch_add_event(b, &ev, ret);
+}
+
+int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *ret_idx,
+                         size_t max_idx, size_t *ret_n)
+{
+        struct host_series *series = NULL;
+        size_t n_series = 0, cap_series = 0, n_idx = 0;
+        struct fp_store_frame *frames = malloc(FP_TARGET_MAX_FRAMES * sizeof(*frames));
+        struct frame_desc *descs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*descs));
+        char config[160];
+        uint32_t ei, carrier, si;
+        int r;
+
+        if (!frames || !descs) {
+                r = -ENOMEM;
+                goto out;
+        }
+        fp_host_drain(h);
+        host_config(h, config, sizeof(config));
+        /* The tier's own series carries its drops (and so travels even when nothing ran). */
+        if ((r = host_event(b, &ei)) < 0 ||
+            (r = host_target(b, "", "", "[host tier]", config, &carrier)) < 0 ||
+            (r = fp_store_batch_set_series(b, carrier, ei)) < 0)
+                goto out;
+        if (n_idx < max_idx)
+                ret_idx[n_idx++] = carrier;
+        for (size_t i = 0; i < fp_host_n_procs(h); i++) {
+                struct fp_host_proc *p = fp_host_proc_at(h, i);
+                const struct fp_agg *agg = fp_host_proc_bucket(p);
+                if (!agg)
+                        continue;
+                const char *service = fp_host_proc_service(p), *exe = fp_host_proc_exe(p);
+                size_t k = 0;
+                while (k < n_series &&
+                       (strcmp(series[k].service, service) || strcmp(series[k].exe, exe)))
+                        k++;
+                if (k == n_series) {
+                        const char *comm = exe[0] ? basename_of(exe) : fp_host_proc_comm(p);
+                        if ((r = fp_grow(&series, &cap_series, n_series + 1, sizeof(*series))) <
+                                0 ||
+                            (r = host_target(b, service, exe, comm, config, &series[k].ti)) < 0)
+                                goto out;
+                        series[k].service = service;
+                        series[k].exe = exe;
+                        n_series++;
+                        if (n_idx < max_idx)
+                                ret_idx[n_idx++] = series[k].ti;
+                }
+                struct fp_maps *maps = fp_host_proc_maps(p);
+                for (size_t j = 0; j < fp_agg_n_entries(agg); j++) {
+                        const struct fp_agg_entry *e = fp_agg_entry(agg, j);
+                        for (uint32_t f = 0; f < e->n_frames; f++) {
+                                describe(maps, NULL, NULL, &e->frames[f], &descs[f]);
+                                frames[f] = store_frame(&descs[f], &e->frames[f]);
+                        }
+                        if ((r = fp_store_batch_add_stack(b, frames, e->n_frames, &si)) < 0 ||
+                            (r = fp_store_batch_add_sample(b, series[k].ti, ei, e->tid,
+                                                           fp_host_proc_thread_name(p, e->tid), si,
+                                                           e->count, e->value)) < 0)
+                                goto out;
+                }
+        }
+        struct fp_host_drop drops[FP_HOST_MAX_DROPS];
+        size_t n_drops = fp_host_open_drops(h, drops, FP_HOST_MAX_DROPS);
+        for (size_t i = 0; i < n_drops; i++)
+                if ((r = batch_drop(b, carrier, drops[i].reason, drops[i].count)) < 0)
+                        goto out;
+        r = fp_host_next_bucket(h);
+        if (r == 0 && ret_n)
+                *ret_n = n_idx;
+out:
+        free(series);
+        free(frames);
+        free(descs);
+        return r;
+}
+
+int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *service)
+{
+        uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
+        int64_t values[2];
+        int r = 0;
+
+        if (!locs)
+                return -ENOMEM;
+        fp_host_drain(h);
+        for (size_t i = 0; i < fp_host_n_procs(h) && r >= 0; i++) {
+                struct fp_host_proc *proc = fp_host_proc_at(h, i);
+                const struct fp_agg *agg = fp_host_proc_bucket(proc);
+                if (!agg || (service && strcmp(service, fp_host_proc_service(proc)) != 0))
+                        continue;
+                struct fp_maps *maps = fp_host_proc_maps(proc);
+                size_t n_maps = fp_maps_count(maps);
+                uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
+                if (!mapping_ids) {
+                        r = -ENOMEM;
+                        break;
+                }
+                for (size_t j = 0; j < fp_agg_n_entries(agg) && r >= 0; j++) {
+                        const struct fp_agg_entry *e = fp_agg_entry(agg, j);
+                        for (uint32_t f = 0; f < e->n_frames && r >= 0; f++) {
+                                struct frame_desc d;
+                                uint64_t mapping_id = 0, function_id = 0;
+                                describe(maps, NULL, NULL, &e->frames[f], &d);
+                                if (d.mapping) {
+                                        uint64_t *m = &mapping_ids[e->frames[f].mapping - 1];
+                                        if (!*m)
+                                                r = fp_pprof_mapping(
+                                                    p, d.mapping->start, d.limit, d.mapping->pgoff,
+                                                    d.mapping->path, d.build_id, m);
+                                        mapping_id = *m;
+                                }
+                                if (r >= 0)
+                                        r = fp_pprof_function(p, d.function, NULL, &function_id);
+                                if (r >= 0)
+                                        r = fp_pprof_location(p, mapping_id, e->frames[f].addr,
+                                                              function_id, &locs[f]);
+                        }
+                        values[0] = clamp64(e->count);
+                        values[1] = clamp64(e->value);
+                        struct fp_pprof_label labels[5] = {
+                            {.key = "thread", .num = e->tid},
+                            {.key = "thread_name", .str = fp_host_proc_thread_name(proc, e->tid)},
+                            {.key = "pid", .num = fp_host_proc_pid(proc)},
+                            {.key = "process", .str = fp_host_proc_comm(proc)},
+                            {.key = "service", .str = fp_host_proc_service(proc)},
+                        };
+                        if (r >= 0)
+                                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, 5);
+                }
+                free(mapping_ids);
+        }
+        free(locs);
+        return r < 0 ? r : 0;
 }

@@ -8,7 +8,10 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
+struct fp_host;
 struct fp_pprof;
 struct fp_store_batch;
 struct fp_target;
@@ -30,3 +33,23 @@ int fp_export_pprof(struct fp_target *t, struct fp_pprof *p);
  * then stays open).
  */
 int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active);
+
+/*
+ * Closes the host tier's open bucket into b: one store target per series
+ * (service and executable; pid 0, its identity a hash of the two, active
+ * never, so no restart resumes it as a process), the samples of every
+ * process of the series with their thread labels, and the tier's drops on
+ * a series of its own ("[host tier]", no service). Then the tier starts
+ * its next bucket. The series' indices in b go to ret_idx (max_idx at
+ * most, their number to *ret_n), so a batch that cannot be stored can be
+ * charged back (fp_host_charge_drop()). 0 or -errno (the bucket then
+ * stays open).
+ */
+int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *ret_idx,
+                         size_t max_idx, size_t *ret_n);
+/*
+ * Adds the samples of the host tier's open bucket (of one service, or all
+ * with service NULL) to p, whose first two sample types are samples/count
+ * and cpu/nanoseconds; labels thread, thread_name, pid, process, service.
+ */
+int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *service);

@@ -363,6 +363,17 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
         } else {
                 a.sample_period = cfg->period;
         }
+        /*
+         * A software event other than the clocks, asked for PERF_SAMPLE_PERIOD
+         * at a fixed period, is sampled by the kernel at every event (each
+         * sample's period 1): a page-faults leader at --period 50 cost fifty
+         * samples instead of one. Its period is the one the agent set, so it
+         * is left out of the sample and put back by the parser.
+         */
+        bool fixed = !cfg->freq && cfg->event.type == PERF_TYPE_SOFTWARE &&
+                     !fp_perf_event_is_clock(&cfg->event);
+        if (fixed)
+                a.sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
         a.exclude_kernel = !(cfg->count_kernel || cfg->kernel_frames);
         a.exclude_callchain_kernel = !cfg->kernel_frames;
         if (cfg->stack_bytes) {
@@ -402,6 +413,7 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
         }
         ret->n_members = cfg->n_members;
         ret->stack_bytes = cfg->stack_bytes;
+        ret->fixed_period = fixed ? cfg->period : 0;
         for (unsigned i = 0; i < cfg->n_members; i++) {
                 ret->member_fd[i] = member_fd[i];
                 ret->id[i + 1] = id[i + 1];
@@ -425,6 +437,74 @@ int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_k
         if (fd < 0)
                 return fd;
         close(fd);
+        return 0;
+}
+
+int fp_perf_open_cpu_sampler(struct fp_perf_config *cfg, int cpu, struct fp_perf_ring *ret)
+{
+        struct perf_event_attr a = {0};
+        int fd, r;
+
+        attr_common(&a);
+        a.type = cfg->event.type;
+        a.config = cfg->event.config;
+        a.sample_type = SAMPLE_TYPE | PERF_SAMPLE_CGROUP;
+        if (cfg->freq) {
+                a.freq = 1;
+                a.sample_freq = cfg->freq;
+        } else {
+                a.sample_period = cfg->period;
+        }
+        a.exclude_kernel = !(cfg->count_kernel || cfg->kernel_frames);
+        a.exclude_callchain_kernel = !cfg->kernel_frames;
+        if (cfg->stack_bytes) {
+                a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+                a.sample_regs_user = SAMPLE_REGS;
+                a.sample_stack_user = cfg->stack_bytes;
+        }
+        a.watermark = 1;
+        a.wakeup_watermark =
+            (uint32_t)((size_t)cfg->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
+        fd = perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0)
+                return fd;
+        r = ring_map_shrinking(fd, cfg->ring_pages, ret);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        ret->stack_bytes = cfg->stack_bytes;
+        ret->cgroup = true;
+        return 0;
+}
+
+int fp_perf_open_cpu_sideband(int cpu, unsigned pages, struct fp_perf_ring *ret)
+{
+        struct perf_event_attr a = {0};
+        int fd, r;
+
+        attr_common(&a);
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_DUMMY;
+        a.sample_type = SIDEBAND_TYPE;
+        a.sample_period = 1;
+        a.task = 1;
+        a.comm = 1;
+        a.comm_exec = 1;
+        a.mmap = 1;
+        a.mmap2 = 1;
+        a.cgroup = 1;
+        /* The agent drains every side-band ring on a timer and on a quarter-full ring. */
+        a.watermark = 1;
+        a.wakeup_watermark = (uint32_t)((size_t)pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
+        fd = perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0)
+                return fd;
+        r = ring_map_shrinking(fd, pages, ret);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
         return 0;
 }
 
@@ -519,7 +599,7 @@ static int parse_sample(struct fp_perf_ring *r, const uint8_t *p, size_t size,
         const uint64_t *u = (const uint64_t *)(p + sizeof(*h));
         size_t n = (size - sizeof(*h)) / sizeof(uint64_t), at = 4;
 
-        /* ip, pid|tid, time, period, [group read], nr */
+        /* ip, pid|tid, time, period (unless fixed), [group read], nr */
         if (n < 5)
                 return -EBADMSG;
         s->misc = h->misc;
@@ -527,7 +607,12 @@ static int parse_sample(struct fp_perf_ring *r, const uint8_t *p, size_t size,
         s->pid = (uint32_t)u[1];
         s->tid = (uint32_t)(u[1] >> 32);
         s->time = u[2];
-        s->period = u[3];
+        if (r->fixed_period) {
+                s->period = r->fixed_period;
+                at = 3;
+        } else {
+                s->period = u[3];
+        }
         s->n_counters = 0;
         s->d_enabled = s->d_running = 0;
         if (r->n_members) {
@@ -579,8 +664,18 @@ static int parse_sample(struct fp_perf_ring *r, const uint8_t *p, size_t size,
                 uint64_t dyn = u[at + sz / 8];
                 s->stack = (const uint8_t *)(u + at);
                 s->stack_size = dyn < sz ? dyn : sz;
+                at += sz / 8 + 1;
         }
         return 0;
+}
+
+/* The per-CPU sampler's cgroup id: the last word (after the stack copy). */
+static void parse_sample_cgroup(const struct fp_perf_ring *r, const uint8_t *p, size_t size,
+                                struct fp_perf_sample *s)
+{
+        s->cgroup = 0;
+        if (r->cgroup && size >= sizeof(struct perf_event_header) + 8)
+                memcpy(&s->cgroup, p + size - 8, 8);
 }
 
 static int parse_record(const uint8_t *p, size_t size, struct fp_perf_record *rec)
@@ -592,6 +687,10 @@ static int parse_record(const uint8_t *p, size_t size, struct fp_perf_record *re
         memset(rec, 0, sizeof(*rec));
         rec->type = h->type;
         rec->misc = h->misc;
+        /* sample_id_all: every record but a sample ends in TID, TIME (SIDEBAND_TYPE, SAMPLE_TYPE).
+         */
+        if (len >= 16)
+                memcpy(&rec->time, body + len - 8, 8);
         switch (h->type) {
         case PERF_RECORD_FORK:
         case PERF_RECORD_EXIT:
@@ -643,6 +742,12 @@ static int parse_record(const uint8_t *p, size_t size, struct fp_perf_record *re
                 rec->mmap.filename = (const char *)body + fixed;
                 return 0;
         }
+        case PERF_RECORD_CGROUP:
+                if (len < 9 || !memchr(body + 8, 0, len - 8))
+                        return -EBADMSG;
+                memcpy(&rec->cgroup.id, body, 8);
+                rec->cgroup.path = (const char *)body + 8;
+                return 0;
         case PERF_RECORD_LOST:
                 if (len < 16)
                         return -EBADMSG;
@@ -698,8 +803,10 @@ int fp_perf_ring_drain(struct fp_perf_ring *r, const struct fp_perf_handlers *h,
 
                 if (hdr.type == PERF_RECORD_SAMPLE) {
                         struct fp_perf_sample s;
-                        if (h->sample && parse_sample(r, rec, hdr.size, &s) == 0)
+                        if (h->sample && parse_sample(r, rec, hdr.size, &s) == 0) {
+                                parse_sample_cgroup(r, rec, hdr.size, &s);
                                 h->sample(userdata, &s);
+                        }
                 } else if (h->record) {
                         struct fp_perf_record pr;
                         if (parse_record(rec, hdr.size, &pr) == 0)
@@ -843,5 +950,9 @@ int fp_perf_check_events(struct fp_perf_config *cfg, pid_t pid, char *left_out, 
 
 int fp_perf_set_period(struct fp_perf_ring *r, uint64_t period)
 {
-        return ioctl(r->fd, PERF_EVENT_IOC_PERIOD, &period) < 0 ? -errno : 0;
+        if (ioctl(r->fd, PERF_EVENT_IOC_PERIOD, &period) < 0)
+                return -errno;
+        if (r->fixed_period)
+                r->fixed_period = period;
+        return 0;
 }

@@ -109,6 +109,9 @@ struct fp_perf_ring {
         uint8_t *scratch; /* a record that wraps the end is copied here */
         unsigned n_members;
         uint32_t stack_bytes; /* samples carry a user-stack copy of this size */
+        bool cgroup;          /* samples carry PERF_SAMPLE_CGROUP (per-CPU events) */
+        /* Not 0: samples carry no period; each stands for this many events (see perf.c). */
+        uint64_t fixed_period;
         int member_fd[FP_PERF_MAX_MEMBERS];
         uint64_t id[FP_PERF_MAX_EVENTS]; /* leader first */
         struct fp_perf_counts last;
@@ -142,12 +145,18 @@ struct fp_perf_sample {
         uint64_t user_ip, user_sp, user_bp;
         const uint8_t *stack;
         uint64_t stack_size; /* bytes valid at stack (the kernel's dyn_size) */
+        uint64_t cgroup;     /* the task's cgroup v2 id (per-CPU events), 0 unknown */
 };
 
 /* Side-band and accounting records, parsed. */
 struct fp_perf_record {
         uint32_t type; /* PERF_RECORD_* */
         uint16_t misc;
+        /*
+         * CLOCK_MONOTONIC of the record (the sample_id trailer every record
+         * of these events carries), 0 when it has none.
+         */
+        uint64_t time;
         union {
                 struct {
                         uint32_t pid, ppid, tid, ptid;
@@ -168,6 +177,10 @@ struct fp_perf_record {
                 struct {
                         uint64_t lost;
                 } lost; /* LOST, LOST_SAMPLES */
+                struct {
+                        uint64_t id;
+                        const char *path; /* below the cgroup v2 root, "/" first */
+                } cgroup;                 /* CGROUP */
                 struct {
                         uint64_t time;
                 } throttle; /* THROTTLE, UNTHROTTLE */
@@ -245,6 +258,18 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
  * perf_event_open (see fp_perf_open_sampler()).
  */
 int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_kernel);
+/*
+ * The host tier's events on one CPU (pid -1: every task that runs there).
+ * fp_perf_open_cpu_sampler() opens cfg's leader alone (no members: a
+ * group would be read across tasks) sampling with callchain, user
+ * registers and stack copy as cfg says, plus each task's cgroup.
+ * fp_perf_open_cpu_sideband() opens the CPU's side-band: FORK, EXIT,
+ * COMM (exec), MMAP2 and CGROUP records of every task, each with its time.
+ * -errno as fp_perf_open_sampler(); -ENODEV for a CPU that is offline.
+ */
+int fp_perf_open_cpu_sampler(struct fp_perf_config *cfg, int cpu, struct fp_perf_ring *ret);
+int fp_perf_open_cpu_sideband(int cpu, unsigned pages, struct fp_perf_ring *ret);
+
 /* Opens the side-band (fork/exit/comm/mmap) event of thread tid. */
 int fp_perf_open_sideband(pid_t tid, struct fp_perf_ring *ret);
 /* Unmaps and closes; safe on a zeroed or already-closed ring. */

@@ -193,6 +193,20 @@ int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff,
         return live_insert(m, (uint32_t)idx);
 }
 
+int fp_maps_copy_live(struct fp_maps *dst, const struct fp_maps *src)
+{
+        for (size_t i = 0; i < src->n_live; i++) {
+                const struct fp_mapping *x = src->all[src->live[i] - 1];
+                if (x->kind == FP_MAPPING_KERNEL)
+                        continue;
+                int r = fp_maps_add(dst, x->start, x->end - x->start, x->pgoff, x->dev, x->ino,
+                                    x->path);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int fp_maps_load_proc(struct fp_maps *m)
 {
         char fn[64], line[4096 + 128];

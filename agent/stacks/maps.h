@@ -58,6 +58,11 @@ void fp_maps_free(struct fp_maps *m);
 
 /* Re-reads /proc/PID/maps, making its executable mappings the live set. */
 int fp_maps_load_proc(struct fp_maps *m);
+/*
+ * Adds src's live mappings to dst (a child at fork has its parent's
+ * address space). 0 or -errno (dst then holds part of them).
+ */
+int fp_maps_copy_live(struct fp_maps *dst, const struct fp_maps *src);
 /* Adds one executable mapping (from an MMAP2 record); dev and ino 0 when unknown. */
 int fp_maps_add(struct fp_maps *m, uint64_t start, uint64_t len, uint64_t pgoff, uint64_t dev,
                 uint64_t ino, const char *path);

@@ -17,7 +17,8 @@ cmdline_only='^--(config|check-config|foreground|version|help)$'
 check_conf() {
   local prog=$1 conf=$2 name keys flags out
   name=$(basename "$prog")
-  keys=$(sed -n 's/^#\([a-z][a-z0-9-]*\) =.*/--\1/p' "$conf" | sort -u)
+  # A key is documented commented out (its default) or set (a choice of the package's: host = on).
+  keys=$(sed -n 's/^#\{0,1\}\([a-z][a-z0-9-]*\) =.*/--\1/p' "$conf" | sort -u)
   flags=$("$prog" --help | grep -o -- '--[a-z][a-z0-9-]*' | grep -Ev "$cmdline_only" | sort -u)
   [[ $keys == "$flags" ]] ||
     fp_fail "$(basename "$conf") documents [$(echo $keys)] but $name has [$(echo $flags)]"

@@ -139,7 +139,7 @@ static void test_meta(void)
                 const char *query, *says;
         } bad[] = {
             {"pid=1&starttime=1&event=e&from=1&to=2", "missing parameter 'host'"},
-            {"host=h&pid=0&starttime=1&event=e&from=1&to=2", "'pid'"},
+            {"host=h&pid=-1&starttime=1&event=e&from=1&to=2", "'pid'"},
             {"host=h&pid=1x&starttime=1&event=e&from=1&to=2", "'pid'"},
             {"host=h&pid=1&starttime=-1&event=e&from=1&to=2", "'starttime'"},
             {"host=h&pid=1&starttime=1&event=e&from=2&to=2", "time range"},

@@ -1206,8 +1206,12 @@ static void test_batch_edges(void)
 
         memset(deep, 0, sizeof(deep));
         FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
-        FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &(struct fp_store_target){.pid = 0}, &ti),
+        FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &(struct fp_store_target){.pid = -1}, &ti),
                         -EINVAL);
+        /* pid 0: a host-tier series of many processes. */
+        FP_CHECK_EQ_INT(
+            fp_store_batch_add_target(b, &(struct fp_store_target){.pid = 0, .starttime = 7}, &ti),
+            0);
         FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &bad, &ei), -EINVAL);
         FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &cpu_clock, &ei), 0);
         FP_CHECK_EQ_INT(fp_store_batch_add_stack(b, deep, FP_STORE_MAX_FRAMES + 1, &si), -EINVAL);

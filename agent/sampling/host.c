@@ -1,0 +1,944 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host tier; see host.h for what it keeps and why.
+ *
+ * A round (every 200 ms, and whenever a ring is a quarter full) reads
+ * every CPU's side-band ring into one queue, sorts it by time and applies
+ * it: generations begin at FORK and exec and end at exec and exit, MMAP2
+ * records extend the generation they fall in, CGROUP records name cgroup
+ * ids. Then it reads every CPU's sampler and resolves each sample against
+ * the generation of its pid whose time range holds the sample's time, so a
+ * sample taken before an exec is unwound against the mappings before it,
+ * whichever CPU either record came from. (A side-band record written while
+ * the round reads the rings may reach the queue only in the next round;
+ * the window is the few milliseconds a round takes.)
+ */
+#include "host.h"
+#include "aggregate.h"
+#include "labels.h"
+#include "maps.h"
+#include "perf.h"
+#include "procfs.h"
+#include "stackwalk.h"
+#include "targetconf.h"
+#include "unwind.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROUND_MS         200
+#define PID_BUCKETS      4096
+#define CGROUP_MAX       65536
+#define CGROUP_RESCAN_NS 2000000000ULL
+#define THREAD_NAMES_MAX 256 /* per generation; past it threads go by the process's name */
+#define FORGET_AFTER_NS  1000000000ULL
+#define SIDEBAND_PAGES   64
+#define CGROUP_ROOT      "/sys/fs/cgroup"
+
+struct thread_name {
+        pid_t tid;
+        char comm[16];
+};
+
+struct fp_host_proc {
+        struct fp_host *host;
+        pid_t pid;
+        uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC; end UINT64_MAX while it lasts */
+        bool kthread;
+        char comm[16];
+        char *exe; /* "" unknown */
+        uint64_t cgroup;
+        uint64_t labelled_cgroup; /* the cgroup labels and service were computed for */
+        struct fp_labels labels;
+        char service[FP_LABEL_MAX];
+        char *cgroup_path;
+        struct fp_maps *maps;
+        struct fp_stackwalk walk;
+        struct fp_agg *agg;
+        struct thread_name *threads;
+        size_t n_threads, cap_threads;
+        struct fp_host_proc *older; /* the same pid's previous generation */
+        struct fp_host_proc *next;  /* the pid bucket's chain (newest generations only) */
+};
+
+struct cpu {
+        int cpu;
+        bool open;
+        struct fp_perf_ring sampler, sideband;
+        struct event *ev_sampler, *ev_sideband;
+        struct fp_host *host;
+};
+
+/* A side-band record, copied out of its ring until the round applies it in time order. */
+struct sbrec {
+        uint64_t time, seq;
+        uint32_t type;
+        uint16_t misc;
+        uint32_t pid, tid, ppid;
+        uint64_t addr, len, pgoff, dev, ino, id;
+        uint32_t prot;
+        char *text; /* comm, file name or cgroup path; owned */
+};
+
+struct cgroup_name {
+        uint64_t id;
+        char *path;
+};
+
+struct fp_host {
+        struct event_base *base;
+        struct fp_symcache *cache;
+        struct fp_host_config cfg;
+        struct fp_perf_config pcfg; /* the samplers' perf configuration */
+        fp_host_covered_fn covered;
+        void *covered_userdata;
+        struct cpu *cpus;
+        size_t n_cpus;
+        struct event *ev_round, *ev_cpus;
+        struct fp_host_proc **procs; /* every generation kept, in no order */
+        size_t n_procs, cap_procs;
+        struct fp_host_proc *by_pid[PID_BUCKETS];
+        struct sbrec *queue;
+        size_t n_queue, cap_queue;
+        uint64_t seq;
+        struct cgroup_name *cgroups; /* sorted by id */
+        size_t n_cgroups, cap_cgroups;
+        uint64_t cgroup_scan_ns;
+        uint64_t last_time; /* the newest record or sample time applied */
+        bool in_round;
+        struct fp_host_stats hs, hs_bucketed;
+        struct {
+                char reason[32];
+                uint64_t count;
+        } carried[8];
+        struct fp_frame frames[FP_STACKWALK_MAX_FRAMES];
+};
+
+/* ---- cgroups ---- */
+
+static int cgroup_cmp(const void *a, const void *b)
+{
+        const struct cgroup_name *x = a, *y = b;
+        return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static struct cgroup_name *cgroup_find(struct fp_host *h, uint64_t id)
+{
+        struct cgroup_name key = {.id = id};
+        return h->n_cgroups ? bsearch(&key, h->cgroups, h->n_cgroups, sizeof(key), cgroup_cmp)
+                            : NULL;
+}
+
+/* Adds (or renames) cgroup id; keeps the table sorted. Past CGROUP_MAX nothing is added. */
+static void cgroup_add(struct fp_host *h, uint64_t id, const char *path)
+{
+        struct cgroup_name *c = cgroup_find(h, id);
+        char *copy;
+
+        if (c) {
+                if (strcmp(c->path, path) != 0 && (copy = strdup(path))) {
+                        free(c->path);
+                        c->path = copy;
+                }
+                return;
+        }
+        if (h->n_cgroups >= CGROUP_MAX ||
+            fp_grow(&h->cgroups, &h->cap_cgroups, h->n_cgroups + 1, sizeof(*h->cgroups)) < 0 ||
+            !(copy = strdup(path)))
+                return;
+        size_t i = h->n_cgroups;
+        while (i > 0 && h->cgroups[i - 1].id > id) {
+                h->cgroups[i] = h->cgroups[i - 1];
+                i--;
+        }
+        h->cgroups[i] = (struct cgroup_name){id, copy};
+        h->n_cgroups++;
+}
+
+/*
+ * Walks the cgroup v2 tree: a cgroup's id is its directory's inode number
+ * (kernfs), the id PERF_SAMPLE_CGROUP gives.
+ */
+static void cgroup_scan_dir(struct fp_host *h, char *path, size_t len, size_t root_len, int depth)
+{
+        struct stat st;
+        DIR *d;
+        struct dirent *e;
+
+        if (depth > 32 || stat(path, &st) < 0)
+                return;
+        cgroup_add(h, (uint64_t)st.st_ino, len > root_len ? path + root_len : "/");
+        if (!(d = opendir(path)))
+                return;
+        while ((e = readdir(d)) && h->n_cgroups < CGROUP_MAX) {
+                if (e->d_type != DT_DIR || e->d_name[0] == '.')
+                        continue;
+                size_t n = strlen(e->d_name);
+                if (len + 1 + n >= 4096)
+                        continue;
+                path[len] = '/';
+                memcpy(path + len + 1, e->d_name, n + 1);
+                cgroup_scan_dir(h, path, len + 1 + n, root_len, depth + 1);
+                path[len] = 0;
+        }
+        closedir(d);
+}
+
+static void cgroup_scan(struct fp_host *h)
+{
+        char path[4096];
+        struct statfs sf;
+
+        h->cgroup_scan_ns = fp_now_ns(CLOCK_MONOTONIC);
+        if (!fp_proc_cgroup2_root(path, sizeof(path)) || statfs(path, &sf) < 0 ||
+            sf.f_type != CGROUP2_SUPER_MAGIC)
+                return;
+        cgroup_scan_dir(h, path, strlen(path), strlen(path), 0);
+}
+
+/* The path of cgroup id, rescanning the tree (at most every 2 s) for one not yet known. */
+static const char *cgroup_path(struct fp_host *h, uint64_t id)
+{
+        struct cgroup_name *c;
+
+        if (!id)
+                return NULL;
+        if ((c = cgroup_find(h, id)))
+                return c->path;
+        if (fp_now_ns(CLOCK_MONOTONIC) - h->cgroup_scan_ns < CGROUP_RESCAN_NS)
+                return NULL;
+        cgroup_scan(h);
+        return (c = cgroup_find(h, id)) ? c->path : NULL;
+}
+
+/* ---- generations ---- */
+
+static struct fp_host_proc **pid_slot(struct fp_host *h, pid_t pid)
+{
+        struct fp_host_proc **p = &h->by_pid[(uint32_t)pid % PID_BUCKETS];
+        while (*p && (*p)->pid != pid)
+                p = &(*p)->next;
+        return p;
+}
+
+static void proc_free(struct fp_host_proc *p)
+{
+        if (!p)
+                return;
+        fp_agg_free(p->agg);
+        fp_maps_free(p->maps);
+        free(p->exe);
+        free(p->cgroup_path);
+        free(p->threads);
+        free(p);
+}
+
+/*
+ * A new generation of pid starting at start_ns, made the newest of its
+ * pid (the one before it, if any, ends there). NULL when out of memory or
+ * past FP_HOST_MAX_PROCS (counted by the caller's sample, if any).
+ */
+static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t start_ns,
+                                     const char *comm, const char *exe)
+{
+        struct fp_host_proc *p, **slot;
+
+        if (h->n_procs >= FP_HOST_MAX_PROCS ||
+            fp_grow(&h->procs, &h->cap_procs, h->n_procs + 1, sizeof(*h->procs)) < 0 ||
+            !(p = calloc(1, sizeof(*p))))
+                return NULL;
+        p->host = h;
+        p->pid = pid;
+        p->start_ns = start_ns;
+        p->end_ns = UINT64_MAX;
+        snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
+        p->exe = strdup(exe ? exe : "");
+        p->maps = fp_maps_new(pid, h->cache);
+        p->agg = fp_agg_new(0);
+        if (!p->exe || !p->maps || !p->agg) {
+                proc_free(p);
+                return NULL;
+        }
+        fp_agg_set_limit(p->agg, FP_HOST_MAX_STACKS);
+        p->walk = (struct fp_stackwalk){
+            .maps = p->maps, .cfg = &h->pcfg, .st = &h->hs.st, .may_reload = true};
+        slot = pid_slot(h, pid);
+        if (*slot) {
+                struct fp_host_proc *old = *slot;
+                if (old->end_ns > start_ns)
+                        old->end_ns = start_ns;
+                old->walk.may_reload = false;
+                p->next = old->next;
+                old->next = NULL;
+                p->older = old;
+        }
+        *slot = p;
+        h->procs[h->n_procs++] = p;
+        return p;
+}
+
+/* The generation of pid that time falls in, or NULL. */
+static struct fp_host_proc *proc_at(struct fp_host *h, pid_t pid, uint64_t time)
+{
+        for (struct fp_host_proc *p = *pid_slot(h, pid); p; p = p->older)
+                if (p->start_ns <= time)
+                        return time < p->end_ns ? p : NULL;
+        return NULL;
+}
+
+/* Learns a running process from /proc (one that ran before the tier started). */
+static struct fp_host_proc *proc_from_proc(struct fp_host *h, pid_t pid)
+{
+        char comm[16] = "", path[64], exe[4096];
+        struct fp_host_proc *p;
+        ssize_t n;
+
+        if (fp_proc_comm(pid, pid, comm, sizeof(comm)) < 0)
+                return NULL;
+        snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+        n = readlink(path, exe, sizeof(exe) - 1);
+        exe[n > 0 ? n : 0] = 0;
+        p = proc_new(h, pid, 0, comm, exe);
+        if (!p)
+                return NULL;
+        /* A kernel thread has no executable (and no user memory to unwind). */
+        p->kthread = n < 0 && errno == ENOENT;
+        if (!p->kthread)
+                (void)fp_maps_load_proc(p->maps);
+        h->hs.procs_from_proc++;
+        return p;
+}
+
+static void thread_name_set(struct fp_host_proc *p, pid_t tid, const char *comm)
+{
+        for (size_t i = 0; i < p->n_threads; i++)
+                if (p->threads[i].tid == tid) {
+                        snprintf(p->threads[i].comm, sizeof(p->threads[i].comm), "%s", comm);
+                        return;
+                }
+        if (p->n_threads >= THREAD_NAMES_MAX ||
+            fp_grow(&p->threads, &p->cap_threads, p->n_threads + 1, sizeof(*p->threads)) < 0)
+                return;
+        p->threads[p->n_threads].tid = tid;
+        snprintf(p->threads[p->n_threads].comm, sizeof(p->threads[0].comm), "%s", comm);
+        p->n_threads++;
+}
+
+/* ---- side-band records ---- */
+
+static void sideband_record(void *userdata, const struct fp_perf_record *r)
+{
+        struct fp_host *h = userdata;
+        struct sbrec q = {.time = r->time, .type = r->type, .misc = r->misc};
+        const char *text = NULL;
+
+        switch (r->type) {
+        case PERF_RECORD_FORK:
+        case PERF_RECORD_EXIT:
+                q.pid = r->task.pid;
+                q.ppid = r->task.ppid;
+                q.tid = r->task.tid;
+                q.time = r->task.time;
+                break;
+        case PERF_RECORD_COMM:
+                q.pid = r->comm.pid;
+                q.tid = r->comm.tid;
+                text = r->comm.comm;
+                break;
+        case PERF_RECORD_MMAP:
+        case PERF_RECORD_MMAP2:
+                if (!(r->mmap.prot & 4 /* PROT_EXEC */))
+                        return;
+                q.pid = r->mmap.pid;
+                q.addr = r->mmap.addr;
+                q.len = r->mmap.len;
+                q.pgoff = r->mmap.pgoff;
+                q.dev = makedev(r->mmap.maj, r->mmap.min);
+                q.ino = r->mmap.ino;
+                text = r->mmap.filename;
+                break;
+        case PERF_RECORD_CGROUP:
+                q.id = r->cgroup.id;
+                text = r->cgroup.path;
+                break;
+        case PERF_RECORD_LOST:
+                h->hs.sideband_lost += r->lost.lost;
+                return;
+        default:
+                return;
+        }
+        if (fp_grow(&h->queue, &h->cap_queue, h->n_queue + 1, sizeof(*h->queue)) < 0 ||
+            (text && !(q.text = strdup(text)))) {
+                h->hs.sideband_lost++;
+                return;
+        }
+        q.seq = h->seq++;
+        h->queue[h->n_queue++] = q;
+}
+
+static int sbrec_cmp(const void *a, const void *b)
+{
+        const struct sbrec *x = a, *y = b;
+        if (x->time != y->time)
+                return x->time < y->time ? -1 : 1;
+        return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void apply(struct fp_host *h, const struct sbrec *q)
+{
+        struct fp_host_proc *p, *parent;
+
+        switch (q->type) {
+        case PERF_RECORD_FORK:
+                if (q->pid == q->ppid)
+                        return; /* a new thread: it goes by its process's name until a COMM */
+                parent = proc_at(h, (pid_t)q->ppid, q->time);
+                p = proc_new(h, (pid_t)q->pid, q->time, parent ? parent->comm : "",
+                             parent ? parent->exe : "");
+                if (!p)
+                        return;
+                h->hs.procs_from_ring++;
+                if (parent) {
+                        p->kthread = parent->kthread || q->ppid == 2;
+                        p->cgroup = parent->cgroup;
+                        (void)fp_maps_copy_live(p->maps, parent->maps);
+                } else {
+                        p->kthread = q->ppid == 2;
+                }
+                break;
+        case PERF_RECORD_COMM:
+                if (q->misc & PERF_RECORD_MISC_COMM_EXEC) {
+                        char path[64], exe[4096];
+                        ssize_t n;
+                        uint64_t cg;
+                        /* The new image: its executable is /proc's now, if it runs it still. */
+                        snprintf(path, sizeof(path), "/proc/%d/exe", (int)q->pid);
+                        n = readlink(path, exe, sizeof(exe) - 1);
+                        exe[n > 0 ? n : 0] = 0;
+                        parent = proc_at(h, (pid_t)q->pid, q->time);
+                        cg = parent ? parent->cgroup : 0;
+                        p = proc_new(h, (pid_t)q->pid, q->time, q->text, exe);
+                        if (!p)
+                                return;
+                        p->cgroup = cg;
+                        h->hs.procs_from_ring++;
+                        return;
+                }
+                p = proc_at(h, (pid_t)q->pid, q->time);
+                if (!p)
+                        return;
+                if (q->tid == q->pid)
+                        snprintf(p->comm, sizeof(p->comm), "%s", q->text);
+                thread_name_set(p, (pid_t)q->tid, q->text);
+                break;
+        case PERF_RECORD_MMAP:
+        case PERF_RECORD_MMAP2:
+                p = proc_at(h, (pid_t)q->pid, q->time);
+                if (p && !p->exe[0] && q->pgoff == 0 && q->text && q->text[0] == '/') {
+                        /* An exec's first file mapping is its executable. */
+                        char *exe = strdup(q->text);
+                        if (exe) {
+                                free(p->exe);
+                                p->exe = exe;
+                        }
+                }
+                if (p)
+                        (void)fp_maps_add(p->maps, q->addr, q->len, q->pgoff, q->dev, q->ino,
+                                          q->text);
+                break;
+        case PERF_RECORD_EXIT:
+                if (q->pid != q->tid)
+                        return;
+                p = proc_at(h, (pid_t)q->pid, q->time);
+                if (p && p->end_ns > q->time) {
+                        p->end_ns = q->time;
+                        p->walk.may_reload = false;
+                }
+                break;
+        case PERF_RECORD_CGROUP:
+                if (q->text)
+                        cgroup_add(h, q->id, q->text);
+                break;
+        default:
+                break;
+        }
+}
+
+/* ---- samples ---- */
+
+static void sampler_record(void *userdata, const struct fp_perf_record *r)
+{
+        struct fp_host *h = userdata;
+
+        if (r->type == PERF_RECORD_LOST || r->type == PERF_RECORD_LOST_SAMPLES)
+                h->hs.st.lost += r->lost.lost;
+        else if (r->type == PERF_RECORD_THROTTLE)
+                h->hs.st.throttled++;
+}
+
+static void sample(void *userdata, const struct fp_perf_sample *s)
+{
+        struct fp_host *h = userdata;
+        struct fp_host_proc *p;
+        pid_t pid = (pid_t)s->pid;
+        uint32_t n;
+        int r;
+
+        if (pid == 0) {
+                h->hs.idle++;
+                return;
+        }
+        if (h->covered && h->covered(h->covered_userdata, pid)) {
+                h->hs.covered++;
+                return;
+        }
+        p = proc_at(h, pid, s->time);
+        if (!p && !*pid_slot(h, pid)) {
+                if (h->n_procs >= FP_HOST_MAX_PROCS) {
+                        h->hs.table_full++;
+                        return;
+                }
+                p = proc_from_proc(h, pid);
+        }
+        if (!p) {
+                h->hs.unknown++;
+                return;
+        }
+        if (s->cgroup)
+                p->cgroup = s->cgroup;
+        n = fp_stackwalk(&p->walk, s, h->frames);
+        r = fp_agg_add(p->agg, (pid_t)s->tid, fp_maps_epoch(p->maps), h->frames, n, s->period, NULL,
+                       fp_stackwalk_resolve, &p->walk);
+        if (r == -ENOSPC) {
+                h->hs.st.stacks_over_limit++;
+                h->frames[0] = (struct fp_frame){.flags = FP_FRAME_OVERFLOW};
+                r = fp_agg_add(p->agg, (pid_t)s->tid, 0, h->frames, 1, s->period, NULL, NULL, NULL);
+        }
+        if (r == 0) {
+                h->hs.st.samples++;
+                h->hs.st.value += s->period;
+        } else {
+                h->hs.st.dropped_nomem++;
+        }
+        if (s->time > h->last_time)
+                h->last_time = s->time;
+}
+
+static const struct fp_perf_handlers sideband_handlers = {.record = sideband_record};
+static const struct fp_perf_handlers sampler_handlers = {.sample = sample,
+                                                         .record = sampler_record};
+
+void fp_host_drain(struct fp_host *h)
+{
+        if (h->in_round)
+                return;
+        h->in_round = true;
+        for (size_t i = 0; i < h->n_cpus; i++)
+                if (h->cpus[i].open &&
+                    fp_perf_ring_drain(&h->cpus[i].sideband, &sideband_handlers, h) == -EBADMSG)
+                        h->hs.sideband_lost++;
+        qsort(h->queue, h->n_queue, sizeof(*h->queue), sbrec_cmp);
+        for (size_t i = 0; i < h->n_queue; i++) {
+                apply(h, &h->queue[i]);
+                if (h->queue[i].time > h->last_time)
+                        h->last_time = h->queue[i].time;
+                free(h->queue[i].text);
+        }
+        h->n_queue = 0;
+        for (size_t i = 0; i < h->n_cpus; i++)
+                if (h->cpus[i].open &&
+                    fp_perf_ring_drain(&h->cpus[i].sampler, &sampler_handlers, h) == -EBADMSG)
+                        h->hs.st.lost++;
+        h->in_round = false;
+}
+
+static void on_ring(evutil_socket_t fd, short what, void *arg)
+{
+        struct cpu *c = arg;
+        (void)fd;
+        (void)what;
+        fp_host_drain(c->host);
+}
+
+static void on_round(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        fp_host_drain(arg);
+}
+
+/* ---- CPUs ---- */
+
+static void cpu_close(struct cpu *c)
+{
+        if (c->ev_sampler)
+                event_free(c->ev_sampler);
+        if (c->ev_sideband)
+                event_free(c->ev_sideband);
+        c->ev_sampler = c->ev_sideband = NULL;
+        fp_perf_ring_close(&c->sampler);
+        fp_perf_ring_close(&c->sideband);
+        c->open = false;
+}
+
+static int cpu_open(struct fp_host *h, struct cpu *c)
+{
+        int r = fp_perf_open_cpu_sideband(c->cpu, SIDEBAND_PAGES, &c->sideband);
+        if (r < 0)
+                return r;
+        r = fp_perf_open_cpu_sampler(&h->pcfg, c->cpu, &c->sampler);
+        if (r < 0) {
+                fp_perf_ring_close(&c->sideband);
+                return r;
+        }
+        c->host = h;
+        c->ev_sampler = event_new(h->base, c->sampler.fd, EV_READ | EV_PERSIST, on_ring, c);
+        c->ev_sideband = event_new(h->base, c->sideband.fd, EV_READ | EV_PERSIST, on_ring, c);
+        if (!c->ev_sampler || !c->ev_sideband || event_add(c->ev_sampler, NULL) < 0 ||
+            event_add(c->ev_sideband, NULL) < 0) {
+                cpu_close(c);
+                return -ENOMEM;
+        }
+        c->open = true;
+        return 0;
+}
+
+/* The online CPUs ("0-3,6") into a bitmap of max bits; how many are online. */
+static int online_cpus(bool *online, int max)
+{
+        char buf[4096];
+        int n = 0;
+
+        memset(online, 0, (size_t)max);
+        if (fp_proc_read_line("/sys/devices/system/cpu/online", buf, sizeof(buf)) < 0)
+                return -ENOENT;
+        for (char *s = buf; *s;) {
+                char *end;
+                long a = strtol(s, &end, 10), b = a;
+                if (end == s)
+                        break;
+                if (*end == '-')
+                        b = strtol(end + 1, &end, 10);
+                for (long i = a; i <= b && i < max; i++)
+                        if (i >= 0 && !online[i]) {
+                                online[i] = true;
+                                n++;
+                        }
+                s = *end == ',' ? end + 1 : end;
+                if (*s == '\n')
+                        break;
+        }
+        return n;
+}
+
+void fp_host_check_cpus(struct fp_host *h)
+{
+        bool online[1024];
+
+        if (online_cpus(online, (int)h->n_cpus) < 0)
+                return;
+        h->hs.cpus = 0;
+        for (size_t i = 0; i < h->n_cpus; i++) {
+                struct cpu *c = &h->cpus[i];
+                if (c->open && !online[i]) {
+                        fp_host_drain(h);
+                        cpu_close(c);
+                } else if (!c->open && online[i]) {
+                        (void)cpu_open(h, c);
+                }
+                h->hs.cpus += c->open;
+        }
+}
+
+static void on_cpus(evutil_socket_t fd, short what, void *arg)
+{
+        (void)fd;
+        (void)what;
+        fp_host_check_cpus(arg);
+}
+
+/* ---- life ---- */
+
+int fp_host_start(struct event_base *base, struct fp_symcache *cache,
+                  const struct fp_host_config *cfg, fp_host_covered_fn covered, void *userdata,
+                  struct fp_host **ret, char *err, size_t err_len)
+{
+        struct fp_host *h = calloc(1, sizeof(*h));
+        bool online[1024];
+        long conf = sysconf(_SC_NPROCESSORS_CONF);
+        int r = -ENODEV, first_error = 0;
+
+        if (!h) {
+                snprintf(err, err_len, "out of memory");
+                return -ENOMEM;
+        }
+        h->base = base;
+        h->cache = cache;
+        h->cfg = *cfg;
+        h->covered = covered;
+        h->covered_userdata = userdata;
+        h->pcfg.event =
+            (struct fp_perf_event){"cpu-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK};
+        h->pcfg.freq = cfg->freq;
+        h->pcfg.kernel_frames = cfg->kernel_frames;
+        h->pcfg.unwind = cfg->unwind;
+        fp_targetconf_finish(&h->pcfg);
+        h->n_cpus = conf > 0 && conf <= 1024 ? (size_t)conf : 1024;
+        h->cpus = calloc(h->n_cpus, sizeof(*h->cpus));
+        h->ev_round = event_new(base, -1, EV_PERSIST, on_round, h);
+        h->ev_cpus = event_new(base, -1, EV_PERSIST, on_cpus, h);
+        if (!h->cpus || !h->ev_round || !h->ev_cpus) {
+                snprintf(err, err_len, "out of memory");
+                fp_host_free(h);
+                return -ENOMEM;
+        }
+        cgroup_scan(h);
+        if (online_cpus(online, (int)h->n_cpus) < 0) {
+                snprintf(err, err_len, "cannot read /sys/devices/system/cpu/online");
+                fp_host_free(h);
+                return -ENOENT;
+        }
+        for (size_t i = 0; i < h->n_cpus; i++) {
+                h->cpus[i] = (struct cpu){.cpu = (int)i, .host = h};
+                fp_perf_ring_close(&h->cpus[i].sampler);
+                fp_perf_ring_close(&h->cpus[i].sideband);
+                if (!online[i])
+                        continue;
+                r = cpu_open(h, &h->cpus[i]);
+                if (r < 0 && !first_error)
+                        first_error = r;
+                h->hs.cpus += h->cpus[i].open;
+        }
+        if (!h->hs.cpus) {
+                r = first_error ? first_error : -ENODEV;
+                if (r == -EACCES || r == -EPERM)
+                        snprintf(err, err_len,
+                                 "sampling every CPU is not permitted: the agent needs "
+                                 "CAP_PERFMON or CAP_SYS_ADMIN (perf_event_paranoid is %d)",
+                                 fp_perf_paranoid());
+                else
+                        snprintf(err, err_len, "cannot open the host tier's events: %s",
+                                 strerror(-r));
+                fp_host_free(h);
+                return r;
+        }
+        struct timeval round = {.tv_usec = ROUND_MS * 1000}, cpus = {.tv_sec = 2};
+        event_add(h->ev_round, &round);
+        event_add(h->ev_cpus, &cpus);
+        *ret = h;
+        return 0;
+}
+
+void fp_host_free(struct fp_host *h)
+{
+        if (!h)
+                return;
+        for (size_t i = 0; h->cpus && i < h->n_cpus; i++)
+                cpu_close(&h->cpus[i]);
+        free(h->cpus);
+        if (h->ev_round)
+                event_free(h->ev_round);
+        if (h->ev_cpus)
+                event_free(h->ev_cpus);
+        for (size_t i = 0; i < h->n_procs; i++)
+                proc_free(h->procs[i]);
+        free(h->procs);
+        for (size_t i = 0; i < h->n_queue; i++)
+                free(h->queue[i].text);
+        free(h->queue);
+        for (size_t i = 0; i < h->n_cgroups; i++)
+                free(h->cgroups[i].path);
+        free(h->cgroups);
+        free(h);
+}
+
+const struct fp_host_config *fp_host_config(const struct fp_host *h)
+{
+        return &h->cfg;
+}
+
+void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
+{
+        *ret = h->hs;
+        ret->procs = (unsigned)h->n_procs;
+        ret->cgroups = (unsigned)h->n_cgroups;
+}
+
+/* ---- the open bucket ---- */
+
+size_t fp_host_n_procs(const struct fp_host *h)
+{
+        return h->n_procs;
+}
+
+struct fp_host_proc *fp_host_proc_at(struct fp_host *h, size_t i)
+{
+        return i < h->n_procs ? h->procs[i] : NULL;
+}
+
+const struct fp_agg *fp_host_proc_bucket(const struct fp_host_proc *p)
+{
+        return fp_agg_n_entries(p->agg) ? p->agg : NULL;
+}
+
+struct fp_maps *fp_host_proc_maps(struct fp_host_proc *p)
+{
+        return p->maps;
+}
+
+pid_t fp_host_proc_pid(const struct fp_host_proc *p)
+{
+        return p->pid;
+}
+
+const char *fp_host_proc_comm(const struct fp_host_proc *p)
+{
+        return p->comm;
+}
+
+const char *fp_host_proc_exe(const struct fp_host_proc *p)
+{
+        return p->exe;
+}
+
+/* Computes the labels of p's latest cgroup, once per cgroup. */
+static void label(struct fp_host *h, struct fp_host_proc *p)
+{
+        if (p->service[0] && p->labelled_cgroup == p->cgroup)
+                return;
+        const char *path = cgroup_path(h, p->cgroup);
+        fp_labels_from_cgroup(path ? path : "", &p->labels);
+        fp_labels_service(&p->labels, p->exe, p->comm, p->kthread, p->service, sizeof(p->service));
+        free(p->cgroup_path);
+        p->cgroup_path = strdup(path ? path : "");
+        /* A cgroup not found yet (its record still to come) is looked up again next time. */
+        p->labelled_cgroup = path ? p->cgroup : UINT64_MAX;
+}
+
+const char *fp_host_proc_service(struct fp_host_proc *p)
+{
+        label(p->host, p);
+        return p->service;
+}
+
+const char *fp_host_proc_unit(struct fp_host_proc *p)
+{
+        label(p->host, p);
+        return p->labels.unit;
+}
+
+const char *fp_host_proc_container(struct fp_host_proc *p)
+{
+        label(p->host, p);
+        return p->labels.container;
+}
+
+const char *fp_host_proc_cgroup(struct fp_host_proc *p)
+{
+        label(p->host, p);
+        return p->cgroup_path ? p->cgroup_path : "";
+}
+
+const char *fp_host_proc_thread_name(const struct fp_host_proc *p, pid_t tid)
+{
+        for (size_t i = 0; i < p->n_threads; i++)
+                if (p->threads[i].tid == tid)
+                        return p->threads[i].comm;
+        return p->comm;
+}
+
+size_t fp_host_open_drops(const struct fp_host *h, struct fp_host_drop *ret, size_t max)
+{
+        const struct fp_host_stats *now = &h->hs, *then = &h->hs_bucketed;
+        struct fp_host_drop open[] = {
+            {"kernel_ring_overflow", now->st.lost - then->st.lost},
+            {"throttled", now->st.throttled - then->st.throttled},
+            {"out_of_memory", now->st.dropped_nomem - then->st.dropped_nomem},
+            {"unwind_failed", now->st.unwind_failed - then->st.unwind_failed},
+            {"stack_copy_short", now->st.stack_copy_short - then->st.stack_copy_short},
+            {"covered_by_target", now->covered - then->covered},
+            {"process_unknown", now->unknown - then->unknown},
+            {"process_table_full", now->table_full - then->table_full},
+        };
+        size_t n = 0;
+
+        for (size_t i = 0; i < sizeof(open) / sizeof(open[0]) && n < max; i++)
+                if (open[i].count)
+                        ret[n++] = open[i];
+        for (size_t i = 0;
+             i < sizeof(h->carried) / sizeof(h->carried[0]) && h->carried[i].reason[0] && n < max;
+             i++)
+                ret[n++] = (struct fp_host_drop){h->carried[i].reason, h->carried[i].count};
+        return n;
+}
+
+void fp_host_charge_drop(struct fp_host *h, const char *reason, uint64_t count)
+{
+        for (size_t i = 0; i < sizeof(h->carried) / sizeof(h->carried[0]); i++) {
+                if (!h->carried[i].reason[0])
+                        snprintf(h->carried[i].reason, sizeof(h->carried[i].reason), "%s", reason);
+                if (strcmp(h->carried[i].reason, reason) == 0) {
+                        h->carried[i].count += count;
+                        return;
+                }
+        }
+}
+
+int fp_host_next_bucket(struct fp_host *h)
+{
+        size_t kept = 0;
+
+        for (size_t i = 0; i < h->n_procs; i++) {
+                struct fp_host_proc *p = h->procs[i];
+                if (!fp_agg_n_entries(p->agg))
+                        continue;
+                struct fp_agg *fresh = fp_agg_new(0);
+                if (!fresh)
+                        return -ENOMEM;
+                fp_agg_set_limit(fresh, FP_HOST_MAX_STACKS);
+                fp_agg_free(p->agg);
+                p->agg = fresh;
+        }
+        /* Forget generations that ended long enough ago that no sample of theirs is still coming.
+         */
+        for (size_t i = 0; i < h->n_procs; i++) {
+                struct fp_host_proc *p = h->procs[i];
+                if (p->end_ns == UINT64_MAX || p->end_ns + FORGET_AFTER_NS > h->last_time) {
+                        h->procs[kept++] = p;
+                        continue;
+                }
+                /* Unlink it: from its pid's chain of generations. */
+                struct fp_host_proc **link = pid_slot(h, p->pid);
+                if (*link == p) {
+                        *link = p->older;
+                        if (p->older)
+                                p->older->next = p->next;
+                        else
+                                *link = p->next;
+                } else {
+                        for (struct fp_host_proc *q = *link; q; q = q->older)
+                                if (q->older == p) {
+                                        q->older = p->older;
+                                        break;
+                                }
+                }
+                proc_free(p);
+                h->hs.procs_forgotten++;
+        }
+        h->n_procs = kept;
+        h->hs_bucketed = h->hs;
+        memset(h->carried, 0, sizeof(h->carried));
+        return 0;
+}

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The host tier (agentctl start --host) on this machine's real cgroup v2
+# tree, every check read back with go tool pprof (pprofraw.py):
+#   1. processes the test puts in cgroups named like a systemd service and a
+#      docker container scope are stored under the service (fptest-web) and
+#      the container's short ID; processes in a cgroup with neither go by
+#      their executable's name;
+#   2. 60 processes of 20 ms each, one after another, are named and unwound
+#      after they exited (spin_outer;spin_inner), and hold most of their
+#      CPU time;
+#   3. a process in a PID namespace of its own (unshare -p) is unwound and
+#      named;
+#   4. a process a per-thread target profiles is counted once: by the
+#      target, its host samples counted as covered_by_target;
+#   5. nobody may not start, stop or dump the host tier;
+#   6. the stored host series are read from the store file (dump --host
+#      --store), and a restarted agent runs the host tier from its
+#      configuration file (host = on, host-freq = 49);
+#   7. a CPU taken offline and back has its events closed and reopened
+#      (when the machine lets a CPU go offline; else the test says so);
+#   8. two agents (the second in a UTS namespace of its own, host
+#      fp-host-b) upload to one collector, which shows the service on both.
+source "$(dirname "$0")/lib.sh"
+fp_init 240
+fp_require_go
+command -v unshare >/dev/null || fp_fail "unshare (util-linux) is needed"
+
+cg=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
+[[ -n $cg ]] || fp_fail "no cgroup v2 hierarchy is mounted"
+ID=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+base=$cg/fleetprof-test-$$
+mkdir -p "$base/fptest-web.service" "$base/docker-$ID.scope" "$base/plain" "$base/pidns" "$base/target"
+rmdir_cgroups() { rmdir "$1"/*/ "$1" 2>/dev/null; }
+cleanup_cgroups() { # what a failed run left in them is killed first
+  local d
+  for d in "$1"/*/; do
+    # shellcheck disable=SC2046
+    kill -KILL $(cat "$d/cgroup.procs" 2>/dev/null) 2>/dev/null || true
+  done
+  fp_wait_for 5 rmdir_cgroups "$1" || true
+}
+fp_on_exit "cleanup_cgroups '$base'"
+for name in fp-web fp-box fp-short fp-ns fp-target; do
+  cp "$FP_SPIN" "$FP_TMP/$name"
+done
+# run_in DIR CMD...: CMD in cgroup DIR, from its first instruction.
+run_in() {
+  local dir=$1
+  shift
+  sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$dir" "$@"
+}
+profile() { # profile OUT [dump args...]: a host-tier dump, read by go tool pprof
+  local out=$1
+  shift
+  fp_ctl dump --host "$@" -o "$out" || fp_fail "dump --host $* failed"
+  fp_pprofraw summary "$out" >"$out.json" || fp_fail "go tool pprof cannot read dump --host $*"
+}
+field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+fp_start_agent
+out=$(fp_ctl start --host --freq 199) || fp_fail "start --host failed: $out"
+[[ $out == "host tier: sampling every process on "*" at 199 Hz per CPU"* ]] ||
+  fp_fail "start --host said: $out"
+fp_ok "$out"
+err=$(fp_ctl start --host 2>&1) && fp_fail "a second start --host succeeded"
+[[ $err == *"already"* ]] || fp_fail "a second start --host said: $err"
+
+# ---- 1-4: the workloads -------------------------------------------------------
+t0=$(date +%s%N)
+"$FP_TMP/fp-target" --seconds 6 --ready "$FP_TMP/target.ready" >"$FP_TMP/target.out" &
+tpid=$!
+fp_track "$tpid"
+fp_wait_for 10 test -e "$FP_TMP/target.ready" || fp_fail "fp-target did not start"
+fp_ctl start "$tpid" --freq 99 >/dev/null || fp_fail "cannot start the per-thread target"
+before_ms=$((($(date +%s%N) - t0) / 1000000)) # the host tier's time with it before the target
+run_in "$base/fptest-web.service" "$FP_TMP/fp-web" --seconds 3 >/dev/null &
+web=$!
+run_in "$base/docker-$ID.scope" "$FP_TMP/fp-box" --seconds 3 >/dev/null &
+box=$!
+fp_track "$web" "$box"
+run_in "$base/pidns" unshare -p -f "$FP_TMP/fp-ns" --seconds 2 >/dev/null &
+ns=$!
+fp_track "$ns"
+short_ns=0
+for i in $(seq 60); do
+  line=$(run_in "$base/plain" "$FP_TMP/fp-short" --seconds 0.02 | grep -o 'cpu_ns=[0-9]*') ||
+    fp_fail "a short process failed"
+  short_ns=$((short_ns + ${line#cpu_ns=}))
+done
+wait "$web" "$box" "$ns" || fp_fail "a workload failed"
+fp_untrack "$web" "$box" "$ns"
+wait "$tpid" || true
+fp_untrack "$tpid"
+sleep 0.5 # a round of the host tier's rings
+
+# 1. services from cgroups
+for svc in fptest-web 0123456789ab; do
+  profile "$FP_TMP/$svc.pb.gz" --service "$svc"
+  n=$(field "$FP_TMP/$svc.pb.gz.json" 'd["total"]')
+  spin=$(field "$FP_TMP/$svc.pb.gz.json" 'd["flat"].get("spin_inner", 0)')
+  ((n >= 200 && spin * 10 >= n * 8)) ||
+    fp_fail "service $svc: $n samples, $spin in spin_inner (3 s of CPU at 199 Hz: ~600)"
+  fp_ok "service $svc (cgroup $(basename "$base")/...): $n samples, $spin in spin_inner"
+done
+
+# 2. short-lived processes, named after they exited
+profile "$FP_TMP/short.pb.gz" --service fp-short
+n=$(field "$FP_TMP/short.pb.gz.json" 'd["total"]')
+named=$(field "$FP_TMP/short.pb.gz.json" 'sum(v for k, v in d["caller_leaf"].items() if k == "spin_outer;spin_inner")')
+expect=$((short_ns * 199 / 1000000000))
+((expect >= 100)) || fp_fail "the short processes ran only ${short_ns} ns"
+((n * 100 >= expect * 70)) ||
+  fp_fail "60 processes of 20 ms: $n samples of service fp-short, ~$expect expected"
+((named * 100 >= n * 85)) ||
+  fp_fail "60 processes of 20 ms: only $named of $n samples unwound as spin_outer;spin_inner"
+fp_ok "60 exited processes of 20 ms: $n samples (~$expect expected from their CPU), $named as spin_outer;spin_inner"
+
+# 3. a PID namespace
+profile "$FP_TMP/ns.pb.gz" --service fp-ns
+n=$(field "$FP_TMP/ns.pb.gz.json" 'd["total"]')
+named=$(field "$FP_TMP/ns.pb.gz.json" 'd["caller_leaf"].get("spin_outer;spin_inner", 0)')
+((n >= 100 && named * 10 >= n * 8)) ||
+  fp_fail "a process in its own PID namespace: $n samples, $named as spin_outer;spin_inner"
+fp_ok "a process in its own PID namespace: $n samples, $named as spin_outer;spin_inner"
+
+# 4. counted once: the host tier keeps only what ran before the target started
+host_t=0
+if fp_ctl dump --host --service fp-target -o "$FP_TMP/t.pb.gz" 2>"$FP_TMP/t.err"; then
+  fp_pprofraw summary "$FP_TMP/t.pb.gz" >"$FP_TMP/t.json"
+  host_t=$(field "$FP_TMP/t.json" 'd["total"]')
+fi
+((host_t * 1000 <= (before_ms + 100) * 199)) ||
+  fp_fail "the host tier kept $host_t samples of a target's process (it ran ${before_ms} ms before the target)"
+covered=$(fp_status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["host_tier"]["covered_by_target"])')
+tsamples=$(fp_target_field "$tpid" samples)
+((covered > 100 && tsamples > 300)) ||
+  fp_fail "a target's process: $covered host samples counted as covered_by_target, the target has $tsamples"
+fp_ctl status | grep -q "counted by targets (covered_by_target)" || fp_fail "status does not say the target's samples are counted once"
+fp_ok "a target's process is counted once: the target has $tsamples samples, the host tier left $covered to it (covered_by_target)"
+
+# ---- 5. nobody ---------------------------------------------------------------------
+cp "$FP_AGENTCTL" "$FP_TMP/agentctl"
+chmod 755 "$FP_TMP" "$FP_TMP/agentctl"
+asnobody=(fp_timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_TMP/agentctl" --socket "$FP_SOCK")
+for args in "start --host" "stop --host" "dump --host --format top"; do
+  # shellcheck disable=SC2086
+  err=$("${asnobody[@]}" $args 2>&1) && fp_fail "nobody's $args succeeded: $err"
+  [[ $err == *"only root may"* ]] || fp_fail "nobody's $args said: $err"
+done
+fp_ok "nobody may not start, stop or dump the host tier: $err"
+
+# ---- 6. the store, and a restart from the configuration ----------------------------
+fp_ctl flush >/dev/null || fp_fail "flush failed"
+fp_timeout 30 "$FP_AGENTCTL" dump --host --service fptest-web --store "$FP_TMP/agent.db" -o "$FP_TMP/stored.pb.gz" ||
+  fp_fail "dump --host --store failed"
+fp_pprofraw summary "$FP_TMP/stored.pb.gz" >"$FP_TMP/stored.json"
+n=$(field "$FP_TMP/stored.json" 'd["total"]')
+((n >= 200)) || fp_fail "the store file holds $n host samples of fptest-web"
+fp_ok "the store file holds the host tier's series: $n samples of fptest-web"
+out=$(fp_ctl stop --host) || fp_fail "stop --host failed"
+[[ $out == "stopped the host tier: "* ]] || fp_fail "stop --host said: $out"
+fp_stop_agent
+printf 'host = on\nhost-freq = 49\n' >"$FP_TMP/agent.conf"
+fp_start_agent --config "$FP_TMP/agent.conf"
+freq=$(fp_status_json | python3 -c 'import json,sys; h=json.load(sys.stdin)["host_tier"]; print(h["freq"] if h else "off")')
+[[ $freq == 49 ]] || fp_fail "after a restart with host = on, host-freq = 49 the host tier is $freq"
+fp_ok "a restarted agent runs the host tier from its configuration (49 Hz)"
+
+# ---- 7. CPU hotplug ------------------------------------------------------------------
+cpus() { fp_status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["host_tier"]["cpus"])'; }
+cpus_are() { [[ $(cpus) -eq $1 ]]; }
+online=/sys/devices/system/cpu/cpu1/online
+if [[ -w $online && $(cat "$online") == 1 ]] && echo 0 >"$online" 2>/dev/null; then
+  fp_on_exit "echo 1 >$online"
+  before=$(nproc --all)
+  fp_wait_for 10 cpus_are "$((before - 1))" || { echo 1 >"$online"; fp_fail "with cpu1 offline the host tier has $(cpus) CPUs"; }
+  echo 1 >"$online"
+  fp_wait_for 10 cpus_are "$before" || fp_fail "with cpu1 back the host tier has $(cpus) CPUs"
+  fp_ok "cpu1 offline and back: the host tier followed ($((before - 1)) CPUs, then $before)"
+else
+  fp_log "CPU hotplug: this machine does not let cpu1 go offline; not tested here"
+fi
+
+# ---- 8. two agents, one collector ---------------------------------------------------
+port=$(fp_free_port)
+url=http://127.0.0.1:$port
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$FP_TMP/token"
+fp_start_collector "$url" --listen "127.0.0.1:$port" --store "$FP_TMP/collector.db" --token-file "$FP_TMP/token"
+fp_stop_agent
+fp_start_agent --collector "$url" --token-file "$FP_TMP/token" --config "$FP_TMP/agent.conf"
+sock_b=$FP_TMP/b.sock
+unshare -u sh -c 'hostname fp-host-b && exec "$@"' sh "$FP_AGENT" --foreground --socket "$sock_b" \
+  --store "$FP_TMP/b.db" --collector "$url" --token-file "$FP_TMP/token" --config "$FP_TMP/agent.conf" \
+  >"$FP_TMP/agent-b.log" 2>&1 &
+agent_b=$!
+fp_track "$agent_b"
+fp_wait_for 15 test -S "$sock_b" || fp_fail "the second agent did not start: $(tail -3 "$FP_TMP/agent-b.log")"
+run_in "$base/fptest-web.service" "$FP_TMP/fp-web" --seconds 2 >/dev/null || fp_fail "fp-web failed"
+sleep 0.5
+fp_ctl flush >/dev/null || fp_fail "flush of agent a failed"
+fp_timeout 30 "$FP_AGENTCTL" --socket "$sock_b" flush >/dev/null || fp_fail "flush of agent b failed"
+hosts=$(curl -sf "$url/api/v1/series?service=fptest-web" | python3 -c '
+import json, sys
+print(" ".join(sorted({s["host"] for s in json.load(sys.stdin)["series"]})))')
+[[ $hosts == *fp-host-b* && $hosts == *"$(hostname)"* ]] ||
+  fp_fail "the collector's series of service fptest-web are on hosts '$hosts'"
+fp_pprof -raw -symbolize=none "$url/api/v1/profile?service=fptest-web" >"$FP_TMP/coll.txt" 2>&1 ||
+  fp_fail "go tool pprof cannot read the collector's profile of the service"
+fp_pprofraw --raw-text expect "$FP_TMP/coll.txt" --function spin_inner --min-samples 100 >/dev/null ||
+  fp_fail "the collector's profile of fptest-web lacks spin_inner"
+fp_ok "two agents, one collector: service fptest-web on hosts $hosts, spin_inner in its merged profile"
