@@ -3,8 +3,8 @@
 #
 # Installs what fleetprof needs to build, test and benchmark on Debian 12:
 # the fixed library dependencies (-dev packages), the toolchain, Go (for
-# `go tool pprof`, the reference pprof reader the tests use) and perf (the
-# peer the benchmarks compare against), rpm (rpmbuild, for the .rpm
+# `go tool pprof`, the reference pprof reader the tests use), perf and
+# bpfcc-tools (the peers the benchmarks compare against) with GNU time, rpm (rpmbuild, for the .rpm
 # packages), man-db (the man page checks), clickhouse-server (the
 # collector's shared store: tests run servers of their own, the package's
 # service is not used), bindfs and e2fsprogs (a disk that a test can make
@@ -18,7 +18,7 @@ packages=(
   build-essential cmake pkg-config clang llvm libclang-rt-14-dev clang-format git
   libevent-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev
-  golang-go linux-perf python3 procps util-linux binutils
+  golang-go linux-perf bpfcc-tools time python3 procps util-linux binutils
   rpm man-db groff-base libcap2-bin xz-utils perl
   chromium fonts-dejavu-core nodejs bindfs e2fsprogs
   clickhouse-server clickhouse-client

@@ -2,7 +2,7 @@
 /*
  * The host tier; see host.h for what it keeps and why.
  *
- * A round (every 200 ms, and whenever a ring is a quarter full) reads
+ * A round (every second, and whenever a ring is a quarter full) reads
  * every CPU's side-band ring into one queue, sorts it by time and applies
  * it: generations begin at FORK and exec and end at exec and exit, MMAP2
  * records extend the generation they fall in, CGROUP records name cgroup
@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROUND_MS         200
+#define ROUND_MS         1000
 #define PID_BUCKETS      4096
 #define CGROUP_MAX       65536
 #define CGROUP_RESCAN_NS 2000000000ULL
@@ -695,6 +695,12 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
         h->pcfg.kernel_frames = cfg->kernel_frames;
         h->pcfg.unwind = cfg->unwind;
         fp_targetconf_finish(&h->pcfg);
+        /*
+         * A second of samples per CPU ring (the 200 ms a target's ring holds
+         * would be less than one stack copy at 19 Hz): its quarter-full
+         * wake-up comes every quarter second, not with every sample.
+         */
+        h->pcfg.ring_pages = fp_perf_ring_pages_for_bytes(cfg->freq * 5, 600 + h->pcfg.stack_bytes);
         h->n_cpus = conf > 0 && conf <= 1024 ? (size_t)conf : 1024;
         h->cpus = calloc(h->n_cpus, sizeof(*h->cpus));
         h->ev_round = event_new(base, -1, EV_PERSIST, on_round, h);
@@ -734,7 +740,8 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
                 fp_host_free(h);
                 return r;
         }
-        struct timeval round = {.tv_usec = ROUND_MS * 1000}, cpus = {.tv_sec = 2};
+        struct timeval round = {.tv_sec = ROUND_MS / 1000, .tv_usec = ROUND_MS % 1000 * 1000},
+                       cpus = {.tv_sec = 2};
         event_add(h->ev_round, &round);
         event_add(h->ev_cpus, &cpus);
         *ret = h;
