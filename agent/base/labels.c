@@ -82,10 +82,27 @@ void fp_labels_from_cgroup(const char *path, struct fp_labels *ret)
         ret->container_inner = container_at > unit_at;
 }
 
+/*
+ * Makes buf a name the upload contract takes (letters, digits, '.', '-',
+ * '_', '@', ':'; never empty): anything else becomes '_'.
+ */
+static void sanitize(char *buf)
+{
+        char *c = buf;
+        for (; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                      (*c >= '0' && *c <= '9') || strchr(".-_@:", *c)))
+                        *c = '_';
+        if (c == buf)
+                strcpy(buf, "unknown");
+}
+
 void fp_labels_service(const struct fp_labels *l, const char *exe, const char *comm, bool kthread,
                        char *buf, size_t len)
 {
         size_t n = strlen(l->unit);
+        const char *deleted = " (deleted)";
+        size_t ne = exe ? strlen(exe) : 0, nd = strlen(deleted);
 
         if (kthread) {
                 snprintf(buf, len, "kernel");
@@ -95,10 +112,15 @@ void fp_labels_service(const struct fp_labels *l, const char *exe, const char *c
                 snprintf(buf, len, "%.*s", (int)(n - 8), l->unit);
         } else if (n) {
                 snprintf(buf, len, "%s", l->unit);
-        } else if (exe && *exe) {
-                const char *b = strrchr(exe, '/');
-                snprintf(buf, len, "%s", b ? b + 1 : exe);
+        } else if (ne) {
+                /* A file replaced or removed since it was run reads "PATH (deleted)". */
+                if (ne > nd && strcmp(exe + ne - nd, deleted) == 0)
+                        ne -= nd;
+                const char *b = memrchr(exe, '/', ne);
+                b = b ? b + 1 : exe;
+                snprintf(buf, len, "%.*s", (int)(ne - (size_t)(b - exe)), b);
         } else {
                 snprintf(buf, len, "%s", comm && *comm ? comm : "unknown");
         }
+        sanitize(buf);
 }

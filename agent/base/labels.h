@@ -16,7 +16,9 @@
  *   service    the innermost of the unit and the container: the unit
  *              without ".service" (as a rule's --unit names its service),
  *              or the container; with neither, the executable's file name
- *              (else the process name); "kernel" for kernel threads
+ *              (else the process name); "kernel" for kernel threads;
+ *              always a name the upload contract takes (1 to 63 letters,
+ *              digits, '.', '-', '_', '@', ':'; others become '_')
  *
  * Pure string work: nothing is read here.
  */

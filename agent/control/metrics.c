@@ -72,6 +72,20 @@ void fp_metrics_write(const struct fp_core_status *st, fp_write_fn w, void *ctx)
             "New processes a rule left out: its --max-processes were running.", (double)refused);
         one(&p, "fleetprof_agent_samples_total", "counter", "Samples kept, of every target.",
             (double)st->samples_total);
+        one(&p, "fleetprof_agent_host_tier_cpus", "gauge",
+            "CPUs the host tier samples (0: the host tier is off).",
+            st->host_on ? (double)st->host.cpus : 0);
+        fp_prom_family(&p, "fleetprof_agent_host_tier_samples_total", "counter",
+                       "The host tier's samples: kept, of an idle CPU (not kept), or of a "
+                       "target's process (counted by the target).");
+        fp_prom_value(&p, "fleetprof_agent_host_tier_samples_total", "outcome", "kept",
+                      (double)st->host.st.samples);
+        fp_prom_value(&p, "fleetprof_agent_host_tier_samples_total", "outcome", "idle",
+                      (double)st->host.idle);
+        fp_prom_value(&p, "fleetprof_agent_host_tier_samples_total", "outcome",
+                      "covered_by_target", (double)st->host.covered);
+        one(&p, "fleetprof_agent_host_tier_processes", "gauge",
+            "Processes (generations) the host tier keeps now.", (double)st->host.procs);
         fp_prom_family(&p, "fleetprof_agent_dropped_samples_total", "counter",
                        "Samples that could not be kept, by reason, as written to the store.");
         for (size_t i = 0; i < st->n_stored_drops; i++)

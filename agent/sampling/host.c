@@ -415,7 +415,9 @@ static void apply(struct fp_host *h, const struct sbrec *q)
                         p->cgroup = parent->cgroup;
                         (void)fp_maps_copy_live(p->maps, parent->maps);
                 } else {
+                        /* A parent never seen (the tier started after it): /proc, while it runs. */
                         p->kthread = q->ppid == 2;
+                        (void)fp_proc_comm((pid_t)q->pid, (pid_t)q->pid, p->comm, sizeof(p->comm));
                 }
                 break;
         case PERF_RECORD_COMM:

@@ -106,23 +106,30 @@ for svc in fptest-web 0123456789ab; do
 done
 
 # 2. short-lived processes, named after they exited
+# (A workload built with ASan spends much of a 20 ms life starting its runtime:
+# what is checked is that the loop's samples are there and unwound to their caller.)
+unwound() { # FILE N: spin_inner is a large part of the N samples, and its caller is right
+  local inner named
+  inner=$(field "$1" 'd["flat"].get("spin_inner", 0)')
+  named=$(field "$1" 'd["caller_leaf"].get("spin_outer;spin_inner", 0)')
+  ((inner * 100 >= $2 * 40 && named * 100 >= inner * 90)) || return 1
+  echo "$named"
+}
 profile "$FP_TMP/short.pb.gz" --service fp-short
 n=$(field "$FP_TMP/short.pb.gz.json" 'd["total"]')
-named=$(field "$FP_TMP/short.pb.gz.json" 'sum(v for k, v in d["caller_leaf"].items() if k == "spin_outer;spin_inner")')
 expect=$((short_ns * 199 / 1000000000))
 ((expect >= 100)) || fp_fail "the short processes ran only ${short_ns} ns"
 ((n * 100 >= expect * 70)) ||
   fp_fail "60 processes of 20 ms: $n samples of service fp-short, ~$expect expected"
-((named * 100 >= n * 85)) ||
-  fp_fail "60 processes of 20 ms: only $named of $n samples unwound as spin_outer;spin_inner"
+named=$(unwound "$FP_TMP/short.pb.gz.json" "$n") ||
+  fp_fail "60 processes of 20 ms: spin_inner's samples are missing or not unwound: $(field "$FP_TMP/short.pb.gz.json" 'd["caller_leaf"]')"
 fp_ok "60 exited processes of 20 ms: $n samples (~$expect expected from their CPU), $named as spin_outer;spin_inner"
 
 # 3. a PID namespace
 profile "$FP_TMP/ns.pb.gz" --service fp-ns
 n=$(field "$FP_TMP/ns.pb.gz.json" 'd["total"]')
-named=$(field "$FP_TMP/ns.pb.gz.json" 'd["caller_leaf"].get("spin_outer;spin_inner", 0)')
-((n >= 100 && named * 10 >= n * 8)) ||
-  fp_fail "a process in its own PID namespace: $n samples, $named as spin_outer;spin_inner"
+((n >= 100)) && named=$(unwound "$FP_TMP/ns.pb.gz.json" "$n") ||
+  fp_fail "a process in its own PID namespace: $n samples, not unwound: $(field "$FP_TMP/ns.pb.gz.json" 'd["caller_leaf"]')"
 fp_ok "a process in its own PID namespace: $n samples, $named as spin_outer;spin_inner"
 
 # 4. counted once: the host tier keeps only what ran before the target started
@@ -139,6 +146,11 @@ tsamples=$(fp_target_field "$tpid" samples)
   fp_fail "a target's process: $covered host samples counted as covered_by_target, the target has $tsamples"
 fp_ctl status | grep -q "counted by targets (covered_by_target)" || fp_fail "status does not say the target's samples are counted once"
 fp_ok "a target's process is counted once: the target has $tsamples samples, the host tier left $covered to it (covered_by_target)"
+fp_ctl metrics >"$FP_TMP/agent.prom" || fp_fail "agentctl metrics failed"
+kept=$(sed -n 's/^fleetprof_agent_host_tier_samples_total{outcome="kept"} //p' "$FP_TMP/agent.prom")
+grep -qx 'fleetprof_agent_host_tier_cpus [1-9][0-9]*' "$FP_TMP/agent.prom" && ((${kept:-0} > 500)) ||
+  fp_fail "the metrics do not show the host tier: $(grep host_tier "$FP_TMP/agent.prom")"
+fp_ok "metrics: the host tier kept $kept samples"
 
 # ---- 5. nobody ---------------------------------------------------------------------
 cp "$FP_AGENTCTL" "$FP_TMP/agentctl"
@@ -205,7 +217,7 @@ hosts=$(curl -sf "$url/api/v1/series?service=fptest-web" | python3 -c '
 import json, sys
 print(" ".join(sorted({s["host"] for s in json.load(sys.stdin)["series"]})))')
 [[ $hosts == *fp-host-b* && $hosts == *"$(hostname)"* ]] ||
-  fp_fail "the collector's series of service fptest-web are on hosts '$hosts'"
+  fp_fail "the collector's series of service fptest-web are on hosts '$hosts' (agent b: $(tail -5 "$FP_TMP/agent-b.log"))"
 fp_pprof -raw -symbolize=none "$url/api/v1/profile?service=fptest-web" >"$FP_TMP/coll.txt" 2>&1 ||
   fp_fail "go tool pprof cannot read the collector's profile of the service"
 fp_pprofraw --raw-text expect "$FP_TMP/coll.txt" --function spin_inner --min-samples 100 >/dev/null ||

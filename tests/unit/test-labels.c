@@ -7,6 +7,7 @@
  */
 #include "fp-test.h"
 #include "labels.h"
+#include "upload_contract.h"
 
 #include <stdio.h>
 
@@ -23,6 +24,8 @@ static void check(const char *path, const char *unit, const char *container, con
         FP_CHECK_EQ_STR(l.container, container);
         fp_labels_service(&l, exe, "comm", false, s, sizeof(s));
         FP_CHECK_EQ_STR(s, service);
+        /* Every service must be one an upload may carry. */
+        FP_CHECK_EQ_INT(fp_upload_check_service(s), 0);
 }
 
 int main(void)
@@ -64,6 +67,13 @@ int main(void)
         check("/fleetprof-test/plain", "", "", "/tmp/x/short-lived", "short-lived");
         check("", "", "", "", "comm");
         check("//a///b.service//", "b.service", "", "", "b");
+
+        /* A deleted executable, names with blanks and bytes the upload contract refuses. */
+        check("/", "", "", "/usr/bin/app (deleted)", "app");
+        check("/", "", "", "/memfd:sealed-91173221a7ea (deleted)", "memfd:sealed-91173221a7ea");
+        check("/", "", "", "/opt/my app/run\x01me", "run_me");
+        check("/system.slice/my\tweird.service", "my\tweird.service", "", "/x", "my_weird");
+        check("/", "", "", "/", "unknown");
 
         /* Kernel threads are one service. */
         struct fp_labels l;
