@@ -82,8 +82,8 @@ void fp_metrics_write(const struct fp_core_status *st, fp_write_fn w, void *ctx)
                       (double)st->host.st.samples);
         fp_prom_value(&p, "fleetprof_agent_host_tier_samples_total", "outcome", "idle",
                       (double)st->host.idle);
-        fp_prom_value(&p, "fleetprof_agent_host_tier_samples_total", "outcome",
-                      "covered_by_target", (double)st->host.covered);
+        fp_prom_value(&p, "fleetprof_agent_host_tier_samples_total", "outcome", "covered_by_target",
+                      (double)st->host.covered);
         one(&p, "fleetprof_agent_host_tier_processes", "gauge",
             "Processes (generations) the host tier keeps now.", (double)st->host.procs);
         fp_prom_family(&p, "fleetprof_agent_dropped_samples_total", "counter",
