@@ -309,12 +309,13 @@ static struct fp_host_proc *proc_from_proc(struct fp_host *h, pid_t pid)
                 return NULL;
         snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
         n = readlink(path, exe, sizeof(exe) - 1);
+        /* A kernel thread has no executable (and no user memory to unwind). */
+        bool kthread = n < 0 && errno == ENOENT;
         exe[n > 0 ? n : 0] = 0;
         p = proc_new(h, pid, 0, comm, exe);
         if (!p)
                 return NULL;
-        /* A kernel thread has no executable (and no user memory to unwind). */
-        p->kthread = n < 0 && errno == ENOENT;
+        p->kthread = kthread;
         if (!p->kthread)
                 (void)fp_maps_load_proc(p->maps);
         h->hs.procs_from_proc++;
@@ -405,6 +406,9 @@ static void apply(struct fp_host *h, const struct sbrec *q)
                 if (q->pid == q->ppid)
                         return; /* a new thread: it goes by its process's name until a COMM */
                 parent = proc_at(h, (pid_t)q->ppid, q->time);
+                /* A parent older than the tier and never sampled: /proc, while it runs. */
+                if (!parent && !*pid_slot(h, (pid_t)q->ppid) && h->n_procs + 1 < FP_HOST_MAX_PROCS)
+                        parent = proc_from_proc(h, (pid_t)q->ppid);
                 p = proc_new(h, (pid_t)q->pid, q->time, parent ? parent->comm : "",
                              parent ? parent->exe : "");
                 if (!p)
@@ -415,7 +419,8 @@ static void apply(struct fp_host *h, const struct sbrec *q)
                         p->cgroup = parent->cgroup;
                         (void)fp_maps_copy_live(p->maps, parent->maps);
                 } else {
-                        /* A parent never seen (the tier started after it): /proc, while it runs. */
+                        /* A parent gone before the tier saw it: the child's own name, from /proc.
+                         */
                         p->kthread = q->ppid == 2;
                         (void)fp_proc_comm((pid_t)q->pid, (pid_t)q->pid, p->comm, sizeof(p->comm));
                 }
