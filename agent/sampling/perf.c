@@ -340,6 +340,77 @@ static int open_members(const struct fp_perf_config *cfg, pid_t tid, bool exclud
         return 0;
 }
 
+/*
+ * The sampling leader's attributes, for a thread or a CPU: event, rate,
+ * callchain, kernel mode, stack copy, a quarter-ring wake-up. Returns
+ * whether its samples carry no period (the agent knows it):
+ *
+ * A software event other than the clocks, asked for PERF_SAMPLE_PERIOD at
+ * a fixed period, is sampled by the kernel at every event (each sample's
+ * period 1): a page-faults leader at --period 50 cost fifty samples
+ * instead of one. Its period is the one the agent set, so it is left out
+ * of the sample and put back by the parser (fp_perf_ring.fixed_period).
+ */
+static bool sampler_attr(const struct fp_perf_config *cfg, struct perf_event_attr *a)
+{
+        bool fixed = !cfg->freq && cfg->event.type == PERF_TYPE_SOFTWARE &&
+                     !fp_perf_event_is_clock(&cfg->event);
+
+        attr_common(a);
+        a->type = cfg->event.type;
+        a->config = cfg->event.config;
+        a->sample_type = SAMPLE_TYPE;
+        if (cfg->freq) {
+                a->freq = 1;
+                a->sample_freq = cfg->freq;
+        } else {
+                a->sample_period = cfg->period;
+        }
+        if (fixed)
+                a->sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
+        a->exclude_kernel = !(cfg->count_kernel || cfg->kernel_frames);
+        a->exclude_callchain_kernel = !cfg->kernel_frames;
+        if (cfg->stack_bytes) {
+                a->sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+                a->sample_regs_user = SAMPLE_REGS;
+                a->sample_stack_user = cfg->stack_bytes;
+        }
+        a->watermark = 1;
+        a->wakeup_watermark =
+            (uint32_t)((size_t)cfg->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
+        return fixed;
+}
+
+/* A side-band dummy event's attributes: FORK, EXIT, COMM (exec) and MMAP2 records. */
+static void sideband_attr(struct perf_event_attr *a)
+{
+        attr_common(a);
+        a->type = PERF_TYPE_SOFTWARE;
+        a->config = PERF_COUNT_SW_DUMMY;
+        a->sample_type = SIDEBAND_TYPE;
+        a->sample_period = 1;
+        a->task = 1;
+        a->comm = 1;
+        a->comm_exec = 1; /* COMM records of an exec say so (target.c re-checks the owner) */
+        a->mmap = 1;
+        a->mmap2 = 1;
+        a->watermark = 1;
+}
+
+/* Opens a on (pid, cpu) and maps its ring of pages pages; the fd is closed on failure. */
+static int open_mapped(struct perf_event_attr *a, pid_t pid, int cpu, unsigned pages,
+                       struct fp_perf_ring *ret)
+{
+        int r, fd = perf_event_open(a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+        if (fd < 0)
+                return fd;
+        r = ring_map_shrinking(fd, pages, ret);
+        if (r < 0)
+                close(fd);
+        return r;
+}
+
 int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_ring *ret,
                          bool *ret_kernel_excluded)
 {
@@ -347,43 +418,13 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
         bool kernel_excluded = false;
         int member_fd[FP_PERF_MAX_MEMBERS];
         uint64_t id[FP_PERF_MAX_EVENTS];
+        bool fixed = sampler_attr(cfg, &a);
         int fd, r;
 
-        attr_common(&a);
-        a.type = cfg->event.type;
-        a.config = cfg->event.config;
-        a.sample_type = SAMPLE_TYPE;
         if (cfg->n_members) {
                 a.sample_type |= PERF_SAMPLE_READ;
                 a.read_format = READ_FORMAT;
         }
-        if (cfg->freq) {
-                a.freq = 1;
-                a.sample_freq = cfg->freq;
-        } else {
-                a.sample_period = cfg->period;
-        }
-        /*
-         * A software event other than the clocks, asked for PERF_SAMPLE_PERIOD
-         * at a fixed period, is sampled by the kernel at every event (each
-         * sample's period 1): a page-faults leader at --period 50 cost fifty
-         * samples instead of one. Its period is the one the agent set, so it
-         * is left out of the sample and put back by the parser.
-         */
-        bool fixed = !cfg->freq && cfg->event.type == PERF_TYPE_SOFTWARE &&
-                     !fp_perf_event_is_clock(&cfg->event);
-        if (fixed)
-                a.sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
-        a.exclude_kernel = !(cfg->count_kernel || cfg->kernel_frames);
-        a.exclude_callchain_kernel = !cfg->kernel_frames;
-        if (cfg->stack_bytes) {
-                a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-                a.sample_regs_user = SAMPLE_REGS;
-                a.sample_stack_user = cfg->stack_bytes;
-        }
-        a.watermark = 1;
-        a.wakeup_watermark =
-            (uint32_t)((size_t)cfg->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
 
         fd = open_leader(&a, cfg, tid);
         if ((fd == -EACCES || fd == -EPERM) && !a.exclude_kernel && !cfg->kernel_frames) {
@@ -443,37 +484,15 @@ int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_k
 int fp_perf_open_cpu_sampler(struct fp_perf_config *cfg, int cpu, struct fp_perf_ring *ret)
 {
         struct perf_event_attr a = {0};
-        int fd, r;
+        bool fixed = sampler_attr(cfg, &a);
+        int r;
 
-        attr_common(&a);
-        a.type = cfg->event.type;
-        a.config = cfg->event.config;
-        a.sample_type = SAMPLE_TYPE | PERF_SAMPLE_CGROUP;
-        if (cfg->freq) {
-                a.freq = 1;
-                a.sample_freq = cfg->freq;
-        } else {
-                a.sample_period = cfg->period;
-        }
-        a.exclude_kernel = !(cfg->count_kernel || cfg->kernel_frames);
-        a.exclude_callchain_kernel = !cfg->kernel_frames;
-        if (cfg->stack_bytes) {
-                a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-                a.sample_regs_user = SAMPLE_REGS;
-                a.sample_stack_user = cfg->stack_bytes;
-        }
-        a.watermark = 1;
-        a.wakeup_watermark =
-            (uint32_t)((size_t)cfg->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
-        fd = perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-        if (fd < 0)
-                return fd;
-        r = ring_map_shrinking(fd, cfg->ring_pages, ret);
-        if (r < 0) {
-                close(fd);
+        a.sample_type |= PERF_SAMPLE_CGROUP;
+        r = open_mapped(&a, -1, cpu, cfg->ring_pages, ret);
+        if (r < 0)
                 return r;
-        }
         ret->stack_bytes = cfg->stack_bytes;
+        ret->fixed_period = fixed ? cfg->period : 0;
         ret->cgroup = true;
         return 0;
 }
@@ -481,62 +500,22 @@ int fp_perf_open_cpu_sampler(struct fp_perf_config *cfg, int cpu, struct fp_perf
 int fp_perf_open_cpu_sideband(int cpu, unsigned pages, struct fp_perf_ring *ret)
 {
         struct perf_event_attr a = {0};
-        int fd, r;
 
-        attr_common(&a);
-        a.type = PERF_TYPE_SOFTWARE;
-        a.config = PERF_COUNT_SW_DUMMY;
-        a.sample_type = SIDEBAND_TYPE;
-        a.sample_period = 1;
-        a.task = 1;
-        a.comm = 1;
-        a.comm_exec = 1;
-        a.mmap = 1;
-        a.mmap2 = 1;
+        sideband_attr(&a);
         a.cgroup = 1;
         /* The agent drains every side-band ring on a timer and on a quarter-full ring. */
-        a.watermark = 1;
         a.wakeup_watermark = (uint32_t)((size_t)pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
-        fd = perf_event_open(&a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-        if (fd < 0)
-                return fd;
-        r = ring_map_shrinking(fd, pages, ret);
-        if (r < 0) {
-                close(fd);
-                return r;
-        }
-        return 0;
+        return open_mapped(&a, -1, cpu, pages, ret);
 }
 
 int fp_perf_open_sideband(pid_t tid, struct fp_perf_ring *ret)
 {
         struct perf_event_attr a = {0};
-        int fd, r;
 
-        attr_common(&a);
-        a.type = PERF_TYPE_SOFTWARE;
-        a.config = PERF_COUNT_SW_DUMMY;
-        a.sample_type = SIDEBAND_TYPE;
-        a.sample_period = 1;
+        sideband_attr(&a);
         a.exclude_kernel = 1;
-        a.task = 1;
-        a.comm = 1;
-        a.comm_exec = 1; /* COMM records of an exec say so (target.c re-checks the owner) */
-        a.mmap = 1;
-        a.mmap2 = 1;
-        a.mmap_data = 0;
-        a.watermark = 1;
         a.wakeup_watermark = 1;
-
-        fd = perf_event_open(&a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-        if (fd < 0)
-                return fd;
-        r = ring_map_shrinking(fd, 2, ret);
-        if (r < 0) {
-                close(fd);
-                return r;
-        }
-        return 0;
+        return open_mapped(&a, tid, -1, 2, ret);
 }
 
 void fp_perf_ring_close(struct fp_perf_ring *r)
