@@ -102,14 +102,14 @@ static struct fp_store_frame store_frame(const struct frame_desc *d, const struc
 }
 
 /* The pprof location of one frame, interning its mapping and function. */
-static int frame_location(struct fp_target *t, struct fp_pprof *p, const struct fp_frame *f,
-                          uint64_t *mapping_ids, uint64_t *ret_loc)
+static int frame_location(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, struct fp_pprof *p,
+                          const struct fp_frame *f, uint64_t *mapping_ids, uint64_t *ret_loc)
 {
         struct frame_desc d;
         uint64_t mapping_id = 0, function_id = 0;
         int r;
 
-        frame_describe(t, f, &d);
+        describe(maps, jit, jit_ctx, f, &d);
         if (d.mapping) {
                 if (!mapping_ids[f->mapping - 1]) {
                         r = fp_pprof_mapping(p, d.mapping->start, d.limit, d.mapping->pgoff,
@@ -181,7 +181,8 @@ int fp_export_pprof(struct fp_target *t, struct fp_pprof *p)
                 };
 
                 for (uint32_t j = 0; j < e->n_frames; j++) {
-                        r = frame_location(t, p, &e->frames[j], mapping_ids, &locs[j]);
+                        r = frame_location(fp_target_maps(t), target_jit_name, t, p, &e->frames[j],
+                                           mapping_ids, &locs[j]);
                         if (r < 0)
                                 goto out;
                 }
@@ -449,24 +450,9 @@ int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *serv
                 }
                 for (size_t j = 0; j < fp_agg_n_entries(agg) && r >= 0; j++) {
                         const struct fp_agg_entry *e = fp_agg_entry(agg, j);
-                        for (uint32_t f = 0; f < e->n_frames && r >= 0; f++) {
-                                struct frame_desc d;
-                                uint64_t mapping_id = 0, function_id = 0;
-                                describe(maps, NULL, NULL, &e->frames[f], &d);
-                                if (d.mapping) {
-                                        uint64_t *m = &mapping_ids[e->frames[f].mapping - 1];
-                                        if (!*m)
-                                                r = fp_pprof_mapping(
-                                                    p, d.mapping->start, d.limit, d.mapping->pgoff,
-                                                    d.mapping->path, d.build_id, m);
-                                        mapping_id = *m;
-                                }
-                                if (r >= 0)
-                                        r = fp_pprof_function(p, d.function, NULL, &function_id);
-                                if (r >= 0)
-                                        r = fp_pprof_location(p, mapping_id, e->frames[f].addr,
-                                                              function_id, &locs[f]);
-                        }
+                        for (uint32_t f = 0; f < e->n_frames && r >= 0; f++)
+                                r = frame_location(maps, NULL, NULL, p, &e->frames[f], mapping_ids,
+                                                   &locs[f]);
                         values[0] = clamp64(e->count);
                         values[1] = clamp64(e->value);
                         struct fp_pprof_label labels[5] = {
