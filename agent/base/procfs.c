@@ -116,3 +116,16 @@ const char *fp_proc_cgroup2_root(char *buf, size_t len)
         fclose(f);
         return found;
 }
+
+int fp_proc_exe(pid_t pid, char *buf, size_t len)
+{
+        char path[64];
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+        n = len ? readlink(path, buf, len - 1) : -1;
+        int r = n < 0 ? -errno : 0;
+        if (len)
+                buf[n > 0 ? n : 0] = 0;
+        return r;
+}

@@ -23,6 +23,12 @@ int fp_proc_owner(pid_t pid, uid_t *ret);
 uint64_t fp_proc_self_rss(void);
 /* This process's CPU time, every thread, user and system, in ns. */
 uint64_t fp_proc_self_cpu_ns(void);
+/*
+ * The process's executable (/proc/PID/exe) into buf, "" when it cannot be
+ * read. 0, or -errno: -ENOENT for a kernel thread (it has none) or a
+ * process gone.
+ */
+int fp_proc_exe(pid_t pid, char *buf, size_t len);
 /* The thread's name (/proc/PID/task/TID/comm; TID == PID: the process's). */
 int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 /*

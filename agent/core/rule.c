@@ -626,10 +626,7 @@ int fp_rule_read_proc(pid_t pid, unsigned need, struct fp_rule_proc *ret)
             (r = fp_proc_comm(pid, pid, p.comm, sizeof(p.comm))) < 0)
                 return r;
         if (need & FP_RULE_NEED_EXE) {
-                char path[64];
-                snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-                ssize_t n = readlink(path, p.exe, sizeof(p.exe) - 1);
-                p.exe[n > 0 ? n : 0] = 0;
+                (void)fp_proc_exe(pid, p.exe, sizeof(p.exe));
                 size_t l = strlen(p.exe);
                 if (l > 10 && strcmp(p.exe + l - 10, " (deleted)") == 0)
                         p.exe[l - 10] = 0;

@@ -301,17 +301,13 @@ static struct fp_host_proc *proc_at(struct fp_host *h, pid_t pid, uint64_t time)
 /* Learns a running process from /proc (one that ran before the tier started). */
 static struct fp_host_proc *proc_from_proc(struct fp_host *h, pid_t pid)
 {
-        char comm[16] = "", path[64], exe[4096];
+        char comm[16] = "", exe[4096];
         struct fp_host_proc *p;
-        ssize_t n;
 
         if (fp_proc_comm(pid, pid, comm, sizeof(comm)) < 0)
                 return NULL;
-        snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-        n = readlink(path, exe, sizeof(exe) - 1);
         /* A kernel thread has no executable (and no user memory to unwind). */
-        bool kthread = n < 0 && errno == ENOENT;
-        exe[n > 0 ? n : 0] = 0;
+        bool kthread = fp_proc_exe(pid, exe, sizeof(exe)) == -ENOENT;
         p = proc_new(h, pid, 0, comm, exe);
         if (!p)
                 return NULL;
@@ -427,13 +423,10 @@ static void apply(struct fp_host *h, const struct sbrec *q)
                 break;
         case PERF_RECORD_COMM:
                 if (q->misc & PERF_RECORD_MISC_COMM_EXEC) {
-                        char path[64], exe[4096];
-                        ssize_t n;
+                        char exe[4096];
                         uint64_t cg;
                         /* The new image: its executable is /proc's now, if it runs it still. */
-                        snprintf(path, sizeof(path), "/proc/%d/exe", (int)q->pid);
-                        n = readlink(path, exe, sizeof(exe) - 1);
-                        exe[n > 0 ? n : 0] = 0;
+                        (void)fp_proc_exe((pid_t)q->pid, exe, sizeof(exe));
                         parent = proc_at(h, (pid_t)q->pid, q->time);
                         cg = parent ? parent->cgroup : 0;
                         p = proc_new(h, (pid_t)q->pid, q->time, q->text, exe);

@@ -39,7 +39,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                     size_t err_len)
 {
         struct fp_target *t;
-        char path[64], buf[4096], reason[256];
+        char buf[4096], reason[256];
         int r, first_error = 0;
 
         t = calloc(1, sizeof(*t));
@@ -60,9 +60,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 return -ESRCH;
         }
         (void)fp_proc_comm(pid, pid, t->comm, sizeof(t->comm));
-        snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-        ssize_t n = readlink(path, buf, sizeof(buf) - 1);
-        buf[n > 0 ? n : 0] = 0;
+        (void)fp_proc_exe(pid, buf, sizeof(buf));
         t->exe = strdup(buf);
         r = fp_perf_check_events(&t->cfg, pid, t->left_out, sizeof(t->left_out), err, err_len);
         if (r < 0) {
