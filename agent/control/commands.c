@@ -421,6 +421,38 @@ static void on_dump_done(void *userdata, struct fp_pprof *p, int error, const ch
         fp_control_finish(c);
 }
 
+/*
+ * Hands a dump's store part to the writer (on_dump_done answers c later).
+ * Returns -ENODEV when there is no store: p stays the caller's, with the
+ * open buckets all there is. Anything else (queued, or an error answered)
+ * takes p.
+ */
+static int queue_dump(struct fp_core *s, struct fp_control_client *c,
+                      const struct fp_store_filter *f, struct fp_pprof *p, const char *format)
+{
+        struct dump_wait *w = calloc(1, sizeof(*w));
+        int e;
+
+        if (!w) {
+                fp_pprof_free(p);
+                fp_control_error(c, "out of memory");
+                return -ENOMEM;
+        }
+        w->c = c;
+        snprintf(w->format, sizeof(w->format), "%s", format);
+        e = fp_core_submit_dump(s, f, p, on_dump_done, w);
+        if (e == 0) {
+                fp_control_defer(c);
+                return 0;
+        }
+        free(w);
+        if (e != -ENODEV) {
+                fp_pprof_free(p);
+                fp_control_error(c, "cannot queue the dump: %s", strerror(-e));
+        }
+        return e;
+}
+
 /* dump --host [--service S]: the host tier's open bucket and its stored series. */
 static void dump_host(struct fp_core *s, struct fp_control_client *c,
                       const struct fp_ctl_request *q, struct fp_pprof *p, const char *format,
@@ -454,23 +486,8 @@ static void dump_host(struct fp_core *s, struct fp_control_client *c,
         }
         if (since && fp_parse_uint(since, 1, UINT32_MAX, &since_s) == 0)
                 f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;
-        struct dump_wait *w = calloc(1, sizeof(*w));
-        if (!w) {
-                fp_pprof_free(p);
-                return fp_control_error(c, "out of memory");
-        }
-        w->c = c;
-        snprintf(w->format, sizeof(w->format), "%s", format);
-        e = fp_core_submit_dump(s, &f, p, on_dump_done, w);
-        if (e == 0) {
-                fp_control_defer(c);
+        if (queue_dump(s, c, &f, p, format) != -ENODEV)
                 return;
-        }
-        free(w);
-        if (e != -ENODEV) {
-                fp_pprof_free(p);
-                return fp_control_error(c, "cannot queue the dump: %s", strerror(-e));
-        }
         if (!open) {
                 fp_pprof_free(p);
                 return fp_control_error(c, "the host tier is not running (and there is no store)");
@@ -601,23 +618,8 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         f.event = event ? event : (first ? fp_target_config(first)->event.name : NULL);
         if (since_s)
                 f.since_ns = (int64_t)fp_now_ns(CLOCK_REALTIME) - (int64_t)since_s * 1000000000LL;
-        struct dump_wait *w = calloc(1, sizeof(*w));
-        if (!w) {
-                fp_pprof_free(p);
-                return fp_control_error(c, "out of memory");
-        }
-        w->c = c;
-        snprintf(w->format, sizeof(w->format), "%s", format);
-        e = fp_core_submit_dump(s, &f, p, on_dump_done, w);
-        if (e == 0) {
-                fp_control_defer(c);
-                return; /* answered when the writer is done */
-        }
-        free(w);
-        if (e != -ENODEV) {
-                fp_pprof_free(p);
-                return fp_control_error(c, "cannot queue the dump: %s", strerror(-e));
-        }
+        if (queue_dump(s, c, &f, p, format) != -ENODEV)
+                return; /* answered when the writer is done, or an error answered */
         /* No store: the open buckets are all there is. */
         if (!first) {
                 fp_pprof_free(p);
