@@ -53,6 +53,8 @@ static const struct fp_conf_key agent_keys[] = {
      "seconds between uploads, 5 to 86400"},
     {"max-threads", FP_CONF_UINT, "4096", 1, 65536, "N",
      "threads sampled per target at most (each costs two events and ring memory)"},
+    {"first-period", FP_CONF_STRING, "random", 0, 0, "random|full",
+     "a new thread's first sample: after a random part of the period, or a whole one as perf"},
     {"keep-exited", FP_CONF_UINT, "60", 1, 86400, "SECS",
      "seconds an exited target started by PID stays in status, its data stored"},
     {"no-bpf", FP_CONF_BOOL, "false", 0, 0, NULL,
@@ -67,6 +69,14 @@ static const struct fp_conf_key agent_keys[] = {
      "a rule: what agentctl start takes after 'start' for one"},
 };
 #define N_AGENT_KEYS (sizeof(agent_keys) / sizeof(agent_keys[0]))
+
+/* --first-period: random (unbiased for short threads) or full (perf's way, for comparison). */
+static int check_first_period(const char *value, char *err, size_t err_len)
+{
+        if (strcmp(value, "random") != 0 && strcmp(value, "full") != 0)
+                return fp_errf(err, err_len, -EINVAL, "not random or full");
+        return 0;
+}
 
 /* --metrics-listen: ADDR:PORT. */
 static int check_listen(const char *value, char *err, size_t err_len)
@@ -166,6 +176,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .upload_interval = (unsigned)fp_conf_uint(conf, "upload-interval"),
             .no_bpf = fp_conf_bool(conf, "no-bpf"),
             .max_threads = (unsigned)fp_conf_uint(conf, "max-threads"),
+            .first_period_full = strcmp(fp_conf_string(conf, "first-period"), "full") == 0,
             .keep_exited_s = (unsigned)fp_conf_uint(conf, "keep-exited"),
             .host = fp_conf_bool(conf, "host"),
             .host_cfg = {.freq = fp_conf_uint(conf, "host-freq"),
@@ -201,6 +212,8 @@ int main(int argc, char **argv)
                 r = fp_conf_set_check(conf, "target", fp_rule_check_words);
         if (r == 0)
                 r = fp_conf_set_check(conf, "metrics-listen", check_listen);
+        if (r == 0)
+                r = fp_conf_set_check(conf, "first-period", check_first_period);
         if (r < 0) {
                 fp_log(LOG_ERR, "Failed to set up the settings: %s", strerror(-r));
                 return 1;

@@ -166,6 +166,27 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->threads_missed);
         fp_json_key(j, "threads_by_rescan");
         fp_json_uint(j, st->threads_by_rescan);
+        /* Threads born while sampled, exited: their CPU by the kernel beside the profile's. */
+        fp_json_key(j, "born");
+        fp_json_begin_object(j);
+        fp_json_key(j, "exited");
+        fp_json_uint(j, st->born_exited);
+        fp_json_key(j, "cpu_ns");
+        fp_json_uint(j, st->born_cpu_ns);
+        fp_json_key(j, "profiled");
+        fp_json_uint(j, st->born_profiled);
+        fp_json_end_object(j);
+        fp_json_key(j, "first_period");
+        fp_json_begin_object(j);
+        fp_json_key(j, "mode");
+        fp_json_string(j, ts->cfg->freq                  ? "frequency"
+                          : ts->cfg->first_period_full ? "full"
+                                                       : "random");
+        fp_json_key(j, "first_samples");
+        fp_json_uint(j, st->first_samples);
+        fp_json_key(j, "extra");
+        fp_json_uint(j, st->first_extra);
+        fp_json_end_object(j);
         fp_json_key(j, "attach_latency_us");
         fp_json_begin_object(j);
         fp_json_key(j, "count");
@@ -572,6 +593,16 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 if (ts->st.threads_over_limit)
                         fprintf(out, "%d: %" PRIu64 " threads not sampled: --max-threads %u were\n",
                                 (int)ts->pid, ts->st.threads_over_limit, cfg->max_threads);
+                /* The clocks' value is ns: what the profile holds of born threads, beside their CPU. */
+                if (ts->st.born_exited && fp_perf_event_is_clock(&cfg->event))
+                        fprintf(out,
+                                "%d: %" PRIu64 " threads born and exited, CPU %.1f ms, in the "
+                                "profile %.1f ms (%.2f)\n",
+                                (int)ts->pid, ts->st.born_exited, ts->st.born_cpu_ns / 1e6,
+                                ts->st.born_profiled / 1e6,
+                                ts->st.born_cpu_ns
+                                    ? (double)ts->st.born_profiled / (double)ts->st.born_cpu_ns
+                                    : 0.0);
         }
         /* How the stacks were unwound. */
         for (size_t i = 0; i < st->n_targets; i++) {

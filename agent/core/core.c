@@ -76,6 +76,7 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
                                      follow || track_children ? FP_TRACKER_FOLLOW : 0) == 0;
         struct fp_perf_config limited = *cfg;
         limited.max_threads = s->opt.max_threads;
+        limited.first_period_full = s->opt.first_period_full;
         r = fp_target_start(s->base, s->cache, pid, &limited, &t, err, err_len);
         if (r < 0) {
                 if (s->tracker)
@@ -436,6 +437,10 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
         case FP_TRACKER_THREAD_EXIT:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         fp_target_thread_exited(at->t, (pid_t)e->tid);
+                break;
+        case FP_TRACKER_THREAD_CPU:
+                if ((at = fp_core_find(s, (pid_t)e->tgid)))
+                        fp_target_thread_cpu(at->t, (pid_t)e->tid, e->cpu_ns);
                 break;
         case FP_TRACKER_CHILD_NEW:
                 if (!fp_core_rules_on_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid, e->time_ns))

@@ -45,6 +45,7 @@ struct fp_core_options {
         unsigned upload_interval;
         bool no_bpf;            /* --no-bpf: track threads with the perf FORK-record fallback */
         unsigned max_threads;   /* --max-threads: threads sampled per target at most, 0: none */
+        bool first_period_full; /* --first-period full: no random first period (perf's way) */
         unsigned keep_exited_s; /* --keep-exited: an exited PID target stays this long, 0: 60 */
         /* The host tier from the start (host = on; --host ...), and how. */
         bool host;

@@ -411,8 +411,8 @@ static int open_mapped(struct perf_event_attr *a, pid_t pid, int cpu, unsigned p
         return r;
 }
 
-int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_ring *ret,
-                         bool *ret_kernel_excluded)
+int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, unsigned flags,
+                         struct fp_perf_ring *ret, bool *ret_kernel_excluded)
 {
         struct perf_event_attr a = {0};
         bool kernel_excluded = false;
@@ -420,6 +420,8 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
         uint64_t id[FP_PERF_MAX_EVENTS];
         bool fixed = sampler_attr(cfg, &a);
         int fd, r;
+
+        a.disabled = (flags & FP_PERF_OPEN_DISABLED) != 0;
 
         if (cfg->n_members) {
                 a.sample_type |= PERF_SAMPLE_READ;
@@ -463,6 +465,42 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_r
         if (ret_kernel_excluded)
                 *ret_kernel_excluded = kernel_excluded || a.exclude_kernel;
         return 0;
+}
+
+int fp_perf_open_starter(struct fp_perf_config *cfg, pid_t tid, uint64_t first,
+                         struct fp_perf_ring *ret)
+{
+        struct perf_event_attr a = {0};
+        int fd, r;
+
+        (void)sampler_attr(cfg, &a);
+        a.sample_period = first ? first : 1;
+        /* Its one sample stands for a whole configured period (see perf.h). */
+        a.sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
+        /* Woken at each sample, not at a quarter ring: the agent switches at once. */
+        a.watermark = 0;
+        a.wakeup_events = 1;
+        fd = open_leader(&a, cfg, tid);
+        if ((fd == -EACCES || fd == -EPERM) && !a.exclude_kernel && !cfg->kernel_frames) {
+                a.exclude_kernel = 1; /* as fp_perf_open_sampler() falls back */
+                fd = open_leader(&a, cfg, tid);
+        }
+        if (fd < 0)
+                return fd;
+        /* One sample with a stack copy, and room for a few more taken before the switch. */
+        r = ring_map_shrinking(fd, 8, ret);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        ret->stack_bytes = cfg->stack_bytes;
+        ret->fixed_period = cfg->period;
+        return 0;
+}
+
+int fp_perf_enable(struct fp_perf_ring *r)
+{
+        return ioctl(r->fd, PERF_EVENT_IOC_ENABLE, 0) < 0 ? -errno : 0;
 }
 
 int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_kernel)

@@ -77,6 +77,12 @@ struct fp_perf_config {
          * of the configuration text: the running agent's setting applies.
          */
         unsigned max_threads;
+        /*
+         * The agent's --first-period full: a new thread's first sample
+         * comes after a whole period, as perf's does (a diagnostic: short
+         * threads are then under-counted). Not in the configuration text.
+         */
+        bool first_period_full;
 };
 
 /* Sets the sampling event's period (PERF_EVENT_IOC_PERIOD). 0 or -errno. */
@@ -250,8 +256,22 @@ unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t bytes);
  * precise_ip and records it in cfg (see struct fp_perf_config). ret is
  * untouched on failure.
  */
-int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, struct fp_perf_ring *ret,
-                         bool *ret_kernel_excluded);
+#define FP_PERF_OPEN_DISABLED 1u /* opened disabled: counts and samples after fp_perf_enable() */
+int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, unsigned flags,
+                         struct fp_perf_ring *ret, bool *ret_kernel_excluded);
+int fp_perf_enable(struct fp_perf_ring *r);
+/*
+ * A thread's first period (see threads.c): cfg's leader alone on tid,
+ * sampling after `first` events (ns for the clocks) and then every `first`
+ * again, waking the agent at each sample. Its samples carry no period:
+ * each stands for cfg->period (fp_perf_ring.fixed_period), because the
+ * first one is the thread's first sample of a random phase, which counts
+ * for a whole period like every other. The agent keeps its first sample,
+ * enables the thread's group (opened with FP_PERF_OPEN_DISABLED) and
+ * closes it. Kernel samples fall back as fp_perf_open_sampler()'s do.
+ */
+int fp_perf_open_starter(struct fp_perf_config *cfg, pid_t tid, uint64_t first,
+                         struct fp_perf_ring *ret);
 /*
  * Whether the machine lets the agent count event e on thread tid: opens
  * it as a plain counter and closes it again. 0, or the -errno of

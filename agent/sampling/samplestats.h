@@ -45,6 +45,20 @@ struct fp_target_stats {
         uint64_t stack_bytes;           /* user-stack bytes the kernel copied, in all */
         uint64_t jit_frames;            /* frames named from a perf map */
         uint64_t ring_bytes;            /* memory the live threads' perf rings map */
+        /*
+         * Random first periods (threads.c): threads whose first sample
+         * came in it, and samples its event took in the moment before the
+         * agent switched to the group (left out: the first stands for the
+         * whole period).
+         */
+        uint64_t first_samples, first_extra;
+        /*
+         * Threads born while the target was sampled (reported by the
+         * tracker) that have exited: how many, their CPU time as the
+         * kernel accounts it at their last switch, and what the profile
+         * holds of them (the leader's unit: ns for the clocks).
+         */
+        uint64_t born_exited, born_cpu_ns, born_profiled;
         bool kernel_excluded;           /* the kernel refused kernel-mode samples: user time only */
         uint64_t start_ns;              /* CLOCK_REALTIME of start */
         /*

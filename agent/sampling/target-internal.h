@@ -41,8 +41,12 @@ struct fp_thread {
         int64_t period_debt; /* its samples' periods less as many configured ones (ns) */
         bool exit_pending;   /* EXIT seen inside a drain: detached right after it */
         bool over_limit;     /* left out (counted once): the target had cfg.max_threads live */
+        bool born;           /* its birth was reported: its whole life is the target's */
+        bool cpu_known;      /* the kernel's count of its CPU time came (born threads) */
+        uint64_t value;      /* what its samples hold (the leader's unit), for the born account */
         struct fp_perf_ring sampler, sideband;
-        struct event *ev_sampler, *ev_sideband;
+        struct fp_perf_ring starter; /* its random first period until the first sample (fd -1: none) */
+        struct event *ev_sampler, *ev_sideband, *ev_starter;
 };
 
 struct fp_target {
@@ -86,7 +90,7 @@ struct fp_target {
                 uint64_t birth_ns;
         } retry[RETRY_MAX]; /* born threads whose attach said ESRCH while they still exist */
         unsigned n_retry;
-        uint32_t latency_us[LATENCY_RING]; /* birth -> events open, the last LATENCY_RING */
+        uint32_t latency_us[LATENCY_RING]; /* birth -> sampling began, the last LATENCY_RING */
         uint64_t n_latency;
 
         struct fp_frame frames[MAX_FRAMES];
@@ -96,6 +100,8 @@ struct fp_target {
 
 /* The record of thread tid (live or dead), or NULL. */
 struct fp_thread *fp_thread_find(struct fp_target *t, pid_t tid);
+/* Closes whatever th still has open and frees it (the target is being freed). */
+void fp_thread_free(struct fp_thread *th);
 /* Closes a thread's events at once (after reading them); its name and samples stay. */
 void fp_thread_detach(struct fp_thread *th);
 /* Detaches the threads whose EXIT records arrived during a drain. */
@@ -121,4 +127,5 @@ void fp_target_drain_ring(struct fp_target *t, struct fp_perf_ring *ring);
 void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th);
 /* The event loop's callbacks of a thread's two rings (arg: the struct fp_thread). */
 void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg);
+void fp_target_on_starter(evutil_socket_t fd, short what, void *arg);
 void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg);

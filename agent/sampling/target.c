@@ -116,16 +116,8 @@ void fp_target_free(struct fp_target *t)
 {
         if (!t)
                 return;
-        for (size_t i = 0; i < t->n_threads; i++) {
-                struct fp_thread *th = t->threads[i];
-                if (th->ev_sampler)
-                        event_free(th->ev_sampler);
-                if (th->ev_sideband)
-                        event_free(th->ev_sideband);
-                fp_perf_ring_close(&th->sampler);
-                fp_perf_ring_close(&th->sideband);
-                free(th);
-        }
+        for (size_t i = 0; i < t->n_threads; i++)
+                fp_thread_free(t->threads[i]);
         free(t->threads);
         if (t->ev_rescan)
                 event_free(t->ev_rescan);

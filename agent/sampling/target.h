@@ -93,9 +93,14 @@ void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
  *
  * fp_target_thread_exited() closes thread tid's events at once (after
  * reading its last samples); it may not be called from a ring drain.
+ *
+ * fp_target_thread_cpu() gives a born thread's CPU time as the kernel
+ * accounted it at its last switch (the tracker's exit accounting): status
+ * shows it beside what the profile holds of the same threads.
  */
 int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns);
 void fp_target_thread_exited(struct fp_target *t, pid_t tid);
+void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns);
 
 /* Called, from inside a ring drain, when a followed target forks process child. */
 typedef void (*fp_target_child_fn)(void *userdata, struct fp_target *t, pid_t child);

@@ -58,8 +58,12 @@ const char *fp_target_thread_name(struct fp_target *t, pid_t tid)
 static uint64_t ring_bytes(const struct fp_thread *th)
 {
         uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-        return th->sampler.data_size + th->sideband.data_size + 2 * page;
+        return th->sampler.data_size + th->sideband.data_size + 2 * page +
+               (th->starter.fd >= 0 ? th->starter.data_size + page : 0);
 }
+
+static void close_starter(struct fp_thread *th);
+static void drain_starter(struct fp_target *t, struct fp_thread *th);
 
 void fp_thread_detach(struct fp_thread *th)
 {
@@ -68,6 +72,8 @@ void fp_thread_detach(struct fp_thread *th)
         if (!th->live)
                 return;
         fp_target_drain_ring(t, &th->sideband);
+        drain_starter(t, th); /* a first sample taken just before it exited */
+        close_starter(th);
         fp_target_drain_sampler(t, th); /* its last samples */
         event_free(th->ev_sampler);
         event_free(th->ev_sideband);
@@ -79,6 +85,18 @@ void fp_thread_detach(struct fp_thread *th)
         th->exited = true;
         th->exit_pending = false;
         t->st.threads_live--;
+}
+
+void fp_thread_free(struct fp_thread *th)
+{
+        if (th->ev_sampler)
+                event_free(th->ev_sampler);
+        if (th->ev_sideband)
+                event_free(th->ev_sideband);
+        close_starter(th);
+        fp_perf_ring_close(&th->sampler);
+        fp_perf_ring_close(&th->sideband);
+        free(th);
 }
 
 /* Detaches the threads whose EXIT records arrived during a drain. */
@@ -95,6 +113,145 @@ void fp_target_reap_exits(struct fp_target *t)
 static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
 {
         (void)fp_proc_comm(t->pid, th->tid, th->comm, sizeof(th->comm));
+}
+
+/* ---- a thread's random first period ---- */
+
+/* xorshift64*: decorrelation is all the periods need. */
+static uint64_t next_random(struct fp_target *t, pid_t tid)
+{
+        uint64_t x = t->jitter_state ? t->jitter_state
+                                     : (fp_now_ns(CLOCK_MONOTONIC) | 1) ^ (uint64_t)tid;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        t->jitter_state = x;
+        return x * 0x2545f4914f6cdd1dULL;
+}
+
+/*
+ * A thread sampled every period P from the moment its event opens is never
+ * sampled if it runs less than P, and every thread's first period is
+ * lost: short threads vanish from the profile (1 ms threads at 1 kHz: 1%
+ * of their CPU). So a thread's first sample comes after a random part of
+ * the period, uniform over 1..P, and counts for P like every other: a
+ * thread that runs c < P is sampled with probability c/P, and what the
+ * profile holds of any thread is c on average (the Go runtime starts its
+ * per-thread timers so).
+ *
+ * The kernel has no way to make only the first period shorter (setting a
+ * period restarts it), so the first period is an event of its own, the
+ * starter, woken at its sample; the thread's group is opened disabled and
+ * enabled when the starter's sample is read, and the starter closed. The
+ * thread's CPU between its first sample and the switch (the agent's
+ * wake-up and one ioctl) goes unsampled; samples the starter took
+ * meanwhile are counted (first_extra) and left out, since the first one
+ * already stands for the period they fall in.
+ */
+static int open_starter(struct fp_target *t, struct fp_thread *th)
+{
+        uint64_t first = 1 + next_random(t, th->tid) % t->cfg.period;
+        int r = fp_perf_open_starter(&t->cfg, th->tid, first, &th->starter);
+
+        if (r < 0) {
+                th->starter.fd = -1;
+                return r;
+        }
+        th->ev_starter = event_new(t->base, th->starter.fd, EV_READ | EV_PERSIST,
+                                   fp_target_on_starter, th);
+        if (!th->ev_starter || event_add(th->ev_starter, NULL) < 0) {
+                close_starter(th);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static void close_starter(struct fp_thread *th)
+{
+        if (th->ev_starter)
+                event_free(th->ev_starter);
+        th->ev_starter = NULL;
+        if (th->starter.fd >= 0)
+                fp_perf_ring_close(&th->starter);
+        th->starter.fd = -1;
+}
+
+struct starter_drain {
+        struct fp_target *t;
+        struct fp_thread *th;
+        bool first; /* the first sample was taken in this drain */
+};
+
+static void starter_sample(void *userdata, const struct fp_perf_sample *s)
+{
+        struct starter_drain *d = userdata;
+        uint64_t v = d->t->st.value;
+
+        if (d->first) {
+                d->t->st.first_extra++;
+                return;
+        }
+        fp_target_add_sample(d->t, s);
+        d->th->value += d->t->st.value - v;
+        d->t->st.first_samples++;
+        d->first = true;
+}
+
+/* Its ring holds samples only: a loss is of samples after the first (a tiny ring), extras too. */
+static void starter_record(void *userdata, const struct fp_perf_record *r)
+{
+        struct starter_drain *d = userdata;
+
+        if (r->type == PERF_RECORD_LOST)
+                d->t->st.first_extra += r->lost.lost;
+}
+
+static const struct fp_perf_handlers starter_handlers = {
+    .sample = starter_sample,
+    .record = starter_record,
+};
+
+/* Reads th's starter; once its first sample is in, enables th's group and closes the starter. */
+static void drain_starter(struct fp_target *t, struct fp_thread *th)
+{
+        struct starter_drain d = {.t = t, .th = th};
+
+        if (th->starter.fd < 0)
+                return;
+        (void)fp_perf_ring_drain(&th->starter, &starter_handlers, &d);
+        if (!d.first)
+                return;
+        /* Enabling twice is harmless: fp_target_on_starter() may have done it already. */
+        if (fp_perf_enable(&th->sampler) < 0)
+                t->st.attach_failed++; /* the thread goes on unsampled; status says so */
+        t->st.ring_bytes -= ring_bytes(th);
+        close_starter(th);
+        t->st.ring_bytes += ring_bytes(th);
+}
+
+void fp_target_on_starter(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_thread *th = arg;
+        struct fp_target *t = th->target;
+        (void)fd;
+        (void)what;
+
+        /*
+         * Woken by the first sample: the group starts before anything else
+         * (what the thread runs until then is not sampled). Then mappings
+         * and names, so the sample resolves against them.
+         */
+        if (th->starter.fd >= 0 && fp_perf_ring_pending(&th->starter) &&
+            fp_perf_enable(&th->sampler) < 0)
+                t->st.attach_failed++; /* the thread goes on unsampled; status says so */
+        fp_target_drain_ring(t, &th->sideband);
+        drain_starter(t, th);
+        fp_target_reap_exits(t);
+        if (th->live && th->starter.fd >= 0 && !fp_perf_ring_pending(&th->starter) &&
+            fp_perf_ring_hangup(&th->starter))
+                fp_thread_detach(th);
+        fp_target_reap_exits(t);
+        fp_target_check_exited(t);
 }
 
 /*
@@ -124,7 +281,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
                         return -ENOMEM;
                 th->target = t;
                 th->tid = tid;
-                th->sampler.fd = th->sideband.fd = -1;
+                th->sampler.fd = th->sideband.fd = th->starter.fd = -1;
                 t->threads[t->n_threads++] = th;
                 t->st.threads_seen++;
         }
@@ -143,12 +300,24 @@ static int thread_attach(struct fp_target *t, pid_t tid)
         }
         th->over_limit = false;
 
-        /* Side-band first, then the name: a rename in between is caught by a COMM record. */
+        /*
+         * The starter first: the thread is sampled from that moment on (the
+         * group's ring takes a while to map). Then the side-band, then the
+         * name: a rename in between is caught by a COMM record.
+         */
+        bool random_first = !t->cfg.freq && !t->cfg.first_period_full && t->cfg.period > 1;
+        if (random_first && open_starter(t, th) == -ESRCH)
+                return -ESRCH;
+        uint64_t began = th->starter.fd >= 0 ? fp_now_ns(CLOCK_MONOTONIC) : 0;
         r = fp_perf_open_sideband(tid, &th->sideband);
-        if (r < 0)
-                return r;
-        r = fp_perf_open_sampler(&t->cfg, tid, &th->sampler, &kernel_excluded);
         if (r < 0) {
+                close_starter(th);
+                return r;
+        }
+        r = fp_perf_open_sampler(&t->cfg, tid, th->starter.fd >= 0 ? FP_PERF_OPEN_DISABLED : 0,
+                                 &th->sampler, &kernel_excluded);
+        if (r < 0) {
+                close_starter(th);
                 fp_perf_ring_close(&th->sideband);
                 return r;
         }
@@ -168,12 +337,13 @@ static int thread_attach(struct fp_target *t, pid_t tid)
                 if (th->ev_sideband)
                         event_free(th->ev_sideband);
                 th->ev_sampler = th->ev_sideband = NULL;
+                close_starter(th);
                 fp_perf_ring_close(&th->sampler);
                 fp_perf_ring_close(&th->sideband);
                 return -ENOMEM;
         }
         th->live = true;
-        th->attach_ns = fp_now_ns(CLOCK_MONOTONIC);
+        th->attach_ns = began ? began : fp_now_ns(CLOCK_MONOTONIC); /* when sampling began */
         t->st.threads_live++;
         t->st.ring_bytes += ring_bytes(th);
         return 0;
@@ -292,9 +462,11 @@ void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
 
 /* ---- thread tracking: births and exits reported by a tracker ---- */
 
-static void record_latency(struct fp_target *t, uint64_t birth_ns)
+/* Birth to the moment the thread's sampling began. */
+static void record_latency(struct fp_target *t, pid_t tid, uint64_t birth_ns)
 {
-        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+        struct fp_thread *th = fp_thread_find(t, tid);
+        uint64_t now = th ? th->attach_ns : fp_now_ns(CLOCK_MONOTONIC);
         uint64_t us = now > birth_ns ? (now - birth_ns) / 1000 : 0;
 
         if (!birth_ns)
@@ -321,7 +493,7 @@ void fp_target_on_retry(evutil_socket_t fd, short what, void *arg)
                 pid_t tid = t->retry[i].tid;
                 int r = t->st.state == FP_TARGET_RUNNING ? thread_attach(t, tid) : -ESRCH;
                 if (r == 0) {
-                        record_latency(t, t->retry[i].birth_ns);
+                        record_latency(t, tid, t->retry[i].birth_ns);
                         continue;
                 }
                 if (r == -EUSERS)
@@ -356,8 +528,15 @@ int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
         if (th && th->exited)
                 th->exited = false; /* the tid was reused by a new thread */
         r = thread_attach(t, tid);
+        th = fp_thread_find(t, tid);
+        if (th) {
+                /* Its whole life is the target's: its CPU is accounted at its exit. */
+                th->born = true;
+                th->cpu_known = false;
+                th->value = 0;
+        }
         if (r == 0) {
-                record_latency(t, birth_ns);
+                record_latency(t, tid, birth_ns);
                 return 0;
         }
         if (r == -EUSERS)
@@ -385,12 +564,29 @@ void fp_target_thread_exited(struct fp_target *t, pid_t tid)
         fp_target_check_exited(t);
 }
 
+void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns)
+{
+        struct fp_thread *th = fp_thread_find(t, tid);
+
+        if (!th || !th->born || th->cpu_known)
+                return;
+        if (th->live)
+                fp_thread_detach(th); /* it is dead: its last samples now */
+        th->cpu_known = true;
+        t->st.born_exited++;
+        t->st.born_cpu_ns += cpu_ns;
+        t->st.born_profiled += th->value;
+}
+
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
                             fp_target_child_fn on_child, void *userdata)
 {
         t->bpf_tracked = bpf;
         t->follow_children = follow_children;
         t->parent_pid = parent_pid;
+        /* A followed child was tracked from its fork: its threads' lives are all its own. */
+        for (size_t i = 0; parent_pid && i < t->n_threads; i++)
+                t->threads[i]->born = true;
         t->on_child = on_child;
         t->child_userdata = userdata;
 }
@@ -525,9 +721,10 @@ void fp_target_on_sideband(evutil_socket_t fd, short what, void *arg)
 
 void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
 {
-        uint64_t n = t->st.samples;
+        uint64_t n = t->st.samples, v = t->st.value;
 
         fp_target_drain_ring(t, &th->sampler);
+        th->value += t->st.value - v;
         /* Only this thread's samples are in its ring, taken at th->period. */
         if (th->period)
                 th->period_debt +=

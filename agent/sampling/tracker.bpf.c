@@ -13,6 +13,10 @@
  *       with its new image and name, before its first instruction in it.
  *   cgroup_attach_task(dst, .., task)  runs as a task is moved to another
  *       cgroup (once per task of a moved process: only the leader's counts).
+ *   sched_switch(.., prev, .., state)  a tracked thread's last switch (state
+ *       TASK_DEAD): its CPU time is final only then (at sched_process_exit
+ *       the running slice is not yet in it, up to a tick: 4 ms at 250 Hz).
+ *       Every other switch costs the program's entry and one compare.
  *
  * Everything is filtered in the kernel by the targets map: processes the
  * agent does not profile cost one hash lookup per fork and exit, and, while
@@ -43,6 +47,14 @@ struct {
         __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
+/* Exiting threads of tracked processes (tid -> tgid) until their last switch. */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, 8192);
+        __type(key, __u32);
+        __type(value, __u32);
+} exiting SEC(".maps");
+
 /* Records lost because the ring buffer was full (read by the agent). */
 __u64 dropped = 0;
 /* Set by the agent while it has rules: report every exec and cgroup move. */
@@ -64,6 +76,7 @@ static __always_inline void emit(__u32 kind, __u32 flags, struct task_struct *ta
         e->tgid = BPF_CORE_READ(task, tgid);
         e->parent_tgid = parent_tgid;
         e->reserved = 0;
+        e->cpu_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
         BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
         bpf_ringbuf_submit(e, 0);
 }
@@ -101,6 +114,9 @@ int BPF_PROG(fp_tracker_exit, struct task_struct *p)
         /* do_exit() decremented signal->live before this tracepoint. */
         group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
         emit(FP_TRACKER_THREAD_EXIT, group_dead ? FP_TRACKER_EV_GROUP_DEAD : 0, p, tgid);
+        __u32 tid = BPF_CORE_READ(p, pid);
+        if (bpf_map_update_elem(&exiting, &tid, &tgid, BPF_ANY))
+                __sync_fetch_and_add(&dropped, 1);
         if (group_dead)
                 bpf_map_delete_elem(&targets, &tgid);
         return 0;
@@ -125,5 +141,22 @@ int BPF_PROG(fp_tracker_cgroup, struct cgroup *dst, const char *path, struct tas
         if (!watch || BPF_CORE_READ(task, pid) != BPF_CORE_READ(task, tgid))
                 return 0;
         emit(FP_TRACKER_CGROUP, 0, task, BPF_CORE_READ(task, tgid));
+        return 0;
+}
+
+#define FP_TASK_DEAD 0x80 /* include/linux/sched.h */
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(fp_tracker_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+             unsigned int prev_state)
+{
+        if (!(prev_state & FP_TASK_DEAD))
+                return 0;
+        __u32 tid = BPF_CORE_READ(prev, pid);
+        __u32 *tgid = bpf_map_lookup_elem(&exiting, &tid);
+        if (!tgid)
+                return 0;
+        emit(FP_TRACKER_THREAD_CPU, 0, prev, *tgid);
+        bpf_map_delete_elem(&exiting, &tid);
         return 0;
 }

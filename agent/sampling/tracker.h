@@ -43,6 +43,7 @@ enum fp_tracker_kind {
         FP_TRACKER_CHILD_NEW = 3,   /* a new process tgid forked by parent_tgid */
         FP_TRACKER_EXEC = 4,        /* process tgid has just exec'd (comm: its new name) */
         FP_TRACKER_CGROUP = 5,      /* process tgid was moved to another cgroup */
+        FP_TRACKER_THREAD_CPU = 6,  /* thread tid of tgid has run for the last time: cpu_ns */
 };
 
 /* Flags of a record. */
@@ -57,6 +58,7 @@ struct fp_tracker_event {
         __u32 tgid;
         __u32 parent_tgid; /* the creating process (THREAD_NEW: tgid itself) */
         __u32 reserved;
+        __u64 cpu_ns; /* the thread's CPU time so far (se.sum_exec_runtime) */
         char comm[FP_TRACKER_COMM_LEN];
 };
 

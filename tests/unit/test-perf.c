@@ -138,7 +138,7 @@ static void test_sampling(void)
         x.tid = worker_tid;
         x.period = cfg.period;
         FP_CHECK_EQ_INT(fp_perf_open_sideband(x.tid, &sideband), 0);
-        FP_CHECK_EQ_INT(fp_perf_open_sampler(&cfg, x.tid, &sampler, &kernel_excluded), 0);
+        FP_CHECK_EQ_INT(fp_perf_open_sampler(&cfg, x.tid, 0, &sampler, &kernel_excluded), 0);
         go = 1;
         /* 10 kHz into a 32 KiB ring drained every 10 ms: it wraps many times. */
         for (int i = 0; i < 100; i++) {
@@ -175,7 +175,7 @@ static void test_hardware(void)
         int e;
 
         FP_CHECK_EQ_INT(fp_perf_event_parse("cycles", &cfg.event), 0);
-        e = fp_perf_open_sampler(&cfg, (pid_t)syscall(SYS_gettid), &r, NULL);
+        e = fp_perf_open_sampler(&cfg, (pid_t)syscall(SYS_gettid), 0, &r, NULL);
         printf("cycles: %s (hardware PMU %s)\n", e == 0 ? "available" : strerror(-e),
                fp_perf_have_hw_pmu() ? "present" : "absent");
         FP_CHECK(e == 0 || e == -ENOENT || e == -EOPNOTSUPP || e == -ENODEV);
@@ -355,7 +355,7 @@ static void test_group_sampling(void)
         pthread_create(&t, NULL, fault_worker, NULL);
         while (!fault_tid)
                 usleep(1000);
-        FP_CHECK_EQ_INT(fp_perf_open_sampler(&cfg, fault_tid, &ring, NULL), 0);
+        FP_CHECK_EQ_INT(fp_perf_open_sampler(&cfg, fault_tid, 0, &ring, NULL), 0);
         FP_CHECK_EQ_INT(ring.n_members, 1);
         FP_CHECK(ring.id[0] != 0 && ring.id[1] != 0 && ring.id[0] != ring.id[1]);
         fault_go = 1;

@@ -22,13 +22,19 @@
  *                  profiled releases each once the profiler has it, so a
  *                  slow machine cannot let a child finish unobserved.
  *
+ *   --cpu-us US    the same in microseconds (overrides --cpu-ms).
+ *   --sleep-ms MS  each storm thread first sleeps MS milliseconds (so a
+ *                  profiler has attached before its work: its first
+ *                  period alone decides whether it is sampled).
+ *
  * --times FILE gets one line per thread: "<index> <tid> <start_ns>", the
  * CLOCK_MONOTONIC time the thread began running. When all is done it
  * writes "done" to stdout and, with --hold, waits for SIGTERM (so a test
  * can dump the profile while the process lives); otherwise it exits.
  *
  * Usage: threadstorm [--threads N] [--children N] [--grandchildren]
- *                    [--cpu-ms MS] [--times FILE] [--ready FILE]
+ *                    [--cpu-ms MS] [--cpu-us US] [--sleep-ms MS]
+ *                    [--times FILE] [--ready FILE]
  *                    [--go FILE] [--child-wait PREFIX] [--hold]
  */
 #include <errno.h>
@@ -53,7 +59,7 @@ uint64_t child_work(unsigned ms);
 uint64_t grandchild_work(unsigned ms);
 
 static volatile sig_atomic_t got_signal;
-static unsigned cpu_ms = 30;
+static unsigned cpu_us = 30000, sleep_ms;
 static uint64_t *start_ns;
 static pid_t *tids;
 
@@ -70,29 +76,29 @@ static uint64_t clock_ns(clockid_t clk)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins until this thread has used ms milliseconds of CPU. */
-static NOINLINE uint64_t burn(unsigned ms)
+/* Spins until this thread has used us microseconds of CPU. */
+static NOINLINE uint64_t burn(unsigned us)
 {
-        uint64_t end = clock_ns(CLOCK_THREAD_CPUTIME_ID) + (uint64_t)ms * 1000000u, x = 1;
+        uint64_t end = clock_ns(CLOCK_THREAD_CPUTIME_ID) + (uint64_t)us * 1000u, x = 1;
         while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < end)
                 for (int i = 0; i < 1000; i++)
                         x = x * 6364136223846793005u + 1442695040888963407u;
         return x;
 }
 
-NOINLINE uint64_t storm_work(unsigned ms)
+NOINLINE uint64_t storm_work(unsigned us)
 {
-        return burn(ms) + 1;
+        return burn(us) + 1;
 }
 
-NOINLINE uint64_t child_work(unsigned ms)
+NOINLINE uint64_t child_work(unsigned us)
 {
-        return burn(ms) + 2;
+        return burn(us) + 2;
 }
 
-NOINLINE uint64_t grandchild_work(unsigned ms)
+NOINLINE uint64_t grandchild_work(unsigned us)
 {
-        return burn(ms) + 3;
+        return burn(us) + 3;
 }
 
 static void *storm_thread(void *arg)
@@ -104,7 +110,11 @@ static void *storm_thread(void *arg)
         tids[i] = (pid_t)syscall(SYS_gettid);
         snprintf(name, sizeof(name), "storm-%03u", i);
         prctl(PR_SET_NAME, name);
-        return (void *)(uintptr_t)storm_work(cpu_ms);
+        if (sleep_ms) {
+                struct timespec ts = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        return (void *)(uintptr_t)storm_work(cpu_us);
 }
 
 static void name_self(const char *prefix, unsigned i)
@@ -137,12 +147,12 @@ static void run_child(unsigned i, int grandchildren)
                 g = fork();
                 if (g == 0) {
                         name_self("grandchild", i);
-                        grandchild_work(cpu_ms);
+                        grandchild_work(cpu_us);
                         _exit(0);
                 }
         }
         wait_release(i);
-        child_work(cpu_ms);
+        child_work(cpu_us);
         if (g > 0)
                 waitpid(g, NULL, 0);
         _exit(0);
@@ -166,6 +176,8 @@ int main(int argc, char **argv)
             {"children", required_argument, NULL, 'c'},
             {"grandchildren", no_argument, NULL, 'g'},
             {"cpu-ms", required_argument, NULL, 'm'},
+            {"cpu-us", required_argument, NULL, 'u'},
+            {"sleep-ms", required_argument, NULL, 's'},
             {"times", required_argument, NULL, 'T'},
             {"ready", required_argument, NULL, 'R'},
             {"go", required_argument, NULL, 'G'},
@@ -174,7 +186,7 @@ int main(int argc, char **argv)
             {0},
         };
         const char *usage = "usage: threadstorm [--threads N] [--children N] [--grandchildren] "
-                            "[--cpu-ms MS] [--times FILE] [--ready FILE] [--go FILE] "
+                            "[--cpu-ms MS] [--cpu-us US] [--sleep-ms MS] [--times FILE] [--ready FILE] [--go FILE] "
                             "[--child-wait PREFIX] [--hold]\n";
         unsigned n_threads = 0, n_children = 0;
         int grandchildren = 0, hold = 0, c;
@@ -194,7 +206,16 @@ int main(int argc, char **argv)
                         grandchildren = 1;
                         break;
                 case 'm':
-                        if (parse_uint(optarg, 60000, &cpu_ms) < 0)
+                        if (parse_uint(optarg, 60000, &cpu_us) < 0)
+                                goto bad;
+                        cpu_us *= 1000;
+                        break;
+                case 'u':
+                        if (parse_uint(optarg, 60000000, &cpu_us) < 0)
+                                goto bad;
+                        break;
+                case 's':
+                        if (parse_uint(optarg, 60000, &sleep_ms) < 0)
                                 goto bad;
                         break;
                 case 'T':

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Threads shorter than a sampling period: a new thread's first sample comes
+# after a random part of the period (--first-period random, the default),
+# so a thread that runs c < P is sampled with probability c/P and the
+# profile holds its CPU on average.
+#
+# 1. threadstorm makes 400 threads one after another at 1 kHz; each sleeps
+#    15 ms (so the agent has attached it before it works) and then burns
+#    500 µs of its own CPU in storm_work(): half a period. What the profile
+#    holds in storm_work must be 0.75-1.25 of the 200 ms they burned (with
+#    400 threads the expected count is 200 samples, a standard deviation of
+#    about 10: the band is four of them either side plus the switch's small
+#    loss, and does not depend on the machine's load, since each thread is
+#    attached before it works). status --json says random, counts the
+#    first samples, and reports the born threads' CPU as the kernel
+#    accounted it beside what the profile holds.
+# 2. The same with --first-period full (perf's way, each thread's first
+#    sample after a whole period): the threads are all but invisible (below
+#    0.1 of their CPU). This is the test that fails when the random first
+#    period is turned off.
+# 3. A bad --first-period value is refused in one line.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+FP_TEST_NAME=short-lived
+fp_init 240
+[[ -x $FP_BUILD/tests/threadstorm ]] || fp_fail "missing $FP_BUILD/tests/threadstorm"
+
+N=400
+CPU_US=500
+FREQ=1000
+
+# all_accounted PID: status has the exit accounting of all N threads of PID.
+all_accounted() {
+  fp_ctl status --json | python3 -c '
+import json, sys
+t = [x for x in json.load(sys.stdin)["targets"] if x["pid"] == int(sys.argv[1])]
+sys.exit(not (t and t[0]["born"]["exited"] >= int(sys.argv[2])))' "$1" "$N"
+}
+
+# storm_ratio TAG: runs the storm under the running agent; prints
+# "in_storm_work_ns born_exited born_cpu_ns born_profiled mode first_samples".
+storm_ratio() {
+  local tag=$1 P
+  fp_start_workload threadstorm "$FP_TMP/$tag.out" "$FP_TMP/$tag.ready" \
+    --threads "$N" --cpu-us "$CPU_US" --sleep-ms 15 --go "$FP_TMP/$tag.go" --hold
+  P=$FP_WL_PID
+  fp_ctl start "$P" --freq "$FREQ" >/dev/null || fp_fail "start $P failed"
+  touch "$FP_TMP/$tag.go"
+  fp_wait_for 120 grep -q done "$FP_TMP/$tag.out" || fp_fail "threadstorm did not finish"
+  # The last threads' exit accounting comes with their last switch.
+  fp_wait_for 10 all_accounted "$P" || true
+  fp_ctl status --json >"$FP_TMP/$tag.json" || fp_fail "status failed"
+  fp_ctl dump "$P" --format folded -o "$FP_TMP/$tag.folded" >/dev/null 2>&1 ||
+    fp_fail "dump failed"
+  fp_ctl stop "$P" >/dev/null || fp_fail "stop failed"
+  fp_kill "$P"
+  python3 - "$FP_TMP/$tag.json" "$FP_TMP/$tag.folded" "$P" "$FREQ" <<'EOF'
+import json, sys
+st = json.load(open(sys.argv[1]))
+t = [x for x in st["targets"] if x["pid"] == int(sys.argv[3])][0]
+period_ns = 1e9 / int(sys.argv[4])
+n = 0
+for line in open(sys.argv[2]):
+    stack, _, count = line.rstrip("\n").rpartition(" ")
+    if "storm_work" in stack.split(";"):
+        n += int(count)
+b, f = t["born"], t["first_period"]
+print(int(n * period_ns), b["exited"], b["cpu_ns"], b["profiled"], f["mode"], f["first_samples"])
+EOF
+}
+
+# ---- 1. the random first period (the default) ----
+fp_start_agent
+read -r held exited cpu profiled mode first < <(storm_ratio random)
+want=$((N * CPU_US * 1000))
+ratio=$(python3 -c "print(f'{$held / $want:.3f}')")
+fp_log "random first period: storm_work holds $((held / 1000000)) ms of $((want / 1000000)) ms" \
+  "(ratio $ratio); born threads: $exited exited, kernel CPU $((cpu / 1000000)) ms," \
+  "profiled $((profiled / 1000000)) ms; first samples $first"
+RANDOM_RATIO=$ratio
+[[ $mode == random ]] || fp_fail "status --json first_period.mode is '$mode', not random"
+python3 -c "import sys; sys.exit(not (0.75 <= $held / $want <= 1.25))" ||
+  fp_fail "the profile holds $ratio of the short threads' CPU, not 0.75-1.25"
+((exited >= N * 9 / 10)) || fp_fail "status counts $exited born threads exited, not ~$N"
+# The kernel's account covers each thread's whole life (start-up, sleep wake-ups, exit).
+((cpu >= want)) || fp_fail "born threads' kernel CPU $cpu ns is below the $want ns they burned"
+((profiled > 0 && profiled <= cpu * 13 / 10)) ||
+  fp_fail "born threads' profiled $profiled ns is not within their CPU $cpu ns"
+((first > 0)) || fp_fail "no first samples counted"
+fp_stop_agent
+
+# ---- 2. a whole first period, as perf: short threads vanish ----
+fp_start_agent --first-period full
+read -r held exited cpu profiled mode first < <(storm_ratio full)
+ratio=$(python3 -c "print(f'{$held / $want:.3f}')")
+fp_log "full first period: storm_work holds $((held / 1000000)) ms of $((want / 1000000)) ms (ratio $ratio)"
+[[ $mode == full ]] || fp_fail "status --json first_period.mode is '$mode', not full"
+python3 -c "import sys; sys.exit(not ($held / $want < 0.1))" ||
+  fp_fail "with a whole first period the profile still holds $ratio of half-period threads"
+fp_stop_agent
+
+# ---- 3. bad input ----
+if out=$("$FP_AGENT" --first-period sometimes --check-config 2>&1); then
+  fp_fail "--first-period sometimes was accepted: $out"
+fi
+[[ $(wc -l <<<"$out") -eq 1 && $out == *first-period* ]] ||
+  fp_fail "--first-period sometimes: not one line naming the option: $out"
+
+fp_ok "short threads: random $RANDOM_RATIO, full $ratio"
