@@ -179,7 +179,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_key(j, "first_period");
         fp_json_begin_object(j);
         fp_json_key(j, "mode");
-        fp_json_string(j, ts->cfg->freq                  ? "frequency"
+        fp_json_string(j, ts->cfg->freq                ? "frequency"
                           : ts->cfg->first_period_full ? "full"
                                                        : "random");
         fp_json_key(j, "first_samples");
@@ -593,7 +593,8 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 if (ts->st.threads_over_limit)
                         fprintf(out, "%d: %" PRIu64 " threads not sampled: --max-threads %u were\n",
                                 (int)ts->pid, ts->st.threads_over_limit, cfg->max_threads);
-                /* The clocks' value is ns: what the profile holds of born threads, beside their CPU. */
+                /* The clocks' value is ns: what the profile holds of born threads, beside their
+                 * CPU. */
                 if (ts->st.born_exited && fp_perf_event_is_clock(&cfg->event))
                         fprintf(out,
                                 "%d: %" PRIu64 " threads born and exited, CPU %.1f ms, in the "

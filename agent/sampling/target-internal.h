@@ -45,7 +45,8 @@ struct fp_thread {
         bool cpu_known;      /* the kernel's count of its CPU time came (born threads) */
         uint64_t value;      /* what its samples hold (the leader's unit), for the born account */
         struct fp_perf_ring sampler, sideband;
-        struct fp_perf_ring starter; /* its random first period until the first sample (fd -1: none) */
+        struct fp_perf_ring
+            starter; /* its random first period until the first sample (fd -1: none) */
         struct event *ev_sampler, *ev_sideband, *ev_starter;
 };
 

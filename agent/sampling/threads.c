@@ -120,8 +120,8 @@ static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
 /* xorshift64*: decorrelation is all the periods need. */
 static uint64_t next_random(struct fp_target *t, pid_t tid)
 {
-        uint64_t x = t->jitter_state ? t->jitter_state
-                                     : (fp_now_ns(CLOCK_MONOTONIC) | 1) ^ (uint64_t)tid;
+        uint64_t x =
+            t->jitter_state ? t->jitter_state : (fp_now_ns(CLOCK_MONOTONIC) | 1) ^ (uint64_t)tid;
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
@@ -157,8 +157,8 @@ static int open_starter(struct fp_target *t, struct fp_thread *th)
                 th->starter.fd = -1;
                 return r;
         }
-        th->ev_starter = event_new(t->base, th->starter.fd, EV_READ | EV_PERSIST,
-                                   fp_target_on_starter, th);
+        th->ev_starter =
+            event_new(t->base, th->starter.fd, EV_READ | EV_PERSIST, fp_target_on_starter, th);
         if (!th->ev_starter || event_add(th->ev_starter, NULL) < 0) {
                 close_starter(th);
                 return -ENOMEM;

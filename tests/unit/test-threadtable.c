@@ -138,17 +138,19 @@ int main(void)
          * (FORK records then ignored), the rescan (once a second) finds it.
          */
         fp_target_set_tracking(t, true, false, 0, NULL, NULL);
-        (void)start_worker(1, &th1);
+        pid_t tid1 = start_worker(1, &th1);
+        /* The symbol cache's loader threads may be found too, once a sample needed them. */
         for (int i = 0; i < 300; i++) {
                 struct timeval tv = {0, 10000};
                 event_base_loopexit(base, &tv);
                 event_base_dispatch(base);
-                fp_target_stats(t, &st);
-                if (st.threads_live == 2)
+                if (fp_target_thread_name(t, tid1)[0])
                         break;
         }
-        FP_CHECK_EQ_INT(st.threads_live, 2);
-        FP_CHECK_EQ_INT(st.threads_by_rescan, 1);
+        fp_target_stats(t, &st);
+        FP_CHECK(fp_target_thread_name(t, tid1)[0] != '\0');
+        FP_CHECK(st.threads_live >= 2);
+        FP_CHECK(st.threads_by_rescan >= 1);
         end_worker(1, th1);
 
         fp_target_free(t);

@@ -185,9 +185,10 @@ int main(int argc, char **argv)
             {"child-wait", required_argument, NULL, 'W'},
             {0},
         };
-        const char *usage = "usage: threadstorm [--threads N] [--children N] [--grandchildren] "
-                            "[--cpu-ms MS] [--cpu-us US] [--sleep-ms MS] [--times FILE] [--ready FILE] [--go FILE] "
-                            "[--child-wait PREFIX] [--hold]\n";
+        const char *usage =
+            "usage: threadstorm [--threads N] [--children N] [--grandchildren] "
+            "[--cpu-ms MS] [--cpu-us US] [--sleep-ms MS] [--times FILE] [--ready FILE] [--go FILE] "
+            "[--child-wait PREFIX] [--hold]\n";
         unsigned n_threads = 0, n_children = 0;
         int grandchildren = 0, hold = 0, c;
         const char *times = NULL, *ready = NULL, *go = NULL;
