@@ -186,6 +186,10 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->first_samples);
         fp_json_key(j, "extra");
         fp_json_uint(j, st->first_extra);
+        fp_json_key(j, "shift");
+        fp_json_uint(j, st->first_shift);
+        fp_json_key(j, "pending");
+        fp_json_uint(j, st->first_pending);
         fp_json_end_object(j);
         fp_json_key(j, "attach_latency_us");
         fp_json_begin_object(j);

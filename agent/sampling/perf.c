@@ -503,6 +503,17 @@ int fp_perf_enable(struct fp_perf_ring *r)
         return ioctl(r->fd, PERF_EVENT_IOC_ENABLE, 0) < 0 ? -errno : 0;
 }
 
+int fp_perf_read_count(const struct fp_perf_ring *r, uint64_t *ret)
+{
+        uint64_t v;
+        ssize_t n = read(r->fd, &v, sizeof(v));
+
+        if (n != (ssize_t)sizeof(v))
+                return n < 0 ? -errno : -EIO;
+        *ret = v;
+        return 0;
+}
+
 int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_kernel)
 {
         struct perf_event_attr a = {0};

@@ -52,6 +52,8 @@ struct fp_target_stats {
          * whole period).
          */
         uint64_t first_samples, first_extra;
+        uint64_t first_shift;   /* the switch's delays made up by the groups' first samples */
+        unsigned first_pending; /* live threads whose starter waits for its sample (one fd each) */
         /*
          * Threads born while the target was sampled (reported by the
          * tracker) that have exited: how many, their CPU time as the

@@ -44,6 +44,9 @@ struct fp_thread {
         bool born;           /* its birth was reported: its whole life is the target's */
         bool cpu_known;      /* the kernel's count of its CPU time came (born threads) */
         uint64_t value;      /* what its samples hold (the leader's unit), for the born account */
+        uint64_t first;      /* its starter's period (the random first period) */
+        uint64_t shift;      /* what the group's first sample adds: the switch's delay */
+        bool group_started;  /* the group was enabled at the starter's sample */
         struct fp_perf_ring sampler, sideband;
         struct fp_perf_ring
             starter; /* its random first period until the first sample (fd -1: none) */
@@ -62,6 +65,8 @@ struct fp_target {
         size_t n_threads, cap_threads;
         struct fp_maps *maps;
         uint64_t jitter_state;      /* the sampling period's random jitter */
+        pid_t bonus_tid;            /* while a ring drains: its first sample of this thread */
+        uint64_t bonus;             /* counts for this much more (see start_group()) */
         struct fp_perfmap *perfmap; /* JIT names (perfmap.h), read on the first anonymous frame */
         struct fp_agg *agg;
         struct event *ev_rescan;

@@ -142,11 +142,10 @@ static uint64_t next_random(struct fp_target *t, pid_t tid)
  * The kernel has no way to make only the first period shorter (setting a
  * period restarts it), so the first period is an event of its own, the
  * starter, woken at its sample; the thread's group is opened disabled and
- * enabled when the starter's sample is read, and the starter closed. The
- * thread's CPU between its first sample and the switch (the agent's
- * wake-up and one ioctl) goes unsampled; samples the starter took
- * meanwhile are counted (first_extra) and left out, since the first one
- * already stands for the period they fall in.
+ * enabled when the starter's sample is read (start_group()), and the
+ * starter closed. Samples the starter took meanwhile are counted
+ * (first_extra) and left out: the first one stands for the period they
+ * fall in.
  */
 static int open_starter(struct fp_target *t, struct fp_thread *th)
 {
@@ -157,6 +156,10 @@ static int open_starter(struct fp_target *t, struct fp_thread *th)
                 th->starter.fd = -1;
                 return r;
         }
+        th->target->st.first_pending++;
+        th->first = first;
+        th->group_started = false;
+        th->shift = 0;
         th->ev_starter =
             event_new(t->base, th->starter.fd, EV_READ | EV_PERSIST, fp_target_on_starter, th);
         if (!th->ev_starter || event_add(th->ev_starter, NULL) < 0) {
@@ -171,8 +174,10 @@ static void close_starter(struct fp_thread *th)
         if (th->ev_starter)
                 event_free(th->ev_starter);
         th->ev_starter = NULL;
-        if (th->starter.fd >= 0)
+        if (th->starter.fd >= 0) {
                 fp_perf_ring_close(&th->starter);
+                th->target->st.first_pending--;
+        }
         th->starter.fd = -1;
 }
 
@@ -211,6 +216,32 @@ static const struct fp_perf_handlers starter_handlers = {
     .record = starter_record,
 };
 
+/*
+ * Enables th's group at its starter's first sample. The group's samples
+ * then fall every period after the enable, not after the first sample: a
+ * grid shifted by the thread's CPU time in between (the agent's wake-up
+ * and this ioctl, tens to hundreds of µs), which would lose that much of
+ * every thread that runs on past a period more. The starter counted it
+ * (its count past its one period), so the group's first sample counts
+ * for that much more (t->bonus): exact on average for every thread that
+ * has a group sample, and nothing for one that has none, which lost
+ * nothing (its first sample stands for its whole period).
+ */
+static void start_group(struct fp_target *t, struct fp_thread *th)
+{
+        uint64_t count;
+
+        if (th->group_started)
+                return;
+        th->group_started = true;
+        if (fp_perf_enable(&th->sampler) < 0) {
+                t->st.attach_failed++; /* the thread goes on unsampled; status says so */
+                return;
+        }
+        if (fp_perf_read_count(&th->starter, &count) == 0 && count > th->first)
+                th->shift = count - th->first;
+}
+
 /* Reads th's starter; once its first sample is in, enables th's group and closes the starter. */
 static void drain_starter(struct fp_target *t, struct fp_thread *th)
 {
@@ -221,9 +252,7 @@ static void drain_starter(struct fp_target *t, struct fp_thread *th)
         (void)fp_perf_ring_drain(&th->starter, &starter_handlers, &d);
         if (!d.first)
                 return;
-        /* Enabling twice is harmless: fp_target_on_starter() may have done it already. */
-        if (fp_perf_enable(&th->sampler) < 0)
-                t->st.attach_failed++; /* the thread goes on unsampled; status says so */
+        start_group(t, th);
         t->st.ring_bytes -= ring_bytes(th);
         close_starter(th);
         t->st.ring_bytes += ring_bytes(th);
@@ -241,9 +270,8 @@ void fp_target_on_starter(evutil_socket_t fd, short what, void *arg)
          * (what the thread runs until then is not sampled). Then mappings
          * and names, so the sample resolves against them.
          */
-        if (th->starter.fd >= 0 && fp_perf_ring_pending(&th->starter) &&
-            fp_perf_enable(&th->sampler) < 0)
-                t->st.attach_failed++; /* the thread goes on unsampled; status says so */
+        if (th->starter.fd >= 0 && fp_perf_ring_pending(&th->starter))
+                start_group(t, th);
         fp_target_drain_ring(t, &th->sideband);
         drain_starter(t, th);
         fp_target_reap_exits(t);
@@ -689,7 +717,16 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
 
 static void handle_sample(void *userdata, const struct fp_perf_sample *s)
 {
-        fp_target_add_sample(userdata, s);
+        struct fp_target *t = userdata;
+
+        if (t->bonus && s->tid == (uint32_t)t->bonus_tid) {
+                struct fp_perf_sample c = *s;
+                c.period += t->bonus;
+                t->bonus = 0;
+                fp_target_add_sample(t, &c);
+                return;
+        }
+        fp_target_add_sample(t, s);
 }
 
 static const struct fp_perf_handlers handlers = {
@@ -723,7 +760,15 @@ void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
 {
         uint64_t n = t->st.samples, v = t->st.value;
 
+        /* The group's first sample makes up for the switch's delay (start_group()). */
+        t->bonus_tid = th->tid;
+        t->bonus = th->shift;
         fp_target_drain_ring(t, &th->sampler);
+        if (th->shift && !t->bonus) {
+                t->st.first_shift += th->shift;
+                th->shift = 0;
+        }
+        t->bonus = 0;
         th->value += t->st.value - v;
         /* Only this thread's samples are in its ring, taken at th->period. */
         if (th->period)
