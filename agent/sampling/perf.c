@@ -480,6 +480,12 @@ int fp_perf_open_starter(struct fp_perf_config *cfg, pid_t tid, uint64_t first,
         /* Woken at each sample, not at a quarter ring: the agent switches at once. */
         a.watermark = 0;
         a.wakeup_events = 1;
+        /*
+         * Enabled by the caller once its ring is mapped and watched: a first
+         * period of a few µs would otherwise end before the ring exists, and
+         * its sample (and the wake-up) be lost.
+         */
+        a.disabled = 1;
         fd = open_leader(&a, cfg, tid);
         if ((fd == -EACCES || fd == -EPERM) && !a.exclude_kernel && !cfg->kernel_frames) {
                 a.exclude_kernel = 1; /* as fp_perf_open_sampler() falls back */
@@ -505,12 +511,15 @@ int fp_perf_enable(struct fp_perf_ring *r)
 
 int fp_perf_read_count(const struct fp_perf_ring *r, uint64_t *ret)
 {
-        uint64_t v;
-        ssize_t n = read(r->fd, &v, sizeof(v));
+        /* A group's read: nr, time enabled, time running, then {value, id} leader first. */
+        uint64_t u[3 + 2 * FP_PERF_MAX_EVENTS];
+        size_t want =
+            r->n_members ? (3 + 2 * (size_t)(r->n_members + 1)) * sizeof(u[0]) : sizeof(u[0]);
+        ssize_t n = read(r->fd, u, want);
 
-        if (n != (ssize_t)sizeof(v))
+        if (n != (ssize_t)want)
                 return n < 0 ? -errno : -EIO;
-        *ret = v;
+        *ret = r->n_members ? u[3] : u[0];
         return 0;
 }
 

@@ -260,12 +260,13 @@ unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t bytes);
 int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, unsigned flags,
                          struct fp_perf_ring *ret, bool *ret_kernel_excluded);
 int fp_perf_enable(struct fp_perf_ring *r);
-/* The leader's count so far (a starter's: read_format 0). 0 or -errno. */
+/* The leader's count so far (ns for the clocks: the thread's CPU time while enabled). */
 int fp_perf_read_count(const struct fp_perf_ring *r, uint64_t *ret);
 /*
  * A thread's first period (see threads.c): cfg's leader alone on tid,
  * sampling after `first` events (ns for the clocks) and then every `first`
- * again, waking the agent at each sample. Its samples carry no period:
+ * again, waking the agent at each sample. Opened disabled: the caller
+ * watches its fd, then calls fp_perf_enable(). Its samples carry no period:
  * each stands for cfg->period (fp_perf_ring.fixed_period), because the
  * first one is the thread's first sample of a random phase, which counts
  * for a whole period like every other. The agent keeps its first sample,

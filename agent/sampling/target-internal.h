@@ -45,7 +45,9 @@ struct fp_thread {
         bool cpu_known;      /* the kernel's count of its CPU time came (born threads) */
         uint64_t value;      /* what its samples hold (the leader's unit), for the born account */
         uint64_t first;      /* its starter's period (the random first period) */
-        uint64_t shift;      /* what the group's first sample adds: the switch's delay */
+        uint64_t shift;      /* what its group's next sample adds: progress a restart lost */
+        uint64_t restarted;  /* the group leader's count when its period last (re)started */
+        uint64_t since;      /* its group's samples since then */
         bool group_started;  /* the group was enabled at the starter's sample */
         struct fp_perf_ring sampler, sideband;
         struct fp_perf_ring

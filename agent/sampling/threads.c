@@ -166,6 +166,11 @@ static int open_starter(struct fp_target *t, struct fp_thread *th)
                 close_starter(th);
                 return -ENOMEM;
         }
+        r = fp_perf_enable(&th->starter);
+        if (r < 0) {
+                close_starter(th);
+                return r;
+        }
         return 0;
 }
 
@@ -240,6 +245,7 @@ static void start_group(struct fp_target *t, struct fp_thread *th)
         }
         if (fp_perf_read_count(&th->starter, &count) == 0 && count > th->first)
                 th->shift = count - th->first;
+        th->restarted = th->since = 0; /* the group's count starts at the enable */
 }
 
 /* Reads th's starter; once its first sample is in, enables th's group and closes the starter. */
@@ -372,6 +378,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
         }
         th->live = true;
         th->attach_ns = began ? began : fp_now_ns(CLOCK_MONOTONIC); /* when sampling began */
+        th->jitter_ns = th->attach_ns; /* its first period change 100 ms on (jitter_period()) */
         t->st.threads_live++;
         t->st.ring_bytes += ring_bytes(th);
         return 0;
@@ -769,6 +776,7 @@ void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
                 th->shift = 0;
         }
         t->bonus = 0;
+        th->since += t->st.samples - n;
         th->value += t->st.value - v;
         /* Only this thread's samples are in its ring, taken at th->period. */
         if (th->period)
@@ -817,9 +825,29 @@ static void jitter_period(struct fp_target *t, struct fp_thread *th)
         t->jitter_state = x;
         x *= 0x2545f4914f6cdd1dULL;
         uint64_t step = p / 40 + (x >> 11) % (p / 40 + 1);
-        uint64_t np = th->period_debt > 0 ? p - step : p + step;
-        if (fp_perf_set_period(&th->sampler, np) == 0)
-                th->period = np;
+        /* No debt yet (a first change): either side, or a thread that ends soon is biased. */
+        bool shorter = th->period_debt > 0 || (th->period_debt == 0 && ((x >> 7) & 1));
+        uint64_t np = shorter ? p - step : p + step;
+        /*
+         * Setting a period restarts it: what the thread ran since its last
+         * sample would be lost (half a period on average, at every change).
+         * The leader's count says how much that is (its count at the last
+         * sample is where the period last restarted plus a period a sample
+         * since), and the group's next sample counts for that much more,
+         * as after the first period's switch (start_group()).
+         */
+        uint64_t count, cur = th->period ? th->period : p;
+        bool counted = fp_perf_read_count(&th->sampler, &count) == 0;
+        if (fp_perf_set_period(&th->sampler, np) < 0)
+                return;
+        th->period = np;
+        if (!counted)
+                return;
+        uint64_t last = th->restarted + th->since * cur;
+        if (count > last && count - last < cur)
+                th->shift += count - last;
+        th->restarted = count;
+        th->since = 0;
 }
 
 void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
