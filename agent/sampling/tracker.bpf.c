@@ -2,7 +2,7 @@
 /*
  * The thread tracker's kernel side: see tracker.h for what it reports.
  *
- * Four BTF tracepoint programs, CO-RE (vmlinux.h generated at build time):
+ * Five BTF tracepoint programs, CO-RE (vmlinux.h generated at build time):
  *
  *   sched_process_fork(parent, child)  runs in the parent, after the child
  *       is fully set up and visible by its pid, before it first runs. So a
