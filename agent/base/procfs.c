@@ -70,6 +70,17 @@ int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len)
         return fp_proc_read_line(path, buf, len);
 }
 
+uint64_t fp_proc_thread_cpu_ns(pid_t pid, pid_t tid)
+{
+        char path[96], buf[128];
+        unsigned long long ns;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+        if (fp_proc_read_line(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%llu", &ns) != 1)
+                return 0;
+        return (uint64_t)ns;
+}
+
 uint64_t fp_proc_self_rss(void)
 {
         unsigned long size = 0, resident = 0;

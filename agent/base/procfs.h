@@ -29,6 +29,11 @@ uint64_t fp_proc_self_cpu_ns(void);
  * process gone.
  */
 int fp_proc_exe(pid_t pid, char *buf, size_t len);
+/*
+ * The CPU time thread tid has run, in ns (/proc/PID/task/TID/schedstat's
+ * first field, the scheduler's sum_exec_runtime). 0 when gone or unknown.
+ */
+uint64_t fp_proc_thread_cpu_ns(pid_t pid, pid_t tid);
 /* The thread's name (/proc/PID/task/TID/comm; TID == PID: the process's). */
 int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 /*

@@ -175,6 +175,8 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->born_cpu_ns);
         fp_json_key(j, "profiled");
         fp_json_uint(j, st->born_profiled);
+        fp_json_key(j, "before_sampling_ns");
+        fp_json_uint(j, st->born_before_ns);
         fp_json_end_object(j);
         fp_json_key(j, "first_period");
         fp_json_begin_object(j);
@@ -601,10 +603,10 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                  * CPU. */
                 if (ts->st.born_exited && fp_perf_event_is_clock(&cfg->event))
                         fprintf(out,
-                                "%d: %" PRIu64 " threads born and exited, CPU %.1f ms, in the "
-                                "profile %.1f ms (%.2f)\n",
+                                "%d: %" PRIu64 " threads born and exited, CPU %.1f ms (%.1f ms "
+                                "before their sampling began), in the profile %.1f ms (%.2f)\n",
                                 (int)ts->pid, ts->st.born_exited, ts->st.born_cpu_ns / 1e6,
-                                ts->st.born_profiled / 1e6,
+                                ts->st.born_before_ns / 1e6, ts->st.born_profiled / 1e6,
                                 ts->st.born_cpu_ns
                                     ? (double)ts->st.born_profiled / (double)ts->st.born_cpu_ns
                                     : 0.0);

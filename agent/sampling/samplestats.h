@@ -61,8 +61,9 @@ struct fp_target_stats {
          * holds of them (the leader's unit: ns for the clocks).
          */
         uint64_t born_exited, born_cpu_ns, born_profiled;
-        bool kernel_excluded; /* the kernel refused kernel-mode samples: user time only */
-        uint64_t start_ns;    /* CLOCK_REALTIME of start */
+        uint64_t born_before_ns; /* of born_cpu_ns: run before their sampling began (schedstat) */
+        bool kernel_excluded;    /* the kernel refused kernel-mode samples: user time only */
+        uint64_t start_ns;       /* CLOCK_REALTIME of start */
         /*
          * The group's counters (config members, in order): what each
          * counted in the intervals that ended in a sample, scaled when

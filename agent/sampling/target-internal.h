@@ -44,6 +44,7 @@ struct fp_thread {
         bool born;           /* its birth was reported: its whole life is the target's */
         bool cpu_known;      /* the kernel's count of its CPU time came (born threads) */
         uint64_t value;      /* what its samples hold (the leader's unit), for the born account */
+        uint64_t cpu_before; /* the CPU it had run (ns) when its sampling began */
         uint64_t first;      /* its starter's period (the random first period) */
         uint64_t shift;      /* what its group's next sample adds: progress a restart lost */
         uint64_t restarted;  /* the group leader's count when its period last (re)started */

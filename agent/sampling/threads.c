@@ -343,6 +343,8 @@ static int thread_attach(struct fp_target *t, pid_t tid)
         if (random_first && open_starter(t, th) == -ESRCH)
                 return -ESRCH;
         uint64_t began = th->starter.fd >= 0 ? fp_now_ns(CLOCK_MONOTONIC) : 0;
+        /* What it ran before its sampling began: a born thread's unsampled start (status). */
+        th->cpu_before = fp_proc_thread_cpu_ns(t->pid, tid);
         r = fp_perf_open_sideband(tid, &th->sideband);
         if (r < 0) {
                 close_starter(th);
@@ -611,6 +613,7 @@ void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns)
         t->st.born_exited++;
         t->st.born_cpu_ns += cpu_ns;
         t->st.born_profiled += th->value;
+        t->st.born_before_ns += th->cpu_before < cpu_ns ? th->cpu_before : cpu_ns;
 }
 
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,

@@ -15,7 +15,8 @@
 #    loss, and does not depend on the machine's load, since each thread is
 #    attached before it works). status --json says random, counts the
 #    first samples, and reports the born threads' CPU as the kernel
-#    accounted it beside what the profile holds.
+#    accounted it beside what the profile holds, and how much of it ran
+#    before their sampling began (some, less than half: they sleep first).
 # 2. The same with --first-period full (perf's way, each thread's first
 #    sample after a whole period): the threads are all but invisible (below
 #    0.1 of their CPU). This is the test that fails when the random first
@@ -67,18 +68,20 @@ for line in open(sys.argv[2]):
     if "storm_work" in stack.split(";"):
         n += int(count)
 b, f = t["born"], t["first_period"]
-print(int(n * period_ns), b["exited"], b["cpu_ns"], b["profiled"], f["mode"], f["first_samples"])
+print(int(n * period_ns), b["exited"], b["cpu_ns"], b["profiled"], f["mode"], f["first_samples"],
+      b["before_sampling_ns"])
 EOF
 }
 
 # ---- 1. the random first period (the default) ----
 fp_start_agent
-read -r held exited cpu profiled mode first < <(storm_ratio random)
+read -r held exited cpu profiled mode first before < <(storm_ratio random)
 want=$((N * CPU_US * 1000))
 ratio=$(python3 -c "print(f'{$held / $want:.3f}')")
 fp_log "random first period: storm_work holds $((held / 1000000)) ms of $((want / 1000000)) ms" \
   "(ratio $ratio); born threads: $exited exited, kernel CPU $((cpu / 1000000)) ms," \
-  "profiled $((profiled / 1000000)) ms; first samples $first"
+  "profiled $((profiled / 1000000)) ms, $((before / 1000)) µs before sampling began;" \
+  "first samples $first"
 RANDOM_RATIO=$ratio
 [[ $mode == random ]] || fp_fail "status --json first_period.mode is '$mode', not random"
 python3 -c "import sys; sys.exit(not (0.75 <= $held / $want <= 1.25))" ||
@@ -89,11 +92,14 @@ python3 -c "import sys; sys.exit(not (0.75 <= $held / $want <= 1.25))" ||
 ((profiled > 0 && profiled <= cpu * 13 / 10)) ||
   fp_fail "born threads' profiled $profiled ns is not within their CPU $cpu ns"
 ((first > 0)) || fp_fail "no first samples counted"
+# Each thread ran its start-up before the agent saw its birth: some, far from all, of its CPU.
+((before > 0 && before < cpu / 2)) ||
+  fp_fail "born threads' CPU before their sampling began is $before ns of $cpu ns"
 fp_stop_agent
 
 # ---- 2. a whole first period, as perf: short threads vanish ----
 fp_start_agent --first-period full
-read -r held exited cpu profiled mode first < <(storm_ratio full)
+read -r held exited cpu profiled mode first before < <(storm_ratio full)
 ratio=$(python3 -c "print(f'{$held / $want:.3f}')")
 fp_log "full first period: storm_work holds $((held / 1000000)) ms of $((want / 1000000)) ms (ratio $ratio)"
 [[ $mode == full ]] || fp_fail "status --json first_period.mode is '$mode', not full"
