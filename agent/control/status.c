@@ -603,8 +603,9 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                  * CPU. */
                 if (ts->st.born_exited && fp_perf_event_is_clock(&cfg->event))
                         fprintf(out,
-                                "%d: %" PRIu64 " threads born and exited, CPU %.1f ms (%.1f ms "
-                                "before their sampling began), in the profile %.1f ms (%.2f)\n",
+                                "%d: %" PRIu64 " threads born and exited, CPU %.1f ms (at least "
+                                "%.1f ms before their sampling began), in the profile %.1f ms "
+                                "(%.2f)\n",
                                 (int)ts->pid, ts->st.born_exited, ts->st.born_cpu_ns / 1e6,
                                 ts->st.born_before_ns / 1e6, ts->st.born_profiled / 1e6,
                                 ts->st.born_cpu_ns

@@ -343,7 +343,11 @@ static int thread_attach(struct fp_target *t, pid_t tid)
         if (random_first && open_starter(t, th) == -ESRCH)
                 return -ESRCH;
         uint64_t began = th->starter.fd >= 0 ? fp_now_ns(CLOCK_MONOTONIC) : 0;
-        /* What it ran before its sampling began: a born thread's unsampled start (status). */
+        /*
+         * What it ran before its sampling began: a born thread's unsampled
+         * start (status). At least: the scheduler brings a running thread's
+         * sum up to date only at a tick or a switch.
+         */
         th->cpu_before = fp_proc_thread_cpu_ns(t->pid, tid);
         r = fp_perf_open_sideband(tid, &th->sideband);
         if (r < 0) {
