@@ -117,7 +117,7 @@ static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
 
 /* ---- a thread's random first period ---- */
 
-/* xorshift64*: decorrelation is all the periods need. */
+/* The periods' randomness (first periods, jitter): xorshift64*, decorrelation is all they need. */
 static uint64_t next_random(struct fp_target *t, pid_t tid)
 {
         uint64_t x =
@@ -503,10 +503,9 @@ void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
 
 /* ---- thread tracking: births and exits reported by a tracker ---- */
 
-/* Birth to the moment the thread's sampling began. */
-static void record_latency(struct fp_target *t, pid_t tid, uint64_t birth_ns)
+/* Birth to the moment th's sampling began. */
+static void record_latency(struct fp_target *t, const struct fp_thread *th, uint64_t birth_ns)
 {
-        struct fp_thread *th = fp_thread_find(t, tid);
         uint64_t now = th ? th->attach_ns : fp_now_ns(CLOCK_MONOTONIC);
         uint64_t us = now > birth_ns ? (now - birth_ns) / 1000 : 0;
 
@@ -534,7 +533,7 @@ void fp_target_on_retry(evutil_socket_t fd, short what, void *arg)
                 pid_t tid = t->retry[i].tid;
                 int r = t->st.state == FP_TARGET_RUNNING ? thread_attach(t, tid) : -ESRCH;
                 if (r == 0) {
-                        record_latency(t, tid, t->retry[i].birth_ns);
+                        record_latency(t, fp_thread_find(t, tid), t->retry[i].birth_ns);
                         continue;
                 }
                 if (r == -EUSERS)
@@ -577,7 +576,7 @@ int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
                 th->value = 0;
         }
         if (r == 0) {
-                record_latency(t, tid, birth_ns);
+                record_latency(t, th, birth_ns);
                 return 0;
         }
         if (r == -EUSERS)
@@ -814,7 +813,7 @@ void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
  */
 static void jitter_period(struct fp_target *t, struct fp_thread *th)
 {
-        uint64_t p = t->cfg.period, x, now = fp_now_ns(CLOCK_MONOTONIC);
+        uint64_t p = t->cfg.period, now = fp_now_ns(CLOCK_MONOTONIC);
 
         /*
          * At most every 100 ms per thread: the ioctl costs an IPI to the
@@ -824,13 +823,7 @@ static void jitter_period(struct fp_target *t, struct fp_thread *th)
         if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL)
                 return;
         th->jitter_ns = now;
-        /* xorshift64*: no need for more than decorrelation here. */
-        x = t->jitter_state ? t->jitter_state : (now | 1) ^ (uint64_t)th->tid;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        t->jitter_state = x;
-        x *= 0x2545f4914f6cdd1dULL;
+        uint64_t x = next_random(t, th->tid);
         uint64_t step = p / 40 + (x >> 11) % (p / 40 + 1);
         /* No debt yet (a first change): either side, or a thread that ends soon is biased. */
         bool shorter = th->period_debt > 0 || (th->period_debt == 0 && ((x >> 7) & 1));
