@@ -101,13 +101,26 @@ static void counters_json(struct fp_json *j, const struct fp_core_target_status 
         fp_json_end_array(j);
 }
 
+/* A run of counts, each a key and its number. */
+struct uint_field {
+        const char *key;
+        uint64_t v;
+};
+
+static void uint_fields(struct fp_json *j, const struct uint_field *f, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                fp_json_key(j, f[i].key);
+                fp_json_uint(j, f[i].v);
+        }
+}
+
+#define UINT_FIELDS(j, a) uint_fields((j), (a), sizeof(a) / sizeof((a)[0]))
+
 static void target_json(struct fp_json *j, const struct fp_core_target_status *ts)
 {
         const struct fp_target_stats *st = &ts->st;
-        const struct {
-                const char *key;
-                uint64_t v;
-        } counts[] = {
+        const struct uint_field counts[] = {
             {"samples", st->samples},
             {"value", st->value},
             {"lost", st->lost},
@@ -141,10 +154,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->threads_seen);
         fp_json_key(j, "threads_over_limit");
         fp_json_uint(j, st->threads_over_limit);
-        for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
-                fp_json_key(j, counts[i].key);
-                fp_json_uint(j, counts[i].v);
-        }
+        UINT_FIELDS(j, counts);
         fp_json_key(j, "kernel_excluded");
         fp_json_bool(j, st->kernel_excluded);
         fp_json_key(j, "drops");
@@ -167,16 +177,15 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_key(j, "threads_by_rescan");
         fp_json_uint(j, st->threads_by_rescan);
         /* Threads born while sampled, exited: their CPU by the kernel beside the profile's. */
+        const struct uint_field born[] = {
+            {"exited", st->born_exited},
+            {"cpu_ns", st->born_cpu_ns},
+            {"profiled", st->born_profiled},
+            {"before_sampling_ns", st->born_before_ns},
+        };
         fp_json_key(j, "born");
         fp_json_begin_object(j);
-        fp_json_key(j, "exited");
-        fp_json_uint(j, st->born_exited);
-        fp_json_key(j, "cpu_ns");
-        fp_json_uint(j, st->born_cpu_ns);
-        fp_json_key(j, "profiled");
-        fp_json_uint(j, st->born_profiled);
-        fp_json_key(j, "before_sampling_ns");
-        fp_json_uint(j, st->born_before_ns);
+        UINT_FIELDS(j, born);
         fp_json_end_object(j);
         fp_json_key(j, "first_period");
         fp_json_begin_object(j);
@@ -184,14 +193,13 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_string(j, ts->cfg->freq                ? "frequency"
                           : ts->cfg->first_period_full ? "full"
                                                        : "random");
-        fp_json_key(j, "first_samples");
-        fp_json_uint(j, st->first_samples);
-        fp_json_key(j, "extra");
-        fp_json_uint(j, st->first_extra);
-        fp_json_key(j, "shift");
-        fp_json_uint(j, st->first_shift);
-        fp_json_key(j, "pending");
-        fp_json_uint(j, st->first_pending);
+        const struct uint_field first[] = {
+            {"first_samples", st->first_samples},
+            {"extra", st->first_extra},
+            {"shift", st->first_shift},
+            {"pending", st->first_pending},
+        };
+        UINT_FIELDS(j, first);
         fp_json_end_object(j);
         fp_json_key(j, "attach_latency_us");
         fp_json_begin_object(j);
@@ -211,10 +219,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_begin_object(j);
         fp_json_key(j, "mode");
         fp_json_string(j, fp_unwind_mode_name(ts->cfg->unwind));
-        const struct {
-                const char *key;
-                uint64_t v;
-        } uw[] = {
+        const struct uint_field uw[] = {
             {"frames_cfi", st->frames_cfi},
             {"frames_fp", st->frames_fp},
             {"samples_to_root", st->unwound_root},
@@ -224,10 +229,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
             {"jit_frames", st->jit_frames},
             {"stack_bytes_per_sample", st->samples ? st->stack_bytes / st->samples : 0},
         };
-        for (size_t i = 0; i < sizeof(uw) / sizeof(uw[0]); i++) {
-                fp_json_key(j, uw[i].key);
-                fp_json_uint(j, uw[i].v);
-        }
+        UINT_FIELDS(j, uw);
         fp_json_end_object(j);
         fp_json_end_object(j);
 }
@@ -312,10 +314,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_bool(&j, st->store_ok);
         fp_json_key(&j, "error");
         fp_json_string(&j, st->store_error);
-        const struct {
-                const char *key;
-                uint64_t v;
-        } store[] = {
+        const struct uint_field store[] = {
             {"max_bytes", st->store_max_bytes},
             {"file_bytes", st->file_bytes},
             {"wal_bytes", st->wal_bytes},
@@ -325,10 +324,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
             {"buckets_failed", st->buckets_failed},
             {"queued", st->queued},
         };
-        for (size_t i = 0; i < sizeof(store) / sizeof(store[0]); i++) {
-                fp_json_key(&j, store[i].key);
-                fp_json_uint(&j, store[i].v);
-        }
+        UINT_FIELDS(&j, store);
         fp_json_end_object(&j);
 
         if (st->upload_url) {
@@ -349,10 +345,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 fp_json_int(&j, st->oldest_waiting_ns);
                 fp_json_key(&j, "config_error");
                 fp_json_bool(&j, u->config_error);
-                const struct {
-                        const char *key;
-                        uint64_t v;
-                } up[] = {
+                const struct uint_field up[] = {
                     {"rounds_ok", u->rounds_ok},
                     {"rounds_failed", u->rounds_failed},
                     {"uploads_ok", u->uploads_ok},
@@ -365,10 +358,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                     {"waiting_uploads", st->waiting_uploads},
                     {"waiting_bytes", st->waiting_bytes},
                 };
-                for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++) {
-                        fp_json_key(&j, up[i].key);
-                        fp_json_uint(&j, up[i].v);
-                }
+                UINT_FIELDS(&j, up);
                 fp_json_key(&j, "last_error");
                 fp_json_string(&j, u->last_error);
                 fp_json_end_object(&j);
@@ -392,10 +382,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         } else {
                 const struct fp_host_stats *h = &st->host;
                 fp_json_begin_object(&j);
-                const struct {
-                        const char *key;
-                        uint64_t v;
-                } hs[] = {
+                const struct uint_field hs[] = {
                     {"freq", st->host_cfg.freq},
                     {"cpus", h->cpus},
                     {"samples", h->st.samples},
@@ -415,10 +402,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                     {"unwind_failed", h->st.unwind_failed},
                     {"stack_copy_short", h->st.stack_copy_short},
                 };
-                for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
-                        fp_json_key(&j, hs[i].key);
-                        fp_json_uint(&j, hs[i].v);
-                }
+                UINT_FIELDS(&j, hs);
                 fp_json_key(&j, "kernel");
                 fp_json_bool(&j, st->host_cfg.kernel_frames);
                 fp_json_key(&j, "drops");
