@@ -35,105 +35,91 @@ NP=${BENCH_PROCS:-100}
 fp_init 900
 command -v perf >/dev/null || fp_fail "perf is not installed (scripts/deps.sh installs linux-perf)"
 
-# fleetprof_run FIRST MS FREQ: prints "profiled_ns kernel_cpu_ns".
-fleetprof_run() {
-  local first=$1 ms=$2 freq=$3 tag=fp-$1-$2-$3 P
-  fp_start_workload threadstorm "$FP_TMP/$tag.out" "$FP_TMP/$tag.ready" \
-    --threads "$N" --cpu-ms "$ms" --go "$FP_TMP/$tag.go" --hold
+# storm TAG KIND MS: starts threadstorm with N threads (KIND threads) or NP
+# child processes (KIND children) of MS ms each, waiting for go; sets P.
+storm() {
+  local n=$N
+  [[ $2 == children ]] && n=$NP
+  fp_start_workload threadstorm "$FP_TMP/$1.out" "$FP_TMP/$1.ready" \
+    "--$2" "$n" --cpu-ms "$3" --go "$FP_TMP/$1.go" --hold
   P=$FP_WL_PID
-  fp_ctl start "$P" --freq "$freq" >/dev/null || fp_fail "start $P failed"
-  touch "$FP_TMP/$tag.go"
-  fp_wait_for 300 grep -q done "$FP_TMP/$tag.out" || fp_fail "threadstorm did not finish"
+}
+
+# go_and_wait TAG: lets the storm go and waits until it is done.
+go_and_wait() {
+  touch "$FP_TMP/$1.go"
+  fp_wait_for 300 grep -q done "$FP_TMP/$1.out" || fp_fail "threadstorm did not finish"
+}
+
+# fleetprof_run KIND MS FREQ: prints "profiled_ns kernel_cpu_ns" of the born threads
+# (threads: the storm's own; children: its followed children's, each a target), under
+# the running agent (its --first-period in FIRST).
+fleetprof_run() {
+  local kind=$1 tag=fp-$FIRST-$1-$2-$3 follow=()
+  [[ $kind == children ]] && follow=(--follow-children)
+  storm "$tag" "$kind" "$2"
+  fp_ctl start "$P" --freq "$3" "${follow[@]}" >/dev/null || fp_fail "start $P failed"
+  go_and_wait "$tag"
   sleep 1 # the last threads' exit accounting
   fp_ctl status --json | python3 -c '
 import json, sys
-t = [x for x in json.load(sys.stdin)["targets"] if x["pid"] == int(sys.argv[1])][0]
-print(t["born"]["profiled"], t["born"]["cpu_ns"])' "$P"
+pid, kind = int(sys.argv[1]), sys.argv[2]
+ts = [x for x in json.load(sys.stdin)["targets"]
+      if (x["parent_pid"] if kind == "children" else x["pid"]) == pid]
+print(sum(t["born"]["profiled"] for t in ts), sum(t["born"]["cpu_ns"] for t in ts))' "$P" "$kind"
   fp_ctl stop "$P" >/dev/null 2>&1 || true # figures only: a stop that fails changes none
   fp_kill "$P"
 }
 
-# perf_run MS FREQ: prints the storm threads' samples times the period (ns).
+# perf_run KIND MS FREQ: the storm's samples times the period (ns): perf record -p
+# and every thread but the main one (threads), or -a and the children's names.
 perf_run() {
-  local ms=$1 freq=$2 tag=perf-$1-$2 P period=$((1000000000 / $2)) rec
-  fp_start_workload threadstorm "$FP_TMP/$tag.out" "$FP_TMP/$tag.ready" \
-    --threads "$N" --cpu-ms "$ms" --go "$FP_TMP/$tag.go" --hold
-  P=$FP_WL_PID
-  perf record -q -e cpu-clock -c "$period" -p "$P" -o "$FP_TMP/$tag.data" >/dev/null 2>&1 &
+  local kind=$1 tag=perf-$1-$2-$3 period=$((1000000000 / $3)) rec n
+  storm "$tag" "$kind" "$2"
+  local who=(-p "$P")
+  [[ $kind == children ]] && who=(-a)
+  perf record -q "${who[@]}" -e cpu-clock -c "$period" -o "$FP_TMP/$tag.data" >/dev/null 2>&1 &
   rec=$!
   sleep 1 # perf has opened its events
-  touch "$FP_TMP/$tag.go"
-  fp_wait_for 300 grep -q done "$FP_TMP/$tag.out" || fp_fail "threadstorm did not finish"
+  go_and_wait "$tag"
   kill -INT "$rec"
   wait "$rec" || true
-  local n
-  n=$(perf script -i "$FP_TMP/$tag.data" -F tid 2>/dev/null | awk -v p="$P" '$1 != p' | wc -l)
+  if [[ $kind == children ]]; then
+    n=$(perf script -i "$FP_TMP/$tag.data" -F comm 2>/dev/null | grep -c '^ *child-' || true)
+  else
+    n=$(perf script -i "$FP_TMP/$tag.data" -F tid 2>/dev/null | awk -v p="$P" '$1 != p' | wc -l)
+  fi
   echo $((n * period))
   fp_kill "$P"
 }
 
-# fleetprof_procs MS FREQ: prints "profiled_ns kernel_cpu_ns" of the followed children.
-fleetprof_procs() {
-  local ms=$1 freq=$2 tag=fpp-$1-$2 P
-  fp_start_workload threadstorm "$FP_TMP/$tag.out" "$FP_TMP/$tag.ready" \
-    --children "$NP" --cpu-ms "$ms" --go "$FP_TMP/$tag.go" --hold
-  P=$FP_WL_PID
-  fp_ctl start "$P" --freq "$freq" --follow-children >/dev/null || fp_fail "start $P failed"
-  touch "$FP_TMP/$tag.go"
-  fp_wait_for 300 grep -q done "$FP_TMP/$tag.out" || fp_fail "threadstorm did not finish"
-  sleep 1
-  fp_ctl status --json | python3 -c '
-import json, sys
-ts = [x for x in json.load(sys.stdin)["targets"] if x["parent_pid"] == int(sys.argv[1])]
-print(sum(t["born"]["profiled"] for t in ts), sum(t["born"]["cpu_ns"] for t in ts))' "$P"
-  fp_ctl stop "$P" >/dev/null 2>&1 || true
-  fp_kill "$P"
-}
-
-# perf_procs MS FREQ: the children's samples in perf record -a, times the period (ns).
-perf_procs() {
-  local ms=$1 freq=$2 tag=perfp-$1-$2 P period=$((1000000000 / $2)) rec
-  fp_start_workload threadstorm "$FP_TMP/$tag.out" "$FP_TMP/$tag.ready" \
-    --children "$NP" --cpu-ms "$ms" --go "$FP_TMP/$tag.go" --hold
-  P=$FP_WL_PID
-  perf record -q -a -e cpu-clock -c "$period" -o "$FP_TMP/$tag.data" >/dev/null 2>&1 &
-  rec=$!
-  sleep 1
-  touch "$FP_TMP/$tag.go"
-  fp_wait_for 300 grep -q done "$FP_TMP/$tag.out" || fp_fail "threadstorm did not finish"
-  kill -INT "$rec"
-  wait "$rec" || true
-  local n
-  n=$(perf script -i "$FP_TMP/$tag.data" -F comm 2>/dev/null | grep -c '^ *child-' || true)
-  echo $((n * period))
-  fp_kill "$P"
-}
-
+FIRST=random
 fp_start_agent
 declare -A ROW
 for freq in 99 1000; do
   for ms in 1 5 30; do
     want=$((N * ms * 1000000))
-    read -r rnd kern < <(fleetprof_run random "$ms" "$freq")
+    read -r rnd kern < <(fleetprof_run threads "$ms" "$freq")
     ROW[$freq-$ms]="$want $rnd $kern"
   done
   for ms in 5 50; do
-    read -r rnd kern < <(fleetprof_procs "$ms" "$freq")
-    ROW[p$freq-$ms]="$((NP * ms * 1000000)) $rnd $kern $(perf_procs "$ms" "$freq")"
+    read -r rnd kern < <(fleetprof_run children "$ms" "$freq")
+    ROW[p$freq-$ms]="$((NP * ms * 1000000)) $rnd $kern $(perf_run children "$ms" "$freq")"
   done
 done
 fp_stop_agent
+FIRST=full
 fp_start_agent --first-period full
 for freq in 99 1000; do
   for ms in 1 5 30; do
-    read -r full _ < <(fleetprof_run full "$ms" "$freq")
+    read -r full _ < <(fleetprof_run threads "$ms" "$freq")
     ROW[$freq-$ms]+=" $full"
   done
 done
 fp_stop_agent
 for freq in 99 1000; do
   for ms in 1 5 30; do
-    ROW[$freq-$ms]+=" $(perf_run "$ms" "$freq")"
+    ROW[$freq-$ms]+=" $(perf_run threads "$ms" "$freq")"
   done
 done
 
