@@ -52,7 +52,12 @@ struct fp_core {
         /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
         struct fp_tracker *tracker;
         char tracker_reason[256];
-        struct event *ev_children; /* starts the children the fallback reported */
+        struct fp_bridge *bridge;  /* born threads until their own events (bridge.h), or NULL */
+        char bridge_error[256];    /* why it could not open */
+        struct event *ev_bridge;   /* follows the targets: period, closed with the last */
+        uint64_t bridge_unclaimed; /* samples of no target (a child not followed, one gone) */
+        uint64_t bridge_samples, bridge_lost; /* of bridges closed before */
+        struct event *ev_children;            /* starts the children the fallback reported */
         struct {
                 pid_t pid, parent;
         } pending_children[64];

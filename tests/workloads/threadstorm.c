@@ -29,7 +29,8 @@
  *
  * --times FILE gets one line per thread: "<index> <tid> <start_ns>", the
  * CLOCK_MONOTONIC time the thread began running. When all is done it
- * writes "done" to stdout and, with --hold, waits for SIGTERM (so a test
+ * writes "elapsed_ns NS" (the threads' and children's wall time) and
+ * "done" to stdout and, with --hold, waits for SIGTERM (so a test
  * can dump the profile while the process lives); otherwise it exits.
  *
  * Usage: threadstorm [--threads N] [--children N] [--grandchildren]
@@ -264,6 +265,7 @@ int main(int argc, char **argv)
         while (go && access(go, F_OK) < 0 && !got_signal)
                 usleep(10000);
 
+        uint64_t began = clock_ns(CLOCK_MONOTONIC);
         for (unsigned i = 0; i < n_threads && !got_signal; i++) {
                 pthread_t th;
                 int r = pthread_create(&th, NULL, storm_thread, (void *)(uintptr_t)i);
@@ -296,7 +298,7 @@ int main(int argc, char **argv)
                                 (unsigned long long)start_ns[i]);
                 fclose(f);
         }
-        printf("done\n");
+        printf("elapsed_ns %llu\ndone\n", (unsigned long long)(clock_ns(CLOCK_MONOTONIC) - began));
         fflush(stdout);
         while (hold && !got_signal)
                 pause();
