@@ -59,14 +59,18 @@ static void on_bridge_wake(void *userdata)
         fp_bridge_drain(s->bridge);
 }
 
-/* The bridge's period for the targets tracked by BPF now: the fastest's, at most 1 kHz; 0: none. */
+/* The bridge's period for the running targets BPF tracks: the fastest's, at most 1 kHz; 0: none. */
 static uint64_t bridge_period_wanted(const struct fp_core *s)
 {
         uint64_t p = 0;
 
         for (size_t i = 0; i < s->n_targets; i++) {
                 const struct fp_perf_config *cfg = fp_target_config(s->targets[i].t);
+                struct fp_target_stats st;
                 if (!fp_target_bpf_tracked(s->targets[i].t))
+                        continue;
+                fp_target_stats(s->targets[i].t, &st);
+                if (st.state != FP_TARGET_RUNNING)
                         continue;
                 uint64_t q = cfg->freq ? 1000000000ULL / cfg->freq : cfg->period;
                 if (q < BRIDGE_MIN_PERIOD)
@@ -100,13 +104,14 @@ static void open_bridge(struct fp_core *s, const struct fp_perf_config *cfg)
                 return;
         }
         s->bridge_error[0] = 0;
-        event_active(s->ev_bridge, EV_TIMEOUT, 0);
+        struct timeval second = {.tv_sec = 1};
+        event_add(s->ev_bridge, &second); /* and at once when a target goes */
 }
 
 /*
- * The bridge follows its targets (from the loop: a tracker or bridge
- * callback may have stopped one): the fastest one's period, closed when
- * none is left.
+ * The bridge follows its targets, each second and when one goes (from the
+ * loop: a tracker or bridge callback may have stopped it): the fastest
+ * one's period, closed when none is left.
  */
 static void on_bridge_check(evutil_socket_t fd, short what, void *arg)
 {
@@ -123,6 +128,7 @@ static void on_bridge_check(evutil_socket_t fd, short what, void *arg)
                 s->bridge_lost += fp_bridge_lost(s->bridge);
                 fp_bridge_free(s->bridge);
                 s->bridge = NULL;
+                event_del(s->ev_bridge);
         } else if (p != fp_bridge_period(s->bridge) && fp_bridge_set_period(s->bridge, p) < 0) {
                 fp_log(LOG_WARNING, "cannot change the bridge's period to %" PRIu64 " ns", p);
         }
@@ -538,6 +544,8 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
         case FP_TRACKER_THREAD_EXIT:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         fp_target_thread_exited(at->t, (pid_t)e->tid);
+                if (s->bridge && (e->flags & FP_TRACKER_EV_GROUP_DEAD))
+                        event_active(s->ev_bridge, EV_TIMEOUT, 0); /* its last target may be gone */
                 break;
         case FP_TRACKER_THREAD_CPU:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
@@ -711,7 +719,7 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
         s->cache = fp_symcache_new();
         s->ev_bucket = event_new(base, -1, 0, on_bucket, s);
         s->ev_children = event_new(base, -1, 0, on_children, s);
-        s->ev_bridge = event_new(base, -1, 0, on_bridge_check, s);
+        s->ev_bridge = event_new(base, -1, EV_PERSIST, on_bridge_check, s);
         if (!s->cache || !s->ev_bucket || !s->ev_children || !s->ev_bridge) {
                 snprintf(err, err_len, "out of memory");
                 fp_core_free(s);
