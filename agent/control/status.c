@@ -180,7 +180,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         const struct uint_field born[] = {
             {"exited", st->born_exited},     {"cpu_ns", st->born_cpu_ns},
             {"profiled", st->born_profiled}, {"before_sampling_ns", st->born_before_ns},
-            {"bridged", st->bridged},
+            {"bridged", st->bridged},        {"bridge_twins", st->bridge_twins},
         };
         fp_json_key(j, "born");
         fp_json_begin_object(j);

@@ -95,6 +95,8 @@ struct fp_core {
 int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
                                  uid_t owner, bool follow, bool track_children, pid_t parent,
                                  struct fp_target **ret, char *err, size_t err_len);
+/* The bridge follows the targets and rules: opened, its period changed, or closed. */
+void fp_core_bridge_update(struct fp_core *s);
 /* Whether a batch still on its way to the writer holds the target's last bucket. */
 bool fp_core_in_flight(const struct fp_core *s, pid_t pid, uint64_t starttime);
 

@@ -59,22 +59,34 @@ static void on_bridge_wake(void *userdata)
         fp_bridge_drain(s->bridge);
 }
 
-/* The bridge's period for the running targets BPF tracks: the fastest's, at most 1 kHz; 0: none. */
+/* A configuration's sampling period, as the bridge may take it (at most 1 kHz). */
+static uint64_t bridge_period_of(const struct fp_perf_config *cfg)
+{
+        uint64_t q = cfg->freq ? 1000000000ULL / cfg->freq : cfg->period;
+        return q > BRIDGE_MIN_PERIOD ? q : BRIDGE_MIN_PERIOD;
+}
+
+/*
+ * The bridge's period for the running targets BPF tracks and the rules
+ * (whose processes it samples from their exec): the fastest's; 0: none.
+ */
 static uint64_t bridge_period_wanted(const struct fp_core *s)
 {
         uint64_t p = 0;
 
         for (size_t i = 0; i < s->n_targets; i++) {
-                const struct fp_perf_config *cfg = fp_target_config(s->targets[i].t);
                 struct fp_target_stats st;
                 if (!fp_target_bpf_tracked(s->targets[i].t))
                         continue;
                 fp_target_stats(s->targets[i].t, &st);
                 if (st.state != FP_TARGET_RUNNING)
                         continue;
-                uint64_t q = cfg->freq ? 1000000000ULL / cfg->freq : cfg->period;
-                if (q < BRIDGE_MIN_PERIOD)
-                        q = BRIDGE_MIN_PERIOD;
+                uint64_t q = bridge_period_of(fp_target_config(s->targets[i].t));
+                if (!p || q < p)
+                        p = q;
+        }
+        for (size_t i = 0; s->tracker && i < s->n_rules; i++) {
+                uint64_t q = bridge_period_of(&s->rules[i].rule->cfg);
                 if (!p || q < p)
                         p = q;
         }
@@ -82,23 +94,22 @@ static uint64_t bridge_period_wanted(const struct fp_core *s)
 }
 
 /*
- * Opens the bridge for a newly tracked target, before its first thread is
+ * Opens the bridge at period ns, before the first thread it is for is
  * born: cpu-clock with kernel time and a stack copy, no kernel frames
  * (each target drops what its own events would not have counted).
  */
-static void open_bridge(struct fp_core *s, const struct fp_perf_config *cfg)
+static void open_bridge(struct fp_core *s, uint64_t period)
 {
         struct fp_perf_config tmpl = {0}; /* unwind auto */
-        uint64_t p = cfg->freq ? 1000000000ULL / cfg->freq : cfg->period;
 
         if (s->bridge || s->opt.no_bridge || !s->tracker)
                 return;
         if (fp_perf_event_list_parse("cpu-clock", &tmpl, NULL, 0) < 0)
                 return;
         fp_targetconf_finish(&tmpl);
-        if (fp_bridge_new(s->base, &tmpl, p > BRIDGE_MIN_PERIOD ? p : BRIDGE_MIN_PERIOD,
-                          fp_tracker_bridge_fd(s->tracker), on_bridge_sample, on_bridge_wake, s,
-                          &s->bridge, s->bridge_error, sizeof(s->bridge_error)) < 0) {
+        if (fp_bridge_new(s->base, &tmpl, period, fp_tracker_bridge_fd(s->tracker),
+                          on_bridge_sample, on_bridge_wake, s, &s->bridge, s->bridge_error,
+                          sizeof(s->bridge_error)) < 0) {
                 s->bridge = NULL;
                 fp_log(LOG_WARNING, "no bridge for new threads: %s", s->bridge_error);
                 return;
@@ -106,6 +117,16 @@ static void open_bridge(struct fp_core *s, const struct fp_perf_config *cfg)
         s->bridge_error[0] = 0;
         struct timeval second = {.tv_sec = 1};
         event_add(s->ev_bridge, &second); /* and at once when a target goes */
+}
+
+void fp_core_bridge_update(struct fp_core *s)
+{
+        uint64_t p;
+
+        if (s->bridge)
+                event_active(s->ev_bridge, EV_TIMEOUT, 0);
+        else if ((p = bridge_period_wanted(s)))
+                open_bridge(s, p);
 }
 
 /*
@@ -178,7 +199,7 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
                 bpf = fp_tracker_add(s->tracker, pid,
                                      follow || track_children ? FP_TRACKER_FOLLOW : 0) == 0;
         if (bpf)
-                open_bridge(s, cfg);
+                open_bridge(s, bridge_period_of(cfg));
         struct fp_perf_config limited = *cfg;
         limited.max_threads = s->opt.max_threads;
         limited.first_period_full = s->opt.first_period_full;
@@ -558,6 +579,8 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
                 break;
         case FP_TRACKER_EXEC:
                 fp_core_rules_on_exec(s, (pid_t)e->tgid, e->comm, e->time_ns);
+                /* A rule's new process has its own events now (or no rule took it). */
+                fp_tracker_unbridge(s->tracker, (pid_t)e->tgid);
                 break;
         case FP_TRACKER_CGROUP:
                 fp_core_rules_on_exec(s, (pid_t)e->tgid, NULL, e->time_ns);

@@ -171,11 +171,12 @@ int fp_bridge_new(struct event_base *base, const struct fp_perf_config *tmpl, ui
         b->cfg.n_members = 0;
         b->cfg.kernel_frames = false;
         /*
-         * 256 KiB per CPU: it holds about 15 samples with a 16 KiB stack copy
-         * each, and wakes at a quarter full. Only the first moments of new
-         * threads are written, so it is mostly empty.
+         * 512 KiB per CPU: it holds about 30 samples with a 16 KiB stack copy
+         * each, and wakes the agent at a quarter full. Only the first moments
+         * of new threads are written, so it is mostly empty (256 KiB lost a
+         * sample in a hundred to a storm of births).
          */
-        b->cfg.ring_pages = (unsigned)(256 * 1024 / sysconf(_SC_PAGESIZE));
+        b->cfg.ring_pages = (unsigned)(512 * 1024 / sysconf(_SC_PAGESIZE));
         b->fn = fn;
         b->wake = wake;
         b->userdata = userdata;

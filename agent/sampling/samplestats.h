@@ -62,8 +62,9 @@ struct fp_target_stats {
          */
         uint64_t born_exited, born_cpu_ns, born_profiled;
         uint64_t born_before_ns; /* of born_cpu_ns: run before their sampling began (schedstat) */
-        /* Samples of the bridge (bridge.h) kept: new threads' CPU before their own events. */
-        uint64_t bridged;
+        /* Samples of the bridge (bridge.h) kept: new threads' CPU before their own events;
+         * and those taken after, left to the thread's own events. */
+        uint64_t bridged, bridge_twins;
         bool kernel_excluded; /* the kernel refused kernel-mode samples: user time only */
         uint64_t start_ns;    /* CLOCK_REALTIME of start */
         /*

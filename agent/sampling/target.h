@@ -116,6 +116,8 @@ typedef void (*fp_target_child_fn)(void *userdata, struct fp_target *t, pid_t ch
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
                             fp_target_child_fn on_child, void *userdata);
 bool fp_target_follows_children(const struct fp_target *t);
+/* The live threads' ids, at most max of them: how many. */
+size_t fp_target_live_tids(const struct fp_target *t, pid_t *ret, size_t max);
 /* Whether the BPF tracker reports its threads' births (and the bridge covers them). */
 bool fp_target_bpf_tracked(const struct fp_target *t);
 pid_t fp_target_parent(const struct fp_target *t);

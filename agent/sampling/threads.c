@@ -631,8 +631,10 @@ void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s
         uint64_t v = t->st.value, p = t->cfg.period;
 
         /* Its own sampling has begun: from then on the bridge's samples are its events' twins. */
-        if (th && th->attach_ns && s->time >= th->attach_ns)
+        if (th && th->attach_ns && s->time >= th->attach_ns) {
+                t->st.bridge_twins++;
                 return;
+        }
         /* Kernel time of a target that does not count it (a user's rule). */
         if (!t->cfg.count_kernel &&
             (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
@@ -672,6 +674,16 @@ void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children,
                 t->threads[i]->born = true;
         t->on_child = on_child;
         t->child_userdata = userdata;
+}
+
+size_t fp_target_live_tids(const struct fp_target *t, pid_t *ret, size_t max)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < t->n_threads && n < max; i++)
+                if (t->threads[i]->live)
+                        ret[n++] = t->threads[i]->tid;
+        return n;
 }
 
 bool fp_target_bpf_tracked(const struct fp_target *t)

@@ -110,9 +110,13 @@ int BPF_PROG(fp_tracker_fork, struct task_struct *parent, struct task_struct *ch
         __u32 ctgid = BPF_CORE_READ(child, tgid);
         __u32 *flags = bpf_map_lookup_elem(&targets, &ptgid);
 
-        if (!flags)
+        __u32 ctid = BPF_CORE_READ(child, pid), ptid = BPF_CORE_READ(parent, pid);
+        if (!flags) {
+                /* A thread of a process a rule may take (bridged at its exec): bridged too. */
+                if (watch && ctgid == ptgid && bpf_map_lookup_elem(&bridged, &ptid))
+                        bridge(ctid);
                 return 0;
-        __u32 ctid = BPF_CORE_READ(child, pid);
+        }
         if (ctgid == ptgid) {
                 bridge(ctid);
                 emit(FP_TRACKER_THREAD_NEW, 0, child, ptgid);
@@ -135,12 +139,15 @@ int BPF_PROG(fp_tracker_exit, struct task_struct *p)
         __u32 tgid = BPF_CORE_READ(p, tgid);
         bool group_dead;
 
-        if (!bpf_map_lookup_elem(&targets, &tgid))
+        __u32 tid = BPF_CORE_READ(p, pid);
+        if (!bpf_map_lookup_elem(&targets, &tgid)) {
+                if (watch) /* bridged at an exec no rule took, its record perhaps dropped */
+                        bpf_map_delete_elem(&bridged, &tid);
                 return 0;
+        }
         /* do_exit() decremented signal->live before this tracepoint. */
         group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
         emit(FP_TRACKER_THREAD_EXIT, group_dead ? FP_TRACKER_EV_GROUP_DEAD : 0, p, tgid);
-        __u32 tid = BPF_CORE_READ(p, pid);
         bpf_map_delete_elem(&bridged, &tid);
         if (bpf_map_update_elem(&exiting, &tid, &tgid, BPF_ANY))
                 __sync_fetch_and_add(&dropped, 1);
@@ -154,8 +161,12 @@ int BPF_PROG(fp_tracker_exec, struct task_struct *p, pid_t old_pid, struct linux
 {
         __u32 tgid = BPF_CORE_READ(p, tgid);
 
-        if (!watch && !bpf_map_lookup_elem(&targets, &tgid))
+        bool target = bpf_map_lookup_elem(&targets, &tgid);
+        if (!watch && !target)
                 return 0;
+        /* A process a rule may take: the bridge samples it until the agent has decided. */
+        if (!target)
+                bridge(BPF_CORE_READ(p, pid));
         emit(FP_TRACKER_EXEC, 0, p, tgid);
         return 0;
 }

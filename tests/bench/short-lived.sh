@@ -31,7 +31,8 @@
 #
 # Then the bridge's cost per birth: births per second of threadstorm
 # making BENCH_BIRTHS threads that do nothing, unprofiled, profiled (at
-# 1 kHz) with the bridge and without it, and the agent's CPU per birth.
+# 1 kHz) with the bridge and without it, and the agent's CPU per birth
+# (three alternating rounds, medians).
 # Figures only; it never fails on a number.
 # Environment: BENCH_THREADS (default 200), BENCH_PROCS (default 100),
 # BENCH_BIRTHS (default 5000).
@@ -163,13 +164,25 @@ agent_cpu_us() {
     "/proc/$FP_AGENT_PID/stat"
 }
 
-fp_start_agent
-read -r births_none _ < <(births_run none)
-read -r births_bridge cpu_bridge < <(births_run bridge)
-fp_stop_agent
-fp_start_agent --no-bridge
-read -r births_unbridged cpu_unbridged < <(births_run unbridged)
-fp_stop_agent
+# Three rounds, alternating (two cores shared by the storm and the agent: one run is noisy);
+# the medians are reported.
+B_NONE=() B_BRIDGE=() C_BRIDGE=() B_UNBRIDGED=() C_UNBRIDGED=()
+for round in 1 2 3; do
+  fp_start_agent
+  read -r b _ < <(births_run none)
+  B_NONE+=("$b")
+  read -r b c < <(births_run bridge)
+  B_BRIDGE+=("$b") C_BRIDGE+=("$c")
+  fp_stop_agent
+  fp_start_agent --no-bridge
+  read -r b c < <(births_run unbridged)
+  B_UNBRIDGED+=("$b") C_UNBRIDGED+=("$c")
+  fp_stop_agent
+done
+median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+births_none=$(median "${B_NONE[@]}")
+births_bridge=$(median "${B_BRIDGE[@]}") cpu_bridge=$(median "${C_BRIDGE[@]}")
+births_unbridged=$(median "${B_UNBRIDGED[@]}") cpu_unbridged=$(median "${C_UNBRIDGED[@]}")
 
 for freq in 99 1000; do
   for ms in 1 5 30; do
@@ -208,7 +221,7 @@ print("%-22s %6d %10.3f %12.3f %12.3f" % (cell, want * freq / 1e9, rnd / want, p
   done
 done
 echo
-echo "== a thread's birth: $NB threads that do nothing, one after another, 1 kHz =="
+echo "== a thread's birth: $NB threads that do nothing, one after another, 1 kHz (median of 3) =="
 printf '%-34s %12s %16s\n' "" "births/s" "agent µs/birth"
 printf '%-34s %12s %16s\n' "unprofiled" "$births_none" "-"
 printf '%-34s %12s %16s\n' "fleetprof (bridge)" "$births_bridge" "$cpu_bridge"
