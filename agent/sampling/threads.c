@@ -655,8 +655,7 @@ void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s
         }
         fp_target_add_sample(t, &c);
         t->st.bridged++;
-        /* Before its birth was handled (or with its own events refused): not in the born account.
-         */
+        /* No record (its birth not handled yet, or refused): not in the born account. */
         if (th && th->cpu_known)
                 t->st.born_profiled += t->st.value - v; /* its exit accounting came first */
         else if (th)

@@ -49,8 +49,10 @@ struct {
 
 /*
  * New threads and followed children of tracked processes (tid -> 1), from
- * their fork until the agent's own events sample them (it deletes them):
- * the per-CPU bridge samples only these (fp_tracker_bridge).
+ * their fork until the agent's own events sample them (it deletes them),
+ * and while the agent has rules, every other process from its exec (and
+ * the threads it makes) until the agent has decided: the per-CPU bridge
+ * samples only these (fp_tracker_bridge).
  */
 struct {
         __uint(type, BPF_MAP_TYPE_HASH);
@@ -110,9 +112,10 @@ int BPF_PROG(fp_tracker_fork, struct task_struct *parent, struct task_struct *ch
         __u32 ctgid = BPF_CORE_READ(child, tgid);
         __u32 *flags = bpf_map_lookup_elem(&targets, &ptgid);
 
-        __u32 ctid = BPF_CORE_READ(child, pid), ptid = BPF_CORE_READ(parent, pid);
+        __u32 ctid = BPF_CORE_READ(child, pid);
         if (!flags) {
                 /* A thread of a process a rule may take (bridged at its exec): bridged too. */
+                __u32 ptid = BPF_CORE_READ(parent, pid);
                 if (watch && ctgid == ptgid && bpf_map_lookup_elem(&bridged, &ptid))
                         bridge(ctid);
                 return 0;
