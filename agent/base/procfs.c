@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <time.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -139,4 +140,32 @@ int fp_proc_exe(pid_t pid, char *buf, size_t len)
         if (len)
                 buf[n > 0 ? n : 0] = 0;
         return r;
+}
+
+/* The online CPUs ("0-3,6") into a bitmap of max bits; how many are online. */
+int fp_proc_online_cpus(bool *online, int max)
+{
+        char buf[4096];
+        int n = 0;
+
+        memset(online, 0, (size_t)max);
+        if (fp_proc_read_line("/sys/devices/system/cpu/online", buf, sizeof(buf)) < 0)
+                return -ENOENT;
+        for (char *s = buf; *s;) {
+                char *end;
+                long a = strtol(s, &end, 10), b = a;
+                if (end == s)
+                        break;
+                if (*end == '-')
+                        b = strtol(end + 1, &end, 10);
+                for (long i = a; i <= b && i < max; i++)
+                        if (i >= 0 && !online[i]) {
+                                online[i] = true;
+                                n++;
+                        }
+                s = *end == ',' ? end + 1 : end;
+                if (*s == '\n')
+                        break;
+        }
+        return n;
 }

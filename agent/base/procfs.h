@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -42,3 +43,5 @@ int fp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t len);
  * NULL when it is not mounted.
  */
 const char *fp_proc_cgroup2_root(char *buf, size_t len);
+/* The online CPUs ("0-3,6") into a bitmap of max entries: how many are online, or -ENOENT. */
+int fp_proc_online_cpus(bool *online, int max);

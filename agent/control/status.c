@@ -178,10 +178,9 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->threads_by_rescan);
         /* Threads born while sampled, exited: their CPU by the kernel beside the profile's. */
         const struct uint_field born[] = {
-            {"exited", st->born_exited},
-            {"cpu_ns", st->born_cpu_ns},
-            {"profiled", st->born_profiled},
-            {"before_sampling_ns", st->born_before_ns},
+            {"exited", st->born_exited},     {"cpu_ns", st->born_cpu_ns},
+            {"profiled", st->born_profiled}, {"before_sampling_ns", st->born_before_ns},
+            {"bridged", st->bridged},        {"bridge_twins", st->bridge_twins},
         };
         fp_json_key(j, "born");
         fp_json_begin_object(j);
@@ -376,6 +375,18 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_uint(&j, st->children_not_followed);
         fp_json_end_object(&j);
 
+        fp_json_key(&j, "bridge");
+        fp_json_begin_object(&j);
+        const struct uint_field bridge[] = {
+            {"period_ns", st->bridge_period},    {"cpus", st->bridge_cpus},
+            {"samples", st->bridge_samples},     {"lost", st->bridge_lost},
+            {"unclaimed", st->bridge_unclaimed}, {"full", st->bridge_full},
+        };
+        UINT_FIELDS(&j, bridge);
+        fp_json_key(&j, "error");
+        fp_json_string(&j, st->bridge_error);
+        fp_json_end_object(&j);
+
         fp_json_key(&j, "host_tier");
         if (!st->host_on) {
                 fp_json_null(&j);
@@ -493,6 +504,15 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         else
                 fprintf(out, "thread tracker: perf-fork (fallback: %s)\n",
                         TERM(st->tracker_reason, e1));
+        if (st->bridge_period)
+                fprintf(out,
+                        "bridge: new threads sampled from birth, %" PRIu64
+                        " Hz per CPU on %u CPUs, %" PRIu64 " samples, %" PRIu64 " lost, %" PRIu64
+                        " of no target, %" PRIu64 " births not taken (full)\n",
+                        1000000000 / st->bridge_period, st->bridge_cpus, st->bridge_samples,
+                        st->bridge_lost, st->bridge_unclaimed, st->bridge_full);
+        else if (st->bridge_error[0])
+                fprintf(out, "bridge: %s\n", TERM(st->bridge_error, e1));
         if (st->host_on) {
                 const struct fp_host_stats *h = &st->host;
                 uint64_t all = h->st.samples + h->idle + h->covered + h->unknown + h->table_full;

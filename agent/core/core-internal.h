@@ -52,7 +52,12 @@ struct fp_core {
         /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
         struct fp_tracker *tracker;
         char tracker_reason[256];
-        struct event *ev_children; /* starts the children the fallback reported */
+        struct fp_bridge *bridge;  /* born threads until their own events (bridge.h), or NULL */
+        char bridge_error[256];    /* why it could not open */
+        struct event *ev_bridge;   /* follows the targets: period, closed with the last */
+        uint64_t bridge_unclaimed; /* samples of no target (a child not followed, one gone) */
+        uint64_t bridge_samples, bridge_lost; /* of bridges closed before */
+        struct event *ev_children;            /* starts the children the fallback reported */
         struct {
                 pid_t pid, parent;
         } pending_children[64];
@@ -90,6 +95,8 @@ struct fp_core {
 int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
                                  uid_t owner, bool follow, bool track_children, pid_t parent,
                                  struct fp_target **ret, char *err, size_t err_len);
+/* The bridge follows the targets and rules: opened, its period changed, or closed. */
+void fp_core_bridge_update(struct fp_core *s);
 /* Whether a batch still on its way to the writer holds the target's last bucket. */
 bool fp_core_in_flight(const struct fp_core *s, pid_t pid, uint64_t starttime);
 

@@ -155,6 +155,11 @@ static void start_for_rule(struct fp_core *s, struct core_rule *cr, const struct
         cr->started++;
         if (event_ns)
                 record_latency(cr, event_ns);
+        /* Taken at its exec: the bridge sampled it and the threads it made since; no more. */
+        pid_t tids[64];
+        size_t n = event_ns && s->tracker ? fp_target_live_tids(t, tids, 64) : 0;
+        for (size_t i = 0; i < n; i++)
+                fp_tracker_unbridge(s->tracker, tids[i]);
 }
 
 /* The first rule (hint first) that matches p, or NULL. */
@@ -316,6 +321,7 @@ static void arm_scan(struct fp_core *s)
                 event_del(s->ev_rule_scan);
         if (s->tracker)
                 fp_tracker_watch(s->tracker, s->n_rules > 0);
+        fp_core_bridge_update(s);
 }
 
 static void on_scan(evutil_socket_t fd, short what, void *arg)

@@ -10,6 +10,7 @@
  * (queue_full, store_write_failed), so nothing is lost silently.
  */
 #include "core-internal.h"
+#include "bridge.h"
 #include "export.h"
 #include "procfs.h"
 #include "symbols.h"
@@ -30,6 +31,129 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define BRIDGE_MIN_PERIOD 1000000ULL /* ns: the bridge samples at most at 1 kHz per CPU */
+
+static void on_bridge_sample(void *userdata, const struct fp_perf_sample *sample, uint64_t period)
+{
+        struct fp_core *s = userdata;
+        struct fp_core_target *at = fp_core_find(s, (pid_t)sample->pid);
+
+        if (at)
+                fp_target_bridge_sample(at->t, sample, period);
+        else
+                s->bridge_unclaimed++; /* a child not followed, or a target gone meanwhile */
+}
+
+/*
+ * The bridge's rings want reading. The tracker's records go first: a
+ * thread's birth is written before any bridge sample of it, so its thread
+ * (and a child's target) exists when its samples are read.
+ */
+static void on_bridge_wake(void *userdata)
+{
+        struct fp_core *s = userdata;
+
+        if (s->tracker)
+                fp_tracker_poll(s->tracker);
+        fp_bridge_drain(s->bridge);
+}
+
+/* A configuration's sampling period, as the bridge may take it (at most 1 kHz). */
+static uint64_t bridge_period_of(const struct fp_perf_config *cfg)
+{
+        uint64_t q = cfg->freq ? 1000000000ULL / cfg->freq : cfg->period;
+        return q > BRIDGE_MIN_PERIOD ? q : BRIDGE_MIN_PERIOD;
+}
+
+/*
+ * The bridge's period for the running targets BPF tracks and the rules
+ * (whose processes it samples from their exec): the fastest's; 0: none.
+ */
+static uint64_t bridge_period_wanted(const struct fp_core *s)
+{
+        uint64_t p = 0;
+
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target_stats st;
+                if (!fp_target_bpf_tracked(s->targets[i].t))
+                        continue;
+                fp_target_stats(s->targets[i].t, &st);
+                if (st.state != FP_TARGET_RUNNING)
+                        continue;
+                uint64_t q = bridge_period_of(fp_target_config(s->targets[i].t));
+                if (!p || q < p)
+                        p = q;
+        }
+        for (size_t i = 0; s->tracker && i < s->n_rules; i++) {
+                uint64_t q = bridge_period_of(&s->rules[i].rule->cfg);
+                if (!p || q < p)
+                        p = q;
+        }
+        return p;
+}
+
+/*
+ * Opens the bridge at period ns, before the first thread it is for is
+ * born: cpu-clock with kernel time and a stack copy, no kernel frames
+ * (each target drops what its own events would not have counted).
+ */
+static void open_bridge(struct fp_core *s, uint64_t period)
+{
+        struct fp_perf_config tmpl = {0}; /* unwind auto */
+
+        if (s->bridge || s->opt.no_bridge || !s->tracker)
+                return;
+        if (fp_perf_event_list_parse("cpu-clock", &tmpl, NULL, 0) < 0)
+                return;
+        fp_targetconf_finish(&tmpl);
+        if (fp_bridge_new(s->base, &tmpl, period, fp_tracker_bridge_fd(s->tracker),
+                          on_bridge_sample, on_bridge_wake, s, &s->bridge, s->bridge_error,
+                          sizeof(s->bridge_error)) < 0) {
+                s->bridge = NULL;
+                fp_log(LOG_WARNING, "no bridge for new threads: %s", s->bridge_error);
+                return;
+        }
+        s->bridge_error[0] = 0;
+        struct timeval second = {.tv_sec = 1};
+        event_add(s->ev_bridge, &second); /* and at once when a target goes */
+}
+
+void fp_core_bridge_update(struct fp_core *s)
+{
+        uint64_t p;
+
+        if (s->bridge)
+                event_active(s->ev_bridge, EV_TIMEOUT, 0);
+        else if ((p = bridge_period_wanted(s)))
+                open_bridge(s, p);
+}
+
+/*
+ * The bridge follows its targets, each second and when one goes (from the
+ * loop: a tracker or bridge callback may have stopped it): the fastest
+ * one's period, closed when none is left.
+ */
+static void on_bridge_check(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_core *s = arg;
+        (void)fd;
+        (void)what;
+
+        if (!s->bridge)
+                return;
+        on_bridge_wake(s); /* what it holds now, at the period it was taken at */
+        uint64_t p = bridge_period_wanted(s);
+        if (!p) {
+                s->bridge_samples += fp_bridge_samples(s->bridge);
+                s->bridge_lost += fp_bridge_lost(s->bridge);
+                fp_bridge_free(s->bridge);
+                s->bridge = NULL;
+                event_del(s->ev_bridge);
+        } else if (p != fp_bridge_period(s->bridge) && fp_bridge_set_period(s->bridge, p) < 0) {
+                fp_log(LOG_WARNING, "cannot change the bridge's period to %" PRIu64 " ns", p);
+        }
+}
 
 /* A dump waiting for the writer: whom to tell. */
 struct dump_request {
@@ -74,6 +198,8 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
         if (s->tracker)
                 bpf = fp_tracker_add(s->tracker, pid,
                                      follow || track_children ? FP_TRACKER_FOLLOW : 0) == 0;
+        if (bpf)
+                open_bridge(s, bridge_period_of(cfg));
         struct fp_perf_config limited = *cfg;
         limited.max_threads = s->opt.max_threads;
         limited.first_period_full = s->opt.first_period_full;
@@ -433,10 +559,14 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
         case FP_TRACKER_THREAD_NEW:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         (void)fp_target_thread_born(at->t, (pid_t)e->tid, e->time_ns);
+                /* Its own events are open (or will not be: over the limit, failed). */
+                fp_tracker_unbridge(s->tracker, (pid_t)e->tid);
                 break;
         case FP_TRACKER_THREAD_EXIT:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         fp_target_thread_exited(at->t, (pid_t)e->tid);
+                if (s->bridge && (e->flags & FP_TRACKER_EV_GROUP_DEAD))
+                        event_active(s->ev_bridge, EV_TIMEOUT, 0); /* its last target may be gone */
                 break;
         case FP_TRACKER_THREAD_CPU:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
@@ -445,9 +575,12 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
         case FP_TRACKER_CHILD_NEW:
                 if (!fp_core_rules_on_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid, e->time_ns))
                         follow_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid);
+                fp_tracker_unbridge(s->tracker, (pid_t)e->tgid);
                 break;
         case FP_TRACKER_EXEC:
                 fp_core_rules_on_exec(s, (pid_t)e->tgid, e->comm, e->time_ns);
+                /* A rule's new process has its own events now (or no rule took it). */
+                fp_tracker_unbridge(s->tracker, (pid_t)e->tgid);
                 break;
         case FP_TRACKER_CGROUP:
                 fp_core_rules_on_exec(s, (pid_t)e->tgid, NULL, e->time_ns);
@@ -514,6 +647,7 @@ void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
 {
         struct fp_target_stats st;
 
+        fp_bridge_drain(s->bridge); /* its samples in the bridge's rings */
         fp_target_stats(at->t, &st);
         s->gone_samples += st.samples;
         if (s->tracker)
@@ -521,6 +655,8 @@ void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
         close_buckets(s, at, false);
         fp_target_free(at->t);
         *at = s->targets[--s->n_targets];
+        if (s->bridge)
+                event_active(s->ev_bridge, EV_TIMEOUT, 0);
 }
 
 /* ---- life cycle ---- */
@@ -606,7 +742,8 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
         s->cache = fp_symcache_new();
         s->ev_bucket = event_new(base, -1, 0, on_bucket, s);
         s->ev_children = event_new(base, -1, 0, on_children, s);
-        if (!s->cache || !s->ev_bucket || !s->ev_children) {
+        s->ev_bridge = event_new(base, -1, EV_PERSIST, on_bridge_check, s);
+        if (!s->cache || !s->ev_bucket || !s->ev_children || !s->ev_bridge) {
                 snprintf(err, err_len, "out of memory");
                 fp_core_free(s);
                 return -ENOMEM;
@@ -652,6 +789,9 @@ void fp_core_free(struct fp_core *s)
         fp_writer_free(s->writer); /* writes what is queued, answers waiting dumps */
         fp_host_free(s->host);
         fp_uploader_free(s->uploader);
+        fp_bridge_free(s->bridge);
+        if (s->ev_bridge)
+                event_free(s->ev_bridge);
         for (size_t i = 0; i < s->n_targets; i++)
                 fp_target_free(s->targets[i].t);
         free(s->targets);
@@ -902,6 +1042,17 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         st.tracker = tracker_name(s);
         st.tracker_reason = s->tracker ? "" : s->tracker_reason;
         st.tracker_events_dropped = s->tracker ? fp_tracker_dropped(s->tracker) : 0;
+        st.bridge_samples = s->bridge_samples;
+        st.bridge_lost = s->bridge_lost;
+        if (s->bridge) {
+                st.bridge_period = fp_bridge_period(s->bridge);
+                st.bridge_cpus = fp_bridge_cpus(s->bridge);
+                st.bridge_samples += fp_bridge_samples(s->bridge);
+                st.bridge_lost += fp_bridge_lost(s->bridge);
+        }
+        st.bridge_unclaimed = s->bridge_unclaimed;
+        st.bridge_full = s->tracker ? fp_tracker_bridge_full(s->tracker) : 0;
+        st.bridge_error = s->opt.no_bridge ? "off (--no-bridge)" : s->bridge_error;
         st.children_not_followed = s->children_not_followed;
         for (size_t i = 0; i < s->n_targets; i++) {
                 struct fp_core_target *at = &s->targets[i];

@@ -45,6 +45,7 @@ struct fp_core_options {
         unsigned upload_interval;
         bool no_bpf;            /* --no-bpf: track threads with the perf FORK-record fallback */
         unsigned max_threads;   /* --max-threads: threads sampled per target at most, 0: none */
+        bool no_bridge;         /* --no-bridge: new threads unsampled until their own events open */
         bool first_period_full; /* --first-period full: no random first period (perf's way) */
         unsigned keep_exited_s; /* --keep-exited: an exited PID target stays this long, 0: 60 */
         /* The host tier from the start (host = on; --host ...), and how. */
@@ -233,6 +234,10 @@ struct fp_core_status {
         /* Thread tracking. */
         const char *tracker, *tracker_reason;
         uint64_t tracker_events_dropped, children_not_followed;
+        /* The bridge (bridge.h): period 0 when closed, and why when it could not open. */
+        uint64_t bridge_period, bridge_samples, bridge_lost, bridge_unclaimed, bridge_full;
+        unsigned bridge_cpus;
+        const char *bridge_error;
         /* The targets uid may see. */
         struct fp_core_target_status *targets;
         size_t n_targets;

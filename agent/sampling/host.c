@@ -615,39 +615,11 @@ static int cpu_open(struct fp_host *h, struct cpu *c)
         return 0;
 }
 
-/* The online CPUs ("0-3,6") into a bitmap of max bits; how many are online. */
-static int online_cpus(bool *online, int max)
-{
-        char buf[4096];
-        int n = 0;
-
-        memset(online, 0, (size_t)max);
-        if (fp_proc_read_line("/sys/devices/system/cpu/online", buf, sizeof(buf)) < 0)
-                return -ENOENT;
-        for (char *s = buf; *s;) {
-                char *end;
-                long a = strtol(s, &end, 10), b = a;
-                if (end == s)
-                        break;
-                if (*end == '-')
-                        b = strtol(end + 1, &end, 10);
-                for (long i = a; i <= b && i < max; i++)
-                        if (i >= 0 && !online[i]) {
-                                online[i] = true;
-                                n++;
-                        }
-                s = *end == ',' ? end + 1 : end;
-                if (*s == '\n')
-                        break;
-        }
-        return n;
-}
-
 void fp_host_check_cpus(struct fp_host *h)
 {
         bool online[1024];
 
-        if (online_cpus(online, (int)h->n_cpus) < 0)
+        if (fp_proc_online_cpus(online, (int)h->n_cpus) < 0)
                 return;
         h->hs.cpus = 0;
         for (size_t i = 0; i < h->n_cpus; i++) {
@@ -711,7 +683,7 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
                 return -ENOMEM;
         }
         cgroup_scan(h);
-        if (online_cpus(online, (int)h->n_cpus) < 0) {
+        if (fp_proc_online_cpus(online, (int)h->n_cpus) < 0) {
                 snprintf(err, err_len, "cannot read /sys/devices/system/cpu/online");
                 fp_host_free(h);
                 return -ENOENT;

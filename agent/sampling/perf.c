@@ -555,6 +555,26 @@ int fp_perf_open_cpu_sampler(struct fp_perf_config *cfg, int cpu, struct fp_perf
         return 0;
 }
 
+int fp_perf_open_cpu_bridge(struct fp_perf_config *cfg, int cpu, int prog_fd,
+                            struct fp_perf_ring *ret)
+{
+        struct perf_event_attr a = {0};
+        bool fixed = sampler_attr(cfg, &a);
+        int r;
+
+        r = open_mapped(&a, -1, cpu, cfg->ring_pages, ret);
+        if (r < 0)
+                return r;
+        if (ioctl(ret->fd, PERF_EVENT_IOC_SET_BPF, prog_fd) < 0) {
+                r = -errno;
+                fp_perf_ring_close(ret);
+                return r;
+        }
+        ret->stack_bytes = cfg->stack_bytes;
+        ret->fixed_period = fixed ? cfg->period : 0;
+        return 0;
+}
+
 int fp_perf_open_cpu_sideband(int cpu, unsigned pages, struct fp_perf_ring *ret)
 {
         struct perf_event_attr a = {0};

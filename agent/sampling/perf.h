@@ -292,6 +292,13 @@ int fp_perf_probe_event(const struct fp_perf_event *e, pid_t tid, bool exclude_k
  */
 int fp_perf_open_cpu_sampler(struct fp_perf_config *cfg, int cpu, struct fp_perf_ring *ret);
 int fp_perf_open_cpu_sideband(int cpu, unsigned pages, struct fp_perf_ring *ret);
+/*
+ * The bridge's event on one CPU: cfg's leader alone (pid -1), with BPF
+ * program prog_fd deciding which samples are written (a perf_event
+ * program: 0 drops the sample before it is prepared).
+ */
+int fp_perf_open_cpu_bridge(struct fp_perf_config *cfg, int cpu, int prog_fd,
+                            struct fp_perf_ring *ret);
 
 /* Opens the side-band (fork/exit/comm/mmap) event of thread tid. */
 int fp_perf_open_sideband(pid_t tid, struct fp_perf_ring *ret);

@@ -62,8 +62,11 @@ struct fp_target_stats {
          */
         uint64_t born_exited, born_cpu_ns, born_profiled;
         uint64_t born_before_ns; /* of born_cpu_ns: run before their sampling began (schedstat) */
-        bool kernel_excluded;    /* the kernel refused kernel-mode samples: user time only */
-        uint64_t start_ns;       /* CLOCK_REALTIME of start */
+        /* Samples of the bridge (bridge.h) kept: new threads' CPU before their own events;
+         * and those taken after, left to the thread's own events. */
+        uint64_t bridged, bridge_twins;
+        bool kernel_excluded; /* the kernel refused kernel-mode samples: user time only */
+        uint64_t start_ns;    /* CLOCK_REALTIME of start */
         /*
          * The group's counters (config members, in order): what each
          * counted in the intervals that ended in a sample, scaled when

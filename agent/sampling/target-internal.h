@@ -36,6 +36,7 @@ struct fp_thread {
         bool live;
         bool exited;         /* detached because it exited: a rescan never reattaches it */
         uint64_t attach_ns;  /* CLOCK_MONOTONIC of the last attach */
+        uint64_t detach_ns;  /* and of its detach (its record outlives the bridge's samples) */
         uint64_t jitter_ns;  /* CLOCK_MONOTONIC of the last period change */
         uint64_t period;     /* its sampling period now; 0: as configured */
         int64_t period_debt; /* its samples' periods less as many configured ones (ns) */

@@ -101,6 +101,9 @@ void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
 int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns);
 void fp_target_thread_exited(struct fp_target *t, pid_t tid);
 void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns);
+/* A sample of the bridge (bridge.h) of one of the target's threads, taken at bridge_period. */
+void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s,
+                             uint64_t bridge_period);
 
 /* Called, from inside a ring drain, when a followed target forks process child. */
 typedef void (*fp_target_child_fn)(void *userdata, struct fp_target *t, pid_t child);
@@ -113,6 +116,10 @@ typedef void (*fp_target_child_fn)(void *userdata, struct fp_target *t, pid_t ch
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
                             fp_target_child_fn on_child, void *userdata);
 bool fp_target_follows_children(const struct fp_target *t);
+/* The live threads' ids, at most max of them: how many. */
+size_t fp_target_live_tids(const struct fp_target *t, pid_t *ret, size_t max);
+/* Whether the BPF tracker reports its threads' births (and the bridge covers them). */
+bool fp_target_bpf_tracked(const struct fp_target *t);
 pid_t fp_target_parent(const struct fp_target *t);
 
 /* Birth -> events open of the threads attached by a tracker, in microseconds. */

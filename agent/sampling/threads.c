@@ -84,6 +84,7 @@ void fp_thread_detach(struct fp_thread *th)
         th->live = false;
         th->exited = true;
         th->exit_pending = false;
+        th->detach_ns = fp_now_ns(CLOCK_MONOTONIC);
         t->st.threads_live--;
 }
 
@@ -445,8 +446,10 @@ static int cmp_pid(const void *a, const void *b)
 }
 
 /*
- * Frees the records of dead threads without samples in the open bucket:
- * their names went to the store with their samples. Without this a target
+ * Frees the records of dead threads without samples in the open bucket
+ * (their names went to the store with their samples), a second after
+ * their exit (the bridge's samples of them, a tenth of a second late at
+ * most, still find their attach time). Without this a target
  * that churns through short-lived threads would keep a record of every
  * thread it ever had, and search them all on each lookup.
  */
@@ -465,9 +468,11 @@ static void prune_dead_threads(struct fp_target *t)
         for (size_t i = 0; i < n_entries; i++)
                 busy[i] = fp_agg_entry(t->agg, i)->tid;
         qsort(busy, n_entries, sizeof(*busy), cmp_pid);
+        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
         for (size_t i = 0; i < t->n_threads; i++) {
                 struct fp_thread *th = t->threads[i];
-                if (!th->live && !bsearch(&th->tid, busy, n_entries, sizeof(*busy), cmp_pid))
+                if (!th->live && now - th->detach_ns > 1000000000ULL &&
+                    !bsearch(&th->tid, busy, n_entries, sizeof(*busy), cmp_pid))
                         free(th);
                 else
                         t->threads[k++] = th;
@@ -619,6 +624,44 @@ void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns)
         t->st.born_before_ns += th->cpu_before < cpu_ns ? th->cpu_before : cpu_ns;
 }
 
+void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s,
+                             uint64_t bridge_period)
+{
+        struct fp_thread *th = fp_thread_find(t, (pid_t)s->tid);
+        uint64_t v = t->st.value, p = t->cfg.period;
+
+        /* Its own sampling has begun: from then on the bridge's samples are its events' twins. */
+        if (th && th->attach_ns && s->time >= th->attach_ns) {
+                t->st.bridge_twins++;
+                return;
+        }
+        /* Kernel time of a target that does not count it (a user's rule). */
+        if (!t->cfg.count_kernel &&
+            (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+                return;
+        /*
+         * Each sample stands for a bridge period of CPU. A target sampled
+         * slower keeps each with probability bridge/own period and weighs
+         * it as its own; one sampled faster (or by frequency) weighs it as
+         * the bridge's: either way the expected weight is the CPU it ran.
+         */
+        struct fp_perf_sample c = *s;
+        c.n_counters = 0;
+        c.period = bridge_period;
+        if (!t->cfg.freq && p > bridge_period) {
+                if (next_random(t, (pid_t)s->tid) % p >= bridge_period)
+                        return;
+                c.period = p;
+        }
+        fp_target_add_sample(t, &c);
+        t->st.bridged++;
+        /* No record (its birth not handled yet, or refused): not in the born account. */
+        if (th && th->cpu_known)
+                t->st.born_profiled += t->st.value - v; /* its exit accounting came first */
+        else if (th)
+                th->value += t->st.value - v;
+}
+
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
                             fp_target_child_fn on_child, void *userdata)
 {
@@ -630,6 +673,21 @@ void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children,
                 t->threads[i]->born = true;
         t->on_child = on_child;
         t->child_userdata = userdata;
+}
+
+size_t fp_target_live_tids(const struct fp_target *t, pid_t *ret, size_t max)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < t->n_threads && n < max; i++)
+                if (t->threads[i]->live)
+                        ret[n++] = t->threads[i]->tid;
+        return n;
+}
+
+bool fp_target_bpf_tracked(const struct fp_target *t)
+{
+        return t->bpf_tracked;
 }
 
 bool fp_target_follows_children(const struct fp_target *t)

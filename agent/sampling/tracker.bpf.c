@@ -47,6 +47,20 @@ struct {
         __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
+/*
+ * New threads and followed children of tracked processes (tid -> 1), from
+ * their fork until the agent's own events sample them (it deletes them),
+ * and while the agent has rules, every other process from its exec (and
+ * the threads it makes) until the agent has decided: the per-CPU bridge
+ * samples only these (fp_tracker_bridge).
+ */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, 8192);
+        __type(key, __u32);
+        __type(value, __u32);
+} bridged SEC(".maps");
+
 /* Exiting threads of tracked processes (tid -> tgid) until their last switch. */
 struct {
         __uint(type, BPF_MAP_TYPE_HASH);
@@ -57,6 +71,16 @@ struct {
 
 /* Records lost because the ring buffer was full (read by the agent). */
 __u64 dropped = 0;
+/* Births the bridged map had no room for (the bridge does not sample them). */
+__u64 bridge_full = 0;
+
+static __always_inline void bridge(__u32 tid)
+{
+        __u32 one = 1;
+
+        if (bpf_map_update_elem(&bridged, &tid, &one, BPF_ANY))
+                __sync_fetch_and_add(&bridge_full, 1);
+}
 /* Set by the agent while it has rules: report every exec and cgroup move. */
 __u32 watch = 0;
 
@@ -88,9 +112,16 @@ int BPF_PROG(fp_tracker_fork, struct task_struct *parent, struct task_struct *ch
         __u32 ctgid = BPF_CORE_READ(child, tgid);
         __u32 *flags = bpf_map_lookup_elem(&targets, &ptgid);
 
-        if (!flags)
+        __u32 ctid = BPF_CORE_READ(child, pid);
+        if (!flags) {
+                /* A thread of a process a rule may take (bridged at its exec): bridged too. */
+                __u32 ptid = BPF_CORE_READ(parent, pid);
+                if (watch && ctgid == ptgid && bpf_map_lookup_elem(&bridged, &ptid))
+                        bridge(ctid);
                 return 0;
+        }
         if (ctgid == ptgid) {
+                bridge(ctid);
                 emit(FP_TRACKER_THREAD_NEW, 0, child, ptgid);
                 return 0;
         }
@@ -99,6 +130,8 @@ int BPF_PROG(fp_tracker_fork, struct task_struct *parent, struct task_struct *ch
         /* Track the child before it runs, so none of its threads or children is missed. */
         __u32 cflags = *flags;
         long err = bpf_map_update_elem(&targets, &ctgid, &cflags, BPF_NOEXIST);
+        if (!err)
+                bridge(ctid);
         emit(FP_TRACKER_CHILD_NEW, err ? FP_TRACKER_EV_UNTRACKED : 0, child, ptgid);
         return 0;
 }
@@ -109,12 +142,16 @@ int BPF_PROG(fp_tracker_exit, struct task_struct *p)
         __u32 tgid = BPF_CORE_READ(p, tgid);
         bool group_dead;
 
-        if (!bpf_map_lookup_elem(&targets, &tgid))
+        __u32 tid = BPF_CORE_READ(p, pid);
+        if (!bpf_map_lookup_elem(&targets, &tgid)) {
+                if (watch) /* bridged at an exec no rule took, its record perhaps dropped */
+                        bpf_map_delete_elem(&bridged, &tid);
                 return 0;
+        }
         /* do_exit() decremented signal->live before this tracepoint. */
         group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
         emit(FP_TRACKER_THREAD_EXIT, group_dead ? FP_TRACKER_EV_GROUP_DEAD : 0, p, tgid);
-        __u32 tid = BPF_CORE_READ(p, pid);
+        bpf_map_delete_elem(&bridged, &tid);
         if (bpf_map_update_elem(&exiting, &tid, &tgid, BPF_ANY))
                 __sync_fetch_and_add(&dropped, 1);
         if (group_dead)
@@ -127,8 +164,12 @@ int BPF_PROG(fp_tracker_exec, struct task_struct *p, pid_t old_pid, struct linux
 {
         __u32 tgid = BPF_CORE_READ(p, tgid);
 
-        if (!watch && !bpf_map_lookup_elem(&targets, &tgid))
+        bool target = bpf_map_lookup_elem(&targets, &tgid);
+        if (!watch && !target)
                 return 0;
+        /* A process a rule may take: the bridge samples it until the agent has decided. */
+        if (!target)
+                bridge(BPF_CORE_READ(p, pid));
         emit(FP_TRACKER_EXEC, 0, p, tgid);
         return 0;
 }
@@ -159,4 +200,17 @@ int BPF_PROG(fp_tracker_switch, bool preempt, struct task_struct *prev, struct t
         emit(FP_TRACKER_THREAD_CPU, 0, prev, *tgid);
         bpf_map_delete_elem(&exiting, &tid);
         return 0;
+}
+
+/*
+ * The bridge's filter, attached to a cpu-clock event per CPU: a sample is
+ * kept (1) only when the thread it interrupted is in `bridged`; every
+ * other tick costs this lookup and nothing more.
+ */
+SEC("perf_event")
+int fp_tracker_bridge(struct bpf_perf_event_data *ctx)
+{
+        __u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+        return bpf_map_lookup_elem(&bridged, &tid) ? 1 : 0;
 }

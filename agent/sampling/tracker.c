@@ -197,6 +197,22 @@ uint64_t fp_tracker_dropped(const struct fp_tracker *tr)
         return __atomic_load_n(&tr->skel->bss->dropped, __ATOMIC_RELAXED);
 }
 
+int fp_tracker_bridge_fd(const struct fp_tracker *tr)
+{
+        return bpf_program__fd(tr->skel->progs.fp_tracker_bridge);
+}
+
+uint64_t fp_tracker_bridge_full(const struct fp_tracker *tr)
+{
+        return __atomic_load_n(&tr->skel->bss->bridge_full, __ATOMIC_RELAXED);
+}
+
+void fp_tracker_unbridge(struct fp_tracker *tr, pid_t tid)
+{
+        __u32 key = (__u32)tid;
+        (void)bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.bridged), &key);
+}
+
 #else /* !FP_HAVE_BPF */
 
 struct fp_tracker {
@@ -245,6 +261,24 @@ void fp_tracker_watch(struct fp_tracker *tr, bool on)
 {
         (void)tr;
         (void)on;
+}
+
+int fp_tracker_bridge_fd(const struct fp_tracker *tr)
+{
+        (void)tr;
+        return -EOPNOTSUPP;
+}
+
+void fp_tracker_unbridge(struct fp_tracker *tr, pid_t tid)
+{
+        (void)tr;
+        (void)tid;
+}
+
+uint64_t fp_tracker_bridge_full(const struct fp_tracker *tr)
+{
+        (void)tr;
+        return 0;
 }
 
 uint64_t fp_tracker_dropped(const struct fp_tracker *tr)

@@ -96,6 +96,12 @@ void fp_tracker_poll(struct fp_tracker *tr);
  * (the agent has rules), or only execs of tracked processes.
  */
 void fp_tracker_watch(struct fp_tracker *tr, bool on);
+/* The bridge's filter program (a BPF perf_event program), for PERF_EVENT_IOC_SET_BPF. */
+int fp_tracker_bridge_fd(const struct fp_tracker *tr);
+/* Thread tid has its own events now: the bridge stops sampling it. */
+void fp_tracker_unbridge(struct fp_tracker *tr, pid_t tid);
+/* Births the bridge could not take (its map was full). */
+uint64_t fp_tracker_bridge_full(const struct fp_tracker *tr);
 /* Records the kernel side could not write: its ring buffer was full. */
 uint64_t fp_tracker_dropped(const struct fp_tracker *tr);
 

@@ -6,10 +6,12 @@
 # of its own CPU (it measures that itself: CLOCK_THREAD_CPUTIME_ID), at
 # 99 Hz and 1 kHz cpu-clock, profiled in the same invocation by:
 #
-#   - fleetprof (--first-period random, the default): what the profile
-#     holds of the born threads (status --json born.profiled);
-#   - fleetprof --first-period full (each thread's first sample after a
-#     whole period, as perf's);
+#   - fleetprof (--first-period random and the bridge, the defaults): what
+#     the profile holds of the born threads (status --json born.profiled);
+#   - fleetprof --no-bridge (each thread sampled from when its own events
+#     open, 0.1-0.2 ms after its birth);
+#   - fleetprof --first-period full --no-bridge (perf's way: each thread's
+#     first sample after a whole period);
 #   - perf record -e cpu-clock -c PERIOD -p PID (the kernel's inheritance:
 #     every thread from its first instruction, with a whole first period):
 #     its samples of threads other than the main one, times the period.
@@ -25,13 +27,21 @@
 # number of samples that CPU is worth (cells under 100 are noise-bound).
 # Beside it, fleetprof's own kernel account of the same threads (born
 # threads' CPU at their last switch, which includes their start-up and
-# exit in the kernel). Figures only; it never fails on a number.
-# Environment: BENCH_THREADS (default 200), BENCH_PROCS (default 100).
+# exit in the kernel).
+#
+# Then the bridge's cost per birth: births per second of threadstorm
+# making BENCH_BIRTHS threads that do nothing, unprofiled, profiled (at
+# 1 kHz) with the bridge and without it, and the agent's CPU per birth
+# (three alternating rounds, medians).
+# Figures only; it never fails on a number.
+# Environment: BENCH_THREADS (default 200), BENCH_PROCS (default 100),
+# BENCH_BIRTHS (default 5000).
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
 FP_TEST_NAME=short-lived-bench
 N=${BENCH_THREADS:-200}
 NP=${BENCH_PROCS:-100}
+NB=${BENCH_BIRTHS:-5000}
 fp_init 900
 command -v perf >/dev/null || fp_fail "perf is not installed (scripts/deps.sh installs linux-perf)"
 
@@ -108,8 +118,17 @@ for freq in 99 1000; do
   done
 done
 fp_stop_agent
+FIRST=unbridged
+fp_start_agent --no-bridge
+for freq in 99 1000; do
+  for ms in 1 5 30; do
+    read -r unbridged _ < <(fleetprof_run threads "$ms" "$freq")
+    ROW[$freq-$ms]+=" $unbridged"
+  done
+done
+fp_stop_agent
 FIRST=full
-fp_start_agent --first-period full
+fp_start_agent --first-period full --no-bridge
 for freq in 99 1000; do
   for ms in 1 5 30; do
     read -r full _ < <(fleetprof_run threads "$ms" "$freq")
@@ -117,6 +136,54 @@ for freq in 99 1000; do
   done
 done
 fp_stop_agent
+# births_run MODE: births/s of NB threads that do nothing, and (profiled) the
+# agent's CPU µs per birth; MODE none (no agent profiling it), bridge, unbridged.
+births_run() {
+  local tag=births-$1 cpu0 cpu1
+  fp_start_workload threadstorm "$FP_TMP/$tag.out" "$FP_TMP/$tag.ready" \
+    --threads "$NB" --cpu-us 0 --go "$FP_TMP/$tag.go" --hold
+  P=$FP_WL_PID
+  [[ $1 == none ]] || fp_ctl start "$P" --freq 1000 >/dev/null || fp_fail "start $P failed"
+  cpu0=$(agent_cpu_us)
+  touch "$FP_TMP/$tag.go"
+  fp_wait_for 300 grep -q done "$FP_TMP/$tag.out" || fp_fail "threadstorm did not finish"
+  sleep 1 # the agent catches up with the last births
+  cpu1=$(agent_cpu_us)
+  [[ $1 == none ]] || fp_ctl stop "$P" >/dev/null 2>&1 || true
+  fp_kill "$P"
+  python3 -c '
+import sys
+ns, n, cpu = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+print("%.0f %.1f" % (n / (ns / 1e9), cpu / n))' \
+    "$(awk '$1 == "elapsed_ns" {print $2}' "$FP_TMP/$tag.out")" "$NB" "$((cpu1 - cpu0))"
+}
+
+# The agent's CPU time (user + system), µs.
+agent_cpu_us() {
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print int(($12 + $13) * 1000000 / hz) }' \
+    "/proc/$FP_AGENT_PID/stat"
+}
+
+# Three rounds, alternating (two cores shared by the storm and the agent: one run is noisy);
+# the medians are reported.
+B_NONE=() B_BRIDGE=() C_BRIDGE=() B_UNBRIDGED=() C_UNBRIDGED=()
+for round in 1 2 3; do
+  fp_start_agent
+  read -r b _ < <(births_run none)
+  B_NONE+=("$b")
+  read -r b c < <(births_run bridge)
+  B_BRIDGE+=("$b") C_BRIDGE+=("$c")
+  fp_stop_agent
+  fp_start_agent --no-bridge
+  read -r b c < <(births_run unbridged)
+  B_UNBRIDGED+=("$b") C_UNBRIDGED+=("$c")
+  fp_stop_agent
+done
+median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+births_none=$(median "${B_NONE[@]}")
+births_bridge=$(median "${B_BRIDGE[@]}") cpu_bridge=$(median "${C_BRIDGE[@]}")
+births_unbridged=$(median "${B_UNBRIDGED[@]}") cpu_unbridged=$(median "${C_UNBRIDGED[@]}")
+
 for freq in 99 1000; do
   for ms in 1 5 30; do
     ROW[$freq-$ms]+=" $(perf_run threads "$ms" "$freq")"
@@ -125,16 +192,18 @@ done
 
 echo
 echo "== short-lived threads: profiled CPU / CPU burned ($N threads each, $(nproc) cores, $(uname -r)) =="
-printf '%-22s %6s %10s %12s %12s %12s\n' "cell" "exp" "fleetprof" "first full" "perf -p" "kernel/burn"
+printf '%-22s %6s %10s %10s %12s %10s %12s\n' "cell" "exp" "fleetprof" "no bridge" "perf's way" "perf -p" \
+  "kernel/burn"
 for freq in 99 1000; do
   for ms in 1 5 30; do
-    read -r want rnd kern full perf <<<"${ROW[$freq-$ms]}"
+    read -r want rnd kern unbridged full perf <<<"${ROW[$freq-$ms]}"
     python3 -c '
 import sys
-want, rnd, kern, full, perf, freq = map(float, sys.argv[1:7])
+want, rnd, kern, unbridged, full, perf, freq = map(float, sys.argv[1:8])
 cell = "%2d ms threads, %4d Hz" % (int(sys.argv[8]), freq)
-print("%-22s %6d %10.3f %12.3f %12.3f %12.3f" % (cell, want * freq / 1e9, rnd / want, full / want, perf / want, kern / want))' \
-      "$want" "$rnd" "$kern" "$full" "$perf" "$freq" "$N" "$ms"
+print("%-22s %6d %10.3f %10.3f %12.3f %10.3f %12.3f" % (cell, want * freq / 1e9, rnd / want,
+      unbridged / want, full / want, perf / want, kern / want))' \
+      "$want" "$rnd" "$kern" "$unbridged" "$full" "$perf" "$freq" "$ms"
   done
 done
 echo
@@ -151,4 +220,10 @@ print("%-22s %6d %10.3f %12.3f %12.3f" % (cell, want * freq / 1e9, rnd / want, p
       "$want" "$rnd" "$kern" "$perf" "$freq" "$ms"
   done
 done
+echo
+echo "== a thread's birth: $NB threads that do nothing, one after another, 1 kHz (median of 3) =="
+printf '%-34s %12s %16s\n' "" "births/s" "agent µs/birth"
+printf '%-34s %12s %16s\n' "unprofiled" "$births_none" "-"
+printf '%-34s %12s %16s\n' "fleetprof (bridge)" "$births_bridge" "$cpu_bridge"
+printf '%-34s %12s %16s\n' "fleetprof --no-bridge" "$births_unbridged" "$cpu_unbridged"
 fp_log "PASS"

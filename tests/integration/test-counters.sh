@@ -65,12 +65,14 @@ else
 fi
 # group_fds PID PER: the agent holds PER perf fds for each of PID's threads, plus one
 # for each thread whose random first period's starter still waits for its sample
-# (status first_period.pending, read before and after the count).
+# (status first_period.pending, read before and after the count), plus the bridge's
+# one per CPU (status bridge.cpus).
 group_fds() {
-  local nt p1 p2 f
+  local nt p1 p2 f b
   nt=$(ls /proc/"$1"/task | wc -l)
   p1=$(fp_target_field "$1" first_period | python3 -c 'import json,sys; print(json.load(sys.stdin)["pending"])')
-  f=$(fp_perf_fds "$FP_AGENT_PID")
+  b=$(fp_status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bridge"]["cpus"])')
+  f=$(($(fp_perf_fds "$FP_AGENT_PID") - b))
   p2=$(fp_target_field "$1" first_period | python3 -c 'import json,sys; print(json.load(sys.stdin)["pending"])')
   ((f >= $2 * nt + p2 && f <= $2 * nt + p1)) ||
     fp_fail "the agent holds $f perf fds for $nt threads, want $2 each plus $p1-$p2 starters"

@@ -28,6 +28,7 @@
 
 static atomic_int go, stop;
 static atomic_int worker_tid;
+static atomic_int worker_burned; /* its 0.6 s of CPU and its child are done */
 
 static void *child(void *arg)
 {
@@ -64,6 +65,7 @@ static void *worker(void *arg)
         pthread_t t;
         pthread_create(&t, NULL, child, NULL);
         pthread_join(t, NULL);
+        worker_burned = 1;
         while (!stop)
                 usleep(1000);
         return NULL;
@@ -140,8 +142,12 @@ static void test_sampling(void)
         FP_CHECK_EQ_INT(fp_perf_open_sideband(x.tid, &sideband), 0);
         FP_CHECK_EQ_INT(fp_perf_open_sampler(&cfg, x.tid, 0, &sampler, &kernel_excluded), 0);
         go = 1;
-        /* 10 kHz into a 32 KiB ring drained every 10 ms: it wraps many times. */
-        for (int i = 0; i < 100; i++) {
+        /*
+         * 10 kHz into a 32 KiB ring drained every 10 ms, until the worker
+         * has burned its CPU (however long a busy machine makes that, at
+         * most 60 s): it wraps many times, and never fills.
+         */
+        for (int i = 0; i < 100 || (!worker_burned && i < 6000); i++) {
                 usleep(10000);
                 FP_CHECK(fp_perf_ring_drain(&sampler, &h, &x) >= 0);
                 FP_CHECK(fp_perf_ring_drain(&sideband, &h, &x) >= 0);

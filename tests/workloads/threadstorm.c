@@ -26,16 +26,23 @@
  *   --sleep-ms MS  each storm thread first sleeps MS milliseconds (so a
  *                  profiler has attached before its work: its first
  *                  period alone decides whether it is sampled).
+ *   --early-us US  burns US µs of its CPU in early_work() as soon as its
+ *                  options are read, sleeps --sleep-ms, and exits: a
+ *                  process that works from its exec on (before a profiler
+ *                  that learns of the exec can have opened its events),
+ *                  alive long enough to be found. Nothing else is done.
  *
  * --times FILE gets one line per thread: "<index> <tid> <start_ns>", the
  * CLOCK_MONOTONIC time the thread began running. When all is done it
- * writes "done" to stdout and, with --hold, waits for SIGTERM (so a test
+ * writes "elapsed_ns NS" (the threads' and children's wall time) and
+ * "done" to stdout and, with --hold, waits for SIGTERM (so a test
  * can dump the profile while the process lives); otherwise it exits.
  *
  * Usage: threadstorm [--threads N] [--children N] [--grandchildren]
  *                    [--cpu-ms MS] [--cpu-us US] [--sleep-ms MS]
  *                    [--times FILE] [--ready FILE]
  *                    [--go FILE] [--child-wait PREFIX] [--hold]
+ *                    [--early-us US]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -57,6 +64,7 @@
 uint64_t storm_work(unsigned ms);
 uint64_t child_work(unsigned ms);
 uint64_t grandchild_work(unsigned ms);
+uint64_t early_work(unsigned us);
 
 static volatile sig_atomic_t got_signal;
 static unsigned cpu_us = 30000, sleep_ms;
@@ -94,6 +102,11 @@ NOINLINE uint64_t storm_work(unsigned us)
 NOINLINE uint64_t child_work(unsigned us)
 {
         return burn(us) + 2;
+}
+
+NOINLINE uint64_t early_work(unsigned us)
+{
+        return burn(us) + 4;
 }
 
 NOINLINE uint64_t grandchild_work(unsigned us)
@@ -183,13 +196,14 @@ int main(int argc, char **argv)
             {"go", required_argument, NULL, 'G'},
             {"hold", no_argument, NULL, 'H'},
             {"child-wait", required_argument, NULL, 'W'},
+            {"early-us", required_argument, NULL, 'E'},
             {0},
         };
         const char *usage =
             "usage: threadstorm [--threads N] [--children N] [--grandchildren] "
             "[--cpu-ms MS] [--cpu-us US] [--sleep-ms MS] [--times FILE] [--ready FILE] [--go FILE] "
-            "[--child-wait PREFIX] [--hold]\n";
-        unsigned n_threads = 0, n_children = 0;
+            "[--child-wait PREFIX] [--hold] [--early-us US]\n";
+        unsigned n_threads = 0, n_children = 0, early_us = 0;
         int grandchildren = 0, hold = 0, c;
         const char *times = NULL, *ready = NULL, *go = NULL;
 
@@ -234,12 +248,22 @@ int main(int argc, char **argv)
                 case 'W':
                         child_wait = optarg;
                         break;
+                case 'E':
+                        if (parse_uint(optarg, 60000000, &early_us) < 0)
+                                goto bad;
+                        break;
                 default:
                         goto bad;
                 }
         }
         if (optind < argc)
                 goto bad;
+        if (early_us) {
+                uint64_t r = early_work(early_us);
+                struct timespec ts = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+                return r ? 0 : 1;
+        }
 
         struct sigaction sa = {.sa_handler = on_signal};
         sigaction(SIGTERM, &sa, NULL);
@@ -264,6 +288,7 @@ int main(int argc, char **argv)
         while (go && access(go, F_OK) < 0 && !got_signal)
                 usleep(10000);
 
+        uint64_t began = clock_ns(CLOCK_MONOTONIC);
         for (unsigned i = 0; i < n_threads && !got_signal; i++) {
                 pthread_t th;
                 int r = pthread_create(&th, NULL, storm_thread, (void *)(uintptr_t)i);
@@ -296,7 +321,7 @@ int main(int argc, char **argv)
                                 (unsigned long long)start_ns[i]);
                 fclose(f);
         }
-        printf("done\n");
+        printf("elapsed_ns %llu\ndone\n", (unsigned long long)(clock_ns(CLOCK_MONOTONIC) - began));
         fflush(stdout);
         while (hold && !got_signal)
                 pause();
