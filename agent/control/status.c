@@ -412,6 +412,8 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                     {"unwound_root", h->st.unwound_root},
                     {"unwind_failed", h->st.unwind_failed},
                     {"stack_copy_short", h->st.stack_copy_short},
+                    {"jit_frames", h->st.jit_frames},
+                    {"jit_maps_refused", h->jit_maps_refused},
                 };
                 UINT_FIELDS(&j, hs);
                 fp_json_key(&j, "kernel");

@@ -47,6 +47,11 @@ static const char *target_jit_name(void *ctx, uint64_t addr)
         return fp_target_jit_name(ctx, addr); /* by the runtime's perf map */
 }
 
+static const char *host_jit_name(void *ctx, uint64_t addr)
+{
+        return fp_host_proc_jit_name(ctx, addr);
+}
+
 static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const struct fp_frame *f,
                      struct frame_desc *d)
 {
@@ -402,7 +407,7 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
                 for (size_t j = 0; j < fp_agg_n_entries(agg); j++) {
                         const struct fp_agg_entry *e = fp_agg_entry(agg, j);
                         for (uint32_t f = 0; f < e->n_frames; f++) {
-                                describe(maps, NULL, NULL, &e->frames[f], &descs[f]);
+                                describe(maps, host_jit_name, p, &e->frames[f], &descs[f]);
                                 frames[f] = store_frame(&descs[f], &e->frames[f]);
                         }
                         if ((r = fp_store_batch_add_stack(b, frames, e->n_frames, &si)) < 0 ||
@@ -451,8 +456,8 @@ int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *serv
                 for (size_t j = 0; j < fp_agg_n_entries(agg) && r >= 0; j++) {
                         const struct fp_agg_entry *e = fp_agg_entry(agg, j);
                         for (uint32_t f = 0; f < e->n_frames && r >= 0; f++)
-                                r = frame_location(maps, NULL, NULL, p, &e->frames[f], mapping_ids,
-                                                   &locs[f]);
+                                r = frame_location(maps, host_jit_name, proc, p, &e->frames[f],
+                                                   mapping_ids, &locs[f]);
                         values[0] = clamp64(e->count);
                         values[1] = clamp64(e->value);
                         struct fp_pprof_label labels[5] = {

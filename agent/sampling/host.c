@@ -18,6 +18,7 @@
 #include "labels.h"
 #include "maps.h"
 #include "perf.h"
+#include "perfmap.h"
 #include "procfs.h"
 #include "stackwalk.h"
 #include "targetconf.h"
@@ -45,6 +46,7 @@
 #define THREAD_NAMES_MAX 256 /* per generation; past it threads go by the process's name */
 #define FORGET_AFTER_NS  1000000000ULL
 #define SIDEBAND_PAGES   64
+#define PERFMAPS_MAX     64 /* processes whose JIT perf map is held at once */
 #define CGROUP_ROOT      "/sys/fs/cgroup"
 
 struct thread_name {
@@ -69,6 +71,7 @@ struct fp_host_proc {
         struct fp_agg *agg;
         struct thread_name *threads;
         size_t n_threads, cap_threads;
+        struct fp_perfmap *perfmap; /* its runtime's JIT names, read on a first anonymous frame */
         struct fp_host_proc *older; /* the same pid's previous generation */
         struct fp_host_proc *next;  /* the pid bucket's chain (newest generations only) */
 };
@@ -117,6 +120,7 @@ struct fp_host {
         size_t n_cgroups, cap_cgroups;
         uint64_t cgroup_scan_ns;
         uint64_t last_time; /* the newest record or sample time applied */
+        unsigned perfmaps;  /* generations holding a perf map */
         bool in_round;
         struct fp_host_stats hs, hs_bucketed;
         struct {
@@ -237,6 +241,10 @@ static void proc_free(struct fp_host_proc *p)
 {
         if (!p)
                 return;
+        if (p->perfmap) {
+                fp_perfmap_free(p->perfmap);
+                p->host->perfmaps--;
+        }
         fp_agg_free(p->agg);
         fp_maps_free(p->maps);
         free(p->exe);
@@ -828,6 +836,33 @@ const char *fp_host_proc_cgroup(struct fp_host_proc *p)
 {
         label(p->host, p);
         return p->cgroup_path ? p->cgroup_path : "";
+}
+
+const char *fp_host_proc_jit_name(struct fp_host_proc *p, uint64_t addr)
+{
+        struct fp_host *h = p->host;
+        const char *name;
+
+        /*
+         * Read through the process's own root while it lives; at most
+         * PERFMAPS_MAX at once (each is bounded by perfmap.h's limits), the
+         * rest keep their anonymous frames (status: jit_maps_refused).
+         */
+        if (!p->perfmap) {
+                if (p->end_ns != UINT64_MAX || p->kthread)
+                        return NULL;
+                if (h->perfmaps >= PERFMAPS_MAX) {
+                        h->hs.jit_maps_refused++;
+                        return NULL;
+                }
+                if (!(p->perfmap = fp_perfmap_new(p->pid)))
+                        return NULL;
+                h->perfmaps++;
+        }
+        if (!(name = fp_perfmap_lookup(p->perfmap, addr)))
+                return NULL;
+        h->hs.st.jit_frames++;
+        return name;
 }
 
 const char *fp_host_proc_thread_name(const struct fp_host_proc *p, pid_t tid)

@@ -70,9 +70,10 @@ struct fp_host_stats {
         uint64_t procs_from_ring; /* generations learned from FORK and exec records */
         uint64_t procs_from_proc; /* processes read from /proc on their first sample */
         uint64_t procs_forgotten; /* ended generations forgotten */
-        unsigned procs;           /* generations kept now */
-        unsigned cpus;            /* CPUs with their events open */
-        unsigned cgroups;         /* cgroup paths known */
+        uint64_t jit_maps_refused; /* JIT names not looked up: too many perf maps held */
+        unsigned procs;            /* generations kept now */
+        unsigned cpus;             /* CPUs with their events open */
+        unsigned cgroups;          /* cgroup paths known */
 };
 
 /* Whether a per-thread target profiles process pid (its samples are then the target's). */
@@ -115,6 +116,8 @@ const char *fp_host_proc_container(struct fp_host_proc *p);
 const char *fp_host_proc_cgroup(struct fp_host_proc *p);
 /* Thread tid's name: its COMM, else the process's name. */
 const char *fp_host_proc_thread_name(const struct fp_host_proc *p, pid_t tid);
+/* The runtime's name (its /tmp/perf-PID.map, perfmap.h) of JIT code at addr, or NULL. */
+const char *fp_host_proc_jit_name(struct fp_host_proc *p, uint64_t addr);
 
 /* A count of samples lost for one reason (reason: a static string or the tier's own). */
 struct fp_host_drop {

@@ -13,7 +13,8 @@
 #   3. a process in a PID namespace of its own (unshare -p) is unwound and
 #      named;
 #   4. a process a per-thread target profiles is counted once: by the
-#      target, its host samples counted as covered_by_target;
+#      target, its host samples counted as covered_by_target; a process
+#      running JIT code (jitcall) has it named from its perf map;
 #   5. nobody may not start, stop or dump the host tier;
 #   6. the stored host series are read from the store file (dump --host
 #      --store), and a restarted agent runs the host tier from its
@@ -154,6 +155,25 @@ kept=$(sed -n 's/^fleetprof_agent_host_tier_samples_total{outcome="kept"} //p' "
 grep -qx 'fleetprof_agent_host_tier_cpus [1-9][0-9]*' "$FP_TMP/agent.prom" && ((${kept:-0} > 500)) ||
   fp_fail "the metrics do not show the host tier: $(grep host_tier "$FP_TMP/agent.prom")"
 fp_ok "metrics: the host tier kept $kept samples"
+
+# 4b. JIT code named from its runtime's perf map (/tmp/perf-PID.map), read
+# while the process runs, through its own root
+cp "$FP_BUILD/tests/jitcall" "$FP_TMP/fp-jit"
+run_in "$base/plain" "$FP_TMP/fp-jit" --seconds 4 --ready "$FP_TMP/jit.ready" >/dev/null &
+jit=$!
+fp_track "$jit"
+fp_wait_for 10 test -e "$FP_TMP/jit.ready" || fp_fail "fp-jit did not start"
+sleep 2
+profile "$FP_TMP/jit.pb.gz" --service fp-jit
+wait "$jit" || fp_fail "fp-jit failed"
+fp_untrack "$jit"
+n=$(field "$FP_TMP/jit.pb.gz.json" 'd["total"]')
+named=$(field "$FP_TMP/jit.pb.gz.json" 'd["caller_leaf"].get("jit_driver;jit_hot_loop", 0)')
+((n >= 100 && named * 2 >= n)) ||
+  fp_fail "JIT code: $n samples, $named as jit_driver;jit_hot_loop: $(field "$FP_TMP/jit.pb.gz.json" 'd["caller_leaf"]')"
+jf=$(fp_status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["host_tier"]["jit_frames"])')
+((jf > 0)) || fp_fail "status counts no JIT frames named by the host tier"
+fp_ok "JIT code of a host process: $named of $n samples as jit_driver;jit_hot_loop (from its perf map)"
 
 # ---- 5. nobody ---------------------------------------------------------------------
 cp "$FP_AGENTCTL" "$FP_TMP/agentctl"
