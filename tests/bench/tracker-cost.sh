@@ -17,7 +17,8 @@
 #   - the share of short-lived threads caught: attached (threads_seen) and
 #     present in the profile, for 30 ms threads and for 1 ms threads;
 #   - fds per profiled thread: the agent's /proc/AGENT/fd count with a
-#     33-thread spin target minus before, divided by 33; and the fds the
+#     33-thread spin target minus before (and minus the bridge's one per
+#     CPU), divided by 33; and the fds the
 #     tracker itself holds (agent fds at rest, bpf minus fallback);
 #   - thread creation rate of a 1 ms-thread storm, unprofiled and profiled.
 #
@@ -81,7 +82,8 @@ fds_per_thread() {
   fp_start_workload spin "$FP_TMP/spin-$1.out" "$FP_TMP/spin-$1.ready" --threads 32 --seconds 30
   P=$FP_WL_PID
   fp_ctl start "$P" --freq 99 >/dev/null || fp_fail "start spin failed"
-  post=$(all_fds)
+  # The bridge's per-CPU events (bpf only) are the agent's, not the threads'.
+  post=$(($(all_fds) - $(fp_status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bridge"]["cpus"])')))
   local live
   live=$(fp_target_field "$P" threads)
   fp_ctl stop "$P" >/dev/null
