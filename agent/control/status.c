@@ -506,14 +506,21 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         else
                 fprintf(out, "thread tracker: perf-fork (fallback: %s)\n",
                         TERM(st->tracker_reason, e1));
-        if (st->bridge_period)
+        if (st->bridge_period) {
                 fprintf(out,
-                        "bridge: new threads sampled from birth, %" PRIu64
-                        " Hz per CPU on %u CPUs, %" PRIu64 " samples, %" PRIu64 " lost, %" PRIu64
-                        " of no target, %" PRIu64 " births not taken (full)\n",
-                        1000000000 / st->bridge_period, st->bridge_cpus, st->bridge_samples,
-                        st->bridge_lost, st->bridge_unclaimed, st->bridge_full);
-        else if (st->bridge_error[0])
+                        "bridge: new threads sampled from birth at %" PRIu64
+                        " Hz per CPU on %u CPUs, %" PRIu64 " samples",
+                        1000000000 / st->bridge_period, st->bridge_cpus, st->bridge_samples);
+                if (st->bridge_lost)
+                        fprintf(out, ", %" PRIu64 " lost", st->bridge_lost);
+                if (st->bridge_unclaimed)
+                        fprintf(out, ", %" PRIu64 " of processes no target took",
+                                st->bridge_unclaimed);
+                if (st->bridge_full)
+                        fprintf(out, ", %" PRIu64 " births not taken (its map was full)",
+                                st->bridge_full);
+                fputc('\n', out);
+        } else if (st->bridge_error[0])
                 fprintf(out, "bridge: %s\n", TERM(st->bridge_error, e1));
         if (st->host_on) {
                 const struct fp_host_stats *h = &st->host;

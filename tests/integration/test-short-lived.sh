@@ -199,7 +199,7 @@ python3 -c "import sys; sys.exit(not (0.7 <= $profiled / $cpu <= 1.3))" ||
 python3 -c "import sys; sys.exit(not ($held / $want >= 0.75))" ||
   fp_fail "with the bridge storm_work holds $((held / 1000000)) ms of the $((want / 1000000)) ms burned"
 ((bridged > 0)) || fp_fail "no bridge samples counted"
-grep -q "^bridge: new threads sampled from birth, 1000 Hz per CPU" "$FP_TMP/at-once.txt" ||
+grep -q "^bridge: new threads sampled from birth at 1000 Hz per CPU" "$FP_TMP/at-once.txt" ||
   fp_fail "status does not show the bridge: $(grep bridge "$FP_TMP/at-once.txt")"
 fp_wait_for 10 bridge_closed || fp_fail "the bridge is still open with no target left"
 # It follows CPU hotplug while a target is tracked (where the machine lets cpu1 go).
