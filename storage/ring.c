@@ -98,13 +98,18 @@ static int mark_frames(struct fp_store *s, uint8_t *marks, int64_t max_id)
         return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* Deletes the frames whose bit is clear; SQLite rc, or -ENOMEM. */
-static int delete_unmarked(struct fp_store *s, const uint8_t *marks, int64_t max_id)
+/* Deletes the rows of table (frames or stacks) whose bit is clear; SQLite rc, or -ENOMEM. */
+static int delete_unmarked(struct fp_store *s, const char *table, const uint8_t *marks,
+                           int64_t max_id)
 {
         sqlite3_stmt *st = NULL;
         int64_t *dead = NULL;
         size_t n = 0, cap = 0;
-        int rc = sqlite3_prepare_v2(s->db, "SELECT id FROM frames", -1, &st, NULL);
+        char sql[64];
+        int rc;
+
+        snprintf(sql, sizeof(sql), "SELECT id FROM %s", table);
+        rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
 
         if (rc != SQLITE_OK)
                 return rc;
@@ -121,10 +126,9 @@ static int delete_unmarked(struct fp_store *s, const uint8_t *marks, int64_t max
         }
         sqlite3_finalize(st);
         st = NULL;
+        snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE id = ?1", table);
         if (rc == SQLITE_DONE)
-                rc =
-                    n ? sqlite3_prepare_v2(s->db, "DELETE FROM frames WHERE id = ?1", -1, &st, NULL)
-                      : SQLITE_OK;
+                rc = n ? sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) : SQLITE_OK;
         for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
                 sqlite3_bind_int64(st, 1, dead[i]);
                 rc = fp_store_db_step_done(st);
@@ -152,7 +156,7 @@ static int sweep(struct fp_store *s)
                 return fp_store_db_failf(s, -ENOMEM, "Failed to collect frames: out of memory");
         rc = mark_frames(s, marks, max_id);
         if (rc == SQLITE_OK)
-                rc = delete_unmarked(s, marks, max_id);
+                rc = delete_unmarked(s, "frames", marks, max_id);
         free(marks);
         if (rc == SQLITE_OK)
                 rc = fp_store_db_exec(s->db, "DELETE FROM functions WHERE id NOT IN"
@@ -168,6 +172,60 @@ static int sweep(struct fp_store *s)
                 return fp_store_db_fail(s, rc, "collect unused frames");
         s->stacks_gone = 0;
         return 0;
+}
+
+struct stack_marks {
+        uint8_t *bits;
+        int64_t max_id;
+};
+
+static int mark_stack(void *userdata, const struct fp_store_sample *e)
+{
+        struct stack_marks *m = userdata;
+
+        if (e->stack && e->stack <= m->max_id)
+                m->bits[e->stack / 8] |= (uint8_t)(1u << (e->stack % 8));
+        return 0;
+}
+
+/*
+ * The exact collection behind collect()'s lagging one: deletes the stacks
+ * no sample of a surviving bucket refers to, then sweeps frames. Used when
+ * the stacks kept by the lag alone would make the last bucket go. Inside
+ * the caller's transaction.
+ */
+static int collect_exact(struct fp_store *s)
+{
+        struct stack_marks m = {0};
+        sqlite3_stmt *st = NULL;
+        int rc, r;
+
+        r = fp_store_db_pragma_int(s, "SELECT coalesce(max(id), 0) FROM stacks", &m.max_id);
+        if (r < 0)
+                return r;
+        m.bits = calloc((size_t)m.max_id / 8 + 1, 1);
+        if (!m.bits)
+                return fp_store_db_failf(s, -ENOMEM, "Failed to collect stacks: out of memory");
+        rc = sqlite3_prepare_v2(s->db, "SELECT data FROM series_samples", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+                        if (fp_store_samples_decode(sqlite3_column_blob(st, 0),
+                                                    (size_t)sqlite3_column_bytes(st, 0),
+                                                    mark_stack, &m) < 0) {
+                                rc = SQLITE_CORRUPT;
+                                break;
+                        }
+        }
+        sqlite3_finalize(st);
+        if (rc == SQLITE_DONE)
+                rc = delete_unmarked(s, "stacks", m.bits, m.max_id);
+        free(m.bits);
+        fp_store_map_clear(&s->stacks);
+        if (rc == -ENOMEM)
+                return fp_store_db_failf(s, -ENOMEM, "Failed to collect stacks: out of memory");
+        if (rc != SQLITE_OK)
+                return fp_store_db_fail(s, rc, "collect unused stacks");
+        return sweep(s);
 }
 
 /* ---- eviction ---- */
@@ -207,10 +265,12 @@ static int delete_bucket(struct fp_store *s, int64_t bucket)
  * One step of keeping the budget, in a transaction of its own: sweeps
  * frames when a quarter of the stacks went since the last sweep (and
  * before the last bucket would go), else evicts the oldest bucket and
- * collects what only it used. Returns 1 when it did something, 0 when the
- * store fits or nothing is left to evict, or -errno.
+ * collects what only it used. With keep_newest the last bucket stays (a
+ * reader never finds the store empty between this and the next write).
+ * Returns 1 when it did something, 0 when the store fits or nothing is
+ * left to evict, or -errno.
  */
-static int evict_step(struct fp_store *s, uint64_t target)
+static int evict_step(struct fp_store *s, uint64_t target, bool keep_newest)
 {
         int64_t live, oldest = 0, stacks = 0, buckets = 0;
         bool uploaded = false;
@@ -272,6 +332,20 @@ static int evict_step(struct fp_store *s, uint64_t target)
                         return 1;
                 }
         }
+        if (oldest) {
+                int64_t newest = 0;
+                if ((r = fp_store_db_pragma_int(s, "SELECT max(id) FROM buckets", &newest)) < 0)
+                        goto fail;
+                if (newest == oldest && s->exact_bucket != newest) {
+                        /* The last bucket: first drop the stacks only the lag kept. */
+                        s->exact_bucket = newest;
+                        if ((r = collect_exact(s)) < 0 || (r = fp_store_db_commit(s)) < 0)
+                                goto fail;
+                        return 1;
+                }
+                if (newest == oldest && keep_newest)
+                        oldest = 0;
+        }
         if (!oldest) {
                 fp_store_db_rollback(s);
                 return 0;
@@ -287,14 +361,15 @@ fail:
         return r;
 }
 
-int fp_store_evict(struct fp_store *s, uint64_t reserve, bool *ret_disk_full)
+int fp_store_evict(struct fp_store *s, uint64_t reserve, bool keep_newest, bool *ret_disk_full)
 {
         int r;
 
         *ret_disk_full = false;
         if (!s->budget)
                 return 0;
-        while ((r = evict_step(s, s->budget - (reserve < s->budget ? reserve : s->budget))) > 0) {
+        while ((r = evict_step(s, s->budget - (reserve < s->budget ? reserve : s->budget),
+                                keep_newest)) > 0) {
                 /* Drain the log after each step: its peak is one step, not all of them. */
                 int rc =
                     sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
@@ -456,7 +531,7 @@ int fp_store_reclaim(struct fp_store *s, bool force)
 int fp_store_shrink(struct fp_store *s)
 {
         bool full;
-        int r = fp_store_evict(s, 0, &full);
+        int r = fp_store_evict(s, 0, false, &full);
 
         (void)fp_store_reclaim(s, true);
         return r;

@@ -107,11 +107,12 @@
  *                  the uploader may already have read is never changed.
  *
  * Eviction. The budget covers the database file and its log. Before a
- * bucket is written, the oldest buckets are evicted until the live pages
- * ((page_count - freelist_count) * page_size) plus what a write takes
- * (the live pages and the log the last writes added, learnt as they
- * happen, at most half the budget) fit; after the commit, until the live
- * pages alone fit. A bucket goes with its samples, drops and series rows,
+ * bucket is written, the oldest buckets but the newest are evicted until
+ * the live pages ((page_count - freelist_count) * page_size) plus what a
+ * write takes (the live pages and the log the last writes added, learnt
+ * as they happen, at most half the budget) fit; after the commit, until
+ * the live pages alone fit. So a reader never finds the store empty
+ * between making room and writing. A bucket goes with its samples, drops and series rows,
  * in a transaction of its own followed by a checkpoint (so the log holds
  * one step, never all of them). If it had not been uploaded, each of
  * its targets' sample count (of the target's busiest event) is added to
@@ -128,7 +129,10 @@
  * do uploads whose data is older than the retention. Frames, functions and
  * mappings are swept (mark and sweep from the stacks' frame lists) when a
  * quarter of the stacks went since the last sweep, or before the last
- * bucket would go. Free pages beyond what the next write will fill are
+ * bucket would go. Before the last bucket goes for room, the stacks
+ * no surviving sample refers to are deleted exactly (the slack keeps
+ * stacks of evicted buckets that could crowd it out), once per bucket.
+ * Free pages beyond what the next write will fill are
  * handed back (incremental_vacuum), and the log is checkpointed and
  * truncated after every write. A bucket larger than the budget evicts
  * itself: its samples are counted, nothing else is kept.

@@ -302,6 +302,7 @@ struct fp_store {
         /* content hash -> rowid (a) [, last bucket (b) for stacks]; only committed rows */
         struct fp_store_map stacks, frames, functions, mappings;
         uint64_t stacks_gone; /* stacks deleted since the last frame sweep */
+        int64_t exact_bucket; /* the last bucket collect_exact() (ring.c) ran for */
         /* What a write takes, learnt from the last ones: new live pages, and its log. */
         uint64_t est_growth, est_log;
         uint64_t evicted_buckets;
@@ -508,10 +509,11 @@ void fp_store_caches_clear(struct fp_store *s);
 
 /*
  * Evicts the oldest buckets, one transaction each, until the live pages
- * plus reserve fit the budget in force; *ret_disk_full tells whether a
- * checkpoint between the steps found the disk full.
+ * plus reserve fit the budget in force, leaving the newest when
+ * keep_newest; *ret_disk_full tells whether a checkpoint between the steps
+ * found the disk full.
  */
-int fp_store_evict(struct fp_store *s, uint64_t reserve, bool *ret_disk_full);
+int fp_store_evict(struct fp_store *s, uint64_t reserve, bool keep_newest, bool *ret_disk_full);
 /* fp_store_evict() to the budget, then fp_store_reclaim(s, true). */
 int fp_store_shrink(struct fp_store *s);
 /*

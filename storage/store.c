@@ -606,10 +606,13 @@ int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *cons
         int r, rc, log = 0, stored = 0;
 
         s->errmsg[0] = '\0';
-        /* Make room first, so the write fills freed pages and its log fits the budget too. */
+        /*
+         * Make room first, so the write fills freed pages and its log fits
+         * the budget too; the newest bucket stays until this write is in.
+         */
         if (s->budget && !s->readonly) {
                 reserve = fp_store_write_reserve(s);
-                (void)fp_store_evict(s, reserve, &full);
+                (void)fp_store_evict(s, reserve, true, &full);
                 live_before = fp_store_live_bytes(s, &rc);
         }
         r = fp_store_db_begin(s);
@@ -661,7 +664,7 @@ int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *cons
                         learn(&s->est_log, (uint64_t)log * (uint64_t)(s->page_size + 24));
         }
         full = (rc & 0xff) == SQLITE_FULL || fp_store_db_errno(s->db, rc) == -ENOSPC;
-        (void)fp_store_evict(s, 0, &evict_full);
+        (void)fp_store_evict(s, 0, false, &evict_full);
         rc = fp_store_reclaim(s, false);
         if (full || evict_full || (rc & 0xff) == SQLITE_FULL ||
             fp_store_db_errno(s->db, rc) == -ENOSPC)

@@ -63,7 +63,8 @@ fp_ctl dump "$pid" --since 3s -o "$FP_TMP/recent.pb.gz" 2>/dev/null || fp_fail "
 fp_pprof -raw -symbolize=none "$FP_TMP/recent.pb.gz" >"$FP_TMP/recent.raw" 2>&1 || fp_fail "pprof rejected dump --since"
 grep -q "hop_a" "$FP_TMP/recent.raw" || fp_fail "dump --since lacks the workload's functions"
 grep -Eq "dropped evicted: [0-9]+" "$FP_TMP/recent.raw" || fp_log "note: no evicted drops in the last 3 s"
-"$FP_AGENTCTL" dump "$pid" --store "$DB" -o "$FP_TMP/direct.pb.gz" 2>/dev/null || fp_fail "dump --store failed while the agent runs"
+"$FP_AGENTCTL" dump "$pid" --store "$DB" -o "$FP_TMP/direct.pb.gz" 2>"$FP_TMP/direct.err" ||
+  fp_fail "dump --store failed while the agent runs: $(cat "$FP_TMP/direct.err")"
 fp_pprof -raw -symbolize=none "$FP_TMP/direct.pb.gz" >"$FP_TMP/direct.raw" 2>&1 || fp_fail "pprof rejected dump --store"
 grep -q "hop_b" "$FP_TMP/direct.raw" || fp_fail "dump --store lacks the workload's functions"
 n_stacks=$(sqlite3 "file:$DB?mode=ro" "select count(*) from stacks;" 2>/dev/null || echo "?")

@@ -658,7 +658,7 @@ static void test_eviction(void)
         struct fp_store_stats st;
         uint64_t written = 0, worst = 0;
         char err[256];
-        int over = 0;
+        int over = 0, empty = 0;
 
         fresh_path("evict.db");
         FP_CHECK_EQ_INT(fp_store_open(path, budget, &s, err, sizeof(err)), 0);
@@ -676,6 +676,9 @@ static void test_eviction(void)
                         worst = st.file_bytes + st.wal_bytes;
                 if (st.file_bytes + st.wal_bytes > budget + budget / 2)
                         over++;
+                /* Stacks only the touch slack keeps never push out the bucket just written. */
+                if (st.buckets == 0)
+                        empty++;
                 /* Upload the first five: their eviction is no loss. */
                 if (i == 4) {
                         struct fp_store_bucket pend[5];
@@ -688,7 +691,9 @@ static void test_eviction(void)
         }
         printf("eviction: worst file+wal %.2f MiB for a %.2f MiB budget, %llu buckets evicted\n",
                worst / 1048576.0, budget / 1048576.0, (unsigned long long)st.evicted_buckets);
+        printf("eviction: left empty after %d of 100 writes\n", empty);
         FP_CHECK_EQ_INT(over, 0);
+        FP_CHECK_EQ_INT(empty, 0);
         FP_CHECK(st.evicted_buckets > 5);
         FP_CHECK(st.buckets < 100);
         FP_CHECK(st.live_bytes <= budget);
@@ -742,6 +747,64 @@ static void test_eviction(void)
         FP_CHECK_EQ_INT(stored + evicted + uploaded, written);
         FP_CHECK_EQ_INT(fp_store_stats(s, &st), 0);
         FP_CHECK(st.live_bytes <= FP_STORE_MIN_BYTES);
+        fp_store_close(s);
+        FP_CHECK(integrity_ok());
+}
+
+/* After each commit of the store's connection: counts the commits that leave no bucket. */
+static int count_empty_commits(void *userdata, sqlite3 *db, const char *name, int pages)
+{
+        (void)db, (void)name, (void)pages;
+        if (db_int("SELECT count(*) FROM buckets") == 0)
+                ++*(int *)userdata;
+        return SQLITE_OK;
+}
+
+/*
+ * A budget that holds a few buckets and a writer that needs room for a
+ * big one: a reader (dump --store) must never find the store empty, not
+ * even between making room and writing, and the stacks the touch slack
+ * keeps of evicted buckets must not push out the bucket just written.
+ */
+static void test_big_buckets(void)
+{
+        const uint64_t budget = 2 << 20;
+        struct fp_store *s = NULL;
+        struct fp_store_stats st;
+        uint64_t written = 0, missing = 1, unused = 0;
+        char err[256];
+        int empty = 0, over = 0, empty_commits = 0;
+
+        fresh_path("big.db");
+        FP_CHECK_EQ_INT(fp_store_open(path, budget, &s, err, sizeof(err)), 0);
+        /*
+         * Seven small buckets, then one of several times their size: the
+         * reserve learnt from the small ones is too little for the big one.
+         */
+        for (int i = 0; i < 40; i++) {
+                unsigned n = i % 8 == 7 ? 1800 : 300;
+                FP_CHECK_EQ_INT(write_and_free(s, make_batch(T0 + i * 10 * SEC, 900,
+                                                             100000 + (unsigned)i * 2000, n, 8, 1)),
+                                0);
+                written += n;
+                if (i == 0) /* replaces the autocheckpoint: the store checkpoints itself */
+                        sqlite3_wal_hook(s->db, count_empty_commits, &empty_commits);
+                FP_CHECK_EQ_INT(fp_store_stats(s, &st), 0);
+                if (i == 0)
+                        printf("big buckets: a small one takes %.0f KiB of a %.0f KiB budget\n",
+                               st.live_bytes / 1024.0, budget / 1024.0);
+                empty += st.buckets == 0;
+                over += st.live_bytes > budget;
+        }
+        printf("big buckets: left empty after %d of 40 writes (by %d commits), over the budget "
+               "after %d\n",
+               empty, empty_commits, over);
+        FP_CHECK_EQ_INT(empty, 0);
+        FP_CHECK_EQ_INT(empty_commits, 0);
+        FP_CHECK_EQ_INT(over, 0);
+        FP_CHECK_EQ_INT((uint64_t)total_of(s, NULL, 0) + drops_of(s, "evicted"), written);
+        FP_CHECK_EQ_INT(fp_store_check_refs(s, &missing, &unused), 0);
+        FP_CHECK_EQ_INT(missing, 0);
         fp_store_close(s);
         FP_CHECK(integrity_ok());
 }
@@ -1427,6 +1490,7 @@ int main(void)
         test_reopen_and_targets();
         test_uploads();
         test_eviction();
+        test_big_buckets();
         test_damaged();
         test_samples_codec();
         test_touch_slack();
