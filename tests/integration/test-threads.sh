@@ -36,6 +36,18 @@ STORM=$FP_BUILD/tests/threadstorm
 
 all_fds() { ls "/proc/$FP_AGENT_PID/fd" | wc -l; }
 
+# settled_fds: the agent's fd count once it reads the same twice 0.3 s apart
+# (agentctl's connection closes when the agent sees its end).
+settled_fds() {
+  local a b=$(all_fds) deadline=$((SECONDS + 10))
+  while :; do
+    sleep 0.3
+    a=$b b=$(all_fds)
+    [[ $a == "$b" ]] || ((SECONDS >= deadline)) && break
+  done
+  echo "$b"
+}
+
 # wait_all_fds N SECS [LOW]: waits until the agent holds N fds (or LOW to N); prints the count.
 wait_all_fds() {
   local n=$1 deadline=$((SECONDS + $2)) low=${3:-$1} c
@@ -65,12 +77,12 @@ print(len(names))' "$1"
 # storm MODE: one storm of 200 threads; checks fds; sets SEEN.
 storm() {
   local mode=$1 pre one c
-  pre=$(all_fds)
+  pre=$(settled_fds)
   fp_start_workload threadstorm "$FP_TMP/s-$mode.out" "$FP_TMP/s-$mode.ready" \
     --threads 200 --cpu-ms 30 --go "$FP_TMP/s-$mode.go" --hold
   local P=$FP_WL_PID
   fp_ctl start "$P" --freq 250 >/dev/null || fp_fail "agentctl start $P failed"
-  one=$(all_fds)
+  one=$(settled_fds)
   ((one > pre)) || fp_fail "no fds opened for the main thread of $P ($pre → $one)"
   touch "$FP_TMP/s-$mode.go"
   fp_wait_for 120 grep -q done "$FP_TMP/s-$mode.out" || fp_fail "threadstorm did not finish its 200 threads"
@@ -103,7 +115,7 @@ print(sum(1 for t in d["targets"] if t["parent_pid"] == int(sys.argv[1]) and (t[
 # children MODE FOLLOW: threadstorm forks 2 children, each with a grandchild.
 children() {
   local mode=$1 follow=$2 pre
-  pre=$(all_fds)
+  pre=$(settled_fds)
   # Each child waits for its release file: followed, it is released once
   # status lists it as a target, so however slow the machine, the agent had
   # the child before its work (the fallback's FORK record is read, and the
