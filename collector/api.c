@@ -265,6 +265,8 @@ static int series_json(void *userdata, const struct fp_store_series *se,
         fp_json_string(j, se->host);
         fp_json_key(j, "service");
         fp_json_string(j, se->service ? se->service : "");
+        fp_json_key(j, "container");
+        fp_json_string(j, se->container ? se->container : "");
         fp_json_key(j, "process");
         fp_json_string(j, se->comm);
         fp_json_key(j, "pid");

@@ -132,6 +132,9 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
                 } else if (strcmp(k, "service") == 0) {
                         r = text(k, v, f->service, sizeof(f->service), err, errlen);
                         f->f.service = f->service;
+                } else if (strcmp(k, "container") == 0) {
+                        r = text(k, v, f->container, sizeof(f->container), err, errlen);
+                        f->f.container = f->container;
                 } else if (strcmp(k, "event") == 0) {
                         r = text(k, v, f->event, sizeof(f->event), err, errlen);
                         f->f.event = f->event;
@@ -163,11 +166,10 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
                         else
                                 f->f.until_ns = t;
                 } else {
-                        r = fp_errf(
-                            err, errlen, -EINVAL,
-                            "unknown parameter '%.64s' (known: host, service, process, pid, "
-                            "event, from, to, seconds)",
-                            k);
+                        r = fp_errf(err, errlen, -EINVAL,
+                                    "unknown parameter '%.64s' (known: host, service, container, "
+                                    "process, pid, event, from, to, seconds)",
+                                    k);
                 }
                 if (r < 0)
                         goto out;
@@ -185,6 +187,7 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
         ret->f.host = f->f.host ? ret->host : NULL;
         ret->f.process = f->f.process ? ret->process : NULL;
         ret->f.service = f->f.service ? ret->service : NULL;
+        ret->f.container = f->f.container ? ret->container : NULL;
         ret->f.thread_name = f->f.thread_name ? ret->thread : NULL;
         ret->f.event = f->f.event ? ret->event : NULL;
 out:

@@ -5,6 +5,8 @@
  * optional:
  *
  *   host=NAME  service=NAME  process=COMM  pid=N  event=NAME
+ *   container=ID               a container's host tier series (its ID as
+ *                              docker ps shows it)
  *   thread=NAME                the samples of threads of that name only
  *                              (profiles and flame graphs; listings and
  *                              time lines count whole series)
@@ -28,6 +30,7 @@
 
 struct fp_coll_filter {
         char host[256], process[256], event[128], service[FP_UPLOAD_MAX_SERVICE + 1], thread[256];
+        char container[FP_UPLOAD_MAX_CONTAINER + 1];
         struct fp_store_filter f; /* points into the fields above */
         unsigned top_n;           /* 0: not given */
 };

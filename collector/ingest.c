@@ -221,7 +221,18 @@ struct wire {
         struct pb *samples; /* where each sample's bytes are */
         size_t n_samples;
         bool empty_first; /* the string table starts with "" */
+        /* A host tier's round: its series so far, by their labels' string indices. */
+        struct w_series *series;
+        size_t n_series;
 };
+
+/* A host tier's series in one upload: (service, exe, container, process) and its target. */
+struct w_series {
+        int64_t service, exe, container, process; /* string indices, 0: "" */
+        uint32_t target;
+};
+
+#define W_MAX_SERIES 4096 /* series one host tier's round may hold */
 
 __attribute__((format(printf, 3, 4))) static int werr(struct wire *w, int r, const char *fmt, ...)
 {
@@ -505,6 +516,60 @@ static int wire_frame(struct wire *w, struct fp_store_batch *b, size_t li, uint3
 }
 
 /* Pass 3: sample i, checked, into the batch. */
+/*
+ * The target of a host tier's sample from its labels (string indices):
+ * the series (service, exe, container) as the agent keys it, named by the
+ * process label. 0 or -errno with the error in w.
+ */
+static int wire_series(struct wire *w, size_t i, struct fp_store_batch *b,
+                       const struct w_series *key, uint32_t *ret)
+{
+        const char *service = w->strs[key->service], *exe = w->strs[key->exe];
+        const char *container = w->strs[key->container], *comm = w->strs[key->process];
+        int r;
+
+        for (size_t k = 0; k < w->n_series; k++) {
+                const struct w_series *s = &w->series[k];
+                if (s->service == key->service && s->exe == key->exe &&
+                    s->container == key->container && s->process == key->process) {
+                        *ret = s->target;
+                        return 0;
+                }
+        }
+        if (!service[0] || fp_upload_check_service(service) < 0)
+                return werr(w, -EINVAL,
+                            "sample %zu of a host tier's round: label 'service' must be 1 to %d "
+                            "letters, digits, '.', '-', '_', '@' or ':'",
+                            i, FP_UPLOAD_MAX_SERVICE);
+        if (container[0] && fp_upload_check_container(container) < 0)
+                return werr(w, -EINVAL,
+                            "sample %zu of a host tier's round: label 'container' must be 1 to "
+                            "%d lowercase hex digits",
+                            i, FP_UPLOAD_MAX_CONTAINER);
+        if (w->n_series == W_MAX_SERIES)
+                return werr(w, -EINVAL, "a host tier's round holds more than %d series",
+                            W_MAX_SERIES);
+        struct fp_store_target t = {.host = w->meta->host,
+                                    .pid = 0,
+                                    .starttime = fp_upload_host_series_key(service, exe, container),
+                                    .comm = comm,
+                                    .exe = exe,
+                                    .service = service,
+                                    .container = container};
+        r = fp_store_batch_add_target(b, &t, ret);
+        if (r < 0)
+                return werr(w, r, "cannot add a series: %s", strerror(-r));
+        if (w->n_series % 64 == 0) {
+                struct w_series *v = realloc(w->series, (w->n_series + 64) * sizeof(*v));
+                if (!v)
+                        return werr(w, -ENOMEM, "out of memory");
+                w->series = v;
+        }
+        w->series[w->n_series] = *key;
+        w->series[w->n_series++].target = *ret;
+        return 0;
+}
+
 static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint32_t target,
                        uint32_t event, uint64_t *locs, uint32_t *frames, uint64_t *total)
 {
@@ -513,6 +578,7 @@ static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint3
         size_t n_locs = 0, n_values = 0;
         int64_t tid = 0;
         const char *thread_name = NULL;
+        struct w_series series = {0};
         uint32_t stack;
         int r;
 
@@ -579,8 +645,18 @@ static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint3
                                                     "string",
                                                     i);
                                 thread_name = sv;
+                        } else if (w->meta->host_tier && str != 0) {
+                                /* A host tier's round: which series the sample is of. */
+                                if (strcmp(k, "service") == 0)
+                                        series.service = str;
+                                else if (strcmp(k, "exe") == 0)
+                                        series.exe = str;
+                                else if (strcmp(k, "container") == 0)
+                                        series.container = str;
+                                else if (strcmp(k, "process") == 0)
+                                        series.process = str;
                         }
-                        /* pid, process and host come from the upload's parameters. */
+                        /* Else pid, process and host come from the upload's parameters. */
                         continue;
                 } else {
                         continue;
@@ -610,6 +686,8 @@ static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint3
         }
         if (values[0] == 0 && values[1] == 0)
                 return 0; /* nothing to keep */
+        if (w->meta->host_tier && (r = wire_series(w, i, b, &series, &target)) < 0)
+                return r;
         r = fp_store_batch_add_stack_of(b, frames, n_locs, &stack);
         if (r < 0)
                 return werr(w, r, "cannot add a stack: %s", strerror(-r));
@@ -635,7 +713,8 @@ static int wire_build(struct wire *w, struct fp_store_batch *b, uint64_t *ret_sa
                                     .starttime = meta->starttime,
                                     .comm = meta->comm,
                                     .exe = meta->exe,
-                                    .service = meta->service};
+                                    .service = meta->service,
+                                    .container = meta->container};
         struct fp_store_event e = {.name = meta->event,
                                    .count_type = w->strs[w->types[0][0]],
                                    .count_unit = w->strs[w->types[0][1]],
@@ -674,6 +753,7 @@ static void wire_free(struct wire *w)
         free(w->locations);
         free(w->lines);
         free(w->samples);
+        free(w->series);
         w_ids_free(&w->mapping_ids);
         w_ids_free(&w->function_ids);
         w_ids_free(&w->location_ids);

@@ -32,12 +32,29 @@ struct page {
         uint64_t samples, drops;
 };
 
-/* The query string that selects one series. */
+/*
+ * The query string that selects one series: a process by its pid, a host
+ * tier's series (pid 0) by its service, process name and container.
+ */
 static void series_query(struct evbuffer *b, const struct fp_store_series *se)
 {
         evbuffer_add_printf(b, "host=");
         fp_escape_url_evb(b, se->host);
-        evbuffer_add_printf(b, "&amp;pid=%d&amp;event=", (int)se->pid);
+        if (se->pid) {
+                evbuffer_add_printf(b, "&amp;pid=%d", (int)se->pid);
+        } else {
+                if (se->service && se->service[0]) {
+                        evbuffer_add_printf(b, "&amp;service=");
+                        fp_escape_url_evb(b, se->service);
+                }
+                if (se->container && se->container[0]) {
+                        evbuffer_add_printf(b, "&amp;container=");
+                        fp_escape_url_evb(b, se->container);
+                }
+                evbuffer_add_printf(b, "&amp;process=");
+                fp_escape_url_evb(b, se->comm);
+        }
+        evbuffer_add_printf(b, "&amp;event=");
         fp_escape_url_evb(b, se->event);
 }
 
@@ -61,6 +78,17 @@ static int series_row(void *userdata, const struct fp_store_series *se,
                 fp_escape_url_evb(b, se->event);
                 evbuffer_add_printf(b, "\">");
                 fp_escape_html_evb(b, se->service);
+                evbuffer_add_printf(b, "</a>");
+        }
+        evbuffer_add_printf(b, "</td><td>");
+        if (se->container && se->container[0]) {
+                /* The container across its series (it may hold several services). */
+                evbuffer_add_printf(b, "<a href=\"/top?container=");
+                fp_escape_url_evb(b, se->container);
+                evbuffer_add_printf(b, "&amp;event=");
+                fp_escape_url_evb(b, se->event);
+                evbuffer_add_printf(b, "\">");
+                fp_escape_html_evb(b, se->container);
                 evbuffer_add_printf(b, "</a>");
         }
         evbuffer_add_printf(b, "</td><td>");
@@ -106,10 +134,11 @@ void fp_coll_web_index(struct fp_coll_server *s, struct evhttp_request *req)
                             "%" PRIu64 ", duplicates: %" PRIu64 ", refused: %" PRIu64 ".</p>\n",
                             "version", FP_VERSION, s->listen, s->tls ? " (HTTPS)" : "",
                             s->st.uploads_stored, s->st.uploads_duplicate, s->st.uploads_rejected);
-        evbuffer_add_printf(pg.b,
-                            "<table>\n<tr><th>host</th><th>service</th><th>process</th><th>pid</th>"
-                            "<th>event</th><th>first</th><th>last</th><th>uploads</th>"
-                            "<th>samples</th><th>drops</th><th>view</th></tr>\n");
+        evbuffer_add_printf(
+            pg.b, "<table>\n<tr><th>host</th><th>service</th><th>container</th><th>process</th>"
+                  "<th>pid</th>"
+                  "<th>event</th><th>first</th><th>last</th><th>uploads</th>"
+                  "<th>samples</th><th>drops</th><th>view</th></tr>\n");
         r = fp_coll_api_walk_series(s, &f.f, series_row, &pg);
         if (r < 0) {
                 evbuffer_free(pg.b);
@@ -169,6 +198,10 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
         if (f.service[0]) {
                 evbuffer_add_printf(b, " service ");
                 fp_escape_html_evb(b, f.service);
+        }
+        if (f.container[0]) {
+                evbuffer_add_printf(b, " container ");
+                fp_escape_html_evb(b, f.container);
         }
         evbuffer_add_printf(b, " ");
         fp_escape_html_evb(b, f.process);

@@ -166,6 +166,8 @@ enum {
         P_HOST_CPUS = 1 << 13,
         P_COST_FROM = 1 << 14,
         P_COST_TO = 1 << 15,
+        P_CONTAINER = 1 << 16,
+        P_TIER = 1 << 17,
         P_COST = P_AGENT_CPU | P_AGENT_RSS | P_HOST_CPUS | P_COST_FROM | P_COST_TO,
         P_REQUIRED = P_HOST | P_PID | P_STARTTIME | P_EVENT | P_FROM | P_TO,
 };
@@ -185,6 +187,8 @@ static const struct {
     {"agent", P_AGENT},
     {"drops", P_DROPS},
     {"service", P_SERVICE},
+    {"container", P_CONTAINER},
+    {"tier", P_TIER},
     {"agent_cpu_ns", P_AGENT_CPU},
     {"agent_rss", P_AGENT_RSS},
     {"host_cpus", P_HOST_CPUS},
@@ -268,6 +272,19 @@ static int meta_param(struct fp_upload_meta *m, int bit, const char *name, const
                                        "'.', '-', '_', '@' or ':'",
                                        FP_UPLOAD_MAX_SERVICE);
                 return copy_text(name, v, m->service, sizeof(m->service), true, err, errlen);
+        case P_TIER:
+                if (strcmp(v, "host") != 0)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'tier' must be 'host' (a host tier's round)");
+                m->host_tier = true;
+                return 0;
+        case P_CONTAINER:
+                if (fp_upload_check_container(v) < 0)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'container' must be 1 to %d lowercase hex "
+                                       "digits (a container ID)",
+                                       FP_UPLOAD_MAX_CONTAINER);
+                return copy_text(name, v, m->container, sizeof(m->container), true, err, errlen);
         }
         return -EINVAL;
 }
@@ -321,6 +338,12 @@ int fp_upload_parse_query(const char *query, struct fp_upload_meta *ret, char *e
                             "cost_to) come all together, with host_cpus > 0 and a range");
                 goto out;
         }
+        if (m->host_tier && (m->pid != 0 || m->service[0] || m->container[0])) {
+                r = fp_errf(err, errlen, -EINVAL,
+                            "a host tier's round (tier=host) has pid=0 and no service or "
+                            "container: its samples carry them");
+                goto out;
+        }
         if (m->to_ns <= m->from_ns || m->to_ns - m->from_ns > MAX_RANGE_NS) {
                 r = fp_errf(err, errlen, -EINVAL,
                             "the time range from=%" PRId64 " to=%" PRId64
@@ -340,6 +363,32 @@ int fp_upload_check_service(const char *name)
         size_t n = strlen(name);
 
         if (n == 0 || n > FP_UPLOAD_MAX_SERVICE || !chars_in(name, ".-_@:"))
+                return -EINVAL;
+        return 0;
+}
+
+uint64_t fp_upload_host_series_key(const char *service, const char *exe, const char *container)
+{
+        uint64_t x = 0xcbf29ce484222325ULL; /* FNV-1a */
+
+        for (const char *s = service; *s; s++)
+                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
+        x = (x ^ 0xff) * 0x100000001b3ULL;
+        for (const char *s = exe; *s; s++)
+                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
+        if (container[0]) { /* none: the key series had before containers were kept */
+                x = (x ^ 0xfe) * 0x100000001b3ULL;
+                for (const char *s = container; *s; s++)
+                        x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
+        }
+        return (x & INT64_MAX) | 1; /* never 0: 0 means "any" in filters */
+}
+
+int fp_upload_check_container(const char *id)
+{
+        size_t n = strlen(id);
+
+        if (n == 0 || n > FP_UPLOAD_MAX_CONTAINER || strspn(id, "0123456789abcdef") != n)
                 return -EINVAL;
         return 0;
 }
@@ -390,6 +439,10 @@ int fp_upload_encode_query(const struct fp_upload_meta *m, char **ret)
         put_param(f, &first, "agent", m->agent);
         if (m->service[0])
                 put_param(f, &first, "service", m->service);
+        if (m->container[0])
+                put_param(f, &first, "container", m->container);
+        if (m->host_tier)
+                put_param(f, &first, "tier", "host");
         if (m->cost.host_cpus) {
                 snprintf(num, sizeof(num), "%" PRIu64, m->cost.agent_cpu_ns);
                 put_param(f, &first, "agent_cpu_ns", num);

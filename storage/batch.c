@@ -241,7 +241,8 @@ int fp_store_batch_add_target(struct fp_store_batch *b, const struct fp_store_ta
         if ((r = intern_str(b, host, &e.host)) < 0 || (r = intern_str(b, t->comm, &e.comm)) < 0 ||
             (r = intern_str(b, t->exe, &e.exe)) < 0 ||
             (r = intern_str(b, t->config, &e.config)) < 0 ||
-            (r = intern_str(b, t->service, &e.service)) < 0)
+            (r = intern_str(b, t->service, &e.service)) < 0 ||
+            (r = intern_str(b, t->container, &e.container)) < 0)
                 return r;
         e.hash = fp_store_hash_step(
             fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_OTHER, e.host), (uint64_t)e.pid),

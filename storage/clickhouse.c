@@ -10,9 +10,10 @@
  *
  *   series       (day, series_id, target_id, host, pid, starttime, comm, exe,
  *                config, active, service, event and its sample types, version,
- *                written_ns) what a (target, event) is: one row per upload,
- *                the newest (version: the upload's end) wins for comm, exe,
- *                config, active and service; written_ns orders events as
+ *                written_ns, container) what a (target, event) is: one row
+ *                per upload, the newest (version: the upload's end) wins
+ *                for comm, exe, config, active, service and container
+ *                (schema version 2 added it); written_ns orders events as
  *                the SQLite store's event ids do (a profile of no named
  *                event takes the one stored first).
  *   buckets      (hour, upload, series_id, start_ns, length_ns, count, value,
@@ -401,6 +402,11 @@ static const char *const schema_v1[] = {
     " PARTITION BY day ORDER BY (host, from_ns, to_ns)",
 };
 
+/* 1 -> 2: the container a host tier's series ran in. */
+static const char *const schema_v2[] = {
+    "ALTER TABLE DB.series ADD COLUMN container String DEFAULT '' AFTER written_ns",
+};
+
 /* A schema statement: its "DB." names the database. */
 static void buf_sql(struct buf *q, const char *tmpl, const char *db)
 {
@@ -417,6 +423,7 @@ static const struct {
         size_t n;
 } migrations[FP_CH_SCHEMA_VERSION] = {
     {schema_v1, sizeof(schema_v1) / sizeof(schema_v1[0])},
+    {schema_v2, sizeof(schema_v2) / sizeof(schema_v2[0])},
 };
 
 static const char *const hour_tables[] = {"samples", "buckets", "drops", "upload_keys"};
@@ -836,6 +843,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->series, (uint64_t)e->period, 8);
                 rb_uint(&w->series, (uint64_t)end, 8);
                 rb_uint(&w->series, (uint64_t)written, 8);
+                rb_str(&w->series, fp_batch_str_at(b, t->container));
 
                 rb_uint(&w->buckets, hour, 4);
                 rb_uint(&w->buckets, upload, 8);
@@ -1009,7 +1017,8 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
             (r = insert(c, "series",
                         "day, series_id, target_id, host, pid, starttime, comm, exe, config,"
                         " active, service, event, count_type, count_unit, value_type,"
-                        " value_unit, period_type, period_unit, period, version, written_ns",
+                        " value_unit, period_type, period_unit, period, version, written_ns,"
+                        " container",
                         &w.series)) < 0 ||
             (r = insert(c, "samples",
                         "hour, start_ns, series_id, length_ns, upload, stack_id, tid,"
@@ -1204,7 +1213,7 @@ struct meta {
         uint64_t starttime;
         const char *comm, *exe, *config;
         bool active;
-        const char *service, *event, *types[4], *period_type, *period_unit;
+        const char *service, *container, *event, *types[4], *period_type, *period_unit;
         int64_t period;
         /* From the buckets: */
         int64_t first_ns, last_ns;
@@ -1234,7 +1243,8 @@ static void meta_from(struct fp_ch *c, struct buf *q)
                    " any(pid) AS m_pid, any(starttime) AS m_starttime,"
                    " argMax(comm, version) AS m_comm, argMax(exe, version) AS m_exe,"
                    " argMax(config, version) AS m_config, argMax(active, version) AS m_active,"
-                   " argMax(service, version) AS m_service, any(event) AS m_event,"
+                   " argMax(service, version) AS m_service,"
+                   " argMax(container, version) AS m_container, any(event) AS m_event,"
                    " any(count_type) AS m_ct, any(count_unit) AS m_cu, any(value_type) AS m_vt,"
                    " any(value_unit) AS m_vu, any(period_type) AS m_pt,"
                    " any(period_unit) AS m_pu, any(period) AS m_period"
@@ -1263,6 +1273,10 @@ static void meta_where(struct buf *q, const struct fp_store_filter *f, bool with
         if (f->service) {
                 buf_printf(q, " AND m_service = ");
                 buf_lit(q, f->service);
+        }
+        if (f->container) {
+                buf_printf(q, " AND m_container = ");
+                buf_lit(q, f->container);
         }
         if (with_event && f->event) {
                 buf_printf(q, " AND m_event = ");
@@ -1293,7 +1307,7 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
         buf_printf(&q,
                    "SELECT series_id, m_target, m_host, m_pid, m_starttime, m_comm, m_exe,"
                    " m_config, m_active, m_service, m_event, m_ct, m_cu, m_vt, m_vu, m_pt, m_pu,"
-                   " m_period FROM ");
+                   " m_period, m_container FROM ");
         meta_from(c, &q);
         meta_where(&q, f, with_event);
         buf_printf(&q, " FORMAT RowBinary");
@@ -1325,6 +1339,7 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
                 x->period_type = rd_str(&rd);
                 x->period_unit = rd_str(&rd);
                 x->period = RD_I64(&rd);
+                x->container = rd_str(&rd);
                 if (!rd.bad && fp_store_map_put(&m->idx, x->series_id, m->n + 1, 0) < 0)
                         return oom(c);
                 m->n++;
@@ -1439,6 +1454,7 @@ int fp_ch_list_series(struct fp_ch *c, const struct fp_store_filter *f, fp_store
                         se.active = x->active;
                         se.event = x->event;
                         se.service = x->service;
+                        se.container = x->container;
                         r = fn(userdata, &se);
                         n++;
                 }
@@ -2183,7 +2199,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                         goto out;
                 }
                 n_labels = fp_store_sample_labels(labels, s->tid, s->thread_name, t->pid, t->comm,
-                                                  with_host ? t->host : NULL, t->service);
+                                                  with_host ? t->host : NULL, t->service,
+                                                  t->container, t->exe);
                 r = fp_pprof_add_sample(p, e->b ? x.frame_ids + e->a - 1 : NULL, e->b, values,
                                         labels, n_labels);
                 if (r < 0) {

@@ -31,7 +31,7 @@ struct q_match {
 struct q_target {
         int64_t id;
         pid_t pid;
-        char *comm, *host, *exe, *service;
+        char *comm, *host, *exe, *service, *container;
 };
 
 struct q_thread {
@@ -80,6 +80,7 @@ static void query_free(struct query *q)
                 free(q->targets[i].comm);
                 free(q->targets[i].exe);
                 free(q->targets[i].service);
+                free(q->targets[i].container);
                 free(q->targets[i].host);
         }
         free(q->targets);
@@ -229,10 +230,11 @@ static int find_matches(struct query *q, const struct fp_store_filter *f,
 static int load_targets(struct query *q)
 {
         sqlite3_stmt *st = NULL, *th = NULL;
-        int r = fp_store_prepare(q->s,
-                                 "SELECT t.pid, t.comm, h.name, t.exe, t.service FROM targets t"
-                                 " JOIN hosts h ON h.id = t.host_id WHERE t.id = ?1",
-                                 &st);
+        int r = fp_store_prepare(
+            q->s,
+            "SELECT t.pid, t.comm, h.name, t.exe, t.service, t.container FROM targets t"
+            " JOIN hosts h ON h.id = t.host_id WHERE t.id = ?1",
+            &st);
 
         if (r == 0)
                 r = fp_store_prepare(q->s, "SELECT id, tid, name FROM threads WHERE target_id = ?1",
@@ -260,7 +262,8 @@ static int load_targets(struct query *q)
                         t->host = dup_col(st, 2);
                         t->exe = dup_col(st, 3);
                         t->service = dup_col(st, 4);
-                        if (!t->comm || !t->host || !t->exe || !t->service)
+                        t->container = dup_col(st, 5);
+                        if (!t->comm || !t->host || !t->exe || !t->service || !t->container)
                                 r = oom(q);
                         rc = SQLITE_DONE;
                 }
@@ -563,9 +566,9 @@ static int add_samples(struct query *q)
                                 return r;
                         values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
                         values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
-                        n_labels =
-                            fp_store_sample_labels(labels, th->tid, th->name, t->pid, t->comm,
-                                                   with_host ? t->host : NULL, t->service);
+                        n_labels = fp_store_sample_labels(labels, th->tid, th->name, t->pid,
+                                                          t->comm, with_host ? t->host : NULL,
+                                                          t->service, t->container, t->exe);
                         r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
                                                 n_labels);
                         if (r < 0)
@@ -635,7 +638,8 @@ static void set_time(struct query *q)
 /* ---- the parts any store's merged profile shares (store-internal.h) ---- */
 
 size_t fp_store_sample_labels(struct fp_pprof_label *out, pid_t tid, const char *thread_name,
-                              pid_t pid, const char *comm, const char *host, const char *service)
+                              pid_t pid, const char *comm, const char *host, const char *service,
+                              const char *container, const char *exe)
 {
         size_t n = 0;
 
@@ -648,6 +652,10 @@ size_t fp_store_sample_labels(struct fp_pprof_label *out, pid_t tid, const char 
                 out[n++] = (struct fp_pprof_label){.key = "host", .str = host};
         if (service[0])
                 out[n++] = (struct fp_pprof_label){.key = "service", .str = service};
+        if (container[0])
+                out[n++] = (struct fp_pprof_label){.key = "container", .str = container};
+        if (pid == 0 && exe[0])
+                out[n++] = (struct fp_pprof_label){.key = "exe", .str = exe};
         return n;
 }
 

@@ -40,6 +40,10 @@ void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f)
         else
                 sqlite3_bind_null(st, 9);
         sqlite3_bind_int(st, 11, f->tier);
+        if (f->container)
+                sqlite3_bind_text(st, 12, f->container, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 12);
 }
 
 const char *fp_store_col_text(sqlite3_stmt *st, int i)
@@ -137,7 +141,8 @@ int fp_store_drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp
 static const char series_sql[] =
     "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config, t.active, e.name,"
     " min(b.start_ns), max(b.start_ns + b.length_ns), count(DISTINCT b.id), sum(bs.count),"
-    " sum(bs.value), t.service FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+    " sum(bs.value), t.service, t.container FROM bucket_series bs JOIN buckets b ON b.id = "
+    "bs.bucket_id"
     " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
     " JOIN events e ON e.id = bs.event_id"
     " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"
@@ -177,6 +182,7 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
                     .count = (uint64_t)sqlite3_column_int64(st, 11),
                     .value = (uint64_t)sqlite3_column_int64(st, 12),
                     .service = fp_store_col_text(st, 13),
+                    .container = fp_store_col_text(st, 14),
                 };
                 r = fn(userdata, &se);
                 if (r < 0)

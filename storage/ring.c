@@ -210,8 +210,8 @@ static int collect_exact(struct fp_store *s)
         if (rc == SQLITE_OK) {
                 while ((rc = sqlite3_step(st)) == SQLITE_ROW)
                         if (fp_store_samples_decode(sqlite3_column_blob(st, 0),
-                                                    (size_t)sqlite3_column_bytes(st, 0),
-                                                    mark_stack, &m) < 0) {
+                                                    (size_t)sqlite3_column_bytes(st, 0), mark_stack,
+                                                    &m) < 0) {
                                 rc = SQLITE_CORRUPT;
                                 break;
                         }
@@ -369,7 +369,7 @@ int fp_store_evict(struct fp_store *s, uint64_t reserve, bool keep_newest, bool 
         if (!s->budget)
                 return 0;
         while ((r = evict_step(s, s->budget - (reserve < s->budget ? reserve : s->budget),
-                                keep_newest)) > 0) {
+                               keep_newest)) > 0) {
                 /* Drain the log after each step: its peak is one step, not all of them. */
                 int rc =
                     sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);

@@ -19,11 +19,13 @@
  *                  collector ingests from.
  * targets        id INTEGER PRIMARY KEY, host_id -> hosts, pid, starttime,
  *                comm, exe, config, active, first_ns, last_ns, last_bucket,
- *                service, guard       UNIQUE (host_id, pid, starttime)
+ *                service, guard, container
+ *                                     UNIQUE (host_id, pid, starttime)
  *                INDEX (service) WHERE service != ''
  *                  service: the name under which the successive processes
  *                  an agent's rule matched are merged ('' for a process
- *                  profiled by PID).
+ *                  profiled by PID). container: the container a host
+ *                  tier's series ran in ('' for none).
  *                  A profiled process: pid plus /proc/PID/stat starttime
  *                  tell apart reuses of a pid. config is the agent's text
  *                  for how it samples the target (event list, frequency
@@ -409,6 +411,8 @@ static const struct {
      NULL, NULL},
     /* 4 -> 5: whom a target is profiled for. */
     {"ALTER TABLE targets ADD COLUMN guard INTEGER NOT NULL DEFAULT -1;", NULL, NULL},
+    /* 5 -> 6: the container a host tier's series ran in. */
+    {"ALTER TABLE targets ADD COLUMN container TEXT NOT NULL DEFAULT '';", NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -442,12 +446,13 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
                             " DO UPDATE SET name = excluded.name RETURNING id",
     [FP_STMT_TARGET_UPSERT] =
         "INSERT INTO targets (host_id, pid, starttime, comm, exe, config, active,"
-        " first_ns, last_ns, last_bucket, service, guard)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+        " first_ns, last_ns, last_bucket, service, guard, container)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
         " ON CONFLICT (host_id, pid, starttime) DO UPDATE SET"
         " guard = iif(excluded.last_ns >= last_ns, excluded.guard, guard),"
         " comm = iif(excluded.last_ns >= last_ns, excluded.comm, comm),"
         " service = iif(excluded.last_ns >= last_ns, excluded.service, service),"
+        " container = iif(excluded.last_ns >= last_ns, excluded.container, container),"
         " exe = iif(excluded.last_ns >= last_ns, excluded.exe, exe),"
         " config = iif(excluded.last_ns >= last_ns, excluded.config, config),"
         " active = iif(excluded.last_ns >= last_ns, excluded.active, active),"

@@ -145,7 +145,7 @@ struct fp_batch_string {
 };
 
 struct fp_batch_target {
-        uint32_t host, comm, exe, config, service; /* string indices */
+        uint32_t host, comm, exe, config, service, container; /* string indices */
         uint32_t series_event; /* event index + 1 (fp_store_batch_set_series()), 0: none */
         pid_t pid;
         bool active;
@@ -311,12 +311,12 @@ struct fp_store {
         char errmsg[512];
 };
 
-/* The filter's WHERE clause over targets t, hosts h and buckets b: parameters ?1 to ?9 and
- * ?11 (fp_store_bind_filter()). */
+/* The filter's WHERE clause over targets t, hosts h and buckets b: parameters ?1 to ?9,
+ * ?11 and ?12 (fp_store_bind_filter()). */
 #define FILTER_TARGETS                                                                             \
         "(?1 IS NULL OR h.name = ?1) AND (?2 = 0 OR t.pid = ?2) AND (?3 = 0 OR t.starttime = ?3)"  \
         " AND (?4 IS NULL OR t.comm = ?4) AND (?9 IS NULL OR t.service = ?9)"                      \
-        " AND (?11 = 0 OR (t.pid = 0) = (?11 = 1))"
+        " AND (?11 = 0 OR (t.pid = 0) = (?11 = 1)) AND (?12 IS NULL OR t.container = ?12)"
 #define FILTER_BUCKETS                                                                             \
         "(?5 = 0 OR b.start_ns + b.length_ns > ?5) AND (?6 = 0 OR b.start_ns < ?6)"                \
         " AND (?7 = 0 OR b.id >= ?7) AND (?8 = 0 OR b.id <= ?8)"
@@ -358,15 +358,17 @@ int fp_store_samples_decode(const uint8_t *data, size_t len, fp_store_sample_fn 
 struct fp_pprof;
 struct fp_pprof_label;
 
-#define FP_STORE_SAMPLE_LABELS 6
+#define FP_STORE_SAMPLE_LABELS 8
 /*
  * A merged sample's labels into out (FP_STORE_SAMPLE_LABELS of room):
  * thread, thread_name ("?" when ""), pid, process ("?" when ""), host when
- * host is not NULL (the selection spans hosts), service when not "".
- * Returns how many.
+ * host is not NULL (the selection spans hosts), service and container when
+ * not "", and exe for a host tier's series (pid 0: its executable is part
+ * of what it is). Returns how many.
  */
 size_t fp_store_sample_labels(struct fp_pprof_label *out, pid_t tid, const char *thread_name,
-                              pid_t pid, const char *comm, const char *host, const char *service);
+                              pid_t pid, const char *comm, const char *host, const char *service,
+                              const char *container, const char *exe);
 /*
  * Gives p (without sample types) an event's two sample types (count type,
  * unit, value type, unit) and its period (period_type "": none), or checks

@@ -146,6 +146,7 @@ static int write_targets(struct writer *w)
                 sqlite3_bind_int64(st, 10, w->bucket);
                 bind_text(st, 11, fp_batch_str_at(b, t->service));
                 sqlite3_bind_int64(st, 12, t->guard);
+                bind_text(st, 13, fp_batch_str_at(b, t->container));
                 r = upsert_id(s, st, &w->target_ids[i], "store a target");
                 if (r < 0)
                         return r;

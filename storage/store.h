@@ -88,6 +88,11 @@ struct fp_store_target {
          */
         const char *service;
         /*
+         * The container it ran in (a host tier's series: the ID as docker
+         * ps shows it). NULL: "" (none). The newest batch's value wins.
+         */
+        const char *container;
+        /*
          * Whom it is profiled for (agent/target.h: the user whose it must
          * stay across execs; 0 for root's requests), so that a restarted
          * agent guards a resumed target as before. has_guard false: not
@@ -224,7 +229,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 5
+#define FP_STORE_SCHEMA_VERSION 6
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 
@@ -331,10 +336,11 @@ int fp_store_expire(struct fp_store *s, int64_t before_ns);
 struct fp_store_filter {
         const char *host;
         pid_t pid;
-        uint64_t starttime;  /* with pid: one process start */
-        const char *process; /* comm */
-        const char *service; /* NULL: any */
-        const char *event;   /* NULL: the event stored first */
+        uint64_t starttime;    /* with pid: one process start */
+        const char *process;   /* comm */
+        const char *service;   /* NULL: any */
+        const char *container; /* NULL: any */
+        const char *event;     /* NULL: the event stored first */
         /*
          * Samples of threads of this name only (NULL: all). Profiles only:
          * listings, drops and time lines sum whole series.
@@ -358,7 +364,7 @@ struct fp_store_filter {
  * that was stored first among the matches) to p. Sample types and period
  * come from the event (p must be empty or have the same two sample types:
  * else -EINVAL). Samples carry the labels thread (tid), thread_name, pid,
- * process (comm), service (when the target has one), and host when the
+ * process (comm), service and container (when the target has one), and host when the
  * matches span several hosts. The time
  * and duration of p widen to cover the matching buckets; one comment per
  * drop reason ("dropped <reason>: <count>") sums the drops of the
@@ -398,6 +404,7 @@ struct fp_store_series {
         bool active;
         const char *event;
         const char *service;       /* "": none */
+        const char *container;     /* "": none */
         int64_t first_ns, last_ns; /* start of its first bucket, end of its last */
         uint64_t buckets;
         uint64_t count; /* summed counts and values */

@@ -8,6 +8,7 @@
  * through the mappings (maps.h) and, for JIT code, the target's perf map.
  */
 #include "export.h"
+#include "upload_contract.h"
 #include "aggregate.h"
 #include "maps.h"
 #include "pprof.h"
@@ -301,23 +302,11 @@ out:
 
 /* ---- the host tier ---- */
 
-/* A series of the host tier: a service and an executable. */
+/* A series of the host tier: a service, an executable and a container. */
 struct host_series {
-        const char *service, *exe; /* the first process's strings: valid during the export */
+        const char *service, *exe, *container; /* the first process's: valid during the export */
         uint32_t ti;
 };
-
-/* A stable store identity for a host series: FNV-1a of its service and executable. */
-static uint64_t series_key(const char *service, const char *exe)
-{
-        uint64_t x = 0xcbf29ce484222325ULL;
-        for (const char *s = service; *s; s++)
-                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
-        x = (x ^ 0xff) * 0x100000001b3ULL;
-        for (const char *s = exe; *s; s++)
-                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
-        return (x & INT64_MAX) | 1; /* never 0: 0 means "any" in filters */
-}
 
 /* The host tier's configuration text: the samplers' and the tier's mark. */
 static void host_config(struct fp_host *h, char *buf, size_t len)
@@ -329,16 +318,18 @@ static void host_config(struct fp_host *h, char *buf, size_t len)
 }
 
 static int host_target(struct fp_store_batch *b, const char *service, const char *exe,
-                       const char *comm, const char *config, uint32_t *ret)
+                       const char *container, const char *comm, const char *config, uint32_t *ret)
 {
         struct fp_store_target st = {.host = NULL,
                                      .pid = 0,
-                                     .starttime = series_key(service, exe),
+                                     .starttime =
+                                         fp_upload_host_series_key(service, exe, container),
                                      .comm = comm,
                                      .exe = exe,
                                      .config = config,
                                      .active = false,
                                      .service = service,
+                                     .container = container,
                                      .has_guard = true,
                                      .guard = 0};
         return fp_store_batch_add_target(b, &st, ret);
@@ -376,7 +367,7 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
         host_config(h, config, sizeof(config));
         /* The tier's own series carries its drops (and so travels even when nothing ran). */
         if ((r = host_event(b, &ei)) < 0 ||
-            (r = host_target(b, "", "", "[host tier]", config, &carrier)) < 0 ||
+            (r = host_target(b, "", "", "", "[host tier]", config, &carrier)) < 0 ||
             (r = fp_store_batch_set_series(b, carrier, ei)) < 0)
                 goto out;
         if (n_idx < max_idx)
@@ -387,18 +378,22 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
                 if (!agg)
                         continue;
                 const char *service = fp_host_proc_service(p), *exe = fp_host_proc_exe(p);
+                const char *container = fp_host_proc_container(p);
                 size_t k = 0;
                 while (k < n_series &&
-                       (strcmp(series[k].service, service) || strcmp(series[k].exe, exe)))
+                       (strcmp(series[k].service, service) || strcmp(series[k].exe, exe) ||
+                        strcmp(series[k].container, container)))
                         k++;
                 if (k == n_series) {
                         const char *comm = exe[0] ? basename_of(exe) : fp_host_proc_comm(p);
                         if ((r = fp_grow(&series, &cap_series, n_series + 1, sizeof(*series))) <
                                 0 ||
-                            (r = host_target(b, service, exe, comm, config, &series[k].ti)) < 0)
+                            (r = host_target(b, service, exe, container, comm, config,
+                                             &series[k].ti)) < 0)
                                 goto out;
                         series[k].service = service;
                         series[k].exe = exe;
+                        series[k].container = container;
                         n_series++;
                         if (n_idx < max_idx)
                                 ret_idx[n_idx++] = series[k].ti;
@@ -460,15 +455,18 @@ int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *serv
                                                    mapping_ids, &locs[f]);
                         values[0] = clamp64(e->count);
                         values[1] = clamp64(e->value);
-                        struct fp_pprof_label labels[5] = {
+                        const char *container = fp_host_proc_container(proc);
+                        struct fp_pprof_label labels[6] = {
                             {.key = "thread", .num = e->tid},
                             {.key = "thread_name", .str = fp_host_proc_thread_name(proc, e->tid)},
                             {.key = "pid", .num = fp_host_proc_pid(proc)},
                             {.key = "process", .str = fp_host_proc_comm(proc)},
                             {.key = "service", .str = fp_host_proc_service(proc)},
+                            {.key = "container", .str = container},
                         };
                         if (r >= 0)
-                                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, 5);
+                                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels,
+                                                        container[0] ? 6 : 5);
                 }
                 free(mapping_ids);
         }

@@ -191,10 +191,11 @@ static int add_drop(void *userdata, const struct fp_store_drop *d)
 }
 
 /*
- * Builds the upload of one series over buckets [bmin, bmax]: its profile,
- * drops (unless a counter) and query, from m's identity. 0 with
- * ret->len == 0 when the range holds neither samples nor drops of it;
- * ret->body and *ret_query are malloc'd.
+ * Builds the upload of one series over buckets [bmin, bmax] (of a host
+ * tier's round: all its series of m's host and event): its profile, drops
+ * (unless a counter) and query, from m's identity. 0 with ret->len == 0
+ * when the range holds neither samples nor drops of it; ret->body and
+ * *ret_query are malloc'd.
  */
 static int build_upload(struct fp_store *store, struct fp_upload_meta *m, bool counter,
                         int64_t bmin, int64_t bmax, struct fp_store_upload *ret, char **ret_query)
@@ -204,6 +205,12 @@ static int build_upload(struct fp_store *store, struct fp_upload_meta *m, bool c
                                     .event = m->event,
                                     .bucket_min = bmin,
                                     .bucket_max = bmax};
+        if (m->host_tier)
+                f = (struct fp_store_filter){.host = m->host,
+                                             .event = m->event,
+                                             .bucket_min = bmin,
+                                             .bucket_max = bmax,
+                                             .tier = FP_STORE_TIER_HOST};
         struct fp_pprof *p = fp_pprof_new();
         uint8_t *body = NULL;
         size_t len = 0;
@@ -270,6 +277,9 @@ struct building {
         struct fp_store_upload *v;
         char **queries;
         size_t n, cap;
+        /* The host tier's (host, event) pairs: one upload each, after the series. */
+        struct fp_upload_meta *host_rounds;
+        size_t n_host_rounds;
 };
 
 static void building_free(struct building *b)
@@ -282,34 +292,16 @@ static void building_free(struct building *b)
         }
         free(b->v);
         free(b->queries);
+        free(b->host_rounds);
 }
 
-static int build_series(void *userdata, const struct fp_store_series *se)
+/* Builds the upload of m over the round's buckets and keeps it (m is freed). */
+static int add_upload(struct building *b, struct fp_upload_meta *m, bool counter)
 {
-        struct building *b = userdata;
-        struct fp_upload_meta *m = calloc(1, sizeof(*m));
         struct fp_store_upload up;
         char *query = NULL;
-        int e;
+        int e = build_upload(b->store, m, counter, b->bmin, b->bmax, &up, &query);
 
-        if (!m)
-                return -ENOMEM;
-        snprintf(m->host, sizeof(m->host), "%s", se->host ? se->host : "");
-        m->pid = se->pid;
-        m->starttime = se->starttime;
-        snprintf(m->comm, sizeof(m->comm), "%s", se->comm ? se->comm : "");
-        snprintf(m->exe, sizeof(m->exe), "%s", se->exe ? se->exe : "");
-        snprintf(m->event, sizeof(m->event), "%s", se->event);
-        snprintf(m->service, sizeof(m->service), "%s", se->service ? se->service : "");
-        /*
-         * A counter of a group (config "event=LEADER,COUNTER,...") shares the
-         * samples of its leader: the target's drops travel with the leader's
-         * profile only, so the collector counts them once.
-         */
-        char leader[FP_PERF_EVENT_NAME_MAX + 1];
-        fp_targetconf_event(se->config, 0, leader, sizeof(leader));
-        bool counter = leader[0] && strcmp(leader, se->event) != 0;
-        e = build_upload(b->store, m, counter, b->bmin, b->bmax, &up, &query);
         if (e < 0 || !up.len) {
                 free(m);
                 return e;
@@ -339,6 +331,73 @@ static int build_series(void *userdata, const struct fp_store_series *se)
         return up.host && up.event ? 0 : -ENOMEM;
 }
 
+/*
+ * Notes the host and event of a host tier's series: the tier's series of a
+ * round travel together (add_host_rounds()).
+ */
+static int note_host_round(struct building *b, const struct fp_store_series *se)
+{
+        struct fp_upload_meta *m;
+
+        for (size_t i = 0; i < b->n_host_rounds; i++)
+                if (strcmp(b->host_rounds[i].host, se->host) == 0 &&
+                    strcmp(b->host_rounds[i].event, se->event) == 0)
+                        return 0;
+        m = realloc(b->host_rounds, (b->n_host_rounds + 1) * sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        b->host_rounds = m;
+        m = &m[b->n_host_rounds++];
+        *m = (struct fp_upload_meta){.pid = 0, .host_tier = true};
+        snprintf(m->host, sizeof(m->host), "%s", se->host);
+        snprintf(m->event, sizeof(m->event), "%s", se->event);
+        /* The tier's own series (export.c): it takes the round's drops. */
+        m->starttime = fp_upload_host_series_key("", "", "");
+        snprintf(m->comm, sizeof(m->comm), "[host tier]");
+        return 0;
+}
+
+static int add_host_rounds(struct building *b)
+{
+        int e = 0;
+
+        for (size_t i = 0; e >= 0 && i < b->n_host_rounds; i++) {
+                struct fp_upload_meta *m = malloc(sizeof(*m));
+                if (!m)
+                        return -ENOMEM;
+                *m = b->host_rounds[i];
+                e = add_upload(b, m, false);
+        }
+        return e;
+}
+
+static int build_series(void *userdata, const struct fp_store_series *se)
+{
+        struct building *b = userdata;
+        struct fp_upload_meta *m;
+
+        if (se->pid == 0)
+                return note_host_round(b, se);
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        snprintf(m->host, sizeof(m->host), "%s", se->host ? se->host : "");
+        m->pid = se->pid;
+        m->starttime = se->starttime;
+        snprintf(m->comm, sizeof(m->comm), "%s", se->comm ? se->comm : "");
+        snprintf(m->exe, sizeof(m->exe), "%s", se->exe ? se->exe : "");
+        snprintf(m->event, sizeof(m->event), "%s", se->event);
+        snprintf(m->service, sizeof(m->service), "%s", se->service ? se->service : "");
+        /*
+         * A counter of a group (config "event=LEADER,COUNTER,...") shares the
+         * samples of its leader: the target's drops travel with the leader's
+         * profile only, so the collector counts them once.
+         */
+        char leader[FP_PERF_EVENT_NAME_MAX + 1];
+        fp_targetconf_event(se->config, 0, leader, sizeof(leader));
+        return add_upload(b, m, leader[0] && strcmp(leader, se->event) != 0);
+}
+
 /* Moves up to a round of pending buckets into the outbox. Buckets moved, or -errno. */
 static int fill_outbox(struct fp_store *store, struct round *r)
 {
@@ -359,6 +418,8 @@ static int fill_outbox(struct fp_store *store, struct round *r)
         bl.bmax = ids[n - 1];
         struct fp_store_filter f = {.bucket_min = bl.bmin, .bucket_max = bl.bmax};
         e = fp_store_list_series(store, &f, build_series, &bl);
+        if (e >= 0)
+                e = add_host_rounds(&bl);
         if (e >= 0)
                 e = fp_store_outbox_add(store, bl.v, bl.n, ids, (size_t)n);
         building_free(&bl);

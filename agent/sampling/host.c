@@ -384,6 +384,12 @@ static void sideband_record(void *userdata, const struct fp_perf_record *r)
         default:
                 return;
         }
+        /*
+         * The kernel says -1 for a task already detached from its pids (the
+         * last moments of a PID namespace's init): no process to learn.
+         */
+        if (r->type != PERF_RECORD_CGROUP && ((int32_t)q.pid < 0 || (int32_t)q.tid < 0))
+                return;
         if (fp_grow(&h->queue, &h->cap_queue, h->n_queue + 1, sizeof(*h->queue)) < 0 ||
             (text && !(q.text = strdup(text)))) {
                 h->hs.sideband_lost++;
@@ -506,6 +512,10 @@ static void sample(void *userdata, const struct fp_perf_sample *s)
 
         if (pid == 0) {
                 h->hs.idle++;
+                return;
+        }
+        if (pid < 0 || (pid_t)s->tid < 0) { /* detached from its pids: whose it was is gone */
+                h->hs.unknown++;
                 return;
         }
         if (h->covered && h->covered(h->covered_userdata, pid)) {

@@ -7,7 +7,7 @@
 
 const $ = (id) => document.getElementById(id);
 const form = $('sel');
-const FILTERS = ['service', 'host', 'process', 'pid', 'thread', 'event', 'from', 'to'];
+const FILTERS = ['service', 'container', 'host', 'process', 'pid', 'thread', 'event', 'from', 'to'];
 const ROW = 17; // pixels per flame graph row
 
 // ---- state (mirrors location.search) ----
@@ -63,9 +63,11 @@ $('login').addEventListener('submit', (e) => {
 // ---- the selectors, filled from the series list ----
 let series = [];
 function fillSelectors() {
-  const opts = { service: new Set(), host: new Set(), process: new Set(), event: new Set() };
+  const opts = { service: new Set(), container: new Set(), host: new Set(), process: new Set(),
+                 event: new Set() };
   for (const s of series) {
     if (s.service) opts.service.add(s.service);
+    if (s.container) opts.container.add(s.container);
     opts.host.add(s.host); opts.process.add(s.process); opts.event.add(s.event);
   }
   for (const [k, set] of Object.entries(opts)) {
@@ -91,16 +93,18 @@ function drawSeries() {
   body.replaceChildren();
   let shown = 0;
   for (const s of series) {
-    const text = `${s.host} ${s.service} ${s.process} ${s.pid} ${s.event}`.toLowerCase();
+    const text = `${s.host} ${s.service} ${s.container} ${s.process} ${s.pid} ${s.event}`.toLowerCase();
     if (!words.every((w) => text.includes(w))) continue;
     if (++shown > 500) break;
     const tr = body.insertRow();
     const dropped = Object.values(s.drops || {}).reduce((a, n) => a + n, 0);
-    for (const v of [s.host, s.service, s.process, s.pid, s.event, s.last, s.samples, dropped]) {
+    for (const v of [s.host, s.service, s.container, s.process, s.pid, s.event, s.last, s.samples,
+                     dropped]) {
       tr.insertCell().textContent = String(v);
     }
     tr.addEventListener('click', () => {
-      Object.assign(state, { host: s.host, service: s.service, process: s.process,
+      Object.assign(state, { host: s.host, service: s.service, container: s.container,
+                             process: s.process,
                              pid: String(s.pid), event: s.event, focus: '' });
       writeState(true); load();
     });

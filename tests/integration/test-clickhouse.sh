@@ -72,8 +72,8 @@ start_coll B "$pb" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
 start_coll S "$ps" "$FP_TMP/sqlite.db"
 tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = 'fleetprof'")
 [[ $tables == 11 ]] || fp_fail "expected 11 tables in database fleetprof, found $tables"
-[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 1 ]] || fp_fail "schema version not recorded"
-fp_ok "two collectors share one ClickHouse database (11 tables, schema version 1)"
+[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 2 ]] || fp_fail "schema version not recorded"
+fp_ok "two collectors share one ClickHouse database (11 tables, schema version 2)"
 
 # ---- 2. the same answers as SQLite; idempotency -------------------------------------
 post() { # post URL FILE QUERY KEY: prints the HTTP status

@@ -22,7 +22,11 @@
 #   7. a CPU taken offline and back has its events closed and reopened
 #      (when the machine lets a CPU go offline; else the test says so);
 #   8. two agents (the second in a UTS namespace of its own, host
-#      fp-host-b) upload to one collector, which shows the service on both.
+#      fp-host-b) upload to one collector, which shows the service on both,
+#      each round's host tier in one upload whatever its series;
+#      a container (cgroupfs driver's /ID, with a systemd unit inside it)
+#      is one filter across both hosts and its services, in the series
+#      list, the profile (label container) and the series page.
 source "$(dirname "$0")/lib.sh"
 fp_init 240
 fp_require_go
@@ -32,18 +36,19 @@ cg=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
 [[ -n $cg ]] || fp_fail "no cgroup v2 hierarchy is mounted"
 ID=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 base=$cg/fleetprof-test-$$
-mkdir -p "$base/fptest-web.service" "$base/docker-$ID.scope" "$base/plain" "$base/pidns" "$base/target"
-rmdir_cgroups() { rmdir "$1"/*/ "$1" 2>/dev/null; }
+inner=$base/$ID/system.slice/fptest-inner.service # a unit inside a container
+mkdir -p "$base/fptest-web.service" "$base/docker-$ID.scope" "$base/plain" "$base/pidns" "$base/target" "$inner"
+rmdir_cgroups() { find "$1" -depth -type d -exec rmdir {} + 2>/dev/null; }
 cleanup_cgroups() { # what a failed run left in them is killed first
-  local d
-  for d in "$1"/*/; do
+  local f
+  while read -r f; do
     # shellcheck disable=SC2046
-    kill -KILL $(cat "$d/cgroup.procs" 2>/dev/null) 2>/dev/null || true
-  done
+    kill -KILL $(cat "$f" 2>/dev/null) 2>/dev/null || true
+  done < <(find "$1" -name cgroup.procs)
   fp_wait_for 5 rmdir_cgroups "$1" || true
 }
 fp_on_exit "cleanup_cgroups '$base'"
-for name in fp-web fp-box fp-short fp-ns fp-target; do
+for name in fp-web fp-box fp-short fp-ns fp-target fp-inner; do
   cp "$FP_SPIN" "$FP_TMP/$name"
 done
 # run_in DIR CMD...: CMD in cgroup DIR, from its first instruction.
@@ -232,7 +237,14 @@ unshare -u sh -c 'hostname fp-host-b && exec "$@"' sh "$FP_AGENT" --foreground -
 agent_b=$!
 fp_track "$agent_b"
 fp_wait_for 15 test -S "$sock_b" || fp_fail "the second agent did not start: $(tail -3 "$FP_TMP/agent-b.log")"
+run_in "$inner" "$FP_TMP/fp-inner" --seconds 2 >/dev/null &
+pin=$!
+run_in "$base/docker-$ID.scope" "$FP_TMP/fp-box" --seconds 2 >/dev/null &
+pbox=$!
+fp_track "$pin" "$pbox"
 run_in "$base/fptest-web.service" "$FP_TMP/fp-web" --seconds 2 >/dev/null || fp_fail "fp-web failed"
+wait "$pin" "$pbox" || fp_fail "fp-inner or fp-box failed"
+fp_untrack "$pin" "$pbox"
 sleep 0.5
 fp_ctl flush >/dev/null || fp_fail "flush of agent a failed"
 fp_timeout 30 "$FP_AGENTCTL" --socket "$sock_b" flush >/dev/null || fp_fail "flush of agent b failed"
@@ -246,3 +258,37 @@ fp_pprof -raw -symbolize=none "$url/api/v1/profile?service=fptest-web" >"$FP_TMP
 fp_pprofraw --raw-text expect "$FP_TMP/coll.txt" --function spin_inner --min-samples 100 >/dev/null ||
   fp_fail "the collector's profile of fptest-web lacks spin_inner"
 fp_ok "two agents, one collector: service fptest-web on hosts $hosts, spin_inner in its merged profile"
+# A round's host tier travels in one upload per host: series grow, uploads do not.
+read -r n_series n_uploads n_refused < <(
+  { curl -sf "$url/api/v1/series"; echo; curl -sf "$url/healthz"; } | python3 -c '
+import json, sys
+series, health = (json.loads(l) for l in sys.stdin.read().split("\n") if l.strip())
+print(sum(1 for s in series["series"] if s["pid"] == 0), health["uploads_stored"],
+      health["uploads_rejected"])')
+((n_series >= 10 && n_uploads * 2 <= n_series)) ||
+  fp_fail "the host tiers of two agents made $n_uploads uploads for $n_series series"
+((n_refused == 0)) || fp_fail "the collector refused $n_refused uploads: $(grep -h refused "$FP_TMP"/*.log | head -3)"
+fp_ok "two host tiers: $n_series series in $n_uploads uploads"
+
+# The container: its own series (service 0123456789ab) and the unit inside it
+# (service fptest-inner), on both hosts, under one filter.
+cid=${ID:0:12}
+got=$(curl -sf "$url/api/v1/series?container=$cid" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["series"]
+print(" ".join(sorted({x["service"] for x in s})), "|", " ".join(sorted({x["host"] for x in s})),
+      "|", " ".join(sorted({x["container"] for x in s})))') || fp_fail "series?container=$cid failed"
+[[ $got == "0123456789ab fptest-inner | "*fp-host-b*"| $cid" && $got == *"$(hostname)"* ]] ||
+  fp_fail "the collector's series of container $cid: services | hosts | containers = $got"
+fp_pprof -raw -symbolize=none "$url/api/v1/profile?container=$cid" >"$FP_TMP/box.txt" 2>&1 ||
+  fp_fail "go tool pprof cannot read the collector's profile of container $cid"
+fp_pprofraw --raw-text expect "$FP_TMP/box.txt" --function spin_inner --min-samples 100 >/dev/null ||
+  fp_fail "the collector's profile of container $cid lacks spin_inner"
+grep -q "container:\[$cid\]" "$FP_TMP/box.txt" || fp_fail "the profile's samples lack the label container=$cid"
+grep -q "fptest-web" "$FP_TMP/box.txt" && fp_fail "the profile of container $cid holds fptest-web's samples"
+curl -sf "$url/series" | grep -q "href=\"/top?container=$cid" ||
+  fp_fail "the series page does not link container $cid"
+curl -sf "$url/top?container=$cid&event=cpu-clock" | grep -q spin_inner ||
+  fp_fail "the top page of container $cid lacks spin_inner"
+fp_ok "container $cid: services $(echo "$got" | cut -d'|' -f1)on both hosts under one filter; label, series page and top page"
+

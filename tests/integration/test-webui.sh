@@ -152,7 +152,7 @@ check(int(ui["many"]["nodes"]) > 1000 and ui["many"]["drawn"] > 100, f"manystack
 print(f"time to first flame graph, manystacks ({ui['many']['nodes']} nodes): {ui['many']['ms']} ms (render {ui['many']['renderMs']} ms)")
 check("no samples match" in ui["empty"], f"an empty selection: {ui['empty']}")
 check(int(ui["thread"]["total"]) == alpha["total"], f"thread w-alpha: {ui['thread']['total']} == API {alpha['total']}")
-check(len(ui["seriesRows"]) == 1 and ui["seriesRows"][0][2] == "manystacks", f"the series search: {ui['seriesRows']}")
+check(len(ui["seriesRows"]) == 1 and ui["seriesRows"][0][3] == "manystacks", f"the series search: {ui['seriesRows']}")
 check("pid=" in ui["seriesPick"]["url"] and int(ui["seriesPick"]["total"]) == many["total"], f"picking a series: {ui['seriesPick']} (API {many['total']})")
 sys.exit(1 if bad else 0)
 PY

@@ -52,9 +52,39 @@ static void test_round_trip(void)
         FP_CHECK_EQ_INT(fp_upload_encode_query(m, &q), 0);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, back, err, sizeof(err)), 0);
         FP_CHECK_EQ_STR(back->service, "nginx@web:1.x");
+        FP_CHECK_EQ_STR(back->container, "");
+        FP_CHECK(strstr(q, "container=") == NULL); /* sent only when there is one */
         FP_CHECK_EQ_INT(back->cost.host_cpus, 0);
         free(q);
         q = NULL;
+        snprintf(m->container, sizeof(m->container), "0123456789ab");
+        FP_CHECK_EQ_INT(fp_upload_encode_query(m, &q), 0);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, back, err, sizeof(err)), 0);
+        FP_CHECK_EQ_STR(back->container, "0123456789ab");
+        FP_CHECK(!back->host_tier);
+        m->container[0] = '\0';
+        free(q);
+        q = NULL;
+        /* A host tier's round: tier=host, pid 0, no service or container of its own. */
+        m->host_tier = true;
+        m->service[0] = '\0';
+        pid_t pid = m->pid;
+        m->pid = 0;
+        FP_CHECK_EQ_INT(fp_upload_encode_query(m, &q), 0);
+        FP_CHECK(strstr(q, "tier=host") != NULL);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, back, err, sizeof(err)), 0);
+        FP_CHECK(back->host_tier);
+        m->host_tier = false;
+        m->pid = pid;
+        free(q);
+        q = NULL;
+        /* Its series keys: stable, never 0, apart for apart labels, as before containers. */
+        uint64_t k1 = fp_upload_host_series_key("nginx", "/usr/sbin/nginx", "");
+        FP_CHECK(k1 != 0 && k1 <= INT64_MAX);
+        FP_CHECK_EQ_INT(k1, fp_upload_host_series_key("nginx", "/usr/sbin/nginx", ""));
+        FP_CHECK(k1 != fp_upload_host_series_key("nginx", "/usr/sbin/nginx", "0123456789ab"));
+        FP_CHECK(k1 != fp_upload_host_series_key("nginx/usr/sbin", "/nginx", ""));
+        FP_CHECK(fp_upload_host_series_key("", "", "") != 0);
         m->cost.agent_cpu_ns = 123456789;
         m->cost.agent_rss_bytes = 50 << 20;
         m->cost.host_cpus = 8;
@@ -93,6 +123,25 @@ static void test_refusals(void)
         FP_CHECK(strstr(err, "parameter 'service'") != NULL);
         snprintf(q, sizeof(q), "%s&service=", base);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        /* tier takes one value, and a host tier's round names no process or service. */
+        snprintf(q, sizeof(q), "%s&tier=hosts", base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        FP_CHECK(strstr(err, "parameter 'tier'") != NULL);
+        snprintf(q, sizeof(q), "%s&tier=host", base);
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+        FP_CHECK(strstr(err, "pid=0") != NULL);
+        /* A container is an ID: lowercase hex digits, at most 64. */
+        static const char *const bad_ids[] = {"", "0123456789AB", "abc%27%3B", "xyz",
+                                              "00000000000000000000000000000000000000000000000000"
+                                              "000000000000000"};
+        for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+                snprintf(q, sizeof(q), "%s&container=%s", base, bad_ids[i]);
+                FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);
+                FP_CHECK(strstr(err, "parameter 'container'") != NULL);
+        }
+        snprintf(q, sizeof(q), "%s&container=%s", base,
+                 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+        FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), 0);
         /* The cost's parameters come all together. */
         snprintf(q, sizeof(q), "%s&agent_cpu_ns=5&agent_rss=1", base);
         FP_CHECK_EQ_INT(fp_upload_parse_query(q, m, err, sizeof(err)), -EINVAL);

@@ -1377,7 +1377,8 @@ static int grab_service(void *userdata, const struct fp_store_series *se)
 {
         char *out = userdata;
         size_t n = strlen(out);
-        snprintf(out + n, 256 - n, "%d=%s;", (int)se->pid, se->service);
+        snprintf(out + n, 256 - n, "%d=%s%s%s;", (int)se->pid, se->service,
+                 se->container[0] ? "/" : "", se->container);
         return 0;
 }
 
@@ -1403,7 +1404,8 @@ static void test_services_and_rules(void)
                                             .comm = "app",
                                             .config = "event=cpu-clock freq=99 kernel=0",
                                             .active = true,
-                                            .service = pid < 12 ? "api" : NULL};
+                                            .service = pid < 12 ? "api" : NULL,
+                                            .container = pid > 10 ? "0123456789ab" : NULL};
                 uint32_t ti, ei, si;
                 FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
                 FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &cpu_clock, &ei), 0);
@@ -1417,6 +1419,13 @@ static void test_services_and_rules(void)
         FP_CHECK_EQ_INT(total_of(s, &f, 0), 10 + 11);
         f.service = "nope";
         FP_CHECK_EQ_INT(total_of(s, &f, 0), 0);
+        /* A container spans services: 11 (api) and 12 (none). */
+        struct fp_store_filter cf = {.container = "0123456789ab"};
+        FP_CHECK_EQ_INT(total_of(s, &cf, 0), 11 + 12);
+        cf.service = "api";
+        FP_CHECK_EQ_INT(total_of(s, &cf, 0), 11);
+        cf = (struct fp_store_filter){.container = "0123456789"};
+        FP_CHECK_EQ_INT(total_of(s, &cf, 0), 0);
         /* Samples of one thread name: pid 11's thread is "main" too, "none" has nothing. */
         struct fp_store_filter tf = {.thread_name = "main", .pid = 11};
         FP_CHECK_EQ_INT(total_of(s, &tf, 0), 11);
@@ -1424,7 +1433,7 @@ static void test_services_and_rules(void)
         FP_CHECK_EQ_INT(total_of(s, &tf, 0), 0);
         FP_CHECK_EQ_INT(total_of(s, NULL, 0), 10 + 11 + 12);
         FP_CHECK_EQ_INT(fp_store_list_series(s, NULL, grab_service, got), 3);
-        FP_CHECK_EQ_STR(got, "10=api;11=api;12=;");
+        FP_CHECK_EQ_STR(got, "10=api;11=api/0123456789ab;12=/0123456789ab;");
         /* Samples carry the service label. */
         struct fp_pprof *p = fp_pprof_new();
         f.service = "api";
@@ -1433,6 +1442,7 @@ static void test_services_and_rules(void)
         size_t len = 0;
         FP_CHECK_EQ_INT(fp_pprof_encode(p, 0, &buf, &len), 0);
         FP_CHECK(memmem(buf, len, "service", 7) != NULL);
+        FP_CHECK(memmem(buf, len, "0123456789ab", 12) != NULL); /* pid 11's container label */
         free(buf);
         fp_pprof_free(p);
 
