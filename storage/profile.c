@@ -382,24 +382,26 @@ static int inconsistent(struct query *q, const char *what, int64_t id)
                                  q->s->path, what, (long long)id);
 }
 
-static int mapping_id(struct query *q, int64_t id, uint64_t *ret)
+/* The pprof mapping of stored mapping id, and its memory_start (frames are relative to it). */
+static int mapping_id(struct query *q, int64_t id, uint64_t *ret, uint64_t *ret_start)
 {
         struct fp_store_map_entry *e = fp_store_map_get(&q->mapping_ids, (uint64_t)id);
         int rc, r = 0;
 
         if (e) {
                 *ret = e->a;
+                *ret_start = e->b;
                 return 0;
         }
         sqlite3_bind_int64(q->st_mapping, 1, id);
         rc = sqlite3_step(q->st_mapping);
         if (rc == SQLITE_ROW) {
-                r = fp_pprof_mapping(q->p, (uint64_t)sqlite3_column_int64(q->st_mapping, 2),
-                                     (uint64_t)sqlite3_column_int64(q->st_mapping, 3),
-                                     (uint64_t)sqlite3_column_int64(q->st_mapping, 4),
-                                     fp_store_col_text(q->st_mapping, 0),
-                                     fp_store_col_text(q->st_mapping, 1), ret);
-                if (r == 0 && fp_store_map_put(&q->mapping_ids, (uint64_t)id, *ret, 0) < 0)
+                *ret_start = (uint64_t)sqlite3_column_int64(q->st_mapping, 2);
+                r = fp_pprof_mapping(
+                    q->p, *ret_start, (uint64_t)sqlite3_column_int64(q->st_mapping, 3),
+                    (uint64_t)sqlite3_column_int64(q->st_mapping, 4),
+                    fp_store_col_text(q->st_mapping, 0), fp_store_col_text(q->st_mapping, 1), ret);
+                if (r == 0 && fp_store_map_put(&q->mapping_ids, (uint64_t)id, *ret, *ret_start) < 0)
                         r = -ENOMEM;
                 if (r < 0)
                         r = fp_store_db_failf(q->s, r, "Failed to build a profile: %s",
@@ -442,7 +444,7 @@ static int frame_location(struct query *q, int64_t id, uint64_t *ret)
 {
         struct fp_store_map_entry *e = fp_store_map_get(&q->frame_locs, (uint64_t)id);
         int64_t mapping, function;
-        uint64_t address, mid = 0, fid = 0;
+        uint64_t address, mid = 0, fid = 0, start = 0;
         int rc, r;
 
         if (e) {
@@ -458,8 +460,9 @@ static int frame_location(struct query *q, int64_t id, uint64_t *ret)
         if (rc != SQLITE_ROW)
                 return rc == SQLITE_DONE ? inconsistent(q, "frame", id)
                                          : fp_store_db_fail(q->s, rc, "read a frame");
-        if (mapping && (r = mapping_id(q, mapping, &mid)) < 0)
+        if (mapping && (r = mapping_id(q, mapping, &mid, &start)) < 0)
                 return r;
+        address += start; /* stored relative to its mapping */
         if (function && (r = function_id(q, function, &fid)) < 0)
                 return r;
         r = fp_pprof_location(q->p, mid, address, fid, ret);
@@ -538,7 +541,7 @@ static int add_samples(struct query *q)
         if ((r = fp_store_prepare(q->s, "SELECT frames FROM stacks WHERE id = ?1", &q->st_stack)) <
                 0 ||
             (r = fp_store_prepare(
-                 q->s, "SELECT mapping_id, function_id, address FROM frames WHERE id = ?1",
+                 q->s, "SELECT mapping_id, function_id, offset FROM frames WHERE id = ?1",
                  &q->st_frame)) < 0 ||
             (r = fp_store_prepare(q->s,
                                   "SELECT file, build_id, memory_start, memory_limit, file_offset"

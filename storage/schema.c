@@ -51,8 +51,14 @@
  * mappings       id INTEGER PRIMARY KEY, hash UNIQUE, file, build_id,
  *                memory_start, memory_limit, file_offset
  * functions      id INTEGER PRIMARY KEY, hash UNIQUE, name
- * frames         id INTEGER PRIMARY KEY, hash UNIQUE, mapping_id -> mappings
- *                (0: none), function_id -> functions (0: none), address
+ * frames         id INTEGER PRIMARY KEY, mapping_id -> mappings (0: none),
+ *                function_id -> functions (0: none), offset
+ *                UNIQUE (mapping_id, offset, function_id)
+ *                  offset: the address less its mapping's memory_start
+ *                  (the address itself without a mapping), so that it
+ *                  takes a few bytes; the unique index is the frame's key
+ *                  (no content hash is stored: the writer looks a frame
+ *                  up by its mapping's and function's ids).
  *                  A pprof location: a code address in a mapping, with the
  *                  function it symbolized to.
  * stacks         id INTEGER PRIMARY KEY, hash UNIQUE, last_bucket,
@@ -413,6 +419,19 @@ static const struct {
     {"ALTER TABLE targets ADD COLUMN guard INTEGER NOT NULL DEFAULT -1;", NULL, NULL},
     /* 5 -> 6: the container a host tier's series ran in. */
     {"ALTER TABLE targets ADD COLUMN container TEXT NOT NULL DEFAULT '';", NULL, NULL},
+    /* 6 -> 7: frames keyed by place, their addresses relative to their mapping (smaller). */
+    {"CREATE TABLE frames_v7 ("
+     " id INTEGER PRIMARY KEY,"
+     " mapping_id INTEGER NOT NULL,"
+     " offset INTEGER NOT NULL,"
+     " function_id INTEGER NOT NULL);"
+     "INSERT INTO frames_v7 (id, mapping_id, offset, function_id)"
+     " SELECT f.id, f.mapping_id, f.address - coalesce(m.memory_start, 0), f.function_id"
+     " FROM frames f LEFT JOIN mappings m ON m.id = f.mapping_id;"
+     "DROP TABLE frames;"
+     "ALTER TABLE frames_v7 RENAME TO frames;"
+     "CREATE UNIQUE INDEX frames_by_place ON frames (mapping_id, offset, function_id);",
+     NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -472,9 +491,10 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
                                " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [FP_STMT_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
     [FP_STMT_FUNCTION_INSERT] = "INSERT INTO functions (hash, name) VALUES (?1, ?2)",
-    [FP_STMT_FRAME_FIND] = "SELECT id FROM frames WHERE hash = ?1",
-    [FP_STMT_FRAME_INSERT] = "INSERT INTO frames (hash, mapping_id, function_id, address)"
-                             " VALUES (?1, ?2, ?3, ?4)",
+    [FP_STMT_FRAME_FIND] = "SELECT id FROM frames"
+                           " WHERE mapping_id = ?1 AND offset = ?2 AND function_id = ?3",
+    [FP_STMT_FRAME_INSERT] = "INSERT INTO frames (mapping_id, offset, function_id)"
+                             " VALUES (?1, ?2, ?3)",
     [FP_STMT_STACK_TOUCH_ID] = "UPDATE stacks SET last_bucket = ?2 WHERE id = ?1",
     [FP_STMT_STACK_TOUCH_HASH] = "UPDATE stacks SET last_bucket = ?2 WHERE hash = ?1 RETURNING id",
     [FP_STMT_STACK_INSERT] = "INSERT INTO stacks (hash, last_bucket, frames) VALUES (?1, ?2, ?3)",

@@ -271,20 +271,30 @@ static int resolve_frame(struct writer *w, uint32_t i, int64_t *ret)
                 *ret = w->frame_ids[i];
                 return 0;
         }
-        r = find(s, &s->frames, FP_STMT_FRAME_FIND, f->hash, ret);
-        if (r < 0)
+        struct fp_store_map_entry *e = fp_store_map_get(&s->frames, f->hash);
+        if (e) {
+                *ret = w->frame_ids[i] = (int64_t)e->a;
+                return 0;
+        }
+        /* Not cached: the frame's key is its mapping's and function's ids and its offset. */
+        if (f->mapping != FP_BATCH_NONE && (r = resolve_mapping(w, f->mapping, &mapping)) < 0)
                 return r;
-        if (!*ret) {
-                if (f->mapping != FP_BATCH_NONE &&
-                    (r = resolve_mapping(w, f->mapping, &mapping)) < 0)
-                        return r;
-                if (f->function != FP_BATCH_NONE && (r = resolve_function(w, f, &function)) < 0)
-                        return r;
+        if (f->function != FP_BATCH_NONE && (r = resolve_function(w, f, &function)) < 0)
+                return r;
+        uint64_t offset =
+            f->address - (f->mapping != FP_BATCH_NONE ? w->b->mappings[f->mapping].start : 0);
+        st = ST(s, FP_STMT_FRAME_FIND);
+        sqlite3_bind_int64(st, 1, mapping);
+        sqlite3_bind_int64(st, 2, (int64_t)offset);
+        sqlite3_bind_int64(st, 3, function);
+        CHECK_RC(s, fp_store_db_step_int(st, ret), "look up a frame");
+        if (*ret) {
+                cache_put(&s->frames, f->hash, (uint64_t)*ret, 0);
+        } else {
                 st = ST(s, FP_STMT_FRAME_INSERT);
-                sqlite3_bind_int64(st, 1, (int64_t)f->hash);
-                sqlite3_bind_int64(st, 2, mapping);
+                sqlite3_bind_int64(st, 1, mapping);
+                sqlite3_bind_int64(st, 2, (int64_t)offset);
                 sqlite3_bind_int64(st, 3, function);
-                sqlite3_bind_int64(st, 4, (int64_t)f->address);
                 r = insert_row(s, st, &s->frames, f->hash, ret);
                 if (r < 0)
                         return r;

@@ -718,6 +718,12 @@ static void test_eviction(void)
         FP_CHECK_EQ_INT(missing, 0);
         FP_CHECK_EQ_INT(unused, 0);
         FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM stacks"), (int64_t)st.stacks);
+        /* Frames are kept relative to their mapping: offsets inside it. */
+        FP_CHECK(db_int("SELECT count(*) FROM frames WHERE mapping_id != 0") > 1000);
+        FP_CHECK_EQ_INT(
+            db_int("SELECT count(*) FROM frames f JOIN mappings m ON m.id = f.mapping_id"
+                   " WHERE f.offset < 0 OR f.offset >= m.memory_limit - m.memory_start"),
+            0);
         FP_CHECK_EQ_INT(fp_store_gc(s), 0);
         FP_CHECK_EQ_INT(orphan_frames(), 0);
         FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM functions WHERE id NOT IN"
@@ -1224,6 +1230,9 @@ static void test_versions(void)
         int64_t v1_samples = db_int("SELECT sum(count) FROM samples");
         int64_t v1_rows = db_int("SELECT count(*) FROM samples");
         int64_t v1_pending = db_int("SELECT count(*) FROM buckets WHERE uploaded_ns IS NULL");
+        /* Every frame's address, as a checksum: version 7 keeps it relative to its mapping. */
+        int64_t v1_frames = db_int("SELECT sum((address & 16777215) * 7 + id) FROM frames");
+        int64_t v1_max_frame = db_int("SELECT max(id) FROM frames");
         FP_CHECK(v1_samples > 1000 && v1_rows > 100);
         FP_CHECK_EQ_INT(fp_store_open_readonly(path, &s, err, sizeof(err)), -EPROTO);
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
@@ -1244,6 +1253,12 @@ static void test_versions(void)
                (long long)v1_rows);
         FP_CHECK_EQ_INT(db_int("PRAGMA user_version"), FP_STORE_SCHEMA_VERSION);
         FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM sqlite_master WHERE name = 'samples'"), 0);
+        char sql[512];
+        snprintf(sql, sizeof(sql),
+                 "SELECT sum(((f.offset + coalesce(m.memory_start, 0)) & 16777215) * 7 + f.id)"
+                 " FROM frames f LEFT JOIN mappings m ON m.id = f.mapping_id WHERE f.id <= %lld",
+                 (long long)v1_max_frame);
+        FP_CHECK_EQ_INT(db_int(sql), v1_frames);
         FP_CHECK(integrity_ok());
 
         fresh_path("other.db");
