@@ -120,7 +120,8 @@
  * write takes (the live pages and the log the last writes added, learnt
  * as they happen, at most half the budget) fit; after the commit, until
  * the live pages alone fit. So a reader never finds the store empty
- * between making room and writing. A bucket goes with its samples, drops and series rows,
+ * between making room and writing (once the disk was found full, the
+ * newest goes too if it must). A bucket goes with its samples, drops and series rows,
  * in a transaction of its own followed by a checkpoint (so the log holds
  * one step, never all of them). If it had not been uploaded, each of
  * its targets' sample count (of the target's busiest event) is added to
@@ -139,7 +140,8 @@
  * quarter of the stacks went since the last sweep, or before the last
  * bucket would go. Before the last bucket goes for room, the stacks
  * no surviving sample refers to are deleted exactly (the slack keeps
- * stacks of evicted buckets that could crowd it out), once per bucket.
+ * stacks of evicted buckets that could crowd it out), once per bucket,
+ * unless the disk was found full (that transaction would not fit).
  * Free pages beyond what the next write will fill are
  * handed back (incremental_vacuum), and the log is checkpointed and
  * truncated after every write. A bucket larger than the budget evicts

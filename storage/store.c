@@ -619,11 +619,12 @@ int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *cons
         s->errmsg[0] = '\0';
         /*
          * Make room first, so the write fills freed pages and its log fits
-         * the budget too; the newest bucket stays until this write is in.
+         * the budget too; the newest bucket stays until this write is in,
+         * unless the disk was found full (the budget in force was lowered).
          */
         if (s->budget && !s->readonly) {
                 reserve = fp_store_write_reserve(s);
-                (void)fp_store_evict(s, reserve, true, &full);
+                (void)fp_store_evict(s, reserve, s->budget == s->max_bytes, &full);
                 live_before = fp_store_live_bytes(s, &rc);
         }
         r = fp_store_db_begin(s);
