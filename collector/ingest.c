@@ -223,7 +223,7 @@ struct wire {
         bool empty_first; /* the string table starts with "" */
         /* A host tier's round: its series so far, by their labels' string indices. */
         struct w_series *series;
-        size_t n_series;
+        size_t n_series, last_series;
 };
 
 /* A host tier's series in one upload: (service, exe, container, process) and its target. */
@@ -515,7 +515,6 @@ static int wire_frame(struct wire *w, struct fp_store_batch *b, size_t li, uint3
         return 0;
 }
 
-/* Pass 3: sample i, checked, into the batch. */
 /*
  * The target of a host tier's sample from its labels (string indices):
  * the series (service, exe, container) as the agent keys it, named by the
@@ -528,10 +527,13 @@ static int wire_series(struct wire *w, size_t i, struct fp_store_batch *b,
         const char *container = w->strs[key->container], *comm = w->strs[key->process];
         int r;
 
-        for (size_t k = 0; k < w->n_series; k++) {
+        /* The agent writes a series' samples together: the last one first. */
+        for (size_t n = 0; n < w->n_series; n++) {
+                size_t k = (w->last_series + n) % w->n_series;
                 const struct w_series *s = &w->series[k];
                 if (s->service == key->service && s->exe == key->exe &&
                     s->container == key->container && s->process == key->process) {
+                        w->last_series = k;
                         *ret = s->target;
                         return 0;
                 }
@@ -566,10 +568,12 @@ static int wire_series(struct wire *w, size_t i, struct fp_store_batch *b,
                 w->series = v;
         }
         w->series[w->n_series] = *key;
-        w->series[w->n_series++].target = *ret;
+        w->series[w->n_series].target = *ret;
+        w->last_series = w->n_series++;
         return 0;
 }
 
+/* Pass 3: sample i, checked, into the batch. */
 static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint32_t target,
                        uint32_t event, uint64_t *locs, uint32_t *frames, uint64_t *total)
 {
