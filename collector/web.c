@@ -58,6 +58,24 @@ static void series_query(struct evbuffer *b, const struct fp_store_series *se)
         fp_escape_url_evb(b, se->event);
 }
 
+/*
+ * A link to the top page of every series with key=value (a service merged
+ * across its processes and hosts, a container across its services) for
+ * event; nothing when value is empty.
+ */
+static void top_link(struct evbuffer *b, const char *key, const char *value, const char *event)
+{
+        if (!value || !value[0])
+                return;
+        evbuffer_add_printf(b, "<a href=\"/top?%s=", key);
+        fp_escape_url_evb(b, value);
+        evbuffer_add_printf(b, "&amp;event=");
+        fp_escape_url_evb(b, event);
+        evbuffer_add_printf(b, "\">");
+        fp_escape_html_evb(b, value);
+        evbuffer_add_printf(b, "</a>");
+}
+
 static int series_row(void *userdata, const struct fp_store_series *se,
                       const struct fp_coll_drops *d)
 {
@@ -70,27 +88,9 @@ static int series_row(void *userdata, const struct fp_store_series *se,
         evbuffer_add_printf(b, "<tr><td>");
         fp_escape_html_evb(b, se->host);
         evbuffer_add_printf(b, "</td><td>");
-        if (se->service && se->service[0]) {
-                /* The service merged across its processes and hosts. */
-                evbuffer_add_printf(b, "<a href=\"/top?service=");
-                fp_escape_url_evb(b, se->service);
-                evbuffer_add_printf(b, "&amp;event=");
-                fp_escape_url_evb(b, se->event);
-                evbuffer_add_printf(b, "\">");
-                fp_escape_html_evb(b, se->service);
-                evbuffer_add_printf(b, "</a>");
-        }
+        top_link(b, "service", se->service, se->event);
         evbuffer_add_printf(b, "</td><td>");
-        if (se->container && se->container[0]) {
-                /* The container across its series (it may hold several services). */
-                evbuffer_add_printf(b, "<a href=\"/top?container=");
-                fp_escape_url_evb(b, se->container);
-                evbuffer_add_printf(b, "&amp;event=");
-                fp_escape_url_evb(b, se->event);
-                evbuffer_add_printf(b, "\">");
-                fp_escape_html_evb(b, se->container);
-                evbuffer_add_printf(b, "</a>");
-        }
+        top_link(b, "container", se->container, se->event);
         evbuffer_add_printf(b, "</td><td>");
         fp_escape_html_evb(b, se->comm);
         evbuffer_add_printf(b, "</td><td class=n>%d</td><td>", (int)se->pid);

@@ -367,19 +367,23 @@ int fp_upload_check_service(const char *name)
         return 0;
 }
 
+/* FNV-1a over n bytes, from x. */
+static uint64_t fnv(uint64_t x, const void *p, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                x = (x ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
+        return x;
+}
+
 uint64_t fp_upload_host_series_key(const char *service, const char *exe, const char *container)
 {
-        uint64_t x = 0xcbf29ce484222325ULL; /* FNV-1a */
+        uint64_t x = fnv(0xcbf29ce484222325ULL, service, strlen(service));
 
-        for (const char *s = service; *s; s++)
-                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
-        x = (x ^ 0xff) * 0x100000001b3ULL;
-        for (const char *s = exe; *s; s++)
-                x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
+        x = fnv(x, "\xff", 1);
+        x = fnv(x, exe, strlen(exe));
         if (container[0]) { /* none: the key series had before containers were kept */
-                x = (x ^ 0xfe) * 0x100000001b3ULL;
-                for (const char *s = container; *s; s++)
-                        x = (x ^ (uint8_t)*s) * 0x100000001b3ULL;
+                x = fnv(x, "\xfe", 1);
+                x = fnv(x, container, strlen(container));
         }
         return (x & INT64_MAX) | 1; /* never 0: 0 means "any" in filters */
 }

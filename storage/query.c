@@ -141,8 +141,8 @@ int fp_store_drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp
 static const char series_sql[] =
     "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config, t.active, e.name,"
     " min(b.start_ns), max(b.start_ns + b.length_ns), count(DISTINCT b.id), sum(bs.count),"
-    " sum(bs.value), t.service, t.container FROM bucket_series bs JOIN buckets b ON b.id = "
-    "bs.bucket_id"
+    " sum(bs.value), t.service, t.container"
+    " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
     " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
     " JOIN events e ON e.id = bs.event_id"
     " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"

@@ -337,7 +337,7 @@ static int evict_step(struct fp_store *s, uint64_t target, bool keep_newest)
                 if ((r = fp_store_db_pragma_int(s, "SELECT max(id) FROM buckets", &newest)) < 0)
                         goto fail;
                 /* Not once the disk was found full: a big transaction would not fit. */
-                if (newest == oldest && s->exact_bucket != newest && s->budget == s->max_bytes) {
+                if (newest == oldest && s->exact_bucket != newest && !fp_store_disk_was_full(s)) {
                         /* The last bucket: first drop the stacks only the lag kept. */
                         s->exact_bucket = newest;
                         if ((r = collect_exact(s)) < 0 || (r = fp_store_db_commit(s)) < 0)

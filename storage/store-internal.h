@@ -516,6 +516,12 @@ void fp_store_caches_clear(struct fp_store *s);
  * found the disk full.
  */
 int fp_store_evict(struct fp_store *s, uint64_t reserve, bool keep_newest, bool *ret_disk_full);
+/* Whether the disk was found full: a write's -ENOSPC set the budget in force (it is max_bytes till
+ * then). */
+static inline bool fp_store_disk_was_full(const struct fp_store *s)
+{
+        return s->budget != s->max_bytes;
+}
 /* fp_store_evict() to the budget, then fp_store_reclaim(s, true). */
 int fp_store_shrink(struct fp_store *s);
 /*

@@ -624,7 +624,7 @@ int fp_store_write_batches(struct fp_store *s, const struct fp_store_batch *cons
          */
         if (s->budget && !s->readonly) {
                 reserve = fp_store_write_reserve(s);
-                (void)fp_store_evict(s, reserve, s->budget == s->max_bytes, &full);
+                (void)fp_store_evict(s, reserve, !fp_store_disk_was_full(s), &full);
                 live_before = fp_store_live_bytes(s, &rc);
         }
         r = fp_store_db_begin(s);
