@@ -581,7 +581,7 @@ static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint3
         uint64_t values[3];
         size_t n_locs = 0, n_values = 0;
         int64_t tid = 0;
-        const char *thread_name = NULL;
+        const char *thread_name = NULL, *wait = NULL;
         struct w_series series = {0};
         uint32_t stack;
         int r;
@@ -649,6 +649,13 @@ static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint3
                                                     "string",
                                                     i);
                                 thread_name = sv;
+                        } else if (strcmp(k, "wait") == 0) {
+                                if (!fp_store_wait_valid(sv))
+                                        return werr(w, -EINVAL,
+                                                    "sample %zu: label 'wait' must be sleep, "
+                                                    "uninterruptible or runqueue",
+                                                    i);
+                                wait = sv;
                         } else if (w->meta->host_tier && str != 0) {
                                 /* A host tier's round: which series the sample is of. */
                                 if (strcmp(k, "service") == 0)
@@ -695,8 +702,8 @@ static int wire_sample(struct wire *w, size_t i, struct fp_store_batch *b, uint3
         r = fp_store_batch_add_stack_of(b, frames, n_locs, &stack);
         if (r < 0)
                 return werr(w, r, "cannot add a stack: %s", strerror(-r));
-        r = fp_store_batch_add_sample(b, target, event, (pid_t)tid, thread_name, stack, values[0],
-                                      values[1]);
+        r = fp_store_batch_add_waiting(b, target, event, (pid_t)tid, thread_name, wait, stack,
+                                       values[0], values[1]);
         if (r < 0)
                 return werr(w, r, "cannot add a sample: %s", strerror(-r));
         *total = *total > UINT64_MAX - values[0] ? UINT64_MAX : *total + values[0];

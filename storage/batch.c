@@ -545,7 +545,8 @@ static bool thread_eq(const void *ctx, uint32_t idx, const void *key)
 {
         const struct fp_batch_thread *a = &((const struct fp_store_batch *)ctx)->threads[idx],
                                      *k = key;
-        return a->target == k->target && a->tid == k->tid && a->name == k->name;
+        return a->target == k->target && a->tid == k->tid && a->name == k->name &&
+               a->wait == k->wait;
 }
 
 static bool sample_eq(const void *ctx, uint32_t idx, const void *key)
@@ -555,9 +556,27 @@ static bool sample_eq(const void *ctx, uint32_t idx, const void *key)
         return a->thread == k->thread && a->event == k->event && a->stack == k->stack;
 }
 
+bool fp_store_wait_valid(const char *wait)
+{
+        static const char *const waits[] = FP_STORE_WAITS;
+
+        for (size_t i = 0; wait && i < sizeof(waits) / sizeof(waits[0]); i++)
+                if (strcmp(wait, waits[i]) == 0)
+                        return true;
+        return false;
+}
+
 int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_t event, pid_t tid,
                               const char *thread_name, uint32_t stack, uint64_t count,
                               uint64_t value)
+{
+        return fp_store_batch_add_waiting(b, target, event, tid, thread_name, NULL, stack, count,
+                                          value);
+}
+
+int fp_store_batch_add_waiting(struct fp_store_batch *b, uint32_t target, uint32_t event, pid_t tid,
+                               const char *thread_name, const char *wait, uint32_t stack,
+                               uint64_t count, uint64_t value)
 {
         struct fp_batch_thread th = {.target = target, .tid = tid};
         struct fp_batch_sample sa = {.event = event, .stack = stack};
@@ -567,12 +586,18 @@ int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_
 
         if (target >= b->n_targets || event >= b->n_events || stack >= b->n_stacks)
                 return -EINVAL;
+        if (wait && wait[0] && !fp_store_wait_valid(wait))
+                return -EINVAL;
         r = intern_str(b, thread_name, &th.name);
+        if (r == 0)
+                r = intern_str(b, wait, &th.wait);
         if (r < 0)
                 return r;
         th.hash = fp_store_hash_step(
-            fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_OTHER, target), (uint64_t)tid),
-            th.name);
+            fp_store_hash_step(
+                fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_OTHER, target), (uint64_t)tid),
+                th.name),
+            th.wait);
         r = INTERN(b, threads, &th, thread_eq, &sa.thread, &is_new);
         if (r < 0)
                 return r;

@@ -22,7 +22,11 @@
  *                in samples means it was written twice: only such uploads
  *                pay for the per-row deduplication when a profile is read).
  *   samples      (hour, start_ns, series_id, length_ns, upload, stack_id,
- *                tid, thread_name, count, value)
+ *                tid, thread_name, count, value); an off-CPU sample's
+ *                thread_name is the name, a NUL byte and why it waited
+ *                (the SQLite store's threads.wait), so that the sort key,
+ *                which ReplacingMergeTree deduplicates by, tells them
+ *                apart (a thread name never holds a NUL).
  *   drops        (hour, start_ns, length_ns, upload, target_id, reason, count)
  *   upload_keys  (hour, key, upload): the idempotency keys stored.
  *   stacks       (day, stack_id, frames Array(UInt64)), frames (day,
@@ -163,6 +167,18 @@ static void rb_str(struct buf *b, const char *s)
         buf_add(b, s ? s : "", n);
 }
 
+/* A sample's thread_name column: the name, and "\0" wait when it waited. */
+static void rb_thread(struct buf *b, const char *name, const char *wait)
+{
+        size_t n = strlen(name), w = strlen(wait);
+        rb_len(b, w ? n + 1 + w : n);
+        buf_add(b, name, n);
+        if (w) {
+                buf_add(b, "", 1);
+                buf_add(b, wait, w);
+        }
+}
+
 /* Reading RowBinary: strings are NUL-terminated in place (moved over their length). */
 struct rd {
         uint8_t *p, *end;
@@ -199,10 +215,12 @@ static uint64_t rd_len(struct rd *r)
         return 0;
 }
 
-static const char *rd_str(struct rd *r)
+/* A string and its length (it may hold NULs). */
+static const char *rd_str_len(struct rd *r, size_t *ret_len)
 {
         uint8_t *start = r->p;
         uint64_t n = rd_len(r);
+        *ret_len = 0;
         if (r->bad || (uint64_t)(r->end - r->p) < n) {
                 r->bad = true;
                 return "";
@@ -210,7 +228,14 @@ static const char *rd_str(struct rd *r)
         memmove(start, r->p, n); /* the length took at least one byte: room for the NUL */
         start[n] = 0;
         r->p += n;
+        *ret_len = n;
         return (const char *)start;
+}
+
+static const char *rd_str(struct rd *r)
+{
+        size_t n;
+        return rd_str_len(r, &n);
 }
 
 /* A reader of c's last answer (struct fp_ch is defined below). */
@@ -865,7 +890,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->samples, upload, 8);
                 rb_uint(&w->samples, b->stacks[s->stack].hash, 8);
                 rb_uint(&w->samples, (uint32_t)th->tid, 4);
-                rb_str(&w->samples, fp_batch_str_at(b, th->name));
+                rb_thread(&w->samples, fp_batch_str_at(b, th->name), fp_batch_str_at(b, th->wait));
                 rb_uint(&w->samples, s->count, 8);
                 rb_uint(&w->samples, s->value, 8);
         }
@@ -1910,6 +1935,7 @@ struct sample_row {
         size_t meta;
         int32_t tid;
         const char *thread_name;
+        const char *wait; /* "" unless an off-CPU sample's */
         uint64_t stack, count, value;
 };
 
@@ -1996,8 +2022,15 @@ static void samples_where(struct fp_ch *c, const struct fp_store_filter *f, cons
         buf_printf(q, ")");
         time_where(q, f, "length_ns");
         if (threads && f->thread_name) {
-                buf_printf(q, " AND thread_name = ");
+                static const char *const waits[] = FP_STORE_WAITS;
+                buf_printf(q, " AND thread_name IN (");
                 buf_lit(q, f->thread_name);
+                for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+                        buf_printf(q, ", concat(");
+                        buf_lit(q, f->thread_name);
+                        buf_printf(q, ", '\\0%s')", waits[i]);
+                }
+                buf_printf(q, ")");
         }
 }
 
@@ -2157,7 +2190,11 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 struct sample_row s;
                 uint64_t sid = RD_U64(&rd);
                 s.tid = RD_I32(&rd);
-                s.thread_name = rd_str(&rd);
+                size_t column_len = 0;
+                s.thread_name = rd_str_len(&rd, &column_len);
+                /* "name\0wait" (rb_thread()): the wait follows the name's NUL. */
+                size_t name_len = strlen(s.thread_name);
+                s.wait = name_len < column_len ? s.thread_name + name_len + 1 : "";
                 s.stack = RD_U64(&rd);
                 s.count = RD_U64(&rd);
                 s.value = RD_U64(&rd);
@@ -2198,8 +2235,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                                   s->stack);
                         goto out;
                 }
-                n_labels = fp_store_sample_labels(labels, s->tid, s->thread_name, t->pid, t->comm,
-                                                  with_host ? t->host : NULL, t->service,
+                n_labels = fp_store_sample_labels(labels, s->tid, s->thread_name, s->wait, t->pid,
+                                                  t->comm, with_host ? t->host : NULL, t->service,
                                                   t->container, t->exe);
                 r = fp_pprof_add_sample(p, e->b ? x.frame_ids + e->a - 1 : NULL, e->b, values,
                                         labels, n_labels);

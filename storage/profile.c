@@ -38,6 +38,7 @@ struct q_thread {
         uint32_t target; /* index into targets */
         pid_t tid;
         char *name;
+        char *wait; /* off-CPU samples: why the thread waited ("" otherwise) */
 };
 
 struct query {
@@ -84,8 +85,10 @@ static void query_free(struct query *q)
                 free(q->targets[i].host);
         }
         free(q->targets);
-        for (size_t i = 0; i < q->n_threads; i++)
+        for (size_t i = 0; i < q->n_threads; i++) {
                 free(q->threads[i].name);
+                free(q->threads[i].wait);
+        }
         free(q->threads);
         fp_store_map_free(&q->target_idx);
         fp_store_map_free(&q->thread_idx);
@@ -237,7 +240,7 @@ static int load_targets(struct query *q)
             &st);
 
         if (r == 0)
-                r = fp_store_prepare(q->s, "SELECT id, tid, name FROM threads WHERE target_id = ?1",
+                r = fp_store_prepare(q->s, "SELECT id, tid, name, wait FROM threads WHERE target_id = ?1",
                                      &th);
         for (size_t i = 0; r == 0 && i < q->n_matches; i++) {
                 int64_t id = q->matches[i].target;
@@ -288,8 +291,9 @@ static int load_targets(struct query *q)
                         }
                         x = &q->threads[q->n_threads++];
                         *x = (struct q_thread){(uint32_t)(q->n_targets - 1),
-                                               (pid_t)sqlite3_column_int64(th, 1), dup_col(th, 2)};
-                        if (!x->name)
+                                               (pid_t)sqlite3_column_int64(th, 1), dup_col(th, 2),
+                                               dup_col(th, 3)};
+                        if (!x->name || !x->wait)
                                 r = oom(q);
                 }
                 if (r == 0 && rc != SQLITE_DONE)
@@ -569,9 +573,10 @@ static int add_samples(struct query *q)
                                 return r;
                         values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
                         values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
-                        n_labels = fp_store_sample_labels(labels, th->tid, th->name, t->pid,
-                                                          t->comm, with_host ? t->host : NULL,
-                                                          t->service, t->container, t->exe);
+                        n_labels = fp_store_sample_labels(labels, th->tid, th->name, th->wait,
+                                                          t->pid, t->comm,
+                                                          with_host ? t->host : NULL, t->service,
+                                                          t->container, t->exe);
                         r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
                                                 n_labels);
                         if (r < 0)
@@ -641,14 +646,16 @@ static void set_time(struct query *q)
 /* ---- the parts any store's merged profile shares (store-internal.h) ---- */
 
 size_t fp_store_sample_labels(struct fp_pprof_label *out, pid_t tid, const char *thread_name,
-                              pid_t pid, const char *comm, const char *host, const char *service,
-                              const char *container, const char *exe)
+                              const char *wait, pid_t pid, const char *comm, const char *host,
+                              const char *service, const char *container, const char *exe)
 {
         size_t n = 0;
 
         out[n++] = (struct fp_pprof_label){.key = "thread", .num = tid};
         out[n++] = (struct fp_pprof_label){.key = "thread_name",
                                            .str = thread_name[0] ? thread_name : "?"};
+        if (wait[0])
+                out[n++] = (struct fp_pprof_label){.key = "wait", .str = wait};
         out[n++] = (struct fp_pprof_label){.key = "pid", .num = pid};
         out[n++] = (struct fp_pprof_label){.key = "process", .str = comm[0] ? comm : "?"};
         if (host)

@@ -45,9 +45,11 @@
  *                  (no period): count is the samples of the group's leader,
  *                  value what the counter counted in them.
  * threads        id INTEGER PRIMARY KEY, target_id -> targets, tid, name,
- *                last_bucket          UNIQUE (target_id, tid, name)
+ *                last_bucket, wait    UNIQUE (target_id, tid, name, wait)
  *                  A thread under one name (a renamed thread gets a row
- *                  per name).
+ *                  per name), and, for off-CPU samples, why it waited
+ *                  (wait: sleep, uninterruptible, runqueue; '' for the
+ *                  rest): a sample's labels come from its thread's row.
  * mappings       id INTEGER PRIMARY KEY, hash UNIQUE, file, build_id,
  *                memory_start, memory_limit, file_offset
  * functions      id INTEGER PRIMARY KEY, hash UNIQUE, name
@@ -434,6 +436,20 @@ static const struct {
      "ALTER TABLE frames_v7 RENAME TO frames;"
      "CREATE UNIQUE INDEX frames_by_place ON frames (mapping_id, offset, function_id);",
      NULL, NULL},
+    /* 7 -> 8: off-CPU samples say why their thread waited. */
+    {"CREATE TABLE threads_v8 ("
+     " id INTEGER PRIMARY KEY,"
+     " target_id INTEGER NOT NULL,"
+     " tid INTEGER NOT NULL,"
+     " name TEXT NOT NULL,"
+     " last_bucket INTEGER NOT NULL,"
+     " wait TEXT NOT NULL DEFAULT '',"
+     " UNIQUE (target_id, tid, name, wait));"
+     "INSERT INTO threads_v8 (id, target_id, tid, name, last_bucket)"
+     " SELECT id, target_id, tid, name, last_bucket FROM threads;"
+     "DROP TABLE threads;"
+     "ALTER TABLE threads_v8 RENAME TO threads;",
+     NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -485,8 +501,8 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
         " period_type, period_unit, period) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
         " ON CONFLICT (name, count_type, count_unit, value_type, value_unit, period_type,"
         " period_unit, period) DO UPDATE SET name = excluded.name RETURNING id",
-    [FP_STMT_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket)"
-                              " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (target_id, tid, name)"
+    [FP_STMT_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket, wait)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (target_id, tid, name, wait)"
                               " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
     [FP_STMT_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
     [FP_STMT_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"

@@ -185,6 +185,7 @@ struct fp_batch_thread {
         uint32_t target;
         pid_t tid;
         uint32_t name;
+        uint32_t wait; /* string: "" unless an off-CPU sample's */
         uint64_t hash;
 };
 
@@ -358,17 +359,18 @@ int fp_store_samples_decode(const uint8_t *data, size_t len, fp_store_sample_fn 
 struct fp_pprof;
 struct fp_pprof_label;
 
-#define FP_STORE_SAMPLE_LABELS 8
+#define FP_STORE_SAMPLE_LABELS 9
 /*
  * A merged sample's labels into out (FP_STORE_SAMPLE_LABELS of room):
- * thread, thread_name ("?" when ""), pid, process ("?" when ""), host when
+ * thread, thread_name ("?" when ""), wait when not "" (an off-CPU sample's
+ * reason), pid, process ("?" when ""), host when
  * host is not NULL (the selection spans hosts), service and container when
  * not "", and exe for a host tier's series (pid 0: its executable is part
  * of what it is). Returns how many.
  */
 size_t fp_store_sample_labels(struct fp_pprof_label *out, pid_t tid, const char *thread_name,
-                              pid_t pid, const char *comm, const char *host, const char *service,
-                              const char *container, const char *exe);
+                              const char *wait, pid_t pid, const char *comm, const char *host,
+                              const char *service, const char *container, const char *exe);
 /*
  * Gives p (without sample types) an event's two sample types (count type,
  * unit, value type, unit) and its period (period_type "": none), or checks

@@ -179,6 +179,7 @@ static int write_targets(struct writer *w)
                 sqlite3_bind_int64(st, 2, t->tid);
                 bind_text(st, 3, fp_batch_str_at(b, t->name));
                 sqlite3_bind_int64(st, 4, w->bucket);
+                bind_text(st, 5, fp_batch_str_at(b, t->wait));
                 r = upsert_id(s, st, &w->thread_ids[i], "store a thread");
                 if (r < 0)
                         return r;

@@ -171,6 +171,18 @@ int fp_store_batch_set_series(struct fp_store_batch *b, uint32_t target, uint32_
 int fp_store_batch_add_sample(struct fp_store_batch *b, uint32_t target, uint32_t event, pid_t tid,
                               const char *thread_name, uint32_t stack, uint64_t count,
                               uint64_t value);
+/*
+ * An off-CPU sample: the same, the thread waiting for wait (one of
+ * FP_STORE_WAITS; NULL or "": not waiting, as fp_store_batch_add_sample()).
+ * -EINVAL for another wait.
+ */
+int fp_store_batch_add_waiting(struct fp_store_batch *b, uint32_t target, uint32_t event, pid_t tid,
+                               const char *thread_name, const char *wait, uint32_t stack,
+                               uint64_t count, uint64_t value);
+/* Why an off-CPU sample's thread waited (its "wait" label). */
+#define FP_STORE_WAITS {"sleep", "uninterruptible", "runqueue"}
+/* Whether wait is one of FP_STORE_WAITS. */
+bool fp_store_wait_valid(const char *wait);
 int fp_store_batch_add_drop(struct fp_store_batch *b, uint32_t target, const char *reason,
                             uint64_t count);
 /*
@@ -229,7 +241,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 7
+#define FP_STORE_SCHEMA_VERSION 8
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 

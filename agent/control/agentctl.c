@@ -450,7 +450,9 @@ int main(int argc, char **argv)
                         have_pid = true;
                         pid_arg = a;
                 } else if ((is_start || is_dump) && strcmp(a, "--event") == 0 && v) {
-                        if ((st = check_event_list(v, is_start))) {
+                        /* A dump may ask for the off-CPU time, which no perf event names. */
+                        if (!(is_dump && strcmp(v, "off-cpu") == 0) &&
+                            (st = check_event_list(v, is_start))) {
                                 free(q);
                                 return st;
                         }

@@ -522,7 +522,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                 return fp_control_error(c, "invalid PID '%s'", pid_s);
         if (since && fp_parse_uint(since, 1, UINT32_MAX, &since_s) < 0)
                 return fp_control_error(c, "invalid --since '%s'", since);
-        if (event) {
+        if (event && strcmp(event, "off-cpu") != 0) {
                 struct fp_perf_event ev;
                 if (fp_perf_event_parse(event, &ev) < 0)
                         return fp_control_error(c, "unknown event '%s'", event);
@@ -576,10 +576,16 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                 if (service && strcmp(fp_target_service(t), service) != 0)
                         continue;
                 const char *tev = fp_target_config(t)->event.name;
-                if (event ? strcmp(tev, event) != 0
-                          : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
+                bool off = event && strcmp(event, "off-cpu") == 0;
+                if (off ? !fp_target_config(t)->off_cpu_period
+                        : event ? strcmp(tev, event) != 0
+                                : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
                         continue;
                 fp_target_sample_types(t, ty, un);
+                if (off) {
+                        ty[0] = "samples", un[0] = "count";
+                        ty[1] = "off-cpu", un[1] = "nanoseconds";
+                }
                 if (!first) {
                         first = t;
                         fp_pprof_add_sample_type(p, ty[0], un[0]);
@@ -587,10 +593,13 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                         fp_pprof_set_default_sample_type(p, ty[1]);
                         const struct fp_perf_config *cfg = fp_target_config(t);
                         fp_pprof_set_period(p, ty[1], un[1],
-                                            (int64_t)(cfg->freq ? 1 : cfg->period));
+                                            (int64_t)(off        ? cfg->off_cpu_period
+                                                      : cfg->freq ? 1
+                                                                  : cfg->period));
                 }
                 fp_target_drain(t);
-                e = fp_export_pprof(t, p);
+                fp_core_poll_offcpu(s);
+                e = off ? fp_export_offcpu_pprof(t, p) : fp_export_pprof(t, p);
                 if (e < 0) {
                         fp_pprof_free(p);
                         return fp_control_error(c, "cannot build the profile: %s", strerror(-e));

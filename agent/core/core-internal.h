@@ -52,6 +52,8 @@ struct fp_core {
         /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
         struct fp_tracker *tracker;
         char tracker_reason[256];
+        struct fp_offcpu *offcpu;  /* loaded while a target profiles its off-CPU time */
+        uint64_t offcpu_unclaimed; /* off-CPU records of no target (one gone meanwhile) */
         struct fp_bridge *bridge;  /* born threads until their own events (bridge.h), or NULL */
         char bridge_error[256];    /* why it could not open */
         struct event *ev_bridge;   /* follows the targets: period, closed with the last */

@@ -12,6 +12,7 @@
 #include "core-internal.h"
 #include "bridge.h"
 #include "export.h"
+#include "offcpu.h"
 #include "procfs.h"
 #include "symbols.h"
 #include "targetconf.h"
@@ -171,6 +172,66 @@ struct fp_core_target *fp_core_find(struct fp_core *s, pid_t pid)
 
 static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t child);
 
+/* ---- off-CPU time ---- */
+
+static void on_offcpu_record(void *userdata, const struct fp_offcpu_record *r)
+{
+        struct fp_core *s = userdata;
+        struct fp_core_target *at = fp_core_find(s, (pid_t)r->tgid);
+
+        if (at)
+                fp_target_offcpu_record(at->t, r);
+        else
+                s->offcpu_unclaimed++;
+}
+
+void fp_core_poll_offcpu(struct fp_core *s)
+{
+        struct fp_offcpu_target k;
+
+        if (!s->offcpu)
+                return;
+        fp_offcpu_poll(s->offcpu);
+        for (size_t i = 0; i < s->n_targets; i++) {
+                struct fp_target *t = s->targets[i].t;
+                if (!fp_target_config(t)->off_cpu_period)
+                        continue;
+                fp_offcpu_counts(s->offcpu, fp_target_pid(t), &k);
+                fp_target_offcpu_counts(t, &k);
+        }
+}
+
+/* Profiles pid's off-CPU time at period ns, loading the BPF side first. 0 or -errno, err said. */
+static int offcpu_add(struct fp_core *s, pid_t pid, uint64_t period, char *err, size_t err_len)
+{
+        int r;
+
+        if (!s->offcpu) {
+                r = fp_offcpu_new(s->base, on_offcpu_record, s, &s->offcpu, err, err_len);
+                if (r < 0)
+                        return r;
+                fp_log(LOG_INFO, "off-CPU profiler loaded");
+        }
+        r = fp_offcpu_add(s->offcpu, pid, period);
+        if (r < 0)
+                snprintf(err, err_len, "cannot profile the off-CPU time of %d: %s", (int)pid,
+                         strerror(-r));
+        return r;
+}
+
+/* Stops profiling pid's off-CPU time; unloads the BPF side after the last. */
+static void offcpu_remove(struct fp_core *s, pid_t pid)
+{
+        if (!s->offcpu)
+                return;
+        (void)fp_offcpu_remove(s->offcpu, pid);
+        if (fp_offcpu_targets(s->offcpu) == 0) {
+                fp_offcpu_free(s->offcpu);
+                s->offcpu = NULL;
+                fp_log(LOG_INFO, "off-CPU profiler unloaded");
+        }
+}
+
 static const char *tracker_name(const struct fp_core *s)
 {
         return s->tracker ? "bpf" : "perf-fork";
@@ -198,6 +259,12 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
         if (s->tracker)
                 bpf = fp_tracker_add(s->tracker, pid,
                                      follow || track_children ? FP_TRACKER_FOLLOW : 0) == 0;
+        /* Its off-CPU time from before its threads are listed too (or a clear refusal). */
+        if (cfg->off_cpu_period && (r = offcpu_add(s, pid, cfg->off_cpu_period, err, err_len)) < 0) {
+                if (s->tracker)
+                        (void)fp_tracker_remove(s->tracker, pid);
+                return r;
+        }
         if (bpf)
                 open_bridge(s, bridge_period_of(cfg));
         struct fp_perf_config limited = *cfg;
@@ -207,6 +274,8 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
         if (r < 0) {
                 if (s->tracker)
                         (void)fp_tracker_remove(s->tracker, pid);
+                if (cfg->off_cpu_period)
+                        offcpu_remove(s, pid);
                 return r;
         }
         fp_target_set_tracking(t, bpf, follow, parent, on_fallback_child, s);
@@ -279,6 +348,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
 
         if (!s->writer || (n == 0 && !s->host))
                 return;
+        fp_core_poll_offcpu(s); /* the off-CPU records and losses up to now */
         b = fp_store_batch_new(s->bucket_start_ns,
                                now > s->bucket_start_ns ? now - s->bucket_start_ns : 1);
         ctx = calloc(1, sizeof(*ctx) + n * sizeof(ctx->t[0]));
@@ -653,6 +723,8 @@ void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
         if (s->tracker)
                 (void)fp_tracker_remove(s->tracker, fp_target_pid(at->t));
         close_buckets(s, at, false);
+        if (fp_target_config(at->t)->off_cpu_period)
+                offcpu_remove(s, fp_target_pid(at->t));
         fp_target_free(at->t);
         *at = s->targets[--s->n_targets];
         if (s->bridge)
@@ -796,6 +868,7 @@ void fp_core_free(struct fp_core *s)
                 fp_target_free(s->targets[i].t);
         free(s->targets);
         fp_core_rules_free(s);
+        fp_offcpu_free(s->offcpu);
         fp_tracker_free(s->tracker);
         if (s->ev_children)
                 event_free(s->ev_children);

@@ -109,6 +109,8 @@ int fp_core_start_target(struct fp_core *core, pid_t pid, const struct fp_perf_c
 void fp_core_stop_target(struct fp_core *core, struct fp_core_target *at);
 /* Handles the tracker's pending records now, so status and dumps are current. */
 void fp_core_poll_tracker(struct fp_core *core);
+/* The same for the off-CPU profiler's records and the kernel side's counts. */
+void fp_core_poll_offcpu(struct fp_core *core);
 
 bool fp_core_has_store(const struct fp_core *core);
 /* CLOCK_REALTIME start of the open bucket. */

@@ -6,6 +6,7 @@
 #include "rule.h"
 #include "procfs.h"
 #include "targetconf.h"
+#include "offcpu.h"
 #include "unwind.h"
 #include "upload_contract.h"
 #include "util.h"
@@ -28,6 +29,8 @@ static const struct fp_start_option start_options[] = {
     {"--best-effort", "best_effort", false},
     {"--follow-children", "follow", false},
     {"--unwind", "unwind", true},
+    {"--off-cpu", "off_cpu", false},
+    {"--off-cpu-period", "off_cpu_period", true},
     {"--name", "name", true},
     {"--exe", "exe", true},
     {"--unit", "unit", true},
@@ -158,6 +161,15 @@ int fp_rule_sampling_from_request(const struct fp_ctl_request *q, struct fp_perf
                         cfg.freq = hz;
         }
         cfg.kernel_frames = is_on(q, "kernel");
+        const char *off = fp_ctl_request_get(q, "off_cpu_period");
+        if (off && fp_parse_uint(off, 1000, FP_OFFCPU_PERIOD_MAX, &cfg.off_cpu_period) < 0)
+                return fp_errf(err, err_len, -EINVAL,
+                               "invalid --off-cpu-period '%s': 1000 to 1000000000 nanoseconds",
+                               off);
+        if (off && !is_on(q, "off_cpu"))
+                return fp_errf(err, err_len, -EINVAL, "--off-cpu-period needs --off-cpu");
+        if (is_on(q, "off_cpu") && !cfg.off_cpu_period)
+                cfg.off_cpu_period = FP_PERF_OFF_CPU_PERIOD_DEFAULT;
         if (unwind && fp_unwind_mode_parse(unwind, &cfg.unwind) < 0)
                 return fp_errf(err, err_len, -EINVAL, "invalid --unwind '%s': fp, dwarf or auto",
                                unwind);

@@ -11,6 +11,7 @@
 #include "upload_contract.h"
 #include "aggregate.h"
 #include "maps.h"
+#include "offcpu.h"
 #include "pprof.h"
 #include "store.h"
 #include "symbols.h"
@@ -153,46 +154,49 @@ static int64_t clamp64(uint64_t v)
         return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-int fp_export_pprof(struct fp_target *t, struct fp_pprof *p)
+/*
+ * The stacks of agg into p: count and value in its first two sample
+ * types, the counters (n_members) in column; the threads waiting for
+ * wait (NULL: running).
+ */
+static int pprof_stacks(struct fp_target *t, struct fp_pprof *p, const struct fp_agg *agg,
+                        const size_t *column, unsigned n_members, const char *wait)
 {
-        const struct fp_perf_config *cfg = fp_target_config(t);
-        const struct fp_agg *agg = fp_target_bucket(t);
         const char *service = fp_target_service(t);
         size_t n_maps = fp_maps_count(fp_target_maps(t));
         uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
         uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
-        size_t column[FP_PERF_MAX_MEMBERS];
-        int64_t *values = NULL;
-        int r = counter_columns(t, p, column);
+        int64_t *values = calloc(fp_pprof_n_sample_types(p), sizeof(*values));
+        int r = 0;
 
-        if (r < 0)
-                goto out;
-        values = calloc(fp_pprof_n_sample_types(p), sizeof(*values));
         if (!mapping_ids || !locs || !values) {
                 r = -ENOMEM;
                 goto out;
         }
         for (size_t i = 0; i < fp_agg_n_entries(agg); i++) {
                 const struct fp_agg_entry *e = fp_agg_entry(agg, i);
-                values[0] = clamp64(e->count);
-                values[1] = clamp64(e->value);
-                for (unsigned j = 0; j < cfg->n_members; j++)
-                        values[column[j]] = clamp64(e->counters[j]);
-                struct fp_pprof_label labels[5] = {
+                struct fp_pprof_label labels[6] = {
                     {.key = "thread", .num = e->tid},
                     {.key = "thread_name", .str = fp_target_thread_name(t, e->tid)},
                     {.key = "pid", .num = fp_target_pid(t)},
                     {.key = "process", .str = fp_target_comm(t)},
-                    {.key = "service", .str = service},
                 };
-
+                size_t n_labels = 4;
+                if (service[0])
+                        labels[n_labels++] = (struct fp_pprof_label){.key = "service", .str = service};
+                if (wait)
+                        labels[n_labels++] = (struct fp_pprof_label){.key = "wait", .str = wait};
+                values[0] = clamp64(e->count);
+                values[1] = clamp64(e->value);
+                for (unsigned j = 0; j < n_members; j++)
+                        values[column[j]] = clamp64(e->counters[j]);
                 for (uint32_t j = 0; j < e->n_frames; j++) {
                         r = frame_location(fp_target_maps(t), target_jit_name, t, p, &e->frames[j],
                                            mapping_ids, &locs[j]);
                         if (r < 0)
                                 goto out;
                 }
-                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, service[0] ? 5 : 4);
+                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, n_labels);
                 if (r < 0)
                         goto out;
         }
@@ -200,6 +204,87 @@ out:
         free(mapping_ids);
         free(locs);
         free(values);
+        return r;
+}
+
+int fp_export_pprof(struct fp_target *t, struct fp_pprof *p)
+{
+        size_t column[FP_PERF_MAX_MEMBERS];
+        int r = counter_columns(t, p, column);
+
+        if (r < 0)
+                return r;
+        return pprof_stacks(t, p, fp_target_bucket(t), column, fp_target_config(t)->n_members,
+                            NULL);
+}
+
+int fp_export_offcpu_pprof(struct fp_target *t, struct fp_pprof *p)
+{
+        static const char *const waits[FP_OFFCPU_REASONS] = FP_STORE_WAITS;
+        int r = 0;
+
+        for (unsigned i = 0; r == 0 && fp_target_offcpu_bucket(t, i) && i < FP_OFFCPU_REASONS; i++)
+                r = pprof_stacks(t, p, fp_target_offcpu_bucket(t, i), NULL, 0, waits[i]);
+        return r;
+}
+
+/*
+ * The stacks of agg into the batch as samples of (target ti, event ei),
+ * and their counters of the events member_ei (n of them); the threads
+ * waiting for wait (NULL: running).
+ */
+static int batch_stacks(struct fp_target *t, struct fp_store_batch *b, uint32_t ti, uint32_t ei,
+                        const uint32_t *member_ei, unsigned n_members, const struct fp_agg *agg,
+                        const char *wait, struct fp_store_frame *frames, struct frame_desc *descs)
+{
+        uint32_t si;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < fp_agg_n_entries(agg); i++) {
+                const struct fp_agg_entry *e = fp_agg_entry(agg, i);
+                const char *thread_name = fp_target_thread_name(t, e->tid);
+                for (uint32_t j = 0; j < e->n_frames; j++) {
+                        frame_describe(t, &e->frames[j], &descs[j]);
+                        frames[j] = store_frame(&descs[j], &e->frames[j]);
+                }
+                r = fp_store_batch_add_stack(b, frames, e->n_frames, &si);
+                if (r < 0)
+                        break;
+                r = fp_store_batch_add_waiting(b, ti, ei, e->tid, thread_name, wait, si, e->count,
+                                               e->value);
+                for (unsigned j = 0; r >= 0 && j < n_members; j++)
+                        if (e->counters[j])
+                                r = fp_store_batch_add_sample(b, ti, member_ei[j], e->tid,
+                                                              thread_name, si, e->count,
+                                                              e->counters[j]);
+        }
+        return r;
+}
+
+/* The open bucket's off-CPU time (when profiled): event "off-cpu", in ns, by why they waited. */
+static int batch_offcpu(struct fp_target *t, struct fp_store_batch *b, uint32_t ti,
+                        struct fp_store_frame *frames, struct frame_desc *descs)
+{
+        static const char *const waits[FP_OFFCPU_REASONS] = FP_STORE_WAITS;
+        const struct fp_perf_config *cfg = fp_target_config(t);
+        struct fp_store_event ev = {.name = "off-cpu",
+                                    .count_type = "samples",
+                                    .count_unit = "count",
+                                    .value_type = "off-cpu",
+                                    .value_unit = "nanoseconds",
+                                    .period_type = "off-cpu",
+                                    .period_unit = "nanoseconds",
+                                    .period = (int64_t)cfg->off_cpu_period};
+        uint32_t ei;
+        int r;
+
+        if (!fp_target_offcpu_bucket(t, 0))
+                return 0;
+        if ((r = fp_store_batch_add_event(b, &ev, &ei)) < 0)
+                return r;
+        for (unsigned i = 0; r >= 0 && i < FP_OFFCPU_REASONS; i++)
+                r = batch_stacks(t, b, ti, ei, NULL, 0, fp_target_offcpu_bucket(t, i), waits[i],
+                                 frames, descs);
         return r;
 }
 
@@ -216,7 +301,7 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
         struct frame_desc *descs = NULL;
         const char *types[2], *units[2];
         char config[FP_PERF_EVENT_LIST_MAX + 128];
-        uint32_t ti, ei, si, member_ei[FP_PERF_MAX_MEMBERS];
+        uint32_t ti, ei, member_ei[FP_PERF_MAX_MEMBERS];
         int r;
 
         fp_target_drain(t);
@@ -262,28 +347,12 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
                 r = -ENOMEM;
                 goto out;
         }
-        const struct fp_agg *agg = fp_target_bucket(t);
-        for (size_t i = 0; i < fp_agg_n_entries(agg); i++) {
-                const struct fp_agg_entry *e = fp_agg_entry(agg, i);
-                const char *thread_name = fp_target_thread_name(t, e->tid);
-                for (uint32_t j = 0; j < e->n_frames; j++) {
-                        struct frame_desc *d = &descs[j];
-                        frame_describe(t, &e->frames[j], d);
-                        frames[j] = store_frame(d, &e->frames[j]);
-                }
-                r = fp_store_batch_add_stack(b, frames, e->n_frames, &si);
-                if (r < 0)
-                        goto out;
-                r = fp_store_batch_add_sample(b, ti, ei, e->tid, thread_name, si, e->count,
-                                              e->value);
-                for (unsigned j = 0; r >= 0 && j < cfg->n_members; j++)
-                        if (e->counters[j])
-                                r = fp_store_batch_add_sample(b, ti, member_ei[j], e->tid,
-                                                              thread_name, si, e->count,
-                                                              e->counters[j]);
-                if (r < 0)
-                        goto out;
-        }
+        r = batch_stacks(t, b, ti, ei, member_ei, cfg->n_members, fp_target_bucket(t), NULL, frames,
+                         descs);
+        if (r >= 0)
+                r = batch_offcpu(t, b, ti, frames, descs);
+        if (r < 0)
+                goto out;
         struct fp_target_drop drops[FP_TARGET_MAX_DROPS];
         size_t n_drops = fp_target_open_drops(t, drops, FP_TARGET_MAX_DROPS);
         for (size_t i = 0; i < n_drops; i++)

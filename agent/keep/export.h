@@ -26,6 +26,12 @@ struct fp_target;
  */
 int fp_export_pprof(struct fp_target *t, struct fp_pprof *p);
 /*
+ * The same for the open bucket's off-CPU time (nothing when the target's
+ * is not profiled): p's first two sample types are samples/count and
+ * off-cpu/nanoseconds; each sample has a wait label too.
+ */
+int fp_export_offcpu_pprof(struct fp_target *t, struct fp_pprof *p);
+/*
  * Closes t's open bucket into b: the target (its config as text, active
  * or not), its event and counters, every aggregated stack symbolized, and
  * the drops since the last bucket (fp_target_open_drops()). Then t starts

@@ -83,7 +83,14 @@ struct fp_perf_config {
          * threads are then under-counted). Not in the configuration text.
          */
         bool first_period_full;
+        /*
+         * --off-cpu: the target's off-CPU time is profiled too (offcpu.h),
+         * a block part of d ns kept with probability min(1, d / this); 0: not.
+         */
+        uint64_t off_cpu_period;
 };
+
+#define FP_PERF_OFF_CPU_PERIOD_DEFAULT 10000000ULL /* 10 ms: --off-cpu's T */
 
 /* Sets the sampling event's period (PERF_EVENT_IOC_PERIOD). 0 or -errno. */
 struct fp_perf_ring;

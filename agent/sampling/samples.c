@@ -15,6 +15,21 @@
 
 #include <errno.h>
 
+int fp_target_agg_add(struct fp_target *t, struct fp_agg *agg, struct fp_stackwalk *w, pid_t tid,
+                      unsigned epoch, struct fp_frame *f, uint32_t n, uint64_t value,
+                      const uint64_t *counters)
+{
+        int r = fp_agg_add(agg, tid, epoch, f, n, value, counters, fp_stackwalk_resolve, w);
+
+        if (r == -ENOSPC) {
+                /* The bucket's stack table is full: the time is kept, under one stand-in. */
+                struct fp_frame stand_in = {.flags = FP_FRAME_OVERFLOW};
+                t->st.stacks_over_limit++;
+                r = fp_agg_add(agg, tid, 0, &stand_in, 1, value, counters, NULL, NULL);
+        }
+        return r;
+}
+
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
 {
         struct fp_frame *f = t->frames;
@@ -25,15 +40,8 @@ void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
                 return;
         }
         n = fp_stackwalk(&t->walk, s, f);
-        int r = fp_agg_add(t->agg, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n, s->period,
-                           s->n_counters ? s->counters : NULL, fp_stackwalk_resolve, &t->walk);
-        if (r == -ENOSPC) {
-                /* The bucket's stack table is full: the time is kept, under one stand-in. */
-                t->st.stacks_over_limit++;
-                f[0] = (struct fp_frame){.flags = FP_FRAME_OVERFLOW};
-                r = fp_agg_add(t->agg, (pid_t)s->tid, 0, f, 1, s->period,
-                               s->n_counters ? s->counters : NULL, NULL, NULL);
-        }
+        int r = fp_target_agg_add(t, t->agg, &t->walk, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n,
+                                  s->period, s->n_counters ? s->counters : NULL);
         if (r == 0) {
                 t->st.samples++;
                 t->st.value += s->period;

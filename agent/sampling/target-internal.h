@@ -9,6 +9,7 @@
 #pragma once
 
 #include "aggregate.h"
+#include "offcpu.h"
 #include "stackwalk.h"
 #include "target.h"
 
@@ -54,6 +55,10 @@ struct fp_thread {
         struct fp_perf_ring sampler, sideband;
         struct fp_perf_ring
             starter; /* its random first period until the first sample (fd -1: none) */
+        /* Off-CPU: the stack of its block outside a system call, until the block's weights. */
+        struct fp_frame *off_frames; /* MAX_FRAMES, allocated on its first such block */
+        uint32_t off_n, off_seq;     /* frames held (0: none), the block's record number */
+        unsigned off_epoch;
         struct event *ev_sampler, *ev_sideband, *ev_starter;
 };
 
@@ -103,6 +108,12 @@ struct fp_target {
         uint32_t latency_us[LATENCY_RING]; /* birth -> sampling began, the last LATENCY_RING */
         uint64_t n_latency;
 
+        /* Off-CPU time (target-offcpu.c), when cfg.off_cpu_period is set. */
+        struct fp_perf_config off_cfg;  /* how its stacks are walked: copied stacks, user only */
+        struct fp_target_stats off_st;  /* their unwinding figures (kept apart from the CPU's) */
+        struct fp_stackwalk off_walk;
+        struct fp_agg *off_agg[FP_OFFCPU_REASONS]; /* the open bucket, by why it waited */
+
         struct fp_frame frames[MAX_FRAMES];
 };
 
@@ -128,6 +139,23 @@ void fp_target_on_retry(evutil_socket_t fd, short what, void *arg);
 
 /* Aggregates one sample of the target (or counts why it could not). */
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s);
+/*
+ * Adds the stack f (n frames, of maps epoch) of thread tid with value (and
+ * counters, or NULL) to agg, resolving a new entry's frames with w; a full
+ * table keeps it under the stand-in (counted). 0 or -ENOMEM.
+ */
+int fp_target_agg_add(struct fp_target *t, struct fp_agg *agg, struct fp_stackwalk *w, pid_t tid,
+                      unsigned epoch, struct fp_frame *f, uint32_t n, uint64_t value,
+                      const uint64_t *counters);
+
+/* ---- target-offcpu.c ---- */
+
+/* Sets up off-CPU profiling when t->cfg asks for it. 0 or -ENOMEM. */
+int fp_target_offcpu_init(struct fp_target *t);
+/* Frees its buckets. */
+void fp_target_offcpu_free(struct fp_target *t);
+/* Starts the next off-CPU bucket. 0 or -ENOMEM (the open one kept). */
+int fp_target_offcpu_next(struct fp_target *t);
 
 /* ---- threads.c: the rings ---- */
 

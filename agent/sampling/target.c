@@ -76,7 +76,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 fp_agg_set_limit(t->agg, FP_TARGET_MAX_STACKS);
         t->ev_rescan = event_new(base, -1, EV_PERSIST, fp_target_on_rescan, t);
         t->ev_retry = event_new(base, -1, 0, fp_target_on_retry, t);
-        if (!t->exe || !t->maps || !t->agg || !t->ev_rescan || !t->ev_retry) {
+        if (!t->exe || !t->maps || !t->agg || !t->ev_rescan || !t->ev_retry ||
+            fp_target_offcpu_init(t) < 0) {
                 snprintf(err, err_len, "out of memory");
                 fp_target_free(t);
                 return -ENOMEM;
@@ -124,6 +125,7 @@ void fp_target_free(struct fp_target *t)
         if (t->ev_retry)
                 event_free(t->ev_retry);
         fp_agg_free(t->agg);
+        fp_target_offcpu_free(t);
         fp_maps_free(t->maps);
         free(t->exe);
         fp_perfmap_free(t->perfmap);
@@ -238,6 +240,12 @@ size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *re
             {"revoked_exec", now->revoked - then->revoked},
             {"unwind_failed", now->unwind_failed - then->unwind_failed},
             {"stack_copy_short", now->stack_copy_short - then->stack_copy_short},
+            /* Off-CPU block parts kept but lost on the way (offcpu.h). */
+            {"offcpu_ring_full", now->off_lost_ring - then->off_lost_ring},
+            {"offcpu_stack_unreadable", now->off_lost_copy - then->off_lost_copy},
+            {"offcpu_thread_exited", now->off_lost_exited - then->off_lost_exited},
+            {"offcpu_call_changed", now->off_lost_changed - then->off_lost_changed},
+            {"offcpu_unpaired", now->off_unpaired - then->off_unpaired},
         };
         size_t n = 0;
 
@@ -258,8 +266,10 @@ int fp_target_next_bucket(struct fp_target *t)
 {
         struct fp_agg *fresh = fp_agg_new(t->cfg.n_members);
 
-        if (!fresh)
+        if (!fresh || fp_target_offcpu_next(t) < 0) {
+                fp_agg_free(fresh);
                 return -ENOMEM;
+        }
         fp_agg_set_limit(fresh, FP_TARGET_MAX_STACKS);
         fp_agg_free(t->agg);
         t->agg = fresh;

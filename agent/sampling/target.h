@@ -101,6 +101,12 @@ void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
 int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns);
 void fp_target_thread_exited(struct fp_target *t, pid_t tid);
 void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns);
+/* A record of the off-CPU profiler (offcpu.h) of one of the target's threads. */
+struct fp_offcpu_record;
+struct fp_offcpu_target;
+void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record *r);
+/* The kernel side's counts of the target (fp_offcpu_counts()), for its stats and drops. */
+void fp_target_offcpu_counts(struct fp_target *t, const struct fp_offcpu_target *k);
 /* A sample of the bridge (bridge.h) of one of the target's threads, taken at bridge_period. */
 void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s,
                              uint64_t bridge_period);
@@ -143,6 +149,12 @@ void fp_target_drain(struct fp_target *t);
 struct fp_agg;
 const struct fp_agg *fp_target_bucket(const struct fp_target *t);
 /*
+ * The open bucket's off-CPU stacks of threads that waited for reason
+ * (enum fp_offcpu_reason), values in ns; NULL when the target's off-CPU
+ * time is not profiled.
+ */
+const struct fp_agg *fp_target_offcpu_bucket(const struct fp_target *t, unsigned reason);
+/*
  * Starts the next bucket empty, once the open one is stored: its samples
  * and drops (fp_target_open_drops()) are forgotten. 0 or -ENOMEM (the
  * bucket then stays open).
@@ -172,7 +184,7 @@ struct fp_target_drop {
  * unwind_failed, stack_copy_short) and those charged for the next one.
  * Returns how many of ret were filled; FP_TARGET_MAX_DROPS always suffice.
  */
-#define FP_TARGET_MAX_DROPS (6 + FP_TARGET_MAX_CARRIED)
+#define FP_TARGET_MAX_DROPS (11 + FP_TARGET_MAX_CARRIED)
 size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *ret, size_t max);
 /* How to start it again, as the target configuration text (targetconf.h). */
 void fp_target_config_string(const struct fp_target *t, char *buf, size_t len);

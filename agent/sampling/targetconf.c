@@ -3,21 +3,26 @@
  * The target configuration text; see targetconf.h for the format.
  */
 #include "targetconf.h"
+#include "offcpu.h"
 #include "unwind.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void fp_targetconf_format(const struct fp_perf_config *cfg, bool follow, char *buf, size_t len)
 {
         char events[FP_PERF_EVENT_LIST_MAX];
         fp_perf_event_list_string(cfg, events, sizeof(events));
-        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d unwind=%s%s",
+        char off[40] = "";
+        if (cfg->off_cpu_period)
+                snprintf(off, sizeof(off), " off_cpu=%" PRIu64, cfg->off_cpu_period);
+        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d unwind=%s%s%s",
                  events, cfg->freq, cfg->period, cfg->kernel_frames ? 1 : 0,
-                 fp_unwind_mode_name(cfg->unwind), follow ? " follow=1" : "");
+                 fp_unwind_mode_name(cfg->unwind), follow ? " follow=1" : "", off);
 }
 
 void fp_targetconf_finish(struct fp_perf_config *cfg)
@@ -35,24 +40,31 @@ void fp_targetconf_finish(struct fp_perf_config *cfg)
 
 int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_follow)
 {
-        char ev[FP_PERF_EVENT_LIST_MAX], w1[16] = "", w2[16] = "";
-        unsigned long long freq, period;
+        char ev[FP_PERF_EVENT_LIST_MAX], w[3][32] = {"", "", ""};
+        unsigned long long freq, period, off_cpu = 0;
         int kernel, n;
         bool follow = false;
         unsigned unwind = FP_UNWIND_AUTO;
         struct fp_perf_config c = {0};
 
         static_assert(FP_PERF_EVENT_LIST_MAX == 256, "the %255s below");
-        n = sscanf(text, "event=%255s freq=%llu period=%llu kernel=%d %15s %15s", ev, &freq,
-                   &period, &kernel, w1, w2);
+        n = sscanf(text, "event=%255s freq=%llu period=%llu kernel=%d %31s %31s %31s", ev, &freq,
+                   &period, &kernel, w[0], w[1], w[2]);
         if (n < 4)
                 return -EINVAL;
-        for (int i = 5; i <= n; i++) {
-                const char *w = i == 5 ? w1 : w2;
-                if (strcmp(w, "follow=1") == 0)
+        for (int i = 0; i < n - 4; i++) {
+                char *end;
+                if (strcmp(w[i], "follow=1") == 0) {
                         follow = true;
-                else if (strncmp(w, "unwind=", 7) != 0 || fp_unwind_mode_parse(w + 7, &unwind) < 0)
+                } else if (strncmp(w[i], "off_cpu=", 8) == 0) {
+                        errno = 0;
+                        off_cpu = strtoull(w[i] + 8, &end, 10);
+                        if (errno || *end || !off_cpu || off_cpu > FP_OFFCPU_PERIOD_MAX)
+                                return -EINVAL;
+                } else if (strncmp(w[i], "unwind=", 7) != 0 ||
+                           fp_unwind_mode_parse(w[i] + 7, &unwind) < 0) {
                         return -EINVAL;
+                }
         }
         if (fp_perf_event_list_parse(ev, &c, NULL, 0) < 0 || (freq == 0) == (period == 0) ||
             freq > FP_PERF_MAX_FREQ)
@@ -61,6 +73,7 @@ int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_
         c.unwind = unwind;
         c.period = period;
         c.kernel_frames = kernel != 0;
+        c.off_cpu_period = off_cpu;
         fp_targetconf_finish(&c);
         *cfg = c;
         if (ret_follow)

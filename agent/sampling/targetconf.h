@@ -5,12 +5,13 @@
  * agent can resume it and readers can tell a group's counters from its
  * leader. This module is the one owner of the format:
  *
- *   event=EVENT[,COUNTER...] freq=HZ period=N kernel=0|1[ unwind=MODE][ follow=1]
+ *   event=EVENT[,COUNTER...] freq=HZ period=N kernel=0|1[ unwind=MODE][ follow=1][ off_cpu=T]
  *
  * freq and period: exactly one is non-zero. unwind is auto, fp or dwarf
  * (unwind.h; texts written before it existed mean auto). follow=1 is
- * present only when the target's child processes are followed. Words are separated by one
- * space; event names never hold spaces or commas.
+ * present only when the target's child processes are followed, off_cpu=T
+ * only when its off-CPU time is profiled too (T ns, offcpu.h). Words are
+ * separated by one space; event names never hold spaces or commas.
  */
 #pragma once
 

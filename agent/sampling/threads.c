@@ -97,6 +97,7 @@ void fp_thread_free(struct fp_thread *th)
         close_starter(th);
         fp_perf_ring_close(&th->sampler);
         fp_perf_ring_close(&th->sideband);
+        free(th->off_frames);
         free(th);
 }
 

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Off-CPU profiling, the kernel side: see offcpu.h for the model.
+ *
+ * Three BTF tracepoint programs, CO-RE:
+ *
+ *   sched_switch(preempt, prev, next, prev_state)  prev leaves the CPU (in
+ *       its own context: its user registers and stack are readable) and
+ *       next comes back: its block ends, its parts are kept or not.
+ *   sched_wakeup(p)   a sleeping thread becomes runnable: the run-queue
+ *       part of its block starts.
+ *   sys_exit(regs, ret)  a system call returns, in the caller's context
+ *       with its user registers: the stack of the kept parts of the
+ *       blocks inside that call is copied here.
+ *
+ * Per-thread state lives in task storage, which the kernel frees with the
+ * task. A thread of a process not profiled costs one hash lookup when it
+ * is switched out, and a task-storage lookup (a pointer test, it has
+ * none) when it is switched in, woken, or returns from a system call.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "offcpu.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define TASK_INTERRUPTIBLE   0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_DEAD            0x80
+#define PF_KTHREAD           0x00200000
+#define PAGE                 4096
+
+/* tgid -> the target's period and counts; the loader sizes it. */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, 4096);
+        __type(key, __u32);
+        __type(value, struct fp_offcpu_target);
+} targets SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_RINGBUF);
+        __uint(max_entries, 4 << 20);
+} records SEC(".maps");
+
+struct thread_state {
+        __u64 off_ns;  /* its switch-out, 0 while it runs */
+        __u64 wake_ns; /* its wake-up during this block, 0 none yet */
+        __u64 ip, sp;  /* its user registers at the switch-out */
+        __u64 pending[FP_OFFCPU_REASONS]; /* kept weights waiting for the call's return */
+        __u32 reason;   /* of the sleeping part */
+        __u32 seq;      /* STACK records written */
+        __u8 in_call;   /* this block is inside a system call */
+        __u8 stacked;   /* this block's stack was written (STACK seq) */
+        __u8 has_pending;
+        __u8 reserved;
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+        __uint(map_flags, BPF_F_NO_PREALLOC);
+        __type(key, int);
+        __type(value, struct thread_state);
+} threads SEC(".maps");
+
+/* One record being written per CPU (too big for the BPF stack). */
+struct scratch {
+        __u32 busy; /* a program on this CPU is writing it (another one then gives up) */
+        __u32 reserved;
+        struct fp_offcpu_record r;
+        /*
+         * The verifier's bounds of copy_stack()'s offsets are looser than
+         * the real ones (it sees the compiler's OR for an ADD): room for
+         * what it thinks a page copy may reach past the stack.
+         */
+        __u8 slack[2 * PAGE];
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct scratch);
+} scratch SEC(".maps");
+
+/*
+ * Whether the thread is inside a system call that has not yet returned
+ * (its sys_exit is still to come), from its saved user registers: on
+ * x86-64 the syscall instruction leaves the return address in rcx and the
+ * flags in r11, so a call's frame has cx == ip and r11 == flags, which an
+ * interrupt's or a fault's frame has only by a coincidence of user values;
+ * and the entry code sets ax to -ENOSYS until the call returns its value.
+ * A thread switched out on its way back to user mode (after its sys_exit)
+ * therefore counts as outside: its stack is copied at the switch-out.
+ */
+static __always_inline bool in_call(struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+        return (long)BPF_CORE_READ(regs, orig_ax) >= 0 && (long)BPF_CORE_READ(regs, ax) == -38 &&
+               BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip) &&
+               BPF_CORE_READ(regs, r11) == BPF_CORE_READ(regs, flags);
+#else
+        return false; /* elsewhere every block's stack is copied at its switch-out */
+#endif
+}
+
+/*
+ * Copies the user stack from sp up, page by page, until FP_OFFCPU_STACK_MAX
+ * bytes or the first page that cannot be read (the end of the stack's
+ * mapping). Returns the bytes copied. Runs in the thread's own context.
+ */
+static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
+{
+        __u32 first = PAGE - (__u32)(sp & (PAGE - 1)), done;
+
+        if (first > PAGE)
+                return 0;
+        if (bpf_probe_read_user(dst, first, (const void *)sp))
+                return 0;
+        done = first;
+        for (int i = 0; i < FP_OFFCPU_STACK_MAX / PAGE - 1; i++) {
+                if (done > FP_OFFCPU_STACK_MAX - PAGE)
+                        break;
+                if (bpf_probe_read_user(dst + done, PAGE, (const void *)(sp + done)))
+                        break;
+                done += PAGE;
+        }
+        return done;
+}
+
+static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *counter,
+                                       const __u64 *w)
+{
+        __u64 ns = 0;
+        for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                if (w[i]) {
+                        __sync_fetch_and_add(counter, 1);
+                        ns += w[i];
+                }
+        __sync_fetch_and_add(&tv->lost_ns, ns);
+}
+
+/*
+ * Writes a record of kind with weights w (STACK: none) and, for CALL and
+ * STACK, the user registers and stack of the current thread. 0, or -1 with
+ * the loss counted in tv (no room, no stack).
+ */
+static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct task_struct *task,
+                struct pt_regs *regs, __u32 seq, const __u64 *w)
+{
+        __u32 zero = 0, len = 0;
+        struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+        struct fp_offcpu_record *r;
+        int e = -1;
+
+        if (!sc || sc->busy) {
+                if (w) /* another program on this CPU is writing (only when preemptible) */
+                        count_lost(tv, &tv->lost_copy, w);
+                return -1;
+        }
+        sc->busy = 1;
+        r = &sc->r;
+        r->kind = kind;
+        r->tid = BPF_CORE_READ(task, pid);
+        r->tgid = BPF_CORE_READ(task, tgid);
+        r->seq = seq;
+        r->time_ns = bpf_ktime_get_ns();
+        for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                r->weight[i] = w ? w[i] : 0;
+        r->stack_len = 0;
+        if (kind != FP_OFFCPU_WEIGHTS) {
+                r->ip = BPF_CORE_READ(regs, ip);
+                r->sp = BPF_CORE_READ(regs, sp);
+                r->bp = BPF_CORE_READ(regs, bp);
+                len = copy_stack(r->stack, r->sp);
+                if (!len) {
+                        if (w)
+                                count_lost(tv, &tv->lost_copy, w);
+                        goto out;
+                }
+                r->stack_len = len;
+        }
+        __u64 size = FP_OFFCPU_HEADER_LEN + len;
+        if (size > sizeof(*r))
+                goto out;
+        /* Woken at a quarter full: the agent also reads every 100 ms. */
+        __u64 wake = bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) > (1 << 20) ? BPF_RB_FORCE_WAKEUP
+                                                                                : BPF_RB_NO_WAKEUP;
+        if (bpf_ringbuf_output(&records, r, size, wake)) {
+                if (w)
+                        count_lost(tv, &tv->lost_ring, w);
+                goto out;
+        }
+        e = 0;
+out:
+        sc->busy = 0;
+        return e;
+}
+
+/* Keeps a part of d ns with probability min(1, d/T): its weight, or 0. */
+static __always_inline __u64 keep(__u64 d, __u64 period)
+{
+        if (d >= period)
+                return d;
+        if (d && bpf_get_prandom_u32() % (__u32)period < d)
+                return period;
+        return 0;
+}
+
+static __always_inline void switch_out(struct task_struct *prev, bool preempt,
+                                       unsigned int state)
+{
+        __u32 tgid = BPF_CORE_READ(prev, tgid);
+        struct fp_offcpu_target *tv = bpf_map_lookup_elem(&targets, &tgid);
+        struct thread_state *ts;
+        struct pt_regs *regs;
+
+        if (!tv || (BPF_CORE_READ(prev, flags) & PF_KTHREAD))
+                return;
+        if (state & TASK_DEAD) {
+                ts = bpf_task_storage_get(&threads, prev, 0, 0);
+                if (ts && ts->has_pending) {
+                        count_lost(tv, &tv->lost_exited, ts->pending);
+                        ts->has_pending = 0;
+                }
+                return;
+        }
+        ts = bpf_task_storage_get(&threads, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+        if (!ts)
+                return;
+        ts->off_ns = bpf_ktime_get_ns();
+        /* Preempted, or yielding while runnable: waiting for a CPU from now. */
+        ts->wake_ns = preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE))
+                          ? ts->off_ns
+                          : 0;
+        ts->reason = state & TASK_UNINTERRUPTIBLE ? FP_OFFCPU_UNINTERRUPTIBLE : FP_OFFCPU_SLEEP;
+        regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+        ts->ip = BPF_CORE_READ(regs, ip);
+        ts->sp = BPF_CORE_READ(regs, sp);
+        ts->in_call = in_call(regs);
+        ts->stacked = 0;
+        if (!ts->in_call) {
+                ts->seq++;
+                if (emit(tv, FP_OFFCPU_STACK, prev, regs, ts->seq, 0) == 0)
+                        ts->stacked = 1;
+        }
+}
+
+static __always_inline void switch_in(struct task_struct *next)
+{
+        struct thread_state *ts = bpf_task_storage_get(&threads, next, 0, 0);
+        __u64 now, wake, w[FP_OFFCPU_REASONS] = {};
+        struct fp_offcpu_target *tv;
+        __u32 tgid;
+
+        if (!ts || !ts->off_ns)
+                return;
+        now = bpf_ktime_get_ns();
+        tgid = BPF_CORE_READ(next, tgid);
+        tv = bpf_map_lookup_elem(&targets, &tgid);
+        if (tv && tv->period) {
+                wake = ts->wake_ns && ts->wake_ns <= now ? ts->wake_ns : now;
+                if (ts->reason < FP_OFFCPU_REASONS)
+                        w[ts->reason == FP_OFFCPU_UNINTERRUPTIBLE] = keep(wake - ts->off_ns, tv->period);
+                w[FP_OFFCPU_RUNQUEUE] = keep(now - wake, tv->period);
+                __sync_fetch_and_add(&tv->parts, (wake > ts->off_ns) + (now > wake));
+                __sync_fetch_and_add(&tv->kept, (w[0] != 0) + (w[1] != 0) + (w[2] != 0));
+                if (w[0] | w[1] | w[2]) {
+                        if (ts->in_call) {
+                                for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                                        ts->pending[i] += w[i];
+                                ts->has_pending = 1;
+                        } else if (ts->stacked) {
+                                (void)emit(tv, FP_OFFCPU_WEIGHTS, next, 0, ts->seq, w);
+                        } else {
+                                count_lost(tv, &tv->lost_copy, w);
+                        }
+                }
+        }
+        ts->off_ns = 0;
+        ts->wake_ns = 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(fp_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+             unsigned int prev_state)
+{
+        switch_out(prev, preempt, prev_state);
+        switch_in(next);
+        return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(fp_offcpu_wakeup, struct task_struct *p)
+{
+        struct thread_state *ts = bpf_task_storage_get(&threads, p, 0, 0);
+
+        if (ts && ts->off_ns && !ts->wake_ns)
+                ts->wake_ns = bpf_ktime_get_ns();
+        return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(fp_offcpu_sys_exit, struct pt_regs *regs, long ret)
+{
+        struct task_struct *task = bpf_get_current_task_btf();
+        struct thread_state *ts = bpf_task_storage_get(&threads, task, 0, 0);
+        struct fp_offcpu_target *tv;
+        __u32 tgid;
+
+        if (!ts || !ts->has_pending)
+                return 0;
+        ts->has_pending = 0;
+        tgid = BPF_CORE_READ(task, tgid);
+        tv = bpf_map_lookup_elem(&targets, &tgid);
+        if (tv) {
+                /* Not the call it blocked in (a fault's frame taken for a call's): no stack. */
+                if (BPF_CORE_READ(regs, ip) != ts->ip || BPF_CORE_READ(regs, sp) != ts->sp)
+                        count_lost(tv, &tv->lost_changed, ts->pending);
+                else
+                        (void)emit(tv, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
+        }
+        for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                ts->pending[i] = 0;
+        return 0;
+}

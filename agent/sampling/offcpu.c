@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The off-CPU profiler's loader; see offcpu.h for the model and the API.
+ *
+ * Loaded on the first target that asks for off-CPU time and kept while
+ * any does, as the thread tracker is (tracker.c): open the skeleton, size
+ * the maps, load (the verifier runs here; CO-RE relocates against the
+ * running kernel's BTF), attach the three tracepoints, hand the ring's
+ * epoll fd to the event loop. The kernel wakes the agent only when a
+ * megabyte waits; a 100 ms timer reads the rest, so a busy ring costs one
+ * wake-up per megabyte rather than one per record.
+ */
+#include "offcpu.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef FP_HAVE_BPF
+
+#include "offcpu.skel.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <event2/event.h>
+
+#define TARGETS_MAX 4096
+#define RING_BYTES  (4 << 20) /* about 1000 records of a few KiB of stack */
+#define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+
+struct fp_offcpu {
+        struct offcpu_bpf *skel;
+        struct ring_buffer *ring;
+        struct event *ev, *tick;
+        fp_offcpu_fn fn;
+        void *userdata;
+        unsigned n_targets;
+        uint64_t records;
+};
+
+static char last_libbpf_msg[256];
+
+static int on_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+        if (level == LIBBPF_DEBUG)
+                return 0;
+        vsnprintf(last_libbpf_msg, sizeof(last_libbpf_msg), fmt, ap);
+        last_libbpf_msg[strcspn(last_libbpf_msg, "\n")] = 0;
+        return 0;
+}
+
+static int on_record(void *ctx, void *data, size_t len)
+{
+        struct fp_offcpu *o = ctx;
+        const struct fp_offcpu_record *r = data;
+
+        /* The ring holds the header and stack_len bytes of stack: never read past it. */
+        if (len < FP_OFFCPU_HEADER_LEN || r->stack_len > len - FP_OFFCPU_HEADER_LEN)
+                return 0;
+        o->records++;
+        o->fn(o->userdata, r);
+        return 0;
+}
+
+static void on_ring(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_offcpu *o = arg;
+        (void)fd;
+        (void)what;
+        (void)ring_buffer__consume(o->ring);
+}
+
+/*
+ * One line on what the kernel lacks, for the user: the programs need BTF
+ * tracepoints (5.5), task storage for tracing programs (5.11),
+ * bpf_task_pt_regs (5.15) and ring buffers (5.8).
+ */
+static void load_reason(int r, char *err, size_t err_len)
+{
+        if (r == -EPERM || r == -EACCES)
+                snprintf(err, err_len,
+                         "off-CPU profiling: loading BPF programs is not permitted: the agent "
+                         "needs root, or CAP_BPF and CAP_PERFMON");
+        else
+                snprintf(err, err_len,
+                         "off-CPU profiling needs BTF tracepoints, BPF task storage, "
+                         "bpf_task_pt_regs and a BPF ring buffer (Linux 5.15 or later), and "
+                         "this kernel refused them: %s%s%s",
+                         strerror(-r), last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
+}
+
+int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata,
+                  struct fp_offcpu **ret, char *err, size_t err_len)
+{
+        struct fp_offcpu *o;
+        int r;
+
+        if (access(VMLINUX_BTF, R_OK) < 0) {
+                r = -errno;
+                snprintf(err, err_len, "off-CPU profiling needs kernel BTF: %s: %s", VMLINUX_BTF,
+                         strerror(-r));
+                return r;
+        }
+        o = calloc(1, sizeof(*o));
+        if (!o) {
+                snprintf(err, err_len, "out of memory");
+                return -ENOMEM;
+        }
+        o->fn = fn;
+        o->userdata = userdata;
+        last_libbpf_msg[0] = 0;
+        libbpf_set_print(on_libbpf_print);
+        o->skel = offcpu_bpf__open();
+        if (!o->skel) {
+                r = -errno;
+                snprintf(err, err_len, "cannot open the off-CPU BPF object: %s", strerror(-r));
+                goto fail;
+        }
+        if ((r = bpf_map__set_max_entries(o->skel->maps.targets, TARGETS_MAX)) < 0 ||
+            (r = bpf_map__set_max_entries(o->skel->maps.records, RING_BYTES)) < 0) {
+                snprintf(err, err_len, "cannot size the off-CPU BPF maps: %s", strerror(-r));
+                goto fail;
+        }
+        if ((r = offcpu_bpf__load(o->skel)) < 0) {
+                load_reason(r, err, err_len);
+                goto fail;
+        }
+        if ((r = offcpu_bpf__attach(o->skel)) < 0) {
+                snprintf(err, err_len,
+                         "off-CPU profiling: cannot attach to sched_switch, sched_wakeup and "
+                         "sys_exit: %s%s%s",
+                         strerror(-r), last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
+                goto fail;
+        }
+        o->ring = ring_buffer__new(bpf_map__fd(o->skel->maps.records), on_record, o, NULL);
+        if (!o->ring) {
+                r = -errno;
+                snprintf(err, err_len, "cannot map the off-CPU ring buffer: %s", strerror(-r));
+                goto fail;
+        }
+        o->ev = event_new(base, ring_buffer__epoll_fd(o->ring), EV_READ | EV_PERSIST, on_ring, o);
+        o->tick = event_new(base, -1, EV_PERSIST, on_ring, o);
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+        if (!o->ev || !o->tick || event_add(o->ev, NULL) < 0 || event_add(o->tick, &tv) < 0) {
+                r = -ENOMEM;
+                snprintf(err, err_len, "out of memory");
+                goto fail;
+        }
+        libbpf_set_print(NULL);
+        *ret = o;
+        return 0;
+fail:
+        libbpf_set_print(NULL);
+        fp_offcpu_free(o);
+        return r;
+}
+
+void fp_offcpu_free(struct fp_offcpu *o)
+{
+        if (!o)
+                return;
+        if (o->ev)
+                event_free(o->ev);
+        if (o->tick)
+                event_free(o->tick);
+        ring_buffer__free(o->ring);
+        offcpu_bpf__destroy(o->skel);
+        free(o);
+}
+
+int fp_offcpu_add(struct fp_offcpu *o, pid_t tgid, uint64_t period)
+{
+        __u32 key = (__u32)tgid;
+        struct fp_offcpu_target v = {.period = period};
+
+        if (!period || period > FP_OFFCPU_PERIOD_MAX)
+                return -EINVAL;
+        if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.targets), &key, &v, BPF_NOEXIST) < 0)
+                return errno == EEXIST ? 0 : -errno;
+        o->n_targets++;
+        return 0;
+}
+
+int fp_offcpu_remove(struct fp_offcpu *o, pid_t tgid)
+{
+        __u32 key = (__u32)tgid;
+
+        (void)ring_buffer__consume(o->ring); /* its last records first */
+        if (bpf_map_delete_elem(bpf_map__fd(o->skel->maps.targets), &key) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        o->n_targets--;
+        return 0;
+}
+
+void fp_offcpu_counts(const struct fp_offcpu *o, pid_t tgid, struct fp_offcpu_target *ret)
+{
+        __u32 key = (__u32)tgid;
+
+        if (bpf_map_lookup_elem(bpf_map__fd(o->skel->maps.targets), &key, ret) < 0)
+                memset(ret, 0, sizeof(*ret));
+}
+
+void fp_offcpu_poll(struct fp_offcpu *o)
+{
+        (void)ring_buffer__consume(o->ring);
+}
+
+unsigned fp_offcpu_targets(const struct fp_offcpu *o)
+{
+        return o->n_targets;
+}
+
+uint64_t fp_offcpu_records(const struct fp_offcpu *o)
+{
+        return o->records;
+}
+
+#else /* !FP_HAVE_BPF */
+
+struct fp_offcpu {
+        int unused;
+};
+
+int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata,
+                  struct fp_offcpu **ret, char *err, size_t err_len)
+{
+        (void)base;
+        (void)fn;
+        (void)userdata;
+        (void)ret;
+        snprintf(err, err_len,
+                 "off-CPU profiling needs BPF, and this agent was built without it (clang, "
+                 "bpftool or kernel BTF were missing at build time)");
+        return -EOPNOTSUPP;
+}
+
+void fp_offcpu_free(struct fp_offcpu *o)
+{
+        (void)o;
+}
+
+int fp_offcpu_add(struct fp_offcpu *o, pid_t tgid, uint64_t period)
+{
+        (void)o;
+        (void)tgid;
+        (void)period;
+        return -EOPNOTSUPP;
+}
+
+int fp_offcpu_remove(struct fp_offcpu *o, pid_t tgid)
+{
+        (void)o;
+        (void)tgid;
+        return 0;
+}
+
+void fp_offcpu_counts(const struct fp_offcpu *o, pid_t tgid, struct fp_offcpu_target *ret)
+{
+        (void)o;
+        (void)tgid;
+        memset(ret, 0, sizeof(*ret));
+}
+
+void fp_offcpu_poll(struct fp_offcpu *o)
+{
+        (void)o;
+}
+
+unsigned fp_offcpu_targets(const struct fp_offcpu *o)
+{
+        (void)o;
+        return 0;
+}
+
+uint64_t fp_offcpu_records(const struct fp_offcpu *o)
+{
+        (void)o;
+        return 0;
+}
+
+#endif
