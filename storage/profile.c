@@ -240,8 +240,8 @@ static int load_targets(struct query *q)
             &st);
 
         if (r == 0)
-                r = fp_store_prepare(q->s, "SELECT id, tid, name, wait FROM threads WHERE target_id = ?1",
-                                     &th);
+                r = fp_store_prepare(
+                    q->s, "SELECT id, tid, name, wait FROM threads WHERE target_id = ?1", &th);
         for (size_t i = 0; r == 0 && i < q->n_matches; i++) {
                 int64_t id = q->matches[i].target;
                 struct q_target *t;
@@ -573,10 +573,9 @@ static int add_samples(struct query *q)
                                 return r;
                         values[0] = e->a > INT64_MAX ? INT64_MAX : (int64_t)e->a;
                         values[1] = e->b > INT64_MAX ? INT64_MAX : (int64_t)e->b;
-                        n_labels = fp_store_sample_labels(labels, th->tid, th->name, th->wait,
-                                                          t->pid, t->comm,
-                                                          with_host ? t->host : NULL, t->service,
-                                                          t->container, t->exe);
+                        n_labels = fp_store_sample_labels(
+                            labels, th->tid, th->name, th->wait, t->pid, t->comm,
+                            with_host ? t->host : NULL, t->service, t->container, t->exe);
                         r = fp_pprof_add_sample(q->p, n ? q->locs + off : NULL, n, values, labels,
                                                 n_labels);
                         if (r < 0)

@@ -501,9 +501,10 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
         " period_type, period_unit, period) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
         " ON CONFLICT (name, count_type, count_unit, value_type, value_unit, period_type,"
         " period_unit, period) DO UPDATE SET name = excluded.name RETURNING id",
-    [FP_STMT_THREAD_UPSERT] = "INSERT INTO threads (target_id, tid, name, last_bucket, wait)"
-                              " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (target_id, tid, name, wait)"
-                              " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
+    [FP_STMT_THREAD_UPSERT] =
+        "INSERT INTO threads (target_id, tid, name, last_bucket, wait)"
+        " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (target_id, tid, name, wait)"
+        " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
     [FP_STMT_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
     [FP_STMT_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
                                " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

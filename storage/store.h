@@ -180,7 +180,10 @@ int fp_store_batch_add_waiting(struct fp_store_batch *b, uint32_t target, uint32
                                const char *thread_name, const char *wait, uint32_t stack,
                                uint64_t count, uint64_t value);
 /* Why an off-CPU sample's thread waited (its "wait" label). */
-#define FP_STORE_WAITS {"sleep", "uninterruptible", "runqueue"}
+#define FP_STORE_WAITS                                                                             \
+        {                                                                                          \
+                "sleep", "uninterruptible", "runqueue"                                             \
+        }
 /* Whether wait is one of FP_STORE_WAITS. */
 bool fp_store_wait_valid(const char *wait);
 int fp_store_batch_add_drop(struct fp_store_batch *b, uint32_t target, const char *reason,

@@ -577,9 +577,9 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                         continue;
                 const char *tev = fp_target_config(t)->event.name;
                 bool off = event && strcmp(event, "off-cpu") == 0;
-                if (off ? !fp_target_config(t)->off_cpu_period
-                        : event ? strcmp(tev, event) != 0
-                                : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
+                if (off     ? !fp_target_config(t)->off_cpu_period
+                    : event ? strcmp(tev, event) != 0
+                            : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
                         continue;
                 fp_target_sample_types(t, ty, un);
                 if (off) {
@@ -593,7 +593,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                         fp_pprof_set_default_sample_type(p, ty[1]);
                         const struct fp_perf_config *cfg = fp_target_config(t);
                         fp_pprof_set_period(p, ty[1], un[1],
-                                            (int64_t)(off        ? cfg->off_cpu_period
+                                            (int64_t)(off         ? cfg->off_cpu_period
                                                       : cfg->freq ? 1
                                                                   : cfg->period));
                 }

@@ -230,6 +230,30 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         };
         UINT_FIELDS(j, uw);
         fp_json_end_object(j);
+        fp_json_key(j, "off_cpu");
+        if (!ts->cfg->off_cpu_period) {
+                fp_json_null(j);
+        } else {
+                fp_json_begin_object(j);
+                const struct uint_field oc[] = {
+                    {"period_ns", ts->cfg->off_cpu_period},
+                    {"parts", st->off_parts},
+                    {"kept", st->off_kept},
+                    {"records", st->off_records},
+                    {"samples", st->off_samples},
+                    {"value_ns", st->off_value},
+                    {"stacks", st->off_walked},
+                    {"stacks_to_root", st->off_unwound_root},
+                    {"lost_ring", st->off_lost_ring},
+                    {"lost_stack_unreadable", st->off_lost_copy},
+                    {"lost_thread_exited", st->off_lost_exited},
+                    {"lost_call_changed", st->off_lost_changed},
+                    {"lost_unpaired", st->off_unpaired},
+                    {"lost_ns", st->off_lost_ns},
+                };
+                UINT_FIELDS(j, oc);
+                fp_json_end_object(j);
+        }
         fp_json_end_object(j);
 }
 
@@ -387,6 +411,16 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_string(&j, st->bridge_error);
         fp_json_end_object(&j);
 
+        fp_json_key(&j, "off_cpu");
+        fp_json_begin_object(&j);
+        const struct uint_field off[] = {
+            {"targets", st->offcpu_targets},
+            {"records", st->offcpu_records},
+            {"unclaimed", st->offcpu_unclaimed},
+        };
+        UINT_FIELDS(&j, off);
+        fp_json_end_object(&j);
+
         fp_json_key(&j, "host_tier");
         if (!st->host_on) {
                 fp_json_null(&j);
@@ -522,6 +556,14 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 fputc('\n', out);
         } else if (st->bridge_error[0])
                 fprintf(out, "bridge: %s\n", TERM(st->bridge_error, e1));
+        if (st->offcpu_targets) {
+                fprintf(out, "off-CPU: bpf, %u processes, %" PRIu64 " records", st->offcpu_targets,
+                        st->offcpu_records);
+                if (st->offcpu_unclaimed)
+                        fprintf(out, ", %" PRIu64 " of processes no longer profiled",
+                                st->offcpu_unclaimed);
+                fputc('\n', out);
+        }
         if (st->host_on) {
                 const struct fp_host_stats *h = &st->host;
                 uint64_t all = h->st.samples + h->idle + h->covered + h->unknown + h->table_full;
@@ -642,6 +684,19 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 s->unwound_root, s->samples, s->frames_cfi, s->frames_fp,
                                 s->samples ? s->stack_bytes / s->samples : 0);
                 fputc('\n', out);
+        }
+        /* Off-CPU time: how much of it, sampled how, and how many stacks reached the root. */
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_core_target_status *ts = &st->targets[i];
+                const struct fp_target_stats *s = &ts->st;
+                if (!ts->cfg->off_cpu_period)
+                        continue;
+                fprintf(out,
+                        "off-CPU of %d: %.3f s in %" PRIu64 " samples (block parts kept: %" PRIu64
+                        " of %" PRIu64 ", T %.3f ms), %" PRIu64 " of %" PRIu64
+                        " stacks to the root\n",
+                        (int)ts->pid, s->off_value / 1e9, s->off_samples, s->off_kept, s->off_parts,
+                        ts->cfg->off_cpu_period / 1e6, s->off_unwound_root, s->off_walked);
         }
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < st->n_targets; i++) {

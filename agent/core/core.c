@@ -260,7 +260,8 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
                 bpf = fp_tracker_add(s->tracker, pid,
                                      follow || track_children ? FP_TRACKER_FOLLOW : 0) == 0;
         /* Its off-CPU time from before its threads are listed too (or a clear refusal). */
-        if (cfg->off_cpu_period && (r = offcpu_add(s, pid, cfg->off_cpu_period, err, err_len)) < 0) {
+        if (cfg->off_cpu_period &&
+            (r = offcpu_add(s, pid, cfg->off_cpu_period, err, err_len)) < 0) {
                 if (s->tracker)
                         (void)fp_tracker_remove(s->tracker, pid);
                 return r;
@@ -1064,6 +1065,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         struct fp_core_status st = {0};
 
         fp_core_poll_tracker(s);
+        fp_core_poll_offcpu(s);
         st.targets = calloc(s->n_targets ? s->n_targets : 1, sizeof(*st.targets));
         if (!st.targets)
                 return -ENOMEM;
@@ -1127,6 +1129,11 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         st.bridge_full = s->tracker ? fp_tracker_bridge_full(s->tracker) : 0;
         st.bridge_error = s->opt.no_bridge ? "off (--no-bridge)" : s->bridge_error;
         st.children_not_followed = s->children_not_followed;
+        if (s->offcpu) {
+                st.offcpu_targets = fp_offcpu_targets(s->offcpu);
+                st.offcpu_records = fp_offcpu_records(s->offcpu);
+        }
+        st.offcpu_unclaimed = s->offcpu_unclaimed;
         for (size_t i = 0; i < s->n_targets; i++) {
                 struct fp_core_target *at = &s->targets[i];
                 struct fp_target *t = at->t;

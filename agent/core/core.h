@@ -240,6 +240,9 @@ struct fp_core_status {
         uint64_t bridge_period, bridge_samples, bridge_lost, bridge_unclaimed, bridge_full;
         unsigned bridge_cpus;
         const char *bridge_error;
+        /* The off-CPU profiler (offcpu.h): processes it profiles (0: not loaded), its records. */
+        unsigned offcpu_targets;
+        uint64_t offcpu_records, offcpu_unclaimed;
         /* The targets uid may see. */
         struct fp_core_target_status *targets;
         size_t n_targets;

@@ -183,7 +183,8 @@ static int pprof_stacks(struct fp_target *t, struct fp_pprof *p, const struct fp
                 };
                 size_t n_labels = 4;
                 if (service[0])
-                        labels[n_labels++] = (struct fp_pprof_label){.key = "service", .str = service};
+                        labels[n_labels++] =
+                            (struct fp_pprof_label){.key = "service", .str = service};
                 if (wait)
                         labels[n_labels++] = (struct fp_pprof_label){.key = "wait", .str = wait};
                 values[0] = clamp64(e->count);

@@ -47,14 +47,14 @@ struct {
 } records SEC(".maps");
 
 struct thread_state {
-        __u64 off_ns;  /* its switch-out, 0 while it runs */
-        __u64 wake_ns; /* its wake-up during this block, 0 none yet */
-        __u64 ip, sp;  /* its user registers at the switch-out */
+        __u64 off_ns;                     /* its switch-out, 0 while it runs */
+        __u64 wake_ns;                    /* its wake-up during this block, 0 none yet */
+        __u64 ip, sp;                     /* its user registers at the switch-out */
         __u64 pending[FP_OFFCPU_REASONS]; /* kept weights waiting for the call's return */
-        __u32 reason;   /* of the sleeping part */
-        __u32 seq;      /* STACK records written */
-        __u8 in_call;   /* this block is inside a system call */
-        __u8 stacked;   /* this block's stack was written (STACK seq) */
+        __u32 reason;                     /* of the sleeping part */
+        __u32 seq;                        /* STACK records written */
+        __u8 in_call;                     /* this block is inside a system call */
+        __u8 stacked;                     /* this block's stack was written (STACK seq) */
         __u8 has_pending;
         __u8 reserved;
 };
@@ -131,8 +131,7 @@ static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
         return done;
 }
 
-static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *counter,
-                                       const __u64 *w)
+static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *counter, const __u64 *w)
 {
         __u64 ns = 0;
         for (int i = 0; i < FP_OFFCPU_REASONS; i++)
@@ -149,7 +148,7 @@ static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *count
  * the loss counted in tv (no room, no stack).
  */
 static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct task_struct *task,
-                struct pt_regs *regs, __u32 seq, const __u64 *w)
+                                struct pt_regs *regs, __u32 seq, const __u64 *w)
 {
         __u32 zero = 0, len = 0;
         struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
@@ -187,8 +186,9 @@ static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct 
         if (size > sizeof(*r))
                 goto out;
         /* Woken at a quarter full: the agent also reads every 100 ms. */
-        __u64 wake = bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) > (1 << 20) ? BPF_RB_FORCE_WAKEUP
-                                                                                : BPF_RB_NO_WAKEUP;
+        __u64 wake = bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) > (1 << 20)
+                         ? BPF_RB_FORCE_WAKEUP
+                         : BPF_RB_NO_WAKEUP;
         if (bpf_ringbuf_output(&records, r, size, wake)) {
                 if (w)
                         count_lost(tv, &tv->lost_ring, w);
@@ -210,8 +210,7 @@ static __always_inline __u64 keep(__u64 d, __u64 period)
         return 0;
 }
 
-static __always_inline void switch_out(struct task_struct *prev, bool preempt,
-                                       unsigned int state)
+static __always_inline void switch_out(struct task_struct *prev, bool preempt, unsigned int state)
 {
         __u32 tgid = BPF_CORE_READ(prev, tgid);
         struct fp_offcpu_target *tv = bpf_map_lookup_elem(&targets, &tgid);
@@ -233,9 +232,8 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
                 return;
         ts->off_ns = bpf_ktime_get_ns();
         /* Preempted, or yielding while runnable: waiting for a CPU from now. */
-        ts->wake_ns = preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE))
-                          ? ts->off_ns
-                          : 0;
+        ts->wake_ns =
+            preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)) ? ts->off_ns : 0;
         ts->reason = state & TASK_UNINTERRUPTIBLE ? FP_OFFCPU_UNINTERRUPTIBLE : FP_OFFCPU_SLEEP;
         regs = (struct pt_regs *)bpf_task_pt_regs(prev);
         ts->ip = BPF_CORE_READ(regs, ip);
@@ -264,7 +262,8 @@ static __always_inline void switch_in(struct task_struct *next)
         if (tv && tv->period) {
                 wake = ts->wake_ns && ts->wake_ns <= now ? ts->wake_ns : now;
                 if (ts->reason < FP_OFFCPU_REASONS)
-                        w[ts->reason == FP_OFFCPU_UNINTERRUPTIBLE] = keep(wake - ts->off_ns, tv->period);
+                        w[ts->reason == FP_OFFCPU_UNINTERRUPTIBLE] =
+                            keep(wake - ts->off_ns, tv->period);
                 w[FP_OFFCPU_RUNQUEUE] = keep(now - wake, tv->period);
                 __sync_fetch_and_add(&tv->parts, (wake > ts->off_ns) + (now > wake));
                 __sync_fetch_and_add(&tv->kept, (w[0] != 0) + (w[1] != 0) + (w[2] != 0));

@@ -92,8 +92,8 @@ static void load_reason(int r, char *err, size_t err_len)
                          strerror(-r), last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
 }
 
-int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata,
-                  struct fp_offcpu **ret, char *err, size_t err_len)
+int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, struct fp_offcpu **ret,
+                  char *err, size_t err_len)
 {
         struct fp_offcpu *o;
         int r;
@@ -224,8 +224,8 @@ struct fp_offcpu {
         int unused;
 };
 
-int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata,
-                  struct fp_offcpu **ret, char *err, size_t err_len)
+int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, struct fp_offcpu **ret,
+                  char *err, size_t err_len)
 {
         (void)base;
         (void)fn;

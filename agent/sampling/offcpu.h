@@ -35,14 +35,14 @@
 #include <linux/types.h>
 #endif
 
-#define FP_OFFCPU_STACK_MAX  16384 /* bytes of user stack copied at most */
+#define FP_OFFCPU_STACK_MAX  16384         /* bytes of user stack copied at most */
 #define FP_OFFCPU_PERIOD_MAX 1000000000ULL /* T at most: 1 s */
 
 /* Why a thread waited: the label of its samples. */
 enum fp_offcpu_reason {
         FP_OFFCPU_SLEEP = 0,           /* interruptible sleep (S) */
         FP_OFFCPU_UNINTERRUPTIBLE = 1, /* uninterruptible sleep (D): disk, some locks */
-        FP_OFFCPU_RUNQUEUE = 2,        /* runnable, waiting for a CPU (from wake-up or preemption) */
+        FP_OFFCPU_RUNQUEUE = 2, /* runnable, waiting for a CPU (from wake-up or preemption) */
         FP_OFFCPU_REASONS = 3,
 };
 
@@ -69,8 +69,8 @@ struct fp_offcpu_record {
         __u32 kind; /* enum fp_offcpu_kind */
         __u32 tid;
         __u32 tgid;
-        __u32 seq;       /* the thread's STACK records, counted: pairs WEIGHTS with its STACK */
-        __u64 time_ns;   /* bpf_ktime_get_ns() of the record: CLOCK_MONOTONIC */
+        __u32 seq;     /* the thread's STACK records, counted: pairs WEIGHTS with its STACK */
+        __u64 time_ns; /* bpf_ktime_get_ns() of the record: CLOCK_MONOTONIC */
         __u64 weight[FP_OFFCPU_REASONS]; /* ns this record stands for, per reason */
         __u64 ip, sp, bp;                /* user registers (CALL, STACK) */
         __u32 stack_len;                 /* bytes of stack that follow (from sp up) */
@@ -99,8 +99,8 @@ typedef void (*fp_offcpu_fn)(void *userdata, const struct fp_offcpu_record *r);
  * BTF, not permitted, a kernel without task storage or BTF tracepoints,
  * built without BPF).
  */
-int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata,
-                  struct fp_offcpu **ret, char *err, size_t err_len);
+int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, struct fp_offcpu **ret,
+                  char *err, size_t err_len);
 /* Detaches the programs and frees everything. Accepts NULL. */
 void fp_offcpu_free(struct fp_offcpu *o);
 /* Profiles the off-CPU time of process tgid at period ns (T). 0 or -errno. */

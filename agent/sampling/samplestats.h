@@ -79,12 +79,12 @@ struct fp_target_stats {
         /*
          * Off-CPU time (offcpu.h), when profiled: records read; the kept
          * block parts they held (samples) and their weight (ns); kept
-         * parts whose stack record never came (unpaired); stacks that
-         * reached their thread's root. Then the kernel side's counts
+         * parts whose stack record never came (unpaired); stacks unwound,
+         * and of them those that reached their thread's root. Then the kernel side's counts
          * (fp_target_offcpu_counts()): block parts seen and kept, and kept
          * parts lost, by reason, with their weight.
          */
-        uint64_t off_records, off_samples, off_value, off_unpaired, off_unwound_root;
+        uint64_t off_records, off_samples, off_value, off_unpaired, off_walked, off_unwound_root;
         uint64_t off_parts, off_kept, off_lost_ring, off_lost_copy, off_lost_exited;
         uint64_t off_lost_changed, off_lost_ns;
 };

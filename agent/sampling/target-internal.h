@@ -109,8 +109,8 @@ struct fp_target {
         uint64_t n_latency;
 
         /* Off-CPU time (target-offcpu.c), when cfg.off_cpu_period is set. */
-        struct fp_perf_config off_cfg;  /* how its stacks are walked: copied stacks, user only */
-        struct fp_target_stats off_st;  /* their unwinding figures (kept apart from the CPU's) */
+        struct fp_perf_config off_cfg; /* how its stacks are walked: copied stacks, user only */
+        struct fp_target_stats off_st; /* their unwinding figures (kept apart from the CPU's) */
         struct fp_stackwalk off_walk;
         struct fp_agg *off_agg[FP_OFFCPU_REASONS]; /* the open bucket, by why it waited */
 

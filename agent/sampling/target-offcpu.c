@@ -95,6 +95,7 @@ static uint32_t walk(struct fp_target *t, const struct fp_offcpu_record *r, stru
         uint64_t root = t->off_st.unwound_root;
         uint32_t n = fp_stackwalk(&t->off_walk, &s, f);
 
+        t->st.off_walked++;
         t->st.off_unwound_root += t->off_st.unwound_root - root;
         return n;
 }
@@ -144,7 +145,8 @@ void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record 
         case FP_OFFCPU_STACK:
                 if (!th)
                         break; /* not one of its threads (yet): its weights count as unpaired */
-                if (!th->off_frames && !(th->off_frames = malloc(MAX_FRAMES * sizeof(struct fp_frame))))
+                if (!th->off_frames &&
+                    !(th->off_frames = malloc(MAX_FRAMES * sizeof(struct fp_frame))))
                         break;
                 th->off_n = walk(t, r, th->off_frames);
                 th->off_seq = r->seq;

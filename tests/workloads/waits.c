@@ -277,29 +277,54 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-        static const struct option opts[] = {
-            {"seconds", 1, 0, 's'}, {"truth", 1, 0, 't'},   {"ready", 1, 0, 'r'},
-            {"wait-for-start", 1, 0, 'w'}, {"sleep-us", 1, 0, 'S'}, {"long-ms", 1, 0, 'L'},
-            {"pipe-us", 1, 0, 'P'}, {"hold-us", 1, 0, 'H'}, {"spinners", 1, 0, 'n'},
-            {"dir", 1, 0, 'd'},     {"only", 1, 0, 'o'},    {0, 0, 0, 0}};
+        static const struct option opts[] = {{"seconds", 1, 0, 's'},  {"truth", 1, 0, 't'},
+                                             {"ready", 1, 0, 'r'},    {"wait-for-start", 1, 0, 'w'},
+                                             {"sleep-us", 1, 0, 'S'}, {"long-ms", 1, 0, 'L'},
+                                             {"pipe-us", 1, 0, 'P'},  {"hold-us", 1, 0, 'H'},
+                                             {"spinners", 1, 0, 'n'}, {"dir", 1, 0, 'd'},
+                                             {"only", 1, 0, 'o'},     {0, 0, 0, 0}};
         pthread_t th[16];
         int n_th = 0, c;
         char path[4096];
 
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 switch (c) {
-                case 's': opt_seconds = atof(optarg); break;
-                case 't': opt_truth = optarg; break;
-                case 'r': opt_ready = optarg; break;
-                case 'w': opt_start = optarg; break;
-                case 'S': opt_sleep_us = atol(optarg); break;
-                case 'L': opt_long_ms = atol(optarg); break;
-                case 'P': opt_pipe_us = atol(optarg); break;
-                case 'H': opt_hold_us = atol(optarg); break;
-                case 'n': opt_spinners = atoi(optarg); break;
-                case 'd': opt_dir = optarg; break;
-                case 'o': opt_only = optarg; break;
-                default: fprintf(stderr, "usage: see the comment at the top of waits.c\n"); return 2;
+                case 's':
+                        opt_seconds = atof(optarg);
+                        break;
+                case 't':
+                        opt_truth = optarg;
+                        break;
+                case 'r':
+                        opt_ready = optarg;
+                        break;
+                case 'w':
+                        opt_start = optarg;
+                        break;
+                case 'S':
+                        opt_sleep_us = atol(optarg);
+                        break;
+                case 'L':
+                        opt_long_ms = atol(optarg);
+                        break;
+                case 'P':
+                        opt_pipe_us = atol(optarg);
+                        break;
+                case 'H':
+                        opt_hold_us = atol(optarg);
+                        break;
+                case 'n':
+                        opt_spinners = atoi(optarg);
+                        break;
+                case 'd':
+                        opt_dir = optarg;
+                        break;
+                case 'o':
+                        opt_only = optarg;
+                        break;
+                default:
+                        fprintf(stderr, "usage: see the comment at the top of waits.c\n");
+                        return 2;
                 }
         }
         if (opt_spinners < 0 || opt_spinners > MAX_SPINNERS) {
@@ -352,7 +377,8 @@ int main(int argc, char **argv)
                 usleep(2000);
         uint64_t t0 = now_ns(CLOCK_MONOTONIC);
         atomic_store(&go, 1);
-        while (!got_signal && (opt_seconds <= 0 || now_ns(CLOCK_MONOTONIC) - t0 < opt_seconds * 1e9))
+        while (!got_signal &&
+               (opt_seconds <= 0 || now_ns(CLOCK_MONOTONIC) - t0 < opt_seconds * 1e9))
                 usleep(5000);
         atomic_store(&stop_now, 1);
         double seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Compare an off-CPU profile with the truth the `waits` workload measured.
+
+The profile is read with `go tool pprof -raw` (pprofraw.py). For each
+measured thread of the truth (waits.c: its function, its blocked time by
+its own clocks, its run-queue wait by the kernel's schedstat), the
+profile's off-CPU nanoseconds are summed over the samples of that thread
+whose stack holds its function, split by the `wait` label.
+
+    offcpu_check.py PROFILE TRUTH.json [--tolerance F] [--only THREAD,...]
+        [--reason THREAD=REASON:SHARE]... [--caller FUNCTION=CALLER]...
+        [--runq-tolerance F] [--tolerance-of THREAD=F]... [--json]
+
+Checks, each printed, exit 1 when one fails:
+  * every measured thread's off-CPU time in its function is within
+    --tolerance (a fraction, 0.06 by default) of the truth's off_ns, except
+    the spinners (spin_contend), whose truth is the kernel's run-queue wait
+    (wall less CPU also counts interrupts and steal time, which are not
+    off-CPU): within --runq-tolerance (0.05) of runq_ns; --tolerance-of
+    gives one thread a tolerance of its own;
+  * --reason THREAD=REASON:SHARE: at least SHARE of that thread's time in
+    its function carries wait=REASON;
+  * --caller FUNCTION=CALLER: every stack holding FUNCTION has CALLER as
+    its next frame toward the root (the caller of every sampled function
+    right, as for CPU).
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pprofraw  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("profile")
+    ap.add_argument("truth")
+    ap.add_argument("--tolerance", type=float, default=0.06)
+    ap.add_argument("--runq-tolerance", type=float, default=0.05)
+    ap.add_argument("--tolerance-of", action="append", default=[])
+    ap.add_argument("--only")
+    ap.add_argument("--reason", action="append", default=[])
+    ap.add_argument("--caller", action="append", default=[])
+    ap.add_argument("--json", action="store_true", help="print the per-thread figures as JSON")
+    a = ap.parse_args()
+
+    p = pprofraw.load(a.profile)
+    vi = p.value_index("off-cpu")
+    truth = json.load(open(a.truth))["threads"]
+    only = set(a.only.split(",")) if a.only else None
+    by = collections.defaultdict(collections.Counter)  # thread -> wait -> ns in its function
+    callers = collections.defaultdict(collections.Counter)  # function -> caller -> samples
+    for s in p.samples:
+        th = s.thread_name()
+        if th not in truth:
+            continue
+        fn = truth[th]["function"]
+        if fn in s.stack:
+            wait = (s.labels.get("wait") or ["none"])[0]
+            by[th][wait] += s.values[vi]
+            i = s.stack.index(fn)
+            callers[fn][s.stack[i + 1] if i + 1 < len(s.stack) else "(root)"] += 1
+
+    bad = []
+    rows = {}
+    for th, t in sorted(truth.items()):
+        if only and th not in only:
+            continue
+        got = sum(by[th].values())
+        spinner = t["function"] == "spin_contend"
+        want = t["runq_ns"] if spinner else t["off_ns"]
+        tol = a.runq_tolerance if spinner else a.tolerance
+        for spec in a.tolerance_of:
+            name, _, f = spec.partition("=")
+            if name == th:
+                tol = float(f)
+        ratio = got / want if want else 0.0
+        ok = abs(ratio - 1) <= tol
+        rows[th] = {"function": t["function"], "truth_ns": want, "profile_ns": got,
+                    "ratio": round(ratio, 4), "by_wait": dict(by[th])}
+        print("%-10s %-13s truth %8.3f s  profile %8.3f s  ratio %.3f  %s  %s" % (
+            th, t["function"], want / 1e9, got / 1e9, ratio,
+            " ".join("%s=%.3f" % (k, v / 1e9) for k, v in sorted(by[th].items())),
+            "ok" if ok else "OFF BY MORE THAN %.0f%%" % (tol * 100)))
+        if not ok:
+            bad.append("%s: %.3f of the truth" % (th, ratio))
+    for spec in a.reason:
+        th, rest = spec.split("=", 1)
+        reason, share = rest.split(":")
+        total = sum(by[th].values())
+        got = by[th][reason] / total if total else 0.0
+        ok = got >= float(share)
+        print("reason %s: %s %.3f of its time (at least %s) %s" % (th, reason, got, share,
+                                                                   "ok" if ok else "TOO LITTLE"))
+        if not ok:
+            bad.append("%s: %s only %.3f" % (th, reason, got))
+    for spec in a.caller:
+        fn, caller = spec.split("=", 1)
+        seen = callers[fn]
+        ok = bool(seen) and set(seen) == {caller}
+        print("caller of %s: %s %s" % (fn, dict(seen), "ok" if ok else "WRONG (want %s)" % caller))
+        if not ok:
+            bad.append("caller of %s: %s" % (fn, dict(seen)))
+    if a.json:
+        print(json.dumps(rows))
+    if bad:
+        print("FAILED: " + "; ".join(bad))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
