@@ -1309,6 +1309,38 @@ static void meta_where(struct buf *q, const struct fp_store_filter *f, bool with
         }
 }
 
+static bool is_wall(const struct meta *ref)
+{
+        return strcmp(ref->event, FP_STORE_WALL_EVENT) == 0;
+}
+
+/*
+ * The series of ref's event (and sample types) among those f selects: a
+ * condition over meta_from()'s columns. The wall profile's: the off-CPU
+ * series and the CPU-time series of the targets that have one.
+ */
+static void event_where(struct fp_ch *c, struct buf *q, const struct fp_store_filter *f,
+                        const struct meta *ref)
+{
+        static const char *const cols[] = {"m_ct", "m_cu", "m_vt", "m_vu"};
+
+        if (is_wall(ref)) {
+                buf_printf(q, " AND m_vu = 'nanoseconds' AND (m_event = '" FP_STORE_OFFCPU_EVENT "'"
+                              " OR (m_event IN ('cpu-clock', 'task-clock') AND m_target IN"
+                              " (SELECT m_target FROM ");
+                meta_from(c, q);
+                meta_where(q, f, false);
+                buf_printf(q, " AND m_event = '" FP_STORE_OFFCPU_EVENT "')))");
+                return;
+        }
+        buf_printf(q, " AND m_event = ");
+        buf_lit(q, ref->event);
+        for (int k = 0; k < 4; k++) {
+                buf_printf(q, " AND %s = ", cols[k]);
+                buf_lit(q, ref->types[k]);
+        }
+}
+
 /* The filter's time range over a table with start_ns (and length_ns, or len_expr). */
 static void time_where(struct buf *q, const struct fp_store_filter *f, const char *len_expr)
 {
@@ -1500,7 +1532,9 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
 
         if (!f)
                 f = &none;
-        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0 || !m.n)
+        bool wall = f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0;
+        struct meta wall_ref = {.event = FP_STORE_WALL_EVENT};
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, !wall, &m)) < 0 || !m.n)
                 goto out;
         buf_printf(
             &q,
@@ -1508,7 +1542,9 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
             " toUInt64(any(value)) FROM %s.buckets WHERE series_id IN (SELECT series_id FROM ",
             c->db);
         meta_from(c, &q);
-        meta_where(&q, f, true);
+        meta_where(&q, f, !wall);
+        if (wall)
+                event_where(c, &q, f, &wall_ref);
         buf_printf(&q, ")");
         time_where(&q, f, "length_ns");
         buf_printf(&q, " GROUP BY series_id, upload ORDER BY s, series_id FORMAT RowBinary");
@@ -1523,7 +1559,7 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
                 struct fp_store_map_entry *e = fp_store_map_get(&m.idx, sid);
                 if (rd.bad || !e)
                         continue;
-                pt.event = m.v[e->a - 1].event;
+                pt.event = wall ? FP_STORE_WALL_EVENT : m.v[e->a - 1].event;
                 r = fn(userdata, &pt);
                 n++;
         }
@@ -1977,6 +2013,49 @@ static int first_event(struct fp_ch *c, const struct metas *m, const struct meta
                    : 0;
 }
 
+/* Whether series y is part of the wall profile: off-CPU, or CPU time of a target with off-CPU. */
+static bool wall_part(const struct metas *m, const struct meta *y)
+{
+        if (strcmp(y->event, FP_STORE_OFFCPU_EVENT) == 0)
+                return strcmp(y->types[3], "nanoseconds") == 0;
+        if (!fp_store_event_is_cpu_time(y->event, y->types[3]))
+                return false;
+        for (size_t i = 0; i < m->n; i++)
+                if (m->v[i].matched && m->v[i].target_id == y->target_id &&
+                    strcmp(m->v[i].event, FP_STORE_OFFCPU_EVENT) == 0)
+                        return true;
+        return false;
+}
+
+/*
+ * The wall profile's reference (FP_STORE_WALL_EVENT, its sample types),
+ * made in *buf from a matched off-CPU series; *ret NULL when none matched.
+ */
+static int wall_event(const struct metas *m, struct meta *buf, const struct meta **ret)
+{
+        *ret = NULL;
+        for (size_t i = 0; i < m->n; i++) {
+                const struct meta *y = &m->v[i];
+                if (!y->matched || strcmp(y->event, FP_STORE_OFFCPU_EVENT) != 0)
+                        continue;
+                if (!*ret || y->first_ns < (*ret)->first_ns) {
+                        *buf = *y;
+                        *ret = buf;
+                }
+        }
+        if (*ret) {
+                buf->event = FP_STORE_WALL_EVENT;
+                buf->types[0] = "samples";
+                buf->types[1] = "count";
+                buf->types[2] = "wall";
+                buf->types[3] = "nanoseconds";
+                buf->period_type = "";
+                buf->period_unit = "";
+                buf->period = 0;
+        }
+        return 0;
+}
+
 static int set_types(struct fp_ch *c, struct fp_pprof *p, const struct meta *ref)
 {
         bool differ = false;
@@ -2008,17 +2087,10 @@ static int add_drop_comments(struct fp_ch *c, const struct fp_store_filter *f, s
 static void samples_where(struct fp_ch *c, const struct fp_store_filter *f, const struct meta *ref,
                           bool threads, struct buf *q)
 {
-        static const char *const cols[] = {"m_ct", "m_cu", "m_vt", "m_vu"};
-
         buf_printf(q, " FROM %s.samples WHERE series_id IN (SELECT series_id FROM ", c->db);
         meta_from(c, q);
         meta_where(q, f, false);
-        buf_printf(q, " AND m_event = ");
-        buf_lit(q, ref->event);
-        for (int k = 0; k < 4; k++) {
-                buf_printf(q, " AND %s = ", cols[k]);
-                buf_lit(q, ref->types[k]);
-        }
+        event_where(c, q, f, ref);
         buf_printf(q, ")");
         time_where(q, f, "length_ns");
         if (threads && f->thread_name) {
@@ -2055,8 +2127,7 @@ static int duplicated_uploads(struct fp_ch *c, const struct fp_store_filter *f,
                    c->db);
         meta_from(c, &q);
         meta_where(&q, f, false);
-        buf_printf(&q, " AND m_event = ");
-        buf_lit(&q, ref->event);
+        event_where(c, &q, f, ref);
         buf_printf(&q, ")");
         time_where(&q, f, "length_ns");
         buf_printf(&q, " GROUP BY series_id, upload FORMAT RowBinary");
@@ -2150,10 +2221,16 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 return -EINVAL;
         if (!f)
                 f = &none;
-        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0)
+        bool wall = f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0;
+        struct meta wall_ref;
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, !wall, &m)) < 0)
                 goto out;
-        /* The reference event: f->event, else the one stored first. */
-        if ((r = first_event(c, &m, &ref)) < 0)
+        /* The reference event: f->event, else the one stored first (or the wall profile's). */
+        if (wall)
+                r = wall_event(&m, &wall_ref, &ref);
+        else
+                r = first_event(c, &m, &ref);
+        if (r < 0)
                 goto out;
         if (!ref)
                 goto drops;
@@ -2164,6 +2241,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 bool same = y->matched && strcmp(y->event, ref->event) == 0;
                 for (int k = 0; k < 4 && same; k++)
                         same = strcmp(y->types[k], ref->types[k]) == 0;
+                if (wall)
+                        same = y->matched && wall_part(&m, y);
                 y->matched = same;
                 if (!same)
                         continue;

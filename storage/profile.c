@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,10 +174,54 @@ static bool same_types(const struct q_event *a, const struct q_event *b)
         return true;
 }
 
+bool fp_store_event_is_cpu_time(const char *name, const char *value_unit)
+{
+        return (strcmp(name, "cpu-clock") == 0 || strcmp(name, "task-clock") == 0) &&
+               strcmp(value_unit, "nanoseconds") == 0;
+}
+
+/* The wall profile's event (FP_STORE_WALL_EVENT): stored nowhere. */
+static const struct q_event wall_event = {
+    .id = -1,
+    .name = (char *)FP_STORE_WALL_EVENT,
+    .types = {(char *)"samples", (char *)"count", (char *)"wall", (char *)"nanoseconds"},
+    .period_type = (char *)"",
+    .period_unit = (char *)""};
+
+/*
+ * The wall profile's matches: of the targets with an off-CPU series, that
+ * and their CPU-time series. Returns how many are kept (at the front).
+ */
+static size_t wall_matches(struct query *q)
+{
+        struct fp_store_map off = {0}; /* target rowid -> 1: it has off-CPU samples */
+        size_t kept = 0;
+
+        for (size_t i = 0; i < q->n_matches; i++) {
+                const struct q_event *e = event_by_id(q, q->matches[i].event);
+                if (e && strcmp(e->name, FP_STORE_OFFCPU_EVENT) == 0 &&
+                    !fp_store_map_get(&off, (uint64_t)q->matches[i].target) &&
+                    fp_store_map_put(&off, (uint64_t)q->matches[i].target, 1, 0) < 0) {
+                        fp_store_map_free(&off);
+                        return SIZE_MAX;
+                }
+        }
+        for (size_t i = 0; i < q->n_matches; i++) {
+                const struct q_event *e = event_by_id(q, q->matches[i].event);
+                if (e && fp_store_map_get(&off, (uint64_t)q->matches[i].target) &&
+                    (strcmp(e->name, FP_STORE_OFFCPU_EVENT) == 0 ||
+                     fp_store_event_is_cpu_time(e->name, e->types[3])))
+                        q->matches[kept++] = q->matches[i];
+        }
+        fp_store_map_free(&off);
+        return kept;
+}
+
 /*
  * Finds the matching (bucket, target, event) rows and keeps those of one
- * event name: f->event, else the event stored first. *ret_ref gets the
- * event whose sample types the profile takes (NULL: nothing matched).
+ * event name: f->event, else the event stored first (or those of the wall
+ * profile). *ret_ref gets the event whose sample types the profile takes
+ * (NULL: nothing matched).
  */
 static int find_matches(struct query *q, const struct fp_store_filter *f,
                         const struct q_event **ret_ref)
@@ -212,6 +257,14 @@ static int find_matches(struct query *q, const struct fp_store_filter *f,
         if (r < 0)
                 return r;
 
+        if (f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0) {
+                kept = wall_matches(q);
+                if (kept == SIZE_MAX)
+                        return oom(q);
+                q->n_matches = kept;
+                *ret_ref = kept ? &wall_event : NULL;
+                return 0;
+        }
         /* The reference event: the lowest id with the wanted name among the matches. */
         for (size_t i = 0; i < q->n_matches; i++) {
                 const struct q_event *e = event_by_id(q, q->matches[i].event);

@@ -205,6 +205,19 @@ static const char timeline_sql[] =
     " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"
     " GROUP BY b.id, e.name ORDER BY b.start_ns, b.id";
 
+/* The wall profile's (FP_STORE_WALL_EVENT): off-CPU and CPU time of the targets with off-CPU. */
+static const char timeline_wall_sql[] =
+    "SELECT b.start_ns, b.length_ns, '" FP_STORE_WALL_EVENT "', sum(bs.count), sum(bs.value)"
+    " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+    " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
+    " JOIN events e ON e.id = bs.event_id"
+    " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND ?10 IS NOT NULL"
+    " AND e.value_unit = 'nanoseconds' AND (e.name = '" FP_STORE_OFFCPU_EVENT "'"
+    " OR (e.name IN ('cpu-clock', 'task-clock') AND EXISTS (SELECT 1 FROM bucket_series o"
+    " JOIN events oe ON oe.id = o.event_id WHERE o.target_id = bs.target_id"
+    " AND oe.name = '" FP_STORE_OFFCPU_EVENT "')))"
+    " GROUP BY b.id ORDER BY b.start_ns, b.id";
+
 int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_store_point_fn fn,
                       void *userdata)
 {
@@ -217,7 +230,8 @@ int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_st
         r = fp_store_read_begin(s);
         if (r < 0)
                 return r;
-        r = fp_store_prepare(s, timeline_sql, &st);
+        bool wall = f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0;
+        r = fp_store_prepare(s, wall ? timeline_wall_sql : timeline_sql, &st);
         if (r < 0)
                 goto out;
         fp_store_bind_filter(st, f);

@@ -355,7 +355,7 @@ struct fp_store_filter {
         const char *process;   /* comm */
         const char *service;   /* NULL: any */
         const char *container; /* NULL: any */
-        const char *event;     /* NULL: the event stored first */
+        const char *event;     /* NULL: the event stored first; FP_STORE_WALL_EVENT: below */
         /*
          * Samples of threads of this name only (NULL: all). Profiles only:
          * listings, drops and time lines sum whole series.
@@ -370,6 +370,19 @@ struct fp_store_filter {
          */
         int tier;
 };
+
+/*
+ * The wall profile, an event no one samples: of each target that profiled
+ * its off-CPU time ("off-cpu", ns), that and its CPU time (its clock event,
+ * cpu-clock or task-clock, ns) together, so that each thread's time on and
+ * off the CPU adds up to its lifetime. Sample types samples/count and
+ * wall/nanoseconds; the off-CPU samples keep their "wait" label. Profiles
+ * only (fp_store_query_pprof()).
+ */
+#define FP_STORE_WALL_EVENT   "wall"
+#define FP_STORE_OFFCPU_EVENT "off-cpu"
+/* Whether an event of this name and value unit is time on the CPU in ns (a wall profile's part). */
+bool fp_store_event_is_cpu_time(const char *name, const char *value_unit);
 #define FP_STORE_TIER_ANY     0
 #define FP_STORE_TIER_HOST    1
 #define FP_STORE_TIER_TARGETS 2

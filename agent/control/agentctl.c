@@ -71,7 +71,7 @@ static void usage(FILE *f)
                 "  status [--json]\n"
                 "        rules, targets, threads, samples and lost records\n"
                 "  dump [PID | --service NAME | --host [--service NAME]] [--since DURATION]\n"
-                "       [--event EVENT | --event off-cpu]\n"
+                "       [--event EVENT | --event off-cpu | --event wall]\n"
                 "       [--format pprof|top|folded] [-o FILE] [--store PATH]\n"
                 "        the profile (pprof: gzip profile.proto for go tool pprof); --since 15m\n"
                 "        limits it to recent buckets (s, m, h, d); --store reads the agent's\n"
@@ -455,8 +455,9 @@ int main(int argc, char **argv)
                         have_pid = true;
                         pid_arg = a;
                 } else if ((is_start || is_dump) && strcmp(a, "--event") == 0 && v) {
-                        /* A dump may ask for the off-CPU time, which no perf event names. */
-                        if (!(is_dump && strcmp(v, "off-cpu") == 0) &&
+                        /* A dump may ask for the off-CPU or wall time, which no perf event names.
+                         */
+                        if (!(is_dump && (strcmp(v, "off-cpu") == 0 || strcmp(v, "wall") == 0)) &&
                             (st = check_event_list(v, is_start))) {
                                 free(q);
                                 return st;

@@ -522,7 +522,8 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                 return fp_control_error(c, "invalid PID '%s'", pid_s);
         if (since && fp_parse_uint(since, 1, UINT32_MAX, &since_s) < 0)
                 return fp_control_error(c, "invalid --since '%s'", since);
-        if (event && strcmp(event, "off-cpu") != 0) {
+        if (event && strcmp(event, FP_STORE_OFFCPU_EVENT) != 0 &&
+            strcmp(event, FP_STORE_WALL_EVENT) != 0) {
                 struct fp_perf_event ev;
                 if (fp_perf_event_parse(event, &ev) < 0)
                         return fp_control_error(c, "unknown event '%s'", event);
@@ -576,15 +577,23 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                 if (service && strcmp(fp_target_service(t), service) != 0)
                         continue;
                 const char *tev = fp_target_config(t)->event.name;
-                bool off = event && strcmp(event, "off-cpu") == 0;
-                if (off     ? !fp_target_config(t)->off_cpu_period
-                    : event ? strcmp(tev, event) != 0
-                            : (first && strcmp(tev, fp_target_config(first)->event.name) != 0))
-                        continue;
                 fp_target_sample_types(t, ty, un);
-                if (off) {
+                bool off = event && strcmp(event, FP_STORE_OFFCPU_EVENT) == 0;
+                bool wall = event && strcmp(event, FP_STORE_WALL_EVENT) == 0;
+                bool skip;
+                if (off || wall)
+                        skip = !fp_target_config(t)->off_cpu_period ||
+                               (wall && !fp_store_event_is_cpu_time(tev, un[1]));
+                else if (event)
+                        skip = strcmp(tev, event) != 0;
+                else
+                        skip = first && strcmp(tev, fp_target_config(first)->event.name) != 0;
+                if (skip)
+                        continue;
+                if (off || wall) {
                         ty[0] = "samples", un[0] = "count";
-                        ty[1] = "off-cpu", un[1] = "nanoseconds";
+                        ty[1] = off ? FP_STORE_OFFCPU_EVENT : FP_STORE_WALL_EVENT;
+                        un[1] = "nanoseconds";
                 }
                 if (!first) {
                         first = t;
@@ -592,14 +601,21 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                         fp_pprof_add_sample_type(p, ty[1], un[1]);
                         fp_pprof_set_default_sample_type(p, ty[1]);
                         const struct fp_perf_config *cfg = fp_target_config(t);
-                        fp_pprof_set_period(p, ty[1], un[1],
-                                            (int64_t)(off         ? cfg->off_cpu_period
-                                                      : cfg->freq ? 1
-                                                                  : cfg->period));
+                        /* The wall profile has no period: its parts have two. */
+                        if (!wall)
+                                fp_pprof_set_period(p, ty[1], un[1],
+                                                    (int64_t)(off         ? cfg->off_cpu_period
+                                                              : cfg->freq ? 1
+                                                                          : cfg->period));
                 }
                 fp_target_drain(t);
                 fp_core_poll_offcpu(s);
-                e = off ? fp_export_offcpu_pprof(t, p) : fp_export_pprof(t, p);
+                if (wall)
+                        e = fp_export_wall_pprof(t, p);
+                else if (off)
+                        e = fp_export_offcpu_pprof(t, p);
+                else
+                        e = fp_export_pprof(t, p);
                 if (e < 0) {
                         fp_pprof_free(p);
                         return fp_control_error(c, "cannot build the profile: %s", strerror(-e));

@@ -219,6 +219,12 @@ int fp_export_pprof(struct fp_target *t, struct fp_pprof *p)
                             NULL);
 }
 
+int fp_export_wall_pprof(struct fp_target *t, struct fp_pprof *p)
+{
+        int r = pprof_stacks(t, p, fp_target_bucket(t), NULL, 0, NULL);
+        return r < 0 ? r : fp_export_offcpu_pprof(t, p);
+}
+
 int fp_export_offcpu_pprof(struct fp_target *t, struct fp_pprof *p)
 {
         static const char *const waits[FP_OFFCPU_REASONS] = FP_STORE_WAITS;
@@ -268,7 +274,7 @@ static int batch_offcpu(struct fp_target *t, struct fp_store_batch *b, uint32_t 
 {
         static const char *const waits[FP_OFFCPU_REASONS] = FP_STORE_WAITS;
         const struct fp_perf_config *cfg = fp_target_config(t);
-        struct fp_store_event ev = {.name = "off-cpu",
+        struct fp_store_event ev = {.name = FP_STORE_OFFCPU_EVENT,
                                     .count_type = "samples",
                                     .count_unit = "count",
                                     .value_type = "off-cpu",

@@ -32,6 +32,13 @@ int fp_export_pprof(struct fp_target *t, struct fp_pprof *p);
  */
 int fp_export_offcpu_pprof(struct fp_target *t, struct fp_pprof *p);
 /*
+ * Both: the open bucket's CPU time (a clock event's, in ns; its counters
+ * left out) and its off-CPU time, for the wall profile
+ * (FP_STORE_WALL_EVENT): p's sample types are samples/count and
+ * wall/nanoseconds.
+ */
+int fp_export_wall_pprof(struct fp_target *t, struct fp_pprof *p);
+/*
  * Closes t's open bucket into b: the target (its config as text, active
  * or not), its event and counters, every aggregated stack symbolized, and
  * the drops since the last bucket (fp_target_open_drops()). Then t starts

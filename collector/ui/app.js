@@ -70,6 +70,8 @@ function fillSelectors() {
     if (s.container) opts.container.add(s.container);
     opts.host.add(s.host); opts.process.add(s.process); opts.event.add(s.event);
   }
+  // Off-CPU time beside CPU time: the wall profile of both (each thread's whole time).
+  if (opts.event.has('off-cpu')) opts.event.add('wall');
   for (const [k, set] of Object.entries(opts)) {
     const el = form.elements[k];
     el.replaceChildren(new Option('(any)', ''));
