@@ -35,6 +35,11 @@
 # 6. A kernel without what the BPF side needs gets one line that names it
 #    (here: the agent in a mount namespace where /sys/kernel/btf is empty),
 #    and the target is not started. Bad values are refused in one line.
+# 7. Uploaded to a collector: its off-CPU profile keeps the wait labels,
+#    and its wall profile (event wall: CPU at 999 Hz and off-CPU time
+#    together) gives each thread of the workload 0.93-1.07 of the time it
+#    lived while profiled; the flame graph and the time line of the wall
+#    profile answer.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=offcpu
@@ -60,7 +65,10 @@ finish() {
   fp_ctl dump "$2" --event off-cpu -o "$FP_TMP/$1.pb.gz" >/dev/null || fp_fail "dump of $1 failed"
 }
 
-fp_start_agent --bucket 2
+PORT=$(fp_free_port)
+URL=http://127.0.0.1:$PORT
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/collector.db"
+fp_start_agent --bucket 2 --collector "$URL" --upload-interval 5
 
 # ---- 1. every reason in its function ----
 run_waits all 6
@@ -139,6 +147,60 @@ for p in "${PIDS[@]}"; do
   fp_ctl stop "$p" >/dev/null 2>&1 || true
   fp_kill "$p"
 done
+
+# ---- 7. uploaded: off-CPU and wall at the collector ----
+run_waits wall 4 --only wait_sleep,wait_pipe,wait_disk,spin_contend --spinners 2
+T0=$(date +%s%N)
+fp_ctl start "$WP" --off-cpu --off-cpu-period 1000000 --freq 999 >/dev/null || fp_fail "start failed"
+T1=$(date +%s%N)
+touch "$FP_TMP/wall.go"
+fp_wait_for 30 test -e "$FP_TMP/wall.truth" || fp_fail "waits (wall) wrote no truth"
+T2=$(date +%s%N)
+sleep 0.3
+fp_ctl stop "$WP" >/dev/null || fp_fail "stop failed"
+fp_ctl flush >/dev/null || fp_fail "flush failed"
+curl -sf "$URL/api/v1/profile?pid=$WP&event=off-cpu" -o "$FP_TMP/coll-off.pb.gz" ||
+  fp_fail "the collector has no off-CPU profile of $WP"
+python3 "$CHECK" "$FP_TMP/coll-off.pb.gz" "$FP_TMP/wall.truth" --tolerance-of w-disk=0.1 \
+  --reason w-sleep=sleep:0.9 --reason w-disk=uninterruptible:0.6 --reason w-spin-0=runqueue:0.999 ||
+  fp_fail "the collector's off-CPU profile does not match the workload's measurements"
+curl -sf "$URL/api/v1/profile?pid=$WP&event=wall" -o "$FP_TMP/coll-wall.pb.gz" ||
+  fp_fail "the collector has no wall profile of $WP"
+python3 - "$FP_TMP/coll-wall.pb.gz" "$(dirname "$CHECK")" "$T0" "$T1" "$T2" <<'EOF' ||
+import sys
+sys.path.insert(0, sys.argv[2])
+import pprofraw, collections
+p = pprofraw.load(sys.argv[1])
+vi = p.value_index("wall")
+t0, t1, t2 = (int(x) for x in sys.argv[3:6])
+by = collections.Counter()
+parts = collections.defaultdict(collections.Counter)
+for s in p.samples:
+    by[s.thread_name()] += s.values[vi]
+    parts[s.thread_name()][(s.labels.get("wait") or ["cpu"])[0]] += s.values[vi]
+# Each thread lived at least from the start's answer to the workload's end, at most a bit more.
+lo, hi = (t2 - t1) * 0.93, (t2 - t0) * 1.07
+bad = []
+for th in ("w-sleep", "w-pipe", "w-disk", "w-spin-0", "w-spin-1"):
+    print("%-9s wall %.3f s (%s), lived %.3f-%.3f s" % (th, by[th] / 1e9, " ".join(
+        "%s=%.3f" % (k, v / 1e9) for k, v in sorted(parts[th].items())), (t2 - t1) / 1e9, (t2 - t0) / 1e9))
+    if not lo <= by[th] <= hi:
+        bad.append(th)
+    if not parts[th]["cpu"]:
+        bad.append(th + " has no CPU part")
+sys.exit(1 if bad else 0)
+EOF
+  fp_fail "the wall profile does not add up to each thread's life"
+for path in "flamegraph?pid=$WP&event=wall" "timeline?pid=$WP&event=wall" "flamegraph?pid=$WP&event=off-cpu"; do
+  [[ $(curl -s -o "$FP_TMP/view.json" -w '%{http_code}' "$URL/api/v1/$path") == 200 ]] ||
+    fp_fail "GET /api/v1/$path: $(head -c 300 "$FP_TMP/view.json")"
+done
+[[ $(curl -sf "$URL/api/v1/timeline?pid=$WP&event=wall" | fp_json_get 'd["event"]') == wall ]] ||
+  fp_fail "the wall time line is not of event wall"
+[[ $(curl -sf "$URL/api/v1/series?pid=$WP" | fp_json_get '" ".join(sorted(s["event"] for s in d["series"]))') == "cpu-clock off-cpu" ]] ||
+  fp_fail "the collector's series of $WP are not cpu-clock and off-cpu"
+fp_ok "uploaded: the collector's off-CPU profile matches, its wall profile adds up to each thread's life"
+fp_kill "$WP"
 
 # ---- 4. unloaded with the last target, loaded again with the next ----
 fp_ctl status >"$FP_TMP/none.status"
