@@ -17,6 +17,10 @@
 #       onetype       one sample type instead of two
 #       bomb          gzip of 100 MiB of zeros (a few hundred KiB on disk)
 #       truncated     the good profile's gzip, cut in half
+#       offcpu        the good profile as off-CPU time (sample type off-cpu,
+#                     nanoseconds), each stack's samples labelled wait=sleep,
+#                     uninterruptible or runqueue in turn
+#       badwait       the off-CPU profile with a wait label no one knows
 import gzip
 import random
 import sys
@@ -74,11 +78,13 @@ def build(kind, samples, stacks, seed):
     rnd = random.Random(seed)
     p = Profile()
     vt = lambda t, u: field_varint(1, p.s(t)) + field_varint(2, p.s(u))
+    off = kind in ("offcpu", "badwait")
+    value_type = "off-cpu" if off else "cpu"
     p.add(field_bytes(1, vt("samples", "count")))
     if kind != "onetype":
-        p.add(field_bytes(1, vt("cpu", "nanoseconds")))
-    p.add(field_bytes(11, vt("cpu", "nanoseconds")))
-    p.add(field_varint(12, 1000000))
+        p.add(field_bytes(1, vt(value_type, "nanoseconds")))
+    p.add(field_bytes(11, vt(value_type, "nanoseconds")))
+    p.add(field_varint(12, 10000000 if off else 1000000))
     p.add(field_bytes(3, field_varint(1, 1) + field_varint(2, 0x400000) +
                       field_varint(3, 0x800000) + field_varint(5, p.s("/usr/bin/testprog")) +
                       field_varint(6, p.s("abcdef0123456789"))))
@@ -93,7 +99,8 @@ def build(kind, samples, stacks, seed):
     counts = [0] * stacks
     for i in range(samples):
         counts[i % stacks if i < stacks else rnd.randrange(stacks)] += 1
-    tid_key, name_key = p.s("thread"), p.s("thread_name")
+    tid_key, name_key, wait_key = p.s("thread"), p.s("thread_name"), p.s("wait")
+    waits = ("sleep", "uninterruptible", "runqueue")
     for k, c in enumerate(counts):
         if c == 0:
             continue
@@ -105,6 +112,9 @@ def build(kind, samples, stacks, seed):
         labels = (field_bytes(3, field_varint(1, tid_key) + field_varint(3, 4242 + k % 4)) +
                   field_bytes(3, field_varint(1, name_key) +
                               field_varint(2, p.s("worker-%d" % (k % 4)))))
+        if off:
+            wait = "napping" if kind == "badwait" and k == 1 else waits[k % 3]
+            labels += field_bytes(3, field_varint(1, wait_key) + field_varint(2, p.s(wait)))
         p.add(field_bytes(2, packed(1, locs) + packed(2, values) + labels))
     if kind == "lyingstrings":
         # A string entry whose length prefix runs past the end of the message.

@@ -99,6 +99,17 @@ for host in alpha beta; do
     done
   done
 done
+# Off-CPU time of one process beside its CPU time: the wait labels and the wall profile.
+python3 "$MK" good "$FP_TMP/wall-cpu.pb.gz" --stacks 6 --samples 400 --seed 31
+python3 "$MK" offcpu "$FP_TMP/wall-off.pb.gz" --stacks 9 --samples 700 --seed 32
+for url in "$A" "$S"; do
+  for ev in cpu-clock off-cpu; do
+    f=$FP_TMP/wall-cpu.pb.gz
+    [[ $ev == off-cpu ]] && f=$FP_TMP/wall-off.pb.gz
+    st=$(post "$url" "$f" "$(meta delta 300 waiter "$ev" $((now - 400)))" "wall-$ev")
+    [[ $st == 200 ]] || fp_fail "upload of $ev to $url: HTTP $st $(cat "$FP_TMP/resp")"
+  done
+done
 # Retries: through the other collector (B), both answer "stored once".
 st=$(post "$B" "$FP_TMP/u3.pb.gz" "$(meta alpha 102 svc102 cpu-clock $((now - 600 + 180)))" key-3)
 [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a retry through B was not a duplicate: $st $(cat "$FP_TMP/resp")"
@@ -124,23 +135,31 @@ canon() { # canon URL PATH: the JSON answer, keys sorted
 }
 for path in "/api/v1/series" "/api/v1/series?host=beta&event=page-faults" "/api/v1/series?process=racer" \
   "/api/v1/timeline?host=alpha" "/api/v1/flamegraph?host=beta&pid=103" \
-  "/api/v1/flamegraph?process=svc101&event=page-faults" "/api/v1/flamegraph?host=beta&thread=worker-1"; do
+  "/api/v1/flamegraph?process=svc101&event=page-faults" "/api/v1/flamegraph?host=beta&thread=worker-1" \
+  "/api/v1/flamegraph?pid=300&event=wall" "/api/v1/timeline?pid=300&event=wall" \
+  "/api/v1/flamegraph?host=delta&event=off-cpu&thread=worker-1" "/api/v1/timeline?event=wall"; do
   a=$(canon "$B" "$path") s=$(canon "$S" "$path")
   # The flame graph's cost block and store-specific timing are not part of the answer compared.
   a=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d.pop("cost", None); d.pop("hosts_cost", None); print(json.dumps(d, sort_keys=True))' "$a")
   s=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d.pop("cost", None); d.pop("hosts_cost", None); print(json.dumps(d, sort_keys=True))' "$s")
   [[ $a == "$s" ]] || fp_fail "GET $path differs: ClickHouse ${a:0:600} ... SQLite ${s:0:600}"
 done
-for q in "" "host=alpha" "process=racer" "pid=102&event=page-faults" "host=beta&event=page-faults"; do
+for q in "" "host=alpha" "process=racer" "pid=102&event=page-faults" "host=beta&event=page-faults" \
+  "pid=300&event=off-cpu" "pid=300&event=wall" "event=wall" "host=delta&event=off-cpu&thread=worker-2"; do
   curl -sf "$B/api/v1/profile?$q" -o "$FP_TMP/ch.pb.gz" || fp_fail "profile ?$q from ClickHouse"
   curl -sf "$S/api/v1/profile?$q" -o "$FP_TMP/sq.pb.gz" || fp_fail "profile ?$q from SQLite"
   tc=$(fp_pprof -traces "$FP_TMP/ch.pb.gz" 2>/dev/null | grep -v -e '^File:' -e '^Type:' -e '^Time:' -e '^Duration:' | sort | md5sum)
   ts=$(fp_pprof -traces "$FP_TMP/sq.pb.gz" 2>/dev/null | grep -v -e '^File:' -e '^Type:' -e '^Time:' -e '^Duration:' | sort | md5sum)
   [[ $tc == "$ts" ]] || fp_fail "go tool pprof -traces of ?$q differs between ClickHouse and SQLite"
-  for t in samples cpu; do
+  t=cpu
+  [[ $q == *off-cpu* ]] && t=off-cpu
+  [[ $q == *wall* ]] && t=wall
+  for t in samples $t; do
     [[ $(fp_profile_total "$FP_TMP/ch.pb.gz" $t) == $(fp_profile_total "$FP_TMP/sq.pb.gz" $t) ]] ||
       fp_fail "profile ?$q: $t totals differ"
   done
+  [[ $q != *off-cpu* ]] || fp_pprof -tags "$FP_TMP/ch.pb.gz" 2>/dev/null | grep -q "runqueue" ||
+    fp_fail "profile ?$q from ClickHouse has no wait label"
 done
 copies=$(fp_ch_query "SELECT count() FROM fleetprof.upload_keys WHERE key = 'race-key'")
 fp_log "the raced upload was written $copies time(s) before the key was seen"

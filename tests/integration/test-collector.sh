@@ -85,7 +85,7 @@ err=$("$COLLECTOR" --listen 127.0.0.1:nope --store "$FP_TMP/never.db" 2>&1) || r
 fp_ok "command line: --version, --help, bad options get one line and exit 2"
 
 # ---- 2. bad uploads -----------------------------------------------------------
-for k in good raw notproto badindex badstring negative lyingstrings onetype bomb truncated; do
+for k in good raw notproto badindex badstring negative lyingstrings onetype bomb truncated badwait; do
   python3 "$MK" "$k" "$FP_TMP/$k.pb.gz"
 done
 head -c $((2 << 20)) /dev/urandom >"$FP_TMP/huge.bin"
@@ -100,6 +100,8 @@ expect 400 "negative value" "$(post "$FP_TMP/negative.pb.gz" "$q")"
 expect 400 "not a profile.proto" "$(post "$FP_TMP/lyingstrings.pb.gz" "$q")"
 expect 400 "sample types" "$(post "$FP_TMP/onetype.pb.gz" "$q")"
 expect 400 "truncated" "$(post "$FP_TMP/truncated.pb.gz" "$q")"
+expect 400 "label 'wait' must be sleep, uninterruptible or runqueue" \
+  "$(post "$FP_TMP/badwait.pb.gz" "${q/event=cpu-clock/event=off-cpu}")"
 expect 413 "larger than" "$(post "$FP_TMP/bomb.pb.gz" "$q")"
 out=$(post "$FP_TMP/huge.bin" "$q")
 [[ ${out%% *} == 413 ]] || fp_fail "a body over --max-body-mb got: $out"
