@@ -8,6 +8,7 @@
  */
 #include "fp-test.h"
 #include "rule.h"
+#include "targetconf.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -198,6 +199,10 @@ static void test_refused(void)
             {"--name a --freq 0", "invalid frequency"},
             {"--name a --freq 10 --period 5", "exclude each other"},
             {"--name a --unwind sideways", "invalid --unwind"},
+            {"--name a --off-cpu --off-cpu-period 999", "invalid --off-cpu-period"},
+            {"--name a --off-cpu --off-cpu-period 1000000001", "invalid --off-cpu-period"},
+            {"--name a --off-cpu --off-cpu-period 1ms", "invalid --off-cpu-period"},
+            {"--name a --off-cpu-period 1000000", "--off-cpu-period needs --off-cpu"},
             /* Regexes glibc would take seconds to forever to compile (found by fuzz-control). */
             {"--name 'r++++++++++++++++++++++++++++++++++++++++++++++++'", "a repeat of a repeat"},
             {"--name 'a*{2}'", "a repeat of a repeat"},
@@ -246,6 +251,58 @@ static void test_refused(void)
         free(line);
 }
 
+/*
+ * --off-cpu on a rule: its period (10 ms by default), kept in the rule's
+ * text and in the target configuration text a restarted agent resumes.
+ */
+static void test_off_cpu(void)
+{
+        char err[512] = "", text[512];
+        struct fp_rule *r = from_words("--name db --off-cpu", 0, err, sizeof(err));
+        struct fp_perf_config back;
+        bool follow = true;
+
+        FP_CHECK(r != NULL);
+        if (!r) {
+                fprintf(stderr, "%s\n", err);
+                return;
+        }
+        FP_CHECK_EQ_INT(r->cfg.off_cpu_period, FP_PERF_OFF_CPU_PERIOD_DEFAULT);
+        struct fp_rule *again = NULL;
+        FP_CHECK_EQ_INT(fp_rule_from_spec(r->spec, 0, &again, err, sizeof(err)), 0);
+        FP_CHECK(again && again->cfg.off_cpu_period == FP_PERF_OFF_CPU_PERIOD_DEFAULT);
+        fp_rule_free(again);
+        fp_rule_free(r);
+        r = from_words("--name db --off-cpu --off-cpu-period 2500000 --freq 49", 0, err,
+                       sizeof(err));
+        FP_CHECK(r && r->cfg.off_cpu_period == 2500000);
+        if (!r)
+                return;
+        fp_targetconf_format(&r->cfg, false, text, sizeof(text));
+        FP_CHECK(strstr(text, " off_cpu=2500000") != NULL);
+        FP_CHECK_EQ_INT(fp_targetconf_parse(text, &back, &follow), 0);
+        FP_CHECK_EQ_INT(back.off_cpu_period, 2500000);
+        FP_CHECK(!follow);
+        fp_targetconf_format(&r->cfg, true, text, sizeof(text));
+        FP_CHECK_EQ_INT(fp_targetconf_parse(text, &back, &follow), 0);
+        FP_CHECK(follow && back.off_cpu_period == 2500000);
+        /* Without --off-cpu the text says nothing of it, and reads back without it. */
+        r->cfg.off_cpu_period = 0;
+        fp_targetconf_format(&r->cfg, false, text, sizeof(text));
+        FP_CHECK(strstr(text, "off_cpu") == NULL);
+        FP_CHECK_EQ_INT(fp_targetconf_parse(text, &back, NULL), 0);
+        FP_CHECK_EQ_INT(back.off_cpu_period, 0);
+        FP_CHECK_EQ_INT(fp_targetconf_parse("event=cpu-clock freq=0 period=10101010 kernel=0 "
+                                            "off_cpu=0",
+                                            &back, NULL),
+                        -EINVAL);
+        FP_CHECK_EQ_INT(fp_targetconf_parse("event=cpu-clock freq=0 period=10101010 kernel=0 "
+                                            "off_cpu=5000000000",
+                                            &back, NULL),
+                        -EINVAL);
+        fp_rule_free(r);
+}
+
 static void test_start_options(void)
 {
         const struct fp_start_option *o = fp_start_option_find("--follow-children");
@@ -275,6 +332,7 @@ int main(void)
         test_unit_and_cgroup();
         test_refused();
         test_start_options();
+        test_off_cpu();
         test_read_proc();
         return FP_TEST_DONE();
 }

@@ -1233,6 +1233,7 @@ static void test_versions(void)
         /* Every frame's address, as a checksum: version 7 keeps it relative to its mapping. */
         int64_t v1_frames = db_int("SELECT sum((address & 16777215) * 7 + id) FROM frames");
         int64_t v1_max_frame = db_int("SELECT max(id) FROM frames");
+        int64_t v1_threads = db_int("SELECT count(*) FROM threads");
         FP_CHECK(v1_samples > 1000 && v1_rows > 100);
         FP_CHECK_EQ_INT(fp_store_open_readonly(path, &s, err, sizeof(err)), -EPROTO);
         FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
@@ -1259,6 +1260,8 @@ static void test_versions(void)
                  " FROM frames f LEFT JOIN mappings m ON m.id = f.mapping_id WHERE f.id <= %lld",
                  (long long)v1_max_frame);
         FP_CHECK_EQ_INT(db_int(sql), v1_frames);
+        /* Version 8 rebuilt threads with a wait column: every thread kept, none waiting. */
+        FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM threads WHERE wait = ''"), v1_threads + 1);
         FP_CHECK(integrity_ok());
 
         fresh_path("other.db");
@@ -1503,6 +1506,107 @@ static void test_services_and_rules(void)
         fp_store_close(s);
 }
 
+/* Sums sample type 1 of p's samples labelled wait=want ("" : without a wait label). */
+static int64_t wait_total(const struct fp_pprof *p, const char *want)
+{
+        int64_t sum = 0;
+        for (size_t i = 0; i < fp_pprof_n_samples(p); i++) {
+                struct fp_pprof_sample_view v;
+                const char *w = label_str(p, i, "wait", NULL);
+                fp_pprof_sample_get(p, i, &v);
+                if (strcmp(w ? w : "", want) == 0)
+                        sum += v.values[1];
+        }
+        return sum;
+}
+
+/*
+ * Off-CPU samples: one thread's stack under each wait reason and running,
+ * stored as distinct samples with a "wait" label; the wall profile (event
+ * wall) adds the CPU time of targets that have off-CPU time, and only
+ * theirs; a wait no one knows is refused.
+ */
+static void test_waits(void)
+{
+        static const struct fp_store_event off_cpu = {
+            .name = FP_STORE_OFFCPU_EVENT,
+            .count_type = "samples",
+            .count_unit = "count",
+            .value_type = "off-cpu",
+            .value_unit = "nanoseconds",
+            .period_type = "off-cpu",
+            .period_unit = "nanoseconds",
+            .period = 10000000,
+        };
+        static const char *const waits[] = FP_STORE_WAITS;
+        struct fp_store *s = NULL;
+        struct fp_store_batch *b = fp_store_batch_new(T0, 10 * SEC);
+        struct fp_store_target t = {.host = "host-w",
+                                    .pid = 70,
+                                    .starttime = 7,
+                                    .comm = "srv",
+                                    .exe = "/usr/bin/srv",
+                                    .config = "event=cpu-clock",
+                                    .active = true};
+        struct fp_store_target other = t;
+        uint32_t ti, oi, ec, eo, si;
+        char err[256];
+
+        other.pid = 71;
+        fresh_path("waits.db");
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &ti), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &other, &oi), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &cpu_clock, &ec), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &off_cpu, &eo), 0);
+        FP_CHECK_EQ_INT(add_stack(b, 3, &si), 0);
+        /* 70: 2 ms on the CPU; 10, 20, 30 ms off it, by reason, all in one thread and stack. */
+        FP_CHECK_EQ_INT(fp_store_batch_add_sample(b, ti, ec, 700, "io", si, 2, 2000000), 0);
+        for (int i = 0; i < 3; i++)
+                FP_CHECK_EQ_INT(fp_store_batch_add_waiting(b, ti, eo, 700, "io", waits[i], si, 1,
+                                                           10000000 * (uint64_t)(i + 1)),
+                                0);
+        /* 71: CPU time only, no off-CPU: not part of any wall profile. */
+        FP_CHECK_EQ_INT(fp_store_batch_add_sample(b, oi, ec, 710, "cpu", si, 5, 5000000), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_waiting(b, ti, eo, 700, "io", "napping", si, 1, 1),
+                        -EINVAL);
+        FP_CHECK_EQ_INT(write_and_free(s, b), 0);
+
+        struct fp_store_filter f = {.event = FP_STORE_OFFCPU_EVENT};
+        struct fp_pprof *p = fp_pprof_new();
+        FP_CHECK(fp_store_query_pprof(s, &f, p) >= 0);
+        FP_CHECK_EQ_INT(fp_pprof_n_samples(p), 3);
+        FP_CHECK_EQ_STR(fp_pprof_sample_type(p, 1, NULL), "off-cpu");
+        FP_CHECK_EQ_INT(wait_total(p, "sleep"), 10000000);
+        FP_CHECK_EQ_INT(wait_total(p, "uninterruptible"), 20000000);
+        FP_CHECK_EQ_INT(wait_total(p, "runqueue"), 30000000);
+        fp_pprof_free(p);
+
+        /* A thread's name still selects its off-CPU samples. */
+        f.thread_name = "io";
+        p = fp_pprof_new();
+        FP_CHECK(fp_store_query_pprof(s, &f, p) >= 0);
+        FP_CHECK_EQ_INT(fp_pprof_total(p, 1), 60000000);
+        fp_pprof_free(p);
+
+        f = (struct fp_store_filter){.event = FP_STORE_WALL_EVENT};
+        p = fp_pprof_new();
+        FP_CHECK(fp_store_query_pprof(s, &f, p) >= 0);
+        FP_CHECK_EQ_STR(fp_pprof_sample_type(p, 1, NULL), "wall");
+        FP_CHECK_EQ_INT(fp_pprof_n_samples(p), 4);
+        FP_CHECK_EQ_INT(fp_pprof_total(p, 1), 62000000); /* 71's CPU time is not in it */
+        FP_CHECK_EQ_INT(wait_total(p, ""), 2000000);
+        fp_pprof_free(p);
+
+        /* Only 71: no off-CPU time, no wall profile. */
+        f.pid = 71;
+        p = fp_pprof_new();
+        FP_CHECK_EQ_INT(fp_store_query_pprof(s, &f, p), 0);
+        FP_CHECK_EQ_INT(fp_pprof_n_samples(p), 0);
+        fp_pprof_free(p);
+        fp_store_close(s);
+}
+
 int main(void)
 {
         snprintf(dir, sizeof(dir), "/tmp/fp-test-store-XXXXXX");
@@ -1524,6 +1628,7 @@ int main(void)
         test_batch_edges();
         test_keys_and_expiry();
         test_services_and_rules();
+        test_waits();
 
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
