@@ -19,7 +19,6 @@
  * none) when it is switched in, woken, or returns from a system call.
  */
 #include "vmlinux.h"
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -53,11 +52,30 @@ struct thread_state {
         __u64 pending[FP_OFFCPU_REASONS]; /* kept weights waiting for the call's return */
         __u32 reason;                     /* of the sleeping part */
         __u32 seq;                        /* STACK records written */
-        __u8 in_call;                     /* this block is inside a system call */
+        __u8 frame;                       /* FRAME_*: where its user state was left */
         __u8 stacked;                     /* this block's stack was written (STACK seq) */
         __u8 has_pending;
-        __u8 reserved;
+        __u8 stack_err; /* why it could not be: LOST_RING or LOST_COPY */
+        __u32 scale;    /* its stack's weights count this many times */
 };
+
+/* Where a thread's user state was left when it was switched out. */
+#define FRAME_CALL       1 /* inside a system call: its sys_exit comes */
+#define FRAME_AFTER_CALL 2 /* a system call returned, on its way back: no sys_exit comes */
+#define FRAME_OTHER      3 /* an interrupt or a fault (preempted in user mode, a page fault) */
+
+/*
+ * A block after a returned call (a waker rescheduled on its way back, as
+ * in a ping-pong, up to one per call) has its stack copied at the
+ * switch-out one time in AFTER_CALL_SAMPLING, and such a copy weighs that
+ * many: unbiased, at a sixteenth of the copies. When the thread comes back
+ * after a thread of its own process, its stack is read then instead
+ * (always, at its own weight): see switch_in().
+ */
+#define AFTER_CALL_SAMPLING 16
+
+#define LOST_COPY 1
+#define LOST_RING 2
 
 struct {
         __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -87,23 +105,24 @@ struct {
 } scratch SEC(".maps");
 
 /*
- * Whether the thread is inside a system call that has not yet returned
- * (its sys_exit is still to come), from its saved user registers: on
+ * Where the thread's user state was left (FRAME_*), from its saved user
+ * registers: inside a system call that has not yet returned (its sys_exit
+ * is still to come), after one, or elsewhere. On
  * x86-64 the syscall instruction leaves the return address in rcx and the
  * flags in r11, so a call's frame has cx == ip and r11 == flags, which an
  * interrupt's or a fault's frame has only by a coincidence of user values;
  * and the entry code sets ax to -ENOSYS until the call returns its value.
  * A thread switched out on its way back to user mode (after its sys_exit)
- * therefore counts as outside: its stack is copied at the switch-out.
+ * is after its call: no sys_exit comes before it runs user code again.
  */
-static __always_inline bool in_call(struct pt_regs *regs)
+static __always_inline __u8 frame_of(struct pt_regs *regs)
 {
 #if defined(__TARGET_ARCH_x86)
-        return (long)BPF_CORE_READ(regs, orig_ax) >= 0 && (long)BPF_CORE_READ(regs, ax) == -38 &&
-               BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip) &&
-               BPF_CORE_READ(regs, r11) == BPF_CORE_READ(regs, flags);
+        if ((long)regs->orig_ax < 0 || regs->cx != regs->ip || regs->r11 != regs->flags)
+                return FRAME_OTHER;
+        return (long)regs->ax == -38 ? FRAME_CALL : FRAME_AFTER_CALL;
 #else
-        return false; /* elsewhere every block's stack is copied at its switch-out */
+        return FRAME_OTHER; /* elsewhere every block's stack is copied at its switch-out */
 #endif
 }
 
@@ -144,8 +163,9 @@ static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *count
 
 /*
  * Writes a record of kind with weights w (STACK: none) and, for CALL and
- * STACK, the user registers and stack of the current thread. 0, or -1 with
- * the loss counted in tv (no room, no stack).
+ * STACK, the user registers regs of task and its stack, read in the
+ * current address space (task's own, or its process's). 0, or -LOST_COPY
+ * or -LOST_RING with the loss counted in tv.
  */
 static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct task_struct *task,
                                 struct pt_regs *regs, __u32 seq, const __u64 *w)
@@ -153,27 +173,27 @@ static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct 
         __u32 zero = 0, len = 0;
         struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
         struct fp_offcpu_record *r;
-        int e = -1;
+        int e = -LOST_COPY;
 
         if (!sc || sc->busy) {
                 if (w) /* another program on this CPU is writing (only when preemptible) */
                         count_lost(tv, &tv->lost_copy, w);
-                return -1;
+                return -LOST_COPY;
         }
         sc->busy = 1;
         r = &sc->r;
         r->kind = kind;
-        r->tid = BPF_CORE_READ(task, pid);
-        r->tgid = BPF_CORE_READ(task, tgid);
+        r->tid = task->pid;
+        r->tgid = task->tgid;
         r->seq = seq;
         r->time_ns = bpf_ktime_get_ns();
         for (int i = 0; i < FP_OFFCPU_REASONS; i++)
                 r->weight[i] = w ? w[i] : 0;
         r->stack_len = 0;
         if (kind != FP_OFFCPU_WEIGHTS) {
-                r->ip = BPF_CORE_READ(regs, ip);
-                r->sp = BPF_CORE_READ(regs, sp);
-                r->bp = BPF_CORE_READ(regs, bp);
+                r->ip = regs->ip;
+                r->sp = regs->sp;
+                r->bp = regs->bp;
                 len = copy_stack(r->stack, r->sp);
                 if (!len) {
                         if (w)
@@ -192,6 +212,7 @@ static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct 
         if (bpf_ringbuf_output(&records, r, size, wake)) {
                 if (w)
                         count_lost(tv, &tv->lost_ring, w);
+                e = -LOST_RING;
                 goto out;
         }
         e = 0;
@@ -212,12 +233,12 @@ static __always_inline __u64 keep(__u64 d, __u64 period)
 
 static __always_inline void switch_out(struct task_struct *prev, bool preempt, unsigned int state)
 {
-        __u32 tgid = BPF_CORE_READ(prev, tgid);
+        __u32 tgid = prev->tgid;
         struct fp_offcpu_target *tv = bpf_map_lookup_elem(&targets, &tgid);
         struct thread_state *ts;
         struct pt_regs *regs;
 
-        if (!tv || (BPF_CORE_READ(prev, flags) & PF_KTHREAD))
+        if (!tv || (prev->flags & PF_KTHREAD))
                 return;
         if (state & TASK_DEAD) {
                 ts = bpf_task_storage_get(&threads, prev, 0, 0);
@@ -236,18 +257,63 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt, u
             preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)) ? ts->off_ns : 0;
         ts->reason = state & TASK_UNINTERRUPTIBLE ? FP_OFFCPU_UNINTERRUPTIBLE : FP_OFFCPU_SLEEP;
         regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-        ts->ip = BPF_CORE_READ(regs, ip);
-        ts->sp = BPF_CORE_READ(regs, sp);
-        ts->in_call = in_call(regs);
+        ts->ip = regs->ip;
+        ts->sp = regs->sp;
+        ts->frame = frame_of(regs);
         ts->stacked = 0;
-        if (!ts->in_call) {
+        ts->stack_err = 0;
+        ts->scale = ts->frame == FRAME_AFTER_CALL ? AFTER_CALL_SAMPLING : 1;
+        if (ts->frame == FRAME_OTHER ||
+            (ts->frame == FRAME_AFTER_CALL && bpf_get_prandom_u32() % AFTER_CALL_SAMPLING == 0)) {
+                int e;
                 ts->seq++;
-                if (emit(tv, FP_OFFCPU_STACK, prev, regs, ts->seq, 0) == 0)
-                        ts->stacked = 1;
+                e = emit(tv, FP_OFFCPU_STACK, prev, regs, ts->seq, 0);
+                ts->stacked = e == 0;
+                ts->stack_err = e == -LOST_RING ? LOST_RING : LOST_COPY;
         }
 }
 
-static __always_inline void switch_in(struct task_struct *next)
+/*
+ * The kept parts w of next's block get their stack. Inside a call: at its
+ * sys_exit. After a call: read now when the thread that leaves the CPU
+ * shares next's address space (its stack is then readable, and unchanged:
+ * next has not run), else from the sampled copy of the switch-out, if it
+ * was taken (weighing AFTER_CALL_SAMPLING times: not taking it is part of
+ * the estimate, not a loss). Elsewhere: the copy of the switch-out.
+ * Returns the kept parts given a stack.
+ */
+static __always_inline __u64 give_stack(struct fp_offcpu_target *tv, struct thread_state *ts,
+                                        struct task_struct *prev, struct task_struct *next,
+                                        __u64 *w)
+{
+        __u64 n = (w[0] != 0) + (w[1] != 0) + (w[2] != 0);
+        struct mm_struct *mm;
+
+        if (ts->frame == FRAME_CALL) {
+                for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                        ts->pending[i] += w[i];
+                ts->has_pending = 1;
+                return n;
+        }
+        mm = next->mm;
+        if (ts->frame == FRAME_AFTER_CALL && mm && mm == prev->mm) {
+                (void)emit(tv, FP_OFFCPU_CALL, next, (struct pt_regs *)bpf_task_pt_regs(next), 0,
+                           w);
+                return n;
+        }
+        if (ts->stacked) {
+                for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                        w[i] *= ts->scale;
+                (void)emit(tv, FP_OFFCPU_WEIGHTS, next, 0, ts->seq, w);
+                return n;
+        }
+        if (ts->frame == FRAME_AFTER_CALL && !ts->stack_err)
+                return 0; /* not sampled */
+        count_lost(tv, ts->stack_err == LOST_RING ? &tv->lost_ring : &tv->lost_copy, w);
+        return n;
+}
+
+static __always_inline void switch_in(struct task_struct *prev, struct task_struct *next)
 {
         struct thread_state *ts = bpf_task_storage_get(&threads, next, 0, 0);
         __u64 now, wake, w[FP_OFFCPU_REASONS] = {};
@@ -257,7 +323,7 @@ static __always_inline void switch_in(struct task_struct *next)
         if (!ts || !ts->off_ns)
                 return;
         now = bpf_ktime_get_ns();
-        tgid = BPF_CORE_READ(next, tgid);
+        tgid = next->tgid;
         tv = bpf_map_lookup_elem(&targets, &tgid);
         if (tv && tv->period) {
                 wake = ts->wake_ns && ts->wake_ns <= now ? ts->wake_ns : now;
@@ -266,18 +332,8 @@ static __always_inline void switch_in(struct task_struct *next)
                             keep(wake - ts->off_ns, tv->period);
                 w[FP_OFFCPU_RUNQUEUE] = keep(now - wake, tv->period);
                 __sync_fetch_and_add(&tv->parts, (wake > ts->off_ns) + (now > wake));
-                __sync_fetch_and_add(&tv->kept, (w[0] != 0) + (w[1] != 0) + (w[2] != 0));
-                if (w[0] | w[1] | w[2]) {
-                        if (ts->in_call) {
-                                for (int i = 0; i < FP_OFFCPU_REASONS; i++)
-                                        ts->pending[i] += w[i];
-                                ts->has_pending = 1;
-                        } else if (ts->stacked) {
-                                (void)emit(tv, FP_OFFCPU_WEIGHTS, next, 0, ts->seq, w);
-                        } else {
-                                count_lost(tv, &tv->lost_copy, w);
-                        }
-                }
+                if (w[0] | w[1] | w[2])
+                        __sync_fetch_and_add(&tv->kept, give_stack(tv, ts, prev, next, w));
         }
         ts->off_ns = 0;
         ts->wake_ns = 0;
@@ -288,7 +344,7 @@ int BPF_PROG(fp_offcpu_switch, bool preempt, struct task_struct *prev, struct ta
              unsigned int prev_state)
 {
         switch_out(prev, preempt, prev_state);
-        switch_in(next);
+        switch_in(prev, next);
         return 0;
 }
 
@@ -313,11 +369,11 @@ int BPF_PROG(fp_offcpu_sys_exit, struct pt_regs *regs, long ret)
         if (!ts || !ts->has_pending)
                 return 0;
         ts->has_pending = 0;
-        tgid = BPF_CORE_READ(task, tgid);
+        tgid = task->tgid;
         tv = bpf_map_lookup_elem(&targets, &tgid);
         if (tv) {
                 /* Not the call it blocked in (a fault's frame taken for a call's): no stack. */
-                if (BPF_CORE_READ(regs, ip) != ts->ip || BPF_CORE_READ(regs, sp) != ts->sp)
+                if (regs->ip != ts->ip || regs->sp != ts->sp)
                         count_lost(tv, &tv->lost_changed, ts->pending);
                 else
                         (void)emit(tv, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
