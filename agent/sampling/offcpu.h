@@ -22,10 +22,17 @@
  *     fsync) leaves the user state as it was at the call: the copy is taken
  *     when the call returns (sys_exit), and only for kept parts. A thread
  *     that blocks several times in one call gets one record for all.
- *   - A block outside one (preempted in user mode, or waiting in a page
- *     fault) has no such moment: the copy is taken at the switch-out
- *     (FP_OFFCPU_STACK) and the weights follow at the switch-in
- *     (FP_OFFCPU_WEIGHTS). Preemptions are rare next to system calls.
+ *   - A block after a call returned (a thread rescheduled on its way back
+ *     to user mode: a waker, as in a ping-pong) has no such moment. When
+ *     the thread comes back after another thread of its process, the
+ *     stack (unchanged: the thread has not run) is read then, in their
+ *     shared address space (FP_OFFCPU_CALL). Otherwise one such block in
+ *     16 has its stack copied at the switch-out (FP_OFFCPU_STACK), whose
+ *     kept parts weigh 16 times as much (FP_OFFCPU_WEIGHTS follows at the
+ *     switch-in): unbiased at a sixteenth of the copies.
+ *   - A block elsewhere (preempted in user mode, or waiting in a page
+ *     fault) is copied at the switch-out, the weights following at the
+ *     switch-in. Such preemptions are bounded by the interrupt rate.
  *
  * This header is included by the BPF program too: fixed-width types only.
  */
