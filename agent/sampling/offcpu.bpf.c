@@ -17,6 +17,8 @@
  * task. A thread of a process not profiled costs one hash lookup when it
  * is switched out, and a task-storage lookup (a pointer test, it has
  * none) when it is switched in, woken, or returns from a system call.
+ * Fields are read directly through the programs' BTF pointers (one load
+ * each, not a helper call per field: this runs on every switch).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
