@@ -389,37 +389,49 @@ out:
         return r;
 }
 
-struct service_row {
+struct label_row {
         uint32_t name;
         int64_t value;
 };
 
-static int service_cmp(const void *a, const void *b)
+static int label_row_cmp(const void *a, const void *b)
 {
-        const struct service_row *x = a, *y = b;
+        const struct label_row *x = a, *y = b;
 
         if (x->value != y->value)
                 return x->value > y->value ? -1 : 1;
         return x->name < y->name ? -1 : x->name > y->name;
 }
 
+/* A table of shares by the values of one string label (write_by_label()). */
+struct label_table {
+        const char *key;   /* the label */
+        const char *title; /* "Services:" */
+        const char *head;  /* its column's heading */
+        const char *none;  /* the row of samples without the label */
+        const char *other; /* the row past MAX_LABEL_ROWS values */
+        size_t min_rows;   /* written only with at least this many rows */
+};
+
 /*
- * Per-service shares (the host tier's "which services burn the CPU"); nothing
- * unless samples carry two services or more. Past 256 services the rest are
- * one "(other services)" row.
+ * Shares by the values of a string label: per service (the host tier's
+ * "which services burn the CPU", written for two services or more), per
+ * wait (off-CPU and wall profiles: why the threads waited). Past 256
+ * values the rest are one row.
  */
-static int write_services(const struct fp_pprof *p, size_t vi, FILE *out)
+static int write_by_label(const struct fp_pprof *p, size_t vi, const struct label_table *lt,
+                          FILE *out)
 {
-        enum { MAX_SERVICES = 256 };
-        uint32_t key = fp_pp_find_str(p, "service");
+        enum { MAX_LABEL_ROWS = 256 };
+        uint32_t key = fp_pp_find_str(p, lt->key);
         const char *unit = fp_pp_str(p, p->types[vi].unit);
-        struct service_row *rows;
+        struct label_row *rows;
         int64_t other = 0;
         size_t n = 0;
 
         if (key == FP_PP_NOSTR)
                 return 0;
-        rows = calloc(MAX_SERVICES, sizeof(*rows));
+        rows = calloc(MAX_LABEL_ROWS, sizeof(*rows));
         if (!rows)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_samples; i++) {
@@ -435,17 +447,17 @@ static int write_services(const struct fp_pprof *p, size_t vi, FILE *out)
                 }
                 for (k = 0; k < n && rows[k].name != name; k++)
                         ;
-                if (k == n && n == MAX_SERVICES) {
+                if (k == n && n == MAX_LABEL_ROWS) {
                         other = fp_pp_add_sat(other, v);
                         continue;
                 }
                 if (k == n)
-                        rows[n++] = (struct service_row){.name = name};
+                        rows[n++] = (struct label_row){.name = name};
                 rows[k].value = fp_pp_add_sat(rows[k].value, v);
         }
-        if (n + (other != 0) >= 2) {
-                qsort(rows, n, sizeof(*rows), service_cmp);
-                fprintf(out, "\nServices:\n%10s %6s  %s\n", "value", "share", "service");
+        if (n + (other != 0) >= lt->min_rows) {
+                qsort(rows, n, sizeof(*rows), label_row_cmp);
+                fprintf(out, "\n%s\n%10s %6s  %s\n", lt->title, "value", "share", lt->head);
                 for (size_t i = 0; i <= n; i++) {
                         int64_t v = i < n ? rows[i].value : other;
                         char b[64];
@@ -453,8 +465,8 @@ static int write_services(const struct fp_pprof *p, size_t vi, FILE *out)
                                 continue;
                         fmt_value(b, sizeof(b), v, unit);
                         fprintf(out, "%10s %5.2f%%  ", b, share(v, p->totals[vi]));
-                        put_name(out, i == n                        ? "(other services)"
-                                      : rows[i].name == FP_PP_NOSTR ? "[no service]"
+                        put_name(out, i == n                        ? lt->other
+                                      : rows[i].name == FP_PP_NOSTR ? lt->none
                                                                     : fp_pp_str(p, rows[i].name));
                         fputc('\n', out);
                 }
@@ -513,7 +525,21 @@ int fp_pprof_write_top(const struct fp_pprof *p, size_t value_index, size_t n, F
                 put_name(out, t.names->strs[order[i]].s);
                 fputc('\n', out);
         }
-        r = write_services(p, value_index, out);
+        static const struct label_table services = {.key = "service",
+                                                    .title = "Services:",
+                                                    .head = "service",
+                                                    .none = "[no service]",
+                                                    .other = "(other services)",
+                                                    .min_rows = 2},
+                                        waits = {.key = "wait",
+                                                 .title = "Waits:",
+                                                 .head = "wait",
+                                                 .none = "[on the CPU]",
+                                                 .other = "(other waits)",
+                                                 .min_rows = 1};
+        r = write_by_label(p, value_index, &services, out);
+        if (r >= 0)
+                r = write_by_label(p, value_index, &waits, out);
         if (r >= 0)
                 r = write_threads(p, value_index, out);
         if (r >= 0 && (fflush(out) != 0 || ferror(out)))

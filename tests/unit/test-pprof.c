@@ -1015,6 +1015,7 @@ static void test_text(void)
         CHECK(strstr(out, "      50ms 62.50%  worker (11)\n") != NULL);
         CHECK(strstr(out, "      30ms 37.50%  main (10)\n") != NULL);
         CHECK(strstr(out, "worker (11)") < strstr(out, "main (10)"));
+        CHECK(strstr(out, "Waits:") == NULL); /* no sample waited */
         free(out);
 
         /* Top 2, by count. */
@@ -1028,6 +1029,24 @@ static void test_text(void)
 
         CHECK_INT(fp_pprof_write_top(p, 2, 0, stdout), -EINVAL);
         CHECK_INT(fp_pprof_write_folded(p, 2, stdout), -EINVAL);
+
+        /* A wall profile's samples: some waited (by wait), the rest ran. */
+        struct fp_pprof_label ws[] = {{.key = "thread_name", .str = "main"},
+                                      {.key = "wait", .str = "sleep"}};
+        struct fp_pprof_label wr[] = {{.key = "thread_name", .str = "main"},
+                                      {.key = "wait", .str = "runqueue"}};
+        int64_t vs[] = {1, 50000000}, vr[] = {1, 5000000};
+        CHECK_INT(fp_pprof_add_sample(p, sb, 2, vs, ws, 2), 0);
+        CHECK_INT(fp_pprof_add_sample(p, sb, 2, vr, wr, 2), 0);
+        f = open_memstream(&out, &out_len);
+        CHECK_INT(fp_pprof_write_top(p, 1, 0, f), 0);
+        fclose(f);
+        CHECK(strstr(out, "Waits:\n     value  share  wait\n") != NULL);
+        CHECK(strstr(out, "      80ms 59.26%  [on the CPU]\n") != NULL);
+        CHECK(strstr(out, "      50ms 37.04%  sleep\n") != NULL);
+        CHECK(strstr(out, "       5ms  3.70%  runqueue\n") != NULL);
+        CHECK(strstr(out, "Waits:") < strstr(out, "Threads:"));
+        free(out);
         fp_pprof_free(p);
 }
 
