@@ -127,6 +127,7 @@ int main(int argc, char **argv)
         b = 0;
         (void)!write(ab[1], &b, 1);
         pthread_join(th, NULL);
-        printf("round_trips %llu seconds %.3f per_second %.0f\n", n, t1 - t0, (double)n / (t1 - t0));
+        printf("round_trips %llu seconds %.3f per_second %.0f\n", n, t1 - t0,
+               (double)n / (t1 - t0));
         return 0;
 }
