@@ -217,6 +217,9 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         if (fp_target_left_out(t)[0])
                 fprintf(out, "; left out (not supported on this machine): %s",
                         fp_target_left_out(t));
+        if (tc->off_cpu_period)
+                fprintf(out, "; and its off-CPU time (a wait kept with probability d/%g ms)",
+                        (double)tc->off_cpu_period / 1e6);
         fputc('\n', out);
 }
 

@@ -166,3 +166,12 @@ bool fp_core_rules_on_child(struct fp_core *s, pid_t child, pid_t parent, uint64
 int fp_core_rules_status(struct fp_core *s, uid_t uid, struct fp_core_status *st);
 /* Frees every rule (at the end). */
 void fp_core_rules_free(struct fp_core *s);
+
+/* ---- core.c: off-CPU time ---- */
+
+/*
+ * Whether the off-CPU profiler can be loaded here (it is, or it loads and
+ * is unloaded again): 0, or -errno with the one line that says what the
+ * kernel lacks (a rule with --off-cpu is refused with it).
+ */
+int fp_core_offcpu_check(struct fp_core *s, char *err, size_t err_len);

@@ -428,6 +428,11 @@ int fp_core_add_rule(struct fp_core *s, struct fp_rule *rule, bool from_config, 
         int64_t id = s->next_rule_id;
         int r;
 
+        /* A rule whose processes could not get their off-CPU time is refused now, in one line. */
+        if (rule->cfg.off_cpu_period && (r = fp_core_offcpu_check(s, err, err_len)) < 0) {
+                fp_rule_free(rule);
+                return r;
+        }
         rule->id = id;
         rule->from_config = from_config;
         uid_t owner = rule->owner;

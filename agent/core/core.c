@@ -219,6 +219,19 @@ static int offcpu_add(struct fp_core *s, pid_t pid, uint64_t period, char *err, 
         return r;
 }
 
+int fp_core_offcpu_check(struct fp_core *s, char *err, size_t err_len)
+{
+        struct fp_offcpu *o;
+        int r;
+
+        if (s->offcpu)
+                return 0;
+        r = fp_offcpu_new(s->base, on_offcpu_record, s, &o, err, err_len);
+        if (r == 0)
+                fp_offcpu_free(o); /* loaded again by the first process that needs it */
+        return r;
+}
+
 /* Stops profiling pid's off-CPU time; unloads the BPF side after the last. */
 static void offcpu_remove(struct fp_core *s, pid_t pid)
 {

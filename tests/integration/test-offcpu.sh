@@ -34,7 +34,8 @@
 #    it; nobody's own process is profiled.
 # 6. A kernel without what the BPF side needs gets one line that names it
 #    (here: the agent in a mount namespace where /sys/kernel/btf is empty),
-#    and the target is not started. Bad values are refused in one line.
+#    and the target is not started, nor a rule with --off-cpu added. Bad
+#    values are refused in one line.
 # 7. Uploaded to a collector: its off-CPU profile keeps the wait labels,
 #    and its wall profile (event wall: CPU at 999 Hz and off-CPU time
 #    together) gives each thread of the workload 0.93-1.07 of the time it
@@ -281,6 +282,8 @@ if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
   fp_wait_for 15 test -S "$FP_SOCK" || fp_fail "the agent without BTF did not start: $(cat "$FP_TMP/nobtf.log")"
   refuse "needs kernel BTF: /sys/kernel/btf/vmlinux" start "$BP" --off-cpu
   [[ $(fp_target_field "$BP" pid) == absent ]] || fp_fail "the refused target was started anyway"
+  refuse "needs kernel BTF: /sys/kernel/btf/vmlinux" start --name '^waits$' --off-cpu
+  [[ $(fp_status_json | fp_json_get 'len(d["rules"])') == 0 ]] || fp_fail "the refused rule was added"
   fp_ctl start "$BP" >/dev/null || fp_fail "a CPU profile without BTF failed"
   fp_ok "without BTF: off-CPU refused in one line, CPU profiling still works"
   fp_stop_agent

@@ -83,7 +83,7 @@ static struct measure m[M_SPIN0 + MAX_SPINNERS] = {
     [M_PIPE] = {"wait_pipe", "w-pipe"},    [M_MUTEX] = {"wait_mutex", "w-mutex"},
     [M_DISK] = {"wait_disk", "w-disk"},
 };
-static char spin_names[MAX_SPINNERS][16];
+static char spin_names[MAX_SPINNERS][24];
 
 static uint64_t now_ns(clockid_t c)
 {
