@@ -69,12 +69,15 @@ struct thread_state {
 /*
  * A block after a returned call (a waker rescheduled on its way back, as
  * in a ping-pong, up to one per call) has its stack copied at the
- * switch-out one time in AFTER_CALL_SAMPLING, and such a copy weighs that
- * many: unbiased, at a sixteenth of the copies. When the thread comes back
- * after a thread of its own process, its stack is read then instead
- * (always, at its own weight): see switch_in().
+ * switch-out one time in AFTER_CALL_SAMPLING (AFTER_CALL_SIBLING when the
+ * CPU goes to a thread of its own process: it most likely comes back after
+ * one too), and such a copy weighs that many: unbiased, whatever decides
+ * how often, since it is decided before the block's length is known. When
+ * the thread comes back after a thread of its own process, its stack is
+ * read then instead (always, at its own weight): see give_stack().
  */
 #define AFTER_CALL_SAMPLING 16
+#define AFTER_CALL_SIBLING  64
 
 #define LOST_COPY 1
 #define LOST_RING 2
@@ -233,7 +236,8 @@ static __always_inline __u64 keep(__u64 d, __u64 period)
         return 0;
 }
 
-static __always_inline void switch_out(struct task_struct *prev, bool preempt, unsigned int state)
+static __always_inline void switch_out(struct task_struct *prev, struct task_struct *next,
+                                       bool preempt, unsigned int state)
 {
         __u32 tgid = prev->tgid;
         struct fp_offcpu_target *tv = bpf_map_lookup_elem(&targets, &tgid);
@@ -264,9 +268,11 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt, u
         ts->frame = frame_of(regs);
         ts->stacked = 0;
         ts->stack_err = 0;
-        ts->scale = ts->frame == FRAME_AFTER_CALL ? AFTER_CALL_SAMPLING : 1;
+        ts->scale = 1;
+        if (ts->frame == FRAME_AFTER_CALL)
+                ts->scale = prev->mm == next->mm ? AFTER_CALL_SIBLING : AFTER_CALL_SAMPLING;
         if (ts->frame == FRAME_OTHER ||
-            (ts->frame == FRAME_AFTER_CALL && bpf_get_prandom_u32() % AFTER_CALL_SAMPLING == 0)) {
+            (ts->frame == FRAME_AFTER_CALL && bpf_get_prandom_u32() % ts->scale == 0)) {
                 int e;
                 ts->seq++;
                 e = emit(tv, FP_OFFCPU_STACK, prev, regs, ts->seq, 0);
@@ -280,7 +286,7 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt, u
  * sys_exit. After a call: read now when the thread that leaves the CPU
  * shares next's address space (its stack is then readable, and unchanged:
  * next has not run), else from the sampled copy of the switch-out, if it
- * was taken (weighing AFTER_CALL_SAMPLING times: not taking it is part of
+ * was taken (weighing 1/(its chance) times: not taking it is part of
  * the estimate, not a loss). Elsewhere: the copy of the switch-out.
  * Returns the kept parts given a stack.
  */
@@ -345,7 +351,7 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(fp_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
              unsigned int prev_state)
 {
-        switch_out(prev, preempt, prev_state);
+        switch_out(prev, next, preempt, prev_state);
         switch_in(prev, next);
         return 0;
 }

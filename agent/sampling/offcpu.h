@@ -27,9 +27,10 @@
  *     the thread comes back after another thread of its process, the
  *     stack (unchanged: the thread has not run) is read then, in their
  *     shared address space (FP_OFFCPU_CALL). Otherwise one such block in
- *     16 has its stack copied at the switch-out (FP_OFFCPU_STACK), whose
- *     kept parts weigh 16 times as much (FP_OFFCPU_WEIGHTS follows at the
- *     switch-in): unbiased at a sixteenth of the copies.
+ *     16 (in 64 when the CPU went to a thread of its process) has its
+ *     stack copied at the switch-out (FP_OFFCPU_STACK), whose kept parts
+ *     weigh 16 (64) times as much (FP_OFFCPU_WEIGHTS follows at the
+ *     switch-in): unbiased at a sixteenth of the copies or less.
  *   - A block elsewhere (preempted in user mode, or waiting in a page
  *     fault) is copied at the switch-out, the weights following at the
  *     switch-in. Such preemptions are bounded by the interrupt rate.

@@ -41,6 +41,10 @@
 #    together) gives each thread of the workload 0.93-1.07 of the time it
 #    lived while profiled; the flame graph and the time line of the wall
 #    profile answer.
+# 8. A ping-pong (two threads on one CPU): each is rescheduled on its way
+#    back from a call, where no sys_exit comes; its wall profile (CPU at
+#    999 Hz, off-CPU at T = 1 ms) is 0.9-1.1 of its life, a fifth of it at
+#    least in the run queue.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=offcpu
@@ -202,6 +206,45 @@ done
   fp_fail "the collector's series of $WP are not cpu-clock and off-cpu"
 fp_ok "uploaded: the collector's off-CPU profile matches, its wall profile adds up to each thread's life"
 fp_kill "$WP"
+
+# ---- 8. a ping-pong: waits after returned calls add up ----
+# Two threads pinned to one CPU pass a byte back and forth: each is
+# rescheduled on its way back from its write (a wait after a returned call,
+# whose stack is read when the other thread hands the CPU back, or sampled
+# one in 16 or 64 at the switch-out), then waits in its read.
+fp_start_workload pingpong "$FP_TMP/pp.out" "$FP_TMP/pp.ready" --seconds 3 --cpu 0 \
+  --wait-for-start "$FP_TMP/pp.go"
+PP=$FP_WL_PID
+T0=$(date +%s%N)
+fp_ctl start "$PP" --off-cpu --off-cpu-period 1000000 --freq 999 >/dev/null || fp_fail "start pingpong failed"
+T1=$(date +%s%N)
+touch "$FP_TMP/pp.go"
+fp_wait_for 30 grep -q round_trips "$FP_TMP/pp.out" || fp_fail "pingpong did not finish"
+T2=$(date +%s%N)
+fp_ctl dump "$PP" --event wall -o "$FP_TMP/pp-wall.pb.gz" >/dev/null || fp_fail "dump of pingpong failed"
+python3 - "$FP_TMP/pp-wall.pb.gz" "$(dirname "$CHECK")" "$T0" "$T1" "$T2" <<'EOF' ||
+import sys
+sys.path.insert(0, sys.argv[2])
+import pprofraw, collections
+p = pprofraw.load(sys.argv[1])
+vi = p.value_index("wall")
+t0, t1, t2 = (int(x) for x in sys.argv[3:6])
+parts = collections.defaultdict(collections.Counter)
+for s in p.samples:
+    parts[s.thread_name()][(s.labels.get("wait") or ["cpu"])[0]] += s.values[vi]
+bad = []
+for th in ("ping", "pong"):
+    w = sum(parts[th].values())
+    print("%s: wall %.3f s (%s), lived %.3f-%.3f s" % (th, w / 1e9, " ".join(
+        "%s=%.3f" % (k, v / 1e9) for k, v in sorted(parts[th].items())), (t2 - t1) / 1e9, (t2 - t0) / 1e9))
+    if not (t2 - t1) * 0.9 <= w <= (t2 - t0) * 1.1 or parts[th]["runqueue"] < 0.2 * w:
+        bad.append(th)
+sys.exit(1 if bad else 0)
+EOF
+  fp_fail "the ping-pong's threads' wall profiles do not add up to their lives"
+fp_ok "a ping-pong: each thread's CPU, sleep and run-queue waits add up to its life"
+fp_ctl stop "$PP" >/dev/null 2>&1 || true
+fp_kill "$PP"
 
 # ---- 4. unloaded with the last target, loaded again with the next ----
 fp_ctl status >"$FP_TMP/none.status"

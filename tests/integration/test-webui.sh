@@ -26,6 +26,8 @@
 #  - what profiling cost the host (the agent's CPU time over the uploads'
 #    range, carried in every upload, counted once per range) is shown, and
 #    is no more than the CPU the agent has used;
+#  - a process profiled with --off-cpu: the event selector offers cpu-clock,
+#    off-cpu and wall, and choosing wall draws the API's wall total;
 #  - nothing is fetched from anywhere but the collector, and no script error
 #    happens. Screenshots are kept in BUILD/artifacts/webui/.
 set -euo pipefail
@@ -46,12 +48,12 @@ fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/collector.
 fp_start_agent --bucket 1 --collector "$URL" --upload-interval 3600
 
 RUNS=0
-run() { # run WORKLOAD SECONDS ARGS...: profile it to its end, then upload
+run() { # run WORKLOAD SECONDS ARGS...: profile it to its end, then upload ($OFF: --off-cpu)
   local wl=$1 secs=$2
   shift 2
   RUNS=$((RUNS + 1)) # files of their own: a ready file left by a run before would race
   fp_start_workload "$wl" "$FP_TMP/$wl.$RUNS.out" "$FP_TMP/$wl.$RUNS.ready" --seconds "$secs" "$@"
-  fp_ctl start "$FP_WL_PID" --freq 499 >/dev/null
+  fp_ctl start "$FP_WL_PID" --freq 499 ${OFF:+--off-cpu} >/dev/null
   wait "$FP_WL_PID" 2>/dev/null || true
   fp_untrack "$FP_WL_PID"
   fp_ctl flush >/dev/null
@@ -62,12 +64,14 @@ MID=$(date +%s)
 sleep 1.2
 run truth 3
 run manystacks 3 --threads 2 --depth 7
+OFF=1 run waits 2 --only wait_sleep,wait_pipe --dir "$FP_TMP"
 
 api() { curl -sf "$URL$1" "${@:2}"; }
 api "/api/v1/flamegraph?process=truth" >"$FP_TMP/fg.json" || fp_fail "no flame graph from the API"
 api "/api/v1/profile?process=truth" -o "$FP_TMP/truth.pb.gz"
 MANY_PID=$(curl -sf "$URL/api/v1/series?process=manystacks" | fp_json_get 'd["series"][0]["pid"]')
 api "/api/v1/flamegraph?process=manystacks&pid=$MANY_PID" >"$FP_TMP/many.json"
+api "/api/v1/flamegraph?process=waits&event=wall" >"$FP_TMP/wall.json" || fp_fail "no wall flame graph from the API"
 api "/api/v1/diff?process=truth&from=$MID&base_to=$MID" >"$FP_TMP/diff.json" || fp_fail "no diff from the API: $(curl -s "$URL/api/v1/diff?process=truth&from=$MID&base_to=$MID"), series: $(curl -s "$URL/api/v1/series")"
 API_TOTAL=$(fp_json_get 'd["total"]' <"$FP_TMP/fg.json")
 PPROF_TOTAL=$(fp_profile_total "$FP_TMP/truth.pb.gz" cpu)
@@ -96,9 +100,9 @@ DIFF_QUERY="process=truth&from=$MID&diff=1&base_to=$MID" fp_timeout 150 env NODE
   node "$FP_SRC/tests/integration/webui.js" "$URL" "$ART" >"$FP_TMP/ui.json" 2>"$FP_TMP/ui.err" ||
   fp_fail "the browser run failed: $(tail -5 "$FP_TMP/ui.err")"
 
-python3 - "$FP_TMP/ui.json" "$FP_TMP/fg.json" "$FP_TMP/diff.json" "$FP_TMP/many.json" "$FP_TMP/alpha.json" <<'PY' || fp_fail "the page does not show what the API says"
+python3 - "$FP_TMP/ui.json" "$FP_TMP/fg.json" "$FP_TMP/diff.json" "$FP_TMP/many.json" "$FP_TMP/alpha.json" "$FP_TMP/wall.json" <<'PY' || fp_fail "the page does not show what the API says"
 import json, re, sys
-ui, fg, diff, many, alpha = (json.load(open(p)) for p in sys.argv[1:6])
+ui, fg, diff, many, alpha, wall = (json.load(open(p)) for p in sys.argv[1:7])
 bad = []
 def check(cond, what):
     print(("ok: " if cond else "FAIL: ") + what)
@@ -154,6 +158,8 @@ check("no samples match" in ui["empty"], f"an empty selection: {ui['empty']}")
 check(int(ui["thread"]["total"]) == alpha["total"], f"thread w-alpha: {ui['thread']['total']} == API {alpha['total']}")
 check(len(ui["seriesRows"]) == 1 and ui["seriesRows"][0][3] == "manystacks", f"the series search: {ui['seriesRows']}")
 check("pid=" in ui["seriesPick"]["url"] and int(ui["seriesPick"]["total"]) == many["total"], f"picking a series: {ui['seriesPick']} (API {many['total']})")
+check({"cpu-clock", "off-cpu", "wall"} <= set(ui["events"]), f"the event selector offers cpu-clock, off-cpu and wall ({ui['events']})")
+check("event=wall" in ui["wall"]["url"] and int(ui["wall"]["total"]) == wall["total"] and wall["type"] == "wall", f"wall chosen: drawn {ui['wall'].get('total')} == API {wall['total']} ({wall['type']})")
 sys.exit(1 if bad else 0)
 PY
 fp_ok "the page draws what the API says; screenshots in $ART: $(ls "$ART" | tr '\n' ' ')"

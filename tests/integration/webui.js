@@ -122,6 +122,15 @@ async function boxOf(page, canvasId, name) {
   await ready(page);
   out.seriesPick = await page.evaluate(() => ({ url: location.search, total: document.body.dataset.total }));
 
+  // 9c. Off-CPU time beside CPU time: the event selector offers both and wall; wall is drawn.
+  await open(page, 'process=waits');
+  out.events = await page.$$eval('select[name=event] option', (o) => o.map((x) => x.value));
+  await page.evaluate(() => { delete document.body.dataset.ready; });
+  await page.selectOption('select[name=event]', 'wall');
+  await ready(page);
+  out.wall = await page.evaluate(() => ({ url: location.search, ...document.body.dataset }));
+  await page.screenshot({ path: `${outdir}/wall.png`, fullPage: true });
+
   // 10. A selection with nothing in it says so (the API's 404s are expected there).
   out.errorsBefore404 = out.errors.slice();
   await open(page, 'process=no-such-process');
