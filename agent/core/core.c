@@ -649,6 +649,12 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
         case FP_TRACKER_THREAD_EXIT:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         fp_target_thread_exited(at->t, (pid_t)e->tid);
+                /* Its PID may be another process's soon: no more off-CPU time of it. */
+                if (at && (e->flags & FP_TRACKER_EV_GROUP_DEAD) &&
+                    fp_target_config(at->t)->off_cpu_period) {
+                        fp_core_poll_offcpu(s); /* its last records and counts first */
+                        offcpu_remove(s, (pid_t)e->tgid);
+                }
                 if (s->bridge && (e->flags & FP_TRACKER_EV_GROUP_DEAD))
                         event_active(s->ev_bridge, EV_TIMEOUT, 0); /* its last target may be gone */
                 break;

@@ -277,7 +277,7 @@ static __always_inline void switch_out(struct task_struct *prev, struct task_str
                 ts->seq++;
                 e = emit(tv, FP_OFFCPU_STACK, prev, regs, ts->seq, 0);
                 ts->stacked = e == 0;
-                ts->stack_err = e == -LOST_RING ? LOST_RING : LOST_COPY;
+                ts->stack_err = e == 0 ? 0 : e == -LOST_RING ? LOST_RING : LOST_COPY;
         }
 }
 
