@@ -2278,7 +2278,8 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 s.count = RD_U64(&rd);
                 s.value = RD_U64(&rd);
                 struct fp_store_map_entry *e = fp_store_map_get(&m.idx, sid);
-                if (rd.bad || !e)
+                /* Only the series chosen above (the wall profile's query is wider). */
+                if (rd.bad || !e || !m.v[e->a - 1].matched)
                         continue;
                 s.meta = e->a - 1;
                 if (fp_grow((void **)&rows, &cap_rows, n_rows + 1, sizeof(*rows)) < 0 ||
