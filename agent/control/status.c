@@ -557,8 +557,8 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         } else if (st->bridge_error[0])
                 fprintf(out, "bridge: %s\n", TERM(st->bridge_error, e1));
         if (st->offcpu_targets) {
-                fprintf(out, "off-CPU: bpf, %u processes, %" PRIu64 " records", st->offcpu_targets,
-                        st->offcpu_records);
+                fprintf(out, "off-CPU: bpf, %u process%s, %" PRIu64 " records", st->offcpu_targets,
+                        st->offcpu_targets == 1 ? "" : "es", st->offcpu_records);
                 if (st->offcpu_unclaimed)
                         fprintf(out, ", %" PRIu64 " of processes no longer profiled",
                                 st->offcpu_unclaimed);
