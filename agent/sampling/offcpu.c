@@ -13,13 +13,14 @@
 #include "offcpu.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #ifdef FP_HAVE_BPF
+
+#include "bpflog.h"
 
 #include "offcpu.skel.h"
 
@@ -40,17 +41,6 @@ struct fp_offcpu {
         unsigned n_targets;
         uint64_t records;
 };
-
-static char last_libbpf_msg[256];
-
-static int on_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-        if (level == LIBBPF_DEBUG)
-                return 0;
-        vsnprintf(last_libbpf_msg, sizeof(last_libbpf_msg), fmt, ap);
-        last_libbpf_msg[strcspn(last_libbpf_msg, "\n")] = 0;
-        return 0;
-}
 
 static int on_record(void *ctx, void *data, size_t len)
 {
@@ -88,8 +78,8 @@ static void load_reason(int r, char *err, size_t err_len)
                 snprintf(err, err_len,
                          "off-CPU profiling needs BTF tracepoints, BPF task storage, "
                          "bpf_task_pt_regs and a BPF ring buffer (Linux 5.15 or later), and "
-                         "this kernel refused them: %s%s%s",
-                         strerror(-r), last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
+                         "this kernel refused them: %s%s",
+                         strerror(-r), fp_bpflog_suffix());
 }
 
 int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, struct fp_offcpu **ret,
@@ -111,8 +101,7 @@ int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, stru
         }
         o->fn = fn;
         o->userdata = userdata;
-        last_libbpf_msg[0] = 0;
-        libbpf_set_print(on_libbpf_print);
+        fp_bpflog_begin();
         o->skel = offcpu_bpf__open();
         if (!o->skel) {
                 r = -errno;
@@ -131,8 +120,8 @@ int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, stru
         if ((r = offcpu_bpf__attach(o->skel)) < 0) {
                 snprintf(err, err_len,
                          "off-CPU profiling: cannot attach to sched_switch, sched_wakeup and "
-                         "sys_exit: %s%s%s",
-                         strerror(-r), last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
+                         "sys_exit: %s%s",
+                         strerror(-r), fp_bpflog_suffix());
                 goto fail;
         }
         o->ring = ring_buffer__new(bpf_map__fd(o->skel->maps.records), on_record, o, NULL);
@@ -149,11 +138,11 @@ int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, stru
                 snprintf(err, err_len, "out of memory");
                 goto fail;
         }
-        libbpf_set_print(NULL);
+        fp_bpflog_end();
         *ret = o;
         return 0;
 fail:
-        libbpf_set_print(NULL);
+        fp_bpflog_end();
         fp_offcpu_free(o);
         return r;
 }

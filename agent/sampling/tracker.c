@@ -17,13 +17,14 @@
 #include "tracker.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #ifdef FP_HAVE_BPF
+
+#include "bpflog.h"
 
 #include "tracker.skel.h"
 
@@ -42,18 +43,6 @@ struct fp_tracker {
         fp_tracker_fn fn;
         void *userdata;
 };
-
-/* The last warning libbpf printed while loading: the reason of a failure. */
-static char last_libbpf_msg[256];
-
-static int on_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-        if (level == LIBBPF_DEBUG)
-                return 0;
-        vsnprintf(last_libbpf_msg, sizeof(last_libbpf_msg), fmt, ap);
-        last_libbpf_msg[strcspn(last_libbpf_msg, "\n")] = 0;
-        return 0;
-}
 
 static int on_record(void *ctx, void *data, size_t len)
 {
@@ -84,8 +73,8 @@ static void load_reason(int r, char *err, size_t err_len)
                          "loading BPF programs is not permitted: the agent needs root, or "
                          "CAP_BPF and CAP_PERFMON");
         else
-                snprintf(err, err_len, "cannot load the BPF programs: %s%s%s", strerror(-r),
-                         last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
+                snprintf(err, err_len, "cannot load the BPF programs: %s%s", strerror(-r),
+                         fp_bpflog_suffix());
 }
 
 int fp_tracker_new(struct event_base *base, fp_tracker_fn fn, void *userdata,
@@ -107,8 +96,7 @@ int fp_tracker_new(struct event_base *base, fp_tracker_fn fn, void *userdata,
         }
         tr->fn = fn;
         tr->userdata = userdata;
-        last_libbpf_msg[0] = 0;
-        libbpf_set_print(on_libbpf_print);
+        fp_bpflog_begin();
 
         tr->skel = tracker_bpf__open();
         if (!tr->skel) {
@@ -129,8 +117,8 @@ int fp_tracker_new(struct event_base *base, fp_tracker_fn fn, void *userdata,
         }
         r = tracker_bpf__attach(tr->skel);
         if (r < 0) {
-                snprintf(err, err_len, "cannot attach to the scheduler tracepoints: %s%s%s",
-                         strerror(-r), last_libbpf_msg[0] ? ": " : "", last_libbpf_msg);
+                snprintf(err, err_len, "cannot attach to the scheduler tracepoints: %s%s",
+                         strerror(-r), fp_bpflog_suffix());
                 goto fail;
         }
         tr->ring = ring_buffer__new(bpf_map__fd(tr->skel->maps.events), on_record, tr, NULL);
@@ -146,11 +134,11 @@ int fp_tracker_new(struct event_base *base, fp_tracker_fn fn, void *userdata,
                 snprintf(err, err_len, "out of memory");
                 goto fail;
         }
-        libbpf_set_print(NULL);
+        fp_bpflog_end();
         *ret = tr;
         return 0;
 fail:
-        libbpf_set_print(NULL);
+        fp_bpflog_end();
         fp_tracker_free(tr);
         return r;
 }
