@@ -532,6 +532,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                         return fp_control_error(c, "unknown event '%s'", event);
         }
         fp_core_poll_tracker(s); /* threads born or dead up to now */
+        fp_core_poll_offcpu(s);  /* and the waits of their targets */
         struct fp_core_target *at = pid ? fp_core_find(s, pid) : NULL;
         /* For a user: the start time of the process now at that PID (0: none). */
         uint64_t started = pid && uid != 0 ? fp_proc_stat(pid, NULL) : 0;
@@ -612,7 +613,6 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
                                                                           : cfg->period));
                 }
                 fp_target_drain(t);
-                fp_core_poll_offcpu(s);
                 if (wall)
                         e = fp_export_wall_pprof(t, p);
                 else if (off)
