@@ -67,6 +67,10 @@ static const struct fp_conf_key agent_keys[] = {
      "the host tier: sample every process, one cpu-clock event per CPU"},
     {"host-freq", FP_CONF_UINT, "19", 1, 1000, "HZ", "the host tier's samples per second per CPU"},
     {"host-kernel", FP_CONF_BOOL, "false", 0, 0, NULL, "kernel frames in the host tier's stacks"},
+    {"host-off-cpu", FP_CONF_BOOL, "false", 0, 0, NULL,
+     "the host tier profiles every process's off-CPU time too (BPF)"},
+    {"host-off-cpu-period", FP_CONF_UINT, "1000000000", 1000, 1000000000, "NS",
+     "the host tier's off-CPU period T: a wait of d ns is kept with probability d/T"},
     {"target", FP_CONF_LIST, NULL, 0, 0, "RULE",
      "a rule: what agentctl start takes after 'start' for one"},
 };
@@ -184,7 +188,10 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .host = fp_conf_bool(conf, "host"),
             .host_cfg = {.freq = fp_conf_uint(conf, "host-freq"),
                          .kernel_frames = fp_conf_bool(conf, "host-kernel"),
-                         .unwind = FP_UNWIND_AUTO},
+                         .unwind = FP_UNWIND_AUTO,
+                         .off_cpu_period = fp_conf_bool(conf, "host-off-cpu")
+                                               ? fp_conf_uint(conf, "host-off-cpu-period")
+                                               : 0},
         };
         opt->rules = fp_conf_list(conf, "target", &opt->n_rules);
         *ret_socket = fp_conf_string(conf, "socket");

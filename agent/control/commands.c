@@ -14,6 +14,7 @@
 #include "escape.h"
 #include "pprof.h"
 #include "metrics.h"
+#include "offcpu.h"
 #include "procfs.h"
 #include "rule.h"
 #include "status.h"
@@ -88,13 +89,15 @@ static void start_rule(struct fp_core *s, struct fp_control_client *c,
 }
 
 /* The keys a host tier's start may carry besides cmd and host. */
-static const char *const host_keys[] = {"cmd", "host", "freq", "kernel", "unwind", NULL};
+static const char *const host_keys[] = {"cmd",    "host",    "freq",           "kernel",
+                                        "unwind", "off_cpu", "off_cpu_period", NULL};
 
 static void start_host(struct fp_core *s, struct fp_control_client *c,
                        const struct fp_ctl_request *q)
 {
         struct fp_host_config cfg = {.freq = FP_HOST_DEFAULT_FREQ, .unwind = FP_UNWIND_AUTO};
         const char *freq = fp_ctl_request_get(q, "freq"), *unwind = fp_ctl_request_get(q, "unwind");
+        const char *off = fp_ctl_request_get(q, "off_cpu_period");
         struct fp_host_stats hs;
         char err[512];
         uint64_t hz;
@@ -108,7 +111,9 @@ static void start_host(struct fp_core *s, struct fp_control_client *c,
                         k++;
                 if (!*k)
                         return fp_control_error(
-                            c, "--%s does not go with --host (it takes --freq, --kernel, --unwind)",
+                            c,
+                            "--%s does not go with --host (it takes --freq, --kernel, --unwind, "
+                            "--off-cpu, --off-cpu-period)",
                             q->keys[i]);
         }
         if (freq) {
@@ -121,14 +126,27 @@ static void start_host(struct fp_core *s, struct fp_control_client *c,
         if (unwind && fp_unwind_mode_parse(unwind, &cfg.unwind) < 0)
                 return fp_control_error(c, "invalid --unwind '%s': fp, dwarf or auto", unwind);
         cfg.kernel_frames = fp_ctl_request_get(q, "kernel") != NULL;
+        if (off && !fp_ctl_request_get(q, "off_cpu"))
+                return fp_control_error(c, "--off-cpu-period needs --off-cpu");
+        if (off && fp_parse_uint(off, 1000, FP_OFFCPU_PERIOD_MAX, &cfg.off_cpu_period) < 0)
+                return fp_control_error(
+                    c, "invalid --off-cpu-period '%s': 1000 to 1000000000 nanoseconds", off);
+        if (fp_ctl_request_get(q, "off_cpu") && !cfg.off_cpu_period)
+                cfg.off_cpu_period = FP_HOST_OFF_CPU_PERIOD_DEFAULT;
         if (fp_core_start_host(s, &cfg, err, sizeof(err)) < 0)
                 return fp_control_error(c, "cannot start the host tier: %s", err);
         fp_host_stats(fp_core_host(s), &hs);
         fprintf(fp_control_out(c),
                 "host tier: sampling every process on %u CPU%s with cpu-clock at %" PRIu64
-                " Hz per CPU%s; processes a target profiles are counted once, by the target\n",
+                " Hz per CPU%s",
                 hs.cpus, hs.cpus == 1 ? "" : "s", cfg.freq,
                 cfg.kernel_frames ? ", kernel frames included" : "");
+        if (cfg.off_cpu_period)
+                fprintf(fp_control_out(c),
+                        ", and its off-CPU time (a wait kept with probability d/%g ms)",
+                        (double)cfg.off_cpu_period / 1e6);
+        fprintf(fp_control_out(c),
+                "; processes a target profiles are counted once, by the target\n");
 }
 
 static void cmd_start(void *userdata, struct fp_control_client *c, const struct fp_ctl_request *q)
@@ -459,29 +477,38 @@ static int queue_dump(struct fp_core *s, struct fp_control_client *c,
 /* dump --host [--service S]: the host tier's open bucket and its stored series. */
 static void dump_host(struct fp_core *s, struct fp_control_client *c,
                       const struct fp_ctl_request *q, struct fp_pprof *p, const char *format,
-                      const char *service, const char *since)
+                      const char *service, const char *since, const char *event)
 {
         struct fp_store_filter f = {
-            .tier = FP_STORE_TIER_HOST, .service = service, .event = "cpu-clock"};
+            .tier = FP_STORE_TIER_HOST, .service = service, .event = event ? event : "cpu-clock"};
+        bool off = strcmp(f.event, FP_STORE_OFFCPU_EVENT) == 0;
+        bool wall = strcmp(f.event, FP_STORE_WALL_EVENT) == 0;
+        const char *type = off || wall ? f.event : "cpu";
+        const struct fp_host_config *hc = fp_core_host(s) ? fp_host_config(fp_core_host(s)) : NULL;
         uint64_t since_s = 0;
         bool open = false;
         int e;
 
         (void)q;
         fp_pprof_add_sample_type(p, "samples", "count");
-        fp_pprof_add_sample_type(p, "cpu", "nanoseconds");
-        fp_pprof_set_default_sample_type(p, "cpu");
-        fp_pprof_set_period(p, "cpu", "nanoseconds", 1);
-        if (fp_core_host(s)) {
-                const struct fp_host_config *hc = fp_host_config(fp_core_host(s));
-                char line[160];
-                e = fp_export_host_pprof(fp_core_host(s), p, service);
+        fp_pprof_add_sample_type(p, type, "nanoseconds");
+        fp_pprof_set_default_sample_type(p, type);
+        fp_pprof_set_period(p, type, "nanoseconds",
+                            off && hc && hc->off_cpu_period ? (int64_t)hc->off_cpu_period : 1);
+        /* The open bucket: of the running tier, when it profiles what is asked. */
+        if (hc && (hc->off_cpu_period || (!off && !wall))) {
+                char line[200];
+                e = fp_export_host_pprof(fp_core_host(s), p, service, !off, off || wall);
                 if (e < 0) {
                         fp_pprof_free(p);
                         return fp_control_error(c, "cannot build the profile: %s", strerror(-e));
                 }
-                snprintf(line, sizeof(line),
-                         "host tier: every process, cpu-clock at %" PRIu64 " Hz per CPU", hc->freq);
+                int n = snprintf(line, sizeof(line),
+                                 "host tier: every process, cpu-clock at %" PRIu64 " Hz per CPU",
+                                 hc->freq);
+                if (hc->off_cpu_period && n > 0 && (size_t)n < sizeof(line))
+                        snprintf(line + n, sizeof(line) - (size_t)n, ", off-CPU time at T = %g ms",
+                                 (double)hc->off_cpu_period / 1e6);
                 fp_pprof_add_comment(p, line);
                 int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME);
                 fp_pprof_set_time(p, fp_core_bucket_start_ns(s), now - fp_core_bucket_start_ns(s));
@@ -493,6 +520,10 @@ static void dump_host(struct fp_core *s, struct fp_control_client *c,
                 return;
         if (!open) {
                 fp_pprof_free(p);
+                if (hc)
+                        return fp_control_error(c, "the host tier does not profile off-CPU time "
+                                                   "(start it with --off-cpu), and there is no "
+                                                   "store");
                 return fp_control_error(c, "the host tier is not running (and there is no store)");
         }
         dump_finish(c, format, p);
@@ -560,8 +591,10 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         if (host && (uid != 0 || pid))
                 return fp_control_error(c, uid != 0 ? "only root may dump the host tier"
                                                     : "a PID and --host exclude each other");
-        if (host && event && strcmp(event, "cpu-clock") != 0)
-                return fp_control_error(c, "the host tier samples cpu-clock only");
+        if (host && event && strcmp(event, "cpu-clock") != 0 &&
+            strcmp(event, FP_STORE_OFFCPU_EVENT) != 0 && strcmp(event, FP_STORE_WALL_EVENT) != 0)
+                return fp_control_error(c, "the host tier samples cpu-clock (and, with --off-cpu, "
+                                           "off-cpu and wall) only");
         if (!pid && !service && uid != 0)
                 return fp_control_error(c, "only root may dump every process: give a PID");
 
@@ -569,7 +602,7 @@ static void cmd_dump(void *userdata, struct fp_control_client *c, const struct f
         if (!p)
                 return fp_control_error(c, "out of memory");
         if (host)
-                return dump_host(s, c, q, p, format, service, since);
+                return dump_host(s, c, q, p, format, service, since, event);
         /* The open buckets of the live targets that match. */
         for (size_t i = 0; i < fp_core_n_targets(s); i++) {
                 struct fp_target *t = fp_core_target_at(s, i)->t;

@@ -117,6 +117,35 @@ static void uint_fields(struct fp_json *j, const struct uint_field *f, size_t n)
 
 #define UINT_FIELDS(j, a) uint_fields((j), (a), sizeof(a) / sizeof((a)[0]))
 
+/* "off_cpu": a target's or the host tier's off-CPU figures, null when it has none (period 0). */
+static void offcpu_json(struct fp_json *j, uint64_t period, const struct fp_target_stats *st)
+{
+        fp_json_key(j, "off_cpu");
+        if (!period) {
+                fp_json_null(j);
+                return;
+        }
+        fp_json_begin_object(j);
+        const struct uint_field oc[] = {
+            {"period_ns", period},
+            {"parts", st->off_parts},
+            {"kept", st->off_kept},
+            {"records", st->off_records},
+            {"samples", st->off_samples},
+            {"value_ns", st->off_value},
+            {"stacks", st->off_walked},
+            {"stacks_to_root", st->off_unwound_root},
+            {"lost_ring", st->off_lost_ring},
+            {"lost_stack_unreadable", st->off_lost_copy},
+            {"lost_thread_exited", st->off_lost_exited},
+            {"lost_call_changed", st->off_lost_changed},
+            {"lost_unpaired", st->off_unpaired},
+            {"lost_ns", st->off_lost_ns},
+        };
+        UINT_FIELDS(j, oc);
+        fp_json_end_object(j);
+}
+
 static void target_json(struct fp_json *j, const struct fp_core_target_status *ts)
 {
         const struct fp_target_stats *st = &ts->st;
@@ -230,30 +259,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         };
         UINT_FIELDS(j, uw);
         fp_json_end_object(j);
-        fp_json_key(j, "off_cpu");
-        if (!ts->cfg->off_cpu_period) {
-                fp_json_null(j);
-        } else {
-                fp_json_begin_object(j);
-                const struct uint_field oc[] = {
-                    {"period_ns", ts->cfg->off_cpu_period},
-                    {"parts", st->off_parts},
-                    {"kept", st->off_kept},
-                    {"records", st->off_records},
-                    {"samples", st->off_samples},
-                    {"value_ns", st->off_value},
-                    {"stacks", st->off_walked},
-                    {"stacks_to_root", st->off_unwound_root},
-                    {"lost_ring", st->off_lost_ring},
-                    {"lost_stack_unreadable", st->off_lost_copy},
-                    {"lost_thread_exited", st->off_lost_exited},
-                    {"lost_call_changed", st->off_lost_changed},
-                    {"lost_unpaired", st->off_unpaired},
-                    {"lost_ns", st->off_lost_ns},
-                };
-                UINT_FIELDS(j, oc);
-                fp_json_end_object(j);
-        }
+        offcpu_json(j, ts->cfg->off_cpu_period, st);
         fp_json_end_object(j);
 }
 
@@ -452,6 +458,14 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 UINT_FIELDS(&j, hs);
                 fp_json_key(&j, "kernel");
                 fp_json_bool(&j, st->host_cfg.kernel_frames);
+                offcpu_json(&j, st->host_cfg.off_cpu_period, &h->st);
+                if (st->host_cfg.off_cpu_period) {
+                        const struct uint_field ho[] = {
+                            {"off_cpu_covered_by_target", h->off_covered},
+                            {"off_cpu_process_unknown", h->off_unknown},
+                        };
+                        UINT_FIELDS(&j, ho);
+                }
                 fp_json_key(&j, "drops");
                 fp_json_begin_object(&j);
                 for (size_t i = 0; i < st->n_host_drops; i++) {
@@ -556,9 +570,11 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 fputc('\n', out);
         } else if (st->bridge_error[0])
                 fprintf(out, "bridge: %s\n", TERM(st->bridge_error, e1));
-        if (st->offcpu_targets) {
-                fprintf(out, "off-CPU: bpf, %u process%s, %" PRIu64 " records", st->offcpu_targets,
-                        st->offcpu_targets == 1 ? "" : "es", st->offcpu_records);
+        bool host_off = st->host_on && st->host_cfg.off_cpu_period;
+        if (st->offcpu_targets || host_off) {
+                fprintf(out, "off-CPU: bpf, %u process%s%s, %" PRIu64 " records",
+                        st->offcpu_targets, st->offcpu_targets == 1 ? "" : "es",
+                        host_off ? " and the host tier" : "", st->offcpu_records);
                 if (st->offcpu_unclaimed)
                         fprintf(out, ", %" PRIu64 " of processes no longer profiled",
                                 st->offcpu_unclaimed);
@@ -582,6 +598,14 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 i ? ", " : "; not kept: ", st->host_drops[i].reason,
                                 st->host_drops[i].count);
                 fputc('\n', out);
+                if (host_off)
+                        fprintf(out,
+                                "host tier off-CPU: %.3f s in %" PRIu64
+                                " samples (block parts kept: %" PRIu64 " of %" PRIu64
+                                ", T %.3f ms), %" PRIu64 " of %" PRIu64 " stacks to the root\n",
+                                h->st.off_value / 1e9, h->st.off_samples, h->st.off_kept,
+                                h->st.off_parts, st->host_cfg.off_cpu_period / 1e6,
+                                h->st.off_unwound_root, h->st.off_walked);
         }
         for (size_t i = 0; i < st->n_rules; i++) {
                 const struct fp_core_rule_status *rs = &st->rules[i];

@@ -37,8 +37,9 @@ int fp_core_host_start(struct fp_core *s, const struct fp_host_config *cfg, char
 {
         int r = fp_host_start(s->base, s->cache, cfg, covered, s, &s->host, err, err_len);
         if (r == 0)
-                fp_log(LOG_INFO, "host tier: every process, cpu-clock at %llu Hz on %u CPUs",
-                       (unsigned long long)cfg->freq, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+                fp_log(LOG_INFO, "host tier: every process, cpu-clock at %llu Hz on %u CPUs%s",
+                       (unsigned long long)cfg->freq, (unsigned)sysconf(_SC_NPROCESSORS_ONLN),
+                       cfg->off_cpu_period ? ", and its off-CPU time" : "");
         return r;
 }
 

@@ -177,8 +177,16 @@ static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t ch
 static void on_offcpu_record(void *userdata, const struct fp_offcpu_record *r)
 {
         struct fp_core *s = userdata;
-        struct fp_core_target *at = fp_core_find(s, (pid_t)r->tgid);
+        struct fp_core_target *at;
 
+        if (r->tier == FP_OFFCPU_HOST) {
+                if (s->host)
+                        fp_host_offcpu_record(s->host, r);
+                else
+                        s->offcpu_unclaimed++;
+                return;
+        }
+        at = fp_core_find(s, (pid_t)r->tgid);
         if (at)
                 fp_target_offcpu_record(at->t, r);
         else
@@ -199,19 +207,42 @@ void fp_core_poll_offcpu(struct fp_core *s)
                 fp_offcpu_counts(s->offcpu, fp_target_pid(t), &k);
                 fp_target_offcpu_counts(t, &k);
         }
+        if (s->host && fp_offcpu_host_on(s->offcpu)) {
+                fp_offcpu_host_counts(s->offcpu, &k);
+                fp_host_offcpu_counts(s->host, &k);
+        }
+}
+
+/* Loads the BPF side unless it is. 0 or -errno, err said. */
+static int offcpu_load(struct fp_core *s, char *err, size_t err_len)
+{
+        int r;
+
+        if (s->offcpu)
+                return 0;
+        r = fp_offcpu_new(s->base, on_offcpu_record, s, &s->offcpu, err, err_len);
+        if (r == 0)
+                fp_log(LOG_INFO, "off-CPU profiler loaded");
+        return r;
+}
+
+/* Unloads the BPF side once neither a target nor the host tier needs it. */
+static void offcpu_unload_unused(struct fp_core *s)
+{
+        if (!s->offcpu || fp_offcpu_targets(s->offcpu) || fp_offcpu_host_on(s->offcpu))
+                return;
+        fp_offcpu_free(s->offcpu);
+        s->offcpu = NULL;
+        fp_log(LOG_INFO, "off-CPU profiler unloaded");
 }
 
 /* Profiles pid's off-CPU time at period ns, loading the BPF side first. 0 or -errno, err said. */
 static int offcpu_add(struct fp_core *s, pid_t pid, uint64_t period, char *err, size_t err_len)
 {
-        int r;
+        int r = offcpu_load(s, err, err_len);
 
-        if (!s->offcpu) {
-                r = fp_offcpu_new(s->base, on_offcpu_record, s, &s->offcpu, err, err_len);
-                if (r < 0)
-                        return r;
-                fp_log(LOG_INFO, "off-CPU profiler loaded");
-        }
+        if (r < 0)
+                return r;
         r = fp_offcpu_add(s->offcpu, pid, period);
         if (r < 0)
                 snprintf(err, err_len, "cannot profile the off-CPU time of %d: %s", (int)pid,
@@ -238,11 +269,46 @@ static void offcpu_remove(struct fp_core *s, pid_t pid)
         if (!s->offcpu)
                 return;
         (void)fp_offcpu_remove(s->offcpu, pid);
-        if (fp_offcpu_targets(s->offcpu) == 0) {
-                fp_offcpu_free(s->offcpu);
-                s->offcpu = NULL;
-                fp_log(LOG_INFO, "off-CPU profiler unloaded");
+        offcpu_unload_unused(s);
+}
+
+/*
+ * Profiles the host tier's off-CPU time at period ns (0: stops), loading
+ * the BPF side first (unloading it when nothing else needs it). 0 or
+ * -errno with err said.
+ */
+static int offcpu_host(struct fp_core *s, uint64_t period, char *err, size_t err_len)
+{
+        int r;
+
+        if (!period) {
+                if (s->offcpu) {
+                        (void)fp_offcpu_host(s->offcpu, 0);
+                        offcpu_unload_unused(s);
+                }
+                return 0;
         }
+        if ((r = offcpu_load(s, err, err_len)) < 0)
+                return r;
+        if ((r = fp_offcpu_host(s->offcpu, period)) < 0) {
+                snprintf(err, err_len, "cannot profile the host's off-CPU time: %s", strerror(-r));
+                offcpu_unload_unused(s);
+        }
+        return r;
+}
+
+/* Starts the host tier, and its off-CPU time when cfg asks. 0 or -errno with err said. */
+static int host_start(struct fp_core *s, const struct fp_host_config *cfg, char *err,
+                      size_t err_len)
+{
+        int r = fp_core_host_start(s, cfg, err, err_len);
+
+        if (r == 0 && cfg->off_cpu_period &&
+            (r = offcpu_host(s, cfg->off_cpu_period, err, err_len)) < 0) {
+                fp_host_free(s->host);
+                s->host = NULL;
+        }
+        return r;
 }
 
 static const char *tracker_name(const struct fp_core *s)
@@ -846,7 +912,7 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
         fp_core_rules_from_config(s);
         if (opt->host) {
                 char herr[256];
-                int r = fp_core_host_start(s, &opt->host_cfg, herr, sizeof(herr));
+                int r = host_start(s, &opt->host_cfg, herr, sizeof(herr));
                 if (r < 0)
                         fp_log(LOG_ERR, "Failed to start the host tier: %s", herr);
         }
@@ -1000,14 +1066,16 @@ int fp_core_start_host(struct fp_core *s, const struct fp_host_config *cfg, char
                          fp_host_config(s->host)->freq);
                 return -EALREADY;
         }
-        return fp_core_host_start(s, cfg, err, err_len);
+        return host_start(s, cfg, err, err_len);
 }
 
 int fp_core_stop_host(struct fp_core *s)
 {
         if (!s->host)
                 return -ENOENT;
+        fp_core_poll_offcpu(s);
         close_buckets(s, NULL, true); /* its last bucket, with every target's */
+        (void)offcpu_host(s, 0, NULL, 0);
         fp_host_free(s->host);
         s->host = NULL;
         return 0;

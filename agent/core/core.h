@@ -179,7 +179,7 @@ bool fp_core_user_has_service(const struct fp_core *core, uid_t uid, const char 
 
 /* ---- the status snapshot ---- */
 
-#define FP_CORE_MAX_DROPS 16
+#define FP_CORE_MAX_DROPS 24
 
 struct fp_core_target_status {
         pid_t pid, parent;

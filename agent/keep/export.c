@@ -388,9 +388,43 @@ struct host_series {
 static void host_config(struct fp_host *h, char *buf, size_t len)
 {
         const struct fp_host_config *c = fp_host_config(h);
-        snprintf(buf, len,
-                 "event=cpu-clock freq=%" PRIu64 " period=0 kernel=%d unwind=%s tier=host", c->freq,
-                 c->kernel_frames ? 1 : 0, fp_unwind_mode_name(c->unwind));
+        int n = snprintf(buf, len,
+                         "event=cpu-clock freq=%" PRIu64 " period=0 kernel=%d unwind=%s tier=host",
+                         c->freq, c->kernel_frames ? 1 : 0, fp_unwind_mode_name(c->unwind));
+        if (c->off_cpu_period && n > 0 && (size_t)n < len)
+                snprintf(buf + n, len - (size_t)n, " off_cpu=%" PRIu64, c->off_cpu_period);
+}
+
+/* Whether generation p has anything in the open bucket: CPU samples or off-CPU time. */
+static bool host_proc_has_data(const struct fp_host_proc *p)
+{
+        for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++)
+                if (fp_host_proc_offcpu(p, i))
+                        return true;
+        return fp_host_proc_bucket(p) != NULL;
+}
+
+/* The stacks of one of p's buckets into the batch: samples of (ti, ei), waiting for wait. */
+static int host_batch_agg(struct fp_store_batch *b, struct fp_host_proc *p,
+                          const struct fp_agg *agg, uint32_t ti, uint32_t ei, const char *wait,
+                          struct fp_store_frame *frames, struct frame_desc *descs)
+{
+        struct fp_maps *maps = fp_host_proc_maps(p);
+        uint32_t si;
+        int r = 0;
+
+        for (size_t j = 0; agg && r >= 0 && j < fp_agg_n_entries(agg); j++) {
+                const struct fp_agg_entry *e = fp_agg_entry(agg, j);
+                for (uint32_t f = 0; f < e->n_frames; f++) {
+                        describe(maps, host_jit_name, p, &e->frames[f], &descs[f]);
+                        frames[f] = store_frame(&descs[f], &e->frames[f]);
+                }
+                if ((r = fp_store_batch_add_stack(b, frames, e->n_frames, &si)) >= 0)
+                        r = fp_store_batch_add_waiting(b, ti, ei, e->tid,
+                                                       fp_host_proc_thread_name(p, e->tid), wait,
+                                                       si, e->count, e->value);
+        }
+        return r;
 }
 
 static int host_target(struct fp_store_batch *b, const char *service, const char *exe,
@@ -431,8 +465,8 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
         size_t n_series = 0, cap_series = 0, n_idx = 0;
         struct fp_store_frame *frames = malloc(FP_TARGET_MAX_FRAMES * sizeof(*frames));
         struct frame_desc *descs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*descs));
-        char config[160];
-        uint32_t ei, carrier, si;
+        char config[192];
+        uint32_t ei, off_ei = 0, carrier;
         int r;
 
         if (!frames || !descs) {
@@ -446,12 +480,23 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
             (r = host_target(b, "", "", "", "[host tier]", config, &carrier)) < 0 ||
             (r = fp_store_batch_set_series(b, carrier, ei)) < 0)
                 goto out;
+        if (fp_host_config(h)->off_cpu_period) {
+                struct fp_store_event ev = {.name = FP_STORE_OFFCPU_EVENT,
+                                            .count_type = "samples",
+                                            .count_unit = "count",
+                                            .value_type = "off-cpu",
+                                            .value_unit = "nanoseconds",
+                                            .period_type = "off-cpu",
+                                            .period_unit = "nanoseconds",
+                                            .period = (int64_t)fp_host_config(h)->off_cpu_period};
+                if ((r = fp_store_batch_add_event(b, &ev, &off_ei)) < 0)
+                        goto out;
+        }
         if (n_idx < max_idx)
                 ret_idx[n_idx++] = carrier;
         for (size_t i = 0; i < fp_host_n_procs(h); i++) {
                 struct fp_host_proc *p = fp_host_proc_at(h, i);
-                const struct fp_agg *agg = fp_host_proc_bucket(p);
-                if (!agg)
+                if (!host_proc_has_data(p))
                         continue;
                 const char *service = fp_host_proc_service(p), *exe = fp_host_proc_exe(p);
                 const char *container = fp_host_proc_container(p);
@@ -474,19 +519,14 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
                         if (n_idx < max_idx)
                                 ret_idx[n_idx++] = series[k].ti;
                 }
-                struct fp_maps *maps = fp_host_proc_maps(p);
-                for (size_t j = 0; j < fp_agg_n_entries(agg); j++) {
-                        const struct fp_agg_entry *e = fp_agg_entry(agg, j);
-                        for (uint32_t f = 0; f < e->n_frames; f++) {
-                                describe(maps, host_jit_name, p, &e->frames[f], &descs[f]);
-                                frames[f] = store_frame(&descs[f], &e->frames[f]);
-                        }
-                        if ((r = fp_store_batch_add_stack(b, frames, e->n_frames, &si)) < 0 ||
-                            (r = fp_store_batch_add_sample(b, series[k].ti, ei, e->tid,
-                                                           fp_host_proc_thread_name(p, e->tid), si,
-                                                           e->count, e->value)) < 0)
-                                goto out;
-                }
+                static const char *const waits[FP_OFFCPU_REASONS] = FP_STORE_WAITS;
+                r = host_batch_agg(b, p, fp_host_proc_bucket(p), series[k].ti, ei, NULL, frames,
+                                   descs);
+                for (unsigned w = 0; r >= 0 && w < FP_OFFCPU_REASONS; w++)
+                        r = host_batch_agg(b, p, fp_host_proc_offcpu(p, w), series[k].ti, off_ei,
+                                           waits[w], frames, descs);
+                if (r < 0)
+                        goto out;
         }
         struct fp_host_drop drops[FP_HOST_MAX_DROPS];
         size_t n_drops = fp_host_open_drops(h, drops, FP_HOST_MAX_DROPS);
@@ -503,10 +543,46 @@ out:
         return r;
 }
 
-int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *service)
+/* The stacks of one of proc's buckets into p; the threads waiting for wait (NULL: running). */
+static int host_pprof_agg(struct fp_host_proc *proc, struct fp_pprof *p, const struct fp_agg *agg,
+                          const char *wait, uint64_t *mapping_ids, uint64_t *locs)
 {
-        uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
+        struct fp_maps *maps = fp_host_proc_maps(proc);
+        const char *container = fp_host_proc_container(proc);
         int64_t values[2];
+        int r = 0;
+
+        for (size_t j = 0; agg && j < fp_agg_n_entries(agg) && r >= 0; j++) {
+                const struct fp_agg_entry *e = fp_agg_entry(agg, j);
+                for (uint32_t f = 0; f < e->n_frames && r >= 0; f++)
+                        r = frame_location(maps, host_jit_name, proc, p, &e->frames[f], mapping_ids,
+                                           &locs[f]);
+                values[0] = clamp64(e->count);
+                values[1] = clamp64(e->value);
+                struct fp_pprof_label labels[7] = {
+                    {.key = "thread", .num = e->tid},
+                    {.key = "thread_name", .str = fp_host_proc_thread_name(proc, e->tid)},
+                    {.key = "pid", .num = fp_host_proc_pid(proc)},
+                    {.key = "process", .str = fp_host_proc_comm(proc)},
+                    {.key = "service", .str = fp_host_proc_service(proc)},
+                };
+                size_t n_labels = 5;
+                if (container[0])
+                        labels[n_labels++] =
+                            (struct fp_pprof_label){.key = "container", .str = container};
+                if (wait)
+                        labels[n_labels++] = (struct fp_pprof_label){.key = "wait", .str = wait};
+                if (r >= 0)
+                        r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, n_labels);
+        }
+        return r;
+}
+
+int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *service, bool cpu,
+                         bool off_cpu)
+{
+        static const char *const waits[FP_OFFCPU_REASONS] = FP_STORE_WAITS;
+        uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
         int r = 0;
 
         if (!locs)
@@ -514,36 +590,21 @@ int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *serv
         fp_host_drain(h);
         for (size_t i = 0; i < fp_host_n_procs(h) && r >= 0; i++) {
                 struct fp_host_proc *proc = fp_host_proc_at(h, i);
-                const struct fp_agg *agg = fp_host_proc_bucket(proc);
-                if (!agg || (service && strcmp(service, fp_host_proc_service(proc)) != 0))
+                if (!host_proc_has_data(proc) ||
+                    (service && strcmp(service, fp_host_proc_service(proc)) != 0))
                         continue;
-                struct fp_maps *maps = fp_host_proc_maps(proc);
-                size_t n_maps = fp_maps_count(maps);
+                size_t n_maps = fp_maps_count(fp_host_proc_maps(proc));
                 uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
                 if (!mapping_ids) {
                         r = -ENOMEM;
                         break;
                 }
-                for (size_t j = 0; j < fp_agg_n_entries(agg) && r >= 0; j++) {
-                        const struct fp_agg_entry *e = fp_agg_entry(agg, j);
-                        for (uint32_t f = 0; f < e->n_frames && r >= 0; f++)
-                                r = frame_location(maps, host_jit_name, proc, p, &e->frames[f],
-                                                   mapping_ids, &locs[f]);
-                        values[0] = clamp64(e->count);
-                        values[1] = clamp64(e->value);
-                        const char *container = fp_host_proc_container(proc);
-                        struct fp_pprof_label labels[6] = {
-                            {.key = "thread", .num = e->tid},
-                            {.key = "thread_name", .str = fp_host_proc_thread_name(proc, e->tid)},
-                            {.key = "pid", .num = fp_host_proc_pid(proc)},
-                            {.key = "process", .str = fp_host_proc_comm(proc)},
-                            {.key = "service", .str = fp_host_proc_service(proc)},
-                            {.key = "container", .str = container},
-                        };
-                        if (r >= 0)
-                                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels,
-                                                        container[0] ? 6 : 5);
-                }
+                if (cpu)
+                        r = host_pprof_agg(proc, p, fp_host_proc_bucket(proc), NULL, mapping_ids,
+                                           locs);
+                for (unsigned w = 0; off_cpu && r >= 0 && w < FP_OFFCPU_REASONS; w++)
+                        r = host_pprof_agg(proc, p, fp_host_proc_offcpu(proc, w), waits[w],
+                                           mapping_ids, locs);
                 free(mapping_ids);
         }
         free(locs);

@@ -63,6 +63,9 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
 /*
  * Adds the samples of the host tier's open bucket (of one service, or all
  * with service NULL) to p, whose first two sample types are samples/count
- * and cpu/nanoseconds; labels thread, thread_name, pid, process, service.
+ * and nanoseconds: its CPU samples (cpu), its off-CPU time (off_cpu), or
+ * both (the wall profile); labels thread, thread_name, pid, process,
+ * service, container (when in one) and wait (off-CPU time).
  */
-int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *service);
+int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *service, bool cpu,
+                         bool off_cpu);

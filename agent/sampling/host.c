@@ -17,6 +17,7 @@
 #include "aggregate.h"
 #include "labels.h"
 #include "maps.h"
+#include "offcpu.h"
 #include "perf.h"
 #include "perfmap.h"
 #include "procfs.h"
@@ -48,6 +49,7 @@
 #define SIDEBAND_PAGES   64
 #define PERFMAPS_MAX     64 /* processes whose JIT perf map is held at once */
 #define CGROUP_ROOT      "/sys/fs/cgroup"
+#define OFF_PENDING      256 /* threads whose off-CPU stack waits for its weights (by tid) */
 
 struct thread_name {
         pid_t tid;
@@ -67,8 +69,9 @@ struct fp_host_proc {
         char service[FP_LABEL_MAX];
         char *cgroup_path;
         struct fp_maps *maps;
-        struct fp_stackwalk walk;
+        struct fp_stackwalk walk, off_walk; /* off_walk: its off-CPU records' (copied stacks) */
         struct fp_agg *agg;
+        struct fp_agg *off_agg[FP_OFFCPU_REASONS]; /* created by its first off-CPU record */
         struct thread_name *threads;
         size_t n_threads, cap_threads;
         struct fp_perfmap *perfmap; /* its runtime's JIT names, read on a first anonymous frame */
@@ -100,6 +103,15 @@ struct cgroup_name {
         char *path;
 };
 
+/* A block's stack from its switch-out, waiting for the weights its switch-in brings. */
+struct off_pending {
+        pid_t tid, pid; /* tid 0: free */
+        uint32_t seq, n;
+        uint64_t time; /* the stack's record: whose generation it is */
+        unsigned epoch;
+        struct fp_frame *frames; /* n of them */
+};
+
 struct fp_host {
         struct event_base *base;
         struct fp_symcache *cache;
@@ -123,6 +135,9 @@ struct fp_host {
         unsigned perfmaps;  /* generations holding a perf map */
         bool in_round;
         struct fp_host_stats hs, hs_bucketed;
+        struct fp_perf_config off_pcfg; /* how off-CPU stacks are walked: copies, user only */
+        struct fp_target_stats off_st;  /* their unwinding figures, apart from the samples' */
+        struct off_pending *pending;    /* OFF_PENDING, with the first off-CPU record */
         struct {
                 char reason[32];
                 uint64_t count;
@@ -246,6 +261,8 @@ static void proc_free(struct fp_host_proc *p)
                 p->host->perfmaps--;
         }
         fp_agg_free(p->agg);
+        for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++)
+                fp_agg_free(p->off_agg[i]);
         fp_maps_free(p->maps);
         free(p->exe);
         free(p->cgroup_path);
@@ -282,12 +299,14 @@ static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t star
         fp_agg_set_limit(p->agg, FP_HOST_MAX_STACKS);
         p->walk = (struct fp_stackwalk){
             .maps = p->maps, .cfg = &h->pcfg, .st = &h->hs.st, .may_reload = true};
+        p->off_walk = (struct fp_stackwalk){
+            .maps = p->maps, .cfg = &h->off_pcfg, .st = &h->off_st, .may_reload = true};
         slot = pid_slot(h, pid);
         if (*slot) {
                 struct fp_host_proc *old = *slot;
                 if (old->end_ns > start_ns)
                         old->end_ns = start_ns;
-                old->walk.may_reload = false;
+                old->walk.may_reload = old->off_walk.may_reload = false;
                 p->next = old->next;
                 old->next = NULL;
                 p->older = old;
@@ -478,7 +497,7 @@ static void apply(struct fp_host *h, const struct sbrec *q)
                 p = proc_at(h, (pid_t)q->pid, q->time);
                 if (p && p->end_ns > q->time) {
                         p->end_ns = q->time;
-                        p->walk.may_reload = false;
+                        p->walk.may_reload = p->off_walk.may_reload = false;
                 }
                 break;
         case PERF_RECORD_CGROUP:
@@ -558,11 +577,9 @@ static const struct fp_perf_handlers sideband_handlers = {.record = sideband_rec
 static const struct fp_perf_handlers sampler_handlers = {.sample = sample,
                                                          .record = sampler_record};
 
-void fp_host_drain(struct fp_host *h)
+/* Reads every side-band ring and applies what it held, in time order. */
+static void sideband_round(struct fp_host *h)
 {
-        if (h->in_round)
-                return;
-        h->in_round = true;
         for (size_t i = 0; i < h->n_cpus; i++)
                 if (h->cpus[i].open &&
                     fp_perf_ring_drain(&h->cpus[i].sideband, &sideband_handlers, h) == -EBADMSG)
@@ -575,11 +592,163 @@ void fp_host_drain(struct fp_host *h)
                 free(h->queue[i].text);
         }
         h->n_queue = 0;
+}
+
+void fp_host_drain(struct fp_host *h)
+{
+        if (h->in_round)
+                return;
+        h->in_round = true;
+        sideband_round(h);
         for (size_t i = 0; i < h->n_cpus; i++)
                 if (h->cpus[i].open &&
                     fp_perf_ring_drain(&h->cpus[i].sampler, &sampler_handlers, h) == -EBADMSG)
                         h->hs.st.lost++;
         h->in_round = false;
+}
+
+/* ---- off-CPU time ---- */
+
+static unsigned parts_of(const __u64 *weight)
+{
+        unsigned n = 0;
+        for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++)
+                n += weight[i] != 0;
+        return n;
+}
+
+/* The record's stack into f: its registers and copy, walked as a user-mode sample's. */
+static uint32_t off_walk(struct fp_host *h, struct fp_host_proc *p,
+                         const struct fp_offcpu_record *r, struct fp_frame *f)
+{
+        struct fp_perf_sample s = {.misc = PERF_RECORD_MISC_USER,
+                                   .ip = r->ip,
+                                   .pid = r->tgid,
+                                   .tid = r->tid,
+                                   .time = r->time_ns,
+                                   .has_regs = true,
+                                   .user_ip = r->ip,
+                                   .user_sp = r->sp,
+                                   .user_bp = r->bp,
+                                   .stack = r->stack,
+                                   .stack_size = r->stack_len};
+        uint64_t root = h->off_st.unwound_root;
+        uint32_t n = fp_stackwalk(&p->off_walk, &s, f);
+
+        h->hs.st.off_walked++;
+        h->hs.st.off_unwound_root += h->off_st.unwound_root - root;
+        return n;
+}
+
+/* Adds the stack f to p's bucket of each reason the weights w are not 0 for. */
+static void off_add(struct fp_host *h, struct fp_host_proc *p, pid_t tid, unsigned epoch,
+                    struct fp_frame *f, uint32_t n, const __u64 *w)
+{
+        for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++) {
+                int r = -ENOMEM;
+                if (!w[i])
+                        continue;
+                if (!p->off_agg[i] && (p->off_agg[i] = fp_agg_new(0)))
+                        fp_agg_set_limit(p->off_agg[i], FP_HOST_MAX_STACKS);
+                if (p->off_agg[i])
+                        r = fp_agg_add(p->off_agg[i], tid, epoch, f, n, w[i], NULL,
+                                       fp_stackwalk_resolve, &p->off_walk);
+                if (r == -ENOSPC) {
+                        struct fp_frame stand_in = {.flags = FP_FRAME_OVERFLOW};
+                        h->hs.st.stacks_over_limit++;
+                        r = fp_agg_add(p->off_agg[i], tid, 0, &stand_in, 1, w[i], NULL, NULL, NULL);
+                }
+                if (r < 0) {
+                        h->hs.st.dropped_nomem++;
+                        continue;
+                }
+                h->hs.st.off_samples++;
+                h->hs.st.off_value += w[i];
+        }
+}
+
+/* The generation of pid at time; one the tier never saw is read from /proc. NULL: none. */
+static struct fp_host_proc *proc_lookup(struct fp_host *h, pid_t pid, uint64_t time)
+{
+        struct fp_host_proc *p = proc_at(h, pid, time);
+
+        if (p || *pid_slot(h, pid) || h->n_procs >= FP_HOST_MAX_PROCS)
+                return p;
+        return proc_from_proc(h, pid);
+}
+
+void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
+{
+        pid_t pid = (pid_t)r->tgid, tid = (pid_t)r->tid;
+        struct fp_host_proc *p;
+        struct off_pending *q;
+        struct fp_frame *copy;
+        uint32_t n;
+
+        h->hs.st.off_records++;
+        if (!h->pending && !(h->pending = calloc(OFF_PENDING, sizeof(*h->pending)))) {
+                h->hs.st.dropped_nomem += parts_of(r->weight);
+                return;
+        }
+        if (h->covered && h->covered(h->covered_userdata, pid)) {
+                h->hs.off_covered += parts_of(r->weight);
+                return;
+        }
+        /* The births and execs up to now first: the record's generation may be that new. */
+        sideband_round(h);
+        q = &h->pending[(uint32_t)tid % OFF_PENDING];
+        switch (r->kind) {
+        case FP_OFFCPU_CALL:
+                if (!(p = proc_lookup(h, pid, r->time_ns))) {
+                        h->hs.off_unknown += parts_of(r->weight);
+                        break;
+                }
+                n = off_walk(h, p, r, h->frames);
+                off_add(h, p, tid, fp_maps_epoch(p->maps), h->frames, n, r->weight);
+                break;
+        case FP_OFFCPU_STACK:
+                /* A thread hashed to the same slot loses its stack: its weights go unpaired. */
+                q->tid = 0;
+                if (!(p = proc_lookup(h, pid, r->time_ns)))
+                        break;
+                n = off_walk(h, p, r, h->frames);
+                if (!(copy = realloc(q->frames, n * sizeof(*copy))))
+                        break;
+                memcpy(copy, h->frames, n * sizeof(*copy));
+                *q = (struct off_pending){.tid = tid,
+                                          .pid = pid,
+                                          .seq = r->seq,
+                                          .n = n,
+                                          .time = r->time_ns,
+                                          .epoch = fp_maps_epoch(p->maps),
+                                          .frames = copy};
+                break;
+        case FP_OFFCPU_WEIGHTS:
+                if (q->tid != tid || q->pid != pid || q->seq != r->seq ||
+                    !(p = proc_at(h, pid, q->time))) {
+                        h->hs.st.off_unpaired += parts_of(r->weight);
+                        break;
+                }
+                off_add(h, p, tid, q->epoch, q->frames, q->n, r->weight);
+                q->tid = 0;
+                break;
+        default:
+                break;
+        }
+}
+
+void fp_host_offcpu_counts(struct fp_host *h, const struct fp_offcpu_target *k)
+{
+        /* The kernel's counts only grow while the tier is on; keep the highest. */
+        if (k->parts < h->hs.st.off_parts)
+                return;
+        h->hs.st.off_parts = k->parts;
+        h->hs.st.off_kept = k->kept;
+        h->hs.st.off_lost_ring = k->lost_ring;
+        h->hs.st.off_lost_copy = k->lost_copy;
+        h->hs.st.off_lost_exited = k->lost_exited;
+        h->hs.st.off_lost_changed = k->lost_changed;
+        h->hs.st.off_lost_ns = k->lost_ns;
 }
 
 static void on_ring(evutil_socket_t fd, short what, void *arg)
@@ -685,6 +854,12 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
         h->pcfg.kernel_frames = cfg->kernel_frames;
         h->pcfg.unwind = cfg->unwind;
         fp_targetconf_finish(&h->pcfg);
+        h->off_pcfg = h->pcfg;
+        h->off_pcfg.kernel_frames = false;
+        h->off_pcfg.stack_bytes = FP_OFFCPU_STACK_MAX;
+        /* Frame pointers alone would need the kernel's chain: copies are unwound by CFI. */
+        if (h->off_pcfg.unwind == FP_UNWIND_FP)
+                h->off_pcfg.unwind = FP_UNWIND_AUTO;
         /*
          * A second of samples per CPU ring (the 200 ms a target's ring holds
          * would be less than one stack copy at 19 Hz): its quarter-full
@@ -758,6 +933,9 @@ void fp_host_free(struct fp_host *h)
         for (size_t i = 0; i < h->n_cgroups; i++)
                 free(h->cgroups[i].path);
         free(h->cgroups);
+        for (size_t i = 0; h->pending && i < OFF_PENDING; i++)
+                free(h->pending[i].frames);
+        free(h->pending);
         free(h);
 }
 
@@ -788,6 +966,14 @@ struct fp_host_proc *fp_host_proc_at(struct fp_host *h, size_t i)
 const struct fp_agg *fp_host_proc_bucket(const struct fp_host_proc *p)
 {
         return fp_agg_n_entries(p->agg) ? p->agg : NULL;
+}
+
+const struct fp_agg *fp_host_proc_offcpu(const struct fp_host_proc *p, unsigned reason)
+{
+        return reason < FP_OFFCPU_REASONS && p->off_agg[reason] &&
+                       fp_agg_n_entries(p->off_agg[reason])
+                   ? p->off_agg[reason]
+                   : NULL;
 }
 
 struct fp_maps *fp_host_proc_maps(struct fp_host_proc *p)
@@ -895,6 +1081,13 @@ size_t fp_host_open_drops(const struct fp_host *h, struct fp_host_drop *ret, siz
             {"covered_by_target", now->covered - then->covered},
             {"process_unknown", now->unknown - then->unknown},
             {"process_table_full", now->table_full - then->table_full},
+            {"offcpu_ring_full", now->st.off_lost_ring - then->st.off_lost_ring},
+            {"offcpu_stack_unreadable", now->st.off_lost_copy - then->st.off_lost_copy},
+            {"offcpu_thread_exited", now->st.off_lost_exited - then->st.off_lost_exited},
+            {"offcpu_call_changed", now->st.off_lost_changed - then->st.off_lost_changed},
+            {"offcpu_unpaired", now->st.off_unpaired - then->st.off_unpaired},
+            {"offcpu_covered_by_target", now->off_covered - then->off_covered},
+            {"offcpu_process_unknown", now->off_unknown - then->off_unknown},
         };
         size_t n = 0;
 
@@ -926,6 +1119,11 @@ int fp_host_next_bucket(struct fp_host *h)
 
         for (size_t i = 0; i < h->n_procs; i++) {
                 struct fp_host_proc *p = h->procs[i];
+                /* The off-CPU buckets are made again by the next record that needs one. */
+                for (unsigned k = 0; k < FP_OFFCPU_REASONS; k++) {
+                        fp_agg_free(p->off_agg[k]);
+                        p->off_agg[k] = NULL;
+                }
                 if (!fp_agg_n_entries(p->agg))
                         continue;
                 struct fp_agg *fresh = fp_agg_new(0);

@@ -54,10 +54,14 @@ struct fp_host_proc;
 /* Distinct stacks one generation keeps in one bucket (then "[stack table full]"). */
 #define FP_HOST_MAX_STACKS 4096
 
+/* The host tier's off-CPU period (T) unless told: coarse, as its CPU rate is (offcpu.h). */
+#define FP_HOST_OFF_CPU_PERIOD_DEFAULT 1000000000ULL
+
 struct fp_host_config {
-        uint64_t freq;      /* samples per second per CPU (1 to 1000) */
-        bool kernel_frames; /* kernel callchains too */
-        unsigned unwind;    /* enum fp_unwind_mode */
+        uint64_t freq;           /* samples per second per CPU (1 to 1000) */
+        bool kernel_frames;      /* kernel callchains too */
+        unsigned unwind;         /* enum fp_unwind_mode */
+        uint64_t off_cpu_period; /* ns; 0: no off-CPU time (the core feeds the records) */
 };
 
 struct fp_host_stats {
@@ -71,6 +75,8 @@ struct fp_host_stats {
         uint64_t procs_from_proc; /* processes read from /proc on their first sample */
         uint64_t procs_forgotten; /* ended generations forgotten */
         uint64_t jit_maps_refused; /* JIT names not looked up: too many perf maps held */
+        uint64_t off_covered;      /* off-CPU block parts of a per-thread target's process */
+        uint64_t off_unknown;      /* off-CPU block parts of a process nobody knew */
         unsigned procs;            /* generations kept now */
         unsigned cpus;             /* CPUs with their events open */
         unsigned cgroups;          /* cgroup paths known */
@@ -98,6 +104,16 @@ void fp_host_drain(struct fp_host *h);
 /* Re-reads the online CPUs, opening the events of new ones and closing those of gone ones. */
 void fp_host_check_cpus(struct fp_host *h);
 
+/*
+ * A record of the off-CPU profiler's host tier (offcpu.h): its stack into
+ * the generation its time falls in, by why it waited. The kernel's counts
+ * (fp_offcpu_host_counts()) go to fp_host_offcpu_counts().
+ */
+struct fp_offcpu_record;
+struct fp_offcpu_target;
+void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r);
+void fp_host_offcpu_counts(struct fp_host *h, const struct fp_offcpu_target *k);
+
 /* ---- the open bucket, for the export (keep/export.c) ---- */
 
 /* Generations kept now; i-th (0 <= i < n), NULL past the end. */
@@ -105,6 +121,8 @@ size_t fp_host_n_procs(const struct fp_host *h);
 struct fp_host_proc *fp_host_proc_at(struct fp_host *h, size_t i);
 /* Its samples of the open bucket, NULL when none. */
 const struct fp_agg *fp_host_proc_bucket(const struct fp_host_proc *p);
+/* Its off-CPU time of the open bucket that waited for reason (enum fp_offcpu_reason), or NULL. */
+const struct fp_agg *fp_host_proc_offcpu(const struct fp_host_proc *p, unsigned reason);
 struct fp_maps *fp_host_proc_maps(struct fp_host_proc *p);
 pid_t fp_host_proc_pid(const struct fp_host_proc *p);
 const char *fp_host_proc_comm(const struct fp_host_proc *p);
@@ -124,7 +142,7 @@ struct fp_host_drop {
         const char *reason;
         uint64_t count;
 };
-#define FP_HOST_MAX_DROPS 16
+#define FP_HOST_MAX_DROPS 24 /* the reasons of fp_host_open_drops() and 8 carried */
 /* The drops since the last bucket and those charged for the next; how many of ret were filled. */
 size_t fp_host_open_drops(const struct fp_host *h, struct fp_host_drop *ret, size_t max);
 /* Counts samples lost elsewhere (queue_full, store_write_failed) into the next bucket. */

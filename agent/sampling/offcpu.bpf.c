@@ -14,9 +14,11 @@
  *       blocks inside that call is copied here.
  *
  * Per-thread state lives in task storage, which the kernel frees with the
- * task. A thread of a process not profiled costs one hash lookup when it
- * is switched out, and a task-storage lookup (a pointer test, it has
- * none) when it is switched in, woken, or returns from a system call.
+ * task. A thread of a process not profiled costs one hash lookup and a
+ * per-CPU array lookup (is the host tier on?) when it is switched out,
+ * and a task-storage lookup (a pointer test, it has none) when it is
+ * switched in, woken, or returns from a system call. With the host tier
+ * on, every process is profiled.
  * Fields are read directly through the programs' BTF pointers (one load
  * each, not a helper call per field: this runs on every switch).
  */
@@ -42,6 +44,18 @@ struct {
         __type(value, struct fp_offcpu_target);
 } targets SEC(".maps");
 
+/*
+ * The host tier's entry: every process not in targets, when its period is
+ * not 0. Per CPU: its counts grow on every CPU at once without sharing a
+ * cache line (the loader writes the period into each CPU's copy).
+ */
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct fp_offcpu_target);
+} host SEC(".maps");
+
 struct {
         __uint(type, BPF_MAP_TYPE_RINGBUF);
         __uint(max_entries, 4 << 20);
@@ -59,6 +73,8 @@ struct thread_state {
         __u8 has_pending;
         __u8 stack_err; /* why it could not be: LOST_RING or LOST_COPY */
         __u32 scale;    /* its stack's weights count this many times */
+        __u8 sampled;   /* its stack is copied at the switch-out one time in scale */
+        __u8 pad[7];
 };
 
 /* Where a thread's user state was left when it was switched out. */
@@ -81,6 +97,23 @@ struct thread_state {
 
 #define LOST_COPY 1
 #define LOST_RING 2
+
+/*
+ * The entry that profiles process tgid: its own, else the host tier's
+ * when that is on (tier says which), else NULL.
+ */
+static __always_inline struct fp_offcpu_target *target_of(__u32 tgid, __u32 *tier)
+{
+        struct fp_offcpu_target *tv = bpf_map_lookup_elem(&targets, &tgid);
+        __u32 zero = 0;
+
+        *tier = FP_OFFCPU_TARGET;
+        if (tv)
+                return tv;
+        *tier = FP_OFFCPU_HOST;
+        tv = bpf_map_lookup_elem(&host, &zero);
+        return tv && tv->period ? tv : NULL;
+}
 
 struct {
         __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -172,8 +205,9 @@ static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *count
  * current address space (task's own, or its process's). 0, or -LOST_COPY
  * or -LOST_RING with the loss counted in tv.
  */
-static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct task_struct *task,
-                                struct pt_regs *regs, __u32 seq, const __u64 *w)
+static __always_inline int emit(struct fp_offcpu_target *tv, __u32 tier, __u32 kind,
+                                struct task_struct *task, struct pt_regs *regs, __u32 seq,
+                                const __u64 *w)
 {
         __u32 zero = 0, len = 0;
         struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
@@ -191,6 +225,7 @@ static __always_inline int emit(struct fp_offcpu_target *tv, __u32 kind, struct 
         r->tid = task->pid;
         r->tgid = task->tgid;
         r->seq = seq;
+        r->tier = tier;
         r->time_ns = bpf_ktime_get_ns();
         for (int i = 0; i < FP_OFFCPU_REASONS; i++)
                 r->weight[i] = w ? w[i] : 0;
@@ -239,12 +274,15 @@ static __always_inline __u64 keep(__u64 d, __u64 period)
 static __always_inline void switch_out(struct task_struct *prev, struct task_struct *next,
                                        bool preempt, unsigned int state)
 {
-        __u32 tgid = prev->tgid;
-        struct fp_offcpu_target *tv = bpf_map_lookup_elem(&targets, &tgid);
+        struct fp_offcpu_target *tv;
         struct thread_state *ts;
         struct pt_regs *regs;
+        __u32 tier;
 
-        if (!tv || (prev->flags & PF_KTHREAD))
+        if (prev->flags & PF_KTHREAD)
+                return;
+        tv = target_of(prev->tgid, &tier);
+        if (!tv)
                 return;
         if (state & TASK_DEAD) {
                 ts = bpf_task_storage_get(&threads, prev, 0, 0);
@@ -269,13 +307,22 @@ static __always_inline void switch_out(struct task_struct *prev, struct task_str
         ts->stacked = 0;
         ts->stack_err = 0;
         ts->scale = 1;
-        if (ts->frame == FRAME_AFTER_CALL)
-                ts->scale = prev->mm == next->mm ? AFTER_CALL_SIBLING : AFTER_CALL_SAMPLING;
-        if (ts->frame == FRAME_OTHER ||
-            (ts->frame == FRAME_AFTER_CALL && bpf_get_prandom_u32() % ts->scale == 0)) {
+        /* The host tier samples its preemptions' copies too: a busy host has many. */
+        ts->sampled =
+            ts->frame == FRAME_AFTER_CALL || (ts->frame == FRAME_OTHER && tier == FP_OFFCPU_HOST);
+        /*
+         * A waker handing the CPU to a sibling most likely comes back after
+         * one too (read then): its copy is rarer. A preempted thread comes
+         * back after whoever ran.
+         */
+        if (ts->sampled)
+                ts->scale = ts->frame == FRAME_AFTER_CALL && prev->mm == next->mm
+                                ? AFTER_CALL_SIBLING
+                                : AFTER_CALL_SAMPLING;
+        if (ts->frame != FRAME_CALL && bpf_get_prandom_u32() % ts->scale == 0) {
                 int e;
                 ts->seq++;
-                e = emit(tv, FP_OFFCPU_STACK, prev, regs, ts->seq, 0);
+                e = emit(tv, tier, FP_OFFCPU_STACK, prev, regs, ts->seq, 0);
                 ts->stacked = e == 0;
                 ts->stack_err = e == 0 ? 0 : e == -LOST_RING ? LOST_RING : LOST_COPY;
         }
@@ -290,9 +337,9 @@ static __always_inline void switch_out(struct task_struct *prev, struct task_str
  * the estimate, not a loss). Elsewhere: the copy of the switch-out.
  * Returns the kept parts given a stack.
  */
-static __always_inline __u64 give_stack(struct fp_offcpu_target *tv, struct thread_state *ts,
-                                        struct task_struct *prev, struct task_struct *next,
-                                        __u64 *w)
+static __always_inline __u64 give_stack(struct fp_offcpu_target *tv, __u32 tier,
+                                        struct thread_state *ts, struct task_struct *prev,
+                                        struct task_struct *next, __u64 *w)
 {
         __u64 n = (w[0] != 0) + (w[1] != 0) + (w[2] != 0);
         struct mm_struct *mm;
@@ -304,18 +351,18 @@ static __always_inline __u64 give_stack(struct fp_offcpu_target *tv, struct thre
                 return n;
         }
         mm = next->mm;
-        if (ts->frame == FRAME_AFTER_CALL && mm && mm == prev->mm) {
-                (void)emit(tv, FP_OFFCPU_CALL, next, (struct pt_regs *)bpf_task_pt_regs(next), 0,
-                           w);
+        if (ts->sampled && mm && mm == prev->mm) {
+                (void)emit(tv, tier, FP_OFFCPU_CALL, next, (struct pt_regs *)bpf_task_pt_regs(next),
+                           0, w);
                 return n;
         }
         if (ts->stacked) {
                 for (int i = 0; i < FP_OFFCPU_REASONS; i++)
                         w[i] *= ts->scale;
-                (void)emit(tv, FP_OFFCPU_WEIGHTS, next, 0, ts->seq, w);
+                (void)emit(tv, tier, FP_OFFCPU_WEIGHTS, next, 0, ts->seq, w);
                 return n;
         }
-        if (ts->frame == FRAME_AFTER_CALL && !ts->stack_err)
+        if (ts->sampled && !ts->stack_err)
                 return 0; /* not sampled */
         count_lost(tv, ts->stack_err == LOST_RING ? &tv->lost_ring : &tv->lost_copy, w);
         return n;
@@ -326,13 +373,12 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
         struct thread_state *ts = bpf_task_storage_get(&threads, next, 0, 0);
         __u64 now, wake, w[FP_OFFCPU_REASONS] = {};
         struct fp_offcpu_target *tv;
-        __u32 tgid;
+        __u32 tier;
 
         if (!ts || !ts->off_ns)
                 return;
         now = bpf_ktime_get_ns();
-        tgid = next->tgid;
-        tv = bpf_map_lookup_elem(&targets, &tgid);
+        tv = target_of(next->tgid, &tier);
         if (tv && tv->period) {
                 wake = ts->wake_ns && ts->wake_ns <= now ? ts->wake_ns : now;
                 if (ts->reason < FP_OFFCPU_REASONS)
@@ -341,7 +387,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
                 w[FP_OFFCPU_RUNQUEUE] = keep(now - wake, tv->period);
                 __sync_fetch_and_add(&tv->parts, (wake > ts->off_ns) + (now > wake));
                 if (w[0] | w[1] | w[2])
-                        __sync_fetch_and_add(&tv->kept, give_stack(tv, ts, prev, next, w));
+                        __sync_fetch_and_add(&tv->kept, give_stack(tv, tier, ts, prev, next, w));
         }
         ts->off_ns = 0;
         ts->wake_ns = 0;
@@ -372,19 +418,18 @@ int BPF_PROG(fp_offcpu_sys_exit, struct pt_regs *regs, long ret)
         struct task_struct *task = bpf_get_current_task_btf();
         struct thread_state *ts = bpf_task_storage_get(&threads, task, 0, 0);
         struct fp_offcpu_target *tv;
-        __u32 tgid;
+        __u32 tier;
 
         if (!ts || !ts->has_pending)
                 return 0;
         ts->has_pending = 0;
-        tgid = task->tgid;
-        tv = bpf_map_lookup_elem(&targets, &tgid);
+        tv = target_of(task->tgid, &tier);
         if (tv) {
                 /* Not the call it blocked in (a fault's frame taken for a call's): no stack. */
                 if (regs->ip != ts->ip || regs->sp != ts->sp)
                         count_lost(tv, &tv->lost_changed, ts->pending);
                 else
-                        (void)emit(tv, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
+                        (void)emit(tv, tier, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
         }
         for (int i = 0; i < FP_OFFCPU_REASONS; i++)
                 ts->pending[i] = 0;

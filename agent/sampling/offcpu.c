@@ -39,6 +39,7 @@ struct fp_offcpu {
         fp_offcpu_fn fn;
         void *userdata;
         unsigned n_targets;
+        uint64_t host_period; /* the host tier's T, 0 off */
         uint64_t records;
 };
 
@@ -197,6 +198,61 @@ void fp_offcpu_poll(struct fp_offcpu *o)
         (void)ring_buffer__consume(o->ring);
 }
 
+int fp_offcpu_host(struct fp_offcpu *o, uint64_t period)
+{
+        int n = libbpf_num_possible_cpus();
+        struct fp_offcpu_target *v;
+        __u32 zero = 0;
+        int r = 0;
+
+        if (period > FP_OFFCPU_PERIOD_MAX)
+                return -EINVAL;
+        if (n <= 0)
+                return n < 0 ? n : -ENODEV;
+        /* Every CPU's copy gets the period and starts its counts from 0. */
+        if (!(v = calloc((size_t)n, sizeof(*v))))
+                return -ENOMEM;
+        for (int i = 0; i < n; i++)
+                v[i].period = period;
+        if (!period)
+                (void)ring_buffer__consume(o->ring); /* its last records first */
+        if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.host), &zero, v, BPF_ANY) < 0)
+                r = -errno;
+        else
+                o->host_period = period;
+        free(v);
+        return r;
+}
+
+void fp_offcpu_host_counts(const struct fp_offcpu *o, struct fp_offcpu_target *ret)
+{
+        int n = libbpf_num_possible_cpus();
+        struct fp_offcpu_target *v;
+        __u32 zero = 0;
+
+        memset(ret, 0, sizeof(*ret));
+        if (n <= 0 || !(v = calloc((size_t)n, sizeof(*v))))
+                return;
+        if (bpf_map_lookup_elem(bpf_map__fd(o->skel->maps.host), &zero, v) == 0) {
+                ret->period = o->host_period;
+                for (int i = 0; i < n; i++) {
+                        ret->parts += v[i].parts;
+                        ret->kept += v[i].kept;
+                        ret->lost_ring += v[i].lost_ring;
+                        ret->lost_copy += v[i].lost_copy;
+                        ret->lost_exited += v[i].lost_exited;
+                        ret->lost_changed += v[i].lost_changed;
+                        ret->lost_ns += v[i].lost_ns;
+                }
+        }
+        free(v);
+}
+
+bool fp_offcpu_host_on(const struct fp_offcpu *o)
+{
+        return o->host_period != 0;
+}
+
 unsigned fp_offcpu_targets(const struct fp_offcpu *o)
 {
         return o->n_targets;
@@ -268,6 +324,25 @@ uint64_t fp_offcpu_records(const struct fp_offcpu *o)
 {
         (void)o;
         return 0;
+}
+
+int fp_offcpu_host(struct fp_offcpu *o, uint64_t period)
+{
+        (void)o;
+        (void)period;
+        return -EOPNOTSUPP;
+}
+
+void fp_offcpu_host_counts(const struct fp_offcpu *o, struct fp_offcpu_target *ret)
+{
+        (void)o;
+        memset(ret, 0, sizeof(*ret));
+}
+
+bool fp_offcpu_host_on(const struct fp_offcpu *o)
+{
+        (void)o;
+        return false;
 }
 
 #endif

@@ -54,7 +54,10 @@ enum fp_offcpu_reason {
         FP_OFFCPU_REASONS = 3,
 };
 
-/* A target's entry in the kernel's map (tgid -> this). */
+/*
+ * A target's entry in the kernel's map (tgid -> this), and the host
+ * tier's (every other process; kept per CPU, the agent sums them).
+ */
 struct fp_offcpu_target {
         __u64 period; /* T, ns */
         /* Counts the kernel side keeps (the agent reads them as they grow). */
@@ -65,6 +68,12 @@ struct fp_offcpu_target {
         __u64 lost_exited;  /* kept parts of threads that exited before their call returned */
         __u64 lost_changed; /* kept parts whose call returned with other registers */
         __u64 lost_ns;      /* the weight of all the lost ones */
+};
+
+/* Whose a record is: a target's (its tgid is in the targets map) or the host tier's. */
+enum fp_offcpu_tier {
+        FP_OFFCPU_TARGET = 0,
+        FP_OFFCPU_HOST = 1,
 };
 
 enum fp_offcpu_kind {
@@ -82,7 +91,7 @@ struct fp_offcpu_record {
         __u64 weight[FP_OFFCPU_REASONS]; /* ns this record stands for, per reason */
         __u64 ip, sp, bp;                /* user registers (CALL, STACK) */
         __u32 stack_len;                 /* bytes of stack that follow (from sp up) */
-        __u32 reserved;
+        __u32 tier;                      /* FP_OFFCPU_TARGET or FP_OFFCPU_HOST: whose it is */
         __u8 stack[FP_OFFCPU_STACK_MAX];
 };
 
@@ -117,6 +126,18 @@ int fp_offcpu_add(struct fp_offcpu *o, pid_t tgid, uint64_t period);
 int fp_offcpu_remove(struct fp_offcpu *o, pid_t tgid);
 /* The kernel's counts of tgid (zeros when it is not profiled). */
 void fp_offcpu_counts(const struct fp_offcpu *o, pid_t tgid, struct fp_offcpu_target *ret);
+/*
+ * The host tier: every process not in the targets map, at period ns (0
+ * stops it). Unlike a target's, a block outside a system call (after a
+ * returned call, or preempted in user mode) gets its stack copied one time
+ * in 16 at most (weighing 16 times), so that a busy host does not pay a
+ * copy per preemption. 0 or -errno.
+ */
+int fp_offcpu_host(struct fp_offcpu *o, uint64_t period);
+/* The host tier's kernel counts, summed over the CPUs (zeros when off). */
+void fp_offcpu_host_counts(const struct fp_offcpu *o, struct fp_offcpu_target *ret);
+/* Whether the host tier is on. */
+bool fp_offcpu_host_on(const struct fp_offcpu *o);
 /* Reads every record now in the ring. */
 void fp_offcpu_poll(struct fp_offcpu *o);
 /* Processes profiled now. */
