@@ -24,9 +24,10 @@
 # Cost: `pingpong` (two threads pinned to one CPU passing a byte through
 # pipes: two switches, two wake-ups and four system calls per round trip,
 # 200,000+ switches a second) in alternating windows: nothing, fleetprof
-# CPU profile only, fleetprof CPU + off-CPU, perf's switch tracing (-a -g),
-# perf's CPU profile (-F 99 -g -p). Median round trips per second of each,
-# the slowdowns, and the agent's CPU per kept block.
+# CPU profile only, fleetprof CPU + off-CPU, the host tier with --off-cpu
+# (every process, T = 1 s, the default; no target), perf's switch tracing
+# (-a -g), perf's CPU profile (-F 99 -g -p). Median round trips per second
+# of each, the slowdowns, and the agent's CPU per kept block.
 #
 # Figures only: it never fails on a time. Environment: BENCH_SECONDS
 # (default 10), BENCH_REPEAT (default 3).
@@ -159,6 +160,7 @@ cost_window() { # cost_window MODE: prints "MODE round_trips_per_s agent_ticks k
   case $mode in
   cpu) fp_ctl start "$P" >/dev/null ;;
   offcpu) fp_ctl start "$P" --off-cpu >/dev/null ;;
+  host-off) fp_ctl start --host --off-cpu >/dev/null ;;
   perf-switch)
     perf record -e sched:sched_switch -a -g -o "$FP_TMP/$tag.perf" -- sleep $((SECONDS_RUN + 5)) >/dev/null 2>&1 &
     PERF=$!
@@ -174,6 +176,10 @@ cost_window() { # cost_window MODE: prints "MODE round_trips_per_s agent_ticks k
   fp_wait_for $((SECONDS_RUN + 30)) grep -q round_trips "$FP_TMP/$tag.out" || fp_fail "pingpong did not finish"
   a1=$(agent_ticks)
   [[ $mode == offcpu ]] && k=$(kept_of "$P")
+  if [[ $mode == host-off ]]; then
+    k=$(fp_status_json | fp_json_get '"%d %d" % (d["host_tier"]["off_cpu"]["kept"], d["host_tier"]["off_cpu"]["records"])')
+    fp_ctl stop --host >/dev/null
+  fi
   [[ -n $PERF ]] && { kill -INT "$PERF" 2>/dev/null || true; wait "$PERF" 2>/dev/null || true; }
   [[ $mode == cpu || $mode == offcpu ]] && { fp_ctl stop "$P" >/dev/null 2>&1 || true; }
   fp_kill "$P"
@@ -182,7 +188,7 @@ cost_window() { # cost_window MODE: prints "MODE round_trips_per_s agent_ticks k
 }
 COST=()
 for ((r = 0; r < REPEAT; r++)); do
-  for mode in none cpu offcpu perf-switch perf-cpu; do
+  for mode in none cpu offcpu host-off perf-switch perf-cpu; do
     COST+=("$(cost_window "$mode")")
   done
 done
@@ -221,12 +227,12 @@ for a in acc:
         spin_t / 1e9, spin_f / 1e9, spin_f / spin_t if spin_t else 0))
 print()
 print("== off-CPU cost: pingpong on one CPU (round trips/s, median of %d windows each) ==" % (
-    len(cost) // 5))
+    len(cost) // 6))
 by = {}
 for mode, rt, ticks, kept, records in cost:
     by.setdefault(mode, []).append((float(rt), int(ticks), int(kept), int(records)))
 base = statistics.median(x[0] for x in by["none"])
-for mode in ("none", "cpu", "offcpu", "perf-switch", "perf-cpu"):
+for mode in ("none", "cpu", "offcpu", "host-off", "perf-switch", "perf-cpu"):
     v = by.get(mode, [])
     if not v:
         continue
@@ -243,6 +249,11 @@ for mode in ("none", "cpu", "offcpu", "perf-switch", "perf-cpu"):
                  " per kept block, %.1f us per record" % (
                      "", kept, records, 1e6 * extra / kept if kept else 0,
                      1e6 * extra / records if records else 0))
+    if mode == "host-off":
+        kept = statistics.median(x[2] for x in v)
+        records = statistics.median(x[3] for x in v)
+        line += ("\n%16severy process at T = 1 s: %d blocks kept in %d records in %g s" % (
+            "", kept, records, secs))
     print(line)
 cpu = statistics.median(x[0] for x in by["cpu"])
 off = statistics.median(x[0] for x in by["offcpu"])
