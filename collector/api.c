@@ -277,6 +277,8 @@ static int series_json(void *userdata, const struct fp_store_series *se,
         fp_json_string(j, se->exe);
         fp_json_key(j, "event");
         fp_json_string(j, se->event);
+        fp_json_key(j, "config");
+        fp_json_string(j, se->config ? se->config : "");
         fp_json_key(j, "first");
         fp_json_string(j, first);
         fp_json_key(j, "last");

@@ -61,7 +61,7 @@ static const struct {
 } answers[FP_GATE_N_REASONS] = {
     [FP_GATE_UNAUTHORIZED] = {401, "missing bearer token (Authorization: Bearer ...); "
                                    "the body was not read"},
-    [FP_GATE_WRONG_TOKEN] = {401, "wrong bearer token; the body was not read"},
+    [FP_GATE_WRONG_TOKEN] = {401, "wrong bearer token (or basic password); the body was not read"},
     [FP_GATE_BAD_HEAD] = {400, "malformed request head"},
     [FP_GATE_NO_BODY] = {400, "only POST takes a request body"},
     [FP_GATE_HEAD_LARGE] = {431, "request head too large"},
@@ -119,11 +119,6 @@ static bool request_line_ok(const char *l, size_t len)
                 return false;
         len -= (size_t)(sp2 + 1 - l);
         return len == 8 && memcmp(sp2 + 1, "HTTP/1.", 7) == 0 && (sp2[8] == '0' || sp2[8] == '1');
-}
-
-static bool token_ok(const char *auth, const char *token)
-{
-        return strncasecmp(auth, "Bearer ", 7) == 0 && fp_coll_token_equal(auth + 7, token);
 }
 
 void fp_coll_gate_judge(const char *head, size_t len, const char *token,
@@ -209,8 +204,9 @@ void fp_coll_gate_judge(const char *head, size_t len, const char *token,
                 v->reason = FP_GATE_NO_BODY;
                 return;
         }
-        if (token && !(seen[H_AUTH] && token_ok(vals[H_AUTH], token))) {
-                v->reason = seen[H_AUTH] && strncasecmp(vals[H_AUTH], "Bearer ", 7) == 0
+        if (token && !(seen[H_AUTH] && fp_coll_auth_ok(vals[H_AUTH], token))) {
+                v->reason = seen[H_AUTH] && (strncasecmp(vals[H_AUTH], "Bearer ", 7) == 0 ||
+                                             strncasecmp(vals[H_AUTH], "Basic ", 6) == 0)
                                 ? FP_GATE_WRONG_TOKEN
                                 : FP_GATE_UNAUTHORIZED;
                 return;

@@ -7,9 +7,11 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 bool fp_coll_token_equal(const char *a, const char *b)
 {
@@ -62,4 +64,42 @@ void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, 
                                   "Bearer realm=\"fleetprof\"");
         fp_coll_reply(req, code, "application/json", b);
         evbuffer_free(b);
+}
+
+/*
+ * The password of basic authentication (Authorization: Basic
+ * base64(user:password)) into buf, as Pyroscope's and OpenTelemetry's
+ * clients send a token; false when h is not that.
+ */
+static bool basic_password(const char *h, char *buf, size_t len)
+{
+        unsigned char raw[768];
+        size_t n = strlen(h);
+        int got;
+
+        if (n % 4 || n == 0 || n / 4 * 3 >= sizeof(raw))
+                return false;
+        got = EVP_DecodeBlock(raw, (const unsigned char *)h, (int)n);
+        if (got < 0)
+                return false;
+        /* EVP_DecodeBlock counts the padding's bytes as zeros: drop them. */
+        for (size_t i = n; i > 0 && h[i - 1] == '='; i--)
+                got--;
+        raw[got] = 0;
+        char *colon = memchr(raw, ':', (size_t)got);
+        if (!colon || strlen((char *)raw) != (size_t)got)
+                return false;
+        snprintf(buf, len, "%s", colon + 1);
+        return true;
+}
+
+bool fp_coll_auth_ok(const char *header, const char *token)
+{
+        char password[600];
+
+        if (strncasecmp(header, "Bearer ", 7) == 0)
+                return fp_coll_token_equal(header + 7, token);
+        return strncasecmp(header, "Basic ", 6) == 0 &&
+               basic_password(header + 6, password, sizeof(password)) &&
+               fp_coll_token_equal(password, token);
 }

@@ -19,7 +19,7 @@ struct evhttp_request;
 struct evbuffer;
 struct fp_backend;
 
-#define FP_COLL_MAX_ROUTES 16
+#define FP_COLL_MAX_ROUTES 24
 
 /* The cookie the web page keeps the read token in (--read-token-file). */
 #define FP_COLL_READ_COOKIE "fleetprof_read"
@@ -60,6 +60,12 @@ struct fp_coll_server {
 
 /* Compares tokens without an early exit, so timing does not reveal how much matched. */
 bool fp_coll_token_equal(const char *a, const char *b);
+/*
+ * Whether an Authorization header carries token: "Bearer TOKEN", or
+ * "Basic base64(user:TOKEN)" (any user) as Pyroscope's and OpenTelemetry's
+ * clients send it.
+ */
+bool fp_coll_auth_ok(const char *header, const char *token);
 
 /* Sends {"error": "..."} with the status code. */
 void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, ...)

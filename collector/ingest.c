@@ -13,6 +13,7 @@
 #include "ingest.h"
 #include "escape.h"
 #include "util.h"
+#include "pbwire.h"
 #include "pprof.h"
 #include "store.h"
 
@@ -38,65 +39,6 @@
  * at least two bytes on the wire), every index and id is checked, and the
  * problems are named as fp_pprof_decode() names them.
  */
-
-/* A cursor over a protobuf message. */
-struct pb {
-        const uint8_t *p, *end;
-};
-
-enum {
-        WT_VARINT = 0,
-        WT_I64 = 1,
-        WT_LEN = 2,
-        WT_I32 = 5,
-};
-
-static int pb_varint(struct pb *c, uint64_t *ret)
-{
-        uint64_t v = 0;
-
-        for (unsigned shift = 0; shift < 64 && c->p < c->end; shift += 7) {
-                uint8_t b = *c->p++;
-                v |= (uint64_t)(b & 0x7f) << shift;
-                if (!(b & 0x80)) {
-                        *ret = v;
-                        return 0;
-                }
-        }
-        return -EBADMSG;
-}
-
-/* The next field: its number, wire type, and value (varint) or bytes (len). */
-static int pb_field(struct pb *c, uint32_t *field, unsigned *wt, uint64_t *v, struct pb *sub)
-{
-        uint64_t tag;
-
-        if (pb_varint(c, &tag) < 0 || tag >> 3 == 0 || tag >> 3 > UINT32_MAX)
-                return -EBADMSG;
-        *field = (uint32_t)(tag >> 3);
-        *wt = tag & 7;
-        switch (*wt) {
-        case WT_VARINT:
-                return pb_varint(c, v);
-        case WT_I64:
-        case WT_I32: {
-                size_t n = *wt == WT_I64 ? 8 : 4;
-                if ((size_t)(c->end - c->p) < n)
-                        return -EBADMSG;
-                c->p += n;
-                *v = 0;
-                return 0;
-        }
-        case WT_LEN:
-                if (pb_varint(c, v) < 0 || *v > (uint64_t)(c->end - c->p))
-                        return -EBADMSG;
-                *sub = (struct pb){c->p, c->p + *v};
-                c->p += *v;
-                return 0;
-        default:
-                return -EBADMSG;
-        }
-}
 
 /* A repeated integer field's values, packed (len) or one by one (varint). */
 static int pb_each(unsigned wt, uint64_t v, struct pb *sub, uint64_t *out, size_t *n, size_t cap)

@@ -14,6 +14,7 @@
 #include "web.h"
 #include "writeq.h"
 #include "gate.h"
+#include "pyroscope.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -37,6 +38,14 @@ static bool authorized(struct fp_coll_server *s, struct evhttp_request *req)
         if (!s->token)
                 return true;
         h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+        if (h && strncasecmp(h, "Basic ", 6) == 0) {
+                if (fp_coll_auth_ok(h, s->token))
+                        return true;
+                fp_coll_reply_error(req, 401,
+                                    "wrong basic authentication (the password is the "
+                                    "write token)");
+                return false;
+        }
         if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
                 fp_coll_reply_error(req, 401, "missing bearer token (Authorization: Bearer ...)");
                 return false;
@@ -112,6 +121,8 @@ static void on_request(struct evhttp_request *req, void *arg)
                 void (*fn)(struct fp_coll_server *, struct evhttp_request *);
         } routes[] = {
             {"/api/v1/ingest", EVHTTP_REQ_POST, 'W', fp_coll_api_ingest},
+            {"/ingest", EVHTTP_REQ_POST, 'W', fp_coll_pyro_ingest},
+            {"/push.v1.PusherService/Push", EVHTTP_REQ_POST, 'W', fp_coll_pyro_push},
             {"/api/v1/series", EVHTTP_REQ_GET, 'R', fp_coll_api_series},
             {"/api/v1/profile", EVHTTP_REQ_GET, 'R', fp_coll_api_profile},
             {"/healthz", EVHTTP_REQ_GET, '-', fp_coll_api_healthz},

@@ -37,7 +37,9 @@
 
 struct job {
         struct job *next;
-        struct fp_upload_meta *meta;
+        fp_coll_build_fn build;
+        void *arg; /* build's: the agent's upload meta, or another protocol's request */
+        void (*free_arg)(void *);
         uint8_t *body; /* until decoded */
         size_t len;
         char *key;
@@ -105,8 +107,8 @@ static void wake_loop(struct fp_coll_writeq *q)
 static void decode(struct fp_coll_writeq *q, struct job *j)
 {
         int64_t t0 = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
-        int r = fp_coll_ingest_build(j->meta, j->body, j->len, q->max_profile_bytes, &j->batch,
-                                     &j->r.samples, j->r.error, sizeof(j->r.error));
+        int r = j->build(j->arg, j->body, j->len, q->max_profile_bytes, &j->batch, &j->r.samples,
+                         j->r.error, sizeof(j->r.error));
 
         if (r == 0 && j->key && fp_store_batch_set_key(j->batch, j->key) < 0) {
                 r = -ENOMEM;
@@ -117,6 +119,8 @@ static void decode(struct fp_coll_writeq *q, struct job *j)
         j->r.decode_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC) - t0;
         free(j->body);
         j->body = NULL;
+        j->free_arg(j->arg);
+        j->arg = NULL;
 }
 
 static void *decoder_main(void *arg)
@@ -234,7 +238,8 @@ static void *thread_main(void *arg)
 
 static void job_free(struct job *j)
 {
-        free(j->meta);
+        if (j->arg)
+                j->free_arg(j->arg);
         free(j->body);
         free(j->key);
         fp_store_batch_free(j->batch);
@@ -367,8 +372,25 @@ void fp_coll_writeq_stats(struct fp_coll_writeq *q, uint64_t *ret_store_ns, uint
         pthread_mutex_unlock(&q->lock);
 }
 
+/* The agents' contract: the decoder of ingest.h with the upload's meta. */
+static int build_native(void *arg, const uint8_t *body, size_t len, size_t max_decompressed,
+                        struct fp_store_batch **ret, uint64_t *ret_samples, char *err,
+                        size_t errlen)
+{
+        return fp_coll_ingest_build(arg, body, len, max_decompressed, ret, ret_samples, err,
+                                    errlen);
+}
+
 int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_upload_meta *meta, uint8_t *body,
                        size_t len, char *key, fp_coll_writeq_done_fn done, void *userdata)
+{
+        return fp_coll_writeq_add_built(q, build_native, meta, free, body, len, key, done,
+                                        userdata);
+}
+
+int fp_coll_writeq_add_built(struct fp_coll_writeq *q, fp_coll_build_fn build, void *arg,
+                             void (*free_arg)(void *), uint8_t *body, size_t len, char *key,
+                             fp_coll_writeq_done_fn done, void *userdata)
 {
         struct job *j = calloc(1, sizeof(*j));
 
@@ -381,8 +403,14 @@ int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_upload_meta *meta, ui
                 free(j);
                 return -EBUSY;
         }
-        *j = (struct job){
-            .meta = meta, .body = body, .len = len, .key = key, .done = done, .userdata = userdata};
+        *j = (struct job){.build = build,
+                          .arg = arg,
+                          .free_arg = free_arg,
+                          .body = body,
+                          .len = len,
+                          .key = key,
+                          .done = done,
+                          .userdata = userdata};
         q->queued++;
         q->bytes += len;
         push(&q->raw_tail, j);

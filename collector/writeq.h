@@ -34,6 +34,7 @@ struct event_base;
 struct fp_coll_writeq;
 struct fp_backend;
 struct fp_upload_meta;
+struct fp_store_batch;
 
 #define FP_COLL_WRITEQ_MAX   64   /* uploads per transaction */
 #define FP_COLL_WRITEQ_LIMIT 1024 /* uploads queued or being written; then 503 */
@@ -66,6 +67,22 @@ typedef void (*fp_coll_writeq_done_fn)(void *userdata, const struct fp_coll_writ
  */
 int fp_coll_writeq_add(struct fp_coll_writeq *q, struct fp_upload_meta *meta, uint8_t *body,
                        size_t len, char *key, fp_coll_writeq_done_fn done, void *userdata);
+/*
+ * How a queued body becomes a batch, on the decoder thread: the agents'
+ * contract (fp_coll_ingest_build() with its meta) or another protocol's
+ * decoder (pyroscope.h). Returns 0 with *ret and the samples, or -errno
+ * with one line in err (-EFBIG: 413, -ENOMEM: 503, others: 400).
+ */
+typedef int (*fp_coll_build_fn)(void *arg, const uint8_t *body, size_t len, size_t max_decompressed,
+                                struct fp_store_batch **ret, uint64_t *ret_samples, char *err,
+                                size_t errlen);
+/*
+ * As fp_coll_writeq_add(), with build(arg, ...) as the decoder; arg is
+ * taken over on success and freed with free_arg once decoded.
+ */
+int fp_coll_writeq_add_built(struct fp_coll_writeq *q, fp_coll_build_fn build, void *arg,
+                             void (*free_arg)(void *), uint8_t *body, size_t len, char *key,
+                             fp_coll_writeq_done_fn done, void *userdata);
 /* Time spent writing and groups written so far. */
 void fp_coll_writeq_stats(struct fp_coll_writeq *q, uint64_t *ret_store_ns, uint64_t *ret_groups);
 /* For /metrics: seconds per group written (a copy), uploads and body bytes in the queue. */

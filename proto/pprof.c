@@ -945,7 +945,31 @@ int fp_pprof_location_get(const struct fp_pprof *p, uint64_t location_id,
             .mapping_start = m ? m->start : 0,
             .mapping_limit = m ? m->limit : 0,
             .mapping_offset = m ? m->offset : 0,
+            .n_lines = l->n_lines,
         };
+        return 0;
+}
+
+int fp_pprof_location_line(const struct fp_pprof *p, uint64_t location_id, size_t j,
+                           struct fp_pprof_line_view *ret)
+{
+        const struct fp_pp_location *l;
+        const struct fp_pp_line *line;
+        const struct fp_pp_function *f = NULL;
+
+        if (!p || !ret)
+                return -EINVAL;
+        if (location_id == 0 || location_id > p->n_locations)
+                return -ENOENT;
+        l = &p->locations[location_id - 1];
+        if (j >= l->n_lines)
+                return -ENOENT;
+        line = &p->lines[l->line_off + j];
+        if (line->function_id)
+                f = &p->functions[line->function_id - 1];
+        *ret = (struct fp_pprof_line_view){.function_name = f ? fp_pp_str(p, f->name) : "",
+                                           .filename = f ? fp_pp_str(p, f->filename) : "",
+                                           .line = line->line};
         return 0;
 }
 

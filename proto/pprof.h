@@ -50,6 +50,14 @@ struct fp_pprof_location_view {
         const char *mapping_file;  /* "" when no mapping */
         const char *build_id;      /* "" when unknown */
         uint64_t mapping_start, mapping_limit, mapping_offset; /* 0 when no mapping */
+        size_t n_lines; /* its lines: inlined functions first, the caller last */
+};
+
+/* Line j of a location (j < n_lines): its function's name and file ("" none) and line. */
+struct fp_pprof_line_view {
+        const char *function_name;
+        const char *filename;
+        int64_t line;
 };
 
 struct fp_pprof *fp_pprof_new(void);
@@ -106,6 +114,9 @@ int fp_pprof_sample_get(const struct fp_pprof *p, size_t i, struct fp_pprof_samp
 int fp_pprof_sample_label(const struct fp_pprof *p, size_t i, size_t j, struct fp_pprof_label *ret);
 int fp_pprof_location_get(const struct fp_pprof *p, uint64_t location_id,
                           struct fp_pprof_location_view *ret);
+/* -ENOENT when the location or the line does not exist. */
+int fp_pprof_location_line(const struct fp_pprof *p, uint64_t location_id, size_t j,
+                           struct fp_pprof_line_view *ret);
 /* Sum of sample type i over all samples. */
 int64_t fp_pprof_total(const struct fp_pprof *p, size_t i);
 

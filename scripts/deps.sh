@@ -56,3 +56,12 @@ if ! grep -qs "\"version\": \"$PW_VERSION\"" "$PW_DIR/node_modules/playwright-co
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --silent --no-audit --no-fund --prefix "$PW_DIR" \
     "playwright-core@$PW_VERSION" >/dev/null
 fi
+
+# @pyroscope/nodejs, a real Pyroscope client: tests/integration/test-pyroscope.sh
+# profiles a Node.js program with it and pushes to the collector's /ingest.
+PYRO_VERSION=0.6.4
+if ! grep -qs "\"version\": \"$PYRO_VERSION\"" "$PW_DIR/node_modules/@pyroscope/nodejs/package.json"; then
+  echo "deps: installing @pyroscope/nodejs $PYRO_VERSION into $PW_DIR"
+  mkdir -p "$PW_DIR"
+  npm install --silent --no-audit --no-fund --prefix "$PW_DIR" "@pyroscope/nodejs@$PYRO_VERSION" >/dev/null
+fi

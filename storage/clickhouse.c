@@ -1326,6 +1326,7 @@ static void event_where(struct fp_ch *c, struct buf *q, const struct fp_store_fi
 
         if (is_wall(ref)) {
                 buf_printf(q, " AND m_vu = 'nanoseconds' AND (m_event = '" FP_STORE_OFFCPU_EVENT "'"
+                              " OR m_event = '" FP_STORE_WALL_EVENT "'"
                               " OR (m_event IN ('cpu-clock', 'task-clock') AND m_target IN"
                               " (SELECT m_target FROM ");
                 meta_from(c, q);
@@ -2013,10 +2014,15 @@ static int first_event(struct fp_ch *c, const struct metas *m, const struct meta
                    : 0;
 }
 
-/* Whether series y is part of the wall profile: off-CPU, or CPU time of a target with off-CPU. */
+/*
+ * Whether series y is part of the wall profile: off-CPU, wall time a
+ * client stored as such (Pyroscope's), or CPU time of a target with
+ * off-CPU.
+ */
 static bool wall_part(const struct metas *m, const struct meta *y)
 {
-        if (strcmp(y->event, FP_STORE_OFFCPU_EVENT) == 0)
+        if (strcmp(y->event, FP_STORE_OFFCPU_EVENT) == 0 ||
+            strcmp(y->event, FP_STORE_WALL_EVENT) == 0)
                 return strcmp(y->types[3], "nanoseconds") == 0;
         if (!fp_store_event_is_cpu_time(y->event, y->types[3]))
                 return false;
@@ -2029,14 +2035,16 @@ static bool wall_part(const struct metas *m, const struct meta *y)
 
 /*
  * The wall profile's reference (FP_STORE_WALL_EVENT, its sample types),
- * made in *buf from a matched off-CPU series; *ret NULL when none matched.
+ * made in *buf from a matched off-CPU or stored wall series; *ret NULL
+ * when none matched.
  */
 static int wall_event(const struct metas *m, struct meta *buf, const struct meta **ret)
 {
         *ret = NULL;
         for (size_t i = 0; i < m->n; i++) {
                 const struct meta *y = &m->v[i];
-                if (!y->matched || strcmp(y->event, FP_STORE_OFFCPU_EVENT) != 0)
+                if (!y->matched || !wall_part(m, y) ||
+                    fp_store_event_is_cpu_time(y->event, y->types[3]))
                         continue;
                 if (!*ret || y->first_ns < (*ret)->first_ns) {
                         *buf = *y;

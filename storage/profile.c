@@ -190,7 +190,8 @@ static const struct q_event wall_event = {
 
 /*
  * The wall profile's matches: of the targets with an off-CPU series, that
- * and their CPU-time series. Returns how many are kept (at the front).
+ * and their CPU-time series; and wall time a client stored as such
+ * (Pyroscope's wall profiles). Returns how many are kept (at the front).
  */
 static size_t wall_matches(struct query *q)
 {
@@ -208,9 +209,13 @@ static size_t wall_matches(struct query *q)
         }
         for (size_t i = 0; i < q->n_matches; i++) {
                 const struct q_event *e = event_by_id(q, q->matches[i].event);
-                if (e && fp_store_map_get(&off, (uint64_t)q->matches[i].target) &&
-                    (strcmp(e->name, FP_STORE_OFFCPU_EVENT) == 0 ||
-                     fp_store_event_is_cpu_time(e->name, e->types[3])))
+                if (!e)
+                        continue;
+                if ((strcmp(e->name, FP_STORE_WALL_EVENT) == 0 &&
+                     strcmp(e->types[3], "nanoseconds") == 0) ||
+                    (fp_store_map_get(&off, (uint64_t)q->matches[i].target) &&
+                     (strcmp(e->name, FP_STORE_OFFCPU_EVENT) == 0 ||
+                      fp_store_event_is_cpu_time(e->name, e->types[3]))))
                         q->matches[kept++] = q->matches[i];
         }
         fp_store_map_free(&off);

@@ -205,7 +205,10 @@ static const char timeline_sql[] =
     " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"
     " GROUP BY b.id, e.name ORDER BY b.start_ns, b.id";
 
-/* The wall profile's (FP_STORE_WALL_EVENT): off-CPU and CPU time of the targets with off-CPU. */
+/*
+ * The wall profile's (FP_STORE_WALL_EVENT): off-CPU and CPU time of the
+ * targets with off-CPU, and wall time a client stored as such.
+ */
 static const char timeline_wall_sql[] =
     "SELECT b.start_ns, b.length_ns, '" FP_STORE_WALL_EVENT "', sum(bs.count), sum(bs.value)"
     " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
@@ -213,6 +216,7 @@ static const char timeline_wall_sql[] =
     " JOIN events e ON e.id = bs.event_id"
     " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND ?10 IS NOT NULL"
     " AND e.value_unit = 'nanoseconds' AND (e.name = '" FP_STORE_OFFCPU_EVENT "'"
+    " OR e.name = '" FP_STORE_WALL_EVENT "'"
     " OR (e.name IN ('cpu-clock', 'task-clock') AND EXISTS (SELECT 1 FROM bucket_series o"
     " JOIN events oe ON oe.id = o.event_id WHERE o.target_id = bs.target_id"
     " AND oe.name = '" FP_STORE_OFFCPU_EVENT "')))"

@@ -1,0 +1,1519 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pyroscope's push protocols; see pyroscope.h for what is taken and how
+ * it maps onto the store.
+ *
+ * The loop thread checks what is cheap (the query, the name's labels, the
+ * sizes) and queues the body with a description of the push; the decoder
+ * thread (writeq.h) parses the body (Connect's protobuf, each pprof, the
+ * folded lines) into one batch, written like an agent's upload. The
+ * answer goes out when it is stored: 200, or the status and reason.
+ */
+#include "pyroscope.h"
+#include "gate.h"
+#include "http.h"
+#include "log.h"
+#include "pbwire.h"
+#include "pprof.h"
+#include "store.h"
+#include "upload_contract.h"
+#include "util.h"
+#include "writeq.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/evp.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#define NS              1000000000LL
+#define MAX_SERIES      64    /* series in one Connect push */
+#define MAX_PROFILES    256   /* raw profiles in one Connect push */
+#define MAX_FOLDED_LINE 65536 /* bytes of one folded line */
+#define DEFAULT_WINDOW  (10 * NS)
+
+enum push_kind {
+        PUSH_PPROF,   /* /ingest?format=pprof */
+        PUSH_FOLDED,  /* /ingest?format=folded (the default) */
+        PUSH_CONNECT, /* /push.v1.PusherService/Push, application/proto */
+};
+
+struct label {
+        char name[FP_PYRO_MAX_NAME + 1];
+        char value[FP_PYRO_MAX_VALUE + 1];
+};
+
+struct series {
+        struct label labels[FP_PYRO_MAX_LABELS];
+        size_t n;
+};
+
+/* One push, as the loop thread checked it: what the decoder thread needs. */
+struct push {
+        enum push_kind kind;
+        bool gzip;              /* Connect's Content-Encoding: gzip */
+        bool json;              /* Connect's JSON (application/json) */
+        char peer[64];          /* the client's address: the host when no label names one */
+        int64_t from_ns, to_ns; /* /ingest: from, until (0: from the profile, else now) */
+        char type[64];          /* /ingest: the name's TYPE suffix ("" none) */
+        char units[32];         /* /ingest: units ("" samples) */
+        uint64_t sample_rate;
+        char spy[64];
+        struct series series; /* /ingest: the name's labels */
+};
+
+/* ---- labels ---- */
+
+static bool label_name_ok(const char *s, size_t n)
+{
+        if (n == 0 || n > FP_PYRO_MAX_NAME)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
+                        return false;
+        return true;
+}
+
+static bool label_value_ok(const char *s, size_t n)
+{
+        if (n > FP_PYRO_MAX_VALUE)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return true;
+}
+
+/* Adds (or replaces) a label. 0 or -EINVAL with err said. */
+static int label_put(struct series *sr, const char *name, size_t nlen, const char *value,
+                     size_t vlen, char *err, size_t errlen)
+{
+        size_t i;
+
+        if (!label_name_ok(name, nlen))
+                return fp_errf(err, errlen, -EINVAL,
+                               "label name '%.*s' must be 1 to %d letters, digits, '_', '.' or "
+                               "'-'",
+                               (int)(nlen > 64 ? 64 : nlen), name, FP_PYRO_MAX_NAME);
+        if (!label_value_ok(value, vlen))
+                return fp_errf(err, errlen, -EINVAL,
+                               "label %.*s: its value must be at most %d printable characters",
+                               (int)nlen, name, FP_PYRO_MAX_VALUE);
+        for (i = 0; i < sr->n; i++)
+                if (strlen(sr->labels[i].name) == nlen && !memcmp(sr->labels[i].name, name, nlen))
+                        break;
+        if (i == sr->n) {
+                if (sr->n == FP_PYRO_MAX_LABELS)
+                        return fp_errf(err, errlen, -EINVAL, "more than %d labels",
+                                       FP_PYRO_MAX_LABELS);
+                sr->n++;
+        }
+        snprintf(sr->labels[i].name, sizeof(sr->labels[i].name), "%.*s", (int)nlen, name);
+        snprintf(sr->labels[i].value, sizeof(sr->labels[i].value), "%.*s", (int)vlen, value);
+        return 0;
+}
+
+static const char *label_get(const struct series *sr, const char *name)
+{
+        for (size_t i = 0; i < sr->n; i++)
+                if (strcmp(sr->labels[i].name, name) == 0)
+                        return sr->labels[i].value;
+        return NULL;
+}
+
+/* The first of names that is a label, or NULL. */
+static const char *label_any(const struct series *sr, const char *const *names)
+{
+        for (; *names; names++) {
+                const char *v = label_get(sr, *names);
+                if (v && *v)
+                        return v;
+        }
+        return NULL;
+}
+
+static const char *const host_labels[] = {"hostname", "host.name", "host", NULL};
+static const char *const pid_labels[] = {"pid", "process.pid", NULL};
+static const char *const exe_labels[] = {"process.executable.path", "process.executable.name",
+                                         NULL};
+static const char *const container_labels[] = {"container.id", "container_id", NULL};
+
+/* Whether a label is a series field above, or Pyroscope's own: not kept as a tag. */
+static bool label_mapped(const char *name)
+{
+        static const char *const *lists[] = {host_labels, pid_labels, exe_labels, container_labels};
+        if (strncmp(name, "__", 2) == 0 || strcmp(name, "service_name") == 0)
+                return true;
+        for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+                for (const char *const *n = lists[i]; *n; n++)
+                        if (strcmp(name, *n) == 0)
+                                return true;
+        return false;
+}
+
+static int label_cmp(const void *a, const void *b)
+{
+        return strcmp(((const struct label *)a)->name, ((const struct label *)b)->name);
+}
+
+/*
+ * Parses an ingest name, APP[.TYPE]{k=v,...}: the service (service_name)
+ * and the labels into sr, the TYPE into type when it is one Pyroscope
+ * names (a dotted APP keeps its dots otherwise). 0 or -EINVAL.
+ */
+static int parse_name(const char *name, struct series *sr, char *type, size_t type_len, char *err,
+                      size_t errlen)
+{
+        static const char *const types[] = {
+            "cpu",         "itimer",         "wall",        "alloc_objects",
+            "alloc_space", "inuse_objects",  "inuse_space", "goroutines",
+            "mutex_count", "mutex_duration", "block_count", "block_duration",
+            "lock_count",  "lock_duration",  "exceptions",  NULL};
+        const char *brace = strchr(name, '{');
+        size_t app = brace ? (size_t)(brace - name) : strlen(name);
+        int r;
+
+        *type = 0;
+        if (app == 0)
+                return fp_errf(err, errlen, -EINVAL, "parameter 'name' has no application name");
+        const char *dot = memrchr(name, '.', app);
+        if (dot) {
+                for (const char *const *t = types; *t; t++)
+                        if (strlen(*t) == (size_t)(name + app - dot - 1) &&
+                            !memcmp(*t, dot + 1, strlen(*t))) {
+                                snprintf(type, type_len, "%s", *t);
+                                app = (size_t)(dot - name);
+                                break;
+                        }
+        }
+        if ((r = label_put(sr, "service_name", strlen("service_name"), name, app, err, errlen)) < 0)
+                return r;
+        if (!brace)
+                return 0;
+        const char *p = brace + 1, *end = strchr(p, '}');
+        if (!end || end[1])
+                return fp_errf(err, errlen, -EINVAL,
+                               "parameter 'name': the labels must be one {k=v,...} at its end");
+        while (p < end) {
+                const char *comma = memchr(p, ',', (size_t)(end - p));
+                const char *item_end = comma ? comma : end;
+                const char *eq = memchr(p, '=', (size_t)(item_end - p));
+                while (p < item_end && *p == ' ')
+                        p++;
+                if (p == item_end) {
+                        p = item_end + 1;
+                        continue;
+                }
+                if (!eq)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'name': label '%.*s' has no '='",
+                                       (int)(item_end - p > 64 ? 64 : item_end - p), p);
+                const char *v = eq + 1;
+                size_t nlen = (size_t)(eq - p);
+                while (nlen && p[nlen - 1] == ' ')
+                        nlen--;
+                while (v < item_end && *v == ' ')
+                        v++;
+                if ((r = label_put(sr, p, nlen, v, (size_t)(item_end - v), err, errlen)) < 0)
+                        return r;
+                p = item_end + 1;
+        }
+        return 0;
+}
+
+/* ---- the series of a push ---- */
+
+/* Copies s into out (len bytes), each character not allowed in a service name as '_'. */
+static void service_of(const char *s, char *out, size_t len)
+{
+        size_t n = 0;
+
+        for (; *s && n + 1 < len && n < FP_UPLOAD_MAX_SERVICE; s++)
+                out[n++] = isalnum((unsigned char)*s) || strchr(".-_@:", *s) ? *s : '_';
+        out[n] = 0;
+}
+
+struct fstr {
+        char *buf;
+        size_t len;
+        FILE *f;
+};
+
+/*
+ * The target of a series: host, pid, executable and container from its
+ * labels, the rest of them (sorted) in its text and its key, so that
+ * other labels make another series. 0 or -errno with err said.
+ */
+static int series_target(const struct push *ps, const struct series *sr, struct fp_store_batch *b,
+                         uint32_t *ret, char *err, size_t errlen)
+{
+        const char *app = label_get(sr, "service_name");
+        const char *host = label_any(sr, host_labels), *pid_s = label_any(sr, pid_labels);
+        const char *exe = label_any(sr, exe_labels), *cont = label_any(sr, container_labels);
+        char service[FP_UPLOAD_MAX_SERVICE + 1], container[FP_UPLOAD_MAX_CONTAINER + 1] = "";
+        struct label sorted[FP_PYRO_MAX_LABELS];
+        struct fstr text = {0};
+        long pid = 0;
+        int r;
+
+        if (!app || !*app)
+                return fp_errf(err, errlen, -EINVAL,
+                               "a series needs a service_name label (the application's name)");
+        service_of(app, service, sizeof(service));
+        if (pid_s) {
+                char *end;
+                errno = 0;
+                pid = strtol(pid_s, &end, 10);
+                if (errno || *end || pid < 0 || pid > INT32_MAX)
+                        pid = 0; /* not a process ID: kept as a label below */
+        }
+        if (cont) {
+                /* The short form docker shows, when it is an ID at all. */
+                size_t n = strspn(cont, "0123456789abcdef");
+                if (n >= 12 && !cont[n])
+                        snprintf(container, sizeof(container), "%.12s", cont);
+        }
+        if (!(text.f = open_memstream(&text.buf, &text.len)))
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        fprintf(text.f, "pyroscope");
+        if (ps->spy[0])
+                fprintf(text.f, " spy=%s", ps->spy);
+        memcpy(sorted, sr->labels, sr->n * sizeof(*sorted));
+        qsort(sorted, sr->n, sizeof(*sorted), label_cmp);
+        for (size_t i = 0; i < sr->n; i++) {
+                const char *n = sorted[i].name;
+                /* Kept all the same: a name the service could not hold, a pid that is none. */
+                bool keep = (strcmp(n, "service_name") == 0 && strcmp(service, app) != 0) ||
+                            (pid_s && !pid && strcmp(n, "pid") == 0);
+                if (label_mapped(n) && !keep)
+                        continue;
+                fprintf(text.f, " %s=", sorted[i].name);
+                fp_escape_url(fp_write_file, text.f, sorted[i].value);
+        }
+        if (fclose(text.f) != 0 || !text.buf) {
+                free(text.buf);
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        }
+        /* The key: the agent's host series key of (service, executable + labels, container). */
+        size_t kl = strlen(exe ? exe : "") + text.len + 2;
+        char *key = malloc(kl);
+        if (!key) {
+                free(text.buf);
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        }
+        snprintf(key, kl, "%s\n%s", exe ? exe : "", text.buf);
+        struct fp_store_target t = {.host = host ? host : ps->peer,
+                                    .pid = (pid_t)pid,
+                                    .starttime = fp_upload_host_series_key(service, key, container),
+                                    .comm = service,
+                                    .exe = exe ? exe : "",
+                                    .config = text.buf,
+                                    .service = service,
+                                    .container = container};
+        r = fp_store_batch_add_target(b, &t, ret);
+        free(key);
+        free(text.buf);
+        if (r < 0)
+                return fp_errf(err, errlen, r, "cannot add a series: %s", strerror(-r));
+        return 0;
+}
+
+/* ---- a profile.proto into the batch ---- */
+
+/* The stack of sample view v: every location's lines, leaf first, at most FP_STORE_MAX_FRAMES. */
+static size_t sample_frames(const struct fp_pprof *p, const struct fp_pprof_sample_view *v,
+                            struct fp_store_frame *f)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < v->n_locations && n < FP_STORE_MAX_FRAMES; i++) {
+                struct fp_pprof_location_view l;
+                struct fp_pprof_line_view line;
+                if (fp_pprof_location_get(p, v->location_ids[i], &l) < 0)
+                        continue;
+                struct fp_store_frame base = {.mapping_file = l.mapping_file,
+                                              .build_id = l.build_id,
+                                              .mapping_start = l.mapping_start,
+                                              .mapping_limit = l.mapping_limit,
+                                              .mapping_offset = l.mapping_offset,
+                                              .address = l.address,
+                                              .function = ""};
+                if (!l.n_lines)
+                        f[n++] = base;
+                for (size_t j = 0; j < l.n_lines && n < FP_STORE_MAX_FRAMES; j++) {
+                        if (fp_pprof_location_line(p, v->location_ids[i], j, &line) < 0)
+                                break;
+                        f[n] = base;
+                        f[n].function = line.function_name;
+                        /* A runtime's frames (JavaScript, Python) have no mapping: the file. */
+                        if (!l.mapping_file[0])
+                                f[n].mapping_file = line.filename;
+                        n++;
+                }
+        }
+        if (n == FP_STORE_MAX_FRAMES) /* deeper: the root end is cut, and says so */
+                f[n - 1] = (struct fp_store_frame){
+                    .function = "[truncated]", .mapping_file = "", .build_id = ""};
+        return n;
+}
+
+/* Whether an event name is one the store and the agents' contract take. */
+static bool event_name_ok(const char *s)
+{
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 127)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)s[i]) && !strchr("_-.:", s[i]))
+                        return false;
+        return true;
+}
+
+/*
+ * Adds profile p of target ti: an event per value type (all but a
+ * samples/count column, which is every event's count). 0 or -errno.
+ */
+static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_pprof *p,
+                     struct fp_store_frame *frames, uint64_t *samples, char *err, size_t errlen)
+{
+        size_t nt = fp_pprof_n_sample_types(p), count_col = SIZE_MAX;
+        uint32_t ei[16];
+        const char *ptype, *punit;
+        int64_t period = fp_pprof_period(p, &ptype, &punit);
+        int r;
+
+        if (nt == 0 || nt > 16)
+                return fp_errf(err, errlen, -EINVAL, "a profile with %zu sample types (1 to 16)",
+                               nt);
+        for (size_t i = 0; nt > 1 && i < nt; i++) {
+                const char *unit, *type = fp_pprof_sample_type(p, i, &unit);
+                if (strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0)
+                        count_col = i;
+        }
+        for (size_t i = 0; i < nt; i++) {
+                const char *unit, *type = fp_pprof_sample_type(p, i, &unit);
+                bool counts = strcmp(unit, "count") == 0;
+                if (i == count_col)
+                        continue;
+                if (!event_name_ok(type))
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "sample type '%.64s' is not a name (letters, digits, "
+                                       "'_', '-', '.', ':')",
+                                       type);
+                struct fp_store_event e = {
+                    .name = type,
+                    .count_type = count_col != SIZE_MAX ? "samples"
+                                  : counts              ? type
+                                                        : "samples",
+                    .count_unit = "count",
+                    .value_type = type,
+                    .value_unit = unit,
+                    .period_type = ptype && strcmp(ptype, type) == 0 ? ptype : NULL,
+                    .period_unit = ptype && strcmp(ptype, type) == 0 ? punit : NULL,
+                    .period = ptype && strcmp(ptype, type) == 0 ? period : 0};
+                if ((r = fp_store_batch_add_event(b, &e, &ei[i])) < 0 ||
+                    (r = fp_store_batch_set_series(b, ti, ei[i])) < 0)
+                        return fp_errf(err, errlen, r, "cannot add an event: %s", strerror(-r));
+        }
+        for (size_t s = 0; s < fp_pprof_n_samples(p); s++) {
+                struct fp_pprof_sample_view v;
+                int64_t tid = 0;
+                const char *thread_name = NULL;
+                uint32_t stack;
+                if (fp_pprof_sample_get(p, s, &v) < 0)
+                        continue;
+                for (size_t j = 0; j < v.n_labels; j++) {
+                        struct fp_pprof_label l;
+                        if (fp_pprof_sample_label(p, s, j, &l) < 0)
+                                continue;
+                        if (!l.str &&
+                            (strcmp(l.key, "thread") == 0 || strcmp(l.key, "thread_id") == 0) &&
+                            l.num > 0 && l.num <= INT32_MAX)
+                                tid = l.num;
+                        else if (l.str && strcmp(l.key, "thread_name") == 0)
+                                thread_name = l.str;
+                }
+                size_t n = sample_frames(p, &v, frames);
+                bool any = false;
+                for (size_t i = 0; i < nt; i++)
+                        any |= i != count_col && v.values[i] > 0;
+                if (!any)
+                        continue;
+                if ((r = fp_store_batch_add_stack(b, frames, n, &stack)) < 0)
+                        return fp_errf(err, errlen, r, "cannot add a stack: %s", strerror(-r));
+                for (size_t i = 0; i < nt; i++) {
+                        const char *unit;
+                        (void)fp_pprof_sample_type(p, i, &unit);
+                        if (i == count_col || v.values[i] <= 0)
+                                continue;
+                        int64_t count = count_col != SIZE_MAX        ? v.values[count_col]
+                                        : strcmp(unit, "count") == 0 ? v.values[i]
+                                                                     : 1;
+                        r = fp_store_batch_add_waiting(b, ti, ei[i], (pid_t)tid, thread_name, NULL,
+                                                       stack, (uint64_t)(count > 0 ? count : 0),
+                                                       (uint64_t)v.values[i]);
+                        if (r < 0)
+                                return fp_errf(err, errlen, r, "cannot add a sample: %s",
+                                               strerror(-r));
+                        *samples += (uint64_t)(count > 0 ? count : 0);
+                }
+        }
+        return 0;
+}
+
+/* ---- folded text into the batch ---- */
+
+static int add_folded(const struct push *ps, struct fp_store_batch *b, uint32_t ti,
+                      const uint8_t *body, size_t len, struct fp_store_frame *frames,
+                      uint64_t *samples, char *err, size_t errlen)
+{
+        const char *type = ps->type[0] ? ps->type : "cpu";
+        const char *units = ps->units[0] ? ps->units : "samples";
+        bool cpu =
+            strcmp(units, "samples") == 0 &&
+            (strcmp(type, "cpu") == 0 || strcmp(type, "itimer") == 0 || strcmp(type, "wall") == 0);
+        uint64_t rate = ps->sample_rate ? ps->sample_rate : 100;
+        uint64_t ns_per = (uint64_t)NS / rate;
+        struct fp_store_event e = {.name = type,
+                                   .count_type = "samples",
+                                   .count_unit = "count",
+                                   .value_type = type,
+                                   .value_unit = cpu ? "nanoseconds" : units,
+                                   .period_type = cpu ? type : NULL,
+                                   .period_unit = cpu ? "nanoseconds" : NULL,
+                                   .period = cpu ? (int64_t)ns_per : 0};
+        const char *p = (const char *)body, *end = p + len;
+        char *line = malloc(MAX_FOLDED_LINE + 1);
+        uint32_t ei, stack;
+        size_t lineno = 0;
+        int r;
+
+        if (!line)
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        if ((r = fp_store_batch_add_event(b, &e, &ei)) < 0 ||
+            (r = fp_store_batch_set_series(b, ti, ei)) < 0) {
+                free(line);
+                return fp_errf(err, errlen, r, "cannot add an event: %s", strerror(-r));
+        }
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                size_t n = (size_t)((nl ? nl : end) - p);
+                lineno++;
+                if (n > MAX_FOLDED_LINE) {
+                        r = fp_errf(err, errlen, -EINVAL, "folded line %zu is longer than %d bytes",
+                                    lineno, MAX_FOLDED_LINE);
+                        break;
+                }
+                memcpy(line, p, n);
+                line[n] = 0;
+                p += n + (nl != NULL);
+                while (n && (line[n - 1] == '\r' || line[n - 1] == ' '))
+                        line[--n] = 0;
+                if (!n)
+                        continue;
+                char *sp = strrchr(line, ' '), *numend;
+                unsigned long long count;
+                if (!sp || sp == line || !isdigit((unsigned char)sp[1]) ||
+                    ((errno = 0), (count = strtoull(sp + 1, &numend, 10)), errno || *numend)) {
+                        r = fp_errf(err, errlen, -EINVAL,
+                                    "folded line %zu is not 'frame;frame;... count'", lineno);
+                        break;
+                }
+                *sp = 0;
+                for (size_t k = 0; k < (size_t)(sp - line); k++)
+                        if ((unsigned char)line[k] < 0x20) {
+                                r = -EINVAL;
+                                break;
+                        }
+                if (r < 0) {
+                        r = fp_errf(err, errlen, -EINVAL,
+                                    "folded line %zu holds a control character", lineno);
+                        break;
+                }
+                if (count == 0)
+                        continue;
+                /* Root first in the text: the store's frames are leaf first. */
+                size_t nf = 0;
+                for (char *f = line; f && nf < FP_STORE_MAX_FRAMES;) {
+                        char *semi = strchr(f, ';');
+                        if (semi)
+                                *semi = 0;
+                        frames[nf++] = (struct fp_store_frame){
+                            .function = f, .mapping_file = "", .build_id = ""};
+                        f = semi ? semi + 1 : NULL;
+                }
+                for (size_t a = 0, z = nf - 1; a < z; a++, z--) {
+                        struct fp_store_frame t = frames[a];
+                        frames[a] = frames[z];
+                        frames[z] = t;
+                }
+                if ((r = fp_store_batch_add_stack(b, frames, nf, &stack)) < 0 ||
+                    (r = fp_store_batch_add_sample(b, ti, ei, 0, NULL, stack, count,
+                                                   cpu ? count * ns_per : count)) < 0) {
+                        r = fp_errf(err, errlen, r, "cannot add a sample: %s", strerror(-r));
+                        break;
+                }
+                *samples += count;
+        }
+        free(line);
+        return r < 0 ? r : 0;
+}
+
+/* ---- Connect's PushRequest ---- */
+
+/* A LabelPair{name = 1, value = 2} into sr. */
+static int connect_label(struct pb c, struct series *sr, char *err, size_t errlen)
+{
+        struct pb name = {0}, value = {0};
+
+        while (c.p < c.end) {
+                uint32_t f;
+                unsigned wt;
+                uint64_t v;
+                struct pb sub = {0};
+                if (pb_field(&c, &f, &wt, &v, &sub) < 0)
+                        return fp_errf(err, errlen, -EBADMSG, "not a PushRequest message");
+                if (wt == WT_LEN && f == 1)
+                        name = sub;
+                else if (wt == WT_LEN && f == 2)
+                        value = sub;
+        }
+        return label_put(sr, (const char *)name.p, (size_t)(name.end - name.p),
+                         (const char *)value.p, (size_t)(value.end - value.p), err, errlen);
+}
+
+/* ---- Connect's JSON: read into the binary PushRequest ---- */
+
+#define JSON_MAX_DEPTH 16
+
+struct jcur {
+        const char *p, *end;
+        int depth;
+        char *err;
+        size_t errlen;
+};
+
+/* The protobuf being written: a growing buffer. */
+struct pbout {
+        uint8_t *buf;
+        size_t len, cap;
+        bool oom;
+};
+
+static void out_bytes(struct pbout *o, const void *data, size_t n)
+{
+        if (o->oom)
+                return;
+        if (o->len + n > o->cap) {
+                size_t cap = o->cap ? o->cap : 256;
+                while (cap < o->len + n)
+                        cap *= 2;
+                uint8_t *b = realloc(o->buf, cap);
+                if (!b) {
+                        o->oom = true;
+                        return;
+                }
+                o->buf = b;
+                o->cap = cap;
+        }
+        memcpy(o->buf + o->len, data, n);
+        o->len += n;
+}
+
+static void out_varint(struct pbout *o, uint64_t v)
+{
+        uint8_t b[10];
+        size_t n = 0;
+
+        do {
+                b[n] = (uint8_t)(v & 0x7f);
+                v >>= 7;
+                if (v)
+                        b[n] |= 0x80;
+                n++;
+        } while (v);
+        out_bytes(o, b, n);
+}
+
+/* Field f of wire type LEN holding n bytes of data. */
+static void out_len(struct pbout *o, uint32_t f, const void *data, size_t n)
+{
+        out_varint(o, (uint64_t)f << 3 | WT_LEN);
+        out_varint(o, n);
+        out_bytes(o, data, n);
+}
+
+static int jfail(struct jcur *c, const char *what)
+{
+        return fp_errf(c->err, c->errlen, -EINVAL, "not a PushRequest in JSON: %s", what);
+}
+
+static void jspace(struct jcur *c)
+{
+        while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+                c->p++;
+}
+
+static bool jpeek(struct jcur *c, char ch)
+{
+        jspace(c);
+        return c->p < c->end && *c->p == ch;
+}
+
+static bool jeat(struct jcur *c, char ch)
+{
+        if (!jpeek(c, ch))
+                return false;
+        c->p++;
+        return true;
+}
+
+/* A JSON string into a malloc'd buffer (*ret, *ret_len; NUL-terminated). */
+static int jstring(struct jcur *c, char **ret, size_t *ret_len)
+{
+        struct pbout o = {0};
+
+        if (!jeat(c, '"'))
+                return jfail(c, "a string was expected");
+        while (c->p < c->end && *c->p != '"') {
+                unsigned char ch = (unsigned char)*c->p++;
+                if (ch < 0x20) {
+                        free(o.buf);
+                        return jfail(c, "a control character in a string");
+                }
+                if (ch != '\\') {
+                        out_bytes(&o, &ch, 1);
+                        continue;
+                }
+                if (c->p >= c->end)
+                        break;
+                char e = *c->p++;
+                const char *simple = strchr("\"\\/bfnrt", e);
+                if (simple && e) {
+                        static const char to[] = "\"\\/\b\f\n\r\t";
+                        out_bytes(&o, &to[simple - "\"\\/bfnrt"], 1);
+                } else if (e == 'u' && c->end - c->p >= 4) {
+                        char hex[5] = {c->p[0], c->p[1], c->p[2], c->p[3], 0}, *hend;
+                        unsigned long cp = strtoul(hex, &hend, 16);
+                        c->p += 4;
+                        if (*hend) {
+                                free(o.buf);
+                                return jfail(c, "a bad \\u escape");
+                        }
+                        /* UTF-8 of the code point (a lone surrogate is kept as it is). */
+                        uint8_t u[3];
+                        size_t n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+                        if (n == 1)
+                                u[0] = (uint8_t)cp;
+                        else if (n == 2)
+                                u[0] = (uint8_t)(0xc0 | cp >> 6),
+                                u[1] = (uint8_t)(0x80 | (cp & 0x3f));
+                        else
+                                u[0] = (uint8_t)(0xe0 | cp >> 12),
+                                u[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3f)),
+                                u[2] = (uint8_t)(0x80 | (cp & 0x3f));
+                        out_bytes(&o, u, n);
+                } else {
+                        free(o.buf);
+                        return jfail(c, "a bad escape in a string");
+                }
+        }
+        if (c->p >= c->end) {
+                free(o.buf);
+                return jfail(c, "a string does not end");
+        }
+        c->p++;
+        out_bytes(&o, "", 1);
+        if (o.oom) {
+                free(o.buf);
+                return fp_errf(c->err, c->errlen, -ENOMEM, "out of memory");
+        }
+        *ret = (char *)o.buf;
+        *ret_len = o.len - 1;
+        return 0;
+}
+
+/* Skips any value (bounded in depth). */
+static int jskip(struct jcur *c)
+{
+        char *s;
+        size_t n;
+        int r;
+
+        jspace(c);
+        if (c->p >= c->end)
+                return jfail(c, "a value was expected");
+        if (*c->p == '"') {
+                if ((r = jstring(c, &s, &n)) < 0)
+                        return r;
+                free(s);
+                return 0;
+        }
+        if (*c->p == '{' || *c->p == '[') {
+                char close = *c->p == '{' ? '}' : ']';
+                bool obj = *c->p == '{';
+                if (++c->depth > JSON_MAX_DEPTH)
+                        return jfail(c, "nested too deep");
+                c->p++;
+                if (!jeat(c, close)) {
+                        do {
+                                if (obj && ((r = jstring(c, &s, &n)) < 0 || (free(s), 0) ||
+                                            (!jeat(c, ':') && (r = jfail(c, "':' expected")))))
+                                        return r;
+                                if ((r = jskip(c)) < 0)
+                                        return r;
+                        } while (jeat(c, ','));
+                        if (!jeat(c, close))
+                                return jfail(c, "',' or the end of a list expected");
+                }
+                c->depth--;
+                return 0;
+        }
+        /* A number, true, false or null: its characters. */
+        const char *start = c->p;
+        while (c->p < c->end && strchr("+-.0123456789eEtrufalsn", *c->p) && *c->p)
+                c->p++;
+        return c->p > start ? 0 : jfail(c, "an unknown value");
+}
+
+/* Calls fn(c, key, arg) for each key of an object. */
+static int jobject(struct jcur *c, int (*fn)(struct jcur *, const char *, void *), void *arg)
+{
+        char *key;
+        size_t n;
+        int r = 0;
+
+        if (!jeat(c, '{'))
+                return jfail(c, "an object was expected");
+        if (++c->depth > JSON_MAX_DEPTH)
+                return jfail(c, "nested too deep");
+        if (jeat(c, '}')) {
+                c->depth--;
+                return 0;
+        }
+        do {
+                if ((r = jstring(c, &key, &n)) < 0)
+                        return r;
+                r = jeat(c, ':') ? fn(c, key, arg) : jfail(c, "':' expected");
+                free(key);
+                if (r < 0)
+                        return r;
+        } while (jeat(c, ','));
+        c->depth--;
+        return jeat(c, '}') ? 0 : jfail(c, "',' or '}' expected");
+}
+
+/* Calls fn(c, arg) for each element of an array (null: none). */
+static int jarray(struct jcur *c, int (*fn)(struct jcur *, void *), void *arg)
+{
+        int r;
+
+        if (jpeek(c, 'n'))
+                return jskip(c);
+        if (!jeat(c, '['))
+                return jfail(c, "a list was expected");
+        if (++c->depth > JSON_MAX_DEPTH)
+                return jfail(c, "nested too deep");
+        if (jeat(c, ']')) {
+                c->depth--;
+                return 0;
+        }
+        do {
+                if ((r = fn(c, arg)) < 0)
+                        return r;
+        } while (jeat(c, ','));
+        c->depth--;
+        return jeat(c, ']') ? 0 : jfail(c, "',' or ']' expected");
+}
+
+/* A message being built for one object: its fields, then written to its parent. */
+struct jmsg {
+        struct pbout out;
+        struct jcur *c;
+};
+
+static int label_key(struct jcur *c, const char *key, void *arg)
+{
+        struct jmsg *m = arg;
+        char *s;
+        size_t n;
+        int r;
+
+        if (strcmp(key, "name") != 0 && strcmp(key, "value") != 0)
+                return jskip(c);
+        if ((r = jstring(c, &s, &n)) < 0)
+                return r;
+        out_len(&m->out, key[0] == 'n' ? 1 : 2, s, n);
+        free(s);
+        return 0;
+}
+
+/* base64 (standard or URL-safe, padded or not) into a malloc'd buffer. */
+static int base64_decode(const char *s, size_t n, uint8_t **ret, size_t *ret_len)
+{
+        size_t padded = (n + 3) / 4 * 4;
+        char *t = malloc(padded + 1);
+        uint8_t *out = malloc(padded / 4 * 3 + 1);
+        int got;
+
+        if (!t || !out) {
+                free(t);
+                free(out);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                t[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
+        for (size_t i = n; i < padded; i++)
+                t[i] = '=';
+        t[padded] = 0;
+        got = padded ? EVP_DecodeBlock(out, (unsigned char *)t, (int)padded) : 0;
+        for (size_t i = padded; got > 0 && i > 0 && t[i - 1] == '='; i--)
+                got--;
+        free(t);
+        if (got < 0) {
+                free(out);
+                return -EINVAL;
+        }
+        *ret = out;
+        *ret_len = (size_t)got;
+        return 0;
+}
+
+static int sample_key(struct jcur *c, const char *key, void *arg)
+{
+        struct jmsg *m = arg;
+        char *s;
+        size_t n;
+        uint8_t *raw;
+        size_t raw_len;
+        int r;
+
+        bool profile = strcmp(key, "rawProfile") == 0 || strcmp(key, "raw_profile") == 0;
+        if (!profile && strcmp(key, "ID") != 0 && strcmp(key, "id") != 0)
+                return jskip(c);
+        if ((r = jstring(c, &s, &n)) < 0)
+                return r;
+        if (!profile) {
+                out_len(&m->out, 2, s, n);
+                free(s);
+                return 0;
+        }
+        r = base64_decode(s, n, &raw, &raw_len);
+        free(s);
+        if (r < 0)
+                return r == -ENOMEM ? fp_errf(c->err, c->errlen, r, "out of memory")
+                                    : jfail(c, "rawProfile is not base64");
+        out_len(&m->out, 1, raw, raw_len);
+        free(raw);
+        return 0;
+}
+
+/* An element of a list of objects: read with key_fn, written as field f of the parent. */
+struct jlist {
+        struct pbout *parent;
+        uint32_t field;
+        int (*key_fn)(struct jcur *, const char *, void *);
+};
+
+static int list_element(struct jcur *c, void *arg)
+{
+        struct jlist *l = arg;
+        struct jmsg m = {.c = c};
+        int r = jobject(c, l->key_fn, &m);
+
+        if (r == 0) {
+                out_len(l->parent, l->field, m.out.buf ? m.out.buf : (uint8_t *)"", m.out.len);
+                if (m.out.oom)
+                        l->parent->oom = true;
+        }
+        free(m.out.buf);
+        return r;
+}
+
+static int series_key(struct jcur *c, const char *key, void *arg)
+{
+        struct jmsg *m = arg;
+        struct jlist labels = {&m->out, 1, label_key}, samples = {&m->out, 2, sample_key};
+
+        if (strcmp(key, "labels") == 0)
+                return jarray(c, list_element, &labels);
+        if (strcmp(key, "samples") == 0)
+                return jarray(c, list_element, &samples);
+        return jskip(c);
+}
+
+static int push_key_json(struct jcur *c, const char *key, void *arg)
+{
+        struct jmsg *m = arg;
+        struct jlist series = {&m->out, 1, series_key};
+
+        if (strcmp(key, "series") == 0)
+                return jarray(c, list_element, &series);
+        return jskip(c);
+}
+
+/* A PushRequest in Connect's JSON into its binary form (*ret malloc'd). 0 or -errno. */
+static int push_from_json(const uint8_t *body, size_t len, uint8_t **ret, size_t *ret_len,
+                          char *err, size_t errlen)
+{
+        struct jcur c = {(const char *)body, (const char *)body + len, 0, err, errlen};
+        struct jmsg m = {.c = &c};
+        int r = jobject(&c, push_key_json, &m);
+
+        if (r == 0) {
+                jspace(&c);
+                if (c.p != c.end)
+                        r = jfail(&c, "more after the object");
+        }
+        if (r == 0 && m.out.oom)
+                r = fp_errf(err, errlen, -ENOMEM, "out of memory");
+        if (r < 0) {
+                free(m.out.buf);
+                return r;
+        }
+        *ret = m.out.buf ? m.out.buf : calloc(1, 1);
+        *ret_len = m.out.len;
+        return *ret ? 0 : fp_errf(err, errlen, -ENOMEM, "out of memory");
+}
+
+/* ---- the decoder thread's part ---- */
+
+/* Now, in Unix ns. */
+static int64_t now_ns(void)
+{
+        return (int64_t)fp_now_ns(CLOCK_REALTIME);
+}
+
+/* A raw profile of series sr: decoded and added. The time range widens to its own. */
+static int add_raw(const struct push *ps, struct fp_store_batch *b, const struct series *sr,
+                   const uint8_t *raw, size_t len, size_t max, struct fp_store_frame *frames,
+                   uint64_t *samples, char *err, size_t errlen)
+{
+        struct fp_pprof *p = NULL;
+        char perr[256];
+        uint32_t ti;
+        int r;
+
+        if ((r = series_target(ps, sr, b, &ti, err, errlen)) < 0)
+                return r;
+        if (ps->kind == PUSH_FOLDED)
+                return add_folded(ps, b, ti, raw, len, frames, samples, err, errlen);
+        r = fp_pprof_decode(raw, len, max, &p, perr, sizeof(perr));
+        if (r < 0)
+                return fp_errf(err, errlen, r, "not a profile: %s", perr);
+        r = add_pprof(b, ti, p, frames, samples, err, errlen);
+        fp_pprof_free(p);
+        return r;
+}
+
+/* The time range of a push: the query's, else its first profile's, else the last 10 s. */
+static void push_range(const struct push *ps, const uint8_t *first, size_t len, size_t max,
+                       int64_t *from, int64_t *to)
+{
+        struct fp_pprof *p = NULL;
+        int64_t t = 0, d = 0;
+
+        *from = ps->from_ns;
+        *to = ps->to_ns;
+        if (*from)
+                return;
+        if (first && ps->kind != PUSH_FOLDED && fp_pprof_decode(first, len, max, &p, NULL, 0) == 0)
+                fp_pprof_get_time(p, &t, &d);
+        fp_pprof_free(p);
+        if (t > 0) {
+                *from = t;
+                *to = t + (d > 0 ? d : DEFAULT_WINDOW);
+        } else {
+                *to = now_ns();
+                *from = *to - DEFAULT_WINDOW;
+        }
+}
+
+static int build_connect(struct push *ps, const uint8_t *body, size_t len, size_t max,
+                         struct fp_store_batch **ret, uint64_t *samples,
+                         struct fp_store_frame *frames, char *err, size_t errlen)
+{
+        struct pb c = {body, body + len};
+        struct fp_store_batch *b = NULL;
+        size_t n_series = 0, n_profiles = 0;
+        int r = 0;
+
+        /* Pass 1: counts, and the first profile's time range for the batch. */
+        const uint8_t *first = NULL;
+        size_t first_len = 0;
+        while (c.p < c.end && r == 0) {
+                uint32_t f;
+                unsigned wt;
+                uint64_t v;
+                struct pb s = {0};
+                if (pb_field(&c, &f, &wt, &v, &s) < 0)
+                        return fp_errf(err, errlen, -EBADMSG, "not a PushRequest message");
+                if (f != 1 || wt != WT_LEN)
+                        continue;
+                if (++n_series > MAX_SERIES)
+                        return fp_errf(err, errlen, -EINVAL, "more than %d series in one push",
+                                       MAX_SERIES);
+                while (s.p < s.end) {
+                        struct pb sample = {0};
+                        if (pb_field(&s, &f, &wt, &v, &sample) < 0)
+                                return fp_errf(err, errlen, -EBADMSG, "not a PushRequest message");
+                        if (f != 2 || wt != WT_LEN)
+                                continue;
+                        if (++n_profiles > MAX_PROFILES)
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "more than %d profiles in one push", MAX_PROFILES);
+                        while (!first && sample.p < sample.end) {
+                                struct pb raw = {0};
+                                if (pb_field(&sample, &f, &wt, &v, &raw) < 0)
+                                        return fp_errf(err, errlen, -EBADMSG,
+                                                       "not a PushRequest message");
+                                if (f == 1 && wt == WT_LEN) {
+                                        first = raw.p;
+                                        first_len = (size_t)(raw.end - raw.p);
+                                }
+                        }
+                }
+        }
+        if (!n_profiles)
+                return fp_errf(err, errlen, -EINVAL, "a push without a profile");
+        int64_t from, to;
+        push_range(ps, first, first_len, max, &from, &to);
+        if (!(b = fp_store_batch_new(from, to - from)))
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+
+        /* Pass 2: each series' labels, then its profiles. */
+        c = (struct pb){body, body + len};
+        while (c.p < c.end && r == 0) {
+                uint32_t f;
+                unsigned wt;
+                uint64_t v;
+                struct pb s = {0}, it;
+                struct series *sr = calloc(1, sizeof(*sr));
+                if (!sr) {
+                        r = fp_errf(err, errlen, -ENOMEM, "out of memory");
+                        break;
+                }
+                if (pb_field(&c, &f, &wt, &v, &s) < 0 || f != 1 || wt != WT_LEN) {
+                        free(sr);
+                        continue;
+                }
+                for (it = s; r == 0 && it.p < it.end;) {
+                        struct pb sub = {0};
+                        if (pb_field(&it, &f, &wt, &v, &sub) < 0)
+                                r = fp_errf(err, errlen, -EBADMSG, "not a PushRequest message");
+                        else if (f == 1 && wt == WT_LEN)
+                                r = connect_label(sub, sr, err, errlen);
+                }
+                for (it = s; r == 0 && it.p < it.end;) {
+                        struct pb sample = {0}, raw = {0};
+                        if (pb_field(&it, &f, &wt, &v, &sample) < 0 || f != 2 || wt != WT_LEN)
+                                continue;
+                        while (sample.p < sample.end) {
+                                struct pb sub = {0};
+                                if (pb_field(&sample, &f, &wt, &v, &sub) < 0)
+                                        break;
+                                if (f == 1 && wt == WT_LEN)
+                                        raw = sub;
+                        }
+                        if (!raw.p || raw.p == raw.end)
+                                continue; /* an empty profile: nothing to keep */
+                        r = add_raw(ps, b, sr, raw.p, (size_t)(raw.end - raw.p), max, frames,
+                                    samples, err, errlen);
+                }
+                free(sr);
+        }
+        if (r < 0) {
+                fp_store_batch_free(b);
+                return r;
+        }
+        *ret = b;
+        return 0;
+}
+
+static int build_push(void *arg, const uint8_t *body, size_t len, size_t max,
+                      struct fp_store_batch **ret, uint64_t *ret_samples, char *err, size_t errlen)
+{
+        struct push *ps = arg;
+        struct fp_store_frame *frames = malloc(FP_STORE_MAX_FRAMES * sizeof(*frames));
+        struct fp_store_batch *b = NULL;
+        uint8_t *raw = NULL;
+        size_t raw_len = 0;
+        uint64_t samples = 0;
+        int r;
+
+        if (!frames)
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        if (ps->gzip) {
+                if ((r = fp_pprof_gunzip(body, len, max, &raw, &raw_len, err, errlen)) < 0)
+                        goto out;
+                body = raw;
+                len = raw_len;
+        }
+        if (ps->json) {
+                uint8_t *bin;
+                size_t bin_len;
+                if ((r = push_from_json(body, len, &bin, &bin_len, err, errlen)) < 0)
+                        goto out;
+                free(raw);
+                body = raw = bin;
+                len = bin_len;
+        }
+        if (ps->kind == PUSH_CONNECT) {
+                r = build_connect(ps, body, len, max, &b, &samples, frames, err, errlen);
+        } else {
+                int64_t from, to;
+                push_range(ps, body, len, max, &from, &to);
+                b = fp_store_batch_new(from, to - from);
+                r = b ? add_raw(ps, b, &ps->series, body, len, max, frames, &samples, err, errlen)
+                      : fp_errf(err, errlen, -ENOMEM, "out of memory");
+        }
+out:
+        free(frames);
+        free(raw);
+        if (r < 0) {
+                fp_store_batch_free(b);
+                return r;
+        }
+        fp_store_batch_set_uploaded(b, true);
+        *ret = b;
+        *ret_samples = samples;
+        return 0;
+}
+
+int fp_coll_pyro_decode(enum fp_pyro_body kind, const char *name, const uint8_t *body, size_t len,
+                        size_t max_decompressed, struct fp_store_batch **ret, uint64_t *ret_samples,
+                        char *err, size_t errlen)
+{
+        struct push *ps = calloc(1, sizeof(*ps));
+        int r = 0;
+
+        if (!ps)
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        snprintf(ps->peer, sizeof(ps->peer), "decoder");
+        ps->kind = kind == FP_PYRO_PPROF    ? PUSH_PPROF
+                   : kind == FP_PYRO_FOLDED ? PUSH_FOLDED
+                                            : PUSH_CONNECT;
+        ps->json = kind == FP_PYRO_CONNECT_JSON;
+        if (ps->kind != PUSH_CONNECT)
+                r = parse_name(name ? name : "", &ps->series, ps->type, sizeof(ps->type), err,
+                               errlen);
+        if (r == 0)
+                r = build_push(ps, body, len, max_decompressed, ret, ret_samples, err, errlen);
+        free(ps);
+        return r;
+}
+
+/* ---- the loop thread's part ---- */
+
+struct pending {
+        struct fp_coll_server *s;
+        struct evhttp_request *req; /* NULL: the client hung up */
+        struct evhttp_connection *evcon;
+        bool connect, json;
+        char peer[64];
+};
+
+static void on_conn_closed(void *arg)
+{
+        struct pending *pd = arg;
+
+        pd->req = NULL;
+        pd->evcon = NULL;
+}
+
+/* Connect's error codes by HTTP status, and its error body. */
+static void connect_error(struct evhttp_request *req, int status, const char *msg)
+{
+        const char *code = status == 400 || status == 415 ? "invalid_argument"
+                           : status == 401                ? "unauthenticated"
+                           : status == 413                ? "resource_exhausted"
+                           : status == 503                ? "unavailable"
+                                                          : "internal";
+        struct evbuffer *b = evbuffer_new();
+
+        if (!b)
+                return fp_coll_reply_error(req, status, "%s", msg);
+        evbuffer_add_printf(b, "{\"code\":\"%s\",\"message\":", code);
+        fp_escape_json_evb(b, msg);
+        evbuffer_add_printf(b, "}\n");
+        fp_coll_reply(req, status, "application/json", b);
+        evbuffer_free(b);
+}
+
+static void reply_error(const struct pending *pd, int status, const char *msg)
+{
+        if (pd->connect)
+                connect_error(pd->req, status, msg);
+        else
+                fp_coll_reply_error(pd->req, status, "%s", msg);
+}
+
+static void on_pushed(void *userdata, const struct fp_coll_writeq_result *res)
+{
+        struct pending *pd = userdata;
+        struct fp_coll_server *s = pd->s;
+        struct evbuffer *b;
+        char msg[320];
+
+        s->st.decode_ns += (uint64_t)res->decode_ns;
+        fp_hist_observe(&s->st.decode, (double)res->decode_ns / 1e9);
+        if (res->decode_status == 413)
+                s->st.uploads_too_large++;
+        else if (res->decode_status)
+                s->st.uploads_rejected++;
+        else if (res->result == 0)
+                s->st.uploads_stored++, s->st.samples_stored += res->samples;
+        else if (res->result == -EALREADY)
+                s->st.uploads_duplicate++;
+        else
+                s->st.uploads_failed++;
+        if (res->decode_status)
+                fp_log(LOG_ERR, "Refused a Pyroscope push from %s: %s", pd->peer, res->error);
+        fp_coll_writeq_stats(s->writeq, &s->st.store_ns, &s->st.groups);
+        if (!pd->req)
+                goto out;
+        fp_coll_gate_on_close(s->gate, pd->evcon, NULL, NULL);
+        if (res->decode_status) {
+                reply_error(pd, res->decode_status, res->error);
+                goto out;
+        }
+        if (res->result < 0 && res->result != -EALREADY) {
+                snprintf(msg, sizeof(msg), "cannot store the profile now: %s",
+                         strerror(-res->result));
+                reply_error(pd, 503, msg);
+                goto out;
+        }
+        if (!(b = evbuffer_new())) {
+                reply_error(pd, 503, "out of memory");
+                goto out;
+        }
+        /* Connect's PushResponse is an empty message; Pyroscope's ingest answers nothing. */
+        if (pd->json)
+                evbuffer_add_printf(b, "{}");
+        fp_coll_reply(pd->req, 200,
+                      pd->json      ? "application/json"
+                      : pd->connect ? "application/proto"
+                                    : "text/plain",
+                      b);
+        evbuffer_free(b);
+out:
+        free(pd);
+}
+
+/* A key for the push: the same parameters and body are the same push (a client's retry). */
+static char *push_key(const char *what, const uint8_t *body, size_t len)
+{
+        uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL;
+        char *key = malloc(48);
+
+        for (const char *p = what; *p; p++) {
+                h1 = (h1 ^ (uint8_t)*p) * 0x100000001b3ULL;
+                h2 = (h2 ^ (uint8_t)*p) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
+        }
+        for (size_t i = 0; i < len; i++) {
+                h1 = (h1 ^ body[i]) * 0x100000001b3ULL;
+                h2 = (h2 ^ body[i]) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
+        }
+        if (key)
+                snprintf(key, 48, "pyro-%016" PRIx64 "%016" PRIx64, h1, h2);
+        return key;
+}
+
+/* Queues ps with the request's body; answers at once when it cannot. ps is taken. */
+static void queue_push(struct fp_coll_server *s, struct evhttp_request *req, struct push *ps,
+                       const char *what, bool connect)
+{
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t len = evbuffer_get_length(in);
+        uint8_t *body = malloc(len ? len : 1);
+        struct pending *pd = calloc(1, sizeof(*pd));
+        char *key = NULL;
+        int r;
+
+        if (!body || !pd) {
+                free(body);
+                free(pd);
+                free(ps);
+                return connect ? connect_error(req, 503, "out of memory")
+                               : fp_coll_reply_error(req, 503, "out of memory");
+        }
+        evbuffer_remove(in, body, len);
+        s->st.bytes_received += len;
+        key = push_key(what, body, len);
+        *pd = (struct pending){.s = s,
+                               .req = req,
+                               .evcon = evhttp_request_get_connection(req),
+                               .connect = connect,
+                               .json = ps->json};
+        snprintf(pd->peer, sizeof(pd->peer), "%s", ps->peer);
+        r = key ? fp_coll_writeq_add_built(s->writeq, build_push, ps, free, body, len, key,
+                                           on_pushed, pd)
+                : -ENOMEM;
+        if (r < 0) {
+                s->st.uploads_busy++;
+                reply_error(pd, 503,
+                            r == -EBUSY ? "too many uploads are waiting to be stored; try again "
+                                          "later"
+                                        : "out of memory");
+                free(body);
+                free(key);
+                free(pd);
+                free(ps);
+                return;
+        }
+        if (pd->evcon)
+                fp_coll_gate_on_close(s->gate, pd->evcon, on_conn_closed, pd);
+}
+
+/* The client's address, for the host of a series without a host label. */
+static void peer_of(struct evhttp_request *req, char *buf, size_t len)
+{
+        struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+        char *addr = NULL;
+        ev_uint16_t port;
+
+        if (evcon)
+                evhttp_connection_get_peer(evcon, &addr, &port);
+        snprintf(buf, len, "%s", addr && *addr ? addr : "unknown");
+}
+
+/* A Pyroscope time: Unix seconds, or milliseconds, microseconds or ns by its size. */
+static int parse_time(const char *v, int64_t *ret)
+{
+        char *end;
+        long long t;
+
+        errno = 0;
+        t = strtoll(v, &end, 10);
+        if (errno || *end || !*v || t <= 0)
+                return -EINVAL;
+        *ret = t > 100000000000000000LL ? t
+               : t > 100000000000000LL  ? t * 1000
+               : t > 100000000000LL     ? t * 1000000
+                                        : t * NS;
+        return 0;
+}
+
+void fp_coll_pyro_ingest(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+        struct evkeyvalq q;
+        struct evkeyval *kv;
+        struct push *ps = calloc(1, sizeof(*ps));
+        const char *name = NULL;
+        char err[320] = "";
+        int r = 0;
+
+        TAILQ_INIT(&q);
+        if (!ps)
+                return fp_coll_reply_error(req, 503, "out of memory");
+        ps->kind = PUSH_FOLDED;
+        peer_of(req, ps->peer, sizeof(ps->peer));
+        if (query && evhttp_parse_query_str(query, &q) < 0)
+                r = fp_errf(err, sizeof(err), -EINVAL, "the query string is not valid");
+        TAILQ_FOREACH(kv, &q, next)
+        {
+                const char *k = kv->key, *v = kv->value;
+                if (r < 0)
+                        break;
+                if (strcmp(k, "name") == 0) {
+                        name = v;
+                } else if (strcmp(k, "from") == 0 || strcmp(k, "until") == 0) {
+                        if (parse_time(v, k[0] == 'f' ? &ps->from_ns : &ps->to_ns) < 0)
+                                r = fp_errf(err, sizeof(err), -EINVAL,
+                                            "parameter '%s' must be a Unix time", k);
+                } else if (strcmp(k, "format") == 0) {
+                        if (strcmp(v, "pprof") == 0)
+                                ps->kind = PUSH_PPROF;
+                        else if (strcmp(v, "folded") == 0 || strcmp(v, "lines") == 0)
+                                ps->kind = PUSH_FOLDED;
+                        else
+                                r = fp_errf(err, sizeof(err), -EINVAL,
+                                            "format '%.32s' is not taken here: pprof or folded", v);
+                } else if (strcmp(k, "sampleRate") == 0) {
+                        char *end;
+                        errno = 0;
+                        unsigned long long hz = strtoull(v, &end, 10);
+                        if (errno || *end || hz == 0 || hz > 1000000)
+                                r = fp_errf(err, sizeof(err), -EINVAL,
+                                            "parameter 'sampleRate' must be 1 to 1000000 Hz");
+                        ps->sample_rate = hz;
+                } else if (strcmp(k, "units") == 0) {
+                        if (!event_name_ok(v) || strlen(v) >= sizeof(ps->units))
+                                r = fp_errf(err, sizeof(err), -EINVAL,
+                                            "parameter 'units' is not a unit name");
+                        else
+                                snprintf(ps->units, sizeof(ps->units), "%s", v);
+                } else if (strcmp(k, "spyName") == 0) {
+                        if (!event_name_ok(v) || strlen(v) >= sizeof(ps->spy))
+                                r = fp_errf(err, sizeof(err), -EINVAL,
+                                            "parameter 'spyName' is not a name");
+                        else
+                                snprintf(ps->spy, sizeof(ps->spy), "%s", v);
+                } else if (strcmp(k, "aggregationType") != 0) {
+                        r = fp_errf(err, sizeof(err), -EINVAL,
+                                    "unknown parameter '%.64s' (known: name, from, until, "
+                                    "format, sampleRate, spyName, units, aggregationType)",
+                                    k);
+                }
+        }
+        if (r == 0 && !name)
+                r = fp_errf(err, sizeof(err), -EINVAL, "parameter 'name' is missing");
+        if (r == 0)
+                r = parse_name(name, &ps->series, ps->type, sizeof(ps->type), err, sizeof(err));
+        if (r == 0 && ps->from_ns && ps->to_ns && ps->to_ns < ps->from_ns)
+                r = fp_errf(err, sizeof(err), -EINVAL, "'until' must not be before 'from'");
+        /* A push of less than a second in whole seconds (a client's last, at its stop). */
+        if (r == 0 && ps->from_ns && ps->to_ns == ps->from_ns)
+                ps->to_ns = ps->from_ns + NS;
+        if (r == 0 && ps->from_ns && !ps->to_ns)
+                ps->to_ns = ps->from_ns + DEFAULT_WINDOW;
+        if (r == 0 && !ps->from_ns && ps->to_ns)
+                ps->from_ns = ps->to_ns - DEFAULT_WINDOW;
+        /* A pprof body may come gzipped or not (fp_pprof_decode() tells by its magic). */
+        evhttp_clear_headers(&q);
+        if (r < 0) {
+                s->st.uploads_rejected++;
+                free(ps);
+                return fp_coll_reply_error(req, 400, "%s", err);
+        }
+        queue_push(s, req, ps, query ? query : "", false);
+}
+
+void fp_coll_pyro_push(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+        const char *ct = evhttp_find_header(h, "Content-Type");
+        const char *enc = evhttp_find_header(h, "Content-Encoding");
+        bool json = ct && strcmp(ct, "application/json") == 0;
+        struct push *ps;
+
+        if (!ct || (strcmp(ct, "application/proto") != 0 &&
+                    strcmp(ct, "application/x-protobuf") != 0 && !json)) {
+                s->st.uploads_rejected++;
+                return connect_error(req, 415,
+                                     "Content-Type must be application/proto or application/json "
+                                     "(a PushRequest)");
+        }
+        if (enc && strcmp(enc, "identity") != 0 && strcmp(enc, "gzip") != 0) {
+                s->st.uploads_rejected++;
+                return connect_error(req, 400, "Content-Encoding must be gzip or identity");
+        }
+        if (!(ps = calloc(1, sizeof(*ps))))
+                return connect_error(req, 503, "out of memory");
+        ps->kind = PUSH_CONNECT;
+        ps->gzip = enc && strcmp(enc, "gzip") == 0;
+        ps->json = json;
+        peer_of(req, ps->peer, sizeof(ps->peer));
+        queue_push(s, req, ps, "connect", true);
+}
