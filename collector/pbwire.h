@@ -3,12 +3,16 @@
  * A cursor over the protobuf wire format, for the collector's decoders of
  * hostile input (ingest.c, pyroscope.c): every length is checked against
  * the bytes left, nothing is allocated. -EBADMSG for anything malformed.
+ * And a writer of the same format into a growing buffer.
  */
 #pragma once
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A cursor over a protobuf message. */
 struct pb {
@@ -67,4 +71,54 @@ static inline int pb_field(struct pb *c, uint32_t *field, unsigned *wt, uint64_t
         default:
                 return -EBADMSG;
         }
+}
+
+/* The protobuf being written: a growing buffer. */
+struct pbout {
+        uint8_t *buf;
+        size_t len, cap;
+        bool oom;
+};
+
+static inline void out_bytes(struct pbout *o, const void *data, size_t n)
+{
+        if (o->oom)
+                return;
+        if (o->len + n > o->cap) {
+                size_t cap = o->cap ? o->cap : 256;
+                while (cap < o->len + n)
+                        cap *= 2;
+                uint8_t *b = realloc(o->buf, cap);
+                if (!b) {
+                        o->oom = true;
+                        return;
+                }
+                o->buf = b;
+                o->cap = cap;
+        }
+        memcpy(o->buf + o->len, data, n);
+        o->len += n;
+}
+
+static inline void out_varint(struct pbout *o, uint64_t v)
+{
+        uint8_t b[10];
+        size_t n = 0;
+
+        do {
+                b[n] = (uint8_t)(v & 0x7f);
+                v >>= 7;
+                if (v)
+                        b[n] |= 0x80;
+                n++;
+        } while (v);
+        out_bytes(o, b, n);
+}
+
+/* Field f of wire type LEN holding n bytes of data. */
+static inline void out_len(struct pbout *o, uint32_t f, const void *data, size_t n)
+{
+        out_varint(o, (uint64_t)f << 3 | WT_LEN);
+        out_varint(o, n);
+        out_bytes(o, data, n);
 }

@@ -10,23 +10,18 @@
  * answer goes out when it is stored: 200, or the status and reason.
  */
 #include "pyroscope.h"
-#include "gate.h"
+#include "foreign.h"
 #include "http.h"
-#include "log.h"
 #include "pbwire.h"
 #include "pprof.h"
 #include "store.h"
-#include "upload_contract.h"
 #include "util.h"
-#include "writeq.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <openssl/evp.h>
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,16 +41,6 @@ enum push_kind {
         PUSH_CONNECT, /* /push.v1.PusherService/Push, application/proto */
 };
 
-struct label {
-        char name[FP_PYRO_MAX_NAME + 1];
-        char value[FP_PYRO_MAX_VALUE + 1];
-};
-
-struct series {
-        struct label labels[FP_PYRO_MAX_LABELS];
-        size_t n;
-};
-
 /* One push, as the loop thread checked it: what the decoder thread needs. */
 struct push {
         enum push_kind kind;
@@ -67,110 +52,16 @@ struct push {
         char units[32];         /* /ingest: units ("" samples) */
         uint64_t sample_rate;
         char spy[64];
-        struct series series; /* /ingest: the name's labels */
+        struct fp_coll_labels series; /* /ingest: the name's labels */
 };
-
-/* ---- labels ---- */
-
-static bool label_name_ok(const char *s, size_t n)
-{
-        if (n == 0 || n > FP_PYRO_MAX_NAME)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
-                        return false;
-        return true;
-}
-
-static bool label_value_ok(const char *s, size_t n)
-{
-        if (n > FP_PYRO_MAX_VALUE)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                        return false;
-        return true;
-}
-
-/* Adds (or replaces) a label. 0 or -EINVAL with err said. */
-static int label_put(struct series *sr, const char *name, size_t nlen, const char *value,
-                     size_t vlen, char *err, size_t errlen)
-{
-        size_t i;
-
-        if (!label_name_ok(name, nlen))
-                return fp_errf(err, errlen, -EINVAL,
-                               "label name '%.*s' must be 1 to %d letters, digits, '_', '.' or "
-                               "'-'",
-                               (int)(nlen > 64 ? 64 : nlen), name, FP_PYRO_MAX_NAME);
-        if (!label_value_ok(value, vlen))
-                return fp_errf(err, errlen, -EINVAL,
-                               "label %.*s: its value must be at most %d printable characters",
-                               (int)nlen, name, FP_PYRO_MAX_VALUE);
-        for (i = 0; i < sr->n; i++)
-                if (strlen(sr->labels[i].name) == nlen && !memcmp(sr->labels[i].name, name, nlen))
-                        break;
-        if (i == sr->n) {
-                if (sr->n == FP_PYRO_MAX_LABELS)
-                        return fp_errf(err, errlen, -EINVAL, "more than %d labels",
-                                       FP_PYRO_MAX_LABELS);
-                sr->n++;
-        }
-        snprintf(sr->labels[i].name, sizeof(sr->labels[i].name), "%.*s", (int)nlen, name);
-        snprintf(sr->labels[i].value, sizeof(sr->labels[i].value), "%.*s", (int)vlen, value);
-        return 0;
-}
-
-static const char *label_get(const struct series *sr, const char *name)
-{
-        for (size_t i = 0; i < sr->n; i++)
-                if (strcmp(sr->labels[i].name, name) == 0)
-                        return sr->labels[i].value;
-        return NULL;
-}
-
-/* The first of names that is a label, or NULL. */
-static const char *label_any(const struct series *sr, const char *const *names)
-{
-        for (; *names; names++) {
-                const char *v = label_get(sr, *names);
-                if (v && *v)
-                        return v;
-        }
-        return NULL;
-}
-
-static const char *const host_labels[] = {"hostname", "host.name", "host", NULL};
-static const char *const pid_labels[] = {"pid", "process.pid", NULL};
-static const char *const exe_labels[] = {"process.executable.path", "process.executable.name",
-                                         NULL};
-static const char *const container_labels[] = {"container.id", "container_id", NULL};
-
-/* Whether a label is a series field above, or Pyroscope's own: not kept as a tag. */
-static bool label_mapped(const char *name)
-{
-        static const char *const *lists[] = {host_labels, pid_labels, exe_labels, container_labels};
-        if (strncmp(name, "__", 2) == 0 || strcmp(name, "service_name") == 0)
-                return true;
-        for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
-                for (const char *const *n = lists[i]; *n; n++)
-                        if (strcmp(name, *n) == 0)
-                                return true;
-        return false;
-}
-
-static int label_cmp(const void *a, const void *b)
-{
-        return strcmp(((const struct label *)a)->name, ((const struct label *)b)->name);
-}
 
 /*
  * Parses an ingest name, APP[.TYPE]{k=v,...}: the service (service_name)
  * and the labels into sr, the TYPE into type when it is one Pyroscope
  * names (a dotted APP keeps its dots otherwise). 0 or -EINVAL.
  */
-static int parse_name(const char *name, struct series *sr, char *type, size_t type_len, char *err,
-                      size_t errlen)
+static int parse_name(const char *name, struct fp_coll_labels *sr, char *type, size_t type_len,
+                      char *err, size_t errlen)
 {
         static const char *const types[] = {
             "cpu",         "itimer",         "wall",        "alloc_objects",
@@ -194,7 +85,8 @@ static int parse_name(const char *name, struct series *sr, char *type, size_t ty
                                 break;
                         }
         }
-        if ((r = label_put(sr, "service_name", strlen("service_name"), name, app, err, errlen)) < 0)
+        if ((r = fp_coll_labels_put(sr, "service_name", strlen("service_name"), name, app, err,
+                                    errlen)) < 0)
                 return r;
         if (!brace)
                 return 0;
@@ -222,160 +114,98 @@ static int parse_name(const char *name, struct series *sr, char *type, size_t ty
                         nlen--;
                 while (v < item_end && *v == ' ')
                         v++;
-                if ((r = label_put(sr, p, nlen, v, (size_t)(item_end - v), err, errlen)) < 0)
+                if ((r = fp_coll_labels_put(sr, p, nlen, v, (size_t)(item_end - v), err, errlen)) <
+                    0)
                         return r;
                 p = item_end + 1;
         }
         return 0;
 }
 
-/* ---- the series of a push ---- */
-
-/* Copies s into out (len bytes), each character not allowed in a service name as '_'. */
-static void service_of(const char *s, char *out, size_t len)
-{
-        size_t n = 0;
-
-        for (; *s && n + 1 < len && n < FP_UPLOAD_MAX_SERVICE; s++)
-                out[n++] = isalnum((unsigned char)*s) || strchr(".-_@:", *s) ? *s : '_';
-        out[n] = 0;
-}
-
-struct fstr {
-        char *buf;
-        size_t len;
-        FILE *f;
-};
+/* ---- a profile.proto into the batch ---- */
 
 /*
- * The target of a series: host, pid, executable and container from its
- * labels, the rest of them (sorted) in its text and its key, so that
- * other labels make another series. 0 or -errno with err said.
+ * The frames of a profile's locations in a batch, each location's made
+ * once: a location (id i) is frames pool[first[i] .. first[i] + n[i]),
+ * its lines (inlined functions first), as store frame indices.
  */
-static int series_target(const struct push *ps, const struct series *sr, struct fp_store_batch *b,
-                         uint32_t *ret, char *err, size_t errlen)
+struct frame_cache {
+        uint32_t *first, *n; /* by location id; n UINT32_MAX: not made yet */
+        uint32_t *pool;
+        size_t n_pool, cap_pool;
+};
+
+static void frame_cache_free(struct frame_cache *fc)
 {
-        const char *app = label_get(sr, "service_name");
-        const char *host = label_any(sr, host_labels), *pid_s = label_any(sr, pid_labels);
-        const char *exe = label_any(sr, exe_labels), *cont = label_any(sr, container_labels);
-        char service[FP_UPLOAD_MAX_SERVICE + 1], container[FP_UPLOAD_MAX_CONTAINER + 1] = "";
-        struct label sorted[FP_PYRO_MAX_LABELS];
-        struct fstr text = {0};
-        long pid = 0;
+        free(fc->first);
+        free(fc->n);
+        free(fc->pool);
+}
+
+/* Location id's frames into the batch and the cache. 0 or -errno. */
+static int location_frames(const struct fp_pprof *p, uint64_t id, struct fp_store_batch *b,
+                           struct frame_cache *fc)
+{
+        struct fp_pprof_location_view l;
+        struct fp_pprof_line_view line;
+        size_t n = 0;
         int r;
 
-        if (!app || !*app)
-                return fp_errf(err, errlen, -EINVAL,
-                               "a series needs a service_name label (the application's name)");
-        service_of(app, service, sizeof(service));
-        if (pid_s) {
-                char *end;
-                errno = 0;
-                pid = strtol(pid_s, &end, 10);
-                if (errno || *end || pid < 0 || pid > INT32_MAX)
-                        pid = 0; /* not a process ID: kept as a label below */
-        }
-        if (cont) {
-                /* The short form docker shows, when it is an ID at all. */
-                size_t n = strspn(cont, "0123456789abcdef");
-                if (n >= 12 && !cont[n])
-                        snprintf(container, sizeof(container), "%.12s", cont);
-        }
-        if (!(text.f = open_memstream(&text.buf, &text.len)))
-                return fp_errf(err, errlen, -ENOMEM, "out of memory");
-        fprintf(text.f, "pyroscope");
-        if (ps->spy[0])
-                fprintf(text.f, " spy=%s", ps->spy);
-        memcpy(sorted, sr->labels, sr->n * sizeof(*sorted));
-        qsort(sorted, sr->n, sizeof(*sorted), label_cmp);
-        for (size_t i = 0; i < sr->n; i++) {
-                const char *n = sorted[i].name;
-                /* Kept all the same: a name the service could not hold, a pid that is none. */
-                bool keep = (strcmp(n, "service_name") == 0 && strcmp(service, app) != 0) ||
-                            (pid_s && !pid && strcmp(n, "pid") == 0);
-                if (label_mapped(n) && !keep)
-                        continue;
-                fprintf(text.f, " %s=", sorted[i].name);
-                fp_escape_url(fp_write_file, text.f, sorted[i].value);
-        }
-        if (fclose(text.f) != 0 || !text.buf) {
-                free(text.buf);
-                return fp_errf(err, errlen, -ENOMEM, "out of memory");
-        }
-        /* The key: the agent's host series key of (service, executable + labels, container). */
-        size_t kl = strlen(exe ? exe : "") + text.len + 2;
-        char *key = malloc(kl);
-        if (!key) {
-                free(text.buf);
-                return fp_errf(err, errlen, -ENOMEM, "out of memory");
-        }
-        snprintf(key, kl, "%s\n%s", exe ? exe : "", text.buf);
-        struct fp_store_target t = {.host = host ? host : ps->peer,
-                                    .pid = (pid_t)pid,
-                                    .starttime = fp_upload_host_series_key(service, key, container),
-                                    .comm = service,
-                                    .exe = exe ? exe : "",
-                                    .config = text.buf,
-                                    .service = service,
-                                    .container = container};
-        r = fp_store_batch_add_target(b, &t, ret);
-        free(key);
-        free(text.buf);
-        if (r < 0)
-                return fp_errf(err, errlen, r, "cannot add a series: %s", strerror(-r));
+        fc->first[id] = (uint32_t)fc->n_pool;
+        fc->n[id] = 0;
+        if (fp_pprof_location_get(p, id, &l) < 0)
+                return 0;
+        do {
+                struct fp_store_frame f = {.mapping_file = l.mapping_file,
+                                           .build_id = l.build_id,
+                                           .mapping_start = l.mapping_start,
+                                           .mapping_limit = l.mapping_limit,
+                                           .mapping_offset = l.mapping_offset,
+                                           .address = l.address,
+                                           .function = ""};
+                if (l.n_lines && fp_pprof_location_line(p, id, n, &line) == 0) {
+                        f.function = line.function_name;
+                        /* A runtime's frames (JavaScript, Python) have no mapping: the file. */
+                        if (!l.mapping_file[0])
+                                f.mapping_file = line.filename;
+                }
+                if (fp_grow(&fc->pool, &fc->cap_pool, fc->n_pool + 1, sizeof(*fc->pool)) < 0)
+                        return -ENOMEM;
+                if ((r = fp_store_batch_add_frame(b, &f, &fc->pool[fc->n_pool])) < 0)
+                        return r;
+                fc->n_pool++;
+                fc->n[id]++;
+        } while (++n < l.n_lines);
         return 0;
 }
 
-/* ---- a profile.proto into the batch ---- */
-
-/* The stack of sample view v: every location's lines, leaf first, at most FP_STORE_MAX_FRAMES. */
-static size_t sample_frames(const struct fp_pprof *p, const struct fp_pprof_sample_view *v,
-                            struct fp_store_frame *f)
+/*
+ * The stack of sample view v as frame indices, leaf first, at most
+ * FP_STORE_MAX_FRAMES (deeper: the root end is cut, and a last frame says
+ * so). Returns how many, or -errno.
+ */
+static long sample_frames(const struct fp_pprof *p, const struct fp_pprof_sample_view *v,
+                          struct fp_store_batch *b, struct frame_cache *fc, uint32_t *idx)
 {
         size_t n = 0;
+        int r;
 
         for (size_t i = 0; i < v->n_locations && n < FP_STORE_MAX_FRAMES; i++) {
-                struct fp_pprof_location_view l;
-                struct fp_pprof_line_view line;
-                if (fp_pprof_location_get(p, v->location_ids[i], &l) < 0)
+                uint64_t id = v->location_ids[i];
+                if (id == 0 || id > fp_pprof_n_locations(p))
                         continue;
-                struct fp_store_frame base = {.mapping_file = l.mapping_file,
-                                              .build_id = l.build_id,
-                                              .mapping_start = l.mapping_start,
-                                              .mapping_limit = l.mapping_limit,
-                                              .mapping_offset = l.mapping_offset,
-                                              .address = l.address,
-                                              .function = ""};
-                if (!l.n_lines)
-                        f[n++] = base;
-                for (size_t j = 0; j < l.n_lines && n < FP_STORE_MAX_FRAMES; j++) {
-                        if (fp_pprof_location_line(p, v->location_ids[i], j, &line) < 0)
-                                break;
-                        f[n] = base;
-                        f[n].function = line.function_name;
-                        /* A runtime's frames (JavaScript, Python) have no mapping: the file. */
-                        if (!l.mapping_file[0])
-                                f[n].mapping_file = line.filename;
-                        n++;
-                }
+                if (fc->n[id] == UINT32_MAX && (r = location_frames(p, id, b, fc)) < 0)
+                        return r;
+                for (uint32_t k = 0; k < fc->n[id] && n < FP_STORE_MAX_FRAMES; k++)
+                        idx[n++] = fc->pool[fc->first[id] + k];
         }
-        if (n == FP_STORE_MAX_FRAMES) /* deeper: the root end is cut, and says so */
-                f[n - 1] = (struct fp_store_frame){
+        if (n == FP_STORE_MAX_FRAMES) {
+                struct fp_store_frame cut = {
                     .function = "[truncated]", .mapping_file = "", .build_id = ""};
-        return n;
-}
-
-/* Whether an event name is one the store and the agents' contract take. */
-static bool event_name_ok(const char *s)
-{
-        size_t n = strlen(s);
-
-        if (n == 0 || n > 127)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isalnum((unsigned char)s[i]) && !strchr("_-.:", s[i]))
-                        return false;
-        return true;
+                if ((r = fp_store_batch_add_frame(b, &cut, &idx[n - 1])) < 0)
+                        return r;
+        }
+        return (long)n;
 }
 
 /*
@@ -383,8 +213,10 @@ static bool event_name_ok(const char *s)
  * samples/count column, which is every event's count). 0 or -errno.
  */
 static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_pprof *p,
-                     struct fp_store_frame *frames, uint64_t *samples, char *err, size_t errlen)
+                     uint32_t *frames, uint64_t *samples, char *err, size_t errlen)
 {
+        struct frame_cache fc = {0};
+        size_t n_locs = fp_pprof_n_locations(p) + 1;
         size_t nt = fp_pprof_n_sample_types(p), count_col = SIZE_MAX;
         uint32_t ei[16];
         const char *ptype, *punit;
@@ -404,7 +236,7 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
                 bool counts = strcmp(unit, "count") == 0;
                 if (i == count_col)
                         continue;
-                if (!event_name_ok(type))
+                if (!fp_coll_event_name_ok(type))
                         return fp_errf(err, errlen, -EINVAL,
                                        "sample type '%.64s' is not a name (letters, digits, "
                                        "'_', '-', '.', ':')",
@@ -424,7 +256,15 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
                     (r = fp_store_batch_set_series(b, ti, ei[i])) < 0)
                         return fp_errf(err, errlen, r, "cannot add an event: %s", strerror(-r));
         }
-        for (size_t s = 0; s < fp_pprof_n_samples(p); s++) {
+        fc.first = malloc(n_locs * sizeof(*fc.first));
+        fc.n = malloc(n_locs * sizeof(*fc.n));
+        if (!fc.first || !fc.n) {
+                frame_cache_free(&fc);
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        }
+        memset(fc.n, 0xff, n_locs * sizeof(*fc.n));
+        r = 0;
+        for (size_t s = 0; r == 0 && s < fp_pprof_n_samples(p); s++) {
                 struct fp_pprof_sample_view v;
                 int64_t tid = 0;
                 const char *thread_name = NULL;
@@ -442,15 +282,18 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
                         else if (l.str && strcmp(l.key, "thread_name") == 0)
                                 thread_name = l.str;
                 }
-                size_t n = sample_frames(p, &v, frames);
                 bool any = false;
                 for (size_t i = 0; i < nt; i++)
                         any |= i != count_col && v.values[i] > 0;
                 if (!any)
                         continue;
-                if ((r = fp_store_batch_add_stack(b, frames, n, &stack)) < 0)
-                        return fp_errf(err, errlen, r, "cannot add a stack: %s", strerror(-r));
-                for (size_t i = 0; i < nt; i++) {
+                long n = sample_frames(p, &v, b, &fc, frames);
+                if (n < 0 || (r = fp_store_batch_add_stack_of(b, frames, (size_t)n, &stack)) < 0) {
+                        r = fp_errf(err, errlen, n < 0 ? (int)n : r, "cannot add a stack: %s",
+                                    strerror(n < 0 ? (int)-n : -r));
+                        break;
+                }
+                for (size_t i = 0; r == 0 && i < nt; i++) {
                         const char *unit;
                         (void)fp_pprof_sample_type(p, i, &unit);
                         if (i == count_col || v.values[i] <= 0)
@@ -462,12 +305,14 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
                                                        stack, (uint64_t)(count > 0 ? count : 0),
                                                        (uint64_t)v.values[i]);
                         if (r < 0)
-                                return fp_errf(err, errlen, r, "cannot add a sample: %s",
-                                               strerror(-r));
-                        *samples += (uint64_t)(count > 0 ? count : 0);
+                                r = fp_errf(err, errlen, r, "cannot add a sample: %s",
+                                            strerror(-r));
+                        else
+                                *samples += (uint64_t)(count > 0 ? count : 0);
                 }
         }
-        return 0;
+        frame_cache_free(&fc);
+        return r;
 }
 
 /* ---- folded text into the batch ---- */
@@ -571,7 +416,7 @@ static int add_folded(const struct push *ps, struct fp_store_batch *b, uint32_t 
 /* ---- Connect's PushRequest ---- */
 
 /* A LabelPair{name = 1, value = 2} into sr. */
-static int connect_label(struct pb c, struct series *sr, char *err, size_t errlen)
+static int connect_label(struct pb c, struct fp_coll_labels *sr, char *err, size_t errlen)
 {
         struct pb name = {0}, value = {0};
 
@@ -587,8 +432,9 @@ static int connect_label(struct pb c, struct series *sr, char *err, size_t errle
                 else if (wt == WT_LEN && f == 2)
                         value = sub;
         }
-        return label_put(sr, (const char *)name.p, (size_t)(name.end - name.p),
-                         (const char *)value.p, (size_t)(value.end - value.p), err, errlen);
+        return fp_coll_labels_put(sr, (const char *)name.p, (size_t)(name.end - name.p),
+                                  (const char *)value.p, (size_t)(value.end - value.p), err,
+                                  errlen);
 }
 
 /* ---- Connect's JSON: read into the binary PushRequest ---- */
@@ -601,56 +447,6 @@ struct jcur {
         char *err;
         size_t errlen;
 };
-
-/* The protobuf being written: a growing buffer. */
-struct pbout {
-        uint8_t *buf;
-        size_t len, cap;
-        bool oom;
-};
-
-static void out_bytes(struct pbout *o, const void *data, size_t n)
-{
-        if (o->oom)
-                return;
-        if (o->len + n > o->cap) {
-                size_t cap = o->cap ? o->cap : 256;
-                while (cap < o->len + n)
-                        cap *= 2;
-                uint8_t *b = realloc(o->buf, cap);
-                if (!b) {
-                        o->oom = true;
-                        return;
-                }
-                o->buf = b;
-                o->cap = cap;
-        }
-        memcpy(o->buf + o->len, data, n);
-        o->len += n;
-}
-
-static void out_varint(struct pbout *o, uint64_t v)
-{
-        uint8_t b[10];
-        size_t n = 0;
-
-        do {
-                b[n] = (uint8_t)(v & 0x7f);
-                v >>= 7;
-                if (v)
-                        b[n] |= 0x80;
-                n++;
-        } while (v);
-        out_bytes(o, b, n);
-}
-
-/* Field f of wire type LEN holding n bytes of data. */
-static void out_len(struct pbout *o, uint32_t f, const void *data, size_t n)
-{
-        out_varint(o, (uint64_t)f << 3 | WT_LEN);
-        out_varint(o, n);
-        out_bytes(o, data, n);
-}
 
 static int jfail(struct jcur *c, const char *what)
 {
@@ -993,68 +789,85 @@ static int64_t now_ns(void)
         return (int64_t)fp_now_ns(CLOCK_REALTIME);
 }
 
-/* A raw profile of series sr: decoded and added. The time range widens to its own. */
-static int add_raw(const struct push *ps, struct fp_store_batch *b, const struct series *sr,
-                   const uint8_t *raw, size_t len, size_t max, struct fp_store_frame *frames,
-                   uint64_t *samples, char *err, size_t errlen)
+/* A profile of a push, decoded, with the labels of its series (owned by the push's list). */
+struct decoded {
+        const struct fp_coll_labels *labels;
+        struct fp_pprof *p;
+};
+
+struct decoded_list {
+        struct decoded *v;
+        size_t n, cap;
+        struct fp_coll_labels **labels; /* every series' labels, freed with the list */
+        size_t n_labels, cap_labels;
+};
+
+static void decoded_free(struct decoded_list *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                fp_pprof_free(l->v[i].p);
+        for (size_t i = 0; i < l->n_labels; i++)
+                free(l->labels[i]);
+        free(l->v);
+        free(l->labels);
+}
+
+/* Decodes a raw profile of the series labels into the list. 0 or -errno with err said. */
+static int decode_one(struct decoded_list *l, const struct fp_coll_labels *labels,
+                      const uint8_t *raw, size_t len, size_t max, char *err, size_t errlen)
 {
         struct fp_pprof *p = NULL;
         char perr[256];
-        uint32_t ti;
-        int r;
+        int r = fp_pprof_decode(raw, len, max, &p, perr, sizeof(perr));
 
-        if ((r = series_target(ps, sr, b, &ti, err, errlen)) < 0)
-                return r;
-        if (ps->kind == PUSH_FOLDED)
-                return add_folded(ps, b, ti, raw, len, frames, samples, err, errlen);
-        r = fp_pprof_decode(raw, len, max, &p, perr, sizeof(perr));
         if (r < 0)
                 return fp_errf(err, errlen, r, "not a profile: %s", perr);
-        r = add_pprof(b, ti, p, frames, samples, err, errlen);
-        fp_pprof_free(p);
-        return r;
+        if (fp_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v)) < 0) {
+                fp_pprof_free(p);
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        }
+        l->v[l->n++] = (struct decoded){labels, p};
+        return 0;
 }
 
-/* The time range of a push: the query's, else its first profile's, else the last 10 s. */
-static void push_range(const struct push *ps, const uint8_t *first, size_t len, size_t max,
-                       int64_t *from, int64_t *to)
+/* The time range of a push: the query's, else its profiles' own, else the last 10 s. */
+static void push_range(const struct push *ps, const struct decoded_list *l, int64_t *from,
+                       int64_t *to)
 {
-        struct fp_pprof *p = NULL;
-        int64_t t = 0, d = 0;
-
         *from = ps->from_ns;
         *to = ps->to_ns;
         if (*from)
                 return;
-        if (first && ps->kind != PUSH_FOLDED && fp_pprof_decode(first, len, max, &p, NULL, 0) == 0)
-                fp_pprof_get_time(p, &t, &d);
-        fp_pprof_free(p);
-        if (t > 0) {
-                *from = t;
-                *to = t + (d > 0 ? d : DEFAULT_WINDOW);
-        } else {
+        for (size_t i = 0; l && i < l->n; i++) {
+                int64_t t = 0, d = 0;
+                fp_pprof_get_time(l->v[i].p, &t, &d);
+                if (t <= 0)
+                        continue;
+                int64_t end = t + (d > 0 ? d : DEFAULT_WINDOW);
+                if (!*from || t < *from)
+                        *from = t;
+                if (end > *to)
+                        *to = end;
+        }
+        if (!*from) {
                 *to = now_ns();
                 *from = *to - DEFAULT_WINDOW;
         }
 }
 
-static int build_connect(struct push *ps, const uint8_t *body, size_t len, size_t max,
-                         struct fp_store_batch **ret, uint64_t *samples,
-                         struct fp_store_frame *frames, char *err, size_t errlen)
+/* Connect's PushRequest: every series' labels and raw profiles, decoded into l. */
+static int decode_connect(const uint8_t *body, size_t len, size_t max, struct decoded_list *l,
+                          char *err, size_t errlen)
 {
         struct pb c = {body, body + len};
-        struct fp_store_batch *b = NULL;
         size_t n_series = 0, n_profiles = 0;
         int r = 0;
 
-        /* Pass 1: counts, and the first profile's time range for the batch. */
-        const uint8_t *first = NULL;
-        size_t first_len = 0;
         while (c.p < c.end && r == 0) {
                 uint32_t f;
                 unsigned wt;
                 uint64_t v;
-                struct pb s = {0};
+                struct pb s = {0}, it;
                 if (pb_field(&c, &f, &wt, &v, &s) < 0)
                         return fp_errf(err, errlen, -EBADMSG, "not a PushRequest message");
                 if (f != 1 || wt != WT_LEN)
@@ -1062,50 +875,14 @@ static int build_connect(struct push *ps, const uint8_t *body, size_t len, size_
                 if (++n_series > MAX_SERIES)
                         return fp_errf(err, errlen, -EINVAL, "more than %d series in one push",
                                        MAX_SERIES);
-                while (s.p < s.end) {
-                        struct pb sample = {0};
-                        if (pb_field(&s, &f, &wt, &v, &sample) < 0)
-                                return fp_errf(err, errlen, -EBADMSG, "not a PushRequest message");
-                        if (f != 2 || wt != WT_LEN)
-                                continue;
-                        if (++n_profiles > MAX_PROFILES)
-                                return fp_errf(err, errlen, -EINVAL,
-                                               "more than %d profiles in one push", MAX_PROFILES);
-                        while (!first && sample.p < sample.end) {
-                                struct pb raw = {0};
-                                if (pb_field(&sample, &f, &wt, &v, &raw) < 0)
-                                        return fp_errf(err, errlen, -EBADMSG,
-                                                       "not a PushRequest message");
-                                if (f == 1 && wt == WT_LEN) {
-                                        first = raw.p;
-                                        first_len = (size_t)(raw.end - raw.p);
-                                }
-                        }
-                }
-        }
-        if (!n_profiles)
-                return fp_errf(err, errlen, -EINVAL, "a push without a profile");
-        int64_t from, to;
-        push_range(ps, first, first_len, max, &from, &to);
-        if (!(b = fp_store_batch_new(from, to - from)))
-                return fp_errf(err, errlen, -ENOMEM, "out of memory");
-
-        /* Pass 2: each series' labels, then its profiles. */
-        c = (struct pb){body, body + len};
-        while (c.p < c.end && r == 0) {
-                uint32_t f;
-                unsigned wt;
-                uint64_t v;
-                struct pb s = {0}, it;
-                struct series *sr = calloc(1, sizeof(*sr));
-                if (!sr) {
-                        r = fp_errf(err, errlen, -ENOMEM, "out of memory");
-                        break;
-                }
-                if (pb_field(&c, &f, &wt, &v, &s) < 0 || f != 1 || wt != WT_LEN) {
+                struct fp_coll_labels *sr = calloc(1, sizeof(*sr));
+                if (!sr ||
+                    fp_grow(&l->labels, &l->cap_labels, l->n_labels + 1, sizeof(*l->labels)) < 0) {
                         free(sr);
-                        continue;
+                        return fp_errf(err, errlen, -ENOMEM, "out of memory");
                 }
+                l->labels[l->n_labels++] = sr;
+                /* Its labels first (they may follow its samples on the wire). */
                 for (it = s; r == 0 && it.p < it.end;) {
                         struct pb sub = {0};
                         if (pb_field(&it, &f, &wt, &v, &sub) < 0)
@@ -1115,28 +892,31 @@ static int build_connect(struct push *ps, const uint8_t *body, size_t len, size_
                 }
                 for (it = s; r == 0 && it.p < it.end;) {
                         struct pb sample = {0}, raw = {0};
-                        if (pb_field(&it, &f, &wt, &v, &sample) < 0 || f != 2 || wt != WT_LEN)
+                        if (pb_field(&it, &f, &wt, &v, &sample) < 0) {
+                                r = fp_errf(err, errlen, -EBADMSG, "not a PushRequest message");
+                                break;
+                        }
+                        if (f != 2 || wt != WT_LEN)
                                 continue;
-                        while (sample.p < sample.end) {
+                        if (++n_profiles > MAX_PROFILES)
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "more than %d profiles in one push", MAX_PROFILES);
+                        while (r == 0 && sample.p < sample.end) {
                                 struct pb sub = {0};
                                 if (pb_field(&sample, &f, &wt, &v, &sub) < 0)
-                                        break;
-                                if (f == 1 && wt == WT_LEN)
+                                        r = fp_errf(err, errlen, -EBADMSG,
+                                                    "not a PushRequest message");
+                                else if (f == 1 && wt == WT_LEN)
                                         raw = sub;
                         }
-                        if (!raw.p || raw.p == raw.end)
-                                continue; /* an empty profile: nothing to keep */
-                        r = add_raw(ps, b, sr, raw.p, (size_t)(raw.end - raw.p), max, frames,
-                                    samples, err, errlen);
+                        if (r == 0 && raw.p && raw.p != raw.end) /* empty: nothing to keep */
+                                r = decode_one(l, sr, raw.p, (size_t)(raw.end - raw.p), max, err,
+                                               errlen);
                 }
-                free(sr);
         }
-        if (r < 0) {
-                fp_store_batch_free(b);
-                return r;
-        }
-        *ret = b;
-        return 0;
+        if (r == 0 && !n_profiles)
+                r = fp_errf(err, errlen, -EINVAL, "a push without a profile");
+        return r;
 }
 
 static int build_push(void *arg, const uint8_t *body, size_t len, size_t max,
@@ -1144,14 +924,21 @@ static int build_push(void *arg, const uint8_t *body, size_t len, size_t max,
 {
         struct push *ps = arg;
         struct fp_store_frame *frames = malloc(FP_STORE_MAX_FRAMES * sizeof(*frames));
+        uint32_t *idx = malloc(FP_STORE_MAX_FRAMES * sizeof(*idx));
+        struct decoded_list l = {0};
         struct fp_store_batch *b = NULL;
         uint8_t *raw = NULL;
         size_t raw_len = 0;
         uint64_t samples = 0;
-        int r;
+        int64_t from, to;
+        char origin[96];
+        uint32_t ti;
+        int r = 0;
 
-        if (!frames)
-                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        if (!frames || !idx) {
+                r = fp_errf(err, errlen, -ENOMEM, "out of memory");
+                goto out;
+        }
         if (ps->gzip) {
                 if ((r = fp_pprof_gunzip(body, len, max, &raw, &raw_len, err, errlen)) < 0)
                         goto out;
@@ -1167,17 +954,32 @@ static int build_push(void *arg, const uint8_t *body, size_t len, size_t max,
                 body = raw = bin;
                 len = bin_len;
         }
-        if (ps->kind == PUSH_CONNECT) {
-                r = build_connect(ps, body, len, max, &b, &samples, frames, err, errlen);
-        } else {
-                int64_t from, to;
-                push_range(ps, body, len, max, &from, &to);
-                b = fp_store_batch_new(from, to - from);
-                r = b ? add_raw(ps, b, &ps->series, body, len, max, frames, &samples, err, errlen)
-                      : fp_errf(err, errlen, -ENOMEM, "out of memory");
+        /* Every profile decoded first (once): their times make the batch's range. */
+        if (ps->kind == PUSH_CONNECT)
+                r = decode_connect(body, len, max, &l, err, errlen);
+        else if (ps->kind == PUSH_PPROF)
+                r = decode_one(&l, &ps->series, body, len, max, err, errlen);
+        if (r < 0)
+                goto out;
+        push_range(ps, &l, &from, &to);
+        if (!(b = fp_store_batch_new(from, to - from))) {
+                r = fp_errf(err, errlen, -ENOMEM, "out of memory");
+                goto out;
         }
+        snprintf(origin, sizeof(origin), "pyroscope%s%s", ps->spy[0] ? " spy=" : "", ps->spy);
+        if (ps->kind == PUSH_FOLDED) {
+                if ((r = fp_coll_labels_target(&ps->series, origin, ps->peer, b, &ti, err,
+                                               errlen)) == 0)
+                        r = add_folded(ps, b, ti, body, len, frames, &samples, err, errlen);
+        }
+        for (size_t i = 0; r == 0 && i < l.n; i++)
+                if ((r = fp_coll_labels_target(l.v[i].labels, origin, ps->peer, b, &ti, err,
+                                               errlen)) == 0)
+                        r = add_pprof(b, ti, l.v[i].p, idx, &samples, err, errlen);
 out:
+        decoded_free(&l);
         free(frames);
+        free(idx);
         free(raw);
         if (r < 0) {
                 fp_store_batch_free(b);
@@ -1214,178 +1016,6 @@ int fp_coll_pyro_decode(enum fp_pyro_body kind, const char *name, const uint8_t 
 
 /* ---- the loop thread's part ---- */
 
-struct pending {
-        struct fp_coll_server *s;
-        struct evhttp_request *req; /* NULL: the client hung up */
-        struct evhttp_connection *evcon;
-        bool connect, json;
-        char peer[64];
-};
-
-static void on_conn_closed(void *arg)
-{
-        struct pending *pd = arg;
-
-        pd->req = NULL;
-        pd->evcon = NULL;
-}
-
-/* Connect's error codes by HTTP status, and its error body. */
-static void connect_error(struct evhttp_request *req, int status, const char *msg)
-{
-        const char *code = status == 400 || status == 415 ? "invalid_argument"
-                           : status == 401                ? "unauthenticated"
-                           : status == 413                ? "resource_exhausted"
-                           : status == 503                ? "unavailable"
-                                                          : "internal";
-        struct evbuffer *b = evbuffer_new();
-
-        if (!b)
-                return fp_coll_reply_error(req, status, "%s", msg);
-        evbuffer_add_printf(b, "{\"code\":\"%s\",\"message\":", code);
-        fp_escape_json_evb(b, msg);
-        evbuffer_add_printf(b, "}\n");
-        fp_coll_reply(req, status, "application/json", b);
-        evbuffer_free(b);
-}
-
-static void reply_error(const struct pending *pd, int status, const char *msg)
-{
-        if (pd->connect)
-                connect_error(pd->req, status, msg);
-        else
-                fp_coll_reply_error(pd->req, status, "%s", msg);
-}
-
-static void on_pushed(void *userdata, const struct fp_coll_writeq_result *res)
-{
-        struct pending *pd = userdata;
-        struct fp_coll_server *s = pd->s;
-        struct evbuffer *b;
-        char msg[320];
-
-        s->st.decode_ns += (uint64_t)res->decode_ns;
-        fp_hist_observe(&s->st.decode, (double)res->decode_ns / 1e9);
-        if (res->decode_status == 413)
-                s->st.uploads_too_large++;
-        else if (res->decode_status)
-                s->st.uploads_rejected++;
-        else if (res->result == 0)
-                s->st.uploads_stored++, s->st.samples_stored += res->samples;
-        else if (res->result == -EALREADY)
-                s->st.uploads_duplicate++;
-        else
-                s->st.uploads_failed++;
-        if (res->decode_status)
-                fp_log(LOG_ERR, "Refused a Pyroscope push from %s: %s", pd->peer, res->error);
-        fp_coll_writeq_stats(s->writeq, &s->st.store_ns, &s->st.groups);
-        if (!pd->req)
-                goto out;
-        fp_coll_gate_on_close(s->gate, pd->evcon, NULL, NULL);
-        if (res->decode_status) {
-                reply_error(pd, res->decode_status, res->error);
-                goto out;
-        }
-        if (res->result < 0 && res->result != -EALREADY) {
-                snprintf(msg, sizeof(msg), "cannot store the profile now: %s",
-                         strerror(-res->result));
-                reply_error(pd, 503, msg);
-                goto out;
-        }
-        if (!(b = evbuffer_new())) {
-                reply_error(pd, 503, "out of memory");
-                goto out;
-        }
-        /* Connect's PushResponse is an empty message; Pyroscope's ingest answers nothing. */
-        if (pd->json)
-                evbuffer_add_printf(b, "{}");
-        fp_coll_reply(pd->req, 200,
-                      pd->json      ? "application/json"
-                      : pd->connect ? "application/proto"
-                                    : "text/plain",
-                      b);
-        evbuffer_free(b);
-out:
-        free(pd);
-}
-
-/* A key for the push: the same parameters and body are the same push (a client's retry). */
-static char *push_key(const char *what, const uint8_t *body, size_t len)
-{
-        uint64_t h1 = 0xcbf29ce484222325ULL, h2 = 0x84222325cbf29ce4ULL;
-        char *key = malloc(48);
-
-        for (const char *p = what; *p; p++) {
-                h1 = (h1 ^ (uint8_t)*p) * 0x100000001b3ULL;
-                h2 = (h2 ^ (uint8_t)*p) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
-        }
-        for (size_t i = 0; i < len; i++) {
-                h1 = (h1 ^ body[i]) * 0x100000001b3ULL;
-                h2 = (h2 ^ body[i]) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
-        }
-        if (key)
-                snprintf(key, 48, "pyro-%016" PRIx64 "%016" PRIx64, h1, h2);
-        return key;
-}
-
-/* Queues ps with the request's body; answers at once when it cannot. ps is taken. */
-static void queue_push(struct fp_coll_server *s, struct evhttp_request *req, struct push *ps,
-                       const char *what, bool connect)
-{
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
-        size_t len = evbuffer_get_length(in);
-        uint8_t *body = malloc(len ? len : 1);
-        struct pending *pd = calloc(1, sizeof(*pd));
-        char *key = NULL;
-        int r;
-
-        if (!body || !pd) {
-                free(body);
-                free(pd);
-                free(ps);
-                return connect ? connect_error(req, 503, "out of memory")
-                               : fp_coll_reply_error(req, 503, "out of memory");
-        }
-        evbuffer_remove(in, body, len);
-        s->st.bytes_received += len;
-        key = push_key(what, body, len);
-        *pd = (struct pending){.s = s,
-                               .req = req,
-                               .evcon = evhttp_request_get_connection(req),
-                               .connect = connect,
-                               .json = ps->json};
-        snprintf(pd->peer, sizeof(pd->peer), "%s", ps->peer);
-        r = key ? fp_coll_writeq_add_built(s->writeq, build_push, ps, free, body, len, key,
-                                           on_pushed, pd)
-                : -ENOMEM;
-        if (r < 0) {
-                s->st.uploads_busy++;
-                reply_error(pd, 503,
-                            r == -EBUSY ? "too many uploads are waiting to be stored; try again "
-                                          "later"
-                                        : "out of memory");
-                free(body);
-                free(key);
-                free(pd);
-                free(ps);
-                return;
-        }
-        if (pd->evcon)
-                fp_coll_gate_on_close(s->gate, pd->evcon, on_conn_closed, pd);
-}
-
-/* The client's address, for the host of a series without a host label. */
-static void peer_of(struct evhttp_request *req, char *buf, size_t len)
-{
-        struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-        char *addr = NULL;
-        ev_uint16_t port;
-
-        if (evcon)
-                evhttp_connection_get_peer(evcon, &addr, &port);
-        snprintf(buf, len, "%s", addr && *addr ? addr : "unknown");
-}
-
 /* A Pyroscope time: Unix seconds, or milliseconds, microseconds or ns by its size. */
 static int parse_time(const char *v, int64_t *ret)
 {
@@ -1418,7 +1048,7 @@ void fp_coll_pyro_ingest(struct fp_coll_server *s, struct evhttp_request *req)
         if (!ps)
                 return fp_coll_reply_error(req, 503, "out of memory");
         ps->kind = PUSH_FOLDED;
-        peer_of(req, ps->peer, sizeof(ps->peer));
+        fp_coll_peer_of(req, ps->peer, sizeof(ps->peer));
         if (query && evhttp_parse_query_str(query, &q) < 0)
                 r = fp_errf(err, sizeof(err), -EINVAL, "the query string is not valid");
         TAILQ_FOREACH(kv, &q, next)
@@ -1449,13 +1079,13 @@ void fp_coll_pyro_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                                             "parameter 'sampleRate' must be 1 to 1000000 Hz");
                         ps->sample_rate = hz;
                 } else if (strcmp(k, "units") == 0) {
-                        if (!event_name_ok(v) || strlen(v) >= sizeof(ps->units))
+                        if (!fp_coll_event_name_ok(v) || strlen(v) >= sizeof(ps->units))
                                 r = fp_errf(err, sizeof(err), -EINVAL,
                                             "parameter 'units' is not a unit name");
                         else
                                 snprintf(ps->units, sizeof(ps->units), "%s", v);
                 } else if (strcmp(k, "spyName") == 0) {
-                        if (!event_name_ok(v) || strlen(v) >= sizeof(ps->spy))
+                        if (!fp_coll_event_name_ok(v) || strlen(v) >= sizeof(ps->spy))
                                 r = fp_errf(err, sizeof(err), -EINVAL,
                                             "parameter 'spyName' is not a name");
                         else
@@ -1487,7 +1117,8 @@ void fp_coll_pyro_ingest(struct fp_coll_server *s, struct evhttp_request *req)
                 free(ps);
                 return fp_coll_reply_error(req, 400, "%s", err);
         }
-        queue_push(s, req, ps, query ? query : "", false);
+        fp_coll_foreign_queue(s, req, build_push, ps, ps->peer, query ? query : "",
+                              FP_COLL_ANSWER_INGEST);
 }
 
 void fp_coll_pyro_push(struct fp_coll_server *s, struct evhttp_request *req)
@@ -1501,19 +1132,22 @@ void fp_coll_pyro_push(struct fp_coll_server *s, struct evhttp_request *req)
         if (!ct || (strcmp(ct, "application/proto") != 0 &&
                     strcmp(ct, "application/x-protobuf") != 0 && !json)) {
                 s->st.uploads_rejected++;
-                return connect_error(req, 415,
-                                     "Content-Type must be application/proto or application/json "
-                                     "(a PushRequest)");
+                return fp_coll_foreign_error(
+                    req, FP_COLL_ANSWER_CONNECT, 415,
+                    "Content-Type must be application/proto or application/json "
+                    "(a PushRequest)");
         }
         if (enc && strcmp(enc, "identity") != 0 && strcmp(enc, "gzip") != 0) {
                 s->st.uploads_rejected++;
-                return connect_error(req, 400, "Content-Encoding must be gzip or identity");
+                return fp_coll_foreign_error(req, FP_COLL_ANSWER_CONNECT, 400,
+                                             "Content-Encoding must be gzip or identity");
         }
         if (!(ps = calloc(1, sizeof(*ps))))
-                return connect_error(req, 503, "out of memory");
+                return fp_coll_foreign_error(req, FP_COLL_ANSWER_CONNECT, 503, "out of memory");
         ps->kind = PUSH_CONNECT;
         ps->gzip = enc && strcmp(enc, "gzip") == 0;
         ps->json = json;
-        peer_of(req, ps->peer, sizeof(ps->peer));
-        queue_push(s, req, ps, "connect", true);
+        fp_coll_peer_of(req, ps->peer, sizeof(ps->peer));
+        fp_coll_foreign_queue(s, req, build_push, ps, ps->peer, "connect",
+                              json ? FP_COLL_ANSWER_CONNECT_JSON : FP_COLL_ANSWER_CONNECT);
 }

@@ -40,11 +40,6 @@ struct evhttp_request;
 struct fp_coll_server;
 struct fp_store_batch;
 
-/* Labels one series takes at most, and the length of a label's name and value. */
-#define FP_PYRO_MAX_LABELS 32
-#define FP_PYRO_MAX_NAME   64
-#define FP_PYRO_MAX_VALUE  256
-
 /* POST /ingest (Pyroscope's HTTP ingest API). */
 void fp_coll_pyro_ingest(struct fp_coll_server *s, struct evhttp_request *req);
 /* POST /push.v1.PusherService/Push (Pyroscope's Connect push API). */

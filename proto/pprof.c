@@ -880,6 +880,11 @@ size_t fp_pprof_n_samples(const struct fp_pprof *p)
         return p ? p->n_samples : 0;
 }
 
+size_t fp_pprof_n_locations(const struct fp_pprof *p)
+{
+        return p ? p->n_locations : 0;
+}
+
 int fp_pprof_sample_get(const struct fp_pprof *p, size_t i, struct fp_pprof_sample_view *ret)
 {
         const struct fp_pp_sample *s;

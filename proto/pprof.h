@@ -109,6 +109,8 @@ int fp_pprof_add_sample(struct fp_pprof *p, const uint64_t *location_ids, size_t
                         size_t n_labels);
 
 size_t fp_pprof_n_samples(const struct fp_pprof *p);
+/* Locations held: their ids are 1 to this. */
+size_t fp_pprof_n_locations(const struct fp_pprof *p);
 int fp_pprof_sample_get(const struct fp_pprof *p, size_t i, struct fp_pprof_sample_view *ret);
 /* Label j of sample i; pointers stay valid until the profile changes. */
 int fp_pprof_sample_label(const struct fp_pprof *p, size_t i, size_t j, struct fp_pprof_label *ret);

@@ -4,6 +4,7 @@
  *
  *   collector-bench --url URL --profile FILE... [--token-file FILE] [--cacert FILE]
  *                   [--concurrency N] [--uploads N] [--get PATH] [--run-id ID]
+ *                   [--protocol native|pyroscope|connect]
  *
  * N simulated agents (--concurrency) each send uploads one after another,
  * over libcurl's multi interface on one thread, until --uploads requests
@@ -14,7 +15,11 @@
  * sends file (i + k) mod n), so that stores see different profiles, as
  * from a real fleet, rather than one repeated. With --get PATH it GETs
  * URL/PATH instead (the trivial-request peer, e.g. /healthz), at the same
- * concurrency. Prints one line of key=value figures:
+ * concurrency. --protocol sends the same profiles as Pyroscope's SDKs do
+ * (POST /ingest?name=bench-ID-i{hostname=...}&from&until&format=pprof) or
+ * as Pyroscope's Connect push (a PushRequest of one series holding the
+ * profile, its sample ID unique), instead of the agents' contract.
+ * Prints one line of key=value figures:
  *
  *   mode=ingest concurrency=8 requests=640 ok=640 failed=0 seconds=0.91
  *   rate=703.3 p50_ms=10.2 p99_ms=31.0 max_ms=40.1 body_bytes=2590 status_2xx=640
@@ -37,18 +42,21 @@ struct agent {
         CURL *easy;
         struct curl_slist *headers;
         double started;
+        char *push; /* --protocol connect: this request's PushRequest */
+        size_t push_len;
 };
 
 static struct {
-        const char *url, *profile[64], *token_file, *cacert, *get, *run_id;
+        const char *url, *profile[64], *token_file, *cacert, *get, *run_id, *protocol;
         unsigned concurrency, uploads, n_profiles;
         char *body[64];
         size_t body_len[64];
         char *token;
-} opt = {.concurrency = 8, .uploads = 200, .run_id = "r"};
+} opt = {.concurrency = 8, .uploads = 200, .run_id = "r", .protocol = "native"};
 
 static double *latencies;
 static unsigned n_started, n_done, n_ok, n_failed, status_counts[6];
+static uint64_t bytes_sent; /* request bodies */
 
 static double now_s(void)
 {
@@ -95,6 +103,83 @@ static size_t discard(char *d, size_t size, size_t nmemb, void *u)
         return size * nmemb;
 }
 
+/* Appends a protobuf varint. */
+static size_t put_varint(char *out, uint64_t v)
+{
+        size_t n = 0;
+        do {
+                out[n] = (char)(v & 0x7f);
+                v >>= 7;
+                if (v)
+                        out[n] |= (char)0x80;
+                n++;
+        } while (v);
+        return n;
+}
+
+/* Field f (length-delimited) of n bytes at out: its tag and length; returns the bytes written. */
+static size_t put_len(char *out, unsigned f, size_t n)
+{
+        size_t k = put_varint(out, (uint64_t)f << 3 | 2);
+        return k + put_varint(out + k, n);
+}
+
+/*
+ * The agent's PushRequest of profile (len bytes): one series (labels
+ * service_name, hostname, __name__) holding one raw sample with an ID
+ * unique to this request. Into a->push; returns its length.
+ */
+static size_t connect_push(struct agent *a, const char *profile, size_t len)
+{
+        char labels[3][2][64], id[64], *series, *out;
+        size_t n = 0, sn = 0;
+
+        snprintf(labels[0][0], 64, "service_name");
+        snprintf(labels[0][1], 64, "bench-%s-%d", opt.run_id, a->index);
+        snprintf(labels[1][0], 64, "hostname");
+        snprintf(labels[1][1], 64, "bench-%s-%d", opt.run_id, a->index);
+        snprintf(labels[2][0], 64, "__name__");
+        snprintf(labels[2][1], 64, "process_cpu");
+        snprintf(id, sizeof(id), "bench-%s-%d-%u", opt.run_id, a->index, a->seq);
+        series = malloc(len + 1024);
+        out = realloc(a->push, len + 1100);
+        if (!series || !out) {
+                fprintf(stderr, "collector-bench: out of memory\n");
+                exit(2);
+        }
+        a->push = out;
+        for (int i = 0; i < 3; i++) {
+                size_t kn = strlen(labels[i][0]), vn = strlen(labels[i][1]);
+                char tmp[160];
+                size_t t = put_len(tmp, 1, kn);
+                memcpy(tmp + t, labels[i][0], kn);
+                t += kn;
+                t += put_len(tmp + t, 2, vn);
+                memcpy(tmp + t, labels[i][1], vn);
+                t += vn;
+                sn += put_len(series + sn, 1, t);
+                memcpy(series + sn, tmp, t);
+                sn += t;
+        }
+        /* RawSample{raw_profile = 1, ID = 2} as field 2 of the series. */
+        size_t idn = strlen(id);
+        char head[32];
+        size_t sample_len = put_len(head, 1, len) + len + put_len(head, 2, idn) + idn;
+        sn += put_len(series + sn, 2, sample_len);
+        sn += put_len(series + sn, 1, len);
+        memcpy(series + sn, profile, len);
+        sn += len;
+        sn += put_len(series + sn, 2, idn);
+        memcpy(series + sn, id, idn);
+        sn += idn;
+        n = put_len(out, 1, sn);
+        memcpy(out + n, series, sn);
+        n += sn;
+        free(series);
+        a->push_len = n;
+        return n;
+}
+
 /* Starts the agent's next request. */
 static void start(CURLM *multi, struct agent *a)
 {
@@ -108,6 +193,35 @@ static void start(CURLM *multi, struct agent *a)
         a->headers = NULL;
         if (opt.get) {
                 snprintf(url, sizeof(url), "%s%s", opt.url, opt.get);
+        } else if (strcmp(opt.protocol, "native") != 0) {
+                unsigned k = ((unsigned)a->index + a->seq) % opt.n_profiles;
+                const char *body = opt.body[k];
+                size_t len = opt.body_len[k];
+                if (strcmp(opt.protocol, "connect") == 0) {
+                        len = connect_push(a, opt.body[k], opt.body_len[k]);
+                        body = a->push;
+                        snprintf(url, sizeof(url), "%s/push.v1.PusherService/Push", opt.url);
+                        a->headers =
+                            curl_slist_append(a->headers, "Content-Type: application/proto");
+                } else {
+                        snprintf(url, sizeof(url),
+                                 "%s/ingest?name=bench-%s-%d%%7Bhostname%%3Dbench-%s-%d%%7D"
+                                 "&from=%" PRId64 "&until=%" PRId64 "&format=pprof&spyName=bench",
+                                 opt.url, opt.run_id, a->index, opt.run_id, a->index,
+                                 (int64_t)(from / 1000000000LL),
+                                 (int64_t)(from / 1000000000LL + 60));
+                        a->headers =
+                            curl_slist_append(a->headers, "Content-Type: application/octet-stream");
+                }
+                a->headers = curl_slist_append(a->headers, "Expect:");
+                if (opt.token) {
+                        snprintf(hdr, sizeof(hdr), "Authorization: Bearer %s", opt.token);
+                        a->headers = curl_slist_append(a->headers, hdr);
+                }
+                curl_easy_setopt(a->easy, CURLOPT_POSTFIELDS, body);
+                curl_easy_setopt(a->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+                bytes_sent += len;
+                curl_easy_setopt(a->easy, CURLOPT_HTTPHEADER, a->headers);
         } else {
                 snprintf(url, sizeof(url),
                          "%s/api/v1/ingest?host=bench-%s-%d&pid=%d&starttime=1&comm=bench&exe="
@@ -128,6 +242,7 @@ static void start(CURLM *multi, struct agent *a)
                 unsigned k = ((unsigned)a->index + a->seq) % opt.n_profiles;
                 curl_easy_setopt(a->easy, CURLOPT_POSTFIELDS, opt.body[k]);
                 curl_easy_setopt(a->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)opt.body_len[k]);
+                bytes_sent += opt.body_len[k];
                 curl_easy_setopt(a->easy, CURLOPT_HTTPHEADER, a->headers);
         }
         curl_easy_setopt(a->easy, CURLOPT_URL, url);
@@ -153,7 +268,8 @@ static void usage(FILE *f)
 {
         fprintf(f, "Usage: collector-bench --url URL --profile FILE... [--token-file FILE]\n"
                    "                       [--cacert FILE] [--concurrency N] [--uploads N]\n"
-                   "                       [--get PATH] [--run-id ID]\n");
+                   "                       [--get PATH] [--run-id ID]\n"
+                   "                       [--protocol native|pyroscope|connect]\n");
 }
 
 int main(int argc, char **argv)
@@ -183,6 +299,8 @@ int main(int argc, char **argv)
                         opt.cacert = v;
                 else if (strcmp(a, "--get") == 0)
                         opt.get = v;
+                else if (strcmp(a, "--protocol") == 0)
+                        opt.protocol = v;
                 else if (strcmp(a, "--run-id") == 0)
                         opt.run_id = v;
                 else if (strcmp(a, "--concurrency") == 0)
@@ -193,6 +311,11 @@ int main(int argc, char **argv)
                         fprintf(stderr, "collector-bench: unknown option '%s'\n", a);
                         return 2;
                 }
+        }
+        if (strcmp(opt.protocol, "native") != 0 && strcmp(opt.protocol, "pyroscope") != 0 &&
+            strcmp(opt.protocol, "connect") != 0) {
+                fprintf(stderr, "collector-bench: --protocol is native, pyroscope or connect\n");
+                return 2;
         }
         if (!opt.url || (!opt.n_profiles && !opt.get) || opt.concurrency == 0 ||
             opt.concurrency > 4096 || opt.uploads == 0) {
@@ -258,18 +381,20 @@ int main(int argc, char **argv)
         qsort(latencies, n_done, sizeof(*latencies), cmp_double);
         printf("mode=%s concurrency=%u requests=%u ok=%u failed=%u seconds=%.3f rate=%.1f "
                "p50_ms=%.2f p99_ms=%.2f max_ms=%.2f body_bytes=%zu status_2xx=%u status_4xx=%u "
-               "status_5xx=%u no_answer=%u\n",
+               "status_5xx=%u no_answer=%u bytes_per_request=%" PRIu64 "\n",
                opt.get ? "get" : "ingest", opt.concurrency, n_done, n_ok, n_failed, t1 - t0,
                (double)n_done / (t1 - t0), latencies[n_done / 2] * 1e3,
                latencies[(size_t)((double)n_done * 0.99) < n_done ? (size_t)((double)n_done * 0.99)
                                                                   : n_done - 1] *
                    1e3,
                latencies[n_done - 1] * 1e3, opt.get ? (size_t)0 : opt.body_len[0], status_counts[2],
-               status_counts[4], status_counts[5], status_counts[0]);
+               status_counts[4], status_counts[5], status_counts[0],
+               n_started ? bytes_sent / n_started : 0);
         for (unsigned i = 0; i < opt.concurrency; i++) {
                 if (agents[i].easy)
                         curl_easy_cleanup(agents[i].easy);
                 curl_slist_free_all(agents[i].headers);
+                free(agents[i].push);
         }
         curl_multi_cleanup(multi);
         curl_global_cleanup();

@@ -16,6 +16,9 @@
 #      latency, the collector's CPU per upload; beside each, the same
 #      invocation's peer: GET /healthz at the same concurrency, and the
 #      ratios. The collector's memory (VmRSS, VmHWM) at the end.
+#   3. The same profile through Pyroscope's ingest API and Connect push
+#      (collector-bench --protocol) beside the native contract, at 8 and
+#      64 uploaders: uploads/s, p99, collector CPU and bytes per upload.
 #
 # Figures only: it never fails on a time (exit non-zero only when something
 # could not run). The machine's load is printed: other work skews it.
@@ -88,5 +91,22 @@ for c in 8 64; do
   echo "concurrency $c: collector CPU per upload $(((after - before) / UPLOADS / 1000)) us; $UPLOADS uploads in $ngroups store transactions; decode ${dec_ms} ms, store ${wr_ms} ms in all"
   echo "concurrency $c: collector memory: VmRSS $(vm_kb "$COLL_PID" VmRSS) kB, VmHWM $(vm_kb "$COLL_PID" VmHWM) kB; store $(stat -c %s "$FP_TMP/c.db") bytes"
   fp_kill "$COLL_PID"
+done
+# ---- 3. the same profile through Pyroscope's protocols --------------------------------
+# The native contract beside Pyroscope's ingest (/ingest, format=pprof) and
+# Connect push (a PushRequest of one series), each into a fresh collector.
+for c in 8 64; do
+  for proto in native pyroscope connect; do
+    start_collector
+    before=$(fp_cpu_ns "$COLL_PID")
+    out=$("$BENCH" --url "$url" --profile "$FP_TMP/profile.pb.gz" --token-file "$FP_TMP/token" \
+      --concurrency "$c" --uploads "$UPLOADS" --run-id "p$c" --protocol "$proto") ||
+      fp_fail "$proto run failed: $out"
+    after=$(fp_cpu_ns "$COLL_PID")
+    printf 'protocol %-9s concurrency %2d: %8s uploads/s, p99 %7s ms, collector CPU per upload %5d us, %s bytes per upload\n' \
+      "$proto" "$c" "$(figure rate "$out")" "$(figure p99_ms "$out")" $(((after - before) / UPLOADS / 1000)) \
+      "$(figure bytes_per_request "$out")"
+    fp_kill "$COLL_PID"
+  done
 done
 echo "machine after: load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -20,7 +20,9 @@ Checks, each printed, exit 1 when one fails:
     off-CPU): within --runq-tolerance (0.05) of runq_ns; --tolerance-of
     gives one thread a tolerance of its own;
   * --reason THREAD=REASON:SHARE: at least SHARE of that thread's time in
-    its function carries wait=REASON;
+    its function carries wait=REASON; for sleep and uninterruptible, of
+    its time asleep (less its run-queue waits, which grow with the
+    machine's load whatever the thread waited for);
   * --caller FUNCTION=CALLER: every stack holding FUNCTION has CALLER as
     its next frame toward the root (the caller of every sampled function
     right, as for CPU).
@@ -92,11 +94,17 @@ def main():
     for spec in a.reason:
         th, rest = spec.split("=", 1)
         reason, share = rest.split(":")
+        # A sleeping reason's share is of the time the thread slept: how long its
+        # wake-ups then wait for a CPU is the machine's load, not its reason.
         total = sum(by[th].values())
+        of = "its time"
+        if reason != "runqueue":
+            total -= by[th]["runqueue"]
+            of = "its sleep"
         got = by[th][reason] / total if total else 0.0
         ok = got >= float(share)
-        print("reason %s: %s %.3f of its time (at least %s) %s" % (th, reason, got, share,
-                                                                   "ok" if ok else "TOO LITTLE"))
+        print("reason %s: %s %.3f of %s (at least %s) %s" % (th, reason, got, of, share,
+                                                            "ok" if ok else "TOO LITTLE"))
         if not ok:
             bad.append("%s: %s only %.3f" % (th, reason, got))
     for spec in a.caller:

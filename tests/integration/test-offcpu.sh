@@ -15,10 +15,12 @@
 #    wait, schedstat; the disk writer: 10%, as its wall time less its CPU
 #    time also holds the kernel's work of switching it in, which is no
 #    one's: measured 0.94-1.01 with the spinners beside it, 1.00-1.01
-#    without); the sleepers' time must be at least three quarters "sleep"
-#    (measured 0.95-1.0: the rest is their wake-ups' wait in the run queue,
-#    longer behind the spinners), the disk's at least half
-#    "uninterruptible" (0.75-0.87), the spinners' all "runqueue"; each
+#    without); of the time they slept (less the run-queue waits of their
+#    wake-ups, which grow with the machine's load: the disk writer's were
+#    half its time once, under ASan beside another test), the sleepers'
+#    must be at least 0.95 "sleep" and the disk writer's at least half
+#    "uninterruptible" (measured 1.0 and 0.99-1.0); the spinners' all
+#    "runqueue"; each
 #    function's caller must be the one the code calls it from (a copied
 #    stack unwound by CFI: Debian's libc has no frame pointers); 95% of the
 #    stacks must reach their thread's root.
@@ -94,8 +96,8 @@ grep -q "^off-CPU: bpf" "$FP_TMP/all.status" && fp_fail "the off-CPU side still 
 grep "^off-CPU of $WP" "$FP_TMP/all.status" || fp_fail "status has no off-CPU line for $WP"
 fp_pprofraw summary "$FP_TMP/all.pb.gz" >"$FP_TMP/all.summary" || fp_fail "go tool pprof cannot read the profile"
 python3 "$CHECK" "$FP_TMP/all.pb.gz" "$FP_TMP/all.truth" --tolerance-of w-disk=0.1 \
-  --reason w-sleep=sleep:0.75 --reason w-long=sleep:0.75 --reason w-pipe=sleep:0.75 \
-  --reason w-mutex=sleep:0.75 --reason w-disk=uninterruptible:0.5 \
+  --reason w-sleep=sleep:0.95 --reason w-long=sleep:0.95 --reason w-pipe=sleep:0.95 \
+  --reason w-mutex=sleep:0.95 --reason w-disk=uninterruptible:0.5 \
   --reason w-spin-0=runqueue:0.999 --reason w-spin-1=runqueue:0.999 \
   --caller wait_sleep=waiter --caller wait_long=waiter --caller wait_pipe=waiter \
   --caller wait_mutex=waiter --caller wait_disk=waiter --caller spin_contend=spinner ||

@@ -222,7 +222,7 @@ printf '{"series": [{"labels": [' >"$FP_TMP/cut.json"
 refuse 400 "not a PushRequest in JSON" "${AUTH[@]}" -H "Content-Type: application/json" --data-binary @"$FP_TMP/cut.json" \
   "$URL/push.v1.PusherService/Push"
 python3 "$HERE/mkpush.py" "$FP_TMP/noname.bin" --series "__name__=process_cpu,pod=x" "$FP_TMP/fold.pb.gz"
-refuse 400 "needs a service_name label" "${AUTH[@]}" -H "Content-Type: application/proto" \
+refuse 400 "needs a service_name (or service.name) label" "${AUTH[@]}" -H "Content-Type: application/proto" \
   --data-binary @"$FP_TMP/noname.bin" "$URL/push.v1.PusherService/Push"
 [[ $(series_count) == "$before" ]] || fp_fail "a refused push stored something ($before -> $(series_count) series)"
 fp_ok "hostile pushes refused in one line, nothing stored"
