@@ -354,6 +354,22 @@ static void on_pushed(void *userdata, const struct fp_coll_writeq_result *res)
          */
         if (pd->how == FP_COLL_ANSWER_CONNECT_JSON)
                 evbuffer_add_printf(b, "{}");
+        if (pd->how == FP_COLL_ANSWER_OTLP && res->error[0] && res->result == 0) {
+                /*
+                 * Stored, but not all of it: partial_success (1) with
+                 * rejected_profiles (1) and error_message (2), the decoder's
+                 * "N of M profiles rejected: why".
+                 */
+                struct pbout part = {0}, o = {0};
+                out_varint(&part, 1 << 3 | WT_VARINT);
+                out_varint(&part, strtoull(res->error, NULL, 10));
+                out_len(&part, 2, res->error, strlen(res->error));
+                out_len(&o, 1, part.buf, part.len);
+                if (!part.oom && !o.oom)
+                        evbuffer_add(b, o.buf, o.len);
+                free(part.buf);
+                free(o.buf);
+        }
         fp_coll_reply(pd->req, 200,
                       pd->how == FP_COLL_ANSWER_CONNECT_JSON ? "application/json"
                       : pd->how == FP_COLL_ANSWER_CONNECT    ? "application/proto"

@@ -14,6 +14,7 @@
 #include "web.h"
 #include "writeq.h"
 #include "gate.h"
+#include "otlp.h"
 #include "pyroscope.h"
 
 #include <errno.h>
@@ -123,6 +124,7 @@ static void on_request(struct evhttp_request *req, void *arg)
             {"/api/v1/ingest", EVHTTP_REQ_POST, 'W', fp_coll_api_ingest},
             {"/ingest", EVHTTP_REQ_POST, 'W', fp_coll_pyro_ingest},
             {"/push.v1.PusherService/Push", EVHTTP_REQ_POST, 'W', fp_coll_pyro_push},
+            {"/v1development/profiles", EVHTTP_REQ_POST, 'W', fp_coll_otlp_export},
             {"/api/v1/series", EVHTTP_REQ_GET, 'R', fp_coll_api_series},
             {"/api/v1/profile", EVHTTP_REQ_GET, 'R', fp_coll_api_profile},
             {"/healthz", EVHTTP_REQ_GET, '-', fp_coll_api_healthz},
