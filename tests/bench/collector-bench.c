@@ -4,7 +4,7 @@
  *
  *   collector-bench --url URL --profile FILE... [--token-file FILE] [--cacert FILE]
  *                   [--concurrency N] [--uploads N] [--get PATH] [--run-id ID]
- *                   [--protocol native|pyroscope|connect]
+ *                   [--protocol native|pyroscope|connect|otlp]
  *
  * N simulated agents (--concurrency) each send uploads one after another,
  * over libcurl's multi interface on one thread, until --uploads requests
@@ -18,7 +18,9 @@
  * concurrency. --protocol sends the same profiles as Pyroscope's SDKs do
  * (POST /ingest?name=bench-ID-i{hostname=...}&from&until&format=pprof) or
  * as Pyroscope's Connect push (a PushRequest of one series holding the
- * profile, its sample ID unique), instead of the agents' contract.
+ * profile, its sample ID unique), or (otlp) sends each --profile FILE,
+ * an ExportProfilesServiceRequest (tests/bench/pprof2otlp.py), to
+ * /v1development/profiles gzipped, instead of the agents' contract.
  * Prints one line of key=value figures:
  *
  *   mode=ingest concurrency=8 requests=640 ok=640 failed=0 seconds=0.91
@@ -35,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 struct agent {
         int index;
@@ -180,6 +183,48 @@ static size_t connect_push(struct agent *a, const char *profile, size_t len)
         return n;
 }
 
+/*
+ * The agent's OTLP request: the file's ExportProfilesServiceRequest
+ * (tests/bench/pprof2otlp.py) with an unknown field 15 naming this
+ * request (so that none is a duplicate of another), gzip-compressed as
+ * OpenTelemetry's exporters send it. Into a->push; returns its length.
+ */
+static size_t otlp_request(struct agent *a, const char *request, size_t len)
+{
+        char id[64], *raw = malloc(len + 96), *out;
+        size_t n = len, idn;
+        z_stream z = {0};
+
+        snprintf(id, sizeof(id), "bench-%s-%d-%u", opt.run_id, a->index, a->seq);
+        idn = strlen(id);
+        if (!raw || deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+                fprintf(stderr, "collector-bench: out of memory\n");
+                exit(2);
+        }
+        memcpy(raw, request, len);
+        n += put_len(raw + n, 15, idn);
+        memcpy(raw + n, id, idn);
+        n += idn;
+        size_t cap = deflateBound(&z, n) + 32;
+        if (!(out = realloc(a->push, cap))) {
+                fprintf(stderr, "collector-bench: out of memory\n");
+                exit(2);
+        }
+        a->push = out;
+        z.next_in = (Bytef *)raw;
+        z.avail_in = (uInt)n;
+        z.next_out = (Bytef *)out;
+        z.avail_out = (uInt)cap;
+        if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
+                fprintf(stderr, "collector-bench: cannot compress\n");
+                exit(2);
+        }
+        a->push_len = cap - z.avail_out;
+        deflateEnd(&z);
+        free(raw);
+        return a->push_len;
+}
+
 /* Starts the agent's next request. */
 static void start(CURLM *multi, struct agent *a)
 {
@@ -197,7 +242,14 @@ static void start(CURLM *multi, struct agent *a)
                 unsigned k = ((unsigned)a->index + a->seq) % opt.n_profiles;
                 const char *body = opt.body[k];
                 size_t len = opt.body_len[k];
-                if (strcmp(opt.protocol, "connect") == 0) {
+                if (strcmp(opt.protocol, "otlp") == 0) {
+                        len = otlp_request(a, opt.body[k], opt.body_len[k]);
+                        body = a->push;
+                        snprintf(url, sizeof(url), "%s/v1development/profiles", opt.url);
+                        a->headers =
+                            curl_slist_append(a->headers, "Content-Type: application/x-protobuf");
+                        a->headers = curl_slist_append(a->headers, "Content-Encoding: gzip");
+                } else if (strcmp(opt.protocol, "connect") == 0) {
                         len = connect_push(a, opt.body[k], opt.body_len[k]);
                         body = a->push;
                         snprintf(url, sizeof(url), "%s/push.v1.PusherService/Push", opt.url);
@@ -269,7 +321,7 @@ static void usage(FILE *f)
         fprintf(f, "Usage: collector-bench --url URL --profile FILE... [--token-file FILE]\n"
                    "                       [--cacert FILE] [--concurrency N] [--uploads N]\n"
                    "                       [--get PATH] [--run-id ID]\n"
-                   "                       [--protocol native|pyroscope|connect]\n");
+                   "                       [--protocol native|pyroscope|connect|otlp]\n");
 }
 
 int main(int argc, char **argv)
@@ -313,8 +365,9 @@ int main(int argc, char **argv)
                 }
         }
         if (strcmp(opt.protocol, "native") != 0 && strcmp(opt.protocol, "pyroscope") != 0 &&
-            strcmp(opt.protocol, "connect") != 0) {
-                fprintf(stderr, "collector-bench: --protocol is native, pyroscope or connect\n");
+            strcmp(opt.protocol, "connect") != 0 && strcmp(opt.protocol, "otlp") != 0) {
+                fprintf(stderr,
+                        "collector-bench: --protocol is native, pyroscope, connect or otlp\n");
                 return 2;
         }
         if (!opt.url || (!opt.n_profiles && !opt.get) || opt.concurrency == 0 ||

@@ -16,9 +16,11 @@
 #      latency, the collector's CPU per upload; beside each, the same
 #      invocation's peer: GET /healthz at the same concurrency, and the
 #      ratios. The collector's memory (VmRSS, VmHWM) at the end.
-#   3. The same profile through Pyroscope's ingest API and Connect push
-#      (collector-bench --protocol) beside the native contract, at 8 and
-#      64 uploaders: uploads/s, p99, collector CPU and bytes per upload.
+#   3. The same profile through Pyroscope's ingest API and Connect push,
+#      and as an OTLP request (the same stacks and counts, tests/bench/
+#      pprof2otlp.py; gzip), beside the native contract (collector-bench
+#      --protocol), at 8 and 64 uploaders: uploads/s, p99, collector CPU
+#      and bytes per upload.
 #
 # Figures only: it never fails on a time (exit non-zero only when something
 # could not run). The machine's load is printed: other work skews it.
@@ -93,13 +95,18 @@ for c in 8 64; do
   fp_kill "$COLL_PID"
 done
 # ---- 3. the same profile through Pyroscope's protocols --------------------------------
-# The native contract beside Pyroscope's ingest (/ingest, format=pprof) and
-# Connect push (a PushRequest of one series), each into a fresh collector.
+# The native contract beside Pyroscope's ingest (/ingest, format=pprof),
+# Connect push (a PushRequest of one series) and OTLP, each into a fresh
+# collector.
+python3 "$FP_SRC/tests/bench/pprof2otlp.py" "$FP_TMP/profile.pb.gz" "$FP_TMP/profile.otlp" ||
+  fp_fail "cannot make the OTLP request"
 for c in 8 64; do
-  for proto in native pyroscope connect; do
+  for proto in native pyroscope connect otlp; do
     start_collector
     before=$(fp_cpu_ns "$COLL_PID")
-    out=$("$BENCH" --url "$url" --profile "$FP_TMP/profile.pb.gz" --token-file "$FP_TMP/token" \
+    body=$FP_TMP/profile.pb.gz
+    [[ $proto == otlp ]] && body=$FP_TMP/profile.otlp
+    out=$("$BENCH" --url "$url" --profile "$body" --token-file "$FP_TMP/token" \
       --concurrency "$c" --uploads "$UPLOADS" --run-id "p$c" --protocol "$proto") ||
       fp_fail "$proto run failed: $out"
     after=$(fp_cpu_ns "$COLL_PID")
