@@ -348,7 +348,8 @@ static int location_frames(struct dict *d, uint64_t li, struct fp_store_batch *b
         size_t lines = 0;
         int r;
 
-        if (l->mapping >= d->n_mappings || !mfile)
+        /* Checked by dict_read(): index 0 with no table at all is no mapping. */
+        if (l->mapping >= (d->n_mappings ? d->n_mappings : 1) || !mfile)
                 return bad(err, errlen, "a location's mapping or file is outside the dictionary");
         for (const char *const *k = build_ids; m && *k && !build_id; k++)
                 build_id = mapping_attr(d, m, *k);
@@ -384,6 +385,9 @@ static int location_frames(struct dict *d, uint64_t li, struct fp_store_batch *b
                                 if (h == 1 && hw == WT_VARINT)
                                         fi = hv;
                         }
+                        have = true;
+                        if (fi == 0 && d->n_functions == 0)
+                                continue; /* no function table: a frame without a name */
                         if (fi >= d->n_functions || !dstr(d, d->functions[fi].name) ||
                             !dstr(d, d->functions[fi].filename))
                                 return bad(err, errlen,
@@ -392,7 +396,6 @@ static int location_frames(struct dict *d, uint64_t li, struct fp_store_batch *b
                         /* A runtime's frames (no mapping file): the function's source file. */
                         if (!mfile[0])
                                 f.mapping_file = dstr(d, d->functions[fi].filename);
-                        have = true;
                 }
                 if (!have && lines > 0)
                         break;

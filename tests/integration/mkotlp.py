@@ -37,7 +37,9 @@
 # work (with inl inlined into it) -> leaf 30 samples on thread 77
 # "worker", main -> work (inl) 10 samples. --partial adds a second
 # profile whose sample names stack 99 (rejected, the first stored);
-# --bad-dict makes a function's name index point past the strings.
+# --bad-dict makes a function's name index point past the strings;
+# --bare has no mapping, function or attribute table at all (not even
+# their zero entries): its locations are bare addresses.
 import gzip
 import os
 import struct
@@ -67,31 +69,35 @@ def main():
         return strings.index(text)
 
     d = bytearray()
-    # Mappings: the zero one, then the executable with its build ID (attribute 1).
-    d += field_bytes(1, b"")
-    d += field_bytes(1, field_varint(1, 0x400000) + field_varint(2, 0x800000) +
-                     field_varint(3, 0) + field_varint(4, s("/usr/bin/otelapp")) + packed(5, [1]))
-    # Attributes: zero, build ID, thread.id, thread.name.
-    d += field_bytes(6, b"")
-    d += field_bytes(6, field_varint(1, s("process.executable.build_id.gnu")) +
-                     field_bytes(2, any_value("0123abcd")))
-    d += field_bytes(6, field_varint(1, s("thread.id")) + field_bytes(2, any_value(77)))
-    d += field_bytes(6, field_varint(1, s("thread.name")) + field_bytes(2, any_value("worker")))
-    # Functions: zero, main, work, leaf, inl.
-    d += field_bytes(3, b"")
-    for i, name in enumerate(["main", "work", "leaf", "inl"]):
-        bad = "--bad-dict" in args and name == "leaf"
-        d += field_bytes(3, field_varint(1, 999 if bad else s(name)) +
-                         field_varint(3, s("app.c")))
+    bare = "--bare" in args
+    if not bare:
+        # Mappings: the zero one, then the executable with its build ID (attribute 1).
+        d += field_bytes(1, b"")
+        d += field_bytes(1, field_varint(1, 0x400000) + field_varint(2, 0x800000) +
+                         field_varint(3, 0) + field_varint(4, s("/usr/bin/otelapp")) +
+                         packed(5, [1]))
+        # Attributes: zero, build ID, thread.id, thread.name.
+        d += field_bytes(6, b"")
+        d += field_bytes(6, field_varint(1, s("process.executable.build_id.gnu")) +
+                         field_bytes(2, any_value("0123abcd")))
+        d += field_bytes(6, field_varint(1, s("thread.id")) + field_bytes(2, any_value(77)))
+        d += field_bytes(6, field_varint(1, s("thread.name")) + field_bytes(2, any_value("worker")))
+        # Functions: zero, main, work, leaf, inl.
+        d += field_bytes(3, b"")
+        for name in ["main", "work", "leaf", "inl"]:
+            bad = "--bad-dict" in args and name == "leaf"
+            d += field_bytes(3, field_varint(1, 999 if bad else s(name)) +
+                             field_varint(3, s("app.c")))
 
     def line(fn):
-        return field_bytes(3, field_varint(1, fn) + field_varint(2, 10 * fn))
+        return b"" if bare else field_bytes(3, field_varint(1, fn) + field_varint(2, 10 * fn))
 
+    mapping = b"" if bare else field_varint(1, 1)
     # Locations: zero; leaf; work with inl inlined into it (inl first); main.
     d += field_bytes(2, b"")
-    d += field_bytes(2, field_varint(1, 1) + field_varint(2, 0x401000) + line(3))
-    d += field_bytes(2, field_varint(1, 1) + field_varint(2, 0x402000) + line(4) + line(2))
-    d += field_bytes(2, field_varint(1, 1) + field_varint(2, 0x403000) + line(1))
+    d += field_bytes(2, mapping + field_varint(2, 0x401000) + line(3))
+    d += field_bytes(2, mapping + field_varint(2, 0x402000) + line(4) + line(2))
+    d += field_bytes(2, mapping + field_varint(2, 0x403000) + line(1))
     # Stacks: zero; leaf-work-main; work-main (leaf first).
     d += field_bytes(7, b"")
     d += field_bytes(7, packed(1, [1, 2, 3]))

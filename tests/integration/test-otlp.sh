@@ -13,7 +13,8 @@
 #    thread's id and name, the mapping's build ID. The answer is an empty
 #    ExportProfilesServiceResponse.
 # 2. gzip (Content-Encoding) and basic authentication; the same request
-#    twice is stored once.
+#    twice is stored once; a dictionary without mapping, function and
+#    attribute tables (bare addresses) is taken.
 # 3. Partial success: a profile whose sample names a stack the dictionary
 #    has not is rejected, the other stored; the answer's partial_success
 #    says 1 rejected and why.
@@ -119,7 +120,12 @@ code=$(curl -s -o "$FP_TMP/gz.out" -w '%{http_code}' -u "collector:$TOKEN" "${PB
   fp_fail "the same request twice was stored twice"
 [[ $(curl -sf "$URL/api/v1/series?service=otel-gz" | fp_json_get 'd["series"][0]["samples"]') == 40 ]] ||
   fp_fail "the gzip request was not stored"
-fp_ok "gzip and basic authentication; the same request twice stored once"
+python3 "$HERE/mkotlp.py" "$FP_TMP/bare.bin" --service otel-bare --bare
+code=$(post "$FP_TMP/bare.bin" "$FP_TMP/bare.out")
+[[ $code == 200 ]] || fp_fail "a request without mapping and function tables answered $code: $(answer "$FP_TMP/bare.out")"
+[[ $(curl -sf "$URL/api/v1/series?service=otel-bare" | fp_json_get 'd["series"][0]["samples"]') == 40 ]] ||
+  fp_fail "a request of bare addresses was not stored"
+fp_ok "gzip and basic authentication; the same request twice stored once; bare addresses without tables"
 
 # ---- 3. partial success ----
 python3 "$HERE/mkotlp.py" "$FP_TMP/part.bin" --service otel-part --partial
