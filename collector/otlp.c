@@ -133,13 +133,8 @@ static char *any_text(struct pb c)
                 else if (f == 3 && wt == WT_VARINT)
                         snprintf(buf, sizeof(buf), "%" PRId64, (int64_t)v);
                 else if (f == 4 && wt == WT_I64) {
-                        /* The fixed64 pb_field skipped: its 8 bytes, little-endian. */
-                        const uint8_t *q = c.p - 8;
-                        uint64_t bits = 0;
                         double dv;
-                        for (int k = 7; k >= 0; k--)
-                                bits = bits << 8 | q[k];
-                        memcpy(&dv, &bits, sizeof(dv));
+                        memcpy(&dv, &v, sizeof(dv));
                         snprintf(buf, sizeof(buf), "%.17g", dv);
                 }
         }
@@ -434,10 +429,10 @@ static int ints(unsigned wt, uint64_t v, struct pb sub, uint64_t *out, size_t *n
         return 0;
 }
 
+/* A profile's sample type and period (its time range is profile_range()'s). */
 struct o_profile {
         uint64_t type, unit, ptype, punit;
         int64_t period;
-        uint64_t time, duration;
 };
 
 /* A ValueType{type_strindex 1, unit_strindex 2}. */
@@ -478,12 +473,6 @@ static int add_profile(struct dict *d, struct pb c, struct fp_store_batch *b, ui
                         return bad(err, errlen, "a malformed profile");
                 if (f == 1 && wt == WT_LEN)
                         value_type(sub, &pr.type, &pr.unit);
-                else if (f == 3 && wt == WT_I64) {
-                        const uint8_t *q = it.p - 8;
-                        for (int k = 7; k >= 0; k--)
-                                pr.time = pr.time << 8 | q[k];
-                } else if (f == 4 && wt == WT_VARINT)
-                        pr.duration = v;
                 else if (f == 5 && wt == WT_LEN)
                         value_type(sub, &pr.ptype, &pr.punit);
                 else if (f == 6 && wt == WT_VARINT)
@@ -661,9 +650,7 @@ static void profile_range(struct pb c, int64_t *from, int64_t *to)
                 if (pb_field(&c, &f, &wt, &v, &sub) < 0)
                         return;
                 if (f == 3 && wt == WT_I64) {
-                        const uint8_t *q = c.p - 8;
-                        for (int k = 7; k >= 0; k--)
-                                t = t << 8 | q[k];
+                        t = v;
                 } else if (f == 4 && wt == WT_VARINT) {
                         d = v;
                 }

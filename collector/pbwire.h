@@ -41,7 +41,10 @@ static inline int pb_varint(struct pb *c, uint64_t *ret)
         return -EBADMSG;
 }
 
-/* The next field: its number, wire type, and value (varint) or bytes (len). */
+/*
+ * The next field: its number, wire type, and value (varint; fixed64 and
+ * fixed32 little-endian) or bytes (len).
+ */
 static inline int pb_field(struct pb *c, uint32_t *field, unsigned *wt, uint64_t *v, struct pb *sub)
 {
         uint64_t tag;
@@ -58,8 +61,10 @@ static inline int pb_field(struct pb *c, uint32_t *field, unsigned *wt, uint64_t
                 size_t n = *wt == WT_I64 ? 8 : 4;
                 if ((size_t)(c->end - c->p) < n)
                         return -EBADMSG;
-                c->p += n;
                 *v = 0;
+                for (size_t k = n; k > 0; k--)
+                        *v = *v << 8 | c->p[k - 1];
+                c->p += n;
                 return 0;
         }
         case WT_LEN:
