@@ -56,18 +56,7 @@ static void on_stored(void *userdata, const struct fp_coll_writeq_result *res)
         struct fp_coll_server *s = pu->s;
         struct evbuffer *b;
 
-        s->st.decode_ns += (uint64_t)res->decode_ns;
-        fp_hist_observe(&s->st.decode, (double)res->decode_ns / 1e9);
-        if (res->decode_status == 413)
-                s->st.uploads_too_large++;
-        else if (res->decode_status)
-                s->st.uploads_rejected++;
-        else if (res->result == 0)
-                s->st.uploads_stored++, s->st.samples_stored += res->samples;
-        else if (res->result == -EALREADY)
-                s->st.uploads_duplicate++;
-        else
-                s->st.uploads_failed++;
+        fp_coll_count_upload(&s->st, res);
         if (res->decode_status)
                 fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s", pu->host, (int)pu->pid,
                        res->error);

@@ -313,18 +313,7 @@ static void on_pushed(void *userdata, const struct fp_coll_writeq_result *res)
         struct evbuffer *b;
         char msg[320];
 
-        s->st.decode_ns += (uint64_t)res->decode_ns;
-        fp_hist_observe(&s->st.decode, (double)res->decode_ns / 1e9);
-        if (res->decode_status == 413)
-                s->st.uploads_too_large++;
-        else if (res->decode_status)
-                s->st.uploads_rejected++;
-        else if (res->result == 0)
-                s->st.uploads_stored++, s->st.samples_stored += res->samples;
-        else if (res->result == -EALREADY)
-                s->st.uploads_duplicate++;
-        else
-                s->st.uploads_failed++;
+        fp_coll_count_upload(&s->st, res);
         if (res->decode_status)
                 fp_log(LOG_ERR, "Refused a %s push from %s: %s",
                        pd->how == FP_COLL_ANSWER_OTLP ? "OpenTelemetry" : "Pyroscope", pd->peer,

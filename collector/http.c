@@ -4,7 +4,9 @@
  */
 #include "http.h"
 #include "escape.h"
+#include "writeq.h"
 
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <openssl/evp.h>
@@ -102,4 +104,20 @@ bool fp_coll_auth_ok(const char *header, const char *token)
         return strncasecmp(header, "Basic ", 6) == 0 &&
                basic_password(header + 6, password, sizeof(password)) &&
                fp_coll_token_equal(password, token);
+}
+
+void fp_coll_count_upload(struct fp_coll_stats *st, const struct fp_coll_writeq_result *res)
+{
+        st->decode_ns += (uint64_t)res->decode_ns;
+        fp_hist_observe(&st->decode, (double)res->decode_ns / 1e9);
+        if (res->decode_status == 413)
+                st->uploads_too_large++;
+        else if (res->decode_status)
+                st->uploads_rejected++;
+        else if (res->result == 0)
+                st->uploads_stored++, st->samples_stored += res->samples;
+        else if (res->result == -EALREADY)
+                st->uploads_duplicate++;
+        else
+                st->uploads_failed++;
 }

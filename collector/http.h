@@ -18,6 +18,7 @@
 struct evhttp_request;
 struct evbuffer;
 struct fp_backend;
+struct fp_coll_writeq_result;
 
 #define FP_COLL_MAX_ROUTES 24
 
@@ -57,6 +58,12 @@ struct fp_coll_server {
         char listen[128]; /* what is served, for logs and the page */
         struct fp_coll_stats st;
 };
+
+/*
+ * Counts what became of one upload or push (writeq.h's result): its
+ * decoding time, and stored, duplicate, refused (413 apart) or failed.
+ */
+void fp_coll_count_upload(struct fp_coll_stats *st, const struct fp_coll_writeq_result *res);
 
 /* Compares tokens without an early exit, so timing does not reveal how much matched. */
 bool fp_coll_token_equal(const char *a, const char *b);
