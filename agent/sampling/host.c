@@ -609,32 +609,16 @@ void fp_host_drain(struct fp_host *h)
 
 /* ---- off-CPU time ---- */
 
-static unsigned parts_of(const __u64 *weight)
-{
-        unsigned n = 0;
-        for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++)
-                n += weight[i] != 0;
-        return n;
-}
-
 /* The record's stack into f: its registers and copy, walked as a user-mode sample's. */
 static uint32_t off_walk(struct fp_host *h, struct fp_host_proc *p,
                          const struct fp_offcpu_record *r, struct fp_frame *f)
 {
-        struct fp_perf_sample s = {.misc = PERF_RECORD_MISC_USER,
-                                   .ip = r->ip,
-                                   .pid = r->tgid,
-                                   .tid = r->tid,
-                                   .time = r->time_ns,
-                                   .has_regs = true,
-                                   .user_ip = r->ip,
-                                   .user_sp = r->sp,
-                                   .user_bp = r->bp,
-                                   .stack = r->stack,
-                                   .stack_size = r->stack_len};
+        struct fp_perf_sample s;
         uint64_t root = h->off_st.unwound_root;
-        uint32_t n = fp_stackwalk(&p->off_walk, &s, f);
+        uint32_t n;
 
+        fp_offcpu_sample(r, &s);
+        n = fp_stackwalk(&p->off_walk, &s, f);
         h->hs.st.off_walked++;
         h->hs.st.off_unwound_root += h->off_st.unwound_root - root;
         return n;
@@ -687,11 +671,11 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
 
         h->hs.st.off_records++;
         if (!h->pending && !(h->pending = calloc(OFF_PENDING, sizeof(*h->pending)))) {
-                h->hs.st.dropped_nomem += parts_of(r->weight);
+                h->hs.st.dropped_nomem += fp_offcpu_parts(r);
                 return;
         }
         if (h->covered && h->covered(h->covered_userdata, pid)) {
-                h->hs.off_covered += parts_of(r->weight);
+                h->hs.off_covered += fp_offcpu_parts(r);
                 return;
         }
         /* The births and execs up to now first: the record's generation may be that new. */
@@ -700,7 +684,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
         switch (r->kind) {
         case FP_OFFCPU_CALL:
                 if (!(p = proc_lookup(h, pid, r->time_ns))) {
-                        h->hs.off_unknown += parts_of(r->weight);
+                        h->hs.off_unknown += fp_offcpu_parts(r);
                         break;
                 }
                 n = off_walk(h, p, r, h->frames);
@@ -726,7 +710,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
         case FP_OFFCPU_WEIGHTS:
                 if (q->tid != tid || q->pid != pid || q->seq != r->seq ||
                     !(p = proc_at(h, pid, q->time))) {
-                        h->hs.st.off_unpaired += parts_of(r->weight);
+                        h->hs.st.off_unpaired += fp_offcpu_parts(r);
                         break;
                 }
                 off_add(h, p, tid, q->epoch, q->frames, q->n, r->weight);

@@ -11,12 +11,36 @@
  * wake-up per megabyte rather than one per record.
  */
 #include "offcpu.h"
+#include "perf.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+unsigned fp_offcpu_parts(const struct fp_offcpu_record *r)
+{
+        unsigned n = 0;
+        for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++)
+                n += r->weight[i] != 0;
+        return n;
+}
+
+void fp_offcpu_sample(const struct fp_offcpu_record *r, struct fp_perf_sample *ret)
+{
+        *ret = (struct fp_perf_sample){.misc = PERF_RECORD_MISC_USER,
+                                       .ip = r->ip,
+                                       .pid = r->tgid,
+                                       .tid = r->tid,
+                                       .time = r->time_ns,
+                                       .has_regs = true,
+                                       .user_ip = r->ip,
+                                       .user_sp = r->sp,
+                                       .user_bp = r->bp,
+                                       .stack = r->stack,
+                                       .stack_size = r->stack_len};
+}
 
 #ifdef FP_HAVE_BPF
 

@@ -106,6 +106,15 @@ struct fp_offcpu_record {
 
 struct event_base;
 struct fp_offcpu;
+struct fp_perf_sample;
+
+/* How many of a record's parts (reasons) carry a weight: what a lost record loses. */
+unsigned fp_offcpu_parts(const struct fp_offcpu_record *r);
+/*
+ * The record as a user-mode sample of its thread (registers and stack
+ * copy) for the stack walker; ret points into r.
+ */
+void fp_offcpu_sample(const struct fp_offcpu_record *r, struct fp_perf_sample *ret);
 
 /* Called on the loop thread for every record, in the order the kernel wrote them. */
 typedef void (*fp_offcpu_fn)(void *userdata, const struct fp_offcpu_record *r);

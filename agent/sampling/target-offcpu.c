@@ -17,7 +17,6 @@
 #include "unwind.h"
 
 #include <errno.h>
-#include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,20 +80,12 @@ const struct fp_agg *fp_target_offcpu_bucket(const struct fp_target *t, unsigned
 /* The record's stack into f: the thread's registers and copy, as a user-mode sample's. */
 static uint32_t walk(struct fp_target *t, const struct fp_offcpu_record *r, struct fp_frame *f)
 {
-        struct fp_perf_sample s = {.misc = PERF_RECORD_MISC_USER,
-                                   .ip = r->ip,
-                                   .pid = r->tgid,
-                                   .tid = r->tid,
-                                   .time = r->time_ns,
-                                   .has_regs = true,
-                                   .user_ip = r->ip,
-                                   .user_sp = r->sp,
-                                   .user_bp = r->bp,
-                                   .stack = r->stack,
-                                   .stack_size = r->stack_len};
+        struct fp_perf_sample s;
         uint64_t root = t->off_st.unwound_root;
-        uint32_t n = fp_stackwalk(&t->off_walk, &s, f);
+        uint32_t n;
 
+        fp_offcpu_sample(r, &s);
+        n = fp_stackwalk(&t->off_walk, &s, f);
         t->st.off_walked++;
         t->st.off_unwound_root += t->off_st.unwound_root - root;
         return n;
@@ -117,14 +108,6 @@ static void add(struct fp_target *t, pid_t tid, unsigned epoch, struct fp_frame 
         }
 }
 
-static unsigned parts_of(const __u64 *weight)
-{
-        unsigned n = 0;
-        for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++)
-                n += weight[i] != 0;
-        return n;
-}
-
 void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record *r)
 {
         struct fp_thread *th = fp_thread_find(t, (pid_t)r->tid);
@@ -134,7 +117,7 @@ void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record 
                 return;
         t->st.off_records++;
         if (t->revoked) {
-                t->st.revoked += parts_of(r->weight);
+                t->st.revoked += fp_offcpu_parts(r);
                 return;
         }
         switch (r->kind) {
@@ -157,7 +140,7 @@ void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record 
                         add(t, (pid_t)r->tid, th->off_epoch, th->off_frames, th->off_n, r->weight);
                         th->off_n = 0;
                 } else {
-                        t->st.off_unpaired += parts_of(r->weight);
+                        t->st.off_unpaired += fp_offcpu_parts(r);
                 }
                 break;
         default:
