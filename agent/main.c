@@ -45,9 +45,13 @@ static const struct fp_conf_key agent_keys[] = {
     {"store-max-mb", FP_CONF_UINT, "256", 1, 1024 * 1024, "N",
      "byte budget of the store, file and log"},
     {"collector", FP_CONF_STRING, NULL, 0, 0, "URL[,URL]",
-     "upload merged profiles to this fleetprof-collector (several: fail over in turn)"},
+     "upload merged profiles to this collector (several: fail over in turn); "
+     "pyroscope+http(s)://: Pyroscope's push, otlp+http(s)://: OTLP profiles"},
     {"token-file", FP_CONF_STRING, NULL, 0, 0, "FILE",
      "bearer token for the collector (first line of FILE)"},
+    {"credentials-file", FP_CONF_STRING, NULL, 0, 0, "FILE",
+     "lines 'bearer TOKEN', 'basic USER:PASSWORD', 'tenant ID' (X-Scope-OrgID); not with "
+     "--token-file"},
     {"ca-file", FP_CONF_STRING, NULL, 0, 0, "FILE", "CA certificates for an https collector"},
     {"upload-interval", FP_CONF_UINT, "60", 5, 86400, "SECS",
      "seconds between uploads, 5 to 86400"},
@@ -100,7 +104,8 @@ static void usage(FILE *f, const struct fp_conf *conf)
                 "Usage: fleetprof-agent [--config FILE] [--check-config] [--foreground]\n"
                 "                       [--socket PATH] [--store PATH] [--bucket SECS]\n"
                 "                       [--store-max-mb N] [--collector URL] [--token-file FILE]\n"
-                "                       [--ca-file FILE] [--upload-interval SECS]\n"
+                "                       [--credentials-file FILE] [--ca-file FILE]\n"
+                "                       [--upload-interval SECS]\n"
                 "\n"
                 "The fleetprof profiling agent. Control it with agentctl.\n"
                 "\n"
@@ -178,6 +183,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .bucket_seconds = (unsigned)fp_conf_uint(conf, "bucket"),
             .collector_url = fp_conf_string(conf, "collector"),
             .token_file = fp_conf_string(conf, "token-file"),
+            .credentials_file = fp_conf_string(conf, "credentials-file"),
             .ca_file = fp_conf_string(conf, "ca-file"),
             .upload_interval = (unsigned)fp_conf_uint(conf, "upload-interval"),
             .no_bpf = fp_conf_bool(conf, "no-bpf"),

@@ -94,12 +94,14 @@ static const char *const host_labels[] = {"hostname", "host.name", "host", NULL}
 static const char *const pid_labels[] = {"pid", "process.pid", NULL};
 static const char *const exe_labels[] = {"process.executable.path", "process.executable.name",
                                          NULL};
+static const char *const comm_labels[] = {"process", "process.executable.name", NULL};
 static const char *const container_labels[] = {"container.id", "container_id", NULL};
 
 /* Whether a label is a series field above, or Pyroscope's own: not kept as a tag. */
 static bool label_mapped(const char *name)
 {
-        static const char *const *lists[] = {host_labels, pid_labels, exe_labels, container_labels};
+        static const char *const *lists[] = {host_labels, pid_labels, exe_labels, comm_labels,
+                                             container_labels};
         if (strncmp(name, "__", 2) == 0 || strcmp(name, "service_name") == 0 ||
             strcmp(name, "service.name") == 0)
                 return true;
@@ -145,6 +147,7 @@ int fp_coll_labels_target(const struct fp_coll_labels *sr, const char *origin, c
         const char *app = label_any(sr, service_labels);
         const char *host = label_any(sr, host_labels), *pid_s = label_any(sr, pid_labels);
         const char *exe = label_any(sr, exe_labels), *cont = label_any(sr, container_labels);
+        const char *comm = label_any(sr, comm_labels);
         char service[FP_UPLOAD_MAX_SERVICE + 1], container[FP_UPLOAD_MAX_CONTAINER + 1] = "";
         struct fp_coll_label sorted[FP_COLL_MAX_LABELS];
         struct fstr text = {0};
@@ -199,7 +202,7 @@ int fp_coll_labels_target(const struct fp_coll_labels *sr, const char *origin, c
         struct fp_store_target t = {.host = host ? host : peer,
                                     .pid = (pid_t)pid,
                                     .starttime = fp_upload_host_series_key(service, key, container),
-                                    .comm = service,
+                                    .comm = comm ? comm : service,
                                     .exe = exe ? exe : "",
                                     .config = text.buf,
                                     .service = service,
@@ -210,6 +213,35 @@ int fp_coll_labels_target(const struct fp_coll_labels *sr, const char *origin, c
         if (r < 0)
                 return fp_errf(err, errlen, r, "cannot add a series: %s", strerror(-r));
         return 0;
+}
+
+bool fp_coll_drop_of(const char *text, char reason[64], uint64_t *count)
+{
+        static const char prefix[] = "fleetprof.drop.";
+        const char *r = text + sizeof(prefix) - 1;
+        size_t n;
+
+        if (strncmp(text, prefix, sizeof(prefix) - 1) != 0)
+                return false;
+        n = strspn(r, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        if (n == 0 || n > 63)
+                return false;
+        if (count) {
+                /* A comment says its count: "=N". */
+                char *end;
+                if (r[n] != '=' || !isdigit((unsigned char)r[n + 1]))
+                        return false;
+                errno = 0;
+                unsigned long long v = strtoull(r + n + 1, &end, 10);
+                if (errno || *end)
+                        return false;
+                *count = v;
+        } else if (r[n]) {
+                return false;
+        }
+        memcpy(reason, r, n);
+        reason[n] = 0;
+        return true;
 }
 
 bool fp_coll_event_name_ok(const char *s)

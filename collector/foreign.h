@@ -8,7 +8,8 @@
  * Labels map onto a series: service_name or service.name is its service
  * (and process name), hostname, host.name or host its host (else the
  * client's address), pid or process.pid its pid, process.executable.path
- * or .name its executable, container.id or container_id its container;
+ * or .name its executable, process or process.executable.name its
+ * process name (else the service's), container.id or container_id its container;
  * every other label but a protocol's own (__name__ and the like) is kept
  * in the series' text (its config) and in its key, so that other labels
  * make another series.
@@ -52,6 +53,13 @@ const char *fp_coll_labels_get(const struct fp_coll_labels *l, const char *name)
  */
 int fp_coll_labels_target(const struct fp_coll_labels *l, const char *origin, const char *peer,
                           struct fp_store_batch *b, uint32_t *ret, char *err, size_t errlen);
+/*
+ * A drop count in another protocol (the agent's wire.c): the reason of
+ * "fleetprof.drop.REASON" (an OTLP attribute's key) into reason, and with
+ * text "fleetprof.drop.REASON=N" (a pprof comment) its count too. false
+ * when it is not one (a reason is 1 to 63 of [a-z0-9_]).
+ */
+bool fp_coll_drop_of(const char *text, char reason[64], uint64_t *count);
 /* Whether a name can be an event's: 1 to 127 letters, digits, '_', '-', '.', ':'. */
 bool fp_coll_event_name_ok(const char *s);
 

@@ -16,6 +16,7 @@
 #include "store.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <event2/http.h>
 #include <inttypes.h>
@@ -452,13 +453,77 @@ static void value_type(struct pb c, uint64_t *type, uint64_t *unit)
         }
 }
 
+/* The next Sample (field 2) of a Profile at cursor c: 1, 0 at its end, -EBADMSG. */
+static int next_sample(struct pb *c, struct pb *ret)
+{
+        while (c->p < c->end) {
+                uint32_t f;
+                unsigned wt;
+                uint64_t v;
+                struct pb s = {0};
+                if (pb_field(c, &f, &wt, &v, &s) < 0)
+                        return -EBADMSG;
+                if (f == 2 && wt == WT_LEN) {
+                        *ret = s;
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+/* Whether two samples are the same but for their values (field 2): stack, attributes, link. */
+static bool same_but_values(struct pb a, struct pb b)
+{
+        for (;;) {
+                uint32_t fa = 2, fb = 2;
+                unsigned wa = 0, wb = 0;
+                uint64_t va = 0, vb = 0;
+                struct pb sa = {0}, sb = {0};
+                while (fa == 2 && a.p < a.end)
+                        if (pb_field(&a, &fa, &wa, &va, &sa) < 0)
+                                return false;
+                while (fb == 2 && b.p < b.end)
+                        if (pb_field(&b, &fb, &wb, &vb, &sb) < 0)
+                                return false;
+                if (fa == 2 || fb == 2)
+                        return fa == fb; /* both at their end */
+                if (fa != fb || wa != wb || va != vb ||
+                    (wa == WT_LEN && memcmp(sa.p, sb.p, (size_t)va) != 0))
+                        return false;
+        }
+}
+
+/* The sum of a sample's values. */
+static uint64_t values_sum(struct pb s)
+{
+        uint64_t sum = 0;
+
+        while (s.p < s.end) {
+                uint32_t f;
+                unsigned wt;
+                uint64_t v, x;
+                struct pb sub = {0};
+                if (pb_field(&s, &f, &wt, &v, &sub) < 0)
+                        break;
+                if (f == 2 && wt == WT_VARINT)
+                        sum += v;
+                while (f == 2 && wt == WT_LEN && sub.p < sub.end && pb_varint(&sub, &x) == 0)
+                        sum += x;
+        }
+        return sum;
+}
+
 /*
  * Profile message c of target ti into the batch: checked whole, then
- * added. 0, -EINVAL or -EBADMSG (the profile is rejected, err says why,
- * nothing of it was added), or -ENOMEM.
+ * added. counts: a samples/count profile of the same scope to take each
+ * sample's count from (OTLP's profile has one sample type, so a pprof
+ * with two becomes two profiles); -ESRCH when its samples are not c's.
+ * 0, -EINVAL or -EBADMSG (the profile is rejected, err says why, nothing
+ * of it was added), or -ENOMEM.
  */
-static int add_profile(struct dict *d, struct pb c, struct fp_store_batch *b, uint32_t ti,
-                       uint32_t *idx, uint64_t *locs, uint64_t *samples, char *err, size_t errlen)
+static int add_profile(struct dict *d, struct pb c, const struct pb *counts,
+                       struct fp_store_batch *b, uint32_t ti, uint32_t *idx, uint64_t *locs,
+                       uint64_t *samples, char *err, size_t errlen)
 {
         struct o_profile pr = {0};
         struct pb it = c;
@@ -482,7 +547,7 @@ static int add_profile(struct dict *d, struct pb c, struct fp_store_batch *b, ui
         const char *ptype = dstr(d, pr.ptype), *punit = dstr(d, pr.punit);
         if (!type || !unit || !ptype || !punit)
                 return fp_errf(err, errlen, -EINVAL, "a sample type's string is outside the table");
-        bool cpu = strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0 &&
+        bool cpu = !counts && strcmp(type, "samples") == 0 && strcmp(unit, "count") == 0 &&
                    strcmp(ptype, "cpu") == 0 && strcmp(punit, "nanoseconds") == 0 && pr.period > 0;
         const char *name = cpu ? "cpu" : fp_coll_event_name_ok(type) ? type : "samples";
         struct fp_store_event e = {.name = name,
@@ -490,13 +555,18 @@ static int add_profile(struct dict *d, struct pb c, struct fp_store_batch *b, ui
                                    .count_unit = "count",
                                    .value_type = cpu ? "cpu" : name,
                                    .value_unit = cpu ? "nanoseconds" : unit,
-                                   .period_type = cpu ? "cpu" : NULL,
-                                   .period_unit = cpu ? "nanoseconds" : NULL,
-                                   .period = cpu ? pr.period : 0};
+                                   .period_type = cpu      ? "cpu"
+                                                  : counts ? ptype
+                                                           : NULL,
+                                   .period_unit = cpu      ? "nanoseconds"
+                                                  : counts ? punit
+                                                           : NULL,
+                                   .period = cpu || counts ? pr.period : 0};
 
         /* Checked whole first: a profile is stored or rejected, never half. */
         for (int pass = 0; pass < 2; pass++) {
                 uint32_t ei = 0;
+                struct pb cc = counts ? *counts : (struct pb){0}, cs = {0};
                 if (pass == 1 && ((r = fp_store_batch_add_event(b, &e, &ei)) < 0 ||
                                   (r = fp_store_batch_set_series(b, ti, ei)) < 0))
                         return fp_errf(err, errlen, r, "cannot add an event: %s", strerror(-r));
@@ -511,6 +581,8 @@ static int add_profile(struct dict *d, struct pb c, struct fp_store_batch *b, ui
                                 return bad(err, errlen, "a malformed profile");
                         if (f != 2 || wt != WT_LEN)
                                 continue;
+                        if (counts && (next_sample(&cc, &cs) != 1 || !same_but_values(s, cs)))
+                                return -ESRCH;
                         struct pb attrs = s;
                         while (s.p < s.end) {
                                 uint32_t g;
@@ -566,6 +638,12 @@ static int add_profile(struct dict *d, struct pb c, struct fp_store_batch *b, ui
                                                        "a stack's location %" PRIu64
                                                        " is outside the dictionary's %zu",
                                                        locs[k], d->n_locations);
+                        const char *wait = attr_in(d, attrs, 3, "wait");
+                        if (wait && !fp_store_wait_valid(wait))
+                                return fp_errf(err, errlen, -EINVAL,
+                                               "a sample's wait must be sleep, uninterruptible or "
+                                               "runqueue, not '%.40s'",
+                                               wait);
                         if (pass == 0 || sum == 0)
                                 continue;
                         const char *t = attr_in(d, attrs, 3, "thread.id");
@@ -589,14 +667,18 @@ static int add_profile(struct dict *d, struct pb c, struct fp_store_batch *b, ui
                         if ((r = fp_store_batch_add_stack_of(b, idx, n, &si)) < 0)
                                 return fp_errf(err, errlen, r, "cannot add a stack: %s",
                                                strerror(-r));
-                        uint64_t count = cpu || strcmp(unit, "count") == 0 ? sum : n_values;
+                        uint64_t count = counts                              ? values_sum(cs)
+                                         : cpu || strcmp(unit, "count") == 0 ? sum
+                                                                             : n_values;
                         uint64_t value = cpu ? sum * (uint64_t)pr.period : sum;
                         if ((r = fp_store_batch_add_waiting(b, ti, ei, (pid_t)tid, thread_name,
-                                                            NULL, si, count, value)) < 0)
+                                                            wait, si, count, value)) < 0)
                                 return fp_errf(err, errlen, r, "cannot add a sample: %s",
                                                strerror(-r));
                         *samples += count;
                 }
+                if (counts && next_sample(&cc, &cs) != 0)
+                        return -ESRCH; /* it has more samples */
         }
         return 0;
 }
@@ -665,7 +747,8 @@ static void profile_range(struct pb c, int64_t *from, int64_t *to)
 
 /*
  * Calls fn for every Profile of every ScopeProfiles of a ResourceProfiles
- * message. Returns fn's first error.
+ * message, and with an empty one at the end of each scope. Returns fn's
+ * first error.
  */
 static int each_profile(struct pb rp, int (*fn)(struct pb profile, void *arg), void *arg, char *err,
                         size_t errlen)
@@ -679,14 +762,16 @@ static int each_profile(struct pb rp, int (*fn)(struct pb profile, void *arg), v
                         return bad(err, errlen, "a malformed ResourceProfiles");
                 if (f != 2 || wt != WT_LEN)
                         continue;
+                int r;
                 while (sp.p < sp.end) {
                         struct pb pr = {0};
-                        int r;
                         if (pb_field(&sp, &f, &wt, &v, &pr) < 0)
                                 return bad(err, errlen, "a malformed ScopeProfiles");
-                        if (f == 2 && wt == WT_LEN && (r = fn(pr, arg)) < 0)
+                        if (f == 2 && wt == WT_LEN && pr.p && (r = fn(pr, arg)) < 0)
                                 return r;
                 }
+                if ((r = fn((struct pb){0}, arg)) < 0) /* the scope's end */
+                        return r;
         }
         return 0;
 }
@@ -708,27 +793,117 @@ struct adding {
         uint32_t ti, *idx;
         uint64_t *locs, *samples;
         size_t profiles, rejected;
+        struct pb counts; /* a samples/count profile of this scope, not yet added */
+        bool paired;      /* counts gave another profile its counts */
         char *why;
         size_t why_len;
 };
 
-static int add_one(struct pb profile, void *arg)
+/* Adds a profile (with counts from another, or NULL); a rejected one is said in the answer. */
+static int add_checked(struct adding *a, struct pb profile, const struct pb *counts)
 {
-        struct adding *a = arg;
         char perr[256];
-        int r = add_profile(a->d, profile, a->b, a->ti, a->idx, a->locs, a->samples, perr,
+        int r = add_profile(a->d, profile, counts, a->b, a->ti, a->idx, a->locs, a->samples, perr,
                             sizeof(perr));
 
-        a->profiles++;
         if (r == -EINVAL || r == -EBADMSG) {
                 /* Rejected, alone: the partial success says so. */
                 if (!a->rejected++)
                         snprintf(a->why, a->why_len, "%s", perr);
                 return 0;
         }
-        if (r < 0)
+        if (r < 0 && r != -ESRCH)
                 snprintf(a->why, a->why_len, "%s", perr);
         return r;
+}
+
+/* A samples/count profile that gave no other its counts is an event of its own. */
+static int flush_counts(struct adding *a)
+{
+        struct pb c = a->counts;
+        bool paired = a->paired;
+
+        a->counts = (struct pb){0};
+        a->paired = false;
+        return c.p && !paired ? add_checked(a, c, NULL) : 0;
+}
+
+/* The drops a fleetprof agent counted: the profile's attributes fleetprof.drop.REASON. */
+static int profile_drops(struct adding *a, struct pb c)
+{
+        struct dict *d = a->d;
+
+        while (c.p < c.end) {
+                uint32_t f;
+                unsigned wt;
+                uint64_t v, i;
+                struct pb sub = {0};
+                if (pb_field(&c, &f, &wt, &v, &sub) < 0)
+                        return 0; /* add_profile() says what is wrong with it */
+                if (f != 11)
+                        continue;
+                struct pb q = wt == WT_LEN ? sub : (struct pb){0};
+                for (bool one = wt == WT_VARINT; one || (q.p < q.end && pb_varint(&q, &v) == 0);
+                     one = false) {
+                        char reason[64], *end;
+                        i = v;
+                        if (i >= d->n_attrs || !d->attrs[i].value || !dstr(d, d->attrs[i].key) ||
+                            !fp_coll_drop_of(dstr(d, d->attrs[i].key), reason, NULL))
+                                continue;
+                        unsigned long long n = strtoull(d->attrs[i].value, &end, 10);
+                        int r;
+                        if (!*end && isdigit((unsigned char)d->attrs[i].value[0]) &&
+                            (r = fp_store_batch_add_drop(a->b, a->ti, reason, n)) < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+/* A samples/count profile: kept back, for the next profiles of the scope to take counts from. */
+static bool counts_only(const struct dict *d, struct pb c)
+{
+        uint64_t type = 0, unit = 0;
+
+        while (c.p < c.end) {
+                uint32_t f;
+                unsigned wt;
+                uint64_t v;
+                struct pb sub = {0};
+                if (pb_field(&c, &f, &wt, &v, &sub) < 0)
+                        return false;
+                if (f == 1 && wt == WT_LEN)
+                        value_type(sub, &type, &unit);
+        }
+        const char *t = dstr(d, type), *u = dstr(d, unit);
+        return t && u && strcmp(t, "samples") == 0 && strcmp(u, "count") == 0;
+}
+
+static int add_one(struct pb profile, void *arg)
+{
+        struct adding *a = arg;
+        int r;
+
+        if (!profile.p)
+                return flush_counts(a); /* the scope's end */
+        a->profiles++;
+        if ((r = profile_drops(a, profile)) < 0) {
+                snprintf(a->why, a->why_len, "cannot add a drop: %s", strerror(-r));
+                return r;
+        }
+        if (counts_only(a->d, profile)) {
+                r = flush_counts(a);
+                a->counts = profile;
+                return r;
+        }
+        if (a->counts.p) {
+                r = add_checked(a, profile, &a->counts);
+                if (r != -ESRCH) {
+                        a->paired |= r == 0;
+                        return r;
+                }
+        }
+        return add_checked(a, profile, NULL);
 }
 
 /* The decoder, with the client's address for the host of a resource without host.name. */

@@ -267,7 +267,7 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
         for (size_t s = 0; r == 0 && s < fp_pprof_n_samples(p); s++) {
                 struct fp_pprof_sample_view v;
                 int64_t tid = 0;
-                const char *thread_name = NULL;
+                const char *thread_name = NULL, *wait = NULL;
                 uint32_t stack;
                 if (fp_pprof_sample_get(p, s, &v) < 0)
                         continue;
@@ -281,6 +281,15 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
                                 tid = l.num;
                         else if (l.str && strcmp(l.key, "thread_name") == 0)
                                 thread_name = l.str;
+                        else if (l.str && strcmp(l.key, "wait") == 0)
+                                wait = l.str;
+                }
+                if (wait && !fp_store_wait_valid(wait)) {
+                        r = fp_errf(err, errlen, -EINVAL,
+                                    "label 'wait' must be sleep, uninterruptible or runqueue, "
+                                    "not '%.40s'",
+                                    wait);
+                        break;
                 }
                 bool any = false;
                 for (size_t i = 0; i < nt; i++)
@@ -301,7 +310,7 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
                         int64_t count = count_col != SIZE_MAX        ? v.values[count_col]
                                         : strcmp(unit, "count") == 0 ? v.values[i]
                                                                      : 1;
-                        r = fp_store_batch_add_waiting(b, ti, ei[i], (pid_t)tid, thread_name, NULL,
+                        r = fp_store_batch_add_waiting(b, ti, ei[i], (pid_t)tid, thread_name, wait,
                                                        stack, (uint64_t)(count > 0 ? count : 0),
                                                        (uint64_t)v.values[i]);
                         if (r < 0)
@@ -312,6 +321,14 @@ static int add_pprof(struct fp_store_batch *b, uint32_t ti, const struct fp_ppro
                 }
         }
         frame_cache_free(&fc);
+        /* The drops a fleetprof agent counted, in its comments. */
+        for (size_t i = 0; r == 0 && i < fp_pprof_n_comments(p); i++) {
+                char reason[64];
+                uint64_t n;
+                if (fp_coll_drop_of(fp_pprof_comment(p, i), reason, &n) &&
+                    (r = fp_store_batch_add_drop(b, ti, reason, n)) < 0)
+                        r = fp_errf(err, errlen, r, "cannot add a drop: %s", strerror(-r));
+        }
         return r;
 }
 

@@ -142,6 +142,54 @@ int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src);
  */
 int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type);
 
+/*
+ * Like fp_pprof_merge(), but only the samples keep(src, i, arg) takes, and
+ * only the strings, mappings, functions and locations they use: how one
+ * profile is cut into several (a host tier's round into one per service).
+ */
+typedef bool (*fp_pprof_keep_fn)(const struct fp_pprof *src, size_t i, void *arg);
+int fp_pprof_merge_where(struct fp_pprof *dst, const struct fp_pprof *src, fp_pprof_keep_fn keep,
+                         void *arg);
+
+/* An OTLP attribute: a string when str != NULL, else an integer. */
+struct fp_otlp_attr {
+        const char *key;
+        const char *str;
+        int64_t num;
+};
+
+#define FP_OTLP_MAX_ATTRS 40 /* a resource's profile attributes and drops, each */
+
+/*
+ * A resource of an OTLP request: its attributes, the samples it holds
+ * (keep NULL: all of them), attributes of each of its profiles and
+ * attributes of its first profile only (the drops: counted once).
+ */
+struct fp_otlp_resource {
+        const struct fp_otlp_attr *attrs;
+        size_t n_attrs;
+        fp_pprof_keep_fn keep;
+        void *arg;
+        const struct fp_otlp_attr *profile_attrs;
+        size_t n_profile_attrs;
+        const struct fp_otlp_attr *drop_attrs;
+        size_t n_drop_attrs;
+};
+
+/*
+ * p as an OTLP ExportProfilesServiceRequest (opentelemetry-proto v1.9.0,
+ * protobuf): one ResourceProfiles per resource, each with one scope
+ * (scope_name, scope_version) and a profile per sample type of p, all
+ * with the same samples in the same order. Sample labels become sample
+ * attributes (thread -> thread.id, thread_name -> thread.name, pid ->
+ * process.pid, the rest by their names) but those named in skip_labels
+ * (NULL-terminated, may be NULL); build IDs become the mappings'
+ * process.executable.build_id.gnu. p gains strings. *ret is malloc'd.
+ */
+int fp_pprof_to_otlp(struct fp_pprof *p, const struct fp_otlp_resource *res, size_t n_res,
+                     const char *const *skip_labels, const char *scope_name,
+                     const char *scope_version, uint8_t **ret, size_t *ret_len);
+
 /* Serialises to profile.proto, gzip-compressed when gzip != 0. *ret_buf is malloc'd. */
 int fp_pprof_encode(const struct fp_pprof *p, int gzip, uint8_t **ret_buf, size_t *ret_len);
 
@@ -157,6 +205,8 @@ int fp_pprof_encode(const struct fp_pprof *p, int gzip, uint8_t **ret_buf, size_
 #define FP_PPROF_DEFAULT_MAX_SIZE ((size_t)64 << 20) /* what max_size == 0 means */
 int fp_pprof_decode(const uint8_t *buf, size_t len, size_t max_size, struct fp_pprof **ret,
                     char *errbuf, size_t errbuf_len);
+/* gzip (RFC 1952, no name or time: the same bytes for the same input) into a malloc'd buffer. */
+int fp_pprof_gzip(const uint8_t *in, size_t len, uint8_t **ret, size_t *ret_len);
 /*
  * Inflates gzip data into a malloc'd buffer of at most max_size bytes (0:
  * the default), the way fp_pprof_decode() does: -EFBIG past it, -EBADMSG

@@ -51,11 +51,75 @@ static void widen_time(struct fp_pprof *dst, const struct fp_pprof *src)
 }
 
 /*
+ * Source string index -> destination index, interned on first use: a
+ * merge of some samples takes only the strings they need. 0 for a string
+ * not yet interned (a destination's "" is 0 too, and re-interning "" is
+ * harmless); m->err is set when interning fails.
+ */
+struct smap {
+        struct fp_pprof *dst;
+        const struct fp_pprof *src;
+        uint32_t *v;
+        int err;
+};
+
+static uint32_t sm(struct smap *m, uint32_t i)
+{
+        int r;
+
+        if (i == 0 || m->v[i] || m->err)
+                return m->v[i];
+        r = fp_pp_intern(m->dst, m->src->strs[i].s, m->src->strs[i].len, &m->v[i]);
+        if (r < 0)
+                m->err = r;
+        return m->v[i];
+}
+
+/* Which of src's samples a merge takes, and which entities they use (by src id). */
+struct pick {
+        fp_pprof_keep_fn keep; /* NULL: every sample, every entity */
+        void *arg;
+        bool *loc, *map, *fn; /* [id]: used by a taken sample */
+};
+
+static bool taken(const struct pick *pk, const struct fp_pprof *src, size_t i)
+{
+        return !pk->keep || pk->keep(src, i, pk->arg);
+}
+
+/* Marks what the taken samples use, so only that is interned. */
+static int mark_used(struct pick *pk, const struct fp_pprof *src)
+{
+        pk->loc = fp_pp_calloc(src->n_locations + 1, sizeof(*pk->loc));
+        pk->map = fp_pp_calloc(src->n_mappings + 1, sizeof(*pk->map));
+        pk->fn = fp_pp_calloc(src->n_functions + 1, sizeof(*pk->fn));
+        if (!pk->loc || !pk->map || !pk->fn)
+                return -ENOMEM;
+        for (size_t i = 0; i < src->n_samples; i++) {
+                const struct fp_pp_sample *s = &src->samples[i];
+                if (!taken(pk, src, i))
+                        continue;
+                for (size_t j = 0; j < s->n_locs; j++)
+                        pk->loc[src->sample_locs[s->loc_off + j]] = true;
+        }
+        for (size_t i = 0; i < src->n_locations; i++) {
+                const struct fp_pp_location *l = &src->locations[i];
+                if (!pk->loc[i + 1])
+                        continue;
+                pk->map[l->mapping_id] = true;
+                for (size_t j = 0; j < l->n_lines; j++)
+                        pk->fn[src->lines[l->line_off + j].function_id] = true;
+        }
+        return 0;
+}
+
+/*
  * cols NULL: src's types are dst's, in order. Else cols[t] is the dst type
  * of src type t, or -1 to leave it out; values is scratch for dst's types.
  */
-static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, const uint32_t *smap,
-                         const uint64_t *lmap, const int *cols, int64_t *values)
+static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, struct smap *sp,
+                         const struct pick *pk, const uint64_t *lmap, const int *cols,
+                         int64_t *values)
 {
         int r;
 
@@ -64,6 +128,8 @@ static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, const
                 const uint64_t *sl = &src->sample_locs[s->loc_off];
                 const struct fp_pp_label *sb = &src->sample_labels[s->label_off];
 
+                if (!taken(pk, src, i))
+                        continue;
                 if (FP_PP_GROW(dst->scratch_locs, dst->cap_scratch_locs, s->n_locs) < 0)
                         return -ENOMEM;
                 if (FP_PP_GROW(dst->scratch_labels, dst->cap_scratch_labels, s->n_labels) < 0)
@@ -72,11 +138,13 @@ static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, const
                         dst->scratch_locs[j] = lmap[sl[j]];
                 for (size_t j = 0; j < s->n_labels; j++)
                         dst->scratch_labels[j] = (struct fp_pp_label){
-                            .key = smap[sb[j].key],
-                            .str = sb[j].str == FP_PP_NOSTR ? FP_PP_NOSTR : smap[sb[j].str],
-                            .unit = smap[sb[j].unit],
+                            .key = sm(sp, sb[j].key),
+                            .str = sb[j].str == FP_PP_NOSTR ? FP_PP_NOSTR : sm(sp, sb[j].str),
+                            .unit = sm(sp, sb[j].unit),
                             .num = sb[j].num,
                         };
+                if (sp->err)
+                        return sp->err;
                 const int64_t *v = &src->values[i * src->n_types];
                 if (cols) {
                         memset(values, 0, dst->n_types * sizeof(*values));
@@ -93,16 +161,20 @@ static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, const
         return 0;
 }
 
-static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, const uint32_t *smap,
-                          uint64_t *mmap, uint64_t *fmap, uint64_t *lmap)
+static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, struct smap *sp,
+                          const struct pick *pk, uint64_t *mmap, uint64_t *fmap, uint64_t *lmap)
 {
         int r;
 
         for (size_t i = 0; i < src->n_mappings; i++) {
                 struct fp_pp_mapping m = src->mappings[i];
 
-                m.filename = smap[m.filename];
-                m.build_id = smap[m.build_id];
+                if (pk->map && !pk->map[i + 1])
+                        continue;
+                m.filename = sm(sp, m.filename);
+                m.build_id = sm(sp, m.build_id);
+                if (sp->err)
+                        return sp->err;
                 r = fp_pp_intern_mapping(dst, &m, &mmap[i + 1]);
                 if (r < 0)
                         return r;
@@ -113,14 +185,21 @@ static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, cons
         for (size_t i = 0; i < src->n_functions; i++) {
                 const struct fp_pp_function *f = &src->functions[i];
 
-                r = fp_pp_intern_function(dst, smap[f->name], smap[f->system_name],
-                                          smap[f->filename], f->start_line, &fmap[i + 1]);
+                if (pk->fn && !pk->fn[i + 1])
+                        continue;
+                uint32_t name = sm(sp, f->name), sys = sm(sp, f->system_name);
+                uint32_t file = sm(sp, f->filename);
+                if (sp->err)
+                        return sp->err;
+                r = fp_pp_intern_function(dst, name, sys, file, f->start_line, &fmap[i + 1]);
                 if (r < 0)
                         return r;
         }
         for (size_t i = 0; i < src->n_locations; i++) {
                 const struct fp_pp_location *l = &src->locations[i];
 
+                if (pk->loc && !pk->loc[i + 1])
+                        continue;
                 if (FP_PP_GROW(dst->scratch_lines, dst->cap_scratch_lines, l->n_lines) < 0)
                         return -ENOMEM;
                 for (size_t j = 0; j < l->n_lines; j++) {
@@ -136,27 +215,32 @@ static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, cons
 }
 
 /*
- * The body of both merges. only_type NULL: every type, identical in dst
+ * The body of the merges. only_type NULL: every type, identical in dst
  * (or dst empty). Else only that type of src, matched or added by name.
+ * pk->keep set: only the samples it takes, and only what they use.
  */
-static int merge(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type)
+static int merge(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type,
+                 struct pick *pk)
 {
-        uint32_t *smap = NULL;
+        struct smap sp = {.dst = dst, .src = src};
         uint64_t *mmap = NULL, *fmap = NULL, *lmap = NULL;
         int *cols = NULL;
         int64_t *values = NULL;
         bool typed = only_type != NULL;
         int r = -ENOMEM;
 
-        smap = fp_pp_calloc(src->n_strs, sizeof(*smap));
+        sp.v = fp_pp_calloc(src->n_strs + 1, sizeof(*sp.v));
         mmap = fp_pp_calloc(src->n_mappings + 1, sizeof(*mmap));
         fmap = fp_pp_calloc(src->n_functions + 1, sizeof(*fmap));
         lmap = fp_pp_calloc(src->n_locations + 1, sizeof(*lmap));
         cols = fp_pp_calloc(src->n_types + 1, sizeof(*cols));
-        if (!smap || !mmap || !fmap || !lmap || !cols)
+        if (!sp.v || !mmap || !fmap || !lmap || !cols)
                 goto out;
-        for (size_t i = 0; i < src->n_strs; i++) {
-                r = fp_pp_intern(dst, src->strs[i].s, src->strs[i].len, &smap[i]);
+        if (pk->keep && (r = mark_used(pk, src)) < 0)
+                goto out;
+        /* A whole merge interns every string, in src's order. */
+        for (size_t i = 0; !pk->keep && i < src->n_strs; i++) {
+                r = fp_pp_intern(dst, src->strs[i].s, src->strs[i].len, &sp.v[i]);
                 if (r < 0)
                         goto out;
         }
@@ -168,8 +252,8 @@ static int merge(struct fp_pprof *dst, const struct fp_pprof *src, const char *o
                         r = fp_pprof_find_sample_type(dst, fp_pp_str(src, src->types[i].type),
                                                       fp_pp_str(src, src->types[i].unit));
                         if (r == -ENOENT)
-                                r = fp_pp_add_type(dst, smap[src->types[i].type],
-                                                   smap[src->types[i].unit]);
+                                r = fp_pp_add_type(dst, sm(&sp, src->types[i].type),
+                                                   sm(&sp, src->types[i].unit));
                         if (r < 0)
                                 goto out;
                         cols[i] = r;
@@ -180,59 +264,82 @@ static int merge(struct fp_pprof *dst, const struct fp_pprof *src, const char *o
                         goto out;
         } else if (dst->n_types == 0) {
                 for (size_t i = 0; i < src->n_types; i++) {
-                        r = fp_pp_add_type(dst, smap[src->types[i].type], smap[src->types[i].unit]);
+                        r = fp_pp_add_type(dst, sm(&sp, src->types[i].type),
+                                           sm(&sp, src->types[i].unit));
                         if (r < 0)
                                 goto out;
                 }
         }
         if (!typed || !*only_type) {
                 if (dst->period_type.type == 0 && dst->period_type.unit == 0 && dst->period == 0) {
-                        dst->period_type.type = smap[src->period_type.type];
-                        dst->period_type.unit = smap[src->period_type.unit];
+                        dst->period_type.type = sm(&sp, src->period_type.type);
+                        dst->period_type.unit = sm(&sp, src->period_type.unit);
                         dst->period = src->period;
                 }
                 if (dst->default_type == 0)
-                        dst->default_type = smap[src->default_type];
+                        dst->default_type = sm(&sp, src->default_type);
                 for (size_t i = 0; i < src->n_comments; i++) {
-                        r = fp_pp_add_comment(dst, smap[src->comments[i]]);
+                        r = fp_pp_add_comment(dst, sm(&sp, src->comments[i]));
                         if (r < 0)
                                 goto out;
                 }
         }
         if (dst->drop_frames == 0)
-                dst->drop_frames = smap[src->drop_frames];
+                dst->drop_frames = sm(&sp, src->drop_frames);
         if (dst->keep_frames == 0)
-                dst->keep_frames = smap[src->keep_frames];
-        widen_time(dst, src);
-
-        r = merge_entities(dst, src, smap, mmap, fmap, lmap);
+                dst->keep_frames = sm(&sp, src->keep_frames);
+        r = sp.err;
         if (r < 0)
                 goto out;
-        r = merge_samples(dst, src, smap, lmap, typed ? cols : NULL, values);
+        widen_time(dst, src);
+
+        r = merge_entities(dst, src, &sp, pk, mmap, fmap, lmap);
+        if (r < 0)
+                goto out;
+        r = merge_samples(dst, src, &sp, pk, lmap, typed ? cols : NULL, values);
 out:
-        free(smap);
+        free(sp.v);
         free(mmap);
         free(fmap);
         free(lmap);
         free(cols);
         free(values);
+        free(pk->loc);
+        free(pk->map);
+        free(pk->fn);
         return r;
 }
 
 /* On failure dst may hold part of src (-ENOMEM halfway); -EINVAL leaves it untouched. */
 int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src)
 {
+        struct pick all = {0};
+
         if (!dst || !src || dst == src)
                 return -EINVAL;
         /* A src without types can only be empty: nothing to disagree about. */
         if (dst->n_types != 0 && !same_types(dst, src) &&
             !(src->n_types == 0 && src->n_samples == 0))
                 return -EINVAL;
-        return merge(dst, src, NULL);
+        return merge(dst, src, NULL, &all);
+}
+
+int fp_pprof_merge_where(struct fp_pprof *dst, const struct fp_pprof *src, fp_pprof_keep_fn keep,
+                         void *arg)
+{
+        struct pick pk = {.keep = keep, .arg = arg};
+
+        if (!dst || !src || dst == src || !keep)
+                return -EINVAL;
+        if (dst->n_types != 0 && !same_types(dst, src) &&
+            !(src->n_types == 0 && src->n_samples == 0))
+                return -EINVAL;
+        return merge(dst, src, NULL, &pk);
 }
 
 int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type)
 {
+        struct pick all = {0};
         bool found = !only_type;
 
         if (!dst || !src || dst == src)
@@ -241,5 +348,5 @@ int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const
                 found = strcmp(fp_pp_str(src, src->types[i].type), only_type) == 0;
         if (!found)
                 return -EINVAL;
-        return merge(dst, src, only_type ? only_type : "");
+        return merge(dst, src, only_type ? only_type : "", &all);
 }

@@ -363,6 +363,11 @@ fail:
         return r;
 }
 
+int fp_pprof_gzip(const uint8_t *in, size_t len, uint8_t **ret, size_t *ret_len)
+{
+        return gzip_compress(in, len, ret, ret_len);
+}
+
 int fp_pprof_encode(const struct fp_pprof *p, int gzip, uint8_t **ret_buf, size_t *ret_len)
 {
         struct wbuf b = {0};

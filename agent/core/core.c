@@ -920,6 +920,7 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
         if (opt->collector_url) {
                 struct fp_upload_options uo = {.url = opt->collector_url,
                                                .token_file = opt->token_file,
+                                               .credentials_file = opt->credentials_file,
                                                .ca_file = opt->ca_file,
                                                .interval_seconds = opt->upload_interval};
                 int r;

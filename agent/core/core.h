@@ -41,6 +41,7 @@ struct fp_core_options {
         unsigned bucket_seconds;
         const char *collector_url; /* NULL: no uploads */
         const char *token_file;
+        const char *credentials_file;
         const char *ca_file;
         unsigned upload_interval;
         bool no_bpf;            /* --no-bpf: track threads with the perf FORK-record fallback */

@@ -24,9 +24,11 @@
 #include "store.h"
 #include "util.h"
 #include "writer.h"
+#include "wire.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -66,6 +68,8 @@ struct item {
         uint8_t *body;
         CURL *easy;
         struct curl_slist *headers;
+        uint8_t *wire; /* the body in the round's protocol (NULL: body, the native one) */
+        size_t wire_len;
         char error[CURL_ERROR_SIZE + 512]; /* curl's error buffer, then our line */
         char response[512];
         size_t response_len;
@@ -74,6 +78,8 @@ struct item {
 
 /* Work shared with the writer thread: owned by the round's job while it runs. */
 struct round {
+        enum fp_wire wire; /* the protocol of the collector this round goes to */
+        long retry_after;  /* seconds a collector asked to wait (Retry-After), at most */
         struct item *items;
         size_t n_items, cap_items;
         uint64_t buckets_moved; /* buckets this round moved into the outbox */
@@ -86,12 +92,16 @@ struct round {
 struct fp_uploader {
         struct event_base *base;
         struct fp_writer *writer;
-        char **urls; /* the collectors, tried in turn */
+        char **urls;         /* the collectors, tried in turn (with their protocol's prefix) */
+        enum fp_wire *wires; /* the protocol of each */
+        size_t *http;        /* where each one's http(s):// starts */
         size_t n_urls, cur;
         const char *url;       /* urls[cur] */
         size_t tried_since_ok; /* collectors failed over from since the last good round */
         bool quick_retry;      /* the next collector gets the round at once */
-        char *token, *ca_file;
+        struct fp_wire_credentials cred;
+        const char *cred_source; /* the option they came from, for the log */
+        char *ca_file;
         unsigned interval;
 
         enum state state;
@@ -101,6 +111,7 @@ struct fp_uploader {
         struct event *ev_curl_timer;
         size_t in_flight;
         unsigned backoff_s;
+        long retry_after; /* what the last failed round's collector asked to wait, seconds */
         unsigned flush_rounds;
         size_t flush_sent; /* uploads delivered by the rounds of this flush */
         char hostname[256];
@@ -129,6 +140,7 @@ static void item_clear(struct item *it)
         curl_slist_free_all(it->headers);
         free(it->strs);
         free(it->body);
+        free(it->wire);
         memset(it, 0, sizeof(*it));
 }
 
@@ -141,6 +153,7 @@ static void round_reset(struct round *r)
         r->more = false;
         r->split = 0;
         r->too_large = 0;
+        r->retry_after = 0;
         r->error[0] = 0;
 }
 
@@ -462,6 +475,34 @@ static int load_item(void *userdata, const struct fp_store_upload *up)
 }
 
 /*
+ * Writer thread: each upload's body in the round's protocol, made from
+ * what the outbox holds (the same bytes every time). One that cannot be
+ * made is refused for good (its stored profile is damaged), unless memory
+ * ran out.
+ */
+static void make_wire(struct round *r)
+{
+        struct fp_upload_meta *m;
+
+        if (r->wire == FP_WIRE_NATIVE)
+                return;
+        m = malloc(sizeof(*m));
+        for (size_t i = 0; i < r->n_items; i++) {
+                struct item *it = &r->items[i];
+                char err[256] = "out of memory";
+                int e = -ENOMEM;
+                if (m && (e = fp_upload_parse_query(it->up.query, m, err, sizeof(err))) == 0)
+                        e = fp_wire_body(r->wire, m, it->up.key, it->up.body, it->up.len, &it->wire,
+                                         &it->wire_len, err, sizeof(err));
+                if (e < 0) {
+                        snprintf(it->error, sizeof(it->error), "%s", err);
+                        it->outcome = e == -ENOMEM ? TRANSIENT : REFUSED;
+                }
+        }
+        free(m);
+}
+
+/*
  * Writer thread: sends what waits in the outbox; when nothing does, moves
  * the oldest pending buckets in first.
  */
@@ -487,6 +528,7 @@ static int prepare(struct fp_store *store, void *arg)
                 snprintf(r->error, sizeof(r->error), "%s", fp_store_errmsg(store));
                 return n;
         }
+        make_wire(r);
         return 0;
 }
 
@@ -626,6 +668,7 @@ static void round_end(struct fp_uploader *u, bool ok, bool more, const char *mes
                                 u->backoff_s = BACKOFF_MAX_S;
                 }
         }
+        u->retry_after = ok || !u->round ? 0 : u->round->retry_after;
         if (u->round)
                 round_reset(u->round);
         if (u->flush_done && ok && more && ++u->flush_rounds < MAX_FLUSH_ROUNDS) {
@@ -663,7 +706,9 @@ static void round_end(struct fp_uploader *u, bool ok, bool more, const char *mes
                 u->quick_retry = false;
                 arm(u, 0.1); /* the next collector, before backing off */
         } else if (!ok) {
-                arm(u, u->backoff_s * jitter(0.25));
+                /* At least as long as a collector asked (Retry-After). */
+                double wait = u->backoff_s * jitter(0.25);
+                arm(u, wait > (double)u->retry_after ? wait : (double)u->retry_after);
         } else if (more) {
                 arm(u, 0.05); /* catch up: the store holds more than one round */
         } else {
@@ -757,23 +802,37 @@ static void sending_done(struct fp_uploader *u)
                 round_end(u, false, false, "cannot queue the recording of what was uploaded");
 }
 
+/*
+ * Whether an answer is worth a retry. OTLP's specification names 429, 502,
+ * 503 and 504 (and a timeout is one too): any other 5xx is for good.
+ */
+static bool transient_code(enum fp_wire w, long code)
+{
+        if (code == 408 || code == 429)
+                return true;
+        if (w == FP_WIRE_OTLP)
+                return code == 502 || code == 503 || code == 504;
+        return code >= 500;
+}
+
 /* What an HTTP answer means for an upload, with a line saying so. */
 static enum outcome classify(const struct fp_uploader *u, struct item *it, long code)
 {
-        const char *loc = NULL;
+        enum fp_wire w = u->round->wire;
+        const char *loc = NULL, *path = fp_wire_path(w);
 
         if (code >= 200 && code < 300)
                 return DELIVERED;
-        if (code == 400 || code == 422) {
+        if (code == 400 || code == 422 || (code >= 500 && !transient_code(w, code))) {
                 snprintf(it->error, sizeof(it->error), "HTTP %ld: %.200s", code, it->response);
                 return REFUSED;
         }
         if (code == 413) {
                 snprintf(it->error, sizeof(it->error), "HTTP 413: %zu bytes are too large",
-                         it->up.len);
+                         it->wire ? it->wire_len : it->up.len);
                 return TOO_LARGE;
         }
-        if (code == 408 || code == 429 || code >= 500) {
+        if (transient_code(w, code)) {
                 snprintf(it->error, sizeof(it->error), "HTTP %ld: %.200s", code, it->response);
                 return TRANSIENT;
         }
@@ -782,9 +841,9 @@ static enum outcome classify(const struct fp_uploader *u, struct item *it, long 
                         curl_easy_getinfo(it->easy, CURLINFO_REDIRECT_URL, &loc);
                 /* Where it points, without the upload's own path and query. */
                 size_t n = loc ? strcspn(loc, "?") : 0;
-                const char *path = loc ? strstr(loc, FP_UPLOAD_PATH) : NULL;
-                if (path && (size_t)(path - loc) < n)
-                        n = (size_t)(path - loc);
+                const char *at = loc ? strstr(loc, path) : NULL;
+                if (at && (size_t)(at - loc) < n)
+                        n = (size_t)(at - loc);
                 snprintf(it->error, sizeof(it->error),
                          "HTTP %ld: the collector URL %.200s redirects to %.*s; set --collector "
                          "to where it points",
@@ -792,13 +851,13 @@ static enum outcome classify(const struct fp_uploader *u, struct item *it, long 
                          loc ? loc : "(no Location)");
         } else if (code == 401 || code == 403) {
                 snprintf(it->error, sizeof(it->error),
-                         "HTTP %ld: the collector refused the token; check --token-file: %.200s",
-                         code, it->response);
+                         "HTTP %ld: the collector refused the credentials; check %s: %.200s", code,
+                         u->cred_source, it->response);
         } else {
                 snprintf(it->error, sizeof(it->error),
-                         "HTTP %ld from %.200s%s: is --collector the collector's base URL? "
+                         "HTTP %ld from %.200s%s: is --collector the base URL of a %s collector? "
                          "%.200s",
-                         code, u->url, FP_UPLOAD_PATH, it->response);
+                         code, u->url + u->http[u->cur], path, fp_wire_name(w), it->response);
         }
         return MISCONFIGURED;
 }
@@ -815,7 +874,17 @@ static void check_done(struct fp_uploader *u)
                 struct item *it = NULL;
                 curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
                 long code = 0;
+                curl_off_t after = 0;
+                int64_t rejected = 0;
+                char why[256];
                 curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+                if (curl_easy_getinfo(m->easy_handle, CURLINFO_RETRY_AFTER, &after) == CURLE_OK &&
+                    after > u->round->retry_after)
+                        u->round->retry_after = after > BACKOFF_MAX_S ? BACKOFF_MAX_S : (long)after;
+                /* OTLP says in a 200 which profiles it could not take: read before it is text. */
+                if (u->round->wire == FP_WIRE_OTLP && code >= 200 && code < 300)
+                        rejected = fp_wire_otlp_rejected((const uint8_t *)it->response,
+                                                         it->response_len, why, sizeof(why));
                 it->response[it->response_len < sizeof(it->response) ? it->response_len
                                                                      : sizeof(it->response) - 1] =
                     0;
@@ -835,7 +904,16 @@ static void check_done(struct fp_uploader *u)
                 }
                 if (it->outcome == DELIVERED) {
                         u->st.uploads_ok++;
-                        u->st.bytes_sent += it->up.len;
+                        u->st.bytes_sent += it->wire ? it->wire_len : it->up.len;
+                        if (rejected > 0) {
+                                /* Taken in part: what it refused cannot be sent better. */
+                                fp_log(LOG_ERR,
+                                       "The collector rejected %" PRId64
+                                       " profile%s of %d (%s) for good: %s",
+                                       rejected, rejected == 1 ? "" : "s", (int)it->up.pid,
+                                       it->up.event, why[0] ? why : "(no reason given)");
+                                u->st.uploads_rejected++;
+                        }
                 } else if (it->outcome == REFUSED) {
                         fp_log(LOG_ERR,
                                "The collector refused the profile of %d (%s, %" PRIu64
@@ -864,34 +942,76 @@ static size_t on_response(char *data, size_t size, size_t nmemb, void *userdata)
         return n;
 }
 
+/* Appends a header line; false when out of memory. */
+static bool add_header(struct item *it, const char *fmt, ...)
+{
+        char *line = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        int n = vasprintf(&line, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return false;
+        struct curl_slist *l = curl_slist_append(it->headers, line);
+        explicit_bzero(line, (size_t)n);
+        free(line);
+        if (!l)
+                return false;
+        it->headers = l;
+        return true;
+}
+
+/* The request's headers in the round's protocol, with the credentials. */
+static bool item_headers(const struct fp_uploader *u, struct item *it)
+{
+        enum fp_wire w = u->round->wire;
+        bool ok = add_header(it, "Expect:");
+
+        if (w == FP_WIRE_NATIVE)
+                ok = ok && add_header(it, FP_UPLOAD_KEY_HEADER ": %s", it->up.key) &&
+                     add_header(it, "Content-Type: application/octet-stream");
+        else if (w == FP_WIRE_PYROSCOPE)
+                ok = ok && add_header(it, "Content-Type: application/proto") &&
+                     add_header(it, "Connect-Protocol-Version: 1");
+        else
+                ok = ok && add_header(it, "Content-Type: application/x-protobuf") &&
+                     add_header(it, "Content-Encoding: gzip");
+        if (u->cred.bearer)
+                ok = ok && add_header(it, "Authorization: Bearer %s", u->cred.bearer);
+        if (u->cred.tenant)
+                ok = ok && add_header(it, "X-Scope-OrgID: %s", u->cred.tenant);
+        return ok;
+}
+
 static int item_start(struct fp_uploader *u, struct item *it)
 {
-        char *url = NULL, hdr[300];
+        const char *base = u->url + u->http[u->cur];
+        enum fp_wire w = u->round->wire;
+        char *url = NULL;
 
         it->u = u;
         it->easy = curl_easy_init();
         if (!it->easy)
                 return -ENOMEM;
-        if (asprintf(&url, "%s%s?%s", u->url, FP_UPLOAD_PATH, it->up.query) < 0)
+        if ((w == FP_WIRE_NATIVE ? asprintf(&url, "%s%s?%s", base, fp_wire_path(w), it->up.query)
+                                 : asprintf(&url, "%s%s", base, fp_wire_path(w))) < 0)
                 return -ENOMEM;
-        snprintf(hdr, sizeof(hdr), FP_UPLOAD_KEY_HEADER ": %s", it->up.key);
-        it->headers = curl_slist_append(it->headers, hdr);
-        it->headers = curl_slist_append(it->headers, "Content-Type: application/octet-stream");
-        it->headers = curl_slist_append(it->headers, "Expect:");
-        if (u->token) {
-                char *auth = NULL;
-                if (asprintf(&auth, "Authorization: Bearer %s", u->token) < 0) {
-                        free(url);
-                        return -ENOMEM;
-                }
-                it->headers = curl_slist_append(it->headers, auth);
-                free(auth);
+        if (!item_headers(u, it)) {
+                free(url);
+                return -ENOMEM;
+        }
+        if (u->cred.user) {
+                curl_easy_setopt(it->easy, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+                curl_easy_setopt(it->easy, CURLOPT_USERNAME, u->cred.user);
+                curl_easy_setopt(it->easy, CURLOPT_PASSWORD, u->cred.password);
         }
         curl_easy_setopt(it->easy, CURLOPT_URL, url);
         free(url); /* libcurl copies it */
         curl_easy_setopt(it->easy, CURLOPT_POST, 1L);
-        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDS, it->up.body);
-        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->up.len);
+        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDS, it->wire ? it->wire : it->up.body);
+        curl_easy_setopt(it->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                         (curl_off_t)(it->wire ? it->wire_len : it->up.len));
         curl_easy_setopt(it->easy, CURLOPT_HTTPHEADER, it->headers);
         curl_easy_setopt(it->easy, CURLOPT_WRITEFUNCTION, on_response);
         curl_easy_setopt(it->easy, CURLOPT_WRITEDATA, it);
@@ -938,6 +1058,14 @@ static void on_prepared(void *userdata, const struct fp_writer_result *res)
         u->state = SENDING;
         u->st.last_attempt_ns = (int64_t)fp_now_ns(CLOCK_REALTIME);
         for (size_t i = 0; i < r->n_items; i++) {
+                if (r->items[i].outcome == REFUSED) {
+                        fp_log(LOG_ERR, "The profile of %d (%s) cannot be sent to %s for good: %s",
+                               (int)r->items[i].up.pid, r->items[i].up.event, u->url,
+                               r->items[i].error);
+                        u->st.uploads_rejected++;
+                }
+                if (r->items[i].outcome != PENDING)
+                        continue;
                 int e = item_start(u, &r->items[i]);
                 if (e < 0) {
                         snprintf(r->items[i].error, sizeof(r->items[i].error),
@@ -960,6 +1088,7 @@ static void start_round(struct fp_uploader *u)
                 }
         }
         u->state = PREPARING;
+        u->round->wire = u->wires[u->cur];
         if (fp_writer_submit_call(u->writer, prepare, u->round, on_prepared, u) < 0)
                 round_end(u, false, false, "cannot queue the upload");
 }
@@ -1034,37 +1163,49 @@ static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 /* ---- API ---- */
 
-/* --collector URL[,URL...]: each http(s)://, without trailing slashes. */
+/*
+ * --collector URL[,URL...]: each http(s)://, pyroscope+http(s):// or
+ * otlp+http(s)://, without trailing slashes.
+ */
 static int parse_urls(struct fp_uploader *u, const char *list, char *err, size_t err_len)
 {
         const char *p = list;
 
         for (;;) {
-                size_t n = strcspn(p, ",");
-                char *url;
-                if (n == 0 || (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0)) {
-                        snprintf(err, err_len,
-                                 "collector URL '%.*s' must start with http:// or https:// (give "
-                                 "several as URL,URL)",
-                                 (int)(n < 300 ? n : 300), p);
-                        return -EINVAL;
+                size_t n = strcspn(p, ","), skip = 0;
+                enum fp_wire w = FP_WIRE_NATIVE;
+                char *url = n ? strndup(p, n) : NULL;
+                if (n && !url)
+                        return fp_errf(err, err_len, -ENOMEM, "out of memory");
+                if (!url || fp_wire_of_url(url, &w, &skip) < 0) {
+                        free(url);
+                        return fp_errf(err, err_len, -EINVAL,
+                                       "collector URL '%.*s' must start with http:// or https://, "
+                                       "or pyroscope+ or otlp+ and one of them (give several as "
+                                       "URL,URL)",
+                                       (int)(n < 300 ? n : 300), p);
                 }
                 if (u->n_urls == FP_UPLOAD_MAX_URLS) {
-                        snprintf(err, err_len, "at most %d collector URLs", FP_UPLOAD_MAX_URLS);
-                        return -EINVAL;
-                }
-                url = strndup(p, n);
-                char **v = realloc(u->urls, (u->n_urls + 1) * sizeof(*v));
-                if (!url || !v) {
                         free(url);
-                        if (v)
-                                u->urls = v;
-                        snprintf(err, err_len, "out of memory");
-                        return -ENOMEM;
+                        return fp_errf(err, err_len, -EINVAL, "at most %d collector URLs",
+                                       FP_UPLOAD_MAX_URLS);
                 }
+                char **v = realloc(u->urls, (u->n_urls + 1) * sizeof(*v));
+                if (v)
+                        u->urls = v;
+                enum fp_wire *ws = v ? realloc(u->wires, (u->n_urls + 1) * sizeof(*ws)) : NULL;
+                if (ws)
+                        u->wires = ws;
+                size_t *hs = ws ? realloc(u->http, (u->n_urls + 1) * sizeof(*hs)) : NULL;
+                if (!hs) {
+                        free(url);
+                        return fp_errf(err, err_len, -ENOMEM, "out of memory");
+                }
+                u->http = hs;
                 while (n > 0 && url[n - 1] == '/')
                         url[--n] = 0;
-                u->urls = v;
+                u->wires[u->n_urls] = w;
+                u->http[u->n_urls] = skip;
                 u->urls[u->n_urls++] = url;
                 if (!p[n])
                         break;
@@ -1095,8 +1236,19 @@ int fp_uploader_new(struct event_base *base, struct fp_writer *writer,
         u->interval = opt->interval_seconds ? opt->interval_seconds : 60;
         if (opt->ca_file)
                 u->ca_file = strdup(opt->ca_file);
+        if (opt->token_file && opt->credentials_file) {
+                fp_uploader_free(u);
+                return fp_errf(err, err_len, -EINVAL,
+                               "give --token-file or --credentials-file, not both");
+        }
+        u->cred_source = opt->credentials_file ? "--credentials-file" : "--token-file";
         if (opt->token_file &&
-            (r = fp_read_token_file(opt->token_file, &u->token, err, err_len)) < 0) {
+            (r = fp_read_token_file(opt->token_file, &u->cred.bearer, err, err_len)) < 0) {
+                fp_uploader_free(u);
+                return r;
+        }
+        if (opt->credentials_file &&
+            (r = fp_wire_read_credentials(opt->credentials_file, &u->cred, err, err_len)) < 0) {
                 fp_uploader_free(u);
                 return r;
         }
@@ -1159,7 +1311,9 @@ void fp_uploader_free(struct fp_uploader *u)
         for (size_t i = 0; i < u->n_urls; i++)
                 free(u->urls[i]);
         free(u->urls);
-        free(u->token);
+        free(u->wires);
+        free(u->http);
+        fp_wire_credentials_clear(&u->cred);
         free(u->ca_file);
         free(u);
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A cursor over the protobuf wire format, for the collector's decoders of
- * hostile input (ingest.c, pyroscope.c): every length is checked against
- * the bytes left, nothing is allocated. -EBADMSG for anything malformed.
- * And a writer of the same format into a growing buffer.
+ * hostile input (ingest.c, pyroscope.c, otlp.c): every length is checked
+ * against the bytes left, nothing is allocated. -EBADMSG for anything
+ * malformed. And a writer of the same format into a growing buffer, for
+ * the answers the collector writes and the requests the agent sends in
+ * other protocols (pprof_otlp.c, the agent's wire.c).
  */
 #pragma once
 
@@ -87,7 +89,7 @@ struct pbout {
 
 static inline void out_bytes(struct pbout *o, const void *data, size_t n)
 {
-        if (o->oom)
+        if (o->oom || n == 0)
                 return;
         if (o->len + n > o->cap) {
                 size_t cap = o->cap ? o->cap : 256;
@@ -126,4 +128,37 @@ static inline void out_len(struct pbout *o, uint32_t f, const void *data, size_t
         out_varint(o, (uint64_t)f << 3 | WT_LEN);
         out_varint(o, n);
         out_bytes(o, data, n);
+}
+
+/* Field f of wire type VARINT. */
+static inline void out_uint(struct pbout *o, uint32_t f, uint64_t v)
+{
+        out_varint(o, (uint64_t)f << 3 | WT_VARINT);
+        out_varint(o, v);
+}
+
+/* Field f of wire type I64, little-endian. */
+static inline void out_fixed64(struct pbout *o, uint32_t f, uint64_t v)
+{
+        uint8_t b[8];
+
+        for (size_t k = 0; k < 8; k++)
+                b[k] = (uint8_t)(v >> (8 * k));
+        out_varint(o, (uint64_t)f << 3 | WT_I64);
+        out_bytes(o, b, 8);
+}
+
+/* Field f holding a string. */
+static inline void out_str(struct pbout *o, uint32_t f, const char *s)
+{
+        out_len(o, f, s, strlen(s));
+}
+
+/* Field f holding message m (which is emptied, for reuse). */
+static inline void out_msg(struct pbout *o, uint32_t f, struct pbout *m)
+{
+        if (m->oom)
+                o->oom = true;
+        out_len(o, f, m->buf, m->len);
+        m->len = 0;
 }
