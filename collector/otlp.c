@@ -28,7 +28,7 @@
 
 #define NS             1000000000LL
 #define DEFAULT_WINDOW (10 * NS)
-#define MAX_RESOURCES  256
+#define MAX_RESOURCES  4096 /* an agent's host tier round: a resource per service */
 
 struct o_mapping {
         uint64_t start, limit, offset;
@@ -912,7 +912,7 @@ static int decode(const char *peer, const uint8_t *body, size_t len, size_t max_
 {
         struct dict d = {0};
         struct fp_store_batch *b = NULL;
-        struct pb resources[MAX_RESOURCES], dictionary = {0};
+        struct pb *resources = malloc(MAX_RESOURCES * sizeof(*resources)), dictionary = {0};
         size_t n_resources = 0;
         uint8_t *raw = NULL;
         size_t raw_len;
@@ -923,7 +923,7 @@ static int decode(const char *peer, const uint8_t *body, size_t len, size_t max_
         int r = 0;
 
         *err = 0;
-        if (!idx || !locs) {
+        if (!idx || !locs || !resources) {
                 r = fp_errf(err, errlen, -ENOMEM, "out of memory");
                 goto out;
         }
@@ -1010,6 +1010,7 @@ static int decode(const char *peer, const uint8_t *body, size_t len, size_t max_
                          why);
 out:
         dict_free(&d);
+        free(resources);
         free(idx);
         free(locs);
         free(raw);

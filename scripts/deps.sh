@@ -11,12 +11,14 @@
 # stop answering: an ext4 image served through FUSE), and for the web
 # page's browser tests Debian's chromium with Node.js and playwright-core
 # from npm (kept in /var/cache/fleetprof-test; no browser is ever
-# downloaded). Safe to run again.
+# downloaded), and protobuf-compiler (protoc --decode: the tests' own
+# reader of what the agent sends in other protocols). Safe to run again.
 set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config clang llvm libclang-rt-14-dev clang-format git
   libevent-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler
+  protobuf-compiler
   libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev
   golang-go linux-perf bpfcc-tools time python3 procps util-linux binutils
   rpm man-db groff-base libcap2-bin xz-utils perl

@@ -30,7 +30,9 @@
 #include <unistd.h>
 
 #define HOST_TIER_SERVICE "fleetprof-host-tier"
-#define MAX_GROUPS        4096 /* a host tier round's series, at most */
+#define MAX_GROUPS                                                                                 \
+        1023 /* a host tier round's series, at most (and the tier's own): the collector takes 1024 \
+              */
 
 static const struct {
         const char *prefix;

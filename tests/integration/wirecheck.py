@@ -163,6 +163,7 @@ def pyroscope(local_path, args):
                         drops[r] = drops.get(r, 0) + int(n)
     compare(dict(local), dict(sent))
     print(json.dumps({"series": len(series), "ids": sorted(ids), "stacks": len(sent),
+                      "services": sorted({s.get("service_name", "") for s in series}),
                       "samples": sum(v[0] for v in sent.values()), "drops": drops,
                       "labels": series[0] if series else {}}))
 
@@ -225,6 +226,7 @@ def otlp(local_path, args):
                         sent[key][col] += sum(s["values"])
     compare(dict(local), dict(sent))
     print(json.dumps({"resources": len(resources), "stacks": len(sent),
+                      "services": sorted({str(r.get("service.name", "")) for r in resources}),
                       "samples": sum(v[0] for v in sent.values()), "drops": drops,
                       "events": sorted(events), "attrs": resources[0] if resources else {}}))
 
