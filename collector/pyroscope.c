@@ -29,9 +29,10 @@
 #include <sys/queue.h>
 #include <time.h>
 
-#define NS         1000000000LL
-#define MAX_SERIES 1024 /* series in one Connect push (an agent host tier round: one per service)  \
-                         */
+#define NS 1000000000LL
+#define MAX_SERIES                                                                                 \
+        1024 /* series in one Connect push (an agent host tier round: one per service)             \
+              */
 #define MAX_PROFILES    1024  /* raw profiles in one Connect push */
 #define MAX_FOLDED_LINE 65536 /* bytes of one folded line */
 #define DEFAULT_WINDOW  (10 * NS)

@@ -53,7 +53,7 @@ struct fp_upload_options {
         const char *url; /* [pyroscope+|otlp+]http(s)://host:port of the collector[,another,...] */
         const char *token_file;       /* NULL: no Authorization header */
         const char *credentials_file; /* bearer, basic, tenant (wire.h); NULL: none */
-        const char *ca_file;    /* NULL: the system's CAs */
+        const char *ca_file;          /* NULL: the system's CAs */
         unsigned interval_seconds;
 };
 
