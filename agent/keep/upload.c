@@ -885,12 +885,14 @@ static void check_done(struct fp_uploader *u)
                 if (u->round->wire == FP_WIRE_OTLP && code >= 200 && code < 300)
                         rejected = fp_wire_otlp_rejected((const uint8_t *)it->response,
                                                          it->response_len, why, sizeof(why));
+                else if (u->round->wire == FP_WIRE_OTLP)
+                        it->response_len = fp_wire_otlp_status(it->response, it->response_len);
                 it->response[it->response_len < sizeof(it->response) ? it->response_len
                                                                      : sizeof(it->response) - 1] =
                     0;
-                /* The collector's answer goes into one log line: no newlines. */
+                /* The collector's answer goes into one log line: printable, no newlines. */
                 for (char *c = it->response; *c; c++)
-                        if (*c == '\n' || *c == '\r')
+                        if ((unsigned char)*c < 0x20 || *c == 0x7f)
                                 *c = ' ';
                 for (size_t n = strlen(it->response); n > 0 && it->response[n - 1] == ' '; n--)
                         it->response[n - 1] = 0;

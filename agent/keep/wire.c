@@ -542,6 +542,28 @@ int fp_wire_body(enum fp_wire w, const struct fp_upload_meta *m, const char *key
         return r;
 }
 
+size_t fp_wire_otlp_status(char *body, size_t len)
+{
+        struct pb c = {(const uint8_t *)body, (const uint8_t *)body + len}, msg = {0};
+        uint32_t f;
+        unsigned wt;
+        uint64_t v;
+
+        /* google.rpc.Status { int32 code = 1; string message = 2; repeated Any details = 3; } */
+        while (c.p < c.end) {
+                struct pb s = {0};
+                if (pb_field(&c, &f, &wt, &v, &s) < 0)
+                        return len;
+                if (f == 2 && wt == WT_LEN)
+                        msg = s;
+        }
+        if (!msg.p)
+                return len;
+        size_t n = (size_t)(msg.end - msg.p);
+        memmove(body, msg.p, n);
+        return n;
+}
+
 int64_t fp_wire_otlp_rejected(const uint8_t *body, size_t len, char *why, size_t why_len)
 {
         struct pb c = {body, body + len};

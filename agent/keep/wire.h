@@ -89,3 +89,8 @@ int fp_wire_body(enum fp_wire w, const struct fp_upload_meta *m, const char *key
  * profiles rejected (0: none) and why, from the body.
  */
 int64_t fp_wire_otlp_rejected(const uint8_t *body, size_t len, char *why, size_t why_len);
+/*
+ * An OTLP error's body (a google.rpc.Status) replaced by its message, in
+ * place; its new length (len when it is not one).
+ */
+size_t fp_wire_otlp_status(char *body, size_t len);

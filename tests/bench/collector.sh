@@ -10,7 +10,10 @@
 #      the wire for that target-minute (the agent's upload.bytes_sent) and
 #      the agent's CPU time for the flush (schedstat of all its threads,
 #      before and after), i.e. the agent's CPU per upload; the same profile
-#      is dumped and used as the body below.
+#      is dumped and used as the body below. Two more agents profile the
+#      same workload at the same time and upload it as a Pyroscope push
+#      and as an OTLP request (pyroscope+http://, otlp+http://) to the same
+#      collector: their bytes and CPU beside the native upload's.
 #   2. collector-bench against a fresh collector at 8 and 64 concurrent
 #      uploaders (BENCH_UPLOADS each run, default 2000): uploads/s, p50/p99
 #      latency, the collector's CPU per upload; beside each, the same
@@ -55,12 +58,26 @@ echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # ---- 1. one real target-minute through the agent ------------------------------------
 start_collector
 fp_start_agent --bucket 10 --collector "$url" --token-file "$FP_TMP/token" --upload-interval 86400
+declare -A other_pid
+for proto in pyroscope otlp; do
+  "$FP_AGENT" --foreground --socket "$FP_TMP/$proto.sock" --store "$FP_TMP/$proto.db" --bucket 10 \
+    --collector "$proto+$url" --token-file "$FP_TMP/token" --upload-interval 86400 \
+    >"$FP_TMP/agent-$proto.log" 2>&1 &
+  other_pid[$proto]=$!
+  fp_track "${other_pid[$proto]}"
+  fp_wait_for 15 test -S "$FP_TMP/$proto.sock" || fp_fail "the $proto agent did not start"
+done
+other_ctl() { fp_timeout 60 "$FP_AGENTCTL" --socket "$FP_TMP/$1.sock" "${@:2}"; }
 fp_start_workload manystacks "$FP_TMP/ms.out" "$FP_TMP/ms.ready" --threads 2 --depth 5 \
   --seconds $((PSECS + 30))
 wl=$FP_WL_PID
 fp_ctl start "$wl" --freq 99 >/dev/null || fp_fail "agentctl start failed"
+for proto in pyroscope otlp; do
+  other_ctl "$proto" start "$wl" --freq 99 >/dev/null || fp_fail "the $proto agent's start failed"
+done
 sleep "$PSECS"
 fp_ctl stop "$wl" >/dev/null
+for proto in pyroscope otlp; do other_ctl "$proto" stop "$wl" >/dev/null; done
 fp_ctl dump "$wl" -o "$FP_TMP/profile.pb.gz" || fp_fail "dump failed"
 before=$(fp_cpu_ns "$FP_AGENT_PID")
 fp_ctl flush >/dev/null || fp_fail "flush failed"
@@ -71,6 +88,17 @@ samples=$(curl -sf "$url/api/v1/series" | python3 -c 'import json,sys; print(sum
 echo "agent upload: ${PSECS} s of manystacks (2 threads, 99 Hz): $samples samples, $stacks distinct samples (stacks x threads)"
 echo "agent upload: bytes on the wire per target-minute: $((sent * 60 / PSECS)) (this upload: $sent bytes of gzip pprof)"
 echo "agent upload: agent CPU for the flush (build, gzip, POST, mark): $(((after - before) / 1000)) us"
+native_sent=$sent native_cpu=$((after - before))
+for proto in pyroscope otlp; do
+  before=$(fp_cpu_ns "${other_pid[$proto]}")
+  other_ctl "$proto" flush >/dev/null || fp_fail "the $proto agent's flush failed"
+  after=$(fp_cpu_ns "${other_pid[$proto]}")
+  sent=$(other_ctl "$proto" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["upload"]["bytes_sent"])')
+  printf 'agent upload as %-9s: %7d bytes on the wire (x%s native), agent CPU for the flush %6d us (x%s native)\n' \
+    "$proto" "$sent" "$(ratio "$sent" "$native_sent")" $(((after - before) / 1000)) \
+    "$(ratio $((after - before)) "$native_cpu")"
+  fp_kill "${other_pid[$proto]}"
+done
 fp_kill "$wl"
 fp_stop_agent
 fp_kill "$COLL_PID"

@@ -13,9 +13,9 @@
 #      v1.9.0 with the resource attributes and exact samples, a bearer
 #      token; a 413 splits the upload in two halves that together hold
 #      every sample; a partial success is logged and counted;
-#   3. the answers per protocol: OTLP's 500 is for good (its
-#      specification), Pyroscope's 500 is retried; a 401 is a
-#      configuration error and the data waits;
+#   3. the answers per protocol: OTLP's 400 (its Status message logged)
+#      and 500 are for good (its specification), Pyroscope's 500 is
+#      retried; a 401 is a configuration error and the data waits;
 #   4. the real collector behind both: Pyroscope pushes fail over from a
 #      dead collector, the drops the agent counted arrive as drops,
 #      go tool pprof reads the workload's functions under their callers
@@ -127,16 +127,26 @@ fp_ok "OTLP: resource attributes, every stack and thread in the halves of a 413,
 fp_kill "$pid"
 
 # ---- 3. answers per protocol ----------------------------------------------------------------
-printf '500\n' >"$FP_TMP/answers"
+echo 'code: 3 message: "bad dictionary"' |
+  protoc --encode=otlp_v190.Status -I "$FP_SRC/tests/integration/proto" \
+    "$FP_SRC/tests/integration/proto/otlp-profiles-v1.9.0.proto" >"$FP_TMP/status.bin"
+printf '400 %s\n500\n' "$FP_TMP/status.bin" >"$FP_TMP/answers"
 start_capture "$FP_TMP/cap3"
 restart_agent --collector "otlp+http://127.0.0.1:$cport"
-truth_run t3 200
-fp_ctl flush >/dev/null || fp_fail "a flush answered 500 by OTLP should end (refused for good)"
-[[ $(count "$FP_TMP/cap3") == 1 ]] || fp_fail "OTLP's 500 was retried"
-(($(upload_field uploads_rejected) == 1)) || fp_fail "OTLP's 500 is not counted as refused"
-grep -q "refused the profile of $pid (cpu-clock, [0-9]* samples) for good: HTTP 500" "$FP_TMP/agent.log" ||
+fp_start_workload truth "$FP_TMP/t3.out" "$FP_TMP/t3.ready" --seconds 3 --hold
+pid=$FP_WL_PID
+fp_ctl start "$pid" --freq 200 --off-cpu >/dev/null || fp_fail "start failed"
+sleep 2
+fp_ctl stop "$pid" >/dev/null || fp_fail "stop failed"
+fp_ctl flush >/dev/null || fp_fail "a flush answered 400 and 500 by OTLP should end (refused for good)"
+[[ $(count "$FP_TMP/cap3") == 2 ]] || fp_fail "OTLP's 400 or 500 was retried"
+(($(upload_field uploads_rejected) == 2)) || fp_fail "OTLP's 400 and 500 are not counted as refused"
+grep -q "refused the profile of $pid (.*) for good: HTTP 500" "$FP_TMP/agent.log" ||
   fp_fail "OTLP's 500 is not logged"
+grep -q "refused the profile of $pid (.*) for good: HTTP 400: bad dictionary$" "$FP_TMP/agent.log" ||
+  fp_fail "OTLP's 400 is not logged with its google.rpc.Status message"
 fp_kill "$pid"
+printf '500\n' >"$FP_TMP/answers"
 start_capture "$FP_TMP/cap4"
 restart_agent --collector "pyroscope+http://127.0.0.1:$cport"
 truth_run t4 200
