@@ -87,6 +87,46 @@ static bool skipped(const char *key, const char *prefix, const char *const *extr
         return false;
 }
 
+struct wbuf {
+        char *p;
+        size_t len, cap;
+};
+
+static void wbuf_add(void *ctx, const void *data, size_t n)
+{
+        struct wbuf *b = ctx;
+
+        if (b->len + n < b->cap)
+                memcpy(b->p + b->len, data, n);
+        b->len += n;
+}
+
+/*
+ * label=KEY:VALUE into the word a series' text holds for it: KEY=VALUE with
+ * VALUE URL-escaped (foreign.c writes it so). 0 or -EINVAL.
+ */
+static int label_word(const char *v, char *out, size_t len, char *err, size_t errlen)
+{
+        size_t k = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
+        struct wbuf b = {out, 0, len};
+
+        if (k == 0 || k > 64 || v[k] != ':' || strlen(v + k + 1) > 256)
+                return fp_errf(err, errlen, -EINVAL,
+                               "parameter 'label' must be KEY:VALUE (a label's name of 1 to 64 "
+                               "letters, digits, '_', '.', '-'; a value of at most 256 bytes)");
+        for (const char *c = v + k + 1; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                        return fp_errf(err, errlen, -EINVAL,
+                                       "parameter 'label': a control character in the value");
+        wbuf_add(&b, v, k);
+        wbuf_add(&b, "=", 1);
+        fp_escape_url(wbuf_add, &b, v + k + 1);
+        if (b.len >= len)
+                return fp_errf(err, errlen, -EINVAL, "parameter 'label' is too long");
+        out[b.len] = 0;
+        return 0;
+}
+
 int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefix,
                             const char *const *extra, struct fp_coll_filter *ret, char *err,
                             size_t errlen)
@@ -135,6 +175,9 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
                 } else if (strcmp(k, "container") == 0) {
                         r = text(k, v, f->container, sizeof(f->container), err, errlen);
                         f->f.container = f->container;
+                } else if (strcmp(k, "label") == 0) {
+                        r = label_word(v, f->label, sizeof(f->label), err, errlen);
+                        f->f.config_word = f->label;
                 } else if (strcmp(k, "event") == 0) {
                         r = text(k, v, f->event, sizeof(f->event), err, errlen);
                         f->f.event = f->event;
@@ -168,7 +211,7 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
                 } else {
                         r = fp_errf(err, errlen, -EINVAL,
                                     "unknown parameter '%.64s' (known: host, service, container, "
-                                    "process, pid, event, from, to, seconds)",
+                                    "label, process, pid, event, from, to, seconds)",
                                     k);
                 }
                 if (r < 0)
@@ -188,6 +231,7 @@ int fp_coll_filter_parse_ex(const char *query, int64_t now_ns, const char *prefi
         ret->f.process = f->f.process ? ret->process : NULL;
         ret->f.service = f->f.service ? ret->service : NULL;
         ret->f.container = f->f.container ? ret->container : NULL;
+        ret->f.config_word = f->f.config_word ? ret->label : NULL;
         ret->f.thread_name = f->f.thread_name ? ret->thread : NULL;
         ret->f.event = f->f.event ? ret->event : NULL;
 out:

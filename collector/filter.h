@@ -7,6 +7,9 @@
  *   host=NAME  service=NAME  process=COMM  pid=N  event=NAME
  *   container=ID               a container's host tier series (its ID as
  *                              docker ps shows it)
+ *   label=KEY:VALUE            the series another protocol's client
+ *                              labelled so (a Pyroscope tag, an OTLP
+ *                              resource attribute kept in the series' text)
  *   thread=NAME                the samples of threads of that name only
  *                              (profiles and flame graphs; listings and
  *                              time lines count whole series)
@@ -31,6 +34,7 @@
 struct fp_coll_filter {
         char host[256], process[256], event[128], service[FP_UPLOAD_MAX_SERVICE + 1], thread[256];
         char container[FP_UPLOAD_MAX_CONTAINER + 1];
+        char label[1024]; /* "KEY=VALUE", VALUE URL-escaped as in a series' text */
         struct fp_store_filter f; /* points into the fields above */
         unsigned top_n;           /* 0: not given */
 };

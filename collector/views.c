@@ -262,6 +262,8 @@ void fp_coll_view_diff(struct fp_coll_server *s, struct evhttp_request *req)
                 memcpy(bf.service, over.service, sizeof(bf.service));
         if (over.f.container)
                 memcpy(bf.container, over.container, sizeof(bf.container));
+        if (over.f.config_word)
+                memcpy(bf.label, over.label, sizeof(bf.label));
         if (over.f.event)
                 memcpy(bf.event, over.event, sizeof(bf.event));
         if (over.f.thread_name)
@@ -270,6 +272,7 @@ void fp_coll_view_diff(struct fp_coll_server *s, struct evhttp_request *req)
         bf.f.process = over.f.process || f.f.process ? bf.process : NULL;
         bf.f.service = over.f.service || f.f.service ? bf.service : NULL;
         bf.f.container = over.f.container || f.f.container ? bf.container : NULL;
+        bf.f.config_word = over.f.config_word || f.f.config_word ? bf.label : NULL;
         bf.f.event = over.f.event || f.f.event ? bf.event : NULL;
         bf.f.thread_name = over.f.thread_name || f.f.thread_name ? bf.thread : NULL;
         if (over.f.pid)

@@ -1303,6 +1303,11 @@ static void meta_where(struct buf *q, const struct fp_store_filter *f, bool with
                 buf_printf(q, " AND m_container = ");
                 buf_lit(q, f->container);
         }
+        if (f->config_word) {
+                buf_printf(q, " AND position(concat(' ', m_config, ' '), concat(' ', ");
+                buf_lit(q, f->config_word);
+                buf_printf(q, ", ' ')) > 0");
+        }
         if (with_event && f->event) {
                 buf_printf(q, " AND m_event = ");
                 buf_lit(q, f->event);

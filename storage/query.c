@@ -44,6 +44,10 @@ void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f)
                 sqlite3_bind_text(st, 12, f->container, -1, SQLITE_STATIC);
         else
                 sqlite3_bind_null(st, 12);
+        if (f->config_word)
+                sqlite3_bind_text(st, 13, f->config_word, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 13);
 }
 
 const char *fp_store_col_text(sqlite3_stmt *st, int i)

@@ -313,11 +313,12 @@ struct fp_store {
 };
 
 /* The filter's WHERE clause over targets t, hosts h and buckets b: parameters ?1 to ?9,
- * ?11 and ?12 (fp_store_bind_filter()). */
+ * ?11 to ?13 (fp_store_bind_filter()). */
 #define FILTER_TARGETS                                                                             \
         "(?1 IS NULL OR h.name = ?1) AND (?2 = 0 OR t.pid = ?2) AND (?3 = 0 OR t.starttime = ?3)"  \
         " AND (?4 IS NULL OR t.comm = ?4) AND (?9 IS NULL OR t.service = ?9)"                      \
-        " AND (?11 = 0 OR (t.pid = 0) = (?11 = 1)) AND (?12 IS NULL OR t.container = ?12)"
+        " AND (?11 = 0 OR (t.pid = 0) = (?11 = 1)) AND (?12 IS NULL OR t.container = ?12)"         \
+        " AND (?13 IS NULL OR instr(' ' || t.config || ' ', ' ' || ?13 || ' ') > 0)"
 #define FILTER_BUCKETS                                                                             \
         "(?5 = 0 OR b.start_ns + b.length_ns > ?5) AND (?6 = 0 OR b.start_ns < ?6)"                \
         " AND (?7 = 0 OR b.id >= ?7) AND (?8 = 0 OR b.id <= ?8)"

@@ -355,7 +355,13 @@ struct fp_store_filter {
         const char *process;   /* comm */
         const char *service;   /* NULL: any */
         const char *container; /* NULL: any */
-        const char *event;     /* NULL: the event stored first; FP_STORE_WALL_EVENT: below */
+        /*
+         * A word of the series' config text (space-separated): "KEY=VALUE",
+         * VALUE URL-escaped, a label another protocol's client gave the
+         * series (NULL: any).
+         */
+        const char *config_word;
+        const char *event; /* NULL: the event stored first; FP_STORE_WALL_EVENT: below */
         /*
          * Samples of threads of this name only (NULL: all). Profiles only:
          * listings, drops and time lines sum whole series.

@@ -4,7 +4,9 @@
 # encoded by hand (no protobuf library needed), so each kind of damage is
 # exactly the one named:
 #
-#   python3 mkpprof.py KIND OUT [--samples N] [--stacks K] [--seed S]
+#   python3 mkpprof.py KIND OUT [--samples N] [--stacks K] [--seed S] [--time NS]
+#
+# --time gives the profile a start (time_nanos) and a minute's duration.
 #
 # KIND: good          K stacks of 3 frames, N samples in all (gzip)
 #       raw           the good profile without gzip
@@ -74,7 +76,7 @@ class Profile:
         return bytes(out)
 
 
-def build(kind, samples, stacks, seed):
+def build(kind, samples, stacks, seed, time_ns=0):
     rnd = random.Random(seed)
     p = Profile()
     vt = lambda t, u: field_varint(1, p.s(t)) + field_varint(2, p.s(u))
@@ -85,6 +87,8 @@ def build(kind, samples, stacks, seed):
         p.add(field_bytes(1, vt(value_type, "nanoseconds")))
     p.add(field_bytes(11, vt(value_type, "nanoseconds")))
     p.add(field_varint(12, 10000000 if off else 1000000))
+    if time_ns:
+        p.add(field_varint(9, time_ns) + field_varint(10, 60 * 10**9))
     p.add(field_bytes(3, field_varint(1, 1) + field_varint(2, 0x400000) +
                       field_varint(3, 0x800000) + field_varint(5, p.s("/usr/bin/testprog")) +
                       field_varint(6, p.s("abcdef0123456789"))))
@@ -125,7 +129,7 @@ def build(kind, samples, stacks, seed):
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
-    opt = {"--samples": 1000, "--stacks": 50, "--seed": 1}
+    opt = {"--samples": 1000, "--stacks": 50, "--seed": 1, "--time": 0}
     for i in range(0, len(args), 2):
         opt[args[i]] = int(args[i + 1])
     if kind == "bomb":
@@ -133,7 +137,7 @@ def main():
     elif kind == "notproto":
         data = gzip.compress(b"\xff\xff\xff\xff this is not a protobuf message \xff" * 10)
     else:
-        raw = build(kind, opt["--samples"], opt["--stacks"], opt["--seed"])
+        raw = build(kind, opt["--samples"], opt["--stacks"], opt["--seed"], opt["--time"])
         data = raw if kind == "raw" else gzip.compress(raw)
         if kind == "truncated":
             data = data[: len(data) // 2]

@@ -9,8 +9,9 @@
 #      get one clear line;
 #   2. the same uploads to a SQLite collector and a ClickHouse one: the
 #      same series, profiles (go tool pprof), drops, time line and flame
-#      graph; a retried upload (same key) is stored once through either
-#      of two collectors on one ClickHouse, also when both race;
+#      graph, also of a Pyroscope push and an OTLP request and selected
+#      by their labels; a retried upload (same key) is stored once through
+#      either of two collectors on one ClickHouse, also when both race;
 #   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
 #      through A, go tool pprof reads the same merged profile from B;
 #   4. the collector in use killed (SIGKILL) mid-flush, three times: the
@@ -110,6 +111,19 @@ for url in "$A" "$S"; do
     [[ $st == 200 ]] || fp_fail "upload of $ev to $url: HTTP $st $(cat "$FP_TMP/resp")"
   done
 done
+# Other protocols: a Pyroscope Connect push with tags, an OTLP request.
+python3 "$MK" good "$FP_TMP/pyro.pb.gz" --stacks 7 --samples 300 --seed 41 --time $(((now - 500) * 1000000000))
+python3 "$FP_SRC/tests/integration/mkpush.py" "$FP_TMP/push.bin" \
+  --series "service_name=pyapp,__name__=process_cpu,hostname=pyhost,region=eu-1" "$FP_TMP/pyro.pb.gz" --id p1
+python3 "$FP_SRC/tests/integration/mkotlp.py" "$FP_TMP/otlp.bin" --service otel-ch
+for url in "$A" "$S"; do
+  st=$(curl -s -o "$FP_TMP/resp" -w '%{http_code}' -H 'Content-Type: application/proto' \
+    --data-binary @"$FP_TMP/push.bin" "$url/push.v1.PusherService/Push")
+  [[ $st == 200 ]] || fp_fail "Pyroscope push to $url: HTTP $st $(cat "$FP_TMP/resp")"
+  st=$(curl -s -o "$FP_TMP/resp" -w '%{http_code}' -H 'Content-Type: application/x-protobuf' \
+    --data-binary @"$FP_TMP/otlp.bin" "$url/v1development/profiles")
+  [[ $st == 200 ]] || fp_fail "OTLP request to $url: HTTP $st $(cat "$FP_TMP/resp")"
+done
 # Retries: through the other collector (B), both answer "stored once".
 st=$(post "$B" "$FP_TMP/u3.pb.gz" "$(meta alpha 102 svc102 cpu-clock $((now - 600 + 180)))" key-3)
 [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a retry through B was not a duplicate: $st $(cat "$FP_TMP/resp")"
@@ -137,15 +151,24 @@ for path in "/api/v1/series" "/api/v1/series?host=beta&event=page-faults" "/api/
   "/api/v1/timeline?host=alpha" "/api/v1/flamegraph?host=beta&pid=103" \
   "/api/v1/flamegraph?process=svc101&event=page-faults" "/api/v1/flamegraph?host=beta&thread=worker-1" \
   "/api/v1/flamegraph?pid=300&event=wall" "/api/v1/timeline?pid=300&event=wall" \
-  "/api/v1/flamegraph?host=delta&event=off-cpu&thread=worker-1" "/api/v1/timeline?event=wall"; do
+  "/api/v1/flamegraph?host=delta&event=off-cpu&thread=worker-1" "/api/v1/timeline?event=wall" \
+  "/api/v1/series?label=region:eu-1" "/api/v1/series?service=otel-ch" "/api/v1/series?label=k8s.pod.name:web-1" \
+  "/api/v1/flamegraph?label=region:eu-1&event=cpu"; do
   a=$(canon "$B" "$path") s=$(canon "$S" "$path")
   # The flame graph's cost block and store-specific timing are not part of the answer compared.
   a=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d.pop("cost", None); d.pop("hosts_cost", None); print(json.dumps(d, sort_keys=True))' "$a")
   s=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d.pop("cost", None); d.pop("hosts_cost", None); print(json.dumps(d, sort_keys=True))' "$s")
-  [[ $a == "$s" ]] || fp_fail "GET $path differs: ClickHouse ${a:0:600} ... SQLite ${s:0:600}"
+  [[ $a == "$s" ]] || fp_fail "GET $path differs: $(python3 -c '
+import json, sys
+a, s = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+la = a.get("series", [a]) if isinstance(a, dict) else a
+ls = s.get("series", [s]) if isinstance(s, dict) else s
+d = [(x, y) for x, y in zip(la, ls) if x != y]
+print("%d vs %d entries; first differing: ClickHouse %s SQLite %s" % (len(la), len(ls), *(map(json.dumps, d[0]) if d else ("-", "-"))))' "$a" "$s" | head -c 1500)"
 done
 for q in "" "host=alpha" "process=racer" "pid=102&event=page-faults" "host=beta&event=page-faults" \
-  "pid=300&event=off-cpu" "pid=300&event=wall" "event=wall" "host=delta&event=off-cpu&thread=worker-2"; do
+  "pid=300&event=off-cpu" "pid=300&event=wall" "event=wall" "host=delta&event=off-cpu&thread=worker-2" \
+  "service=pyapp&event=cpu" "label=region:eu-1&event=cpu" "service=otel-ch&event=cpu"; do
   curl -sf "$B/api/v1/profile?$q" -o "$FP_TMP/ch.pb.gz" || fp_fail "profile ?$q from ClickHouse"
   curl -sf "$S/api/v1/profile?$q" -o "$FP_TMP/sq.pb.gz" || fp_fail "profile ?$q from SQLite"
   tc=$(fp_pprof -traces "$FP_TMP/ch.pb.gz" 2>/dev/null | grep -v -e '^File:' -e '^Type:' -e '^Time:' -e '^Duration:' | sort | md5sum)
@@ -189,7 +212,9 @@ for t in buckets series; do
 done
 fp_ch_query "INSERT INTO fleetprof.drops SELECT * FROM fleetprof.drops WHERE target_id IN (SELECT target_id FROM fleetprof.series WHERE comm = 'racer')" >/dev/null
 same_as_sqlite "the whole upload written twice"
-fp_ok "ClickHouse answers as SQLite does (series, drops, time line, flame graph, go tool pprof); retries and races stored once"
+[[ $(curl -sf "$B/api/v1/series?label=region:eu-1" | fp_json_get 'sorted({s["service"] for s in d["series"]})') == "['pyapp']" ]] ||
+  fp_fail "label=region:eu-1 on ClickHouse does not select the Pyroscope series"
+fp_ok "ClickHouse answers as SQLite does (series, drops, time line, flame graph, go tool pprof); Pyroscope and OTLP pushes and their labels; retries and races stored once"
 
 # ---- 3. an agent uploads through A, B serves the same ------------------------------
 fp_start_agent --bucket 1 --collector "$A,$B" --upload-interval 3600

@@ -76,6 +76,19 @@ assert all(x["process"] == "nodeapp" for x in s), s
 EOF
 fp_json_get 'd["series"][0]["config"]' <"$FP_TMP/node.series" | grep -q "region=eu-1" ||
   fp_fail "the tags the client gave are not kept with its series: $(fp_json_get 'd["series"][0]["config"]' <"$FP_TMP/node.series")"
+# The tags select: the series labelled so, the profile of them, nothing for another value.
+[[ $(curl -sf "$URL/api/v1/series?label=region:eu-1" | fp_json_get 'sorted({x["service"] for x in d["series"]})') == "['nodeapp']" ]] ||
+  fp_fail "label=region:eu-1 does not select the Node.js program's series"
+[[ $(curl -sf "$URL/api/v1/series?label=region:us-9" | fp_json_get 'len(d["series"])') == 0 ]] ||
+  fp_fail "label=region:us-9 selects series"
+curl -sf "$URL/api/v1/profile?label=region:eu-1&event=wall" -o "$FP_TMP/bylabel.pb.gz" ||
+  fp_fail "no profile by label"
+curl -sf "$URL/api/v1/profile?service=nodeapp&event=wall" -o "$FP_TMP/byservice.pb.gz" || fp_fail "no profile"
+[[ $(fp_profile_total "$FP_TMP/bylabel.pb.gz" wall) == $(fp_profile_total "$FP_TMP/byservice.pb.gz" wall) ]] ||
+  fp_fail "the profile by label differs from the profile by service"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/api/v1/series?label=region")
+[[ $code == 400 ]] || fp_fail "label without a value: HTTP $code"
+fp_ok "the client's tags select its series and profile (label=region:eu-1)"
 fp_pprof -top -nodecount 40 "$URL/api/v1/profile?service=nodeapp&event=wall" >"$FP_TMP/node.top" 2>&1 ||
   fp_fail "go tool pprof cannot read the Node.js program's wall profile: $(tail -3 "$FP_TMP/node.top")"
 curl -sf "$URL/api/v1/profile?service=nodeapp&event=wall" -o "$FP_TMP/node.pb.gz" || fp_fail "no wall profile of nodeapp"

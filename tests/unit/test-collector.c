@@ -97,6 +97,17 @@ static void test_filter(void)
             fp_coll_filter_parse("container=0123456789ab&service=api", now, &f, err, sizeof(err)),
             0);
         FP_CHECK(f.f.container == f.container && strcmp(f.container, "0123456789ab") == 0);
+        /* A label: its word in a series' text, the value URL-escaped. */
+        FP_CHECK_EQ_INT(fp_coll_filter_parse("label=region%3Aeu%201", now, &f, err, sizeof(err)),
+                        0);
+        FP_CHECK(f.f.config_word == f.label);
+        FP_CHECK_EQ_STR(f.label, "region=eu%201");
+        FP_CHECK_EQ_INT(fp_coll_filter_parse("label=k.8:a:b", now, &f, err, sizeof(err)), 0);
+        FP_CHECK_EQ_STR(f.label, "k.8=a%3Ab");
+        FP_CHECK_EQ_INT(fp_coll_filter_parse("label=noval", now, &f, err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_coll_filter_parse("label=:v", now, &f, err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_coll_filter_parse("label=a%20b:v", now, &f, err, sizeof(err)), -EINVAL);
+        FP_CHECK_EQ_INT(fp_coll_filter_parse("label=a:%01", now, &f, err, sizeof(err)), -EINVAL);
         FP_CHECK_EQ_INT(fp_coll_filter_parse("seconds=30", now, &f, err, sizeof(err)), 0);
         FP_CHECK_EQ_INT(f.f.since_ns, now - 30 * SEC);
         FP_CHECK_EQ_INT(fp_coll_filter_parse("from=-2h&to=now", now, &f, err, sizeof(err)), 0);
