@@ -117,7 +117,26 @@ fp_pprof -top "$URL/api/v1/profile?service=nodeapp&event=inuse_space" >"$FP_TMP/
 grep -q "Type: inuse_space" "$FP_TMP/node.heap" || fp_fail "the heap profile is not inuse_space: $(head -5 "$FP_TMP/node.heap")"
 curl -sf "$URL/api/v1/flamegraph?service=nodeapp&event=wall" | grep -q 'app.js:busyLeaf:' ||
   fp_fail "the flame graph of nodeapp has no busyLeaf"
-fp_ok "a real Pyroscope client (Node.js): its wall and heap profiles, functions, callers and tags read back"
+# The web page, in chromium, draws the program's leaf right on top of its caller.
+NODE_PATH=$NODE_MODULES fp_timeout 90 node "$HERE/webview.js" "$URL" "service=nodeapp&event=wall" \
+  >"$FP_TMP/page.json" 2>"$FP_TMP/page.err" || fp_fail "the web page did not load: $(tail -3 "$FP_TMP/page.err")"
+python3 - "$FP_TMP/page.json" <<'EOF' || fp_fail "the web page does not draw busyLeaf on busyMiddle"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert not d["errors"], d["errors"]
+def named(part):
+    return [b for b in d["drawn"] if (":%s:" % part) in b["name"]]
+leaves, middles = named("busyLeaf"), named("busyMiddle")
+assert leaves and middles, sorted({b["name"] for b in d["drawn"]})[:30]
+leaf = max(leaves, key=lambda b: b["w"])
+rows = sorted({b["y"] for b in d["drawn"]})
+step = min(b - a for a, b in zip(rows, rows[1:]))
+on = [m for m in middles if m["x"] <= leaf["x"] + 0.5 and leaf["x"] + leaf["w"] <= m["x"] + m["w"] + 0.5
+      and abs(abs(m["y"] - leaf["y"]) - step) < 0.5]
+print("page: %d boxes; busyLeaf %.0f px wide, on busyMiddle: %s" % (len(d["drawn"]), leaf["w"], bool(on)))
+assert on, (leaf, middles)
+EOF
+fp_ok "a real Pyroscope client (Node.js): its wall and heap profiles, functions, callers and tags read back, the web page drawing them"
 NODE_PATH=$NODE_MODULES DEBUG=pyroscope fp_timeout 60 node "$FP_TMP/app.js" "$URL" basic "$TOKEN" nodebasic >"$FP_TMP/basic.log" 2>&1 ||
   fp_fail "the Node.js program (basic authentication) failed"
 [[ $(curl -sf "$URL/api/v1/series?service=nodebasic" | fp_json_get 'len(d["series"])') -ge 1 ]] ||
