@@ -34,7 +34,7 @@
 struct fp_coll_filter {
         char host[256], process[256], event[128], service[FP_UPLOAD_MAX_SERVICE + 1], thread[256];
         char container[FP_UPLOAD_MAX_CONTAINER + 1];
-        char label[1024]; /* "KEY=VALUE", VALUE URL-escaped as in a series' text */
+        char label[1024];         /* "KEY=VALUE", VALUE URL-escaped as in a series' text */
         struct fp_store_filter f; /* points into the fields above */
         unsigned top_n;           /* 0: not given */
 };

@@ -294,8 +294,11 @@ static void connect_error(struct evhttp_request *req, int status, const char *ms
         evbuffer_free(b);
 }
 
-/* OTLP/HTTP's error: a google.rpc.Status{code = 1, message = 2} in protobuf. */
-static void otlp_error(struct evhttp_request *req, int status, const char *msg)
+/*
+ * OTLP/HTTP's error: a google.rpc.Status{code = 1, message = 2} in
+ * protobuf, or in JSON for a JSON request.
+ */
+static void otlp_error(struct evhttp_request *req, int status, const char *msg, bool json)
 {
         /* gRPC codes: INVALID_ARGUMENT 3, RESOURCE_EXHAUSTED 8, UNAUTHENTICATED 16, UNAVAILABLE 14.
          */
@@ -306,6 +309,15 @@ static void otlp_error(struct evhttp_request *req, int status, const char *msg)
                                    : 3;
         struct pbout o = {0};
         struct evbuffer *b = evbuffer_new();
+
+        if (json && b) {
+                evbuffer_add_printf(b, "{\"code\":%d,\"message\":", code);
+                fp_escape_json_evb(b, msg);
+                evbuffer_add_printf(b, "}\n");
+                fp_coll_reply(req, status, "application/json", b);
+                evbuffer_free(b);
+                return;
+        }
 
         out_varint(&o, 1 << 3 | WT_VARINT);
         out_varint(&o, (uint64_t)code);
@@ -327,8 +339,8 @@ void fp_coll_foreign_error(struct evhttp_request *req, enum fp_coll_answer how, 
 {
         if (how == FP_COLL_ANSWER_CONNECT || how == FP_COLL_ANSWER_CONNECT_JSON)
                 connect_error(req, status, msg);
-        else if (how == FP_COLL_ANSWER_OTLP)
-                otlp_error(req, status, msg);
+        else if (how == FP_COLL_ANSWER_OTLP || how == FP_COLL_ANSWER_OTLP_JSON)
+                otlp_error(req, status, msg, how == FP_COLL_ANSWER_OTLP_JSON);
         else
                 fp_coll_reply_error(req, status, "%s", msg);
 }
@@ -348,8 +360,10 @@ static void on_pushed(void *userdata, const struct fp_coll_writeq_result *res)
         fp_coll_count_upload(&s->st, res);
         if (res->decode_status)
                 fp_log(LOG_ERR, "Refused a %s push from %s: %s",
-                       pd->how == FP_COLL_ANSWER_OTLP ? "OpenTelemetry" : "Pyroscope", pd->peer,
-                       res->error);
+                       pd->how == FP_COLL_ANSWER_OTLP || pd->how == FP_COLL_ANSWER_OTLP_JSON
+                           ? "OpenTelemetry"
+                           : "Pyroscope",
+                       pd->peer, res->error);
         fp_coll_writeq_stats(s->writeq, &s->st.store_ns, &s->st.groups);
         if (!pd->req)
                 goto out;
@@ -373,8 +387,18 @@ static void on_pushed(void *userdata, const struct fp_coll_writeq_result *res)
          * (no partial success: all was stored) are empty messages;
          * Pyroscope's ingest answers nothing.
          */
-        if (pd->how == FP_COLL_ANSWER_CONNECT_JSON)
+        if (pd->how == FP_COLL_ANSWER_CONNECT_JSON ||
+            (pd->how == FP_COLL_ANSWER_OTLP_JSON && !(res->error[0] && res->result == 0)))
                 evbuffer_add_printf(b, "{}");
+        if (pd->how == FP_COLL_ANSWER_OTLP_JSON && res->error[0] && res->result == 0) {
+                /* As below, in the JSON mapping (an int64 is a string). */
+                evbuffer_add_printf(b,
+                                    "{\"partialSuccess\":{\"rejectedProfiles\":\"%llu\","
+                                    "\"errorMessage\":",
+                                    strtoull(res->error, NULL, 10));
+                fp_escape_json_evb(b, res->error);
+                evbuffer_add_printf(b, "}}");
+        }
         if (pd->how == FP_COLL_ANSWER_OTLP && res->error[0] && res->result == 0) {
                 /*
                  * Stored, but not all of it: partial_success (1) with
@@ -392,10 +416,11 @@ static void on_pushed(void *userdata, const struct fp_coll_writeq_result *res)
                 free(o.buf);
         }
         fp_coll_reply(pd->req, 200,
-                      pd->how == FP_COLL_ANSWER_CONNECT_JSON ? "application/json"
-                      : pd->how == FP_COLL_ANSWER_CONNECT    ? "application/proto"
-                      : pd->how == FP_COLL_ANSWER_OTLP       ? "application/x-protobuf"
-                                                             : "text/plain",
+                      pd->how == FP_COLL_ANSWER_CONNECT_JSON || pd->how == FP_COLL_ANSWER_OTLP_JSON
+                          ? "application/json"
+                      : pd->how == FP_COLL_ANSWER_CONNECT ? "application/proto"
+                      : pd->how == FP_COLL_ANSWER_OTLP    ? "application/x-protobuf"
+                                                          : "text/plain",
                       b);
         evbuffer_free(b);
 out:

@@ -68,7 +68,8 @@ enum fp_coll_answer {
         FP_COLL_ANSWER_INGEST,       /* Pyroscope's /ingest: 200 empty, errors {"error"} */
         FP_COLL_ANSWER_CONNECT,      /* Connect, binary: empty PushResponse, Connect's errors */
         FP_COLL_ANSWER_CONNECT_JSON, /* Connect, JSON: {} */
-        FP_COLL_ANSWER_OTLP, /* OTLP/HTTP: ExportProfilesServiceResponse, google.rpc.Status */
+        FP_COLL_ANSWER_OTLP,      /* OTLP/HTTP: ExportProfilesServiceResponse, google.rpc.Status */
+        FP_COLL_ANSWER_OTLP_JSON, /* the same in JSON */
 };
 
 /* The client's address, for a series without a host label. */

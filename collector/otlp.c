@@ -11,6 +11,7 @@
 #include "otlp.h"
 #include "foreign.h"
 #include "http.h"
+#include "pbjson.h"
 #include "pbwire.h"
 #include "pprof.h"
 #include "store.h"
@@ -906,6 +907,150 @@ static int add_one(struct pb profile, void *arg)
         return add_checked(a, profile, NULL);
 }
 
+/* ---- OTLP's JSON encoding: the request's fields (pbjson.h), v1.9.0 ---- */
+
+#define F(json, proto, n, kind, rep, msg)                                                          \
+        {                                                                                          \
+                json, proto, n, FP_PBJ_##kind, rep, msg                                            \
+        }
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct fp_pbj_msg j_any, j_kv;
+static const struct fp_pbj_field j_array_f[] = {F("values", NULL, 1, MSG, true, &j_any)};
+static const struct fp_pbj_msg j_array = {"an ArrayValue", j_array_f, N(j_array_f)};
+static const struct fp_pbj_field j_kvlist_f[] = {F("values", NULL, 1, MSG, true, &j_kv)};
+static const struct fp_pbj_msg j_kvlist = {"a KeyValueList", j_kvlist_f, N(j_kvlist_f)};
+static const struct fp_pbj_field j_any_f[] = {
+    F("stringValue", "string_value", 1, STRING, false, NULL),
+    F("boolValue", "bool_value", 2, BOOL, false, NULL),
+    F("intValue", "int_value", 3, INT, false, NULL),
+    F("doubleValue", "double_value", 4, DOUBLE, false, NULL),
+    F("arrayValue", "array_value", 5, MSG, false, &j_array),
+    F("kvlistValue", "kvlist_value", 6, MSG, false, &j_kvlist),
+    F("bytesValue", "bytes_value", 7, BYTES, false, NULL),
+};
+static const struct fp_pbj_msg j_any = {"an AnyValue", j_any_f, N(j_any_f)};
+static const struct fp_pbj_field j_kv_f[] = {
+    F("key", NULL, 1, STRING, false, NULL),
+    F("value", NULL, 2, MSG, false, &j_any),
+};
+static const struct fp_pbj_msg j_kv = {"a KeyValue", j_kv_f, N(j_kv_f)};
+static const struct fp_pbj_field j_resource_f[] = {
+    F("attributes", NULL, 1, MSG, true, &j_kv),
+    F("droppedAttributesCount", "dropped_attributes_count", 2, INT, false, NULL),
+};
+static const struct fp_pbj_msg j_resource = {"a Resource", j_resource_f, N(j_resource_f)};
+static const struct fp_pbj_field j_scope_f[] = {
+    F("name", NULL, 1, STRING, false, NULL),
+    F("version", NULL, 2, STRING, false, NULL),
+    F("attributes", NULL, 3, MSG, true, &j_kv),
+    F("droppedAttributesCount", "dropped_attributes_count", 4, INT, false, NULL),
+};
+static const struct fp_pbj_msg j_scope = {"an InstrumentationScope", j_scope_f, N(j_scope_f)};
+static const struct fp_pbj_field j_vt_f[] = {
+    F("typeStrindex", "type_strindex", 1, INT, false, NULL),
+    F("unitStrindex", "unit_strindex", 2, INT, false, NULL),
+};
+static const struct fp_pbj_msg j_vt = {"a ValueType", j_vt_f, N(j_vt_f)};
+static const struct fp_pbj_field j_sample_f[] = {
+    F("stackIndex", "stack_index", 1, INT, false, NULL),
+    F("values", NULL, 2, INT, true, NULL),
+    F("attributeIndices", "attribute_indices", 3, INT, true, NULL),
+    F("linkIndex", "link_index", 4, INT, false, NULL),
+    F("timestampsUnixNano", "timestamps_unix_nano", 5, FIXED64, true, NULL),
+};
+static const struct fp_pbj_msg j_sample = {"a Sample", j_sample_f, N(j_sample_f)};
+static const struct fp_pbj_field j_profile_f[] = {
+    F("sampleType", "sample_type", 1, MSG, false, &j_vt),
+    F("samples", NULL, 2, MSG, true, &j_sample),
+    F("timeUnixNano", "time_unix_nano", 3, FIXED64, false, NULL),
+    F("durationNano", "duration_nano", 4, INT, false, NULL),
+    F("periodType", "period_type", 5, MSG, false, &j_vt),
+    F("period", NULL, 6, INT, false, NULL),
+    F("profileId", "profile_id", 7, SKIP, false, NULL),
+    F("droppedAttributesCount", "dropped_attributes_count", 8, INT, false, NULL),
+    F("originalPayloadFormat", "original_payload_format", 9, STRING, false, NULL),
+    F("originalPayload", "original_payload", 10, BYTES, false, NULL),
+    F("attributeIndices", "attribute_indices", 11, INT, true, NULL),
+};
+static const struct fp_pbj_msg j_profile = {"a Profile", j_profile_f, N(j_profile_f)};
+static const struct fp_pbj_field j_scope_profiles_f[] = {
+    F("scope", NULL, 1, MSG, false, &j_scope),
+    F("profiles", NULL, 2, MSG, true, &j_profile),
+    F("schemaUrl", "schema_url", 3, STRING, false, NULL),
+};
+static const struct fp_pbj_msg j_scope_profiles = {"a ScopeProfiles", j_scope_profiles_f,
+                                                   N(j_scope_profiles_f)};
+static const struct fp_pbj_field j_resource_profiles_f[] = {
+    F("resource", NULL, 1, MSG, false, &j_resource),
+    F("scopeProfiles", "scope_profiles", 2, MSG, true, &j_scope_profiles),
+    F("schemaUrl", "schema_url", 3, STRING, false, NULL),
+};
+static const struct fp_pbj_msg j_resource_profiles = {"a ResourceProfiles", j_resource_profiles_f,
+                                                      N(j_resource_profiles_f)};
+static const struct fp_pbj_field j_mapping_f[] = {
+    F("memoryStart", "memory_start", 1, INT, false, NULL),
+    F("memoryLimit", "memory_limit", 2, INT, false, NULL),
+    F("fileOffset", "file_offset", 3, INT, false, NULL),
+    F("filenameStrindex", "filename_strindex", 4, INT, false, NULL),
+    F("attributeIndices", "attribute_indices", 5, INT, true, NULL),
+};
+static const struct fp_pbj_msg j_mapping = {"a Mapping", j_mapping_f, N(j_mapping_f)};
+static const struct fp_pbj_field j_line_f[] = {
+    F("functionIndex", "function_index", 1, INT, false, NULL),
+    F("line", NULL, 2, INT, false, NULL),
+    F("column", NULL, 3, INT, false, NULL),
+};
+static const struct fp_pbj_msg j_line = {"a Line", j_line_f, N(j_line_f)};
+static const struct fp_pbj_field j_location_f[] = {
+    F("mappingIndex", "mapping_index", 1, INT, false, NULL),
+    F("address", NULL, 2, INT, false, NULL),
+    F("lines", NULL, 3, MSG, true, &j_line),
+    F("attributeIndices", "attribute_indices", 4, INT, true, NULL),
+};
+static const struct fp_pbj_msg j_location = {"a Location", j_location_f, N(j_location_f)};
+static const struct fp_pbj_field j_function_f[] = {
+    F("nameStrindex", "name_strindex", 1, INT, false, NULL),
+    F("systemNameStrindex", "system_name_strindex", 2, INT, false, NULL),
+    F("filenameStrindex", "filename_strindex", 3, INT, false, NULL),
+    F("startLine", "start_line", 4, INT, false, NULL),
+};
+static const struct fp_pbj_msg j_function = {"a Function", j_function_f, N(j_function_f)};
+/* A link's trace and span IDs are hex in OTLP's JSON; links are not used here. */
+static const struct fp_pbj_field j_link_f[] = {
+    F("traceId", "trace_id", 1, SKIP, false, NULL),
+    F("spanId", "span_id", 2, SKIP, false, NULL),
+};
+static const struct fp_pbj_msg j_link = {"a Link", j_link_f, N(j_link_f)};
+static const struct fp_pbj_field j_kvu_f[] = {
+    F("keyStrindex", "key_strindex", 1, INT, false, NULL),
+    F("value", NULL, 2, MSG, false, &j_any),
+    F("unitStrindex", "unit_strindex", 3, INT, false, NULL),
+};
+static const struct fp_pbj_msg j_kvu = {"a KeyValueAndUnit", j_kvu_f, N(j_kvu_f)};
+static const struct fp_pbj_field j_stack_f[] = {
+    F("locationIndices", "location_indices", 1, INT, true, NULL),
+};
+static const struct fp_pbj_msg j_stack = {"a Stack", j_stack_f, N(j_stack_f)};
+static const struct fp_pbj_field j_dict_f[] = {
+    F("mappingTable", "mapping_table", 1, MSG, true, &j_mapping),
+    F("locationTable", "location_table", 2, MSG, true, &j_location),
+    F("functionTable", "function_table", 3, MSG, true, &j_function),
+    F("linkTable", "link_table", 4, MSG, true, &j_link),
+    F("stringTable", "string_table", 5, STRING, true, NULL),
+    F("attributeTable", "attribute_table", 6, MSG, true, &j_kvu),
+    F("stackTable", "stack_table", 7, MSG, true, &j_stack),
+};
+static const struct fp_pbj_msg j_dict = {"a ProfilesDictionary", j_dict_f, N(j_dict_f)};
+static const struct fp_pbj_field j_request_f[] = {
+    F("resourceProfiles", "resource_profiles", 1, MSG, true, &j_resource_profiles),
+    F("dictionary", NULL, 2, MSG, false, &j_dict),
+};
+static const struct fp_pbj_msg j_request = {"an ExportProfilesServiceRequest", j_request_f,
+                                            N(j_request_f)};
+#undef F
+#undef N
+
 /* The decoder, with the client's address for the host of a resource without host.name. */
 static int decode(const char *peer, const uint8_t *body, size_t len, size_t max_decompressed,
                   struct fp_store_batch **ret, uint64_t *ret_samples, char *err, size_t errlen)
@@ -1024,18 +1169,50 @@ out:
         return 0;
 }
 
-int fp_coll_otlp_decode(const uint8_t *body, size_t len, size_t max_decompressed,
+/* A request in OTLP's JSON: gunzipped when it is gzip, read into protobuf, decoded. */
+static int decode_json(const char *peer, const uint8_t *body, size_t len, size_t max,
+                       struct fp_store_batch **ret, uint64_t *ret_samples, char *err, size_t errlen)
+{
+        uint8_t *raw = NULL, *bin = NULL;
+        size_t raw_len, bin_len;
+        int r = 0;
+
+        if (len >= 2 && body[0] == 0x1f && body[1] == 0x8b) {
+                if ((r = fp_pprof_gunzip(body, len, max, &raw, &raw_len, err, errlen)) < 0)
+                        return r;
+                body = raw;
+                len = raw_len;
+        }
+        r = fp_pbjson_read(body, len, &j_request, &bin, &bin_len, err, errlen);
+        free(raw);
+        if (r == 0)
+                r = decode(peer, bin, bin_len, max, ret, ret_samples, err, errlen);
+        free(bin);
+        return r;
+}
+
+int fp_coll_otlp_decode(const uint8_t *body, size_t len, bool json, size_t max_decompressed,
                         struct fp_store_batch **ret, uint64_t *ret_samples, char *err,
                         size_t errlen)
 {
-        return decode("unknown", body, len, max_decompressed, ret, ret_samples, err, errlen);
+        return (json ? decode_json : decode)("unknown", body, len, max_decompressed, ret,
+                                             ret_samples, err, errlen);
 }
 
-/* The decoder thread's part: the queued request's body; arg the client's address. */
+/* A queued request: JSON or protobuf, and the client's address. */
+struct otlp_req {
+        bool json;
+        char peer[64];
+};
+
+/* The decoder thread's part: the queued request's body. */
 static int build_otlp(void *arg, const uint8_t *body, size_t len, size_t max,
                       struct fp_store_batch **ret, uint64_t *ret_samples, char *err, size_t errlen)
 {
-        return decode(arg, body, len, max, ret, ret_samples, err, errlen);
+        const struct otlp_req *q = arg;
+
+        return (q->json ? decode_json : decode)(q->peer, body, len, max, ret, ret_samples, err,
+                                                errlen);
 }
 
 void fp_coll_otlp_export(struct fp_coll_server *s, struct evhttp_request *req)
@@ -1043,22 +1220,26 @@ void fp_coll_otlp_export(struct fp_coll_server *s, struct evhttp_request *req)
         struct evkeyvalq *h = evhttp_request_get_input_headers(req);
         const char *ct = evhttp_find_header(h, "Content-Type");
         const char *enc = evhttp_find_header(h, "Content-Encoding");
-        char peer[64], *arg;
+        bool json = ct && strcmp(ct, "application/json") == 0;
+        enum fp_coll_answer how = json ? FP_COLL_ANSWER_OTLP_JSON : FP_COLL_ANSWER_OTLP;
+        struct otlp_req *q;
 
-        if (!ct || strcmp(ct, "application/x-protobuf") != 0) {
+        if (!ct || (strcmp(ct, "application/x-protobuf") != 0 && !json)) {
                 s->st.uploads_rejected++;
                 return fp_coll_foreign_error(req, FP_COLL_ANSWER_OTLP, 415,
-                                             "Content-Type must be application/x-protobuf (an "
-                                             "ExportProfilesServiceRequest; JSON is not taken)");
+                                             "Content-Type must be application/x-protobuf or "
+                                             "application/json (an "
+                                             "ExportProfilesServiceRequest)");
         }
         if (enc && strcmp(enc, "identity") != 0 && strcmp(enc, "gzip") != 0) {
                 s->st.uploads_rejected++;
-                return fp_coll_foreign_error(req, FP_COLL_ANSWER_OTLP, 400,
+                return fp_coll_foreign_error(req, how, 400,
                                              "Content-Encoding must be gzip or identity");
         }
-        fp_coll_peer_of(req, peer, sizeof(peer));
-        if (!(arg = strdup(peer)))
-                return fp_coll_foreign_error(req, FP_COLL_ANSWER_OTLP, 503, "out of memory");
+        if (!(q = calloc(1, sizeof(*q))))
+                return fp_coll_foreign_error(req, how, 503, "out of memory");
+        q->json = json;
+        fp_coll_peer_of(req, q->peer, sizeof(q->peer));
         /* The body's gzip is told by its magic. */
-        fp_coll_foreign_queue(s, req, build_otlp, arg, peer, "otlp", FP_COLL_ANSWER_OTLP);
+        fp_coll_foreign_queue(s, req, build_otlp, q, q->peer, json ? "otlp-json" : "otlp", how);
 }

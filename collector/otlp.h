@@ -3,7 +3,9 @@
  * OpenTelemetry's profiles over OTLP/HTTP, into the collector's store:
  *
  *   POST /v1development/profiles    Content-Type: application/x-protobuf
- *        body: ExportProfilesServiceRequest (gzip with Content-Encoding)
+ *        body: ExportProfilesServiceRequest (gzip with Content-Encoding),
+ *        or Content-Type: application/json, its JSON encoding (read into
+ *        protobuf by pbjson.h, then the same)
  *
  * Pinned to opentelemetry-proto v1.9.0 (profiles v1development, an Alpha
  * protocol whose field numbers still move between releases): a request
@@ -25,11 +27,12 @@
  * A profile whose indices point outside the dictionary is rejected and
  * the rest stored: the answer's partial_success says how many and why
  * (as the specification asks); when none is left, 400 with a
- * google.rpc.Status. The same request sent twice is stored once. JSON is
- * not taken (415).
+ * google.rpc.Status. The same request sent twice is stored once. A JSON
+ * request is answered in JSON.
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,10 +45,10 @@ void fp_coll_otlp_export(struct fp_coll_server *s, struct evhttp_request *req);
 
 /*
  * The decoder, pure (the fuzz target's): an ExportProfilesServiceRequest
- * (gzip when it starts with gzip's magic) into a batch. 0 with *ret, or
- * -errno with one line in err. On 0, a non-empty err says which profiles
- * were rejected ("N of M profiles rejected: why").
+ * (gzip when it starts with gzip's magic; in JSON when json) into a batch.
+ * 0 with *ret, or -errno with one line in err. On 0, a non-empty err says
+ * which profiles were rejected ("N of M profiles rejected: why").
  */
-int fp_coll_otlp_decode(const uint8_t *body, size_t len, size_t max_decompressed,
+int fp_coll_otlp_decode(const uint8_t *body, size_t len, bool json, size_t max_decompressed,
                         struct fp_store_batch **ret, uint64_t *ret_samples, char *err,
                         size_t errlen);

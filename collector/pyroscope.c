@@ -12,6 +12,7 @@
 #include "pyroscope.h"
 #include "foreign.h"
 #include "http.h"
+#include "pbjson.h"
 #include "pbwire.h"
 #include "pprof.h"
 #include "store.h"
@@ -21,7 +22,6 @@
 #include <errno.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,349 +456,27 @@ static int connect_label(struct pb c, struct fp_coll_labels *sr, char *err, size
                                   errlen);
 }
 
-/* ---- Connect's JSON: read into the binary PushRequest ---- */
+/* ---- Connect's JSON: the PushRequest's fields (pbjson.h) ---- */
 
-#define JSON_MAX_DEPTH 16
-
-struct jcur {
-        const char *p, *end;
-        int depth;
-        char *err;
-        size_t errlen;
+static const struct fp_pbj_field label_fields[] = {
+    {"name", NULL, 1, FP_PBJ_STRING, false, NULL},
+    {"value", NULL, 2, FP_PBJ_STRING, false, NULL},
 };
-
-static int jfail(struct jcur *c, const char *what)
-{
-        return fp_errf(c->err, c->errlen, -EINVAL, "not a PushRequest in JSON: %s", what);
-}
-
-static void jspace(struct jcur *c)
-{
-        while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
-                c->p++;
-}
-
-static bool jpeek(struct jcur *c, char ch)
-{
-        jspace(c);
-        return c->p < c->end && *c->p == ch;
-}
-
-static bool jeat(struct jcur *c, char ch)
-{
-        if (!jpeek(c, ch))
-                return false;
-        c->p++;
-        return true;
-}
-
-/* A JSON string into a malloc'd buffer (*ret, *ret_len; NUL-terminated). */
-static int jstring(struct jcur *c, char **ret, size_t *ret_len)
-{
-        struct pbout o = {0};
-
-        if (!jeat(c, '"'))
-                return jfail(c, "a string was expected");
-        while (c->p < c->end && *c->p != '"') {
-                unsigned char ch = (unsigned char)*c->p++;
-                if (ch < 0x20) {
-                        free(o.buf);
-                        return jfail(c, "a control character in a string");
-                }
-                if (ch != '\\') {
-                        out_bytes(&o, &ch, 1);
-                        continue;
-                }
-                if (c->p >= c->end)
-                        break;
-                char e = *c->p++;
-                const char *simple = strchr("\"\\/bfnrt", e);
-                if (simple && e) {
-                        static const char to[] = "\"\\/\b\f\n\r\t";
-                        out_bytes(&o, &to[simple - "\"\\/bfnrt"], 1);
-                } else if (e == 'u' && c->end - c->p >= 4) {
-                        char hex[5] = {c->p[0], c->p[1], c->p[2], c->p[3], 0}, *hend;
-                        unsigned long cp = strtoul(hex, &hend, 16);
-                        c->p += 4;
-                        if (*hend) {
-                                free(o.buf);
-                                return jfail(c, "a bad \\u escape");
-                        }
-                        /* UTF-8 of the code point (a lone surrogate is kept as it is). */
-                        uint8_t u[3];
-                        size_t n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
-                        if (n == 1)
-                                u[0] = (uint8_t)cp;
-                        else if (n == 2)
-                                u[0] = (uint8_t)(0xc0 | cp >> 6),
-                                u[1] = (uint8_t)(0x80 | (cp & 0x3f));
-                        else
-                                u[0] = (uint8_t)(0xe0 | cp >> 12),
-                                u[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3f)),
-                                u[2] = (uint8_t)(0x80 | (cp & 0x3f));
-                        out_bytes(&o, u, n);
-                } else {
-                        free(o.buf);
-                        return jfail(c, "a bad escape in a string");
-                }
-        }
-        if (c->p >= c->end) {
-                free(o.buf);
-                return jfail(c, "a string does not end");
-        }
-        c->p++;
-        out_bytes(&o, "", 1);
-        if (o.oom) {
-                free(o.buf);
-                return fp_errf(c->err, c->errlen, -ENOMEM, "out of memory");
-        }
-        *ret = (char *)o.buf;
-        *ret_len = o.len - 1;
-        return 0;
-}
-
-/* Skips any value (bounded in depth). */
-static int jskip(struct jcur *c)
-{
-        char *s;
-        size_t n;
-        int r;
-
-        jspace(c);
-        if (c->p >= c->end)
-                return jfail(c, "a value was expected");
-        if (*c->p == '"') {
-                if ((r = jstring(c, &s, &n)) < 0)
-                        return r;
-                free(s);
-                return 0;
-        }
-        if (*c->p == '{' || *c->p == '[') {
-                char close = *c->p == '{' ? '}' : ']';
-                bool obj = *c->p == '{';
-                if (++c->depth > JSON_MAX_DEPTH)
-                        return jfail(c, "nested too deep");
-                c->p++;
-                if (!jeat(c, close)) {
-                        do {
-                                if (obj && ((r = jstring(c, &s, &n)) < 0 || (free(s), 0) ||
-                                            (!jeat(c, ':') && (r = jfail(c, "':' expected")))))
-                                        return r;
-                                if ((r = jskip(c)) < 0)
-                                        return r;
-                        } while (jeat(c, ','));
-                        if (!jeat(c, close))
-                                return jfail(c, "',' or the end of a list expected");
-                }
-                c->depth--;
-                return 0;
-        }
-        /* A number, true, false or null: its characters. */
-        const char *start = c->p;
-        while (c->p < c->end && strchr("+-.0123456789eEtrufalsn", *c->p) && *c->p)
-                c->p++;
-        return c->p > start ? 0 : jfail(c, "an unknown value");
-}
-
-/* Calls fn(c, key, arg) for each key of an object. */
-static int jobject(struct jcur *c, int (*fn)(struct jcur *, const char *, void *), void *arg)
-{
-        char *key;
-        size_t n;
-        int r = 0;
-
-        if (!jeat(c, '{'))
-                return jfail(c, "an object was expected");
-        if (++c->depth > JSON_MAX_DEPTH)
-                return jfail(c, "nested too deep");
-        if (jeat(c, '}')) {
-                c->depth--;
-                return 0;
-        }
-        do {
-                if ((r = jstring(c, &key, &n)) < 0)
-                        return r;
-                r = jeat(c, ':') ? fn(c, key, arg) : jfail(c, "':' expected");
-                free(key);
-                if (r < 0)
-                        return r;
-        } while (jeat(c, ','));
-        c->depth--;
-        return jeat(c, '}') ? 0 : jfail(c, "',' or '}' expected");
-}
-
-/* Calls fn(c, arg) for each element of an array (null: none). */
-static int jarray(struct jcur *c, int (*fn)(struct jcur *, void *), void *arg)
-{
-        int r;
-
-        if (jpeek(c, 'n'))
-                return jskip(c);
-        if (!jeat(c, '['))
-                return jfail(c, "a list was expected");
-        if (++c->depth > JSON_MAX_DEPTH)
-                return jfail(c, "nested too deep");
-        if (jeat(c, ']')) {
-                c->depth--;
-                return 0;
-        }
-        do {
-                if ((r = fn(c, arg)) < 0)
-                        return r;
-        } while (jeat(c, ','));
-        c->depth--;
-        return jeat(c, ']') ? 0 : jfail(c, "',' or ']' expected");
-}
-
-/* A message being built for one object: its fields, then written to its parent. */
-struct jmsg {
-        struct pbout out;
-        struct jcur *c;
+static const struct fp_pbj_msg label_msg = {"a LabelPair", label_fields, 2};
+static const struct fp_pbj_field sample_fields[] = {
+    {"rawProfile", "raw_profile", 1, FP_PBJ_BYTES, false, NULL},
+    {"ID", "id", 2, FP_PBJ_STRING, false, NULL},
 };
-
-static int label_key(struct jcur *c, const char *key, void *arg)
-{
-        struct jmsg *m = arg;
-        char *s;
-        size_t n;
-        int r;
-
-        if (strcmp(key, "name") != 0 && strcmp(key, "value") != 0)
-                return jskip(c);
-        if ((r = jstring(c, &s, &n)) < 0)
-                return r;
-        out_len(&m->out, key[0] == 'n' ? 1 : 2, s, n);
-        free(s);
-        return 0;
-}
-
-/* base64 (standard or URL-safe, padded or not) into a malloc'd buffer. */
-static int base64_decode(const char *s, size_t n, uint8_t **ret, size_t *ret_len)
-{
-        size_t padded = (n + 3) / 4 * 4;
-        char *t = malloc(padded + 1);
-        uint8_t *out = malloc(padded / 4 * 3 + 1);
-        int got;
-
-        if (!t || !out) {
-                free(t);
-                free(out);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < n; i++)
-                t[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
-        for (size_t i = n; i < padded; i++)
-                t[i] = '=';
-        t[padded] = 0;
-        got = padded ? EVP_DecodeBlock(out, (unsigned char *)t, (int)padded) : 0;
-        for (size_t i = padded; got > 0 && i > 0 && t[i - 1] == '='; i--)
-                got--;
-        free(t);
-        if (got < 0) {
-                free(out);
-                return -EINVAL;
-        }
-        *ret = out;
-        *ret_len = (size_t)got;
-        return 0;
-}
-
-static int sample_key(struct jcur *c, const char *key, void *arg)
-{
-        struct jmsg *m = arg;
-        char *s;
-        size_t n;
-        uint8_t *raw;
-        size_t raw_len;
-        int r;
-
-        bool profile = strcmp(key, "rawProfile") == 0 || strcmp(key, "raw_profile") == 0;
-        if (!profile && strcmp(key, "ID") != 0 && strcmp(key, "id") != 0)
-                return jskip(c);
-        if ((r = jstring(c, &s, &n)) < 0)
-                return r;
-        if (!profile) {
-                out_len(&m->out, 2, s, n);
-                free(s);
-                return 0;
-        }
-        r = base64_decode(s, n, &raw, &raw_len);
-        free(s);
-        if (r < 0)
-                return r == -ENOMEM ? fp_errf(c->err, c->errlen, r, "out of memory")
-                                    : jfail(c, "rawProfile is not base64");
-        out_len(&m->out, 1, raw, raw_len);
-        free(raw);
-        return 0;
-}
-
-/* An element of a list of objects: read with key_fn, written as field f of the parent. */
-struct jlist {
-        struct pbout *parent;
-        uint32_t field;
-        int (*key_fn)(struct jcur *, const char *, void *);
+static const struct fp_pbj_msg sample_msg = {"a RawSample", sample_fields, 2};
+static const struct fp_pbj_field series_fields[] = {
+    {"labels", NULL, 1, FP_PBJ_MSG, true, &label_msg},
+    {"samples", NULL, 2, FP_PBJ_MSG, true, &sample_msg},
 };
-
-static int list_element(struct jcur *c, void *arg)
-{
-        struct jlist *l = arg;
-        struct jmsg m = {.c = c};
-        int r = jobject(c, l->key_fn, &m);
-
-        if (r == 0) {
-                out_len(l->parent, l->field, m.out.buf ? m.out.buf : (uint8_t *)"", m.out.len);
-                if (m.out.oom)
-                        l->parent->oom = true;
-        }
-        free(m.out.buf);
-        return r;
-}
-
-static int series_key(struct jcur *c, const char *key, void *arg)
-{
-        struct jmsg *m = arg;
-        struct jlist labels = {&m->out, 1, label_key}, samples = {&m->out, 2, sample_key};
-
-        if (strcmp(key, "labels") == 0)
-                return jarray(c, list_element, &labels);
-        if (strcmp(key, "samples") == 0)
-                return jarray(c, list_element, &samples);
-        return jskip(c);
-}
-
-static int push_key_json(struct jcur *c, const char *key, void *arg)
-{
-        struct jmsg *m = arg;
-        struct jlist series = {&m->out, 1, series_key};
-
-        if (strcmp(key, "series") == 0)
-                return jarray(c, list_element, &series);
-        return jskip(c);
-}
-
-/* A PushRequest in Connect's JSON into its binary form (*ret malloc'd). 0 or -errno. */
-static int push_from_json(const uint8_t *body, size_t len, uint8_t **ret, size_t *ret_len,
-                          char *err, size_t errlen)
-{
-        struct jcur c = {(const char *)body, (const char *)body + len, 0, err, errlen};
-        struct jmsg m = {.c = &c};
-        int r = jobject(&c, push_key_json, &m);
-
-        if (r == 0) {
-                jspace(&c);
-                if (c.p != c.end)
-                        r = jfail(&c, "more after the object");
-        }
-        if (r == 0 && m.out.oom)
-                r = fp_errf(err, errlen, -ENOMEM, "out of memory");
-        if (r < 0) {
-                free(m.out.buf);
-                return r;
-        }
-        *ret = m.out.buf ? m.out.buf : calloc(1, 1);
-        *ret_len = m.out.len;
-        return *ret ? 0 : fp_errf(err, errlen, -ENOMEM, "out of memory");
-}
+static const struct fp_pbj_msg series_msg = {"a RawProfileSeries", series_fields, 2};
+static const struct fp_pbj_field push_fields[] = {
+    {"series", NULL, 1, FP_PBJ_MSG, true, &series_msg},
+};
+static const struct fp_pbj_msg push_msg = {"a PushRequest", push_fields, 1};
 
 /* ---- the decoder thread's part ---- */
 
@@ -967,7 +645,7 @@ static int build_push(void *arg, const uint8_t *body, size_t len, size_t max,
         if (ps->json) {
                 uint8_t *bin;
                 size_t bin_len;
-                if ((r = push_from_json(body, len, &bin, &bin_len, err, errlen)) < 0)
+                if ((r = fp_pbjson_read(body, len, &push_msg, &bin, &bin_len, err, errlen)) < 0)
                         goto out;
                 free(raw);
                 body = raw = bin;

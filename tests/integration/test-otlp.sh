@@ -14,13 +14,16 @@
 #    ExportProfilesServiceResponse.
 # 2. gzip (Content-Encoding) and basic authentication; the same request
 #    twice is stored once; a dictionary without mapping, function and
-#    attribute tables (bare addresses) is taken.
+#    attribute tables (bare addresses) is taken. The same request in
+#    OTLP's JSON encoding (otlp2json.py: camelCase, or the proto's
+#    snake_case names, gzip) is stored as its protobuf twin, and answered
+#    in JSON.
 # 3. Partial success: a profile whose sample names a stack the dictionary
 #    has not is rejected, the other stored; the answer's partial_success
 #    says 1 rejected and why.
 # 4. Refusals in one google.rpc.Status (code 3): a dictionary whose index
-#    points past its strings, bytes that are not protobuf; JSON gets 415,
-#    no token 401; nothing stored.
+#    points past its strings, bytes that are not protobuf, malformed JSON
+#    (in JSON); another type gets 415, no token 401; nothing stored.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=otlp
@@ -127,6 +130,34 @@ code=$(post "$FP_TMP/bare.bin" "$FP_TMP/bare.out")
   fp_fail "a request of bare addresses was not stored"
 fp_ok "gzip and basic authentication; the same request twice stored once; bare addresses without tables"
 
+# ---- 2b. the same in OTLP's JSON encoding ----
+python3 "$HERE/mkotlp.py" "$FP_TMP/j.bin" --service otel-json
+python3 "$HERE/otlp2json.py" "$FP_TMP/j.bin" "$FP_TMP/j.json"
+python3 "$HERE/mkotlp.py" "$FP_TMP/js.bin" --service otel-snake
+python3 "$HERE/otlp2json.py" "$FP_TMP/js.bin" "$FP_TMP/js.json" --snake
+gzip -c "$FP_TMP/js.json" >"$FP_TMP/js.json.gz"
+jpost() { # jpost FILE OUT [CURL ARGS]: the JSON request's HTTP status
+  curl -s -o "$2" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" \
+    "${@:3}" --data-binary @"$1" "$EP"
+}
+code=$(jpost "$FP_TMP/j.json" "$FP_TMP/j.out")
+[[ $code == 200 && $(cat "$FP_TMP/j.out") == "{}" ]] || fp_fail "a JSON request answered $code: $(cat "$FP_TMP/j.out")"
+code=$(jpost "$FP_TMP/js.json.gz" "$FP_TMP/js.out" -H "Content-Encoding: gzip")
+[[ $code == 200 ]] || fp_fail "a gzip JSON request with snake_case names answered $code: $(cat "$FP_TMP/js.out")"
+for svc in otel-json otel-snake; do
+  curl -sf "$URL/api/v1/profile?service=$svc" -o "$FP_TMP/$svc.pb.gz" || fp_fail "no profile of $svc"
+  # The same stacks, values, threads and pid; only the service's name differs.
+  [[ $(fp_pprof -traces "$FP_TMP/$svc.pb.gz" 2>/dev/null | sed -e 1,4d -e '/process:/d' -e '/service:/d') == \
+    $(fp_pprof -traces "$FP_TMP/p.pb.gz" 2>/dev/null | sed -e 1,4d -e '/process:/d' -e '/service:/d') ]] ||
+    fp_fail "the JSON request ($svc) was not stored as its protobuf twin"
+done
+python3 "$HERE/mkotlp.py" "$FP_TMP/jp.bin" --service otel-jpart --partial
+python3 "$HERE/otlp2json.py" "$FP_TMP/jp.bin" "$FP_TMP/jp.json"
+code=$(jpost "$FP_TMP/jp.json" "$FP_TMP/jp.out")
+[[ $code == 200 ]] && fp_json_get 'd["partialSuccess"]["rejectedProfiles"] == "1" and "stack_index 99" in d["partialSuccess"]["errorMessage"]' \
+  <"$FP_TMP/jp.out" | grep -q True || fp_fail "a JSON partial success: $code $(cat "$FP_TMP/jp.out")"
+fp_ok "JSON (camelCase and snake_case, gzip): stored as the protobuf twin; partial success in JSON"
+
 # ---- 3. partial success ----
 python3 "$HERE/mkotlp.py" "$FP_TMP/part.bin" --service otel-part --partial
 code=$(post "$FP_TMP/part.bin" "$FP_TMP/part.out")
@@ -152,9 +183,14 @@ ans=$(answer "$FP_TMP/noise.out")
 [[ $code == 400 ]] && fp_json_get 'd["code"] == 3' <<<"$ans" | grep -q True || fp_fail "noise: $code $ans"
 fp_ok "refused 400: $ans"
 code=$(curl -s -o "$FP_TMP/json.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" \
-  --data-binary '{"resourceProfiles": []}' "$EP")
-[[ $code == 415 ]] || fp_fail "JSON answered $code"
-fp_ok "refused 415: $(answer "$FP_TMP/json.out")"
+  --data-binary '{"resourceProfiles": [{"scopeProfiles": [}]}' "$EP")
+[[ $code == 400 ]] && fp_json_get 'd["code"] == 3 and "in JSON" in d["message"]' <"$FP_TMP/json.out" | grep -q True ||
+  fp_fail "malformed JSON: $code $(cat "$FP_TMP/json.out")"
+fp_ok "refused 400 in JSON: $(cat "$FP_TMP/json.out")"
+code=$(curl -s -o "$FP_TMP/xml.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H "Content-Type: text/xml" \
+  --data-binary '<x/>' "$EP")
+[[ $code == 415 ]] || fp_fail "XML answered $code"
+fp_ok "refused 415: $(answer "$FP_TMP/xml.out")"
 code=$(curl -s -o "$FP_TMP/noauth.out" -w '%{http_code}' "${PB[@]}" --data-binary @"$FP_TMP/req.bin" "$EP")
 [[ $code == 401 ]] || fp_fail "no token answered $code"
 [[ $(curl -sf "$URL/api/v1/series" | fp_json_get 'len(d["series"])') == "$before" ]] || fp_fail "a refused request stored something"
