@@ -504,7 +504,8 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                        "unauthorized and wrong_token (401, the body unread), bad_head and "
                        "body_not_allowed (400), head_too_large (431), busy (503: "
                        "--max-connections), peer_busy (429: --max-connections-per-ip), slow (a "
-                       "head or body too slow: closed), flood (closed at once).");
+                       "head or body too slow: closed), flood (closed at once), shed (closed "
+                       "to make room for a new connection).");
         for (int i = 0; i < FP_GATE_N_REASONS; i++)
                 fp_prom_value(&p, gate, "reason", fp_coll_gate_reason_names[i], (double)refused[i]);
         fp_coll_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);

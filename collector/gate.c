@@ -52,6 +52,7 @@ const char *const fp_coll_gate_reason_names[FP_GATE_N_REASONS] = {
     [FP_GATE_PEER_BUSY] = "peer_busy",
     [FP_GATE_SLOW] = "slow",
     [FP_GATE_FLOOD] = "flood",
+    [FP_GATE_SHED] = "shed",
 };
 
 /* Status and message of each refusal the server answers. */
@@ -236,6 +237,12 @@ struct conn {
         uint64_t body_left;
         int refuse; /* -1, or the reason to refuse the next request with */
         bool counted_peer;
+        bool hung;           /* hung up: closing, not counted as open */
+        unsigned char trust; /* 0: no head passed yet; 1: bodiless requests; 2: an upload */
+        bool in_request;     /* a head passed, and the server has not written an answer since */
+        struct evbuffer_cb_entry *out_watch; /* on bev's output */
+        uint64_t last_input; /* CLOCK_MONOTONIC ns of its last bytes (or its accept) */
+        uint64_t since;      /* CLOCK_MONOTONIC ns of its accept */
         struct sockaddr_storage peer;
         void (*on_close)(void *arg);
         void *on_close_arg;
@@ -245,8 +252,8 @@ struct fp_coll_gate {
         struct event_base *base;
         const char *token;
         unsigned max_conns, max_per_peer;
-        struct conn *conns;
-        size_t open;
+        struct conn *conns, *tail; /* newest first */
+        size_t open, hung;
         uint64_t refused[FP_GATE_N_REASONS];
 };
 
@@ -276,6 +283,8 @@ static void conn_release(struct conn *c)
 {
         if (c->watch)
                 evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->watch);
+        if (c->out_watch)
+                evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_watch);
         if (c->held_ref)
                 bufferevent_decref(c->bev);
         if (c->timer)
@@ -295,7 +304,10 @@ static void conn_free(struct conn *c)
                 c->g->conns = c->next;
         if (c->next)
                 c->next->prev = c->prev;
+        else
+                c->g->tail = c->prev;
         c->g->open--;
+        c->g->hung -= c->hung;
         conn_release(c);
 }
 
@@ -314,10 +326,38 @@ static void on_evcon_close(struct evhttp_connection *evcon, void *arg)
 static void hang_up(struct conn *c, enum fp_coll_gate_reason why)
 {
         c->g->refused[why]++;
+        if (!c->hung)
+                c->g->hung++;
+        c->hung = true;
         c->state = DISCARD;
         evtimer_del(c->timer);
         bufferevent_trigger_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING,
                                   BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * The connection to shed for a newcomer (not c), or NULL: the oldest that
+ * never finished a head, else the longest idle of those that only made
+ * bodiless requests; never one in a request or one that uploaded.
+ */
+static struct conn *victim(struct fp_coll_gate *g, const struct conn *c)
+{
+        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+        struct conn *idle = NULL;
+
+        /* Oldest first: in a flood, the first one looked at is the one. */
+        for (struct conn *o = g->tail; o; o = o->prev) {
+                if (now - o->since < (uint64_t)FP_COLL_GATE_YOUNG_MS * 1000000)
+                        break; /* the rest are younger still */
+                if (o == c || o->hung || o->state != HEAD)
+                        continue;
+                if (o->trust == 0)
+                        return o;
+                if (o->trust == 1 && !idle && !o->in_request && evbuffer_get_length(o->held) == 0 &&
+                    now - o->last_input >= (uint64_t)FP_COLL_GATE_IDLE_MS * 1000000)
+                        idle = o;
+        }
+        return idle;
 }
 
 /*
@@ -344,13 +384,15 @@ static bool admit(struct conn *c)
         bufferevent_decref(c->bev);
         c->held_ref = false;
         c->state = HEAD;
-        if (g->open > (size_t)g->max_conns + g->max_conns / 4) {
-                hang_up(c, FP_GATE_FLOOD);
-                return true;
+        arm(c, FP_COLL_GATE_HEAD_S); /* its first head, from now */
+        if (g->open - g->hung > g->max_conns) {
+                struct conn *v = victim(g, c);
+                if (v)
+                        hang_up(v, FP_GATE_SHED);
         }
-        if (g->open > g->max_conns) {
-                c->refuse = FP_GATE_BUSY;
-                arm(c, FP_COLL_GATE_HEAD_S);
+        /* Past the cap it may still send its head: an upload with the token goes in. */
+        if (g->open - g->hung > (size_t)g->max_conns + g->max_conns / 4) {
+                hang_up(c, FP_GATE_FLOOD);
                 return true;
         }
         if (fd < 0 || getpeername(fd, (struct sockaddr *)&c->peer, &sl) < 0)
@@ -360,7 +402,6 @@ static bool admit(struct conn *c)
                         same++;
         if (same >= g->max_per_peer) {
                 c->refuse = FP_GATE_PEER_BUSY;
-                arm(c, FP_COLL_GATE_HEAD_S);
                 return true;
         }
         c->counted_peer = true;
@@ -429,10 +470,19 @@ static void judge_head(struct conn *c, size_t hlen, size_t eol, struct evbuffer 
         fp_coll_gate_judge(h, hlen, c->g->token, &v);
         if (c->refuse >= 0 && v.reason < 0)
                 v.reason = c->refuse;
+        /* Past the cap, uploads with the token go before everyone else: the rest wait (503). */
+        if (v.reason < 0 && !v.body && !v.pass_rest && c->g->open - c->g->hung > c->g->max_conns)
+                v.reason = FP_GATE_BUSY;
         if (v.reason >= 0) {
                 refuse(c, h, v.line_len, v.line_ok, v.reason, dst);
         } else {
                 pass_head(h, hlen + eol, dst);
+                c->in_request = true;
+                /* An upload that passed the judge (with the token, when there is one). */
+                if (v.body || v.pass_rest)
+                        c->trust = 2;
+                else if (c->trust == 0)
+                        c->trust = 1;
                 c->body_left = v.body;
                 c->state = v.pass_rest ? PASS : v.body ? BODY : HEAD;
                 evtimer_del(c->timer);
@@ -523,10 +573,12 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
                 return;
         if (c->state == ADMIT && !admit(c))
                 return;
+        c->last_input = fp_now_ns(CLOCK_MONOTONIC);
         c->busy = true;
         if (c->state != PASS) {
-                if (evbuffer_get_length(c->held) == 0 && c->state == HEAD && c->refuse < 0)
-                        arm(c, FP_COLL_GATE_HEAD_S); /* a head's first byte */
+                if (evbuffer_get_length(c->held) == 0 && c->state == HEAD && c->refuse < 0 &&
+                    c->trust > 0)
+                        arm(c, FP_COLL_GATE_HEAD_S); /* a later head's first byte */
                 evbuffer_remove_buffer(in, c->tmp, len - info->n_added);
                 evbuffer_add_buffer(c->held, in);
                 /* A bufferevent may keep the end of its input frozen but while it reads. */
@@ -539,6 +591,16 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
                         evbuffer_freeze(in, 0);
         }
         c->busy = false;
+}
+
+/* The server writes an answer: the request it answers is no longer in the server's hands. */
+static void on_output(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+        struct conn *c = arg;
+
+        (void)out;
+        if (info->n_added)
+                c->in_request = false;
 }
 
 struct bufferevent *fp_coll_gate_wrap(struct fp_coll_gate *g, struct bufferevent *bev)
@@ -556,15 +618,19 @@ struct bufferevent *fp_coll_gate_wrap(struct fp_coll_gate *g, struct bufferevent
         if (!c->held || !c->tmp || !c->timer)
                 goto fail;
         c->watch = evbuffer_add_cb(bufferevent_get_input(bev), on_input, c);
-        if (!c->watch)
+        c->out_watch = evbuffer_add_cb(bufferevent_get_output(bev), on_output, c);
+        if (!c->watch || !c->out_watch)
                 goto fail;
         bufferevent_incref(bev); /* until admit(): evhttp could free it before */
         c->held_ref = true;
         c->next = g->conns;
         if (g->conns)
                 g->conns->prev = c;
+        else
+                g->tail = c;
         g->conns = c;
         g->open++;
+        c->since = c->last_input = fp_now_ns(CLOCK_MONOTONIC);
         arm(c, 0);
         return bev;
 fail:

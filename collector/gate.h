@@ -17,12 +17,22 @@
  *
  *   - a body is taken only with a POST, and (with --token-file) only with
  *     the upload token: 401 from the headers, the body never read;
- *   - a head must arrive within FP_COLL_GATE_HEAD_S seconds of its first
- *     byte and a body at FP_COLL_GATE_MIN_RATE bytes a second after a
+ *   - a connection's first head must arrive within FP_COLL_GATE_HEAD_S
+ *     seconds of its accept, any later one within as long from its first
+ *     byte, and a body at FP_COLL_GATE_MIN_RATE bytes a second after a
  *     grace of FP_COLL_GATE_BODY_S seconds, or the connection is closed;
- *   - --max-connections in all and --max-connections-per-ip from one
- *     address: past them a request is answered 503 or 429 and closed, and
- *     past a quarter more in all a connection is closed at once.
+ *   - --max-connections in all: a new connection past it makes room by
+ *     shedding another (FP_GATE_SHED), the one that has earned the least:
+ *     first the oldest that never finished a head (a flood of half-open
+ *     connections), then the longest idle that only ever made requests
+ *     without a body; never one in the middle of a request, one that
+ *     uploaded with the token (an agent), nor one accepted less than
+ *     FP_COLL_GATE_YOUNG_MS ago (its head may be on its way: a fast
+ *     flood must not shed a client before the gate has read it). While
+ *     still past the cap, an upload with the token goes in and any other
+ *     request is answered 503 and closed; past a quarter more, a newcomer
+ *     is closed at once;
+ *   - --max-connections-per-ip from one address: past it 429 and closed.
  *
  * The gate only ever refuses more than the server would; a head the gate
  * cannot read the way the server would (two Content-Lengths, a body on
@@ -41,7 +51,9 @@ struct fp_coll_gate;
 
 #define FP_COLL_GATE_HEADER   "X-Fleetprof-Gate"
 #define FP_COLL_GATE_MAX_HEAD (64 << 10) /* bytes of a request's head (as evhttp's limit) */
-#define FP_COLL_GATE_HEAD_S   10         /* seconds from a head's first byte to its end */
+#define FP_COLL_GATE_HEAD_S   5          /* seconds to a head's end, see above */
+#define FP_COLL_GATE_IDLE_MS  1000       /* idle this long, a bodiless client's may be shed */
+#define FP_COLL_GATE_YOUNG_MS 250        /* younger than this, no connection is shed */
 #define FP_COLL_GATE_BODY_S   30         /* grace for a body, then ... */
 #define FP_COLL_GATE_MIN_RATE (16 << 10) /* ... bytes a second on average */
 
@@ -56,6 +68,7 @@ enum fp_coll_gate_reason {
         FP_GATE_PEER_BUSY,    /* 429: --max-connections-per-ip reached */
         FP_GATE_SLOW,         /* closed: a head or body too slow */
         FP_GATE_FLOOD,        /* closed at once: far past --max-connections */
+        FP_GATE_SHED,         /* closed to make room for a new one (see above) */
         FP_GATE_N_REASONS,
 };
 extern const char *const fp_coll_gate_reason_names[FP_GATE_N_REASONS];

@@ -19,6 +19,7 @@
 #include <event2/event.h>
 #include <openssl/ssl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,34 @@ static bool listen_is_loopback(const char *listen)
                strcmp(addr, "localhost") == 0;
 }
 
+/*
+ * Each connection is a descriptor, and the gate lets a quarter more than
+ * --max-connections in before it closes newcomers: raise the soft limit
+ * to the hard one, and when that is still short, serve fewer (said once).
+ */
+static void fit_connections(struct fp_coll_config *c)
+{
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+                (void)getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        rlim_t need = (rlim_t)c->max_connections + c->max_connections / 4 + 64;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+                unsigned fit = rl.rlim_cur > 128 ? (unsigned)((rl.rlim_cur - 64) * 4 / 5) : 32;
+                fp_log(LOG_WARNING,
+                       "--max-connections %u needs %llu descriptors, the limit is %llu: serving "
+                       "%u (raise LimitNOFILE)",
+                       c->max_connections, (unsigned long long)need,
+                       (unsigned long long)rl.rlim_cur, fit);
+                c->max_connections = fit;
+        }
+}
+
 int main(int argc, char **argv)
 {
         const struct fp_conf_program prog = {
@@ -86,6 +115,7 @@ int main(int argc, char **argv)
         if (r >= 0)
                 return r;
         fp_coll_config_from(conf, &c);
+        fit_connections(&c);
         signal(SIGPIPE, SIG_IGN);
         base = event_base_new();
         if (!base) {

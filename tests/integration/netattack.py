@@ -9,15 +9,24 @@ object of what it saw; the shell script judges it.
                                         head claiming an MB MiB body (no token, a
                                         wrong token), then push it
   netattack.py slow PORT                a head trickled one byte a second
-  netattack.py caps PORT PER_IP MAX     PER_IP idle connections from 127.0.0.1,
-                                        then one more; the rest up to MAX from
-                                        127.0.0.2, then more from others
+  netattack.py caps PORT PER_IP MAX TOKEN  PER_IP idle connections from
+                                        127.0.0.1, then one more; the rest up to MAX
+                                        from 127.0.0.2, then a newcomer (one idle
+                                        shed); then MAX uploads under way, a
+                                        newcomer (503), and more (closed)
   netattack.py heads PORT               heads the gate must refuse or clean
   netattack.py bomb PORT TOKEN MB       a gzip bomb (MB MiB of zeros) uploaded
                                         while /metrics is polled
+  netattack.py flood PORT N ADDRS SECS PID  N connections from ADDRS loopback
+                                        addresses (127.0.1.x), each sending half a
+                                        request head, every one the collector
+                                        closes opened again, for SECS seconds;
+                                        the collector's (PID) memory sampled
 """
 import gzip
 import json
+import resource
+import selectors
 import socket
 import sys
 import threading
@@ -148,33 +157,61 @@ def idle_from(src, port, n):
     return socks
 
 
-def caps(port, per_ip, max_conns):
+def uploading(src, port, token):
+    """A connection from src in the middle of an upload with the token (its body begun)."""
+    s = socket.socket()
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+              token.encode() + b"\r\nContent-Length: 100000\r\n\r\n" + b"x" * 10)
+    return s
+
+
+def closed_count(socks):
+    n = 0
+    for s in socks:
+        s.settimeout(0.2)
+        try:
+            if s.recv(1) == b"":
+                n += 1
+        except (socket.timeout, ConnectionResetError):
+            pass
+    return n
+
+
+def caps(port, per_ip, max_conns, token):
     idle = idle_from("127.0.0.1", port, per_ip)
     time.sleep(0.3)
     over = request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     other = get(port, "/healthz", src="127.0.0.2")
-    # Fill the rest from 127.0.0.2 until the collector is full.
+    # Fill the rest from 127.0.0.2 with connections that say nothing.
     more = idle_from("127.0.0.2", port, max_conns - per_ip)
     time.sleep(0.3)
-    full = get(port, "/healthz", src="127.0.0.3")
-    # Past a quarter more than the cap, connections are closed unanswered.
-    flood = idle_from("127.0.0.3", port, max_conns)
+    # Full of half-open connections: a newcomer sheds the oldest and is served.
+    room = get(port, "/healthz", src="127.0.0.3")
+    time.sleep(0.3)
+    shed = closed_count(idle + more)
+    for s in idle + more:
+        s.close()
     time.sleep(0.5)
-    closed = 0
-    for s in flood:
-        s.settimeout(0.2)
-        try:
-            if s.recv(1) == b"":
-                closed += 1
-        except (socket.timeout, ConnectionResetError):
-            pass
-    for s in idle + more + flood:
+    # Full of uploads under way (with the token): none can go, so 503 ...
+    ups = [uploading("127.0.0.%d" % (4 + i % 2), port, token) for i in range(max_conns)]
+    time.sleep(0.3)
+    full = request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.6")
+    # ... and past a quarter more than the cap, connections are closed unanswered.
+    flood = idle_from("127.0.0.6", port, max_conns)
+    time.sleep(0.5)
+    flood_closed = closed_count(flood)
+    ups_open = len(ups) - closed_count(ups)
+    for s in ups + flood:
         s.close()
     time.sleep(0.5)
     after = get(port, "/healthz")
     return {"over_per_ip": status(over), "retry_after": b"Retry-After: 5" in over,
             "over_answer": over.split(b"\r\n\r\n", 1)[-1].decode(errors="replace").strip(),
-            "other_ip": status(other), "full": status(full), "flood_closed": closed, "flood_opened": len(flood),
+            "other_ip": status(other), "room": status(room), "idle_shed": shed,
+            "full": status(full), "full_retry_after": b"Retry-After: 5" in full,
+            "uploads_kept": ups_open, "flood_closed": flood_closed, "flood_opened": len(flood),
             "after": status(after)}
 
 
@@ -243,6 +280,60 @@ def bomb(port, token, mb):
             "metrics_answered_while_decoding": answered_while_queued}
 
 
+def flood(port, n, addrs, secs, pid):
+    """Half-open connections from many addresses, kept at n for secs seconds."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    sel = selectors.DefaultSelector()
+    half = b"POST /api/v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Le"
+    opened = closed = failed = 0
+    rss_before = rss_kib(pid)
+    rss_peak = rss_before
+
+    def open_one(i):
+        nonlocal opened, failed
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.bind(("127.0.1.%d" % (1 + i % addrs), 0))
+            s.connect_ex(("127.0.0.1", port))
+        except OSError:
+            failed += 1
+            s.close()
+            return
+        sel.register(s, selectors.EVENT_WRITE, [i, False])
+        opened += 1
+
+    for i in range(n):
+        open_one(i)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < secs:
+        for key, ev in sel.select(timeout=0.2):
+            s, (i, sent) = key.fileobj, key.data
+            if not sent:
+                try:
+                    s.send(half)
+                except OSError:
+                    pass
+                sel.modify(s, selectors.EVENT_READ, [i, True])
+                continue
+            try:
+                d = s.recv(4096)
+            except OSError:
+                d = b""
+            if not d:  # the collector closed it: open another
+                sel.unregister(s)
+                s.close()
+                closed += 1
+                open_one(i)
+        rss_peak = max(rss_peak, rss_kib(pid))
+    held = len(sel.get_map())
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    return {"opened": opened, "closed_by_collector": closed, "open_at_end": held,
+            "connect_failed": failed, "rss_before_kib": rss_before, "rss_peak_kib": rss_peak}
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "bodies":
@@ -250,11 +341,13 @@ def main():
     elif mode == "slow":
         r = slow(port)
     elif mode == "caps":
-        r = caps(port, int(sys.argv[3]), int(sys.argv[4]))
+        r = caps(port, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     elif mode == "heads":
         r = heads(port)
     elif mode == "bomb":
         r = bomb(port, sys.argv[3], int(sys.argv[4]))
+    elif mode == "flood":
+        r = flood(port, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))
     else:
         sys.exit(f"unknown mode {mode}")
     print(json.dumps(r))
