@@ -63,7 +63,9 @@ fp_ok "during a flood of 1,500 half-open connections from 200 addresses: three r
 wait "$flood" || fp_fail "the flood failed: $(cat "$FP_TMP/flood.err")"
 fp_wait_for 10 curl -sf "$url/healthz" -o /dev/null || fp_fail "not served after the flood"
 shed=$(curl -sf "$url/metrics" | awk -F' ' '/^fleetprof_collector_refused_total\{reason="shed"\}/ {print $2}')
-python3 - "$FP_TMP/flood.json" "$shed" "$open" <<'EOF' || fp_fail "the flood: $(cat "$FP_TMP/flood.json")"
+# AddressSanitizer keeps freed memory in quarantine: there the memory is only printed.
+asan=$(ldd "$FP_COLLECTOR" | grep -c libasan || true)
+python3 - "$FP_TMP/flood.json" "$shed" "$open" "$asan" <<'EOF' || fp_fail "the flood: $(cat "$FP_TMP/flood.json")"
 import json, sys
 f = json.load(open(sys.argv[1]))
 shed, open_ = float(sys.argv[2]), int(sys.argv[3])
@@ -73,7 +75,7 @@ print("flood: %d connections opened, %d closed by the collector (%d shed), colle
                                               open_, grew / max(open_, 1)))
 assert f["opened"] > 1500 and f["closed_by_collector"] > 0, f
 assert shed > 0, shed
-assert grew < 64 * 1024, f
+assert grew < 64 * 1024 or sys.argv[4] != "0", f
 EOF
 fp_ok "the flood's connections were shed and counted"
 
