@@ -235,8 +235,8 @@ struct conn {
         bool busy;     /* moving bytes: the watch's own changes are not new input */
         bool held_ref; /* a reference on bev until admit() */
         uint64_t body_left;
-        int refuse; /* -1, or the reason to refuse the next request with */
-        bool counted_peer;
+        int refuse;          /* -1, or the reason to refuse the next request with */
+        bool counted_peer;   /* counted in g->peers */
         bool hung;           /* hung up: closing, not counted as open */
         unsigned char trust; /* 0: no head passed yet; 1: bodiless requests; 2: an upload */
         bool in_request;     /* a head passed, and the server has not written an answer since */
@@ -254,21 +254,99 @@ struct fp_coll_gate {
         unsigned max_conns, max_per_peer;
         struct conn *conns, *tail; /* newest first */
         size_t open, hung;
+        struct peer *peers; /* connections per address: open addressing, cap_peers a power of 2 */
+        size_t cap_peers, used_peers;
         uint64_t refused[FP_GATE_N_REASONS];
 };
 
-static bool same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+/* An address and how many counted connections come from it (0: a slot kept until a rebuild). */
+struct peer {
+        uint8_t key[17]; /* family, then the address (IPv4's 4 bytes or IPv6's 16) */
+        bool used;
+        uint32_t n;
+};
+
+static void peer_key(const struct sockaddr_storage *a, uint8_t key[17])
 {
-        if (a->ss_family != b->ss_family)
-                return false;
+        memset(key, 0, 17);
+        key[0] = (uint8_t)a->ss_family;
         if (a->ss_family == AF_INET)
-                return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-                       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-        if (a->ss_family == AF_INET6)
-                return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                              &((const struct sockaddr_in6 *)b)->sin6_addr,
-                              sizeof(struct in6_addr)) == 0;
-        return true; /* a UNIX socket: one peer */
+                memcpy(key + 1, &((const struct sockaddr_in *)a)->sin_addr, 4);
+        else if (a->ss_family == AF_INET6)
+                memcpy(key + 1, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+        /* a UNIX socket: one peer */
+}
+
+static size_t peer_hash(const uint8_t key[17])
+{
+        uint64_t h = 0xcbf29ce484222325ULL;
+
+        for (size_t i = 0; i < 17; i++)
+                h = (h ^ key[i]) * 0x100000001b3ULL;
+        return (size_t)(h ^ h >> 29);
+}
+
+/* The slot of key (found, or where it goes); the table has room. */
+static struct peer *peer_slot(struct peer *t, size_t cap, const uint8_t key[17])
+{
+        for (size_t i = peer_hash(key) & (cap - 1);; i = (i + 1) & (cap - 1))
+                if (!t[i].used || memcmp(t[i].key, key, 17) == 0)
+                        return &t[i];
+}
+
+/* Keeps a quarter of the table free, dropping the addresses no connection counts any more. */
+static int peers_room(struct fp_coll_gate *g)
+{
+        if (g->cap_peers && (g->used_peers + 1) * 4 <= g->cap_peers * 3)
+                return 0;
+        size_t live = 0, cap = 64;
+        for (size_t i = 0; i < g->cap_peers; i++)
+                live += g->peers[i].used && g->peers[i].n;
+        while ((live + 1) * 2 > cap)
+                cap *= 2;
+        struct peer *t = calloc(cap, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        for (size_t i = 0; i < g->cap_peers; i++)
+                if (g->peers[i].used && g->peers[i].n)
+                        *peer_slot(t, cap, g->peers[i].key) = g->peers[i];
+        free(g->peers);
+        g->peers = t;
+        g->cap_peers = cap;
+        g->used_peers = live;
+        return 0;
+}
+
+/* A connection from a counted; false when the address already has max of them (or no memory). */
+static bool peer_count(struct fp_coll_gate *g, const struct sockaddr_storage *a, unsigned max)
+{
+        uint8_t key[17];
+        struct peer *p;
+
+        if (peers_room(g) < 0)
+                return false;
+        peer_key(a, key);
+        p = peer_slot(g->peers, g->cap_peers, key);
+        if (p->used && p->n >= max)
+                return false;
+        if (!p->used) {
+                memcpy(p->key, key, 17);
+                p->used = true;
+                g->used_peers++;
+        }
+        p->n++;
+        return true;
+}
+
+static void peer_uncount(struct fp_coll_gate *g, const struct sockaddr_storage *a)
+{
+        uint8_t key[17];
+        struct peer *p;
+
+        peer_key(a, key);
+        p = peer_slot(g->peers, g->cap_peers, key);
+        if (p->used && p->n)
+                p->n--;
 }
 
 static void arm(struct conn *c, int seconds)
@@ -308,6 +386,8 @@ static void conn_free(struct conn *c)
                 c->g->tail = c->prev;
         c->g->open--;
         c->g->hung -= c->hung;
+        if (c->counted_peer)
+                peer_uncount(c->g, &c->peer);
         conn_release(c);
 }
 
@@ -371,7 +451,6 @@ static bool admit(struct conn *c)
         socklen_t sl = sizeof(c->peer);
         evutil_socket_t fd = bufferevent_getfd(c->bev);
         void *evcon = NULL;
-        size_t same = 0;
 
         evtimer_del(c->timer);
         bufferevent_getcb(c->bev, NULL, NULL, NULL, &evcon);
@@ -397,10 +476,7 @@ static bool admit(struct conn *c)
         }
         if (fd < 0 || getpeername(fd, (struct sockaddr *)&c->peer, &sl) < 0)
                 return true;
-        for (struct conn *o = g->conns; o; o = o->next)
-                if (o->counted_peer && same_peer(&o->peer, &c->peer))
-                        same++;
-        if (same >= g->max_per_peer) {
+        if (!peer_count(g, &c->peer, g->max_per_peer)) {
                 c->refuse = FP_GATE_PEER_BUSY;
                 return true;
         }
@@ -690,6 +766,7 @@ void fp_coll_gate_free(struct fp_coll_gate *g)
                 return;
         while (g->conns) /* not yet admitted when evhttp_free() freed them */
                 conn_free(g->conns);
+        free(g->peers);
         free(g);
 }
 
