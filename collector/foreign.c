@@ -217,7 +217,7 @@ int fp_coll_labels_target(const struct fp_coll_labels *sr, const char *origin, c
 
 bool fp_coll_drop_of(const char *text, char reason[64], uint64_t *count)
 {
-        static const char prefix[] = "fleetprof.drop.";
+        static const char prefix[] = FP_UPLOAD_DROP_PREFIX;
         const char *r = text + sizeof(prefix) - 1;
         size_t n;
 

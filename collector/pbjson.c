@@ -304,15 +304,6 @@ static int jdouble(struct jcur *c, uint64_t *ret)
         return 0;
 }
 
-static void put_fixed64(struct pbout *o, uint64_t v)
-{
-        uint8_t b[8];
-
-        for (size_t k = 0; k < 8; k++)
-                b[k] = (uint8_t)(v >> (8 * k));
-        out_bytes(o, b, 8);
-}
-
 /* A scalar of a kind that is a varint or fixed64 (into *v, *fixed telling which). */
 static int jscalar(struct jcur *c, enum fp_pbj_kind k, uint64_t *v)
 {
@@ -372,8 +363,7 @@ static int jvalue(struct jcur *c, const struct fp_pbj_field *f, struct pbout *o)
                 if ((r = jscalar(c, f->kind, &v)) < 0)
                         return r;
                 if (f->kind == FP_PBJ_FIXED64 || f->kind == FP_PBJ_DOUBLE) {
-                        out_varint(o, (uint64_t)f->number << 3 | WT_I64);
-                        put_fixed64(o, v);
+                        out_fixed64(o, f->number, v);
                 } else {
                         out_uint(o, f->number, v);
                 }
@@ -406,7 +396,7 @@ static int jrep_element(struct jcur *c, void *arg)
                 if ((r = jscalar(c, rp->f->kind, &v)) < 0)
                         return r;
                 if (rp->f->kind == FP_PBJ_FIXED64 || rp->f->kind == FP_PBJ_DOUBLE)
-                        put_fixed64(&rp->packed, v);
+                        out_le64(&rp->packed, v);
                 else
                         out_varint(&rp->packed, v);
                 return 0;

@@ -137,15 +137,21 @@ static inline void out_uint(struct pbout *o, uint32_t f, uint64_t v)
         out_varint(o, v);
 }
 
-/* Field f of wire type I64, little-endian. */
-static inline void out_fixed64(struct pbout *o, uint32_t f, uint64_t v)
+/* Eight bytes of v, little-endian (a fixed64's value, also packed). */
+static inline void out_le64(struct pbout *o, uint64_t v)
 {
         uint8_t b[8];
 
         for (size_t k = 0; k < 8; k++)
                 b[k] = (uint8_t)(v >> (8 * k));
-        out_varint(o, (uint64_t)f << 3 | WT_I64);
         out_bytes(o, b, 8);
+}
+
+/* Field f of wire type I64. */
+static inline void out_fixed64(struct pbout *o, uint32_t f, uint64_t v)
+{
+        out_varint(o, (uint64_t)f << 3 | WT_I64);
+        out_le64(o, v);
 }
 
 /* Field f holding a string. */

@@ -46,7 +46,13 @@
 #define FP_UPLOAD_KEY_HEADER "Idempotency-Key"
 #define FP_UPLOAD_MAX_KEY    128
 
-#define FP_UPLOAD_MAX_DROPS     32 /* distinct drop reasons one upload may carry */
+#define FP_UPLOAD_MAX_DROPS 32 /* distinct drop reasons one upload may carry */
+/*
+ * In other protocols (the agent's wire.c, the collector's foreign.c) a
+ * drop count is a pprof comment "fleetprof.drop.REASON=N" or an OTLP
+ * attribute "fleetprof.drop.REASON".
+ */
+#define FP_UPLOAD_DROP_PREFIX   "fleetprof.drop."
 #define FP_UPLOAD_MAX_SERVICE   64 /* characters of a service name */
 #define FP_UPLOAD_MAX_CONTAINER 64 /* hex digits of a container ID */
 

@@ -218,13 +218,18 @@ int fp_wire_read_credentials(const char *path, struct fp_wire_credentials *ret, 
 /* ---- the series of an upload ---- */
 
 /* One series of an upload: a target's, or one service's of a host tier's round. */
+struct groups;
+
 struct group {
         const char *service, *exe, *container; /* the samples' labels (host tier) */
+        const struct groups *all;
+        size_t index;
 };
 
 struct groups {
         struct group *v;
         size_t n;
+        size_t *of; /* each sample's group, by sample index */
 };
 
 static const char *label_str(const struct fp_pprof *p, size_t i, const char *key)
@@ -244,9 +249,8 @@ static bool in_group(const struct fp_pprof *p, size_t i, void *arg)
 {
         const struct group *g = arg;
 
-        return strcmp(label_str(p, i, "service"), g->service) == 0 &&
-               strcmp(label_str(p, i, "exe"), g->exe) == 0 &&
-               strcmp(label_str(p, i, "container"), g->container) == 0;
+        (void)p;
+        return g->all->of[i] == g->index;
 }
 
 static bool no_sample(const struct fp_pprof *p, size_t i, void *arg)
@@ -257,17 +261,24 @@ static bool no_sample(const struct fp_pprof *p, size_t i, void *arg)
         return false;
 }
 
-/* The distinct (service, exe, container) of a host tier round's samples, in order of first use. */
+/*
+ * The distinct (service, exe, container) of a host tier round's samples, in
+ * order of first use, and each sample's (read once: in_group() looks it up).
+ */
 static int host_groups(const struct fp_pprof *p, struct groups *g)
 {
+        g->of = malloc((fp_pprof_n_samples(p) + 1) * sizeof(*g->of));
+        if (!g->of)
+                return -ENOMEM;
         for (size_t i = 0; i < fp_pprof_n_samples(p); i++) {
                 struct group x = {label_str(p, i, "service"), label_str(p, i, "exe"),
-                                  label_str(p, i, "container")};
+                                  label_str(p, i, "container"), g, g->n};
                 size_t k;
                 for (k = 0; k < g->n; k++)
                         if (!strcmp(g->v[k].service, x.service) && !strcmp(g->v[k].exe, x.exe) &&
                             !strcmp(g->v[k].container, x.container))
                                 break;
+                g->of[i] = k;
                 if (k < g->n)
                         continue;
                 if (g->n == MAX_GROUPS)
@@ -360,7 +371,7 @@ static int drop_comments(struct fp_pprof *q, const struct fp_upload_meta *m)
         int r = 0;
 
         for (size_t i = 0; r >= 0 && i < m->n_drops; i++) {
-                snprintf(c, sizeof(c), "fleetprof.drop.%s=%" PRIu64, m->drops[i].reason,
+                snprintf(c, sizeof(c), FP_UPLOAD_DROP_PREFIX "%s=%" PRIu64, m->drops[i].reason,
                          m->drops[i].count);
                 r = fp_pprof_add_comment(q, c);
         }
@@ -401,7 +412,7 @@ static int pyroscope_body(const struct fp_upload_meta *m, const char *key, struc
         }
         if (r >= 0 && m->n_drops) {
                 struct fp_pprof *q = cut(p, no_sample, NULL);
-                struct group tier = {"", "", ""};
+                struct group tier = {"", "", "", NULL, 0};
                 snprintf(id, sizeof(id), "%s.tier", key);
                 r = q ? drop_comments(q, m) : -ENOMEM;
                 if (r >= 0)
@@ -409,6 +420,7 @@ static int pyroscope_body(const struct fp_upload_meta *m, const char *key, struc
                 fp_pprof_free(q);
         }
         free(gs.v);
+        free(gs.of);
         return r;
 }
 
@@ -429,7 +441,7 @@ static size_t put(struct fp_otlp_attr *a, size_t n, const char *key, const char 
 static size_t o_drops(struct o_res *o, const struct fp_upload_meta *m)
 {
         for (size_t i = 0; i < m->n_drops; i++) {
-                snprintf(o->drop_keys[i], sizeof(o->drop_keys[i]), "fleetprof.drop.%s",
+                snprintf(o->drop_keys[i], sizeof(o->drop_keys[i]), FP_UPLOAD_DROP_PREFIX "%s",
                          m->drops[i].reason);
                 o->drops[i] = (struct fp_otlp_attr){
                     .key = o->drop_keys[i],
@@ -451,7 +463,7 @@ static int otlp_body(const struct fp_upload_meta *m, struct fp_pprof *p, uint8_t
         int r = 0;
 
         if (m->host_tier && (r = host_groups(p, &gs)) < 0)
-                return r;
+                goto out;
         size_t cap = m->host_tier ? gs.n + 1 : 1;
         o = calloc(cap, sizeof(*o));
         res = calloc(cap, sizeof(*res));
@@ -503,6 +515,7 @@ out:
         free(o);
         free(res);
         free(gs.v);
+        free(gs.of);
         return r;
 }
 
