@@ -1184,7 +1184,8 @@ static int upkeep(struct fp_ch *c, int64_t before_ns)
 
         if (r < 0)
                 return r;
-        qsort(v, n, sizeof(*v), part_cmp);
+        if (n) /* no parts: v is NULL */
+                qsort(v, n, sizeof(*v), part_cmp);
         for (size_t i = 0; i < n; i++) {
                 total += v[i].bytes;
                 if (v[i].hourly && v[i].when > newest_hour)

@@ -584,7 +584,8 @@ static void sideband_round(struct fp_host *h)
                 if (h->cpus[i].open &&
                     fp_perf_ring_drain(&h->cpus[i].sideband, &sideband_handlers, h) == -EBADMSG)
                         h->hs.sideband_lost++;
-        qsort(h->queue, h->n_queue, sizeof(*h->queue), sbrec_cmp);
+        if (h->n_queue) /* h->queue stays NULL until a record comes */
+                qsort(h->queue, h->n_queue, sizeof(*h->queue), sbrec_cmp);
         for (size_t i = 0; i < h->n_queue; i++) {
                 apply(h, &h->queue[i]);
                 if (h->queue[i].time > h->last_time)

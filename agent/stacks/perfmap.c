@@ -124,7 +124,8 @@ int fp_perfmap_load(struct fp_perfmap *m, const char *path)
                         break;
         }
         fclose(f);
-        qsort(m->e, m->n, sizeof(*m->e), cmp_entry);
+        if (m->n) /* an empty map has no array */
+                qsort(m->e, m->n, sizeof(*m->e), cmp_entry);
         m->size = st.st_size;
         m->mtime = st.st_mtim;
         return r;
