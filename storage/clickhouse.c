@@ -2,7 +2,7 @@
 /*
  * The collector's store on ClickHouse (clickhouse.h), over HTTP.
  *
- * Schema (version 1), in the database the URL names. Every table is a
+ * Schema (version 3), in the database the URL names. Every table is a
  * ReplacingMergeTree: a row written twice (two collectors storing one
  * retried upload, or a dictionary row each collector writes once) is
  * collapsed by ClickHouse's merges, and until then every read groups by
@@ -10,17 +10,20 @@
  *
  *   series       (day, series_id, target_id, host, pid, starttime, comm, exe,
  *                config, active, service, event and its sample types, version,
- *                written_ns, container) what a (target, event) is: one row
- *                per upload, the newest (version: the upload's end) wins
- *                for comm, exe, config, active, service and container
- *                (schema version 2 added it); written_ns orders events as
- *                the SQLite store's event ids do (a profile of no named
- *                event takes the one stored first).
+ *                written_ns, container) what a (target, event) is: a row
+ *                whenever a collector sees it change (or first sees it that
+ *                day), the newest (version: the upload's end) wins for comm,
+ *                exe, config, active, service and container (schema version
+ *                2 added it); written_ns orders events as the SQLite
+ *                store's event ids do (a profile of no named event takes
+ *                the one stored first).
  *   buckets      (hour, upload, series_id, start_ns, length_ns, count, value,
- *                rows) one row per upload and series: listings, time lines,
- *                and how many samples rows the upload wrote (a larger count
- *                in samples means it was written twice: only such uploads
- *                pay for the per-row deduplication when a profile is read).
+ *                rows, key) one row per upload and series: listings, time
+ *                lines, how many samples rows the upload wrote (a larger
+ *                count in samples means it was written twice: only such
+ *                uploads pay for the per-row deduplication when a profile
+ *                is read), and the upload's idempotency key (schema
+ *                version 3 added it).
  *   samples      (hour, start_ns, series_id, length_ns, upload, stack_id,
  *                tid, thread_name, count, value); an off-CPU sample's
  *                thread_name is the name, a NUL byte and why it waited
@@ -28,7 +31,8 @@
  *                which ReplacingMergeTree deduplicates by, tells them
  *                apart (a thread name never holds a NUL).
  *   drops        (hour, start_ns, length_ns, upload, target_id, reason, count)
- *   upload_keys  (hour, key, upload): the idempotency keys stored.
+ *   upload_keys  (hour, key, upload): the idempotency keys stored before
+ *                schema version 3, still looked up.
  *   stacks       (day, stack_id, frames Array(UInt64)), frames (day,
  *                frame_id, mapping_id, function_id, address), functions (day,
  *                function_id, name), mappings (day, mapping_id, file,
@@ -73,6 +77,7 @@
 #define IDS_PER_QUERY     8000              /* ids in one IN (...) list: under max_query_size */
 #define WRITTEN_MAX       ((size_t)1 << 20) /* dictionary rows remembered as written */
 #define UPKEEP_EVERY_NS   (10 * 1000000000LL)
+#define FP_CH_SEED_SERIES 0x6a09e667f3bcc909ULL /* written_before()'s table of series rows */
 
 /* ---- growing buffers ---- */
 
@@ -432,6 +437,15 @@ static const char *const schema_v2[] = {
     "ALTER TABLE DB.series ADD COLUMN container String DEFAULT '' AFTER written_ns",
 };
 
+/*
+ * 2 -> 3: an upload's idempotency key in its buckets rows, which are
+ * written anyway (upload_keys was one more INSERT, one more part, per
+ * write; it is still read for the keys stored before).
+ */
+static const char *const schema_v3[] = {
+    "ALTER TABLE DB.buckets ADD COLUMN key String DEFAULT ''",
+};
+
 /* A schema statement: its "DB." names the database. */
 static void buf_sql(struct buf *q, const char *tmpl, const char *db)
 {
@@ -449,6 +463,7 @@ static const struct {
 } migrations[FP_CH_SCHEMA_VERSION] = {
     {schema_v1, sizeof(schema_v1) / sizeof(schema_v1[0])},
     {schema_v2, sizeof(schema_v2) / sizeof(schema_v2[0])},
+    {schema_v3, sizeof(schema_v3) / sizeof(schema_v3[0])},
 };
 
 static const char *const hour_tables[] = {"samples", "buckets", "drops", "upload_keys"};
@@ -780,14 +795,13 @@ static bool written_before(struct fp_ch *c, uint64_t table, uint16_t day, uint64
 }
 
 struct rows {
-        struct buf series, buckets, samples, drops, keys, stacks, frames, functions, mappings,
-            costs;
+        struct buf series, buckets, samples, drops, stacks, frames, functions, mappings, costs;
 };
 
 static void rows_free(struct rows *w)
 {
-        struct buf *all[] = {&w->series, &w->buckets, &w->samples,   &w->drops,    &w->keys,
-                             &w->stacks, &w->frames,  &w->functions, &w->mappings, &w->costs};
+        struct buf *all[] = {&w->series, &w->buckets,   &w->samples,  &w->drops, &w->stacks,
+                             &w->frames, &w->functions, &w->mappings, &w->costs};
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
                 free(all[i]->p);
 }
@@ -847,6 +861,18 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 const struct fp_batch_target *t = &b->targets[ss[i].target];
                 const struct fp_batch_event *e = &b->events[ss[i].event];
                 uint64_t sid = series_id(b, t, e);
+                /*
+                 * What a series is changes seldom: its row is written when
+                 * this handle has not written the same one that day (the
+                 * newest version wins, and an older row that says the same
+                 * is as good). Every upload still has its buckets row.
+                 */
+                const uint32_t said[] = {t->comm, t->exe, t->config, t->service, t->container};
+                uint64_t h = fp_store_hash_step(sid, t->active);
+                for (size_t k = 0; k < sizeof(said) / sizeof(said[0]); k++)
+                        h = fp_store_hash_step(h, str_hash(b, said[k]));
+                if (written_before(c, FP_CH_SEED_SERIES, day, fp_store_hash_nonzero(h)))
+                        goto bucket;
                 rb_uint(&w->series, day, 2);
                 rb_uint(&w->series, sid, 8);
                 rb_uint(&w->series, target_id(b, t), 8);
@@ -869,7 +895,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->series, (uint64_t)end, 8);
                 rb_uint(&w->series, (uint64_t)written, 8);
                 rb_str(&w->series, fp_batch_str_at(b, t->container));
-
+        bucket:
                 rb_uint(&w->buckets, hour, 4);
                 rb_uint(&w->buckets, upload, 8);
                 rb_uint(&w->buckets, sid, 8);
@@ -878,6 +904,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->buckets, ss[i].count, 8);
                 rb_uint(&w->buckets, ss[i].value, 8);
                 rb_uint(&w->buckets, ss[i].rows, 8);
+                rb_str(&w->buckets, b->key ? b->key : "");
         }
         for (size_t i = 0; i < b->n_samples; i++) {
                 const struct fp_batch_sample *s = &b->samples[i];
@@ -903,11 +930,6 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->drops, target_id(b, &b->targets[d->target]), 8);
                 rb_str(&w->drops, fp_batch_str_at(b, d->reason));
                 rb_uint(&w->drops, d->count, 8);
-        }
-        if (b->key) {
-                rb_uint(&w->keys, hour, 4);
-                rb_str(&w->keys, b->key);
-                rb_uint(&w->keys, upload, 8);
         }
         for (size_t i = 0; i < b->n_stacks; i++) {
                 const struct fp_batch_stack *st = &b->stacks[i];
@@ -969,24 +991,32 @@ static int known_keys(struct fp_ch *c, const struct fp_store_batch *const *batch
         bool any = false;
         int r;
 
-        buf_printf(&q, "SELECT DISTINCT key FROM %s.upload_keys WHERE key IN (", c->db);
-        for (size_t i = 0; i < n; i++) {
-                if (!batches[i]->key)
-                        continue;
+        for (size_t i = 0; i < n; i++)
                 for (size_t k = 0; k < i; k++)
-                        if (batches[k]->key && strcmp(batches[k]->key, batches[i]->key) == 0)
+                        if (batches[i]->key && batches[k]->key &&
+                            strcmp(batches[k]->key, batches[i]->key) == 0)
                                 results[i] = -EALREADY;
-                buf_printf(&q, "%s", any ? ", " : "");
-                buf_lit(&q, batches[i]->key);
-                any = true;
+        /* Keys are in buckets since schema version 3, in upload_keys before. */
+        buf_printf(&q, "SELECT DISTINCT key FROM (");
+        for (int table = 0; table < 2; table++) {
+                buf_printf(&q, "%sSELECT key FROM %s.%s WHERE key IN (", table ? " UNION ALL " : "",
+                           c->db, table ? "upload_keys" : "buckets");
+                any = false;
+                for (size_t i = 0; i < n; i++)
+                        if (batches[i]->key) {
+                                buf_printf(&q, "%s", any ? ", " : "");
+                                buf_lit(&q, batches[i]->key);
+                                any = true;
+                        }
+                buf_printf(&q, ") AND hour IN (");
+                for (size_t i = 0, first = 1; i < n; i++)
+                        if (batches[i]->key) {
+                                buf_printf(&q, "%s%" PRIu32, first ? "" : ", ",
+                                           hour_of(batches[i]->start_ns));
+                                first = 0;
+                        }
+                buf_printf(&q, ")");
         }
-        buf_printf(&q, ") AND hour IN (");
-        for (size_t i = 0, first = 1; i < n; i++)
-                if (batches[i]->key) {
-                        buf_printf(&q, "%s%" PRIu32, first ? "" : ", ",
-                                   hour_of(batches[i]->start_ns));
-                        first = 0;
-                }
         buf_printf(&q, ") FORMAT RowBinary");
         r = any ? exec_sql(c, &q, READ_TIMEOUT_S) : 0;
         free(q.p);
@@ -1028,9 +1058,9 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
                 stored++;
         }
         /*
-         * Dictionaries first, keys last: a crash in between leaves rows a
-         * retry writes again (reads count them once), never a key without
-         * its samples.
+         * Dictionaries first, buckets (which hold the keys) last: a crash
+         * in between leaves rows a retry writes again (reads count them
+         * once), never a key without its samples.
          */
         if ((r = insert(c, "mappings",
                         "day, mapping_id, file, build_id, memory_start, memory_limit, file_offset",
@@ -1054,9 +1084,8 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
             (r = insert(c, "costs", "day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus",
                         &w.costs)) < 0 ||
             (r = insert(c, "buckets",
-                        "hour, upload, series_id, start_ns, length_ns, count, value, rows",
-                        &w.buckets)) < 0 ||
-            (r = insert(c, "upload_keys", "hour, key, upload", &w.keys)) < 0)
+                        "hour, upload, series_id, start_ns, length_ns, count, value, rows, key",
+                        &w.buckets)) < 0)
                 goto fail;
         rows_free(&w);
         if (c->max_bytes && (int64_t)fp_now_ns(CLOCK_MONOTONIC) >= c->next_upkeep_ns) {

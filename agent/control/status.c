@@ -256,6 +256,9 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
             {"leaf_fixups", st->leaf_fixups},
             {"jit_frames", st->jit_frames},
             {"stack_bytes_per_sample", st->samples ? st->stack_bytes / st->samples : 0},
+            {"stack_copy_bytes", ts->cfg->stack_bytes},
+            {"stack_resizes", st->stack_resizes},
+            {"stack_resize_failed", st->stack_resize_failed},
         };
         UINT_FIELDS(j, uw);
         fp_json_end_object(j);
@@ -704,9 +707,11 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 ", %" PRIu64 " of %" PRIu64
                                 " samples to the root, frames by CFI %" PRIu64
                                 ", by frame pointer %" PRIu64 ", %" PRIu64
-                                " bytes of stack per sample",
+                                " bytes of stack per sample (copies of %" PRIu32 ", fitted %" PRIu64
+                                " times)",
                                 s->unwound_root, s->samples, s->frames_cfi, s->frames_fp,
-                                s->samples ? s->stack_bytes / s->samples : 0);
+                                s->samples ? s->stack_bytes / s->samples : 0, ts->cfg->stack_bytes,
+                                s->stack_resizes);
                 fputc('\n', out);
         }
         /* Off-CPU time: how much of it, sampled how, and how many stacks reached the root. */

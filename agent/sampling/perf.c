@@ -509,6 +509,11 @@ int fp_perf_enable(struct fp_perf_ring *r)
         return ioctl(r->fd, PERF_EVENT_IOC_ENABLE, 0) < 0 ? -errno : 0;
 }
 
+int fp_perf_disable(struct fp_perf_ring *r)
+{
+        return ioctl(r->fd, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP) < 0 ? -errno : 0;
+}
+
 int fp_perf_read_count(const struct fp_perf_ring *r, uint64_t *ret)
 {
         /* A group's read: nr, time enabled, time running, then {value, id} leader first. */

@@ -267,6 +267,8 @@ unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t bytes);
 int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, unsigned flags,
                          struct fp_perf_ring *ret, bool *ret_kernel_excluded);
 int fp_perf_enable(struct fp_perf_ring *r);
+/* Stops a group (its leader and members) counting and sampling; what its ring holds stays. */
+int fp_perf_disable(struct fp_perf_ring *r);
 /* The leader's count so far (ns for the clocks: the thread's CPU time while enabled). */
 int fp_perf_read_count(const struct fp_perf_ring *r, uint64_t *ret);
 /*

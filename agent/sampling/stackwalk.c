@@ -124,8 +124,12 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                 w->st->frames_fp += res.by_fp;
                 if (res.end == FP_UNWIND_END_ROOT) {
                         w->st->unwound_root++;
+                        w->fit.roots++;
+                        if (res.reach > w->fit.reach_max)
+                                w->fit.reach_max = res.reach;
                 } else if (res.end == FP_UNWIND_END_STACK_SHORT) {
                         w->st->stack_copy_short++;
+                        w->fit.shorts++;
                 } else {
                         w->st->unwind_failed++;
                 }
@@ -138,6 +142,30 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
         for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES; i++, n++)
                 f[n] = code_frame(n, ips[i]);
         return n;
+}
+
+/* Half as much again as the deepest stack, a kilobyte more, in 512-byte steps, within bounds. */
+static uint32_t fit_with_margin(uint64_t reach)
+{
+        uint64_t want = (reach + reach / 2 + 1024 + 511) / 512 * 512;
+        return want < FP_STACKFIT_MIN   ? FP_STACKFIT_MIN
+               : want > FP_STACKFIT_MAX ? FP_STACKFIT_MAX
+                                        : (uint32_t)want;
+}
+
+uint32_t fp_stackfit_size(const struct fp_stackfit *f, uint32_t cur)
+{
+        uint32_t want = fit_with_margin(f->reach_max);
+
+        if (f->shorts && cur < FP_STACKFIT_MAX) {
+                uint32_t grown = cur > FP_STACKFIT_MAX / 2 ? FP_STACKFIT_MAX : cur * 2;
+                return want > grown ? want : grown;
+        }
+        /* Smaller by a quarter at least: a reopen of every thread is not worth less. */
+        if (f->roots >= (uint64_t)FP_STACKFIT_LEARN << (f->grows < 8 ? f->grows : 8) &&
+            !f->shorts && want <= cur / 4 * 3)
+                return want;
+        return cur;
 }
 
 uint32_t fp_stackwalk(struct fp_stackwalk *w, const struct fp_perf_sample *s, struct fp_frame *f)

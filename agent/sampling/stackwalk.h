@@ -22,6 +22,34 @@
 
 struct fp_maps;
 
+/*
+ * The stack copy fitted to the stacks a target has (auto and dwarf): the
+ * kernel copies a sample's stack_bytes in the interrupt, on the target's
+ * CPU, so a copy far larger than the stacks costs the target for nothing.
+ * What the unwinds have needed since the copy last changed is gathered
+ * here; fp_stackfit_size() says what the copy should be, and threads.c
+ * reopens the threads' events with it:
+ *   - a sample that ran out of a copy smaller than FP_STACKFIT_MAX doubles
+ *     it at once (or more, to fit the deepest stack seen);
+ *   - FP_STACKFIT_LEARN samples to their root, none cut short, shrink it
+ *     to half as much again as the deepest of them plus a kilobyte (when
+ *     that saves a quarter); each growth doubles the samples a later
+ *     shrink waits for, so a deep path that comes back now and then does
+ *     not cost its roots again and again.
+ */
+#define FP_STACKFIT_MIN   2048
+#define FP_STACKFIT_MAX   32768
+#define FP_STACKFIT_LEARN 1000
+
+struct fp_stackfit {
+        uint64_t reach_max;     /* the most of a copy an unwind to the root read */
+        uint64_t roots, shorts; /* samples to the root, and cut short by the copy */
+        unsigned grows;         /* times the copy grew, over the target's life */
+};
+
+/* The copy size (a multiple of 512) for a target whose copy is cur; cur: keep it. */
+uint32_t fp_stackfit_size(const struct fp_stackfit *f, uint32_t cur);
+
 /* One process's walker: what its samples are unwound and resolved against. */
 struct fp_stackwalk {
         struct fp_maps *maps;
@@ -29,6 +57,7 @@ struct fp_stackwalk {
         struct fp_target_stats *st;       /* unwinding figures and unresolved frames */
         bool may_reload;                  /* a miss may re-read /proc/PID/maps (live processes) */
         uint64_t maps_reload_ns;          /* the last such re-read */
+        struct fp_stackfit fit;
 };
 
 /*

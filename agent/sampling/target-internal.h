@@ -99,6 +99,7 @@ struct fp_target {
         fp_target_child_fn on_child;
         void *child_userdata;
         struct event *ev_retry;
+        struct event *ev_fit; /* made active when the stack copy is to change size */
         struct {
                 pid_t tid;
                 unsigned tries;
@@ -134,6 +135,8 @@ int fp_target_rescan(struct fp_target *t, int *ret_first_error);
 /* The rescan timer and the retry timer. */
 void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg);
 void fp_target_on_retry(evutil_socket_t fd, short what, void *arg);
+/* Fits the stack copy at once (threads.c): the samples say it should change. */
+void fp_target_on_fit(evutil_socket_t fd, short what, void *arg);
 
 /* ---- samples.c ---- */
 

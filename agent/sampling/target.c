@@ -76,7 +76,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 fp_agg_set_limit(t->agg, FP_TARGET_MAX_STACKS);
         t->ev_rescan = event_new(base, -1, EV_PERSIST, fp_target_on_rescan, t);
         t->ev_retry = event_new(base, -1, 0, fp_target_on_retry, t);
-        if (!t->exe || !t->maps || !t->agg || !t->ev_rescan || !t->ev_retry ||
+        t->ev_fit = event_new(base, -1, 0, fp_target_on_fit, t);
+        if (!t->exe || !t->maps || !t->agg || !t->ev_rescan || !t->ev_retry || !t->ev_fit ||
             fp_target_offcpu_init(t) < 0) {
                 snprintf(err, err_len, "out of memory");
                 fp_target_free(t);
@@ -124,6 +125,8 @@ void fp_target_free(struct fp_target *t)
                 event_free(t->ev_rescan);
         if (t->ev_retry)
                 event_free(t->ev_retry);
+        if (t->ev_fit)
+                event_free(t->ev_fit);
         fp_agg_free(t->agg);
         fp_target_offcpu_free(t);
         fp_maps_free(t->maps);

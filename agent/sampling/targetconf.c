@@ -25,17 +25,23 @@ void fp_targetconf_format(const struct fp_perf_config *cfg, bool follow, char *b
                  fp_unwind_mode_name(cfg->unwind), follow ? " follow=1" : "", off);
 }
 
-void fp_targetconf_finish(struct fp_perf_config *cfg)
+void fp_targetconf_set_stack(struct fp_perf_config *cfg, uint32_t stack_bytes)
 {
         uint64_t hz = cfg->freq;
         if (!hz)
                 hz = fp_perf_event_is_clock(&cfg->event) && cfg->period
                          ? 1000000000ULL / cfg->period
                          : 1000;
+        cfg->stack_bytes = stack_bytes;
+        cfg->ring_pages = fp_perf_ring_pages_for_bytes(hz, 600 + cfg->stack_bytes);
+}
+
+void fp_targetconf_finish(struct fp_perf_config *cfg)
+{
         cfg->count_kernel = true;
         /* fp needs a copy only for the leaf fix-up; auto and dwarf unwind from it. */
-        cfg->stack_bytes = cfg->unwind == FP_UNWIND_FP ? FP_UNWIND_LEAF_BYTES : FP_PERF_STACK_BYTES;
-        cfg->ring_pages = fp_perf_ring_pages_for_bytes(hz, 600 + cfg->stack_bytes);
+        fp_targetconf_set_stack(cfg, cfg->unwind == FP_UNWIND_FP ? FP_UNWIND_LEAF_BYTES
+                                                                 : FP_PERF_STACK_BYTES);
 }
 
 int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_follow)

@@ -35,3 +35,5 @@ int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_
 void fp_targetconf_event(const char *text, size_t i, char *buf, size_t len);
 /* Fills the ring size and defaults of a config whose events and rate are set. */
 void fp_targetconf_finish(struct fp_perf_config *cfg);
+/* Sets the user-stack copy's size, and the ring to hold samples of it. */
+void fp_targetconf_set_stack(struct fp_perf_config *cfg, uint32_t stack_bytes);

@@ -21,6 +21,7 @@
 #include "pprof.h"
 #include "store.h"
 #include "symbols.h"
+#include "unwind.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -482,6 +483,86 @@ static void prune_dead_threads(struct fp_target *t)
         free(busy);
 }
 
+/*
+ * Gives a live thread a sampler with the target's present stack copy: the
+ * new group is opened disabled, the old one stopped, the new one started,
+ * and the old ring read and closed. Between the two the thread runs
+ * unsampled for a few system calls; the part of a period the old event
+ * had counted is lost, once per change of size. 0 or -errno (the old
+ * sampler then stays).
+ */
+static int resize_sampler(struct fp_target *t, struct fp_thread *th)
+{
+        struct fp_perf_ring ring;
+        struct event *ev;
+        bool kernel_excluded = false;
+        int r =
+            fp_perf_open_sampler(&t->cfg, th->tid, FP_PERF_OPEN_DISABLED, &ring, &kernel_excluded);
+
+        if (r < 0)
+                return r;
+        ev = event_new(t->base, ring.fd, EV_READ | EV_PERSIST, fp_target_on_sampler, th);
+        if (!ev || event_add(ev, NULL) < 0) {
+                if (ev)
+                        event_free(ev);
+                fp_perf_ring_close(&ring);
+                return -ENOMEM;
+        }
+        if (kernel_excluded)
+                t->st.kernel_excluded = true;
+        (void)fp_perf_disable(&th->sampler); /* closed below either way */
+        (void)fp_perf_enable(&ring);
+        fp_target_drain_sampler(t, th);
+        event_free(th->ev_sampler);
+        t->st.ring_bytes -= ring_bytes(th);
+        fp_perf_ring_close(&th->sampler);
+        th->sampler = ring;
+        th->ev_sampler = ev;
+        th->period = 0; /* a new event: the configured period, its debt kept */
+        t->st.ring_bytes += ring_bytes(th);
+        return 0;
+}
+
+/*
+ * Fits the stack copy to the stacks the target has (stackwalk.h), as soon
+ * as a drain of samples says it should change (and once a second for the
+ * threads left): a new size applies to threads attached from now on, and the
+ * live ones are reopened with it. A thread whose first period is still
+ * running (its sampler waits for the starter) is reopened at a later tick.
+ */
+static void fit_stack(struct fp_target *t)
+{
+        uint32_t want;
+
+        if (t->cfg.unwind == FP_UNWIND_FP || !t->cfg.stack_bytes)
+                return;
+        want = fp_stackfit_size(&t->walk.fit, t->cfg.stack_bytes);
+        if (want != t->cfg.stack_bytes) {
+                unsigned grows = t->walk.fit.grows + (want > t->cfg.stack_bytes);
+                fp_targetconf_set_stack(&t->cfg, want);
+                t->walk.fit = (struct fp_stackfit){.grows = grows};
+                t->st.stack_resizes++;
+        }
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                int r;
+                if (th->live && !th->exit_pending && th->starter.fd < 0 &&
+                    th->sampler.stack_bytes != t->cfg.stack_bytes &&
+                    (r = resize_sampler(t, th)) < 0 && r != -ESRCH) /* ESRCH: it just exited */
+                        t->st.stack_resize_failed++;
+        }
+}
+
+void fp_target_on_fit(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_target *t = arg;
+        (void)fd;
+        (void)what;
+
+        if (t->st.state == FP_TARGET_RUNNING)
+                fit_stack(t);
+}
+
 void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
 {
         struct fp_target *t = arg;
@@ -503,8 +584,10 @@ void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
                         t->st.threads_by_rescan += (unsigned)n;
         }
         fp_target_check_exited(t);
-        if (t->st.state == FP_TARGET_RUNNING)
+        if (t->st.state == FP_TARGET_RUNNING) {
                 prune_dead_threads(t);
+                fit_stack(t);
+        }
 }
 
 /* ---- thread tracking: births and exits reported by a tracker ---- */
@@ -920,6 +1003,11 @@ void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
         fp_target_drain_ring(t, &th->sideband);
         fp_target_drain_sampler(t, th);
         jitter_period(t, th);
+        /* The stack copy is to change size: reopen the threads after this callback. */
+        if (t->cfg.unwind != FP_UNWIND_FP && t->cfg.stack_bytes &&
+            fp_stackfit_size(&t->walk.fit, t->cfg.stack_bytes) != t->cfg.stack_bytes &&
+            !event_pending(t->ev_fit, EV_TIMEOUT, NULL))
+                event_active(t->ev_fit, EV_TIMEOUT, 1);
         fp_target_reap_exits(t);
         if (th->live && !fp_perf_ring_pending(&th->sampler) && fp_perf_ring_hangup(&th->sampler))
                 fp_thread_detach(th);

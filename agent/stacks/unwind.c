@@ -46,14 +46,17 @@ int fp_unwind_mode_parse(const char *name, unsigned *ret)
 struct copy {
         const uint8_t *data;
         uint64_t base, size;
+        uint64_t reach; /* bytes of the copy the loads have needed so far */
 };
 
 /* The 8 bytes at address a of the copied stack; false when outside it. */
-static bool load(const struct copy *c, uint64_t a, uint64_t *ret)
+static bool load(struct copy *c, uint64_t a, uint64_t *ret)
 {
         if (a < c->base || a - c->base > c->size || c->size - (a - c->base) < 8)
                 return false;
         memcpy(ret, c->data + (a - c->base), 8);
+        if (a - c->base + 8 > c->reach)
+                c->reach = a - c->base + 8;
         return true;
 }
 
@@ -83,7 +86,7 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                     uint64_t stack_size, fp_unwind_lookup_fn lookup, void *userdata, uint64_t *ips,
                     size_t max, struct fp_unwind_result *ret)
 {
-        struct copy c = {stack, regs->sp, stack ? stack_size : 0};
+        struct copy c = {stack, regs->sp, stack ? stack_size : 0, 0};
         uint64_t pc = regs->ip, sp = regs->sp, bp = regs->bp;
         struct fp_unwind_result r = {0};
 
@@ -149,6 +152,7 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                 sp = cfa;
                 bp = nbp;
         }
+        r.reach = c.reach;
         *ret = r;
 }
 
@@ -156,7 +160,7 @@ bool fp_unwind_fix_leaf(const struct fp_unwind_regs *regs, const uint8_t *stack,
                         uint64_t stack_size, fp_unwind_lookup_fn lookup, void *userdata,
                         uint64_t chain_next, uint64_t *ret_ra)
 {
-        struct copy c = {stack, regs->sp, stack ? stack_size : 0};
+        struct copy c = {stack, regs->sp, stack ? stack_size : 0, 0};
         struct fp_unwind_code code = {0};
         const struct fp_cfi_row *row;
         uint64_t cfa, ra;

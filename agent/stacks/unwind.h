@@ -81,6 +81,7 @@ struct fp_unwind_result {
         size_t n; /* addresses written: ips[0] the leaf, then return addresses */
         enum fp_unwind_end end;
         unsigned by_cfi, by_fp; /* frames stepped with a CFI row, with the frame pointer */
+        uint64_t reach;         /* bytes of the stack copy (from sp up) the unwind read */
 };
 
 /*

@@ -12,6 +12,8 @@
 #      graph, also of a Pyroscope push and an OTLP request and selected
 #      by their labels; a retried upload (same key) is stored once through
 #      either of two collectors on one ClickHouse, also when both race;
+#   2b. a database of schema version 2 is migrated: keys stored before
+#      and after both answer "duplicate";
 #   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
 #      through A, go tool pprof reads the same merged profile from B;
 #   4. the collector in use killed (SIGKILL) mid-flush, three times: the
@@ -73,8 +75,8 @@ start_coll B "$pb" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
 start_coll S "$ps" "$FP_TMP/sqlite.db"
 tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = 'fleetprof'")
 [[ $tables == 11 ]] || fp_fail "expected 11 tables in database fleetprof, found $tables"
-[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 2 ]] || fp_fail "schema version not recorded"
-fp_ok "two collectors share one ClickHouse database (11 tables, schema version 2)"
+[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 3 ]] || fp_fail "schema version not recorded"
+fp_ok "two collectors share one ClickHouse database (11 tables, schema version 3)"
 
 # ---- 2. the same answers as SQLite; idempotency -------------------------------------
 post() { # post URL FILE QUERY KEY: prints the HTTP status
@@ -184,7 +186,7 @@ for q in "" "host=alpha" "process=racer" "pid=102&event=page-faults" "host=beta&
   [[ $q != *off-cpu* ]] || fp_pprof -tags "$FP_TMP/ch.pb.gz" 2>/dev/null | grep -q "runqueue" ||
     fp_fail "profile ?$q from ClickHouse has no wait label"
 done
-copies=$(fp_ch_query "SELECT count() FROM fleetprof.upload_keys WHERE key = 'race-key'")
+copies=$(fp_ch_query "SELECT uniqExact(upload) FROM fleetprof.buckets WHERE key = 'race-key'")
 fp_log "the raced upload was written $copies time(s) before the key was seen"
 racer=$(curl -sf "$B/api/v1/series?process=racer" | fp_json_get 'd["series"][0]["samples"]')
 [[ $racer == 333 ]] || fp_fail "the raced upload holds $racer samples, want 333 (stored once)"
@@ -215,6 +217,39 @@ same_as_sqlite "the whole upload written twice"
 [[ $(curl -sf "$B/api/v1/series?label=region:eu-1" | fp_json_get 'sorted({s["service"] for s in d["series"]})') == "['pyapp']" ]] ||
   fp_fail "label=region:eu-1 on ClickHouse does not select the Pyroscope series"
 fp_ok "ClickHouse answers as SQLite does (series, drops, time line, flame graph, go tool pprof); Pyroscope and OTLP pushes and their labels; retries and races stored once"
+
+# ---- 2b. a database of schema version 2 is migrated -----------------------------
+# Version 2 kept the idempotency keys in upload_keys; 3 keeps them in buckets. A
+# version-2 database is made from a new one (the column dropped, the key where 2
+# put it), and a collector started on it migrates it: a retry of the upload stored
+# under version 2 is still a duplicate, and a new upload's key is found in buckets.
+pm=$(fp_free_port)
+start_coll M "$pm" "$CH/migrated" --store-credentials "$FP_TMP/ch.cred"
+mq=$(meta mig 400 migrant cpu-clock $((now - 200)))
+st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
+[[ $st == 200 ]] || fp_fail "upload to the database to migrate: $st $(cat "$FP_TMP/resp")"
+fp_kill "$PID_M"
+fp_ch_query "ALTER TABLE migrated.buckets DROP COLUMN key" >/dev/null
+fp_ch_query "INSERT INTO migrated.upload_keys SELECT hour, 'mig-key', upload FROM migrated.buckets" >/dev/null
+fp_ch_query "ALTER TABLE migrated.meta DELETE WHERE version = 3" >/dev/null
+for _ in $(seq 100); do # a mutation: done in the background
+  [[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 2 ]] && break
+  sleep 0.2
+done
+[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 2 ]] || fp_fail "could not make a version-2 database"
+start_coll M "$pm" "$CH/migrated" --store-credentials "$FP_TMP/ch.cred"
+[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 3 ]] || fp_fail "the version-2 database was not migrated"
+st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
+[[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a key stored by version 2 is not a duplicate after the migration: $st $(cat "$FP_TMP/resp")"
+st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta mig 401 migrant cpu-clock $((now - 100)))" mig-new)
+[[ $st == 200 ]] && ! grep -q duplicate "$FP_TMP/resp" || fp_fail "a new upload after the migration: $st $(cat "$FP_TMP/resp")"
+st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta mig 401 migrant cpu-clock $((now - 100)))" mig-new)
+[[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a retry after the migration is not a duplicate: $st $(cat "$FP_TMP/resp")"
+want=$(($(fp_profile_total "$FP_TMP/u1.pb.gz" samples) + $(fp_profile_total "$FP_TMP/u2.pb.gz" samples)))
+got=$(curl -sf "http://127.0.0.1:$pm/api/v1/series?host=mig" | fp_json_get 'sum(s["samples"] for s in d["series"])')
+[[ $got == "$want" ]] || fp_fail "the migrated database holds $got samples, want $want (each upload once)"
+fp_kill "$PID_M"
+fp_ok "a version-2 database is migrated to 3: keys stored before and after are both duplicates, $got samples once"
 
 # ---- 3. an agent uploads through A, B serves the same ------------------------------
 fp_start_agent --bucket 1 --collector "$A,$B" --upload-interval 3600

@@ -19,6 +19,12 @@
 # 4. JIT code in anonymous memory named from the target's perf map, with
 #    its caller.
 # 5. status and the profile say which mode unwound the stacks and how.
+# 6. The stack copy fitted to the stacks (stackwalk.h): python3 in a
+#    shallow loop gets a copy well under 16 KiB once a thousand samples
+#    reached their root; then it recurses 20 deep through C code (map and
+#    max: each level a few hundred bytes of C stack), past that copy: the
+#    samples that ran out are counted, the copy grows at once, and from
+#    then on every sample reaches its root again.
 source "$(dirname "$0")/lib.sh"
 fp_init 280
 CHECK="python3 $FP_SRC/tests/integration/unwind_check.py"
@@ -127,4 +133,62 @@ assert u["mode"] == "auto", u
 assert u["frames_cfi"] > 0 and u["samples_to_root"] > 0 and u["stack_bytes_per_sample"] > 0, u
 PY
 fp_ok "status --json reports the unwind mode and how frames were unwound"
+
+# ---- 6. the stack copy fitted -----------------------------------------------
+/usr/bin/python3 -c "
+import os, sys, time
+print(os.getpid(), flush=True)
+def f(n): return 0 if n < 1 else max(map(f, (n - 1,))) + 1
+x = 0
+while not os.path.exists(sys.argv[1]): x += 1
+while True: f(20)" "$FP_TMP/fit.deep" >"$FP_TMP/fit.out" 2>"$FP_TMP/fit.err" &
+FIT=$!
+fp_track "$FIT"
+fp_wait_for 20 test -s "$FP_TMP/fit.out" || fp_fail "python3 did not start: $(cat "$FP_TMP/fit.err")"
+fp_ctl start "$FIT" --freq 999 >/dev/null || fp_fail "start python3 (fit) failed"
+# unwind_of: "copy resizes shorts roots samples" of the target now.
+unwind_of() {
+  fp_status_json | python3 -c '
+import json, sys
+t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]
+u = t["unwind"]
+print(u["stack_copy_bytes"], u["stack_resizes"], u["stack_copy_short"], u["samples_to_root"], t["samples"])' "$FIT"
+}
+# copy_until OP BYTES: waits (15 s at most) until the copy's size is OP (< or >) BYTES.
+copy_until() {
+  local copy i
+  for ((i = 0; i < 150; i++)); do
+    read -r copy _ <<<"$(unwind_of)"
+    if [[ $1 == "<" ]]; then ((copy < $2)) && return 0; else ((copy > $2)) && return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+copy_until "<" 16384 || fp_fail "the copy was not fitted to a shallow loop: $(unwind_of)"
+read -r small resizes shorts0 _ _ <<<"$(unwind_of)"
+((resizes >= 1)) || fp_fail "a fitted copy without a resize counted"
+fp_ok "a shallow loop: the copy fitted to $small bytes (from 16384)"
+touch "$FP_TMP/fit.deep"
+copy_until ">" "$small" || fp_fail "recursing past the copy did not grow it: $(unwind_of)"
+# It may grow more than once: on once a second passed without a sample cut short.
+prev=-1
+for ((i = 0; i < 15; i++)); do
+  read -r _ _ shorts1 roots1 samples1 <<<"$(unwind_of)"
+  ((shorts1 == prev)) && break
+  prev=$shorts1
+  sleep 1
+done
+((shorts1 > shorts0)) || fp_fail "samples that ran out of the copy were not counted: $(unwind_of)"
+sleep 3
+read -r copy2 _ shorts2 roots2 samples2 <<<"$(unwind_of)"
+python3 - "$shorts1" "$shorts2" "$roots1" "$roots2" "$samples1" "$samples2" <<'PY' || fp_fail "after growing: $(unwind_of)"
+import sys
+s1, s2, r1, r2, n1, n2 = map(int, sys.argv[1:])
+assert n2 - n1 >= 1000, "too few samples: %d" % (n2 - n1)
+assert s2 - s1 <= (n2 - n1) // 1000, "still cut short: %d of %d" % (s2 - s1, n2 - n1)
+assert r2 - r1 >= 0.98 * (n2 - n1), "to the root: %d of %d" % (r2 - r1, n2 - n1)
+PY
+fp_ok "20 deep: $((shorts1 - shorts0)) samples ran out, the copy grew to $copy2 bytes, then $((roots2 - roots1)) of $((samples2 - samples1)) reached the root"
+fp_ctl stop "$FIT" >/dev/null || true
+fp_kill "$FIT"
 fp_stop_agent

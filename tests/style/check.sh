@@ -11,7 +11,10 @@
 #      under docs/ is linked from it, and every relative link of the README
 #      and the guides reaches a file (and a heading, for #anchors);
 #   5. every external symbol of fleetprof's libraries carries the fp_
-#      prefix (protoc-c's generated perftools__ names aside).
+#      prefix (protoc-c's generated perftools__ names aside);
+#   6. every shell script parses (bash -n, whose complaints about a [[ ]]
+#      do not change its exit status: a test that stopped there on its
+#      last lines would end as passed).
 # Usage: check.sh SRC_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -33,6 +36,15 @@ fi
 
 scripts/include-cycles.sh || status=1
 scripts/call-cycles.sh || status=1
+
+parse_errors=$(git ls-files '*.sh' .ci/run | while read -r f; do bash -n "$f" 2>&1; done)
+if [[ -n $parse_errors ]]; then
+  echo "style: shell scripts that do not parse:"
+  sed 's/^/  /' <<<"$parse_errors"
+  status=1
+else
+  echo "style: ok: $(git ls-files '*.sh' .ci/run | wc -l) shell scripts parse"
+fi
 
 python3 - <<'PY' || status=1
 import os, re, sys

@@ -11,9 +11,11 @@
 #include "cfi.h"
 #include "fp-test.h"
 #include "maps.h"
+#include "stackwalk.h"
 #include "symbols.h"
 #include "unwind.h"
 
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +141,17 @@ int main(void)
         FP_CHECK(strstr(buf, "__libc_start_main") != NULL);
         FP_CHECK(res.by_cfi >= 6);
 
+        /* What it read of the copy is all it needs: that much reaches the root, less does not. */
+        uint64_t reach = res.reach;
+        FP_CHECK(reach >= 64 && reach <= snap.size);
+        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, reach, lookup, &c, ips, 64, &res);
+        FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_ROOT);
+        FP_CHECK_EQ_INT(res.reach, reach);
+        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, reach - 8, lookup, &c, ips, 64,
+                       &res);
+        FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_STACK_SHORT);
+        printf("reach: %" PRIu64 " bytes of the copy\n", reach);
+
         fp_unwind_user(FP_UNWIND_DWARF, &snap.regs, snap.stack, snap.size, lookup, &c, ips, 64,
                        &res);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_ROOT);
@@ -159,6 +172,32 @@ int main(void)
                        &res);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_FAILED);
         FP_CHECK_EQ_INT(res.n, 1);
+        /*
+         * The copy's size, fitted: kept while learning, shrunk to half as
+         * much again plus 1 KiB over the deepest stack, doubled on a short
+         * sample (up to the bound), a later shrink waiting twice as long.
+         */
+        struct fp_stackfit fit = {.reach_max = 1000, .roots = FP_STACKFIT_LEARN - 1};
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 16384), 16384);
+        fit.roots++;
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 16384), 2560); /* 1000 + 500 + 1024, up to 512s */
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 3072), 3072);  /* a quarter is not saved */
+        fit.reach_max = 100;
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 16384), FP_STACKFIT_MIN);
+        fit.reach_max = 30000;
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 16384), 16384);
+        fit = (struct fp_stackfit){.reach_max = 1500, .roots = 5000, .shorts = 1};
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 2560), 5120);
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 20480), FP_STACKFIT_MAX);
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, FP_STACKFIT_MAX), FP_STACKFIT_MAX);
+        fit = (struct fp_stackfit){.reach_max = 9000, .shorts = 1};
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 2560), 14848); /* the deepest seen, more than 2x */
+        fit =
+            (struct fp_stackfit){.reach_max = 1000, .roots = 2 * FP_STACKFIT_LEARN - 1, .grows = 1};
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 16384), 16384);
+        fit.roots++;
+        FP_CHECK_EQ_INT(fp_stackfit_size(&fit, 16384), 2560);
+
         unsigned mode;
         FP_CHECK_EQ_INT(fp_unwind_mode_parse("dwarf", &mode), 0);
         FP_CHECK_EQ_INT(mode, FP_UNWIND_DWARF);
