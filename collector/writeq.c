@@ -66,8 +66,9 @@ struct fp_coll_writeq {
         struct job *done, **done_tail;
         size_t queued, bytes; /* jobs added and not yet delivered, and their bodies' bytes */
         bool stopping, decoder_stopped;
-        bool decoding;                      /* the decoder is on a job (taken off raw) */
-        size_t n_todo;                      /* jobs in todo */
+        bool decoding; /* the decoder is on a job (taken off raw) */
+        size_t n_todo; /* jobs in todo */
+        bool linger;   /* a group waits for uploads still arriving (ClickHouse) */
         uint64_t store_ns, groups, expired; /* the writer's figures, under lock */
         struct fp_hist write_hist;          /* seconds per group, under lock */
         char error[256];                    /* the last store failure, under lock */
@@ -229,17 +230,32 @@ static void *thread_main(void *arg)
                         continue;
                 }
                 /*
-                 * Uploads already received join the group: while the
-                 * decoder is still on some, the writer waits for them (a
-                 * little while at most). Each write is then fewer, larger
-                 * inserts, which is what a ClickHouse store needs most.
+                 * On ClickHouse (linger) uploads already received join the
+                 * group: the writer waits while the decoder is still on
+                 * some, and while uploads keep coming, each within
+                 * FP_COLL_WRITEQ_LINGER_GAP_NS of the last, for
+                 * FP_COLL_WRITEQ_GATHER_NS at most. Every INSERT makes a
+                 * part of files that ClickHouse creates and later merges,
+                 * so fewer, larger writes are what its cost depends on.
+                 * SQLite's commit is cheap: its groups are what is ready.
                  */
-                int64_t until = (int64_t)fp_now_ns(CLOCK_REALTIME) + FP_COLL_WRITEQ_GATHER_NS;
-                while ((q->raw || q->decoding) && q->n_todo < FP_COLL_WRITEQ_MAX && !q->stopping &&
-                       (int64_t)fp_now_ns(CLOCK_REALTIME) < until) {
-                        struct timespec ts = {.tv_sec = until / 1000000000LL,
-                                              .tv_nsec = until % 1000000000LL};
+                int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME), last = now,
+                        until = now + FP_COLL_WRITEQ_GATHER_NS;
+                size_t seen = q->n_todo;
+                while (q->linger && q->n_todo < FP_COLL_WRITEQ_MAX && !q->stopping && now < until &&
+                       (q->raw || q->decoding || now - last < FP_COLL_WRITEQ_LINGER_GAP_NS)) {
+                        int64_t wake =
+                            q->raw || q->decoding || until < last + FP_COLL_WRITEQ_LINGER_GAP_NS
+                                ? until
+                                : last + FP_COLL_WRITEQ_LINGER_GAP_NS;
+                        struct timespec ts = {.tv_sec = wake / 1000000000LL,
+                                              .tv_nsec = wake % 1000000000LL};
                         pthread_cond_timedwait(&q->wake, &q->lock, &ts);
+                        now = (int64_t)fp_now_ns(CLOCK_REALTIME);
+                        if (q->n_todo != seen) {
+                                seen = q->n_todo;
+                                last = now;
+                        }
                 }
                 while (n < FP_COLL_WRITEQ_MAX && (jobs[n] = pop(&q->todo, &q->todo_tail))) {
                         n++;
@@ -309,6 +325,7 @@ int fp_coll_writeq_new(struct event_base *base, struct fp_backend *store, uint64
                 return -ENOMEM;
         q->base = base;
         q->store = store;
+        q->linger = fp_backend_is_clickhouse(store);
         q->retention_s = retention_s;
         q->max_profile_bytes = max_profile_bytes;
         q->max_bytes = max_bytes;

@@ -5,8 +5,9 @@
  * came (fp_coll_writeq_add()); the decoder thread decodes and checks it
  * (fp_coll_ingest_build()), so a costly upload never stalls the loop's
  * other connections and reads; the writer thread takes what is decoded
- * (up to FP_COLL_WRITEQ_MAX batches, waiting FP_COLL_WRITEQ_GATHER_NS at
- * most for those the decoder is still on) and writes it in one store
+ * (up to FP_COLL_WRITEQ_MAX batches; on ClickHouse it waits, for
+ * FP_COLL_WRITEQ_GATHER_NS at most, for those the decoder is still on and
+ * uploads still arriving) and writes it in one store
  * transaction (fp_backend_write_batches()), so under load many uploads
  * share one commit, one checkpoint and one budget check. Each upload's
  * callback then runs on the loop thread with its result: decoded or not
@@ -39,8 +40,10 @@ struct fp_store_batch;
 
 #define FP_COLL_WRITEQ_MAX   64   /* uploads per transaction */
 #define FP_COLL_WRITEQ_LIMIT 1024 /* uploads queued or being written; then 503 */
-/* The longest a group waits for uploads still being decoded to join it. */
+/* On ClickHouse, the longest a group waits for uploads being decoded or arriving to join it. */
 #define FP_COLL_WRITEQ_GATHER_NS (50 * 1000000LL)
+/* On ClickHouse, a group waits while the last upload joined it less than this ago. */
+#define FP_COLL_WRITEQ_LINGER_GAP_NS (5 * 1000000LL)
 
 /*
  * Starts the threads with store (taken over, also on failure), the
