@@ -279,10 +279,8 @@ static void peer_key(const struct sockaddr_storage *a, uint8_t key[17])
 
 static size_t peer_hash(const uint8_t key[17])
 {
-        uint64_t h = 0xcbf29ce484222325ULL;
+        uint64_t h = fp_fnv1a(FP_FNV1A_SEED, key, 17);
 
-        for (size_t i = 0; i < 17; i++)
-                h = (h ^ key[i]) * 0x100000001b3ULL;
         return (size_t)(h ^ h >> 29);
 }
 

@@ -75,6 +75,15 @@ int fp_parse_listen(const char *listen, char *addr, size_t addrlen, unsigned *po
  */
 int fp_read_token_file(const char *path, char **ret, char *err, size_t err_len);
 
+/* FNV-1a over n bytes, from x (FP_FNV1A_SEED to start): a small, stable hash. */
+#define FP_FNV1A_SEED 0xcbf29ce484222325ULL
+static inline uint64_t fp_fnv1a(uint64_t x, const void *p, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                x = (x ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
+        return x;
+}
+
 /* Cleanup attributes (systemd style): variables freed when they leave scope. */
 #define _cleanup_(f) __attribute__((cleanup(f)))
 static inline void fp_freep(void *p)

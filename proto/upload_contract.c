@@ -368,22 +368,15 @@ int fp_upload_check_service(const char *name)
 }
 
 /* FNV-1a over n bytes, from x. */
-static uint64_t fnv(uint64_t x, const void *p, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                x = (x ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
-        return x;
-}
-
 uint64_t fp_upload_host_series_key(const char *service, const char *exe, const char *container)
 {
-        uint64_t x = fnv(0xcbf29ce484222325ULL, service, strlen(service));
+        uint64_t x = fp_fnv1a(FP_FNV1A_SEED, service, strlen(service));
 
-        x = fnv(x, "\xff", 1);
-        x = fnv(x, exe, strlen(exe));
+        x = fp_fnv1a(x, "\xff", 1);
+        x = fp_fnv1a(x, exe, strlen(exe));
         if (container[0]) { /* none: the key series had before containers were kept */
-                x = fnv(x, "\xfe", 1);
-                x = fnv(x, container, strlen(container));
+                x = fp_fnv1a(x, "\xfe", 1);
+                x = fp_fnv1a(x, container, strlen(container));
         }
         return (x & INT64_MAX) | 1; /* never 0: 0 means "any" in filters */
 }

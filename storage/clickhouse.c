@@ -987,7 +987,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
 static int known_keys(struct fp_ch *c, const struct fp_store_batch *const *batches, size_t n,
                       int *results)
 {
-        struct buf q = {0};
+        struct buf q = {0}, where = {0};
         bool any = false;
         int r;
 
@@ -996,28 +996,29 @@ static int known_keys(struct fp_ch *c, const struct fp_store_batch *const *batch
                         if (batches[i]->key && batches[k]->key &&
                             strcmp(batches[k]->key, batches[i]->key) == 0)
                                 results[i] = -EALREADY;
+        buf_printf(&where, "key IN (");
+        for (size_t i = 0; i < n; i++)
+                if (batches[i]->key) {
+                        buf_printf(&where, "%s", any ? ", " : "");
+                        buf_lit(&where, batches[i]->key);
+                        any = true;
+                }
+        buf_printf(&where, ") AND hour IN (");
+        for (size_t i = 0, first = 1; i < n; i++)
+                if (batches[i]->key) {
+                        buf_printf(&where, "%s%" PRIu32, first ? "" : ", ",
+                                   hour_of(batches[i]->start_ns));
+                        first = 0;
+                }
+        buf_printf(&where, ")");
         /* Keys are in buckets since schema version 3, in upload_keys before. */
-        buf_printf(&q, "SELECT DISTINCT key FROM (");
-        for (int table = 0; table < 2; table++) {
-                buf_printf(&q, "%sSELECT key FROM %s.%s WHERE key IN (", table ? " UNION ALL " : "",
-                           c->db, table ? "upload_keys" : "buckets");
-                any = false;
-                for (size_t i = 0; i < n; i++)
-                        if (batches[i]->key) {
-                                buf_printf(&q, "%s", any ? ", " : "");
-                                buf_lit(&q, batches[i]->key);
-                                any = true;
-                        }
-                buf_printf(&q, ") AND hour IN (");
-                for (size_t i = 0, first = 1; i < n; i++)
-                        if (batches[i]->key) {
-                                buf_printf(&q, "%s%" PRIu32, first ? "" : ", ",
-                                           hour_of(batches[i]->start_ns));
-                                first = 0;
-                        }
-                buf_printf(&q, ")");
-        }
-        buf_printf(&q, ") FORMAT RowBinary");
+        buf_printf(&q,
+                   "SELECT DISTINCT key FROM (SELECT key FROM %s.buckets WHERE %.*s"
+                   " UNION ALL SELECT key FROM %s.upload_keys WHERE %.*s) FORMAT RowBinary",
+                   c->db, (int)where.n, where.p ? where.p : "", c->db, (int)where.n,
+                   where.p ? where.p : "");
+        q.oom = q.oom || where.oom;
+        free(where.p);
         r = any ? exec_sql(c, &q, READ_TIMEOUT_S) : 0;
         free(q.p);
         if (r < 0 || !any)

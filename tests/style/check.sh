@@ -37,14 +37,19 @@ fi
 scripts/include-cycles.sh || status=1
 scripts/call-cycles.sh || status=1
 
-parse_errors=$(git ls-files '*.sh' .ci/run | while read -r f; do bash -n "$f" 2>&1; done)
-if [[ -n $parse_errors ]]; then
-  echo "style: shell scripts that do not parse:"
-  sed 's/^/  /' <<<"$parse_errors"
-  status=1
-else
-  echo "style: ok: $(git ls-files '*.sh' .ci/run | wc -l) shell scripts parse"
-fi
+# report FOUND WHAT OK: the lines FOUND fail the check, listed under "WHAT:"; none: "ok: OK".
+report() {
+  if [[ -n $1 ]]; then
+    echo "style: $2:"
+    sed 's/^/  /' <<<"$1"
+    status=1
+  else
+    echo "style: ok: $3"
+  fi
+}
+
+report "$(git ls-files '*.sh' .ci/run | while read -r f; do bash -n "$f" 2>&1; done)" \
+  "shell scripts that do not parse" "$(git ls-files '*.sh' .ci/run | wc -l) shell scripts parse"
 
 python3 - <<'PY' || status=1
 import os, re, sys
@@ -84,12 +89,6 @@ for l in agent/libfp_agentcore.a collector/libfp_collcore.a storage/libfp_storag
   [[ -f $build/$l ]] && libs+=("$build/$l")
 done
 # (__odr_asan.* and friends are the sanitizer's own, in the ASan build.)
-bad=$(nm -g --defined-only "${libs[@]}" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^(fp_|perftools__|__odr_asan|__asan|__ubsan)/ {print $3}' | sort -u)
-if [[ -n $bad ]]; then
-  echo "style: external symbols without the fp_ prefix:"
-  sed 's/^/  /' <<<"$bad"
-  status=1
-else
-  echo "style: ok: every external symbol of ${#libs[@]} libraries is prefixed"
-fi
+report "$(nm -g --defined-only "${libs[@]}" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^(fp_|perftools__|__odr_asan|__asan|__ubsan)/ {print $3}' | sort -u)" \
+  "external symbols without the fp_ prefix" "every external symbol of ${#libs[@]} libraries is prefixed"
 exit $status
