@@ -10,7 +10,8 @@ whose stack holds its function, split by the `wait` label.
 
     offcpu_check.py PROFILE TRUTH.json [--tolerance F] [--only THREAD,...]
         [--reason THREAD=REASON:SHARE]... [--caller FUNCTION=CALLER]...
-        [--runq-tolerance F] [--tolerance-of THREAD=F]... [--json]
+        [--runq-tolerance F] [--tolerance-of THREAD=F]...
+        [--wakeup-skew THREAD=US]... [--json]
 
 Checks, each printed, exit 1 when one fails:
   * every measured thread's off-CPU time in its function is within
@@ -18,7 +19,9 @@ Checks, each printed, exit 1 when one fails:
     the spinners (spin_contend), whose truth is the kernel's run-queue wait
     (wall less CPU also counts interrupts and steal time, which are not
     off-CPU): within --runq-tolerance (0.05) of runq_ns; --tolerance-of
-    gives one thread a tolerance of its own;
+    gives one thread a tolerance of its own; --wakeup-skew THREAD=US lets
+    that thread's profile exceed its truth by US microseconds more per
+    call (see below);
   * --reason THREAD=REASON:SHARE: at least SHARE of that thread's time in
     its function carries wait=REASON; for sleep and uninterruptible, of
     its time asleep (less its run-queue waits, which grow with the
@@ -26,6 +29,18 @@ Checks, each printed, exit 1 when one fails:
   * --caller FUNCTION=CALLER: every stack holding FUNCTION has CALLER as
     its next frame toward the root (the caller of every sampled function
     right, as for CPU).
+
+Why a wake-up skew: the truth's CPU time is the kernel's thread CPU clock,
+which starts a woken thread's time at the scheduler clock of its wake-up
+when the switch to it follows at once (the clock is not read again). On a
+VM an idle vCPU takes some 10 us to resume, and each wake-up of a thread
+whose waits are that short (w-disk: about 25,000 calls of 60-80 us in 3 s
+on a fast virtual disk) charges that much of its wait to the CPU clock:
+the truth comes out 8-15% short there (Linux 6.18 on the test VM). The
+scheduler's trace points, which the profile reads, see more waiting than
+that CPU clock leaves: on one such run, `perf sched timehist` found 2.37 s
+of waits and scheduling delays for w-disk where its CPU clock left 1.83 s,
+and the profile found 1.99 s in wait_disk.
 """
 
 import argparse
@@ -45,6 +60,7 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.06)
     ap.add_argument("--runq-tolerance", type=float, default=0.05)
     ap.add_argument("--tolerance-of", action="append", default=[])
+    ap.add_argument("--wakeup-skew", action="append", default=[])
     ap.add_argument("--only")
     ap.add_argument("--reason", action="append", default=[])
     ap.add_argument("--caller", action="append", default=[])
@@ -81,14 +97,20 @@ def main():
             name, _, f = spec.partition("=")
             if name == th:
                 tol = float(f)
+        skew_ns = 0
+        for spec in a.wakeup_skew:
+            name, _, us = spec.partition("=")
+            if name == th and not spinner:
+                skew_ns = float(us) * 1000 * t["calls"]
         ratio = got / want if want else 0.0
-        ok = abs(ratio - 1) <= tol
+        ok = want * (1 - tol) <= got <= want * (1 + tol) + skew_ns
         rows[th] = {"function": t["function"], "truth_ns": want, "profile_ns": got,
                     "ratio": round(ratio, 4), "by_wait": dict(by[th])}
         print("%-10s %-13s truth %8.3f s  profile %8.3f s  ratio %.3f  %s  %s" % (
             th, t["function"], want / 1e9, got / 1e9, ratio,
             " ".join("%s=%.3f" % (k, v / 1e9) for k, v in sorted(by[th].items())),
-            "ok" if ok else "OFF BY MORE THAN %.0f%%" % (tol * 100)))
+            ("ok" if ok else "OFF BY MORE THAN %.0f%%" % (tol * 100)) +
+            (" (%.3f s of wake-up skew allowed)" % (skew_ns / 1e9) if skew_ns else "")))
         if not ok:
             bad.append("%s: %.3f of the truth" % (th, ratio))
     for spec in a.reason:

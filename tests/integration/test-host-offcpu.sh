@@ -98,7 +98,7 @@ sleep 0.3
 fp_ctl dump --host --event off-cpu --format folded >"$FP_TMP/once.host" || fp_fail "dump --host failed"
 fp_ctl dump "$TP" --event off-cpu -o "$FP_TMP/tgt.pb.gz" >/dev/null || fp_fail "dump $TP failed"
 covered=$(host_json 'd["host_tier"]["off_cpu_covered_by_target"]')
-python3 "$CHECK" "$FP_TMP/tgt.pb.gz" "$FP_TMP/tgt.truth" --only w-disk --tolerance 0.1 ||
+python3 "$CHECK" "$FP_TMP/tgt.pb.gz" "$FP_TMP/tgt.truth" --only w-disk --tolerance 0.1 --wakeup-skew w-disk=15 ||
   fp_fail "the target's own off-CPU profile is wrong beside the host tier"
 [[ -s $FP_TMP/once.host ]] || fp_fail "the host tier's off-CPU profile is empty"
 if grep -q "wait_disk" "$FP_TMP/once.host"; then

@@ -5,7 +5,7 @@
 # holds.
 #
 # 1. Threads created after `start` are sampled: truth starts two "late-N"
-#    threads 1.5 s into the run; they must show up in status (threads,
+#    threads 3 s into the run; they must show up in status (threads,
 #    threads_seen) and in the profile under their own names, running
 #    late_main.  When threads exit, status's live thread count drops.
 # 2. `stop` really stops: the target leaves status, the agent's perf_event
@@ -59,7 +59,7 @@ echo "=== threads created after start ==="
 # has counted the fds of the first four: on a loaded machine a fixed delay
 # from the workload's own start could pass before the count (a race).
 fp_start_workload truth "$FP_TMP/t1.out" "$FP_TMP/t1.ready" --wait-for-start "$FP_TMP/t1.go" \
-  --seconds 6 --late-threads 2 --late-delay-ms 1500 --truth "$FP_TMP/t1.json" --hold
+  --seconds 6 --late-threads 2 --late-delay-ms 3000 --truth "$FP_TMP/t1.json" --hold
 P1=$FP_WL_PID
 fp_ctl start "$P1" --freq 1000 >/dev/null || fp_fail "agentctl start $P1 failed"
 th=$(fp_target_field "$P1" threads)
@@ -67,12 +67,16 @@ th=$(fp_target_field "$P1" threads)
 c=$(wait_fds gt "$BASE_FDS" 5) || fp_fail "no perf fds opened for pid $P1 (count $c)"
 fp_ok "profiling pid $P1: 4 threads, agent perf fds $BASE_FDS → $c"
 touch "$FP_TMP/t1.go"
+# A thread that has not run yet holds a starter event beside its group (threads.c), closed at
+# its first sample: once the workers run, the count falls. That count, before the late threads
+# come, is the one they must add to (compared with the count before "go", the late threads'
+# fds can just make up for the workers' closed starters).
+c=$(wait_fds lt "$c" 2) || fp_fail "the workers' starter events were not closed once they ran (count $c)"
 
 fp_wait_for 15 bash -c '[[ $(ls /proc/$0/task | wc -l) -ge 6 ]]' "$P1" ||
   fp_fail "truth did not start its late threads"
 wait_field "$P1" threads 6 10 || fp_fail "status never showed 6 live threads after 2 were created (shows $(fp_target_field "$P1" threads))"
-c6=$(fp_perf_fds "$FP_AGENT_PID")
-((c6 > c)) || fp_fail "perf fds did not grow with the new threads ($c → $c6)"
+c6=$(wait_fds gt "$c" 10) || fp_fail "perf fds did not grow with the new threads ($c → $c6)"
 fp_ok "late threads seen: status threads 6, perf fds $c → $c6"
 
 fp_wait_for 30 test -s "$FP_TMP/t1.json" || fp_fail "truth did not finish"

@@ -95,7 +95,7 @@ fp_ctl status --json >"$FP_TMP/all.json"
 grep -q "^off-CPU: bpf" "$FP_TMP/all.status" && fp_fail "the off-CPU side still profiles a process that ended"
 grep "^off-CPU of $WP" "$FP_TMP/all.status" || fp_fail "status has no off-CPU line for $WP"
 fp_pprofraw summary "$FP_TMP/all.pb.gz" >"$FP_TMP/all.summary" || fp_fail "go tool pprof cannot read the profile"
-python3 "$CHECK" "$FP_TMP/all.pb.gz" "$FP_TMP/all.truth" --tolerance-of w-disk=0.1 \
+python3 "$CHECK" "$FP_TMP/all.pb.gz" "$FP_TMP/all.truth" --tolerance-of w-disk=0.1 --wakeup-skew w-disk=15 \
   --reason w-sleep=sleep:0.95 --reason w-long=sleep:0.95 --reason w-pipe=sleep:0.95 \
   --reason w-mutex=sleep:0.95 --reason w-disk=uninterruptible:0.5 \
   --reason w-spin-0=runqueue:0.999 --reason w-spin-1=runqueue:0.999 \
@@ -176,7 +176,7 @@ fp_ctl stop "$WP" >/dev/null || fp_fail "stop failed"
 fp_ctl flush >/dev/null || fp_fail "flush failed"
 curl -sf "$URL/api/v1/profile?pid=$WP&event=off-cpu" -o "$FP_TMP/coll-off.pb.gz" ||
   fp_fail "the collector has no off-CPU profile of $WP"
-python3 "$CHECK" "$FP_TMP/coll-off.pb.gz" "$FP_TMP/wall.truth" --tolerance-of w-disk=0.1 \
+python3 "$CHECK" "$FP_TMP/coll-off.pb.gz" "$FP_TMP/wall.truth" --tolerance-of w-disk=0.1 --wakeup-skew w-disk=15 \
   --reason w-sleep=sleep:0.75 --reason w-disk=uninterruptible:0.5 --reason w-spin-0=runqueue:0.999 ||
   fp_fail "the collector's off-CPU profile does not match the workload's measurements"
 curl -sf "$URL/api/v1/profile?pid=$WP&event=wall" -o "$FP_TMP/coll-wall.pb.gz" ||
