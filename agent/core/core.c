@@ -131,9 +131,10 @@ void fp_core_bridge_update(struct fp_core *s)
 }
 
 /*
- * The bridge follows its targets, each second and when one goes (from the
- * loop: a tracker or bridge callback may have stopped it): the fastest
- * one's period, closed when none is left.
+ * The bridge follows its targets and the online CPUs, each second and when
+ * a target goes (from the loop: a tracker or bridge callback may have
+ * stopped it): the fastest one's period, closed when none is left. Each
+ * second is also when it is drained of what no ring woke the agent for.
  */
 static void on_bridge_check(evutil_socket_t fd, short what, void *arg)
 {
@@ -144,6 +145,7 @@ static void on_bridge_check(evutil_socket_t fd, short what, void *arg)
         if (!s->bridge)
                 return;
         on_bridge_wake(s); /* what it holds now, at the period it was taken at */
+        fp_bridge_check_cpus(s->bridge);
         uint64_t p = bridge_period_wanted(s);
         if (!p) {
                 s->bridge_samples += fp_bridge_samples(s->bridge);
@@ -562,6 +564,7 @@ static void on_bucket(evutil_socket_t fd, short what, void *arg)
         (void)fd;
         (void)what;
         stop_revoked(s);
+        on_bridge_wake(s); /* the newborn threads' samples the bridge holds, into this bucket */
         close_buckets(s, NULL, true);
         /* Also here: with no target running, no bucket is written to call it. */
         forget_finished(s);
@@ -795,8 +798,7 @@ static void start_tracker(struct fp_core *s)
 
 void fp_core_poll_tracker(struct fp_core *s)
 {
-        if (s->tracker)
-                fp_tracker_poll(s->tracker);
+        on_bridge_wake(s);
 }
 
 void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)

@@ -108,7 +108,10 @@ int fp_core_start_target(struct fp_core *core, pid_t pid, const struct fp_perf_c
                          size_t err_len);
 /* Writes the target's open bucket (not active any more) and forgets it. */
 void fp_core_stop_target(struct fp_core *core, struct fp_core_target *at);
-/* Handles the tracker's pending records now, so status and dumps are current. */
+/*
+ * Handles the tracker's pending records now, then the bridge's samples, so
+ * status and dumps are current.
+ */
 void fp_core_poll_tracker(struct fp_core *core);
 /* The same for the off-CPU profiler's records and the kernel side's counts. */
 void fp_core_poll_offcpu(struct fp_core *core);

@@ -24,8 +24,6 @@ struct fp_bridge {
         uint64_t samples, lost;
         struct fp_perf_ring *rings; /* fd -1: CPU offline */
         struct event **evs;
-        struct event *tick; /* drains what a quarter-full ring has not woken for; hotplug */
-        unsigned ticks;
 };
 
 static void handle_sample(void *userdata, const struct fp_perf_sample *s)
@@ -89,8 +87,7 @@ static int cpu_open(struct fp_bridge *b, unsigned i)
         return 0;
 }
 
-/* Opens the CPUs that came online, closes (after draining) those that went. */
-static void check_cpus(struct fp_bridge *b)
+void fp_bridge_check_cpus(struct fp_bridge *b)
 {
         bool online[MAX_CPUS];
 
@@ -104,16 +101,6 @@ static void check_cpus(struct fp_bridge *b)
                         (void)cpu_open(b, i);
                 }
         }
-}
-
-static void on_tick(evutil_socket_t fd, short what, void *arg)
-{
-        struct fp_bridge *b = arg;
-        (void)fd;
-        (void)what;
-        b->wake(b->userdata);
-        if (++b->ticks % 10 == 0)
-                check_cpus(b);
 }
 
 uint64_t fp_bridge_period(const struct fp_bridge *b)
@@ -201,10 +188,6 @@ int fp_bridge_new(struct event_base *base, const struct fp_perf_config *tmpl, ui
                 fp_bridge_free(b);
                 return r;
         }
-        b->tick = event_new(base, -1, EV_PERSIST, on_tick, b);
-        struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-        if (!b->tick || event_add(b->tick, &tv) < 0)
-                goto nomem;
         *ret = b;
         return 0;
 nomem:
@@ -219,8 +202,6 @@ void fp_bridge_free(struct fp_bridge *b)
                 return;
         for (unsigned i = 0; b->rings && b->evs && i < b->n_cpus; i++)
                 cpu_close(b, i);
-        if (b->tick)
-                event_free(b->tick);
         free(b->rings);
         free(b->evs);
         free(b);

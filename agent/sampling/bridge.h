@@ -32,13 +32,18 @@ typedef void (*fp_bridge_wake_fn)(void *userdata);
 /*
  * Opens the bridge on every online CPU at period ns (cpu-clock, user
  * stacks as the template asks, no kernel frames), filtered by prog_fd.
- * Follows CPUs going on- and offline. 0 or -errno with one line in err.
+ * Follows CPUs going on- and offline at fp_bridge_check_cpus(). It keeps
+ * no timer: the owner drains what no ring woke it for (a ring wakes it at
+ * a quarter full), and checks the CPUs, each second. 0 or -errno with one
+ * line in err.
  */
 int fp_bridge_new(struct event_base *base, const struct fp_perf_config *tmpl, uint64_t period,
                   int prog_fd, fp_bridge_fn fn, fp_bridge_wake_fn wake, void *userdata,
                   struct fp_bridge **ret, char *err, size_t err_len);
 /* Reads every sample now in the rings. */
 void fp_bridge_drain(struct fp_bridge *b);
+/* Opens the CPUs that came online, closes (after draining) those that went. */
+void fp_bridge_check_cpus(struct fp_bridge *b);
 /* The bridge's period (ns). */
 uint64_t fp_bridge_period(const struct fp_bridge *b);
 /* Drains, then samples every period ns from now on. 0 or -errno. */

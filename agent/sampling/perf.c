@@ -218,7 +218,7 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
 
 unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t sample_bytes)
 {
-        /* Room for a fifth of a second of samples; woken at a quarter full. */
+        /* Room for a fifth of a second of samples; woken at half (a CPU's: a quarter) full. */
         uint64_t bytes = freq * sample_bytes / 5;
         long page = sysconf(_SC_PAGESIZE);
         unsigned pages = 8;
@@ -342,7 +342,8 @@ static int open_members(const struct fp_perf_config *cfg, pid_t tid, bool exclud
 
 /*
  * The sampling leader's attributes, for a thread or a CPU: event, rate,
- * callchain, kernel mode, stack copy, a quarter-ring wake-up. Returns
+ * callchain, kernel mode, stack copy, a quarter-ring wake-up (a thread's:
+ * half, fp_perf_open_sampler()). Returns
  * whether its samples carry no period (the agent knows it):
  *
  * A software event other than the clocks, asked for PERF_SAMPLE_PERIOD at
@@ -422,6 +423,13 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, unsigned flags,
         int fd, r;
 
         a.disabled = (flags & FP_PERF_OPEN_DISABLED) != 0;
+        /*
+         * A thread's ring wakes the agent at half full (the kernel's default
+         * for a watermark of 0, half the ring it mapped, a shrunk one too):
+         * a busy thread at 99 Hz then costs some 6 wake-ups a second, not 13,
+         * and a wake-up, not a sample, is most of what the agent spends.
+         */
+        a.wakeup_watermark = 0;
 
         if (cfg->n_members) {
                 a.sample_type |= PERF_SAMPLE_READ;

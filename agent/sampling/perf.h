@@ -7,8 +7,8 @@
  *
  *   - the sampling event (cpu-clock by default) writes PERF_RECORD_SAMPLE
  *     (ip, pid/tid, time, period, callchain), plus LOST and THROTTLE
- *     records. Its ring wakes the agent only when a quarter full, so a
- *     busy thread costs a few wakeups a second, not one per sample.
+ *     records. Its ring wakes the agent only when half full, so a busy
+ *     thread costs a few wakeups a second, not one per sample.
  *   - a side-band dummy event writes FORK, EXIT, COMM and MMAP2 records
  *     with a one-byte watermark, so the agent hears of a new thread, a
  *     renamed thread or a dlopen'd library at once.
