@@ -105,6 +105,10 @@ refused() { # refused WHAT WANT CMD...: exit 1, one line containing WANT
   fp_ok "$what: $msg"
 }
 
+# nobodys PID: waits until setpriv's child is nobody's (setpriv runs as root a moment: a start
+# of nobody's before that is refused as another user's).
+nobodys() { fp_wait_for 10 sh -c "[ \"\$(stat -c %u /proc/$1 2>/dev/null)\" = 65534 ]"; }
+
 # ---- 1. kernel addresses -------------------------------------------------------------
 setpriv --reuid=65534 --regid=65534 --clear-groups dd if=/dev/zero of=/dev/null bs=64k &
 NP=$!
@@ -113,6 +117,7 @@ dd if=/dev/zero of=/dev/null bs=64k &
 RP=$!
 fp_track "$RP"
 sleep 0.3
+nobodys "$NP" || fp_fail "dd did not become nobody's"
 refused "nobody's start --kernel" "need CAP_PERFMON" "${asnobody[@]}" start "$NP" --kernel
 refused "nobody's rule with --kernel" "need CAP_PERFMON" "${asnobody[@]}" start --name '^dd$' --kernel
 [[ $(fp_status_json | fp_json_get 'len(d["rules"])') == 0 ]] || fp_fail "nobody's --kernel rule was added"
@@ -340,7 +345,8 @@ setpriv --reuid=65534 --regid=65534 --clear-groups "$FP_TMP/manystacks" --thread
   --seconds 120 >"$FP_TMP/nb/ms.out" &
 MS=$!
 fp_track "$MS"
-"${asnobody[@]}" start "$MS" --freq 999 >/dev/null
+nobodys "$MS" || fp_fail "manystacks did not become nobody's"
+"${asnobody[@]}" start "$MS" --freq 999 >/dev/null || fp_fail "nobody could not start its manystacks"
 sleep 10 # its profile grows to hundreds of KiB of folded stacks
 flood() { setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$FP_TMP/ctlflood.py" "$@"; }
 flood unread "$FP_SOCK" "$MS" 15 >"$FP_TMP/unread.json"
@@ -385,6 +391,7 @@ sleepers() { # sleepers N SECS: N sleep processes of nobody's, their PIDs in SLE
     SLEEPERS+=($!)
     fp_track "$!"
   done
+  for p in "${SLEEPERS[@]}"; do nobodys "$p" || fp_fail "sleep $p did not become nobody's"; done
 }
 sleepers 20 3 # alive long enough for 20 starts one after the other (under ASan too)
 short=("${SLEEPERS[@]}")
