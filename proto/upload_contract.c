@@ -367,7 +367,6 @@ int fp_upload_check_service(const char *name)
         return 0;
 }
 
-/* FNV-1a over n bytes, from x. */
 uint64_t fp_upload_host_series_key(const char *service, const char *exe, const char *container)
 {
         uint64_t x = fp_fnv1a(FP_FNV1A_SEED, service, strlen(service));

@@ -343,8 +343,8 @@ static int open_members(const struct fp_perf_config *cfg, pid_t tid, bool exclud
 /*
  * The sampling leader's attributes, for a thread or a CPU: event, rate,
  * callchain, kernel mode, stack copy, a quarter-ring wake-up (a thread's:
- * half, fp_perf_open_sampler()). Returns
- * whether its samples carry no period (the agent knows it):
+ * half, fp_perf_open_sampler()). Returns whether its samples carry no
+ * period (the agent knows it):
  *
  * A software event other than the clocks, asked for PERF_SAMPLE_PERIOD at
  * a fixed period, is sampled by the kernel at every event (each sample's
