@@ -507,12 +507,19 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
         *tail = ctx;
 }
 
-/* Seconds to the next multiple of the bucket length on the wall clock. */
+/* Arms the bucket timer for the next multiple of the bucket length on the wall clock. */
 static void arm_bucket_timer(struct fp_core *s)
 {
         uint64_t len = (uint64_t)s->opt.bucket_seconds * 1000000000ULL;
         uint64_t now = fp_now_ns(CLOCK_REALTIME);
         uint64_t next = (now / len + 1) * len;
+        /*
+         * libevent counts from the time it cached at the top of its loop, so
+         * the timer may fire a little before the boundary it aimed at: then
+         * the one after it, not a bucket of a few milliseconds next.
+         */
+        if (next - now < len / 10)
+                next += len;
         struct timeval tv = {.tv_sec = (time_t)((next - now) / 1000000000ULL),
                              .tv_usec = (suseconds_t)((next - now) % 1000000000ULL / 1000)};
         event_add(s->ev_bucket, &tv);

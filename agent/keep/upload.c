@@ -534,8 +534,13 @@ static int prepare(struct fp_store *store, void *arg)
 
 /*
  * Splits a too large upload in two halves of its buckets (in the outbox,
- * replacing it). 1 when split, 0 when it cannot be (one bucket, or its
- * buckets are gone): the caller refuses it; or -errno.
+ * replacing it). 1 when split, 0 when it cannot be (its samples are in one
+ * bucket, or its buckets are gone): the caller refuses it; or -errno.
+ *
+ * Its range may hold empty buckets (a target idle at its end, say), so a
+ * half that comes back empty narrows the range to the other half and the
+ * cut is tried again: each half sent holds something, and a split always
+ * makes the upload smaller.
  */
 static int split(struct fp_store *store, const struct item *it)
 {
@@ -548,26 +553,45 @@ static int split(struct fp_store *store, const struct item *it)
 
         if (!m)
                 return -ENOMEM;
-        if (it->up.bucket_max <= it->up.bucket_min ||
-            fp_upload_parse_query(it->up.query, m, err, sizeof(err)) < 0) {
+        if (fp_upload_parse_query(it->up.query, m, err, sizeof(err)) < 0) {
                 free(m);
                 return 0;
         }
-        int64_t mid = it->up.bucket_min + (it->up.bucket_max - it->up.bucket_min) / 2;
-        int64_t range[2][2] = {{it->up.bucket_min, mid}, {mid + 1, it->up.bucket_max}};
+        int64_t lo = it->up.bucket_min, hi = it->up.bucket_max;
         uint64_t rebuilt = 0;
-        for (int h = 0; h < 2 && e >= 0; h++) {
-                e = build_upload(store, m, it->up.counter, range[h][0], range[h][1], &half[n],
-                                 &query[n]);
-                if (e >= 0 && half[n].len)
-                        rebuilt += half[n++].samples;
+        while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                int64_t range[2][2] = {{lo, mid}, {mid + 1, hi}};
+                bool empty[2] = {false, false};
+                rebuilt = 0;
+                for (int h = 0; h < 2 && e >= 0; h++) {
+                        e = build_upload(store, m, it->up.counter, range[h][0], range[h][1],
+                                         &half[n], &query[n]);
+                        if (e >= 0 && half[n].len)
+                                rebuilt += half[n++].samples;
+                        else
+                                empty[h] = true;
+                }
+                if (e < 0 || n == 2)
+                        break;
+                for (size_t i = 0; i < n; i++) {
+                        free((void *)half[i].body);
+                        free(query[i]);
+                }
+                n = 0;
+                if (empty[0] && empty[1])
+                        break;
+                if (empty[0])
+                        lo = mid + 1;
+                else
+                        hi = mid;
         }
         /*
          * Its buckets may have been evicted since it was built (they were
          * marked uploaded): then the halves would silently lose samples, so
          * it is refused instead, and counted.
          */
-        if (e >= 0 && rebuilt != it->up.samples)
+        if (e >= 0 && (n != 2 || rebuilt != it->up.samples))
                 e = 0;
         else if (e >= 0)
                 e = fp_store_outbox_end(store, it->up.id, FP_UPLOAD_REPLACED, half, n) ?: 1;

@@ -12,7 +12,8 @@
 #   2. otlp+http:// to a stand-in: a gzip ExportProfilesServiceRequest of
 #      v1.9.0 with the resource attributes and exact samples, a bearer
 #      token; a 413 splits the upload in two halves that together hold
-#      every sample; a partial success is logged and counted;
+#      every sample (also when the target was stopped through the
+#      first half of the round); a partial success is logged and counted;
 #   3. the answers per protocol: OTLP's 400 (its Status message logged)
 #      and 500 are for good (its specification), Pyroscope's 500 is
 #      retried; a 401 is a configuration error and the data waits;
@@ -106,7 +107,18 @@ echo 'partial_success { rejected_profiles: 1 error_message: "test says no" }' |
 printf '413\n200\n200 %s\n' "$FP_TMP/partial.bin" >"$FP_TMP/answers"
 start_capture "$FP_TMP/cap2"
 restart_agent --collector "otlp+http://127.0.0.1:$cport" --credentials-file "$FP_TMP/creds"
-truth_run t2 1000
+# The target is stopped through the first half of the round's buckets (they hold nothing): a
+# split must still send two halves that each hold samples, not the whole again.
+fp_start_workload truth "$FP_TMP/t2.out" "$FP_TMP/t2.ready" --seconds 3 --hold \
+  --wait-for-start "$FP_TMP/t2.go"
+pid=$FP_WL_PID
+kill -STOP "$pid"
+fp_ctl start "$pid" --freq 1000 >/dev/null || fp_fail "start failed"
+sleep 6
+touch "$FP_TMP/t2.go"
+kill -CONT "$pid"
+sleep 3.5
+fp_ctl stop "$pid" >/dev/null || fp_fail "stop failed"
 out=$(fp_ctl flush) || fp_fail "flush failed: $out"
 fp_log "flush: $out"
 [[ $(count "$FP_TMP/cap2") == 3 ]] || fp_fail "$(count "$FP_TMP/cap2") requests, expected the whole and two halves"
@@ -248,6 +260,10 @@ printf '200\n' >"$FP_TMP/answers"
 for proto in pyroscope otlp; do
   start_capture "$FP_TMP/cap-$proto"
   restart_agent --collector "$proto+http://127.0.0.1:$cport"
+  # Two services that surely run in these 3 s (a quiet machine may have no other).
+  fp_start_workload spin "$FP_TMP/s-$proto.out" "$FP_TMP/s-$proto.ready" --threads 1 --duty 0.3 \
+    --seconds 30
+  spin_pid=$FP_WL_PID
   fp_start_workload truth "$FP_TMP/h-$proto.out" "$FP_TMP/h-$proto.ready" --seconds 3 --hold
   fp_ctl start --host --freq 99 >/dev/null || fp_fail "start --host failed"
   sleep 3
@@ -262,9 +278,10 @@ for proto in pyroscope otlp; do
       --attr "host.name=$host") || fp_fail "the host tier's OTLP request does not hold its profile"
   fi
   fp_log "host tier, $proto: $(head -c 300 <<<"$got")"
-  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); s=d["services"]; assert len(s) >= 2 and "truth" in s, s' \
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); s=d["services"]; assert "truth" in s and "spin" in s, s' \
     "$got" || fp_fail "the host tier's round is not a series per service: $got"
   fp_kill "$FP_WL_PID"
+  fp_kill "$spin_pid"
 done
 fp_ok "a host tier's round: one series (resource) per service, every stack of the tier's own profile"
 fp_stop_agent

@@ -7,7 +7,7 @@
 #      look, old buckets are evicted and counted as "evicted" drops, the
 #      file passes integrity_check, and `dump --since` and
 #      `dump --store PATH` (the file read directly) both give profiles
-#      that go tool pprof reads;
+#      that go tool pprof reads; no bucket is a sliver of its length;
 #   2. kill -9 of the agent at random moments while it writes: the file
 #      always passes integrity_check, and the restarted agent resumes the
 #      target it had (same pid and start time) and keeps the old buckets;
@@ -40,6 +40,11 @@ for _ in $(seq 24); do
 done
 fp_log "largest store + WAL seen: $max bytes (budget 2097152, limit 3145728)"
 fp_ok "the store stays within 1.5x its budget"
+# Buckets end on the wall clock's seconds, none a sliver (a timer that fires a little early
+# must not leave one of a few milliseconds behind it); the newest may still be written.
+short=$(sqlite3 "file:$DB?mode=ro" "select count(*) || ' of ' || (select count(*) from buckets)
+  from buckets where length_ns < 100000000 and id < (select max(id) from buckets);")
+[[ $short == "0 of "* ]] || fp_fail "$short buckets are shorter than a tenth of their length"
 # On a busy machine the workload makes its stacks more slowly: give the
 # budget up to 30 s more to fill (the size is still checked meanwhile).
 evicted_any() { (($(json 'sum(t["drops"].get("evicted",0) for t in d["targets"])') > 0)); }
