@@ -263,7 +263,18 @@ int main(int argc, char **argv)
                 fp_log_to_syslog(); /* stderr is /dev/null from here on */
         }
 
-        base = event_base_new();
+        /*
+         * Precise timers (CLOCK_MONOTONIC and a timerfd, where the default is
+         * the coarse clock and milliseconds): the periodic timers aimed at
+         * the same second (tick.h) then fire in one wake-up, not a few
+         * milliseconds apart.
+         */
+        struct event_config *ecfg = event_config_new();
+        if (ecfg)
+                (void)event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+        base = ecfg ? event_base_new_with_config(ecfg) : NULL;
+        if (ecfg)
+                event_config_free(ecfg);
         if (!base) {
                 fp_log(LOG_ERR, "Failed to create the event loop");
                 return 1;

@@ -51,6 +51,7 @@ struct fp_core {
 
         /* Thread tracking: the BPF tracker, or NULL and why (the fallback is in use). */
         struct fp_tracker *tracker;
+        uint64_t tracker_dropped; /* its lost records, as last seen */
         char tracker_reason[256];
         struct fp_offcpu *offcpu;  /* loaded while a target profiles its off-CPU time */
         uint64_t offcpu_unclaimed; /* off-CPU records of no target (one gone meanwhile) */

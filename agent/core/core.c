@@ -16,6 +16,7 @@
 #include "procfs.h"
 #include "symbols.h"
 #include "targetconf.h"
+#include "tick.h"
 #include "tracker.h"
 #include "upload.h"
 #include "util.h"
@@ -55,8 +56,16 @@ static void on_bridge_wake(void *userdata)
 {
         struct fp_core *s = userdata;
 
-        if (s->tracker)
+        if (s->tracker) {
                 fp_tracker_poll(s->tracker);
+                /* Births it lost: the targets' /proc passes find them. */
+                uint64_t dropped = fp_tracker_dropped(s->tracker);
+                if (dropped != s->tracker_dropped) {
+                        s->tracker_dropped = dropped;
+                        for (size_t i = 0; i < s->n_targets; i++)
+                                fp_target_proc_pass_soon(s->targets[i].t);
+                }
+        }
         fp_bridge_drain(s->bridge);
 }
 
@@ -116,8 +125,7 @@ static void open_bridge(struct fp_core *s, uint64_t period)
                 return;
         }
         s->bridge_error[0] = 0;
-        struct timeval second = {.tv_sec = 1};
-        event_add(s->ev_bridge, &second); /* and at once when a target goes */
+        fp_tick_arm(s->ev_bridge, 1); /* each second, and at once when a target goes */
 }
 
 void fp_core_bridge_update(struct fp_core *s)
@@ -144,6 +152,7 @@ static void on_bridge_check(evutil_socket_t fd, short what, void *arg)
 
         if (!s->bridge)
                 return;
+        fp_tick_arm(s->ev_bridge, 1);
         on_bridge_wake(s); /* what it holds now, at the period it was taken at */
         fp_bridge_check_cpus(s->bridge);
         uint64_t p = bridge_period_wanted(s);
@@ -510,19 +519,7 @@ static void close_buckets(struct fp_core *s, struct fp_core_target *only, bool a
 /* Arms the bucket timer for the next multiple of the bucket length on the wall clock. */
 static void arm_bucket_timer(struct fp_core *s)
 {
-        uint64_t len = (uint64_t)s->opt.bucket_seconds * 1000000000ULL;
-        uint64_t now = fp_now_ns(CLOCK_REALTIME);
-        uint64_t next = (now / len + 1) * len;
-        /*
-         * libevent counts from the time it cached at the top of its loop, so
-         * the timer may fire a little before the boundary it aimed at: then
-         * the one after it, not a bucket of a few milliseconds next.
-         */
-        if (next - now < len / 10)
-                next += len;
-        struct timeval tv = {.tv_sec = (time_t)((next - now) / 1000000000ULL),
-                             .tv_usec = (suseconds_t)((next - now) % 1000000000ULL / 1000)};
-        event_add(s->ev_bucket, &tv);
+        fp_tick_arm(s->ev_bucket, s->opt.bucket_seconds);
 }
 
 /* Stops the targets that exec'd into another user's program (fp_target_guard()). */
@@ -909,7 +906,7 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
         s->cache = fp_symcache_new();
         s->ev_bucket = event_new(base, -1, 0, on_bucket, s);
         s->ev_children = event_new(base, -1, 0, on_children, s);
-        s->ev_bridge = event_new(base, -1, EV_PERSIST, on_bridge_check, s);
+        s->ev_bridge = event_new(base, -1, 0, on_bridge_check, s);
         if (!s->cache || !s->ev_bucket || !s->ev_children || !s->ev_bridge) {
                 snprintf(err, err_len, "out of memory");
                 fp_core_free(s);

@@ -218,8 +218,13 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
 
 unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t sample_bytes)
 {
-        /* Room for a fifth of a second of samples; woken at half (a CPU's: a quarter) full. */
-        uint64_t bytes = freq * sample_bytes / 5;
+        /*
+         * Room for half a second of samples, at most 1 MiB (at 1 kHz and
+         * more the bound holds); woken at half (a CPU's: a quarter) full. At
+         * low rates the wake-up, not the sample, is what the agent spends:
+         * a busy thread at 99 Hz wakes it about 3 times a second.
+         */
+        uint64_t bytes = freq * sample_bytes / 2;
         long page = sysconf(_SC_PAGESIZE);
         unsigned pages = 8;
 

@@ -246,7 +246,7 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
                           unsigned n_members, uint64_t *ret);
 
 /*
- * The ring size (data pages, a power of two) that holds at least 200 ms of
+ * The ring size (data pages, a power of two) that holds at least 500 ms of
  * samples at freq samples/s with deep callchains, bounded to [8, 256].
  */
 unsigned fp_perf_ring_pages_for(uint64_t freq);

@@ -22,13 +22,15 @@ struct fp_agg;
 
 #define MAX_FRAMES FP_TARGET_MAX_FRAMES
 _Static_assert(FP_TARGET_MAX_FRAMES == FP_STACKWALK_MAX_FRAMES, "a target's stacks are walked");
-#define RESCAN_INTERVAL 1 /* seconds */
-#define COMM_LEN        16
-#define RETRY_MAX       16 /* threads waiting for another attach attempt */
-#define RETRY_TRIES     5  /* attempts, RETRY_USEC apart */
-#define RETRY_USEC      2000
-#define LATENCY_RING    512 /* attach latencies kept for the percentiles */
-#define PRUNE_MIN       64  /* dead thread records worth a pruning pass */
+#define RESCAN_INTERVAL    1  /* seconds */
+#define JITTER_MIN_SAMPLES 32 /* between a thread's period changes, after its first */
+#define PROC_PASS_TRACKED  10 /* seconds between /proc passes while BPF reports every birth */
+#define COMM_LEN           16
+#define RETRY_MAX          16 /* threads waiting for another attach attempt */
+#define RETRY_TRIES        5  /* attempts, RETRY_USEC apart */
+#define RETRY_USEC         2000
+#define LATENCY_RING       512 /* attach latencies kept for the percentiles */
+#define PRUNE_MIN          64  /* dead thread records worth a pruning pass */
 
 struct fp_thread {
         struct fp_target *target;
@@ -93,9 +95,11 @@ struct fp_target {
         bool revoked; /* it exec'd into another user's program: nothing more is kept */
 
         /* Thread tracking (see fp_target_set_tracking()). */
-        bool bpf_tracked;     /* births come from the BPF tracker, not FORK records */
-        bool follow_children; /* child processes are reported to on_child */
-        pid_t parent_pid;     /* the target this one was followed from, 0 if none */
+        bool bpf_tracked;      /* births come from the BPF tracker, not FORK records */
+        bool proc_due;         /* a /proc pass at the next rescan (the tracker lost records) */
+        uint64_t proc_pass_ns; /* the last /proc pass (CLOCK_MONOTONIC) */
+        bool follow_children;  /* child processes are reported to on_child */
+        pid_t parent_pid;      /* the target this one was followed from, 0 if none */
         fp_target_child_fn on_child;
         void *child_userdata;
         struct event *ev_retry;

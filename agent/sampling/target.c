@@ -14,6 +14,7 @@
 #include "perfmap.h"
 #include "procfs.h"
 #include "targetconf.h"
+#include "tick.h"
 #include "unwind.h"
 #include "util.h"
 #include "aggregate.h"
@@ -74,7 +75,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->agg = fp_agg_new(t->cfg.n_members);
         if (t->agg)
                 fp_agg_set_limit(t->agg, FP_TARGET_MAX_STACKS);
-        t->ev_rescan = event_new(base, -1, EV_PERSIST, fp_target_on_rescan, t);
+        t->ev_rescan = event_new(base, -1, 0, fp_target_on_rescan, t);
         t->ev_retry = event_new(base, -1, 0, fp_target_on_retry, t);
         t->ev_fit = event_new(base, -1, 0, fp_target_on_fit, t);
         if (!t->exe || !t->maps || !t->agg || !t->ev_rescan || !t->ev_retry || !t->ev_fit ||
@@ -108,8 +109,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 fp_target_free(t);
                 return r;
         }
-        struct timeval tv = {.tv_sec = RESCAN_INTERVAL};
-        event_add(t->ev_rescan, &tv);
+        fp_tick_arm(t->ev_rescan, RESCAN_INTERVAL);
         *ret = t;
         return 0;
 }

@@ -7,8 +7,8 @@
  *
  *   attach (at start; on a birth reported by the thread tracker: the BPF
  *   tracker, or in its fallback a FORK record from a sibling's side-band;
- *   or found by the once-a-second /proc/PID/task rescan, which catches
- *   what a tracker missed)
+ *   or found by the /proc/PID/task rescan, which catches what a tracker
+ *   missed: each second, every 10 s while BPF reports the births)
  *      -> live: both rings registered with the event loop
  *      -> dead (EXIT record or hangup): rings drained, fds closed at once;
  *         the thread's name is kept for the profile's labels.
@@ -126,6 +126,12 @@ bool fp_target_follows_children(const struct fp_target *t);
 size_t fp_target_live_tids(const struct fp_target *t, pid_t *ret, size_t max);
 /* Whether the BPF tracker reports its threads' births (and the bridge covers them). */
 bool fp_target_bpf_tracked(const struct fp_target *t);
+/*
+ * The /proc rescan runs each second, or every 10 s while the BPF tracker
+ * reports the births: this asks for it at the next second (the tracker
+ * lost records).
+ */
+void fp_target_proc_pass_soon(struct fp_target *t);
 pid_t fp_target_parent(const struct fp_target *t);
 
 /* Birth -> events open of the threads attached by a tracker, in microseconds. */

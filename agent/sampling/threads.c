@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A target's thread table: attaching each thread's events (at start, on a
- * tracker's birth report, on the once-a-second /proc rescan, and a few
+ * tracker's birth report, on the /proc rescan, and a few
  * retries for threads listed before they can be attached), detaching them
  * on exit, forgetting dead threads once their samples are stored, and the
  * attach latencies; and reading the threads' rings: samples to
@@ -14,6 +14,7 @@
 #include "target-internal.h"
 #include "procfs.h"
 #include "targetconf.h"
+#include "tick.h"
 #include "util.h"
 #include "log.h"
 #include "aggregate.h"
@@ -50,11 +51,6 @@ const char *fp_target_thread_name(struct fp_target *t, pid_t tid)
         return th ? th->comm : "";
 }
 
-/*
- * Closes a thread's events at once; its name and samples stay. Never
- * called from inside a ring's drain (the ring would be unmapped under the
- * reader): records only mark exit_pending, and fp_target_reap_exits() detaches.
- */
 /* Memory a live thread's two rings map (data pages and each metadata page). */
 static uint64_t ring_bytes(const struct fp_thread *th)
 {
@@ -66,6 +62,11 @@ static uint64_t ring_bytes(const struct fp_thread *th)
 static void close_starter(struct fp_thread *th);
 static void drain_starter(struct fp_target *t, struct fp_thread *th);
 
+/*
+ * Closes a thread's events at once; its name and samples stay. Never
+ * called from inside a ring's drain (the ring would be unmapped under the
+ * reader): records only mark exit_pending, and fp_target_reap_exits() detaches.
+ */
 void fp_thread_detach(struct fp_thread *th)
 {
         struct fp_target *t = th->target;
@@ -571,17 +572,30 @@ void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
 
         if (t->st.state == FP_TARGET_EXITED)
                 return;
-        /* Threads whose exit record we have not seen yet (the hangup catches them too). */
-        for (size_t i = 0; i < t->n_threads; i++) {
-                struct fp_thread *th = t->threads[i];
-                if (th->live && fp_perf_ring_hangup(&th->sideband))
-                        fp_thread_detach(th);
-        }
-        if (!process_gone(t)) {
-                /* Found here, a thread was missed by the tracker (or born during start). */
-                int n = fp_target_rescan(t, NULL);
-                if (n > 0)
-                        t->st.threads_by_rescan += (unsigned)n;
+        fp_tick_arm(t->ev_rescan, RESCAN_INTERVAL);
+        /*
+         * The /proc pass, a safety net for births and exits no record told
+         * of: each second, or while the BPF tracker reports them all (it
+         * counts the records it could not keep) every PROC_PASS_TRACKED
+         * seconds and at the first rescan after a loss.
+         */
+        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+        if (!t->bpf_tracked || t->proc_due ||
+            now - t->proc_pass_ns >= PROC_PASS_TRACKED * 1000000000ULL - 100000000ULL) {
+                t->proc_due = false;
+                t->proc_pass_ns = now;
+                /* Threads whose exit record we have not seen yet (the hangup catches them too). */
+                for (size_t i = 0; i < t->n_threads; i++) {
+                        struct fp_thread *th = t->threads[i];
+                        if (th->live && fp_perf_ring_hangup(&th->sideband))
+                                fp_thread_detach(th);
+                }
+                if (!process_gone(t)) {
+                        /* Found here, a thread was missed by the tracker (or born during start). */
+                        int n = fp_target_rescan(t, NULL);
+                        if (n > 0)
+                                t->st.threads_by_rescan += (unsigned)n;
+                }
         }
         fp_target_check_exited(t);
         if (t->st.state == FP_TARGET_RUNNING) {
@@ -774,6 +788,11 @@ bool fp_target_bpf_tracked(const struct fp_target *t)
         return t->bpf_tracked;
 }
 
+void fp_target_proc_pass_soon(struct fp_target *t)
+{
+        t->proc_due = true;
+}
+
 bool fp_target_follows_children(const struct fp_target *t)
 {
         return t->follow_children;
@@ -951,18 +970,21 @@ void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
  * thread's debt (the periods its samples were taken at, less as many
  * configured ones) says whether it has had too few samples (a shorter
  * period next) or too many (a longer one), which keeps its count as near
- * the exact one as one step can take it: 5% of the samples of 100 ms.
+ * the exact one as one step can take it: 5% of the samples of a step.
  */
 static void jitter_period(struct fp_target *t, struct fp_thread *th)
 {
         uint64_t p = t->cfg.period, now = fp_now_ns(CLOCK_MONOTONIC);
 
         /*
-         * At most every 100 ms per thread: the ioctl costs an IPI to the
-         * thread's CPU, and a phase that drifts every tenth of a second is
-         * drift enough.
+         * Reading the count and setting the period each cost an IPI to the
+         * thread's CPU when it runs, so a change comes at most every 100 ms
+         * and, after the first, every JITTER_MIN_SAMPLES samples: at low
+         * rates the step's 2.5-5% phase drift per sample still walks the
+         * phase past a whole period between changes.
          */
-        if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL)
+        if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL ||
+            (th->period && th->since < JITTER_MIN_SAMPLES))
                 return;
         th->jitter_ns = now;
         uint64_t x = next_random(t, th->tid);

@@ -21,9 +21,9 @@
  * Everything is filtered in the kernel by the targets map: processes the
  * agent does not profile cost one hash lookup per fork and exit, and, while
  * the agent has no rules (`watch` clear), per exec. A record the ring
- * buffer has no room for is counted in `dropped`; the agent's
- * once-a-second /proc rescan still finds such a thread, and its rules'
- * /proc scan such a process.
+ * buffer has no room for is counted in `dropped`; on a new loss the
+ * agent's /proc rescan (every 10 s otherwise) runs at the next second and
+ * finds such a thread, and its rules' /proc scan such a process.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>

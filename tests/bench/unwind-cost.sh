@@ -51,6 +51,14 @@ fp_start_agent --store none
 printf '%-28s %6s %10s %12s %10s %10s\n' "profiler" "Hz" "samples" "cpu/sample" "bytes/smp" "to root"
 rows=()
 baseline
+# A first target loads the symbols of xz and its libraries (the loaders' CPU is the agent's):
+# profiled once before, so that no row pays for it but each measures the steady state.
+start_xz
+fp_ctl start "$XZ" --freq 1000 >/dev/null || fp_fail "start failed"
+sleep 3
+fp_ctl dump "$XZ" --format folded >/dev/null || fp_fail "dump failed"
+fp_ctl stop "$XZ" >/dev/null
+fp_kill "$XZ"
 for hz in $RATES; do
   for mode in fp auto dwarf; do
     start_xz

@@ -4,8 +4,9 @@
  * every thread of /proc/self/task is attached; a thread reported born is
  * attached at once (two more perf fds), one reported gone before it could
  * be attached counts as missed, an exit detaches it (its fds closed, its
- * name kept), and the once-a-second rescan finds a thread no tracker
- * reported.
+ * name kept), and the rescan finds a thread no tracker reported (each
+ * second, or once BPF's tracker says it lost records); the rescan's timer
+ * fires at whole seconds, with the agent's others.
  *
  * (Named test-threadtable: integration/test-threads is the agent's.)
  */
@@ -13,6 +14,7 @@
 #include "symbols.h"
 #include "target.h"
 #include "targetconf.h"
+#include "tick.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -77,8 +79,67 @@ static void end_worker(int i, pthread_t th)
         pthread_join(th, NULL);
 }
 
+/* When a timer of test_tick() fired (CLOCK_MONOTONIC ns). */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+        struct timespec ts;
+        (void)fd;
+        (void)what;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        *(uint64_t *)arg = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The rescan's timer (tick.h): the next whole second (or multiple of the
+ * period), one less than a tenth of it away skipped; two timers armed for
+ * the same second at different moments fire together, in one wake-up.
+ */
+static void test_tick(void)
+{
+        struct timeval tv = fp_tick_until(7500000000ULL, 1);
+        FP_CHECK_EQ_INT(tv.tv_sec, 0);
+        FP_CHECK_EQ_INT(tv.tv_usec, 500000);
+        tv = fp_tick_until(7950000000ULL, 1); /* 50 ms before 8 s: to 9 s */
+        FP_CHECK_EQ_INT(tv.tv_sec, 1);
+        FP_CHECK_EQ_INT(tv.tv_usec, 50000);
+        tv = fp_tick_until(8000000000ULL, 1);
+        FP_CHECK_EQ_INT(tv.tv_sec, 1);
+        FP_CHECK_EQ_INT(tv.tv_usec, 0);
+        tv = fp_tick_until(23200000000ULL, 10);
+        FP_CHECK_EQ_INT(tv.tv_sec, 6);
+        FP_CHECK_EQ_INT(tv.tv_usec, 800000);
+
+        struct event_config *ecfg = event_config_new();
+        event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER); /* as the agent's */
+        struct event_base *base = event_base_new_with_config(ecfg);
+        event_config_free(ecfg);
+        uint64_t at[2] = {0, 0};
+        struct event *ev[2] = {evtimer_new(base, on_tick, &at[0]),
+                               evtimer_new(base, on_tick, &at[1])};
+        /* Both aim at the same second: not near the tenth before it that is skipped. */
+        struct timespec now;
+        do {
+                usleep(10000);
+                clock_gettime(CLOCK_REALTIME, &now);
+        } while (now.tv_nsec < 200000000 || now.tv_nsec > 700000000);
+        fp_tick_arm(ev[0], 1);
+        usleep(20000);
+        fp_tick_arm(ev[1], 1);
+        event_base_dispatch(base); /* ends when both have fired */
+        uint64_t apart = at[0] > at[1] ? at[0] - at[1] : at[1] - at[0];
+        if (apart >= 1000000)
+                fprintf(stderr, "tick: timers armed 20 ms apart fired %llu us apart\n",
+                        (unsigned long long)(apart / 1000));
+        FP_CHECK(at[0] && at[1] && apart < 1000000);
+        event_free(ev[0]);
+        event_free(ev[1]);
+        event_base_free(base);
+}
+
 int main(void)
 {
+        test_tick();
+
         struct event_base *base = event_base_new();
         struct fp_symcache *cache = fp_symcache_new();
         struct fp_perf_config cfg = {0};
@@ -135,10 +196,12 @@ int main(void)
 
         /*
          * A thread nobody reported: with births said to come from a tracker
-         * (FORK records then ignored), the rescan (once a second) finds it.
+         * (FORK records then ignored), the rescan finds it once the tracker
+         * says it lost records (its /proc pass is every 10 s otherwise).
          */
         fp_target_set_tracking(t, true, false, 0, NULL, NULL);
         pid_t tid1 = start_worker(1, &th1);
+        fp_target_proc_pass_soon(t);
         /* The symbol cache's loader threads may be found too, once a sample needed them. */
         for (int i = 0; i < 300; i++) {
                 struct timeval tv = {0, 10000};
