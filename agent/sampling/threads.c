@@ -981,7 +981,7 @@ static void jitter_period(struct fp_target *t, struct fp_thread *th)
          * thread's CPU when it runs, so a change comes at most every 100 ms
          * and, after the first, every JITTER_MIN_SAMPLES samples: at low
          * rates the step's 2.5-5% phase drift per sample still walks the
-         * phase past a whole period between changes.
+         * phase 0.8-1.6 periods between changes.
          */
         if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL ||
             (th->period && th->since < JITTER_MIN_SAMPLES))
