@@ -846,11 +846,12 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
         if (h->off_pcfg.unwind == FP_UNWIND_FP)
                 h->off_pcfg.unwind = FP_UNWIND_AUTO;
         /*
-         * A second of samples per CPU ring (the 500 ms a target's ring holds
-         * would be a few stack copies at 19 Hz): its quarter-full wake-up
-         * comes every quarter second, not with every sample.
+         * A second of samples per CPU ring (the half second a target's ring
+         * holds would be a few stack copies at 19 Hz): its quarter-full
+         * wake-up comes every quarter second, not with every sample.
          */
-        h->pcfg.ring_pages = fp_perf_ring_pages_for_bytes(cfg->freq * 2, 600 + h->pcfg.stack_bytes);
+        h->pcfg.ring_pages =
+            fp_perf_ring_pages_for_bytes(cfg->freq, 600 + h->pcfg.stack_bytes, 1000);
         h->n_cpus = conf > 0 && conf <= 1024 ? (size_t)conf : 1024;
         h->cpus = calloc(h->n_cpus, sizeof(*h->cpus));
         h->ev_round = event_new(base, -1, EV_PERSIST, on_round, h);

@@ -216,15 +216,9 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
         }
 }
 
-unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t sample_bytes)
+unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t sample_bytes, unsigned ms)
 {
-        /*
-         * Room for half a second of samples, at most 1 MiB (at 1 kHz and
-         * more the bound holds); woken at half (a CPU's: a quarter) full. At
-         * low rates the wake-up, not the sample, is what the agent spends:
-         * a busy thread at 99 Hz wakes it about 3 times a second.
-         */
-        uint64_t bytes = freq * sample_bytes / 2;
+        uint64_t bytes = freq * sample_bytes * ms / 1000;
         long page = sysconf(_SC_PAGESIZE);
         unsigned pages = 8;
 
@@ -236,7 +230,7 @@ unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t sample_bytes)
 unsigned fp_perf_ring_pages_for(uint64_t freq)
 {
         /* A user+kernel sample with a 64-deep callchain is about 600 bytes. */
-        return fp_perf_ring_pages_for_bytes(freq, 600);
+        return fp_perf_ring_pages_for_bytes(freq, 600, FP_PERF_THREAD_RING_MS);
 }
 
 static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,

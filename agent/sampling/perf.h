@@ -246,12 +246,21 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
                           unsigned n_members, uint64_t *ret);
 
 /*
- * The ring size (data pages, a power of two) that holds at least 500 ms of
- * samples at freq samples/s with deep callchains, bounded to [8, 256].
+ * What a thread's ring holds: half a second of samples, at most 1 MiB (at
+ * 1 kHz and more the bound holds). It wakes the agent at half full, and at
+ * low rates the wake-up, not the sample, is what the agent spends: a busy
+ * thread at 99 Hz wakes it about 3 times a second.
+ */
+#define FP_PERF_THREAD_RING_MS 500
+
+/*
+ * The ring size (data pages, a power of two) that holds at least
+ * FP_PERF_THREAD_RING_MS of samples at freq samples/s with deep
+ * callchains, bounded to [8, 256].
  */
 unsigned fp_perf_ring_pages_for(uint64_t freq);
-/* The same for samples of about bytes each (a stack copy makes them larger). */
-unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t bytes);
+/* The same for ms milliseconds of samples of about bytes each (a stack copy makes them larger). */
+unsigned fp_perf_ring_pages_for_bytes(uint64_t freq, uint64_t bytes, unsigned ms);
 
 /*
  * Opens the sampling event of cfg on thread tid, with its members in one

@@ -33,7 +33,8 @@ void fp_targetconf_set_stack(struct fp_perf_config *cfg, uint32_t stack_bytes)
                          ? 1000000000ULL / cfg->period
                          : 1000;
         cfg->stack_bytes = stack_bytes;
-        cfg->ring_pages = fp_perf_ring_pages_for_bytes(hz, 600 + cfg->stack_bytes);
+        cfg->ring_pages =
+            fp_perf_ring_pages_for_bytes(hz, 600 + cfg->stack_bytes, FP_PERF_THREAD_RING_MS);
 }
 
 void fp_targetconf_finish(struct fp_perf_config *cfg)

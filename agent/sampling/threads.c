@@ -580,6 +580,7 @@ void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
          * seconds and at the first rescan after a loss.
          */
         uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+        /* (A tenth of a second early: the tenth tick must not wait for the eleventh.) */
         if (!t->bpf_tracked || t->proc_due ||
             now - t->proc_pass_ns >= PROC_PASS_TRACKED * 1000000000ULL - 100000000ULL) {
                 t->proc_due = false;
