@@ -696,3 +696,59 @@ int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
                 fp_store_db_failf(s, -EALREADY, "A bucket with key '%s' is already stored", b->key);
         return result;
 }
+
+int fp_store_note_target(struct fp_store *s, const struct fp_store_target *t)
+{
+        int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME), host = 0, id = 0, next = 0;
+        sqlite3_stmt *st = NULL;
+        char hostname[256];
+        const char *h = t->host;
+        int r;
+
+        s->errmsg[0] = '\0';
+        if (t->pid <= 0)
+                return -EINVAL;
+        if (s->readonly)
+                return fp_store_db_failf(s, -EROFS,
+                                         "Failed to note a target: the store is read-only");
+        if (!h) {
+                if (gethostname(hostname, sizeof(hostname)) < 0)
+                        return -errno;
+                hostname[sizeof(hostname) - 1] = '\0';
+                h = hostname;
+        }
+        /* The bucket that will hold its first samples: the row lives at least until then. */
+        r = fp_store_prepare(s, "SELECT coalesce(max(id), 0) + 1 FROM buckets", &st);
+        if (r < 0)
+                return r;
+        int rc = fp_store_db_step_int(st, &next);
+        sqlite3_finalize(st);
+        CHECK_RC(s, rc, "find the newest bucket");
+        if ((r = fp_store_db_begin(s)) < 0)
+                return r;
+        st = ST(s, FP_STMT_HOST_UPSERT);
+        bind_text(st, 1, h);
+        r = upsert_id(s, st, &host, "store a host");
+        if (r == 0) {
+                st = ST(s, FP_STMT_TARGET_UPSERT);
+                sqlite3_bind_int64(st, 1, host);
+                sqlite3_bind_int64(st, 2, t->pid);
+                sqlite3_bind_int64(st, 3, (int64_t)t->starttime);
+                bind_text(st, 4, t->comm);
+                bind_text(st, 5, t->exe);
+                bind_text(st, 6, t->config);
+                sqlite3_bind_int(st, 7, t->active);
+                sqlite3_bind_int64(st, 8, now);
+                sqlite3_bind_int64(st, 9, now);
+                sqlite3_bind_int64(st, 10, next);
+                bind_text(st, 11, t->service);
+                sqlite3_bind_int64(st, 12, t->has_guard ? (int64_t)t->guard : -1);
+                bind_text(st, 13, t->container);
+                r = upsert_id(s, st, &id, "store a target");
+        }
+        if (r == 0)
+                r = fp_store_db_commit(s);
+        if (r < 0)
+                fp_store_db_rollback(s);
+        return r;
+}

@@ -313,6 +313,13 @@ const char *fp_store_errmsg(const struct fp_store *s);
  * bucket already has; nothing was written, and that is no loss.
  */
 int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b);
+/*
+ * Records a target the agent has just started, before its first bucket
+ * holds it: with t->active set, an agent killed within that bucket
+ * resumes it. The row is kept as a bucket's targets are (it counts as the
+ * next bucket's); the first bucket that holds the target updates it.
+ */
+int fp_store_note_target(struct fp_store *s, const struct fp_store_target *t);
 
 /*
  * Writes n batches in one transaction (group commit: the commit, the

@@ -214,6 +214,7 @@ static void cmd_start(void *userdata, struct fp_control_client *c, const struct 
         if (fp_core_start_target(s, pid, &cfg, owner, follow, 0, &t, err, sizeof(err)) < 0)
                 return fp_control_error(c, "cannot profile %d: %s", (int)pid, err);
         fp_target_guard(t, uid); /* a user's: must stay the user's (root's: 0, none) */
+        fp_core_note_target(s, t);
 
         struct fp_target_stats st;
         fp_target_stats(t, &st);

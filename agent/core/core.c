@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -824,6 +825,53 @@ void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
 }
 
 /* ---- life cycle ---- */
+
+/* A started target's row for the store, its strings copied for the writer thread. */
+struct target_note {
+        struct fp_store_target st;
+        char comm[64];
+        char exe[PATH_MAX];
+        char service[256];
+        char config[FP_PERF_EVENT_LIST_MAX + 128];
+};
+
+static int write_note(struct fp_store *store, void *arg)
+{
+        return store ? fp_store_note_target(store, &((struct target_note *)arg)->st) : -ENODEV;
+}
+
+static void on_note_written(void *userdata, const struct fp_writer_result *r)
+{
+        struct target_note *n = userdata;
+        if (r->error < 0 && r->error != -ENODEV)
+                fp_log(LOG_WARNING,
+                       "Failed to note target %d in the store (its first bucket will): %s",
+                       (int)n->st.pid, r->message[0] ? r->message : strerror(-r->error));
+        free(n);
+}
+
+void fp_core_note_target(struct fp_core *s, struct fp_target *t)
+{
+        struct target_note *n;
+
+        if (!s->writer || !(n = calloc(1, sizeof(*n))))
+                return; /* its first bucket writes it all the same */
+        snprintf(n->comm, sizeof(n->comm), "%s", fp_target_comm(t));
+        snprintf(n->exe, sizeof(n->exe), "%s", fp_target_exe(t));
+        snprintf(n->service, sizeof(n->service), "%s", fp_target_service(t));
+        fp_target_config_string(t, n->config, sizeof(n->config));
+        n->st = (struct fp_store_target){.pid = fp_target_pid(t),
+                                         .starttime = fp_target_starttime(t),
+                                         .comm = n->comm,
+                                         .exe = n->exe,
+                                         .config = n->config,
+                                         .active = true,
+                                         .service = n->service,
+                                         .has_guard = true,
+                                         .guard = fp_target_guarded_for(t)};
+        if (fp_writer_submit_call(s->writer, write_note, n, on_note_written, n) < 0)
+                free(n);
+}
 
 static int resume_one(void *userdata, const struct fp_store_target_info *ti)
 {

@@ -99,6 +99,12 @@ size_t fp_core_n_targets(const struct fp_core *core);
 struct fp_core_target *fp_core_target_at(struct fp_core *core, size_t i);
 
 /*
+ * Records a target started by hand in the store at once, as active, so
+ * that an agent killed before its first bucket is stored resumes it.
+ */
+void fp_core_note_target(struct fp_core *core, struct fp_target *t);
+
+/*
  * Starts profiling; on failure -errno and one line in err. follow: its
  * child processes are profiled too; parent: the target it was followed
  * from (0: started by a user).

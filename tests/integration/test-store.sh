@@ -8,9 +8,10 @@
 #      file passes integrity_check, and `dump --since` and
 #      `dump --store PATH` (the file read directly) both give profiles
 #      that go tool pprof reads; no bucket is a sliver of its length;
-#   2. kill -9 of the agent at random moments while it writes: the file
-#      always passes integrity_check, and the restarted agent resumes the
-#      target it had (same pid and start time) and keeps the old buckets;
+#   2. kill -9 of the agent before a new target's first bucket is stored
+#      and at random moments while it writes: the file always passes
+#      integrity_check, and the restarted agent resumes the target it had
+#      (same pid and start time) and keeps the old buckets;
 #   3. a truncated store is moved aside (kept as PATH.corrupt-*) with one
 #      log line and a fresh store is started;
 #   4. a full disk (a 1 MiB tmpfs) and a read-only directory: the agent
@@ -83,12 +84,23 @@ fp_ok "readable with the agent down; integrity ok"
 
 # ---- 2. kill -9 while writing; resume after restart --------------------
 rm -f "$DB" "$DB-wal" "$DB-shm"
-fp_start_agent --bucket 1
+# First a kill before the target's first bucket is stored (60 s buckets):
+# `start` records the target at once, so the restarted agent resumes it.
+fp_start_agent --bucket 60
 fp_start_workload manystacks "$FP_TMP/k.out" "$FP_TMP/k.ready" --threads 2 --seconds 40 --depth 6
 pid=$FP_WL_PID
+fp_ctl start "$pid" --freq 997 >/dev/null || fp_fail "start failed"
+fp_wait_for 10 bash -c "[[ \$(sqlite3 'file:$DB?mode=ro' 'SELECT count(*) FROM targets WHERE pid = $pid AND active' 2>/dev/null) == 1 ]]" ||
+  fp_fail "the started target is not in the store (active) within 10 s"
+buckets=$(sqlite3 "file:$DB?mode=ro" "SELECT count(*) FROM buckets")
+kill -KILL "$FP_AGENT_PID"
+wait "$FP_AGENT_PID" 2>/dev/null || true
+fp_start_agent --bucket 1
+fp_wait_for 10 bash -c "$FP_AGENTCTL --socket $FP_SOCK status --json | grep -q '\"pid\":$pid,'" ||
+  fp_fail "the restarted agent did not resume pid $pid, killed before its first bucket ($buckets stored)"
+fp_ok "a target killed with the agent before its first bucket is resumed ($buckets buckets were stored)"
 # CPU seconds of the workload so far (utime + stime of /proc/PID/stat).
 cpu_s() { awk -v tck="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / tck}' "/proc/$1/stat"; }
-fp_ctl start "$pid" --freq 997 >/dev/null || fp_fail "start failed"
 cpu0=$(cpu_s "$pid")
 for round in 1 2 3; do
   sleep "1.$((RANDOM % 10))"
