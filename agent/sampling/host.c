@@ -49,7 +49,9 @@
 #define SIDEBAND_PAGES   64
 #define PERFMAPS_MAX     64 /* processes whose JIT perf map is held at once */
 #define CGROUP_ROOT      "/sys/fs/cgroup"
-#define OFF_PENDING      256 /* threads whose off-CPU stack waits for its weights (by tid) */
+#define OFF_PENDING_BITS 10
+#define OFF_PENDING      (1u << OFF_PENDING_BITS) /* off-CPU stacks waiting for their weights */
+#define OFF_PROBE        8 /* slots a tid's stack may take, from its hash on */
 
 struct thread_name {
         pid_t tid;
@@ -662,6 +664,28 @@ static struct fp_host_proc *proc_lookup(struct fp_host *h, pid_t pid, uint64_t t
         return proc_from_proc(h, pid);
 }
 
+/*
+ * The pending slot of tid's stack: its own among the OFF_PROBE slots from
+ * its hash, or with claim one to take, a free one else the oldest (most
+ * stacks never get weights: a short wait is not kept, and its stack stays
+ * until a newer one takes its place). NULL: none of tid.
+ */
+static struct off_pending *pending_slot(struct fp_host *h, pid_t tid, bool claim)
+{
+        /* Fibonacci hashing: the product's top bits (ids a power of two apart differ there). */
+        uint32_t at = ((uint32_t)tid * 2654435761u) >> (32 - OFF_PENDING_BITS);
+        struct off_pending *take = NULL;
+
+        for (unsigned i = 0; i < OFF_PROBE; i++) {
+                struct off_pending *q = &h->pending[(at + i) % OFF_PENDING];
+                if (q->tid == tid)
+                        return q;
+                if (claim && (!take || (take->tid && (!q->tid || q->time < take->time))))
+                        take = q;
+        }
+        return take;
+}
+
 void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
 {
         pid_t pid = (pid_t)r->tgid, tid = (pid_t)r->tid;
@@ -681,7 +705,6 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
         }
         /* The births and execs up to now first: the record's generation may be that new. */
         sideband_round(h);
-        q = &h->pending[(uint32_t)tid % OFF_PENDING];
         switch (r->kind) {
         case FP_OFFCPU_CALL:
                 if (!(p = proc_lookup(h, pid, r->time_ns))) {
@@ -692,12 +715,13 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
                 off_add(h, p, tid, fp_maps_epoch(p->maps), h->frames, n, r->weight);
                 break;
         case FP_OFFCPU_STACK:
-                /* A thread hashed to the same slot loses its stack: its weights go unpaired. */
+                /* Its slot, or one of a thread whose stack is older than every other's near. */
+                q = pending_slot(h, tid, true);
                 q->tid = 0;
                 if (!(p = proc_lookup(h, pid, r->time_ns)))
                         break;
                 n = off_walk(h, p, r, h->frames);
-                if (!(copy = realloc(q->frames, n * sizeof(*copy))))
+                if (!(copy = realloc(q->frames, (n ? n : 1) * sizeof(*copy))))
                         break;
                 memcpy(copy, h->frames, n * sizeof(*copy));
                 *q = (struct off_pending){.tid = tid,
@@ -709,8 +733,8 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
                                           .frames = copy};
                 break;
         case FP_OFFCPU_WEIGHTS:
-                if (q->tid != tid || q->pid != pid || q->seq != r->seq ||
-                    !(p = proc_at(h, pid, q->time))) {
+                q = pending_slot(h, tid, false);
+                if (!q || q->pid != pid || q->seq != r->seq || !(p = proc_at(h, pid, q->time))) {
                         h->hs.st.off_unpaired += fp_offcpu_parts(r);
                         break;
                 }

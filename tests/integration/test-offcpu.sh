@@ -221,7 +221,7 @@ fp_kill "$WP"
 # Two threads pinned to one CPU pass a byte back and forth: each is
 # rescheduled on its way back from its write (a wait after a returned call,
 # whose stack is read when the other thread hands the CPU back, or sampled
-# one in 16 or 64 at the switch-out), then waits in its read.
+# every 16th or 64th time at the switch-out), then waits in its read.
 fp_start_workload pingpong "$FP_TMP/pp.out" "$FP_TMP/pp.ready" --seconds 3 --cpu 0 \
   --wait-for-start "$FP_TMP/pp.go"
 PP=$FP_WL_PID
