@@ -160,6 +160,8 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
             {"dropped_nomem", st->dropped_nomem},
             {"revoked_exec", st->revoked},
             {"stacks_over_limit", st->stacks_over_limit},
+            {"ring_bytes", st->ring_bytes},
+            {"ring_wakes", st->ring_wakes},
         };
 
         fp_json_begin_object(j);

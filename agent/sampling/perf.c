@@ -419,16 +419,12 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, unsigned flags,
         int member_fd[FP_PERF_MAX_MEMBERS];
         uint64_t id[FP_PERF_MAX_EVENTS];
         bool fixed = sampler_attr(cfg, &a);
+        long page = sysconf(_SC_PAGESIZE);
         int fd, r;
 
         a.disabled = (flags & FP_PERF_OPEN_DISABLED) != 0;
-        /*
-         * A thread's ring wakes the agent at half full (the kernel's default
-         * for a watermark of 0, half the ring it mapped, a shrunk one too):
-         * a busy thread at 99 Hz then costs some 6 wake-ups a second, not 13,
-         * and a wake-up, not a sample, is most of what the agent spends.
-         */
-        a.wakeup_watermark = 0;
+        /* Each 7/8 of a ring that holds a second (FP_PERF_THREAD_RING_MS), else each half. */
+        a.wakeup_watermark = cfg->ring_wake_bytes;
 
         if (cfg->n_members) {
                 a.sample_type |= PERF_SAMPLE_READ;
@@ -469,6 +465,16 @@ int fp_perf_open_sampler(struct fp_perf_config *cfg, pid_t tid, unsigned flags,
                 ret->id[i + 1] = id[i + 1];
         }
         ret->id[0] = cfg->n_members ? id[0] : 0;
+        if (a.wakeup_watermark && ret->data_size < (size_t)cfg->ring_pages * (size_t)page) {
+                /*
+                 * Shrunk (locked memory ran short): the kernel would wake the
+                 * agent only once it is full. Again, at half, with what fits.
+                 */
+                cfg->ring_pages = (unsigned)(ret->data_size / (size_t)page);
+                cfg->ring_wake_bytes = 0;
+                fp_perf_ring_close(ret);
+                return fp_perf_open_sampler(cfg, tid, flags, ret, ret_kernel_excluded);
+        }
         if (ret_kernel_excluded)
                 *ret_kernel_excluded = kernel_excluded || a.exclude_kernel;
         return 0;

@@ -62,7 +62,9 @@ struct fp_perf_config {
         bool kernel_frames;  /* --kernel: kernel callchains too */
         bool count_kernel;   /* samples taken in the kernel are kept (exclude_kernel=0) */
         unsigned ring_pages; /* data pages of the sampling ring, a power of two */
-        bool best_effort;    /* at start: leave out members the machine lacks, do not fail */
+        /* A thread's ring wakes the agent at this many bytes (0: at half full). */
+        uint32_t ring_wake_bytes;
+        bool best_effort; /* at start: leave out members the machine lacks, do not fail */
         /*
          * How user stacks are unwound (unwind.h): FP_UNWIND_FP takes the
          * kernel's frame-pointer callchain (plus the leaf fix-up); dwarf and
@@ -246,12 +248,16 @@ void fp_perf_counts_delta(const struct fp_perf_counts *prev, const struct fp_per
                           unsigned n_members, uint64_t *ret);
 
 /*
- * What a thread's ring holds: half a second of samples, at most 1 MiB (at
- * 1 kHz and more the bound holds). It wakes the agent at half full, and at
- * low rates the wake-up, not the sample, is what the agent spends: a busy
- * thread at 99 Hz wakes it about 3 times a second.
+ * What a thread's ring holds: a second and a quarter of samples, at most
+ * 1 MiB (at 1 kHz and more the bound holds). At low rates the wake-up, not
+ * the sample, is what the agent spends, and the target's tick drains every
+ * ring each second, so a ring that holds a second or more wakes the agent
+ * only each time 7/8 of its size has been written (the kernel counts bytes
+ * written since its last wake-up, not bytes unread): less than once a
+ * second at the rate it was sized for. A ring that holds less wakes it at
+ * each half written.
  */
-#define FP_PERF_THREAD_RING_MS 500
+#define FP_PERF_THREAD_RING_MS 1250
 
 /*
  * The ring size (data pages, a power of two) that holds at least

@@ -47,6 +47,7 @@ struct fp_target_stats {
         uint64_t stack_resize_failed;   /* thread reopens for it that failed (old size kept) */
         uint64_t jit_frames;            /* frames named from a perf map */
         uint64_t ring_bytes;            /* memory the live threads' perf rings map */
+        uint64_t ring_wakes;            /* times a thread's sampling ring woke the agent */
         /*
          * Random first periods (threads.c): threads whose first sample
          * came in it, and samples its event took in the moment before the

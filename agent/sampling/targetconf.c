@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void fp_targetconf_format(const struct fp_perf_config *cfg, bool follow, char *buf, size_t len)
 {
@@ -35,6 +36,10 @@ void fp_targetconf_set_stack(struct fp_perf_config *cfg, uint32_t stack_bytes)
         cfg->stack_bytes = stack_bytes;
         cfg->ring_pages =
             fp_perf_ring_pages_for_bytes(hz, 600 + cfg->stack_bytes, FP_PERF_THREAD_RING_MS);
+        /* A ring that holds a second: the tick drains it, it wakes the agent each 7/8 written. */
+        uint64_t ring = (uint64_t)cfg->ring_pages * (uint64_t)sysconf(_SC_PAGESIZE);
+        cfg->ring_wake_bytes =
+            ring >= hz * (600 + cfg->stack_bytes) ? (uint32_t)(ring - ring / 8) : 0;
 }
 
 void fp_targetconf_finish(struct fp_perf_config *cfg)

@@ -564,6 +564,8 @@ void fp_target_on_fit(evutil_socket_t fd, short what, void *arg)
                 fit_stack(t);
 }
 
+static void jitter_period(struct fp_target *t, struct fp_thread *th);
+
 void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
 {
         struct fp_target *t = arg;
@@ -573,6 +575,18 @@ void fp_target_on_rescan(evutil_socket_t fd, short what, void *arg)
         if (t->st.state == FP_TARGET_EXITED)
                 return;
         fp_tick_arm(t->ev_rescan, RESCAN_INTERVAL);
+        /*
+         * Every ring, each second: a ring that holds a second wakes the
+         * agent only each 7/8 of it written (FP_PERF_THREAD_RING_MS), so
+         * at low rates this tick reads most samples, and the room it
+         * leaves is what keeps the ring from overflowing between wake-ups.
+         */
+        fp_target_drain(t);
+        for (size_t i = 0; i < t->n_threads; i++) /* as a ring's wake-up does, after samples */
+                if (t->threads[i]->since && t->threads[i]->starter.fd < 0)
+                        jitter_period(t, t->threads[i]);
+        if (t->st.state == FP_TARGET_EXITED)
+                return;
         /*
          * The /proc pass, a safety net for births and exits no record told
          * of: each second, or while the BPF tracker reports them all (it
@@ -954,7 +968,7 @@ void fp_target_drain_sampler(struct fp_target *t, struct fp_thread *th)
 
 /*
  * A fixed period can lock step with regular work (a loop that runs as
- * long as the period samples the same phase every time). A wake-up (at
+ * long as the period samples the same phase every time). A drain (at
  * most every 100 ms) gives the thread's sampling event a new period,
  * 2.5-5% shorter or longer than the configured one: the phase then drifts
  * by a fortieth to a twentieth of a period per sample, a whole period
@@ -1022,6 +1036,7 @@ void fp_target_on_sampler(evutil_socket_t fd, short what, void *arg)
         (void)fd;
         (void)what;
 
+        t->st.ring_wakes++;
         /* Mappings and names first, so the samples resolve against them. */
         fp_target_drain_ring(t, &th->sideband);
         fp_target_drain_sampler(t, th);

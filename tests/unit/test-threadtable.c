@@ -6,7 +6,8 @@
  * be attached counts as missed, an exit detaches it (its fds closed, its
  * name kept), and the rescan finds a thread no tracker reported (each
  * second, or once BPF's tracker says it lost records); the rescan's timer
- * fires at whole seconds, with the agent's others.
+ * fires at whole seconds, with the agent's others, and drains the rings,
+ * which at low rates wake the agent no more.
  *
  * (Named test-threadtable: integration/test-threads is the agent's.)
  */
@@ -15,6 +16,7 @@
 #include "target.h"
 #include "targetconf.h"
 #include "tick.h"
+#include "unwind.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -136,9 +138,92 @@ static void test_tick(void)
         event_base_free(base);
 }
 
+static volatile int spinning = 1;
+
+static void *spinner(void *arg)
+{
+        (void)arg;
+        while (spinning)
+                ;
+        return NULL;
+}
+
+/*
+ * A thread's ring (perf.h, FP_PERF_THREAD_RING_MS): one that holds a
+ * second of samples wakes the agent only each 7/8 of it written, one that
+ * holds less (16 KiB copies at 99 Hz; 1 kHz) each half; and a busy thread
+ * at 99 Hz is drained by the target's tick each second, its ring waking
+ * the agent at most once in 1.8 s.
+ */
+static void test_ring_wake(void)
+{
+        long page = sysconf(_SC_PAGESIZE);
+        struct fp_perf_config cfg = {0};
+
+        FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock", &cfg, NULL, 0), 0);
+        cfg.freq = 99;
+        cfg.unwind = FP_UNWIND_AUTO; /* 16 KiB copies, about 1.7 MB/s */
+        fp_targetconf_finish(&cfg);
+        FP_CHECK_EQ_INT((long)cfg.ring_pages * page, 1 << 20);
+        FP_CHECK_EQ_INT(cfg.ring_wake_bytes, 0);
+        fp_targetconf_set_stack(&cfg, 3456); /* fitted: about 400 KB/s */
+        FP_CHECK_EQ_INT((long)cfg.ring_pages * page, 512 << 10);
+        FP_CHECK_EQ_INT(cfg.ring_wake_bytes, 448 << 10);
+        cfg.freq = 1000;
+        fp_targetconf_set_stack(&cfg, 3456);
+        FP_CHECK_EQ_INT((long)cfg.ring_pages * page, 1 << 20);
+        FP_CHECK_EQ_INT(cfg.ring_wake_bytes, 0);
+
+        struct event_base *base = event_base_new();
+        struct fp_symcache *cache = fp_symcache_new();
+        struct fp_target *t = NULL;
+        struct fp_target_stats st;
+        pthread_t th;
+        char err[256];
+
+        cfg = (struct fp_perf_config){0};
+        FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock", &cfg, NULL, 0), 0);
+        cfg.freq = 99;
+        cfg.unwind = FP_UNWIND_FP;
+        fp_targetconf_finish(&cfg);
+        pthread_create(&th, NULL, spinner, NULL);
+        int r = fp_target_start(base, cache, getpid(), &cfg, &t, err, sizeof(err));
+        if (r < 0)
+                fprintf(stderr, "start: %s\n", err);
+        FP_CHECK_EQ_INT(r, 0);
+        if (r == 0) {
+                /*
+                 * 1.8 s: a tick at least, and short of the ring's 7/8 (about
+                 * 2.1 s of these samples). What the ticks left undrained is
+                 * at most the 1.1 s since the last one.
+                 */
+                struct timeval tv = {1, 800000};
+                event_base_loopexit(base, &tv);
+                event_base_dispatch(base);
+                fp_target_stats(t, &st);
+                uint64_t ticked = st.samples;
+                fp_target_drain(t);
+                fp_target_stats(t, &st);
+                fprintf(stderr,
+                        "ring: a busy thread at 99 Hz for 1.8 s: %llu samples, %llu left for "
+                        "the last drain, %llu wake-ups\n",
+                        (unsigned long long)st.samples, (unsigned long long)(st.samples - ticked),
+                        (unsigned long long)st.ring_wakes);
+                FP_CHECK(st.samples >= 50);
+                FP_CHECK(st.samples - ticked <= 125);
+                FP_CHECK(st.ring_wakes <= 1);
+                fp_target_free(t);
+        }
+        spinning = 0;
+        pthread_join(th, NULL);
+        fp_symcache_free(cache);
+        event_base_free(base);
+}
+
 int main(void)
 {
         test_tick();
+        test_ring_wake();
 
         struct event_base *base = event_base_new();
         struct fp_symcache *cache = fp_symcache_new();
