@@ -117,6 +117,37 @@ static int write_cost(struct fp_store *s, const struct fp_store_batch *b, int64_
         return 0;
 }
 
+/*
+ * Target t of batch b and its host, seen from first_ns to last_ns and
+ * kept by the ring at least until bucket: ids into host and id.
+ */
+static int write_target(struct fp_store *s, const struct fp_store_batch *b,
+                        const struct fp_batch_target *t, int64_t first_ns, int64_t last_ns,
+                        int64_t bucket, int64_t *host, int64_t *id)
+{
+        sqlite3_stmt *st = ST(s, FP_STMT_HOST_UPSERT);
+        int r;
+
+        bind_text(st, 1, fp_batch_str_at(b, t->host));
+        if ((r = upsert_id(s, st, host, "store a host")) < 0)
+                return r;
+        st = ST(s, FP_STMT_TARGET_UPSERT);
+        sqlite3_bind_int64(st, 1, *host);
+        sqlite3_bind_int64(st, 2, t->pid);
+        sqlite3_bind_int64(st, 3, (int64_t)t->starttime);
+        bind_text(st, 4, fp_batch_str_at(b, t->comm));
+        bind_text(st, 5, fp_batch_str_at(b, t->exe));
+        bind_text(st, 6, fp_batch_str_at(b, t->config));
+        sqlite3_bind_int(st, 7, t->active);
+        sqlite3_bind_int64(st, 8, first_ns);
+        sqlite3_bind_int64(st, 9, last_ns);
+        sqlite3_bind_int64(st, 10, bucket);
+        bind_text(st, 11, fp_batch_str_at(b, t->service));
+        sqlite3_bind_int64(st, 12, t->guard);
+        bind_text(st, 13, fp_batch_str_at(b, t->container));
+        return upsert_id(s, st, id, "store a target");
+}
+
 static int write_targets(struct writer *w)
 {
         struct fp_store *s = w->s;
@@ -124,30 +155,9 @@ static int write_targets(struct writer *w)
         int64_t end = b->start_ns + b->length_ns;
 
         for (size_t i = 0; i < b->n_targets; i++) {
-                const struct fp_batch_target *t = &b->targets[i];
-                sqlite3_stmt *st = ST(s, FP_STMT_HOST_UPSERT);
                 int64_t host;
-                int r;
-
-                bind_text(st, 1, fp_batch_str_at(b, t->host));
-                r = upsert_id(s, st, &host, "store a host");
-                if (r < 0)
-                        return r;
-                st = ST(s, FP_STMT_TARGET_UPSERT);
-                sqlite3_bind_int64(st, 1, host);
-                sqlite3_bind_int64(st, 2, t->pid);
-                sqlite3_bind_int64(st, 3, (int64_t)t->starttime);
-                bind_text(st, 4, fp_batch_str_at(b, t->comm));
-                bind_text(st, 5, fp_batch_str_at(b, t->exe));
-                bind_text(st, 6, fp_batch_str_at(b, t->config));
-                sqlite3_bind_int(st, 7, t->active);
-                sqlite3_bind_int64(st, 8, b->start_ns);
-                sqlite3_bind_int64(st, 9, end);
-                sqlite3_bind_int64(st, 10, w->bucket);
-                bind_text(st, 11, fp_batch_str_at(b, t->service));
-                sqlite3_bind_int64(st, 12, t->guard);
-                bind_text(st, 13, fp_batch_str_at(b, t->container));
-                r = upsert_id(s, st, &w->target_ids[i], "store a target");
+                int r = write_target(s, b, &b->targets[i], b->start_ns, end, w->bucket, &host,
+                                     &w->target_ids[i]);
                 if (r < 0)
                         return r;
                 if (i == 0 && (r = write_cost(s, b, host)) < 0)
@@ -700,9 +710,9 @@ int fp_store_write_batch(struct fp_store *s, const struct fp_store_batch *b)
 int fp_store_note_target(struct fp_store *s, const struct fp_store_target *t)
 {
         int64_t now = (int64_t)fp_now_ns(CLOCK_REALTIME), host = 0, id = 0, next = 0;
+        struct fp_store_batch *b;
         sqlite3_stmt *st = NULL;
-        char hostname[256];
-        const char *h = t->host;
+        uint32_t idx;
         int r;
 
         s->errmsg[0] = '\0';
@@ -711,44 +721,28 @@ int fp_store_note_target(struct fp_store *s, const struct fp_store_target *t)
         if (s->readonly)
                 return fp_store_db_failf(s, -EROFS,
                                          "Failed to note a target: the store is read-only");
-        if (!h) {
-                if (gethostname(hostname, sizeof(hostname)) < 0)
-                        return -errno;
-                hostname[sizeof(hostname) - 1] = '\0';
-                h = hostname;
-        }
+        /* A batch of the target alone: its strings (and the host's name) as a bucket's are. */
+        if (!(b = fp_store_batch_new(now, 0)))
+                return -ENOMEM;
+        if ((r = fp_store_batch_add_target(b, t, &idx)) < 0)
+                goto out;
         /* The bucket that will hold its first samples: the row lives at least until then. */
-        r = fp_store_prepare(s, "SELECT coalesce(max(id), 0) + 1 FROM buckets", &st);
-        if (r < 0)
-                return r;
+        if ((r = fp_store_prepare(s, "SELECT coalesce(max(id), 0) + 1 FROM buckets", &st)) < 0)
+                goto out;
         int rc = fp_store_db_step_int(st, &next);
         sqlite3_finalize(st);
-        CHECK_RC(s, rc, "find the newest bucket");
-        if ((r = fp_store_db_begin(s)) < 0)
-                return r;
-        st = ST(s, FP_STMT_HOST_UPSERT);
-        bind_text(st, 1, h);
-        r = upsert_id(s, st, &host, "store a host");
-        if (r == 0) {
-                st = ST(s, FP_STMT_TARGET_UPSERT);
-                sqlite3_bind_int64(st, 1, host);
-                sqlite3_bind_int64(st, 2, t->pid);
-                sqlite3_bind_int64(st, 3, (int64_t)t->starttime);
-                bind_text(st, 4, t->comm);
-                bind_text(st, 5, t->exe);
-                bind_text(st, 6, t->config);
-                sqlite3_bind_int(st, 7, t->active);
-                sqlite3_bind_int64(st, 8, now);
-                sqlite3_bind_int64(st, 9, now);
-                sqlite3_bind_int64(st, 10, next);
-                bind_text(st, 11, t->service);
-                sqlite3_bind_int64(st, 12, t->has_guard ? (int64_t)t->guard : -1);
-                bind_text(st, 13, t->container);
-                r = upsert_id(s, st, &id, "store a target");
+        if (rc != SQLITE_OK) {
+                r = fp_store_db_fail(s, rc, "find the newest bucket");
+                goto out;
         }
+        if ((r = fp_store_db_begin(s)) < 0)
+                goto out;
+        r = write_target(s, b, &b->targets[idx], now, now, next, &host, &id);
         if (r == 0)
                 r = fp_store_db_commit(s);
         if (r < 0)
                 fp_store_db_rollback(s);
+out:
+        fp_store_batch_free(b);
         return r;
 }

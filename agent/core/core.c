@@ -856,19 +856,15 @@ void fp_core_note_target(struct fp_core *s, struct fp_target *t)
 
         if (!s->writer || !(n = calloc(1, sizeof(*n))))
                 return; /* its first bucket writes it all the same */
-        snprintf(n->comm, sizeof(n->comm), "%s", fp_target_comm(t));
-        snprintf(n->exe, sizeof(n->exe), "%s", fp_target_exe(t));
-        snprintf(n->service, sizeof(n->service), "%s", fp_target_service(t));
         fp_target_config_string(t, n->config, sizeof(n->config));
-        n->st = (struct fp_store_target){.pid = fp_target_pid(t),
-                                         .starttime = fp_target_starttime(t),
-                                         .comm = n->comm,
-                                         .exe = n->exe,
-                                         .config = n->config,
-                                         .active = true,
-                                         .service = n->service,
-                                         .has_guard = true,
-                                         .guard = fp_target_guarded_for(t)};
+        n->st = fp_export_target_row(t, n->config, true);
+        /* The writer thread reads them later: copies, not t's own. */
+        snprintf(n->comm, sizeof(n->comm), "%s", n->st.comm);
+        snprintf(n->exe, sizeof(n->exe), "%s", n->st.exe);
+        snprintf(n->service, sizeof(n->service), "%s", n->st.service);
+        n->st.comm = n->comm;
+        n->st.exe = n->exe;
+        n->st.service = n->service;
         if (fp_writer_submit_call(s->writer, write_note, n, on_note_written, n) < 0)
                 free(n);
 }

@@ -301,6 +301,20 @@ static int batch_drop(struct fp_store_batch *b, uint32_t ti, const char *reason,
         return n ? fp_store_batch_add_drop(b, ti, reason, n) : 0;
 }
 
+struct fp_store_target fp_export_target_row(struct fp_target *t, const char *config, bool active)
+{
+        return (struct fp_store_target){.host = NULL,
+                                        .pid = fp_target_pid(t),
+                                        .starttime = fp_target_starttime(t),
+                                        .comm = fp_target_comm(t),
+                                        .exe = fp_target_exe(t),
+                                        .config = config,
+                                        .active = active,
+                                        .service = fp_target_service(t),
+                                        .has_guard = true,
+                                        .guard = fp_target_guarded_for(t)};
+}
+
 int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
 {
         const struct fp_perf_config *cfg = fp_target_config(t);
@@ -314,16 +328,7 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
         fp_target_drain(t);
         fp_target_config_string(t, config, sizeof(config));
         fp_target_sample_types(t, types, units);
-        struct fp_store_target st = {.host = NULL,
-                                     .pid = fp_target_pid(t),
-                                     .starttime = fp_target_starttime(t),
-                                     .comm = fp_target_comm(t),
-                                     .exe = fp_target_exe(t),
-                                     .config = config,
-                                     .active = active,
-                                     .service = fp_target_service(t),
-                                     .has_guard = true,
-                                     .guard = fp_target_guarded_for(t)};
+        struct fp_store_target st = fp_export_target_row(t, config, active);
         struct fp_store_event ev = {.name = cfg->event.name,
                                     .count_type = types[0],
                                     .count_unit = units[0],

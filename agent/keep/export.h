@@ -14,6 +14,7 @@
 struct fp_host;
 struct fp_pprof;
 struct fp_store_batch;
+struct fp_store_target;
 struct fp_target;
 
 /*
@@ -46,6 +47,11 @@ int fp_export_wall_pprof(struct fp_target *t, struct fp_pprof *p);
  * then stays open).
  */
 int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active);
+/*
+ * The store's row of target t, as fp_export_batch() writes it: its strings
+ * are t's own (and config the caller's, fp_target_config_string()).
+ */
+struct fp_store_target fp_export_target_row(struct fp_target *t, const char *config, bool active);
 
 /*
  * Closes the host tier's open bucket into b: one store target per series
