@@ -2,7 +2,7 @@
 /*
  * The collector's store on ClickHouse (clickhouse.h), over HTTP.
  *
- * Schema (version 3), in the database the URL names. Every table is a
+ * Schema (version 4), in the database the URL names. Every table is a
  * ReplacingMergeTree: a row written twice (two collectors storing one
  * retried upload, or a dictionary row each collector writes once) is
  * collapsed by ClickHouse's merges, and until then every read groups by
@@ -25,7 +25,9 @@
  *                is read), and the upload's idempotency key (schema
  *                version 3 added it).
  *   samples      (hour, start_ns, series_id, length_ns, upload, stack_id,
- *                tid, thread_name, count, value); an off-CPU sample's
+ *                tid, thread_name, count, value), sorted by series, thread
+ *                and stack before time (schema version 4, resort_samples());
+ *                an off-CPU sample's
  *                thread_name is the name, a NUL byte and why it waited
  *                (the SQLite store's threads.wait), so that the sort key,
  *                which ReplacingMergeTree deduplicates by, tells them
@@ -446,6 +448,24 @@ static const char *const schema_v3[] = {
     "ALTER TABLE DB.buckets ADD COLUMN key String DEFAULT ''",
 };
 
+/*
+ * 3 -> 4: samples sorted by (series_id, tid, thread_name, stack_id,
+ * start_ns, upload) rather than by time first: a thread's rows of one
+ * stack lie side by side, so that its tid, name and stack id repeat and
+ * compress to almost nothing (the same key columns, so ReplacingMergeTree
+ * collapses the same rows). A sort key cannot be changed in place: the
+ * table is made anew (resort_samples()).
+ */
+#define SAMPLES_COLUMNS                                                                            \
+        "hour UInt32, start_ns Int64, series_id UInt64, length_ns Int64, upload UInt64,"           \
+        " stack_id UInt64, tid Int32, thread_name String, count UInt64, value UInt64"
+#define SAMPLES_NAMES                                                                              \
+        "hour, start_ns, series_id, length_ns, upload, stack_id, tid, thread_name, count, value"
+#define SAMPLES_SORT     "series_id, tid, thread_name, stack_id, start_ns, upload"
+#define RESORT_TIMEOUT_S 600L /* one hour's samples copied */
+
+static int resort_samples(struct fp_ch *c);
+
 /* A schema statement: its "DB." names the database. */
 static void buf_sql(struct buf *q, const char *tmpl, const char *db)
 {
@@ -460,10 +480,12 @@ static void buf_sql(struct buf *q, const char *tmpl, const char *db)
 static const struct {
         const char *const *sql;
         size_t n;
+        int (*run)(struct fp_ch *c); /* after the statements */
 } migrations[FP_CH_SCHEMA_VERSION] = {
-    {schema_v1, sizeof(schema_v1) / sizeof(schema_v1[0])},
-    {schema_v2, sizeof(schema_v2) / sizeof(schema_v2[0])},
-    {schema_v3, sizeof(schema_v3) / sizeof(schema_v3[0])},
+    {schema_v1, sizeof(schema_v1) / sizeof(schema_v1[0]), NULL},
+    {schema_v2, sizeof(schema_v2) / sizeof(schema_v2[0]), NULL},
+    {schema_v3, sizeof(schema_v3) / sizeof(schema_v3[0]), NULL},
+    {NULL, 0, resort_samples},
 };
 
 static const char *const hour_tables[] = {"samples", "buckets", "drops", "upload_keys"};
@@ -487,6 +509,123 @@ static int schema_version(struct fp_ch *c, int64_t *ret)
         return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer to a version query",
                               c->hostport)
                       : 0;
+}
+
+/*
+ * Whether table exists as the ReplacingMergeTree the collector makes, and
+ * its sort key into key (empty if not). Returns 1 if so, 0 if not (also
+ * for a table of another engine, such as the Distributed tables of a
+ * cluster, which its operator made), or -errno.
+ */
+static int table_sort_key(struct fp_ch *c, const char *table, char *key, size_t key_len)
+{
+        struct buf q = {0};
+        int r;
+
+        buf_printf(&q,
+                   "SELECT sorting_key FROM system.tables WHERE database = '%s' AND name = '%s'"
+                   " AND engine = 'ReplacingMergeTree' FORMAT RowBinary",
+                   c->db, table);
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        struct rd rd = ANSWER(c);
+        if (rd.p == rd.end) {
+                snprintf(key, key_len, "%s", "");
+                return 0;
+        }
+        const char *k = rd_str(&rd);
+        if (rd.bad)
+                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about a table",
+                             c->hostport);
+        snprintf(key, key_len, "%s", k);
+        return 1;
+}
+
+/*
+ * Schema version 4: samples made anew in its new order (not a cluster's
+ * tables, which are left as their operator made them). Each step can be
+ * repeated, by a collector that crashed half-way or by two that migrate
+ * at once: the old table is renamed samples_v3 and a new samples put in
+ * its place (a collector of version 3 still running writes the same
+ * columns to it); then samples_v3 is copied an hour (a partition) at a
+ * time and each hour dropped once copied. An hour copied twice (a crash
+ * between the copy and the drop, or two copying at once) holds its rows
+ * twice, which the reads count once, as for any upload written twice.
+ */
+static int resort_samples(struct fp_ch *c)
+{
+        struct buf q = {0};
+        char key[256];
+        int r = table_sort_key(c, "samples", key, sizeof(key));
+
+        if (r == 1 && strcmp(key, SAMPLES_SORT) != 0) {
+                buf_printf(&q,
+                           "CREATE TABLE IF NOT EXISTS %s.samples_v4 (" SAMPLES_COLUMNS ") " RMT
+                           " PARTITION BY hour ORDER BY (" SAMPLES_SORT ")",
+                           c->db);
+                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                q.n = 0;
+                if (r == 0) {
+                        buf_printf(&q,
+                                   "RENAME TABLE %s.samples TO %s.samples_v3,"
+                                   " %s.samples_v4 TO %s.samples",
+                                   c->db, c->db, c->db, c->db);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        q.n = 0;
+                }
+        }
+        if (r >= 0)
+                r = table_sort_key(c, "samples_v3", key, sizeof(key));
+        while (r == 1) {
+                /* The oldest hour left to copy, if any. */
+                buf_printf(&q,
+                           "SELECT partition_id FROM system.parts WHERE database = '%s'"
+                           " AND table = 'samples_v3' AND active ORDER BY partition_id LIMIT 1"
+                           " FORMAT RowBinary",
+                           c->db);
+                r = exec_sql(c, &q, READ_TIMEOUT_S);
+                q.n = 0;
+                if (r < 0)
+                        break;
+                struct rd rd = ANSWER(c);
+                if (rd.p == rd.end) {
+                        buf_printf(&q, "DROP TABLE IF EXISTS %s.samples_v3", c->db);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        break;
+                }
+                char id[24];
+                const char *got = rd_str(&rd);
+                if (rd.bad || strlen(got) >= sizeof(id) ||
+                    strspn(got, "0123456789") != strlen(got)) {
+                        r = failf(c, -EIO, "ClickHouse at %s: unexpected partition of samples_v3",
+                                  c->hostport);
+                        break;
+                }
+                memcpy(id, got, strlen(got) + 1);
+                buf_printf(&q,
+                           "INSERT INTO %s.samples (" SAMPLES_NAMES ") SELECT " SAMPLES_NAMES
+                           " FROM %s.samples_v3 WHERE hour = %s",
+                           c->db, c->db, id);
+                r = exec_sql(c, &q, RESORT_TIMEOUT_S);
+                q.n = 0;
+                if (r < 0)
+                        break;
+                buf_printf(&q, "ALTER TABLE %s.samples_v3 DROP PARTITION ID '%s'", c->db, id);
+                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                q.n = 0;
+                if (r == 0)
+                        r = 1;
+        }
+        if (r >= 0) {
+                /* A second migrator's new table, made after the first one's rename. */
+                q.n = 0;
+                buf_printf(&q, "DROP TABLE IF EXISTS %s.samples_v4", c->db);
+                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+        }
+        free(q.p);
+        return r < 0 ? r : 0;
 }
 
 /* Creates or migrates (writer) or checks (reader) the schema. */
@@ -564,6 +703,8 @@ static int setup(struct fp_ch *c)
                         if (r < 0)
                                 goto out;
                 }
+                if (migrations[v - 1].run && (r = migrations[v - 1].run(c)) < 0)
+                        goto out;
                 buf_printf(&q, "INSERT INTO %s.meta VALUES (%" PRId64 ", %" PRId64 ")", c->db, v,
                            (int64_t)fp_now_ns(CLOCK_REALTIME));
                 r = exec_sql(c, &q, WRITE_TIMEOUT_S);

@@ -37,7 +37,7 @@
 struct fp_ch;
 struct fp_pprof;
 
-#define FP_CH_SCHEMA_VERSION 3
+#define FP_CH_SCHEMA_VERSION 4
 #define FP_CH_DEFERRED       2 /* fp_ch_open(): ClickHouse unreachable for now; see below */
 
 /* True when spec names a ClickHouse store (clickhouse:// or clickhouses://). */

@@ -15,11 +15,15 @@
 #      the whole hour, median of 3, each store;
 #   3. bytes on disk per stored sample: the SQLite file (and its log), and
 #      ClickHouse's parts of the database, as written and after
-#      OPTIMIZE ... FINAL merged them.
+#      OPTIMIZE ... FINAL merged them; then the same hour once more on
+#      ClickHouse with its parts compressed by zstd (clickhouse-zstd), as
+#      docs/clickhouse.md recommends.
 #
-# The upload bodies are 16 generated profiles (different seeds) of
+# The upload bodies are generated profiles (different seeds) of
 # BENCH_STACKS distinct stacks (default 600) and 6000 samples each, about
-# one busy target-minute, taken in turn.
+# one busy target-minute, taken in turn: 16 for the ingest, 64 for the
+# hour, so that no host sends one twice in its hour (a store would find
+# the repeats and compress them as real profiles never do).
 # Figures only: it never fails on a time.
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
@@ -32,13 +36,14 @@ BENCH=$FP_BUILD/tests/collector-bench
 
 figure() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-BODIES=()
-for seed in $(seq 1 16); do # different profiles, as a fleet sends: no store sees one repeated
+BODIES=() HOUR_BODIES=()
+for seed in $(seq 1 64); do # different profiles, as a fleet sends: no store sees one repeated
   python3 "$FP_SRC/tests/integration/mkpprof.py" good "$FP_TMP/body$seed.pb.gz" --stacks "$STACKS" --samples 6000 --seed "$seed"
-  BODIES+=(--profile "$FP_TMP/body$seed.pb.gz")
+  ((seed > 16)) || BODIES+=(--profile "$FP_TMP/body$seed.pb.gz")
+  HOUR_BODIES+=(--profile "$FP_TMP/body$seed.pb.gz")
 done
 fp_start_clickhouse "$FP_TMP/ch"
-echo "clickhouse-server $(fp_ch_query 'SELECT version()'); 16 bodies of about $(stat -c %s "$FP_TMP/body1.pb.gz") bytes ($STACKS stacks, 6000 samples each)"
+echo "clickhouse-server $(fp_ch_query 'SELECT version()'); 16 bodies (64 for the hour) of about $(stat -c %s "$FP_TMP/body1.pb.gz") bytes ($STACKS stacks, 6000 samples each)"
 
 PIDS=() URLS=()
 # start STORE N: N collectors on STORE (a file gets a fresh one each); sets PIDS and URLS.
@@ -100,9 +105,13 @@ done
 
 # ---- 2. one hour of 100 hosts, merged ------------------------------------------------
 median() { sort -n | sed -n 2p; }
-for kind in sqlite clickhouse; do
-  start "$(fresh_store "$kind")" 1
-  "$BENCH" --url "${URLS[0]}" "${BODIES[@]}" --concurrency 100 --uploads 6000 \
+for kind in sqlite clickhouse clickhouse-zstd; do
+  if [[ $kind == clickhouse-zstd ]]; then # the same server, its parts compressed with zstd
+    fp_stop_clickhouse
+    FP_CH_ZSTD=1 fp_start_clickhouse "$FP_TMP/ch-zstd"
+  fi
+  start "$(fresh_store "${kind%-zstd}")" 1
+  "$BENCH" --url "${URLS[0]}" "${HOUR_BODIES[@]}" --concurrency 100 --uploads 6000 \
     --run-id hour >"$FP_TMP/hour" || fp_fail "loading the hour failed: $(cat "$FP_TMP/hour")"
   from=1767225600 # 2026-01-01T00:00:00Z, where collector-bench's minutes start
   q="from=$from&to=$((from + 3600))"
@@ -116,12 +125,12 @@ for kind in sqlite clickhouse; do
     echo "bytes per sample (sqlite): $(awk -v b="$bytes" -v s="$samples" 'BEGIN {printf "%.3f", b / s}') ($bytes bytes of file and log)"
   else
     bytes=$(fp_ch_query "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = 'bench' AND active")
-    echo "bytes per sample (clickhouse, as written): $(awk -v b="$bytes" -v s="$samples" 'BEGIN {printf "%.3f", b / s}') ($bytes bytes of parts)"
+    echo "bytes per sample ($kind, as written): $(awk -v b="$bytes" -v s="$samples" 'BEGIN {printf "%.3f", b / s}') ($bytes bytes of parts)"
     for t in series buckets samples drops upload_keys stacks frames functions mappings costs; do
       fp_ch_query "OPTIMIZE TABLE bench.$t FINAL" >/dev/null
     done
     bytes=$(fp_ch_query "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = 'bench' AND active")
-    echo "bytes per sample (clickhouse, merged): $(awk -v b="$bytes" -v s="$samples" 'BEGIN {printf "%.3f", b / s}') ($bytes bytes of parts)"
+    echo "bytes per sample ($kind, merged): $(awk -v b="$bytes" -v s="$samples" 'BEGIN {printf "%.3f", b / s}') ($bytes bytes of parts)"
   fi
   stop
 done

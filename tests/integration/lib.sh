@@ -351,15 +351,25 @@ FP_CH_PORT=
 # ordinary process with its data, logs and ports of its own (HTTP on
 # HTTP_PORT or a free one: FP_CH_PORT), 127.0.0.1 only; waits until it
 # answers. Sets FP_CH_PID. Restart it with the same DIR and FP_CH_PORT.
+# With FP_CH_ZSTD=1 its parts are compressed with zstd rather than LZ4 (a
+# copy of Debian's configuration, and in its config.d the <compression>
+# that docs/clickhouse.md recommends).
 fp_start_clickhouse() {
-  local dir=$1 tcp inter
+  local dir=$1 tcp inter config=/etc/clickhouse-server/config.xml
   FP_CH_PORT=${2:-$(fp_free_port)}
   tcp=$(fp_free_port)
   inter=$(fp_free_port)
   command -v clickhouse-server >/dev/null ||
     fp_fail "clickhouse-server is not installed (bash scripts/deps.sh installs it)"
   mkdir -p "$dir/tmp" "$dir/user_files" "$dir/format_schemas"
-  (cd "$dir" && exec clickhouse-server --config-file=/etc/clickhouse-server/config.xml -- \
+  if [[ ${FP_CH_ZSTD:-0} == 1 ]]; then
+    mkdir -p "$dir/etc/config.d"
+    cp "$config" /etc/clickhouse-server/users.xml "$dir/etc/"
+    echo '<yandex><compression><case><method>zstd</method></case></compression></yandex>' \
+      >"$dir/etc/config.d/zstd.xml"
+    config=$dir/etc/config.xml
+  fi
+  (cd "$dir" && exec clickhouse-server --config-file="$config" -- \
     --path="$dir/" --tmp_path="$dir/tmp/" --user_files_path="$dir/user_files/" \
     --format_schema_path="$dir/format_schemas/" --listen_host=127.0.0.1 \
     --http_port="$FP_CH_PORT" --tcp_port="$tcp" --interserver_http_port="$inter" \

@@ -14,6 +14,8 @@
 #      either of two collectors on one ClickHouse, also when both race;
 #   2b. a database of schema version 2 is migrated: keys stored before
 #      and after both answer "duplicate";
+#   2c. the samples of a version-3 database are sorted anew (version 4),
+#      also when a migration crashed half-way: every sample counted once;
 #   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
 #      through A, go tool pprof reads the same merged profile from B;
 #   4. the collector in use killed (SIGKILL) mid-flush, three times: the
@@ -75,8 +77,10 @@ start_coll B "$pb" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
 start_coll S "$ps" "$FP_TMP/sqlite.db"
 tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = 'fleetprof'")
 [[ $tables == 11 ]] || fp_fail "expected 11 tables in database fleetprof, found $tables"
-[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 3 ]] || fp_fail "schema version not recorded"
-fp_ok "two collectors share one ClickHouse database (11 tables, schema version 3)"
+[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 4 ]] || fp_fail "schema version not recorded"
+key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = 'fleetprof' AND name = 'samples'")
+[[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "samples is sorted by '$key'"
+fp_ok "two collectors share one ClickHouse database (11 tables, schema version 4)"
 
 # ---- 2. the same answers as SQLite; idempotency -------------------------------------
 post() { # post URL FILE QUERY KEY: prints the HTTP status
@@ -231,14 +235,14 @@ st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
 fp_kill "$PID_M"
 fp_ch_query "ALTER TABLE migrated.buckets DROP COLUMN key" >/dev/null
 fp_ch_query "INSERT INTO migrated.upload_keys SELECT hour, 'mig-key', upload FROM migrated.buckets" >/dev/null
-fp_ch_query "ALTER TABLE migrated.meta DELETE WHERE version = 3" >/dev/null
+fp_ch_query "ALTER TABLE migrated.meta DELETE WHERE version >= 3" >/dev/null
 for _ in $(seq 100); do # a mutation: done in the background
   [[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 2 ]] && break
   sleep 0.2
 done
 [[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 2 ]] || fp_fail "could not make a version-2 database"
 start_coll M "$pm" "$CH/migrated" --store-credentials "$FP_TMP/ch.cred"
-[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 3 ]] || fp_fail "the version-2 database was not migrated"
+[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 4 ]] || fp_fail "the version-2 database was not migrated"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
 [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a key stored by version 2 is not a duplicate after the migration: $st $(cat "$FP_TMP/resp")"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta mig 401 migrant cpu-clock $((now - 100)))" mig-new)
@@ -249,7 +253,71 @@ want=$(($(fp_profile_total "$FP_TMP/u1.pb.gz" samples) + $(fp_profile_total "$FP
 got=$(curl -sf "http://127.0.0.1:$pm/api/v1/series?host=mig" | fp_json_get 'sum(s["samples"] for s in d["series"])')
 [[ $got == "$want" ]] || fp_fail "the migrated database holds $got samples, want $want (each upload once)"
 fp_kill "$PID_M"
-fp_ok "a version-2 database is migrated to 3: keys stored before and after are both duplicates, $got samples once"
+fp_ok "a version-2 database is migrated to 4: keys stored before and after are both duplicates, $got samples once"
+
+# ---- 2c. samples of schema version 3 sorted anew, also after a crash half-way -------
+# Version 3 sorted samples by time first; 4 by thread and stack (the table is made
+# anew and copied an hour at a time). A version-3 database is made from a new one:
+# three uploads over two hours, samples put back in the old order, version 4 taken
+# off. In one copy a migration is also left as a crash would leave it: the table
+# renamed, one hour copied and not yet dropped from the old one. Either way the
+# collector finishes: new order, no table left over, every sample counted once.
+v3() { # v3 DB: turns DB (of version 4) into one of version 3
+  local db=$1
+  fp_ch_query "RENAME TABLE $db.samples TO $db.samples_new" >/dev/null
+  fp_ch_query "CREATE TABLE $db.samples AS $db.samples_new ENGINE = ReplacingMergeTree PARTITION BY hour ORDER BY (series_id, start_ns, upload, stack_id, tid, thread_name)" >/dev/null
+  fp_ch_query "INSERT INTO $db.samples SELECT * FROM $db.samples_new" >/dev/null
+  fp_ch_query "DROP TABLE $db.samples_new" >/dev/null
+  fp_ch_query "ALTER TABLE $db.meta DELETE WHERE version = 4" >/dev/null
+  fp_wait_for 20 meta_is "$db" 3 || fp_fail "could not make a version-3 database of $db"
+}
+meta_is() { [[ $(fp_ch_query "SELECT max(version) FROM $1.meta") == "$2" ]]; } # meta_is DB VERSION
+for db in resort halfway; do
+  start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
+  for k in 1 2 3; do
+    st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u$k.pb.gz" "$(meta "$db" 500 resorted cpu-clock $((now - 7300 + 3600 * (k / 2) + 60 * k)))" "$db-$k")
+    [[ $st == 200 ]] || fp_fail "upload $k to $db: $st $(cat "$FP_TMP/resp")"
+  done
+  fp_kill "$PID_M"
+  rows=$(fp_ch_query "SELECT count() FROM $db.samples")
+  hours=$(fp_ch_query "SELECT uniqExact(hour) FROM $db.samples")
+  [[ $hours -ge 2 ]] || fp_fail "the uploads to $db span $hours hour(s), want 2 or more"
+  v3 "$db"
+  if [[ $db == halfway ]]; then
+    fp_ch_query "CREATE TABLE $db.samples_v4 AS $db.samples ENGINE = ReplacingMergeTree PARTITION BY hour ORDER BY (series_id, tid, thread_name, stack_id, start_ns, upload)" >/dev/null
+    fp_ch_query "RENAME TABLE $db.samples TO $db.samples_v3, $db.samples_v4 TO $db.samples" >/dev/null
+    fp_ch_query "INSERT INTO $db.samples SELECT * FROM $db.samples_v3 WHERE hour = (SELECT min(hour) FROM $db.samples_v3)" >/dev/null
+  fi
+  start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
+  [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 4 ]] || fp_fail "$db was not migrated to 4"
+  key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = '$db' AND name = 'samples'")
+  [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "$db: samples is sorted by '$key' after the migration"
+  left=$(fp_ch_query "SELECT groupArray(name) FROM system.tables WHERE database = '$db' AND name LIKE 'samples_%'")
+  [[ $left == "[]" ]] || fp_fail "$db: tables left over after the migration: $left"
+  now_rows=$(fp_ch_query "SELECT uniqExact(series_id, upload, stack_id, tid, thread_name) FROM $db.samples")
+  [[ $now_rows == "$rows" ]] || fp_fail "$db: $now_rows distinct samples rows after the migration, $rows before"
+  want=$(($(fp_profile_total "$FP_TMP/u1.pb.gz" samples) + $(fp_profile_total "$FP_TMP/u2.pb.gz" samples) + $(fp_profile_total "$FP_TMP/u3.pb.gz" samples)))
+  got=$(curl -sf "http://127.0.0.1:$pm/api/v1/profile?host=$db&from=$((now - 8000))&to=$now" -o "$FP_TMP/$db.pb.gz" -w '%{http_code}')
+  [[ $got == 200 ]] || fp_fail "$db: the profile after the migration: HTTP $got"
+  got=$(fp_profile_total "$FP_TMP/$db.pb.gz" samples)
+  [[ $got == "$want" ]] || fp_fail "$db: the migrated profile holds $got samples, want $want (each once)"
+  st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$(meta "$db" 500 resorted cpu-clock $((now - 7300 + 60)))" "$db-1")
+  [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "$db: a retry after the migration is not a duplicate: $st $(cat "$FP_TMP/resp")"
+  fp_kill "$PID_M"
+done
+# A cluster's tables are its operator's: a Distributed samples is left as it is.
+start_coll M "$pm" "$CH/dist" --store-credentials "$FP_TMP/ch.cred"
+fp_kill "$PID_M"
+fp_ch_query "RENAME TABLE dist.samples TO dist.samples_local" >/dev/null
+fp_ch_query "CREATE TABLE dist.samples AS dist.samples_local ENGINE = Distributed(test_shard_localhost, dist, samples_local, series_id)" >/dev/null
+fp_ch_query "ALTER TABLE dist.meta DELETE WHERE version = 4" >/dev/null
+fp_wait_for 20 meta_is dist 3 || fp_fail "could not make a version-3 database of dist"
+start_coll M "$pm" "$CH/dist" --store-credentials "$FP_TMP/ch.cred"
+fp_kill "$PID_M"
+[[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 4 ]] || fp_fail "dist was not migrated to 4"
+tables=$(fp_ch_query "SELECT groupArray(concat(name, ':', engine)) FROM (SELECT name, engine FROM system.tables WHERE database = 'dist' AND name LIKE 'samples%' ORDER BY name)")
+[[ $tables == "['samples:Distributed','samples_local:ReplacingMergeTree']" ]] || fp_fail "a Distributed samples was not left alone: $tables"
+fp_ok "samples of a version-3 database are sorted anew by thread and stack, also after a crash half-way: $rows rows, $got samples once; a Distributed samples is left alone"
 
 # ---- 3. an agent uploads through A, B serves the same ------------------------------
 fp_start_agent --bucket 1 --collector "$A,$B" --upload-interval 3600
