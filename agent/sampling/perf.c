@@ -370,6 +370,7 @@ static bool sampler_attr(const struct fp_perf_config *cfg, struct perf_event_att
                 a->sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
         a->exclude_kernel = !(cfg->count_kernel || cfg->kernel_frames);
         a->exclude_callchain_kernel = !cfg->kernel_frames;
+        a->exclude_callchain_user = cfg->stack_bytes && cfg->no_user_chain;
         if (cfg->stack_bytes) {
                 a->sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
                 a->sample_regs_user = SAMPLE_REGS;

@@ -74,6 +74,12 @@ struct fp_perf_config {
         unsigned unwind;      /* enum fp_unwind_mode */
         uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER size, a multiple of 8 */
         /*
+         * The kernel does not walk the user frame-pointer chain with each
+         * sample (exclude_callchain_user): dwarf and auto unwind the copy
+         * instead (set by fp_targetconf_finish()).
+         */
+        bool no_user_chain;
+        /*
          * The agent's --max-threads: threads sampled at once at most (each
          * costs two events and locked ring memory), 0: no limit. Not part
          * of the configuration text: the running agent's setting applies.

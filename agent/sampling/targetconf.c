@@ -45,6 +45,8 @@ void fp_targetconf_set_stack(struct fp_perf_config *cfg, uint32_t stack_bytes)
 void fp_targetconf_finish(struct fp_perf_config *cfg)
 {
         cfg->count_kernel = true;
+        /* The kernel's walk of the user frame pointers: only fp reads it. */
+        cfg->no_user_chain = cfg->unwind != FP_UNWIND_FP;
         /* fp needs a copy only for the leaf fix-up; auto and dwarf unwind from it. */
         fp_targetconf_set_stack(cfg, cfg->unwind == FP_UNWIND_FP ? FP_UNWIND_LEAF_BYTES
                                                                  : FP_PERF_STACK_BYTES);

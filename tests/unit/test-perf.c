@@ -174,6 +174,58 @@ static void test_sampling(void)
         FP_CHECK_EQ_INT(fp_perf_open_sideband(x.tid, &sideband), -ESRCH);
 }
 
+struct chains {
+        unsigned samples, with_regs, with_user_chain;
+};
+
+static void on_chain_sample(void *u, const struct fp_perf_sample *s)
+{
+        struct chains *c = u;
+        c->samples++;
+        c->with_regs += s->has_regs && s->stack_size > 0;
+        for (uint64_t i = 0; i < s->nr; i++)
+                if (s->ips[i] == (uint64_t)PERF_CONTEXT_USER) {
+                        c->with_user_chain++;
+                        break;
+                }
+}
+
+/*
+ * A stack copy with no_user_chain (auto, dwarf): the kernel does not walk
+ * the user frame pointers, so no sample carries a user callchain, while
+ * every one has its registers and copy; without it (fp) they do.
+ */
+static void test_user_chain(void)
+{
+        for (int no_chain = 0; no_chain <= 1; no_chain++) {
+                struct fp_perf_config cfg = {.period = 200000,
+                                             .ring_pages = 64,
+                                             .stack_bytes = 1024,
+                                             .no_user_chain = no_chain};
+                struct fp_perf_handlers h = {on_chain_sample, NULL};
+                struct fp_perf_ring r;
+                struct chains c = {0};
+
+                FP_CHECK_EQ_INT(fp_perf_event_parse("cpu-clock", &cfg.event), 0);
+                FP_CHECK_EQ_INT(fp_perf_open_sampler(&cfg, (pid_t)syscall(SYS_gettid), 0, &r, NULL),
+                                0);
+                for (int i = 0; i < 20; i++) { /* 0.2 s of CPU, drained as it goes */
+                        burn(0.01);
+                        FP_CHECK(fp_perf_ring_drain(&r, &h, &c) >= 0);
+                }
+                fp_perf_ring_close(&r);
+                printf("no_user_chain %d: %u samples, %u with registers and a copy, %u with a "
+                       "user callchain\n",
+                       no_chain, c.samples, c.with_regs, c.with_user_chain);
+                FP_CHECK(c.samples >= 500); /* about 1,000 at 5 kHz */
+                FP_CHECK_EQ_INT(c.with_regs, c.samples);
+                if (no_chain)
+                        FP_CHECK_EQ_INT(c.with_user_chain, 0);
+                else
+                        FP_CHECK(c.with_user_chain > c.samples * 9 / 10);
+        }
+}
+
 static void test_hardware(void)
 {
         struct fp_perf_config cfg = {.freq = 1000, .ring_pages = 8};
@@ -406,6 +458,7 @@ int main(void)
         test_group_read();
         test_delta();
         test_sampling();
+        test_user_chain();
         test_group_sampling();
         test_hardware();
         test_probe();

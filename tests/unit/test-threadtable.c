@@ -164,6 +164,7 @@ static void test_ring_wake(void)
         cfg.freq = 99;
         cfg.unwind = FP_UNWIND_AUTO; /* 16 KiB copies, about 1.7 MB/s */
         fp_targetconf_finish(&cfg);
+        FP_CHECK(cfg.no_user_chain); /* auto unwinds the copy: no kernel walk of user frames */
         FP_CHECK_EQ_INT((long)cfg.ring_pages * page, 1 << 20);
         FP_CHECK_EQ_INT(cfg.ring_wake_bytes, 0);
         fp_targetconf_set_stack(&cfg, 3456); /* fitted: about 400 KB/s */
@@ -186,6 +187,7 @@ static void test_ring_wake(void)
         cfg.freq = 99;
         cfg.unwind = FP_UNWIND_FP;
         fp_targetconf_finish(&cfg);
+        FP_CHECK(!cfg.no_user_chain); /* fp reads the kernel's chain */
         pthread_create(&th, NULL, spinner, NULL);
         int r = fp_target_start(base, cache, getpid(), &cfg, &t, err, sizeof(err));
         if (r < 0)
