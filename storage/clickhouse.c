@@ -547,12 +547,14 @@ static int table_sort_key(struct fp_ch *c, const char *table, char *key, size_t 
  * Schema version 4: samples made anew in its new order (not a cluster's
  * tables, which are left as their operator made them). Each step can be
  * repeated, by a collector that crashed half-way or by two that migrate
- * at once: the old table is renamed samples_v3 and a new samples put in
- * its place (a collector of version 3 still running writes the same
- * columns to it); then samples_v3 is copied an hour (a partition) at a
- * time and each hour dropped once copied. An hour copied twice (a crash
- * between the copy and the drop, or two copying at once) holds its rows
- * twice, which the reads count once, as for any upload written twice.
+ * at once. The old table is renamed samples_v3 and a new samples put in
+ * its place: ClickHouse's RENAME waits for the INSERTs under way into the
+ * old table, later ones find the new one (a collector of version 3 still
+ * running writes the same columns to it). Then samples_v3 is copied an
+ * hour (a partition) at a time and each hour dropped once copied. An hour
+ * copied twice (a crash between the copy and the drop, or two copying at
+ * once) holds its rows twice, which the reads count once, as for any
+ * upload written twice.
  */
 static int resort_samples(struct fp_ch *c)
 {
@@ -575,6 +577,10 @@ static int resort_samples(struct fp_ch *c)
                         r = exec_sql(c, &q, WRITE_TIMEOUT_S);
                         q.n = 0;
                 }
+                /* Another collector renamed it first: go on with the copy. */
+                if (r < 0 && table_sort_key(c, "samples", key, sizeof(key)) == 1 &&
+                    strcmp(key, SAMPLES_SORT) == 0)
+                        r = 0;
         }
         if (r >= 0)
                 r = table_sort_key(c, "samples_v3", key, sizeof(key));

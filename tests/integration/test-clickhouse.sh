@@ -260,8 +260,9 @@ fp_ok "a version-2 database is migrated to 4: keys stored before and after are b
 # anew and copied an hour at a time). A version-3 database is made from a new one:
 # three uploads over two hours, samples put back in the old order, version 4 taken
 # off. In one copy a migration is also left as a crash would leave it: the table
-# renamed, one hour copied and not yet dropped from the old one. Either way the
-# collector finishes: new order, no table left over, every sample counted once.
+# renamed, one hour copied and not yet dropped from the old one; another is
+# migrated by two collectors started at once. Each way the migration finishes:
+# new order, no table left over, every sample counted once.
 v3() { # v3 DB: turns DB (of version 4) into one of version 3
   local db=$1
   fp_ch_query "RENAME TABLE $db.samples TO $db.samples_new" >/dev/null
@@ -272,7 +273,7 @@ v3() { # v3 DB: turns DB (of version 4) into one of version 3
   fp_wait_for 20 meta_is "$db" 3 || fp_fail "could not make a version-3 database of $db"
 }
 meta_is() { [[ $(fp_ch_query "SELECT max(version) FROM $1.meta") == "$2" ]]; } # meta_is DB VERSION
-for db in resort halfway; do
+for db in resort halfway racing; do
   start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
   for k in 1 2 3; do
     st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u$k.pb.gz" "$(meta "$db" 500 resorted cpu-clock $((now - 7300 + 3600 * (k / 2) + 60 * k)))" "$db-$k")
@@ -288,7 +289,18 @@ for db in resort halfway; do
     fp_ch_query "RENAME TABLE $db.samples TO $db.samples_v3, $db.samples_v4 TO $db.samples" >/dev/null
     fp_ch_query "INSERT INTO $db.samples SELECT * FROM $db.samples_v3 WHERE hour = (SELECT min(hour) FROM $db.samples_v3)" >/dev/null
   fi
-  start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
+  if [[ $db == racing ]]; then # two collectors migrate it at once
+    pn=$(fp_free_port)
+    "$FP_COLLECTOR" --listen "127.0.0.1:$pn" --store "$CH/$db" --store-credentials "$FP_TMP/ch.cred" >>"$FP_TMP/N.log" 2>&1 &
+    fp_track $!
+    PID_N=$!
+    start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
+    fp_wait_for 20 curl -sf "http://127.0.0.1:$pn/healthz" -o /dev/null ||
+      fp_fail "the second collector migrating $db at once did not come up: $(tail -3 "$FP_TMP/N.log")"
+    fp_kill "$PID_N"
+  else
+    start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
+  fi
   [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 4 ]] || fp_fail "$db was not migrated to 4"
   key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = '$db' AND name = 'samples'")
   [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "$db: samples is sorted by '$key' after the migration"
