@@ -15,7 +15,9 @@
 #   2b. a database of schema version 2 is migrated: keys stored before
 #      and after both answer "duplicate";
 #   2c. the samples of a version-3 database are sorted anew (version 4),
-#      also when a migration crashed half-way: every sample counted once;
+#      also when a migration crashed half-way or two collectors migrate at
+#      once: every sample counted once; a cluster's Distributed table is
+#      left alone;
 #   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
 #      through A, go tool pprof reads the same merged profile from B;
 #   4. the collector in use killed (SIGKILL) mid-flush, three times: the
