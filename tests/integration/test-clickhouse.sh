@@ -238,11 +238,9 @@ fp_kill "$PID_M"
 fp_ch_query "ALTER TABLE migrated.buckets DROP COLUMN key" >/dev/null
 fp_ch_query "INSERT INTO migrated.upload_keys SELECT hour, 'mig-key', upload FROM migrated.buckets" >/dev/null
 fp_ch_query "ALTER TABLE migrated.meta DELETE WHERE version >= 3" >/dev/null
-for _ in $(seq 100); do # a mutation: done in the background
-  [[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 2 ]] && break
-  sleep 0.2
-done
-[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 2 ]] || fp_fail "could not make a version-2 database"
+meta_is() { [[ $(fp_ch_query "SELECT max(version) FROM $1.meta") == "$2" ]]; } # meta_is DB VERSION
+# (the DELETE is a mutation: done in the background)
+fp_wait_for 20 meta_is migrated 2 || fp_fail "could not make a version-2 database"
 start_coll M "$pm" "$CH/migrated" --store-credentials "$FP_TMP/ch.cred"
 [[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 4 ]] || fp_fail "the version-2 database was not migrated"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
@@ -274,7 +272,6 @@ v3() { # v3 DB: turns DB (of version 4) into one of version 3
   fp_ch_query "ALTER TABLE $db.meta DELETE WHERE version = 4" >/dev/null
   fp_wait_for 20 meta_is "$db" 3 || fp_fail "could not make a version-3 database of $db"
 }
-meta_is() { [[ $(fp_ch_query "SELECT max(version) FROM $1.meta") == "$2" ]]; } # meta_is DB VERSION
 for db in resort halfway racing; do
   start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
   for k in 1 2 3; do
