@@ -207,6 +207,8 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->threads_missed);
         fp_json_key(j, "threads_by_rescan");
         fp_json_uint(j, st->threads_by_rescan);
+        fp_json_key(j, "exit_tails");
+        fp_json_uint(j, st->exit_tails);
         /* Threads born while sampled, exited: their CPU by the kernel beside the profile's. */
         const struct uint_field born[] = {
             {"exited", st->born_exited},     {"cpu_ns", st->born_cpu_ns},
@@ -413,9 +415,10 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_key(&j, "bridge");
         fp_json_begin_object(&j);
         const struct uint_field bridge[] = {
-            {"period_ns", st->bridge_period},    {"cpus", st->bridge_cpus},
-            {"samples", st->bridge_samples},     {"lost", st->bridge_lost},
-            {"unclaimed", st->bridge_unclaimed}, {"full", st->bridge_full},
+            {"period_ns", st->bridge_period},      {"cpus", st->bridge_cpus},
+            {"samples", st->bridge_samples},       {"lost", st->bridge_lost},
+            {"unclaimed", st->bridge_unclaimed},   {"full", st->bridge_full},
+            {"exit_tails", st->bridge_exit_tails},
         };
         UINT_FIELDS(&j, bridge);
         fp_json_key(&j, "error");
@@ -564,6 +567,8 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         "bridge: new threads sampled from birth at %" PRIu64
                         " Hz per CPU on %u CPUs, %" PRIu64 " samples",
                         1000000000 / st->bridge_period, st->bridge_cpus, st->bridge_samples);
+                if (st->bridge_exit_tails)
+                        fprintf(out, ", %" PRIu64 " in threads' exits", st->bridge_exit_tails);
                 if (st->bridge_lost)
                         fprintf(out, ", %" PRIu64 " lost", st->bridge_lost);
                 if (st->bridge_unclaimed)

@@ -60,6 +60,7 @@ struct fp_core {
         struct event *ev_bridge;   /* follows the targets: period, closed with the last */
         uint64_t bridge_unclaimed; /* samples of no target (a child not followed, one gone) */
         uint64_t bridge_samples, bridge_lost; /* of bridges closed before */
+        uint64_t bridge_exit_tails;           /* its ticks in threads' exits (the tracker's) */
         struct event *ev_children;            /* starts the children the fallback reported */
         struct {
                 pid_t pid, parent;

@@ -732,6 +732,13 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
                 if (s->bridge && (e->flags & FP_TRACKER_EV_GROUP_DEAD))
                         event_active(s->ev_bridge, EV_TIMEOUT, 0); /* its last target may be gone */
                 break;
+        case FP_TRACKER_THREAD_TAIL:
+                s->bridge_exit_tails++;
+                if ((at = fp_core_find(s, (pid_t)e->tgid)))
+                        fp_target_exit_tail(at->t, (pid_t)e->tid, e->period);
+                else
+                        s->bridge_unclaimed++;
+                break;
         case FP_TRACKER_THREAD_CPU:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
                         fp_target_thread_cpu(at->t, (pid_t)e->tid, e->cpu_ns);
@@ -1264,6 +1271,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 st.bridge_lost += fp_bridge_lost(s->bridge);
         }
         st.bridge_unclaimed = s->bridge_unclaimed;
+        st.bridge_exit_tails = s->bridge_exit_tails;
         st.bridge_full = s->tracker ? fp_tracker_bridge_full(s->tracker) : 0;
         st.bridge_error = s->opt.no_bridge ? "off (--no-bridge)" : s->bridge_error;
         st.children_not_followed = s->children_not_followed;

@@ -248,6 +248,7 @@ struct fp_core_status {
         uint64_t tracker_events_dropped, children_not_followed;
         /* The bridge (bridge.h): period 0 when closed, and why when it could not open. */
         uint64_t bridge_period, bridge_samples, bridge_lost, bridge_unclaimed, bridge_full;
+        uint64_t bridge_exit_tails; /* its ticks in tracked threads' exits, claimed or not */
         unsigned bridge_cpus;
         const char *bridge_error;
         /* The off-CPU profiler (offcpu.h): processes it profiles (0: not loaded), its records. */

@@ -74,6 +74,10 @@ static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const
                 d->function = "[stack table full]";
                 return;
         }
+        if (f->flags & FP_FRAME_THREAD_EXIT) {
+                d->function = "[thread exit]";
+                return;
+        }
         if (!f->mapping) {
                 d->function = "[unknown]";
                 return;

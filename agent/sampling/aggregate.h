@@ -38,6 +38,8 @@ struct fp_frame {
             */
 /* synthetic only frame: the bucket's stack table was full (fp_agg_set_limit()) */
 #define FP_FRAME_OVERFLOW 4u
+/* synthetic only frame: a thread's exit after its perf events closed (fp_target_exit_tail()) */
+#define FP_FRAME_THREAD_EXIT 8u
 
 struct fp_agg_entry {
         uint64_t hash;

@@ -14,6 +14,7 @@
 #include "stackwalk.h"
 
 #include <errno.h>
+#include <stdbool.h>
 
 int fp_target_agg_add(struct fp_target *t, struct fp_agg *agg, struct fp_stackwalk *w, pid_t tid,
                       unsigned epoch, struct fp_frame *f, uint32_t n, uint64_t value,
@@ -30,26 +31,45 @@ int fp_target_agg_add(struct fp_target *t, struct fp_agg *agg, struct fp_stackwa
         return r;
 }
 
+/* A stack of n frames at f for thread tid, weighing value (and counters, when given). */
+static bool add_stack(struct fp_target *t, pid_t tid, struct fp_frame *f, uint32_t n,
+                      uint64_t value, unsigned n_counters, const uint64_t *counters)
+{
+        int r = fp_target_agg_add(t, t->agg, &t->walk, tid, fp_maps_epoch(t->maps), f, n, value,
+                                  n_counters ? counters : NULL);
+        if (r == 0) {
+                t->st.samples++;
+                t->st.value += value;
+                for (unsigned i = 0; i < n_counters; i++)
+                        t->st.counter_total[i] += counters[i];
+                return true;
+        }
+        t->st.dropped_nomem++;
+        return false;
+}
+
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
 {
         struct fp_frame *f = t->frames;
-        uint32_t n;
 
         if (t->revoked) {
                 t->st.revoked++;
                 return;
         }
-        n = fp_stackwalk(&t->walk, s, f);
-        int r = fp_target_agg_add(t, t->agg, &t->walk, (pid_t)s->tid, fp_maps_epoch(t->maps), f, n,
-                                  s->period, s->n_counters ? s->counters : NULL);
-        if (r == 0) {
-                t->st.samples++;
-                t->st.value += s->period;
-                for (unsigned i = 0; i < s->n_counters; i++)
-                        t->st.counter_total[i] += s->counters[i];
+        uint32_t n = fp_stackwalk(&t->walk, s, f);
+        if (add_stack(t, (pid_t)s->tid, f, n, s->period, s->n_counters, s->counters)) {
                 t->st.time_enabled += s->d_enabled;
                 t->st.time_running += s->d_running;
-        } else {
-                t->st.dropped_nomem++;
         }
+}
+
+void fp_target_add_exit_tail(struct fp_target *t, pid_t tid, uint64_t value)
+{
+        struct fp_frame f = {.flags = FP_FRAME_THREAD_EXIT};
+
+        if (t->revoked) {
+                t->st.revoked++;
+                return;
+        }
+        (void)add_stack(t, tid, &f, 1, value, 0, NULL);
 }

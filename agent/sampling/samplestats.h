@@ -68,6 +68,8 @@ struct fp_target_stats {
         /* Samples of the bridge (bridge.h) kept: new threads' CPU before their own events;
          * and those taken after, left to the thread's own events. */
         uint64_t bridged, bridge_twins;
+        /* Ticks of the bridge in its threads' exits, after their own events closed (kept). */
+        uint64_t exit_tails;
         bool kernel_excluded; /* the kernel refused kernel-mode samples: user time only */
         uint64_t start_ns;    /* CLOCK_REALTIME of start */
         /*

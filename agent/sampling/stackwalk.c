@@ -45,7 +45,7 @@ void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n)
         bool reloaded = false;
 
         for (uint32_t i = 0; i < n; i++) {
-                if (frames[i].flags & FP_FRAME_KERNEL_TIME)
+                if (frames[i].flags) /* synthetic: [kernel], [truncated], ... */
                         continue;
                 frames[i].mapping = find_mapping(w, frames[i].addr, &reloaded);
                 if (!frames[i].mapping) {

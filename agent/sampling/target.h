@@ -110,6 +110,13 @@ void fp_target_offcpu_counts(struct fp_target *t, const struct fp_offcpu_target 
 /* A sample of the bridge (bridge.h) of one of the target's threads, taken at bridge_period. */
 void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s,
                              uint64_t bridge_period);
+/*
+ * A tick of the bridge (at bridge_period) that found thread tid exiting
+ * with its own events closed (the tracker's THREAD_TAIL): kernel time
+ * after its last own sample, weighed as a bridge sample and kept under
+ * one "[thread exit]" frame.
+ */
+void fp_target_exit_tail(struct fp_target *t, pid_t tid, uint64_t bridge_period);
 
 /* Called, from inside a ring drain, when a followed target forks process child. */
 typedef void (*fp_target_child_fn)(void *userdata, struct fp_target *t, pid_t child);

@@ -737,11 +737,39 @@ void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns)
         t->st.born_before_ns += th->cpu_before < cpu_ns ? th->cpu_before : cpu_ns;
 }
 
+/*
+ * The weight of a bridge tick of thread tid in t, 0 when it is left out.
+ * Each tick stands for a bridge period of CPU. A target sampled slower
+ * keeps each with probability bridge/own period and weighs it as its own;
+ * one sampled faster (or by frequency) weighs it as the bridge's: either
+ * way the expected weight is the CPU it ran.
+ */
+static uint64_t bridge_weight(struct fp_target *t, pid_t tid, uint64_t bridge_period)
+{
+        uint64_t p = t->cfg.period;
+
+        if (t->cfg.freq || p <= bridge_period)
+                return bridge_period;
+        return next_random(t, tid) % p < bridge_period ? p : 0;
+}
+
+/* What thread tid's bridge ticks added to t since value v: its share of the born account. */
+static void bridge_account(struct fp_target *t, pid_t tid, uint64_t v)
+{
+        struct fp_thread *th = fp_thread_find(t, tid);
+
+        /* No record (its birth not handled yet, or refused): not in the born account. */
+        if (th && th->cpu_known)
+                t->st.born_profiled += t->st.value - v; /* its exit accounting came first */
+        else if (th)
+                th->value += t->st.value - v;
+}
+
 void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s,
                              uint64_t bridge_period)
 {
         struct fp_thread *th = fp_thread_find(t, (pid_t)s->tid);
-        uint64_t v = t->st.value, p = t->cfg.period;
+        uint64_t v = t->st.value;
 
         /* Its own sampling has begun: from then on the bridge's samples are its events' twins. */
         if (th && th->attach_ns && s->time >= th->attach_ns) {
@@ -752,27 +780,26 @@ void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s
         if (!t->cfg.count_kernel &&
             (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
                 return;
-        /*
-         * Each sample stands for a bridge period of CPU. A target sampled
-         * slower keeps each with probability bridge/own period and weighs
-         * it as its own; one sampled faster (or by frequency) weighs it as
-         * the bridge's: either way the expected weight is the CPU it ran.
-         */
         struct fp_perf_sample c = *s;
         c.n_counters = 0;
-        c.period = bridge_period;
-        if (!t->cfg.freq && p > bridge_period) {
-                if (next_random(t, (pid_t)s->tid) % p >= bridge_period)
-                        return;
-                c.period = p;
-        }
+        c.period = bridge_weight(t, (pid_t)s->tid, bridge_period);
+        if (!c.period)
+                return;
         fp_target_add_sample(t, &c);
         t->st.bridged++;
-        /* No record (its birth not handled yet, or refused): not in the born account. */
-        if (th && th->cpu_known)
-                t->st.born_profiled += t->st.value - v; /* its exit accounting came first */
-        else if (th)
-                th->value += t->st.value - v;
+        bridge_account(t, (pid_t)s->tid, v);
+}
+
+void fp_target_exit_tail(struct fp_target *t, pid_t tid, uint64_t bridge_period)
+{
+        uint64_t v = t->st.value, w;
+
+        /* All kernel time: a target that does not count it has none. */
+        if (!t->cfg.count_kernel || !(w = bridge_weight(t, tid, bridge_period)))
+                return;
+        fp_target_add_exit_tail(t, tid, w);
+        t->st.exit_tails++;
+        bridge_account(t, tid, v);
 }
 
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,

@@ -18,6 +18,10 @@
  *       the running slice is not yet in it, up to a tick: 4 ms at 250 Hz).
  *       Every other switch costs the program's entry and one compare.
  *
+ * and the bridge's filter (a perf_event program on a cpu-clock per CPU),
+ * which also reports the exit tail of a tracked thread: its ticks between
+ * the closing of the thread's perf events and its last switch.
+ *
  * Everything is filtered in the kernel by the targets map: processes the
  * agent does not profile cost one hash lookup per fork and exit, and, while
  * the agent has no rules (`watch` clear), per exec. A record the ring
@@ -100,6 +104,7 @@ static __always_inline void emit(__u32 kind, __u32 flags, struct task_struct *ta
         e->tgid = BPF_CORE_READ(task, tgid);
         e->parent_tgid = parent_tgid;
         e->reserved = 0;
+        e->period = 0;
         e->cpu_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
         BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
         bpf_ringbuf_submit(e, 0);
@@ -203,14 +208,62 @@ int BPF_PROG(fp_tracker_switch, bool preempt, struct task_struct *prev, struct t
 }
 
 /*
+ * The task's perf event contexts: one pointer since Linux 6.2, one per
+ * kind of PMU (hardware, software) before. do_exit() clears them in
+ * perf_event_exit_task(), after sched_process_exit: from then on none of
+ * the thread's own events counts or samples it.
+ */
+struct task_struct___ctx_one {
+        struct perf_event_context *perf_event_ctxp;
+} __attribute__((preserve_access_index));
+struct task_struct___ctx_per_pmu {
+        struct perf_event_context *perf_event_ctxp[2];
+} __attribute__((preserve_access_index));
+
+static __always_inline bool events_closed(void)
+{
+        void *task = (void *)bpf_get_current_task();
+
+        if (bpf_core_field_exists(struct task_struct___ctx_one, perf_event_ctxp))
+                return !BPF_CORE_READ((struct task_struct___ctx_one *)task, perf_event_ctxp);
+        if (bpf_core_field_exists(struct task_struct___ctx_per_pmu, perf_event_ctxp)) {
+                struct task_struct___ctx_per_pmu *t = task;
+                return !BPF_CORE_READ(t, perf_event_ctxp[0]) &&
+                       !BPF_CORE_READ(t, perf_event_ctxp[1]);
+        }
+        return false; /* a layout unknown here: no exit tails */
+}
+
+/*
  * The bridge's filter, attached to a cpu-clock event per CPU: a sample is
- * kept (1) only when the thread it interrupted is in `bridged`; every
- * other tick costs this lookup and nothing more.
+ * kept (1) only when the thread it interrupted is in `bridged`. A thread
+ * of a tracked process that is exiting with its events closed is reported
+ * in the ring instead (THREAD_TAIL), after its THREAD_EXIT record and
+ * before its THREAD_CPU one, so the agent sees it in that order. Every
+ * other tick costs two lookups and nothing more.
  */
 SEC("perf_event")
 int fp_tracker_bridge(struct bpf_perf_event_data *ctx)
 {
         __u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-        return bpf_map_lookup_elem(&bridged, &tid) ? 1 : 0;
+        if (bpf_map_lookup_elem(&bridged, &tid))
+                return 1;
+        __u32 *tgid = bpf_map_lookup_elem(&exiting, &tid);
+        if (!tgid || !events_closed())
+                return 0;
+        struct fp_tracker_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+        if (!e) {
+                __sync_fetch_and_add(&dropped, 1);
+                return 0;
+        }
+        __builtin_memset(e, 0, sizeof(*e));
+        e->time_ns = bpf_ktime_get_ns();
+        e->kind = FP_TRACKER_THREAD_TAIL;
+        e->tid = tid;
+        e->tgid = *tgid;
+        e->parent_tgid = *tgid;
+        e->period = ctx->sample_period;
+        bpf_ringbuf_submit(e, 0);
+        return 0;
 }

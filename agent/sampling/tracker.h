@@ -13,7 +13,10 @@
  * own threads and children are seen from its first instruction) and
  * reported. On the exit tracepoint it reports each exiting thread of a
  * tracked process and, when the whole thread group is dead, removes the
- * process from the map.
+ * process from the map. What such a thread runs after do_exit() has closed
+ * its perf events (its files, its exit notice, its last switch: tens of
+ * µs, much of a short thread's life) no event of its own can see: the
+ * bridge's tick (bridge.h) reports it, one record per tick that finds it.
  *
  * For the agent's rules (rule.h) it also reports, while the loader's
  * fp_tracker_watch() says so, every exec in the system (sched_process_exec:
@@ -44,6 +47,8 @@ enum fp_tracker_kind {
         FP_TRACKER_EXEC = 4,        /* process tgid has just exec'd (comm: its new name) */
         FP_TRACKER_CGROUP = 5,      /* process tgid was moved to another cgroup */
         FP_TRACKER_THREAD_CPU = 6,  /* thread tid of tgid has run for the last time: cpu_ns */
+        FP_TRACKER_THREAD_TAIL = 7, /* the bridge's tick found tid of tgid exiting, its events
+                                       closed: period ns of its CPU that no event of its own sees */
 };
 
 /* Flags of a record. */
@@ -60,6 +65,7 @@ struct fp_tracker_event {
         __u32 reserved;
         __u64 cpu_ns; /* the thread's CPU time so far (se.sum_exec_runtime) */
         char comm[FP_TRACKER_COMM_LEN];
+        __u64 period; /* THREAD_TAIL: the bridge's period (ns), what its tick stands for */
 };
 
 #ifndef __bpf__
