@@ -753,11 +753,9 @@ static uint64_t bridge_weight(struct fp_target *t, pid_t tid, uint64_t bridge_pe
         return next_random(t, tid) % p < bridge_period ? p : 0;
 }
 
-/* What thread tid's bridge ticks added to t since value v: its share of the born account. */
-static void bridge_account(struct fp_target *t, pid_t tid, uint64_t v)
+/* What thread th's bridge ticks added to t since value v: its share of the born account. */
+static void bridge_account(struct fp_target *t, struct fp_thread *th, uint64_t v)
 {
-        struct fp_thread *th = fp_thread_find(t, tid);
-
         /* No record (its birth not handled yet, or refused): not in the born account. */
         if (th && th->cpu_known)
                 t->st.born_profiled += t->st.value - v; /* its exit accounting came first */
@@ -787,7 +785,7 @@ void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s
                 return;
         fp_target_add_sample(t, &c);
         t->st.bridged++;
-        bridge_account(t, (pid_t)s->tid, v);
+        bridge_account(t, th, v);
 }
 
 void fp_target_exit_tail(struct fp_target *t, pid_t tid, uint64_t bridge_period)
@@ -799,7 +797,7 @@ void fp_target_exit_tail(struct fp_target *t, pid_t tid, uint64_t bridge_period)
                 return;
         fp_target_add_exit_tail(t, tid, w);
         t->st.exit_tails++;
-        bridge_account(t, tid, v);
+        bridge_account(t, fp_thread_find(t, tid), v);
 }
 
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,

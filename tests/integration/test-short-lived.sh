@@ -32,9 +32,9 @@
 #    born threads must be 0.75-1.3 of their CPU as the kernel accounted it
 #    (about 270 expected samples, a standard deviation near 6%; measured
 #    0.93-1.14, and 0.79-0.93 before the exit tails were kept), with exit
-#    tails counted and in the profile (5% of their CPU at least); storm_work holds at least 0.75 of
-#    what it burned (more is the kernel's work on its behalf, which burn()
-#    does not count). status shows the bridge and its samples; with the
+#    tails counted and in the profile (5% of their CPU at least);
+#    storm_work holds at least 0.75 of what it burned (more is the
+#    kernel's work on its behalf, which burn() does not count). status shows the bridge and its samples; with the
 #    last target stopped the bridge closes; it opens again with the next
 #    target and follows cpu1 going offline and back (where the machine
 #    allows it).
@@ -98,9 +98,10 @@ period_ns = 1e9 / int(sys.argv[4])
 n = tail = 0
 for line in open(sys.argv[2]):
     stack, _, count = line.rstrip("\n").rpartition(" ")
-    if "storm_work" in stack.split(";"):
+    frames = stack.split(";")
+    if "storm_work" in frames:
         n += int(count)
-    if stack.split(";")[-1] == "[thread exit]":
+    if frames[-1] == "[thread exit]":
         tail += int(count)
 b, f = t["born"], t["first_period"]
 print(int(n * period_ns), b["exited"], b["cpu_ns"], b["profiled"], f["mode"], f["first_samples"],
