@@ -512,79 +512,61 @@ static int schema_version(struct fp_ch *c, int64_t *ret)
 }
 
 /*
- * Whether table exists as the ReplacingMergeTree the collector makes, and
- * its sort key into key (empty if not). Returns 1 if so, 0 if not (also
- * for a table of another engine, such as the Distributed tables of a
- * cluster, which its operator made), or -errno.
+ * Where schema version 4's migration stands: samples (none, in the old
+ * order, in the new one, or a table of another engine, such as a
+ * cluster's Distributed table, which its operator made and which is left
+ * alone), and whether samples_v3 (the old table, or a renamed-away new
+ * one) and samples_v4 (a new table not yet put in place) exist.
  */
-static int table_sort_key(struct fp_ch *c, const char *table, char *key, size_t key_len)
+enum samples_state { SAMPLES_NONE, SAMPLES_OLD, SAMPLES_NEW, SAMPLES_OTHER };
+struct resort_state {
+        enum samples_state samples;
+        bool v3, v4;
+};
+
+static int resort_state(struct fp_ch *c, struct resort_state *st)
 {
         struct buf q = {0};
         int r;
 
+        *st = (struct resort_state){SAMPLES_NONE, false, false};
         buf_printf(&q,
-                   "SELECT sorting_key FROM system.tables WHERE database = '%s' AND name = '%s'"
-                   " AND engine = 'ReplacingMergeTree' FORMAT RowBinary",
-                   c->db, table);
+                   "SELECT name, engine = 'ReplacingMergeTree', sorting_key FROM system.tables"
+                   " WHERE database = '%s' AND name IN ('samples', 'samples_v3', 'samples_v4')"
+                   " FORMAT RowBinary",
+                   c->db);
         r = exec_sql(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
         struct rd rd = ANSWER(c);
-        if (rd.p == rd.end) {
-                snprintf(key, key_len, "%s", "");
-                return 0;
+        while (!rd.bad && rd.p < rd.end) {
+                const char *name = rd_str(&rd);
+                bool ours = RD_U8(&rd) != 0;
+                const char *key = rd_str(&rd);
+                if (rd.bad)
+                        break;
+                if (strcmp(name, "samples") == 0)
+                        st->samples = !ours                            ? SAMPLES_OTHER
+                                      : strcmp(key, SAMPLES_SORT) == 0 ? SAMPLES_NEW
+                                                                       : SAMPLES_OLD;
+                else if (strcmp(name, "samples_v3") == 0)
+                        st->v3 = ours;
+                else
+                        st->v4 = true;
         }
-        const char *k = rd_str(&rd);
-        if (rd.bad)
-                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about a table",
-                             c->hostport);
-        snprintf(key, key_len, "%s", k);
-        return 1;
+        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about its tables",
+                              c->hostport)
+                      : 0;
 }
 
-/*
- * Schema version 4: samples made anew in its new order (not a cluster's
- * tables, which are left as their operator made them). Each step can be
- * repeated, by a collector that crashed half-way or by two that migrate
- * at once. The old table is renamed samples_v3 and a new samples put in
- * its place: ClickHouse's RENAME waits for the INSERTs under way into the
- * old table, later ones find the new one (a collector of version 3 still
- * running writes the same columns to it). Then samples_v3 is copied an
- * hour (a partition) at a time and each hour dropped once copied. An hour
- * copied twice (a crash between the copy and the drop, or two copying at
- * once) holds its rows twice, which the reads count once, as for any
- * upload written twice.
- */
-static int resort_samples(struct fp_ch *c)
+/* Copies samples_v3 into samples an hour at a time, then drops it. */
+static int copy_old_samples(struct fp_ch *c)
 {
         struct buf q = {0};
-        char key[256];
-        int r = table_sort_key(c, "samples", key, sizeof(key));
+        int r;
 
-        if (r == 1 && strcmp(key, SAMPLES_SORT) != 0) {
-                buf_printf(&q,
-                           "CREATE TABLE IF NOT EXISTS %s.samples_v4 (" SAMPLES_COLUMNS ") " RMT
-                           " PARTITION BY hour ORDER BY (" SAMPLES_SORT ")",
-                           c->db);
-                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
-                q.n = 0;
-                if (r == 0) {
-                        buf_printf(&q,
-                                   "RENAME TABLE %s.samples TO %s.samples_v3,"
-                                   " %s.samples_v4 TO %s.samples",
-                                   c->db, c->db, c->db, c->db);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
-                        q.n = 0;
-                }
-                /* Another collector renamed it first: go on with the copy. */
-                if (r < 0 && table_sort_key(c, "samples", key, sizeof(key)) == 1 &&
-                    strcmp(key, SAMPLES_SORT) == 0)
-                        r = 0;
-        }
-        if (r >= 0)
-                r = table_sort_key(c, "samples_v3", key, sizeof(key));
-        while (r == 1) {
+        for (;;) {
                 /* The oldest hour left to copy, if any. */
                 buf_printf(&q,
                            "SELECT partition_id FROM system.parts WHERE database = '%s'"
@@ -616,22 +598,103 @@ static int resort_samples(struct fp_ch *c)
                            c->db, c->db, id);
                 r = exec_sql(c, &q, RESORT_TIMEOUT_S);
                 q.n = 0;
+                if (r == 0) {
+                        buf_printf(&q, "ALTER TABLE %s.samples_v3 DROP PARTITION ID '%s'", c->db,
+                                   id);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        q.n = 0;
+                }
                 if (r < 0)
                         break;
-                buf_printf(&q, "ALTER TABLE %s.samples_v3 DROP PARTITION ID '%s'", c->db, id);
-                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
-                q.n = 0;
-                if (r == 0)
-                        r = 1;
-        }
-        if (r >= 0) {
-                /* A second migrator's new table, made after the first one's rename. */
-                q.n = 0;
-                buf_printf(&q, "DROP TABLE IF EXISTS %s.samples_v4", c->db);
-                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
         }
         free(q.p);
-        return r < 0 ? r : 0;
+        return r;
+}
+
+/*
+ * Schema version 4: samples made anew in its new order, as a state
+ * machine that every writer runs at its start until the tables are
+ * settled, so that a migration a collector crashed in is finished by the
+ * next. Each step is one statement that can be repeated:
+ *
+ * - samples in the old order: a new table is made as samples_v4 and both
+ *   renamed in one statement (samples to samples_v3, samples_v4 to
+ *   samples). ClickHouse's RENAME waits for the INSERTs under way into
+ *   the old table; later ones find the new one (a collector of version 3
+ *   still running writes the same columns to it).
+ * - samples_v3 beside the new samples: copied an hour (a partition) at a
+ *   time, each hour dropped once copied, then the table dropped. An hour
+ *   copied twice (a crash between the copy and the drop, or two copying
+ *   at once) holds its rows twice, which the reads count once, as for any
+ *   upload written twice.
+ * - samples_v4 beside the new samples: a second migrator's table, made
+ *   after the first one's rename: dropped.
+ * - no samples but a samples_v3: a rename half done, undone. The two
+ *   renames of one RENAME statement are two steps on 18.16: a collector
+ *   that checked the order before another's whole migration and renamed
+ *   after it moves the new samples away, then finds no samples_v4 to put
+ *   in its place.
+ *
+ * A step that fails with an error of ClickHouse's (most often one racing
+ * collector's table gone or already there) is retried from a fresh look
+ * at the tables, a few times.
+ */
+#define RESORT_FAILURES   8
+#define RESORT_PASSES     64         /* steps in all: two racing collectors settle in a few */
+#define RESORT_BACKOFF_NS 100000000L /* times the failures so far: 2.8 s in all */
+
+static int resort_samples(struct fp_ch *c)
+{
+        struct buf q = {0};
+        struct resort_state st;
+        int r = 0, failures = 0, passes = 0;
+
+        while ((r = resort_state(c, &st)) == 0) {
+                q.n = 0;
+                if (st.samples == SAMPLES_OTHER || (st.samples == SAMPLES_NEW && !st.v3 && !st.v4))
+                        break;
+                if (++passes > RESORT_PASSES) {
+                        r = failf(c, -EIO,
+                                  "ClickHouse at %s: the samples table's migration does not settle"
+                                  " (other collectors migrating it?)",
+                                  c->hostport);
+                        break;
+                }
+                if (st.samples == SAMPLES_NONE && st.v3) {
+                        buf_printf(&q, "RENAME TABLE %s.samples_v3 TO %s.samples", c->db, c->db);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                } else if (st.samples == SAMPLES_NONE) {
+                        /* Between the halves of another's rename, or gone. */
+                        r = failf(c, -EIO, "ClickHouse at %s: table %s.samples is missing",
+                                  c->hostport, c->db);
+                } else if (st.samples == SAMPLES_OLD) {
+                        buf_printf(&q,
+                                   "CREATE TABLE IF NOT EXISTS %s.samples_v4 (" SAMPLES_COLUMNS
+                                   ") " RMT " PARTITION BY hour ORDER BY (" SAMPLES_SORT ")",
+                                   c->db);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        q.n = 0;
+                        buf_printf(&q,
+                                   "RENAME TABLE %s.samples TO %s.samples_v3,"
+                                   " %s.samples_v4 TO %s.samples",
+                                   c->db, c->db, c->db, c->db);
+                        if (r == 0)
+                                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                } else if (st.v3) {
+                        r = copy_old_samples(c);
+                } else {
+                        buf_printf(&q, "DROP TABLE IF EXISTS %s.samples_v4", c->db);
+                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                }
+                if (r == 0)
+                        continue;
+                if (r != -EIO || ++failures == RESORT_FAILURES)
+                        break;
+                struct timespec ts = {0, RESORT_BACKOFF_NS * failures}; /* under 1 s */
+                nanosleep(&ts, NULL);
+        }
+        free(q.p);
+        return r;
 }
 
 /* Creates or migrates (writer) or checks (reader) the schema. */
@@ -718,6 +781,9 @@ static int setup(struct fp_ch *c)
                 if (r < 0)
                         goto out;
         }
+        /* A migration to version 4 that a collector crashed in is finished by the next. */
+        if (c->writer && version == FP_CH_SCHEMA_VERSION && (r = resort_samples(c)) < 0)
+                goto out;
         c->ready = true;
 out:
         free(q.p);

@@ -15,9 +15,10 @@
 #   2b. a database of schema version 2 is migrated: keys stored before
 #      and after both answer "duplicate";
 #   2c. the samples of a version-3 database are sorted anew (version 4),
-#      also when a migration crashed half-way or two collectors migrate at
-#      once: every sample counted once; a cluster's Distributed table is
-#      left alone;
+#      also when a migration crashed half-way, two collectors migrate at
+#      once, or a racing collector's rename was torn or left uncopied
+#      (found at version 4): every sample counted once; a cluster's
+#      Distributed table is left alone;
 #   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
 #      through A, go tool pprof reads the same merged profile from B;
 #   4. the collector in use killed (SIGKILL) mid-flush, three times: the
@@ -261,8 +262,12 @@ fp_ok "a version-2 database is migrated to 4: keys stored before and after are b
 # three uploads over two hours, samples put back in the old order, version 4 taken
 # off. In one copy a migration is also left as a crash would leave it: the table
 # renamed, one hour copied and not yet dropped from the old one; another is
-# migrated by two collectors started at once. Each way the migration finishes:
-# new order, no table left over, every sample counted once.
+# migrated by two collectors started at once. Two more stay at version 4 and are
+# left as a collector that raced another's whole migration leaves them: "torn",
+# its rename done half (the new samples moved to samples_v3, none in its place),
+# and "late", done whole and crashed before its copy (the new samples, with every
+# row, as samples_v3 and an empty one in its place). Each way the migration
+# finishes: new order, no table left over, every sample counted once.
 v3() { # v3 DB: turns DB (of version 4) into one of version 3
   local db=$1
   fp_ch_query "RENAME TABLE $db.samples TO $db.samples_new" >/dev/null
@@ -272,7 +277,7 @@ v3() { # v3 DB: turns DB (of version 4) into one of version 3
   fp_ch_query "ALTER TABLE $db.meta DELETE WHERE version = 4" >/dev/null
   fp_wait_for 20 meta_is "$db" 3 || fp_fail "could not make a version-3 database of $db"
 }
-for db in resort halfway racing; do
+for db in resort halfway racing torn late; do
   start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
   for k in 1 2 3; do
     st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u$k.pb.gz" "$(meta "$db" 500 resorted cpu-clock $((now - 7300 + 3600 * (k / 2) + 60 * k)))" "$db-$k")
@@ -282,7 +287,12 @@ for db in resort halfway racing; do
   rows=$(fp_ch_query "SELECT count() FROM $db.samples")
   hours=$(fp_ch_query "SELECT uniqExact(hour) FROM $db.samples")
   [[ $hours -ge 2 ]] || fp_fail "the uploads to $db span $hours hour(s), want 2 or more"
-  v3 "$db"
+  if [[ $db == torn || $db == late ]]; then
+    fp_ch_query "RENAME TABLE $db.samples TO $db.samples_v3" >/dev/null
+    [[ $db == late ]] && fp_ch_query "CREATE TABLE $db.samples AS $db.samples_v3" >/dev/null
+  else
+    v3 "$db"
+  fi
   if [[ $db == halfway ]]; then
     fp_ch_query "CREATE TABLE $db.samples_v4 AS $db.samples ENGINE = ReplacingMergeTree PARTITION BY hour ORDER BY (series_id, tid, thread_name, stack_id, start_ns, upload)" >/dev/null
     fp_ch_query "RENAME TABLE $db.samples TO $db.samples_v3, $db.samples_v4 TO $db.samples" >/dev/null
@@ -328,7 +338,7 @@ fp_kill "$PID_M"
 [[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 4 ]] || fp_fail "dist was not migrated to 4"
 tables=$(fp_ch_query "SELECT groupArray(concat(name, ':', engine)) FROM (SELECT name, engine FROM system.tables WHERE database = 'dist' AND name LIKE 'samples%' ORDER BY name)")
 [[ $tables == "['samples:Distributed','samples_local:ReplacingMergeTree']" ]] || fp_fail "a Distributed samples was not left alone: $tables"
-fp_ok "samples of a version-3 database are sorted anew by thread and stack, also after a crash half-way: $rows rows, $got samples once; a Distributed samples is left alone"
+fp_ok "samples of a version-3 database are sorted anew by thread and stack, also after a crash half-way or a torn race: $rows rows, $got samples once; a Distributed samples is left alone"
 
 # ---- 3. an agent uploads through A, B serves the same ------------------------------
 fp_start_agent --bucket 1 --collector "$A,$B" --upload-interval 3600
