@@ -3,10 +3,10 @@
  * One sample into a stack of frames (see stackwalk.h): the kernel's
  * callchain, the user part unwound from the stack copy (or taken from the
  * frame-pointer chain with its leaf fixed up), each frame resolved against
- * the process's mappings (re-read from /proc on a miss, at most every
- * 100 ms, when the walker may). Both tiers use it: a target's samples
- * (samples.c) and the host tier's (host.c). It calls only the stages
- * below: maps, unwinding and symbols.
+ * the process's mappings (re-read from /proc on a miss when the walker
+ * may: at most every 100 ms, less often while re-reads find nothing).
+ * Both tiers use it: a target's samples (samples.c) and the host tier's
+ * (host.c). It calls only the stages below: maps, unwinding and symbols.
  */
 #include "stackwalk.h"
 #include "maps.h"
@@ -20,23 +20,33 @@
 
 /*
  * The mapping of addr, re-reading /proc/PID/maps on a miss (a mapping newer
- * than our view, from dlopen), at most every 100 ms and at most once per
- * call site's *reloaded.
+ * than our view), at most once per call site's *reloaded and with the wait
+ * between re-reads stackwalk.h describes.
  */
 static uint32_t find_mapping(struct fp_stackwalk *w, uint64_t addr, bool *reloaded)
 {
         uint32_t idx = fp_maps_find(w->maps, addr);
+        uint64_t gap = w->maps_reload_gap_ns ? w->maps_reload_gap_ns : FP_MAPS_RELOAD_GAP_MIN_NS;
         uint64_t now;
 
         if (idx || *reloaded)
                 return idx;
         *reloaded = true;
         now = fp_now_ns(CLOCK_MONOTONIC);
-        if (!w->may_reload || now - w->maps_reload_ns <= 100000000ULL)
+        if (!w->may_reload || now - w->maps_reload_ns <= gap)
                 return 0;
         w->maps_reload_ns = now;
+        w->maps_reloads++;
+        size_t known = fp_maps_count(w->maps);
         (void)fp_maps_load_proc(w->maps);
-        return fp_maps_find(w->maps, addr);
+        idx = fp_maps_find(w->maps, addr);
+        /* Found, or new code beside it (a JIT's mprotect has no record): soon again. */
+        if (idx || fp_maps_count(w->maps) > known)
+                w->maps_reload_gap_ns = FP_MAPS_RELOAD_GAP_MIN_NS;
+        else
+                w->maps_reload_gap_ns =
+                    gap >= FP_MAPS_RELOAD_GAP_MAX_NS / 2 ? FP_MAPS_RELOAD_GAP_MAX_NS : gap * 2;
+        return idx;
 }
 
 void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n)

@@ -50,6 +50,19 @@ struct fp_stackfit {
 /* The copy size (a multiple of 512) for a target whose copy is cur; cur: keep it. */
 uint32_t fp_stackfit_size(const struct fp_stackfit *f, uint32_t cur);
 
+/*
+ * A frame outside every known mapping re-reads /proc/PID/maps: a mapping the
+ * side band's records have not told of yet (or lost). A re-read that finds
+ * it, or any mapping not known before, leaves the next one
+ * FP_MAPS_RELOAD_GAP_MIN_NS away; one that finds neither doubles the wait,
+ * up to FP_MAPS_RELOAD_GAP_MAX_NS: return addresses that
+ * are no code's (frame pointers read from a binary built without them, a
+ * corrupt stack) would otherwise re-read a process's maps ten times a
+ * second for ever: most of the agent's CPU on a process of many mappings.
+ */
+#define FP_MAPS_RELOAD_GAP_MIN_NS 100000000ULL   /* 100 ms */
+#define FP_MAPS_RELOAD_GAP_MAX_NS 10000000000ULL /* 10 s */
+
 /* One process's walker: what its samples are unwound and resolved against. */
 struct fp_stackwalk {
         struct fp_maps *maps;
@@ -57,6 +70,8 @@ struct fp_stackwalk {
         struct fp_target_stats *st;       /* unwinding figures and unresolved frames */
         bool may_reload;                  /* a miss may re-read /proc/PID/maps (live processes) */
         uint64_t maps_reload_ns;          /* the last such re-read */
+        uint64_t maps_reload_gap_ns;      /* until the next may be (0: FP_MAPS_RELOAD_GAP_MIN_NS) */
+        uint64_t maps_reloads;            /* re-reads so far */
         struct fp_stackfit fit;
 };
 

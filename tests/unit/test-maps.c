@@ -5,16 +5,21 @@
  * MMAP2-style additions that overlap a live mapping advance the epoch and
  * displace it from lookups while its index stays valid (stacks already
  * resolved keep their meaning); kernel addresses map to the kernel;
- * symbols load lazily through the shared cache.
+ * symbols load lazily through the shared cache; a walker's frames outside
+ * every mapping re-read the maps less and less often, until one is found.
  */
 #include "fp-test.h"
 #include "maps.h"
+#include "samplestats.h"
+#include "stackwalk.h"
 #include "symbols.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 __attribute__((noinline)) int maps_probe(int x);
@@ -95,6 +100,66 @@ int main(void)
         FP_CHECK_EQ_INT(fp_maps_add(h, 0x90000000, 4096, 0, 0, 0, "//anon"), -ENOSPC);
         FP_CHECK_EQ_INT(fp_maps_count(h), FP_MAPS_MAX);
         fp_maps_free(h);
+
+        /*
+         * Frames that are no code's (as frame pointers read from a binary built
+         * without them give) re-read the maps at 0, 0.2, 0.6 and 1.4 s, not each
+         * 100 ms (16 times in 1.6 s). A re-read that finds a mapping not known
+         * before, or the frame's, makes the wait short again.
+         */
+        struct fp_maps *wm = fp_maps_new(getpid(), cache);
+        struct fp_target_stats st = {0};
+        struct fp_stackwalk w = {.maps = wm, .st = &st, .may_reload = true};
+        uint64_t t0 = fp_now_ns(CLOCK_MONOTONIC);
+        while (fp_now_ns(CLOCK_MONOTONIC) - t0 < 1600000000ULL) {
+                struct fp_frame f = {.addr = 0x1000};
+                fp_stackwalk_resolve(&w, &f, 1);
+                if (f.mapping)
+                        FP_CHECK(!"an unmapped address resolved");
+                usleep(5000);
+        }
+        FP_CHECK(w.maps_reloads >= 2 && w.maps_reloads <= 5);
+        FP_CHECK(w.maps_reload_gap_ns >= 4 * FP_MAPS_RELOAD_GAP_MIN_NS);
+        FP_CHECK(st.unresolved > w.maps_reloads);
+        /* New code (a JIT's) is seen by the next re-read, whichever frame asked. */
+        void *code = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        FP_CHECK(code != MAP_FAILED);
+        uint64_t reloads = w.maps_reloads;
+        t0 = fp_now_ns(CLOCK_MONOTONIC);
+        while (fp_now_ns(CLOCK_MONOTONIC) - t0 < 3 * FP_MAPS_RELOAD_GAP_MAX_NS / 10 &&
+               w.maps_reloads == reloads) {
+                struct fp_frame f = {.addr = 0x1000};
+                fp_stackwalk_resolve(&w, &f, 1);
+                usleep(5000);
+        }
+        FP_CHECK_EQ_INT(w.maps_reloads, reloads + 1);
+        FP_CHECK_EQ_INT(w.maps_reload_gap_ns, FP_MAPS_RELOAD_GAP_MIN_NS);
+        struct fp_frame f = {.addr = (uint64_t)(uintptr_t)code + 8};
+        fp_stackwalk_resolve(&w, &f, 1);
+        FP_CHECK(f.mapping != 0 && fp_maps_get(wm, f.mapping)->kind == FP_MAPPING_ANON);
+        FP_CHECK_EQ_INT(w.maps_reloads, reloads + 1);
+        /* The frame's own mapping, after the wait has grown again. */
+        t0 = fp_now_ns(CLOCK_MONOTONIC);
+        while (fp_now_ns(CLOCK_MONOTONIC) - t0 < 3000000000ULL &&
+               w.maps_reload_gap_ns < 4 * FP_MAPS_RELOAD_GAP_MIN_NS) {
+                struct fp_frame g = {.addr = 0x1000};
+                fp_stackwalk_resolve(&w, &g, 1);
+                usleep(5000);
+        }
+        FP_CHECK(w.maps_reload_gap_ns >= 4 * FP_MAPS_RELOAD_GAP_MIN_NS);
+        void *more = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        FP_CHECK(more != MAP_FAILED);
+        f = (struct fp_frame){.addr = (uint64_t)(uintptr_t)more + 8};
+        t0 = fp_now_ns(CLOCK_MONOTONIC);
+        while (fp_now_ns(CLOCK_MONOTONIC) - t0 < 3 * FP_MAPS_RELOAD_GAP_MAX_NS / 10 && !f.mapping) {
+                fp_stackwalk_resolve(&w, &f, 1);
+                usleep(5000);
+        }
+        FP_CHECK(f.mapping != 0 && fp_maps_get(wm, f.mapping)->kind == FP_MAPPING_ANON);
+        FP_CHECK_EQ_INT(w.maps_reload_gap_ns, FP_MAPS_RELOAD_GAP_MIN_NS);
+        munmap(more, 4096);
+        munmap(code, 4096);
+        fp_maps_free(wm);
         fp_symcache_free(cache);
         return FP_TEST_DONE();
 }
