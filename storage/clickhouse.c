@@ -673,13 +673,14 @@ static int resort_samples(struct fp_ch *c)
                                    ") " RMT " PARTITION BY hour ORDER BY (" SAMPLES_SORT ")",
                                    c->db);
                         r = exec_sql(c, &q, WRITE_TIMEOUT_S);
-                        q.n = 0;
-                        buf_printf(&q,
-                                   "RENAME TABLE %s.samples TO %s.samples_v3,"
-                                   " %s.samples_v4 TO %s.samples",
-                                   c->db, c->db, c->db, c->db);
-                        if (r == 0)
+                        if (r == 0) {
+                                q.n = 0;
+                                buf_printf(&q,
+                                           "RENAME TABLE %s.samples TO %s.samples_v3,"
+                                           " %s.samples_v4 TO %s.samples",
+                                           c->db, c->db, c->db, c->db);
                                 r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        }
                 } else if (st.v3) {
                         r = copy_old_samples(c);
                 } else {

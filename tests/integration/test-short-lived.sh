@@ -34,10 +34,10 @@
 #    0.93-1.14, and 0.79-0.93 before the exit tails were kept), with exit
 #    tails counted and in the profile (5% of their CPU at least);
 #    storm_work holds at least 0.75 of what it burned (more is the
-#    kernel's work on its behalf, which burn() does not count). status shows the bridge and its samples; with the
-#    last target stopped the bridge closes; it opens again with the next
-#    target and follows cpu1 going offline and back (where the machine
-#    allows it).
+#    kernel's work on its behalf, which burn() does not count). status
+#    shows the bridge and its samples; with the last target stopped the
+#    bridge closes; it opens again with the next target and follows cpu1
+#    going offline and back (where the machine allows it).
 #    Then processes a rule takes at their exec: 400 processes named
 #    fpatexec (threadstorm linked statically: no dynamic loader runs
 #    first) burn 500 µs each in early_work() as soon as they run (then
