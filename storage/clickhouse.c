@@ -637,7 +637,8 @@ static int copy_old_samples(struct fp_ch *c)
  *
  * A step that fails with an error of ClickHouse's (most often one racing
  * collector's table gone or already there) is retried from a fresh look
- * at the tables, a few times.
+ * at the tables, a few times. Past those: -EAGAIN, on which a collector
+ * starts all the same and runs this again before its next write.
  */
 #define RESORT_FAILURES   8
 #define RESORT_PASSES     64         /* steps in all: two racing collectors settle in a few */
@@ -654,10 +655,10 @@ static int resort_samples(struct fp_ch *c)
                 if (st.samples == SAMPLES_OTHER || (st.samples == SAMPLES_NEW && !st.v3 && !st.v4))
                         break;
                 if (++passes > RESORT_PASSES) {
-                        r = failf(c, -EIO,
-                                  "ClickHouse at %s: the samples table's migration does not settle"
-                                  " (other collectors migrating it?)",
-                                  c->hostport);
+                        r = failf(c, -EAGAIN,
+                                  "ClickHouse at %s: the samples table's migration did not settle"
+                                  " in %d steps (other collectors migrating it?)",
+                                  c->hostport, RESORT_PASSES);
                         break;
                 }
                 if (st.samples == SAMPLES_NONE && st.v3) {
@@ -689,8 +690,17 @@ static int resort_samples(struct fp_ch *c)
                 }
                 if (r == 0)
                         continue;
-                if (r != -EIO || ++failures == RESORT_FAILURES)
+                if (r != -EIO)
                         break;
+                if (++failures == RESORT_FAILURES) {
+                        char last[sizeof(c->errmsg)];
+                        snprintf(last, sizeof(last), "%s", c->errmsg);
+                        r = failf(c, -EAGAIN,
+                                  "the samples table's migration did not settle: %d steps failed,"
+                                  " the last: %s",
+                                  RESORT_FAILURES, last);
+                        break;
+                }
                 struct timespec ts = {0, RESORT_BACKOFF_NS * failures}; /* under 1 s */
                 nanosleep(&ts, NULL);
         }
@@ -914,7 +924,8 @@ int fp_ch_open(const char *url, const char *credentials_file, uint64_t max_bytes
         curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 2L);
         curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
         r = setup(c);
-        if (r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EHOSTUNREACH || (r == -EIO && !writer)) {
+        if (r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EHOSTUNREACH || r == -EAGAIN ||
+            (r == -EIO && !writer)) {
                 fp_errf(err, errlen, 0, "%s; will try again on every request", c->errmsg);
                 *ret = c;
                 return FP_CH_DEFERRED;

@@ -38,7 +38,7 @@ struct fp_ch;
 struct fp_pprof;
 
 #define FP_CH_SCHEMA_VERSION 4
-#define FP_CH_DEFERRED       2 /* fp_ch_open(): ClickHouse unreachable for now; see below */
+#define FP_CH_DEFERRED       2 /* fp_ch_open(): not set up for now; see below */
 
 /* True when spec names a ClickHouse store (clickhouse:// or clickhouses://). */
 bool fp_ch_is_url(const char *spec);
@@ -49,9 +49,10 @@ void fp_ch_set_deadline(struct fp_ch *c, int64_t deadline_ns);
  * Checks url and reads credentials_file (NULL: the user "default" without
  * a password), then sets up the schema (writer) or checks it (reader).
  * max_bytes: the byte budget of the database's tables (0: none). Returns
- * 0, or FP_CH_DEFERRED when ClickHouse could not be reached (err holds the
- * line to log; every later call tries again), or -errno with one line in
- * err. *ret is the caller's unless the return is negative.
+ * 0, or FP_CH_DEFERRED when ClickHouse could not be reached or a
+ * migration racing other collectors' did not settle (err holds the line
+ * to log; every later call tries again), or -errno with one line in err.
+ * *ret is the caller's unless the return is negative.
  */
 int fp_ch_open(const char *url, const char *credentials_file, uint64_t max_bytes, bool writer,
                struct fp_ch **ret, char *err, size_t errlen);

@@ -18,7 +18,8 @@
 #      also when a migration crashed half-way, two collectors migrate at
 #      once, or a racing collector's rename was torn or left uncopied
 #      (found at version 4): every sample counted once; a cluster's
-#      Distributed table is left alone;
+#      Distributed table is left alone; a collector whose migration does
+#      not settle starts, says why, answers 503 until it does, then stores;
 #   3. two collectors on one ClickHouse: an agent (--collector A,B) uploads
 #      through A, go tool pprof reads the same merged profile from B;
 #   4. the collector in use killed (SIGKILL) mid-flush, three times: the
@@ -339,6 +340,29 @@ fp_kill "$PID_M"
 tables=$(fp_ch_query "SELECT groupArray(concat(name, ':', engine)) FROM (SELECT name, engine FROM system.tables WHERE database = 'dist' AND name LIKE 'samples%' ORDER BY name)")
 [[ $tables == "['samples:Distributed','samples_local:ReplacingMergeTree']" ]] || fp_fail "a Distributed samples was not left alone: $tables"
 fp_ok "samples of a version-3 database are sorted anew by thread and stack, also after a crash half-way or a torn race: $rows rows, $got samples once; a Distributed samples is left alone"
+
+# A migration that does not settle (here: no samples table at all, as between the
+# halves of a racing collector's rename) does not stop a collector: it starts, says
+# so, answers uploads 503 (the agents retry), and stores them once the table is back.
+start_coll M "$pm" "$CH/unsettled" --store-credentials "$FP_TMP/ch.cred"
+st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$(meta unsettled 600 unsettled cpu-clock $((now - 300)))" uns-1)
+[[ $st == 200 ]] || fp_fail "upload to unsettled: $st $(cat "$FP_TMP/resp")"
+fp_kill "$PID_M"
+fp_ch_query "RENAME TABLE unsettled.samples TO unsettled.samples_aside" >/dev/null
+start_coll M "$pm" "$CH/unsettled" --store-credentials "$FP_TMP/ch.cred"
+grep -q "migration did not settle: 8 steps failed, the last: .*samples is missing; will try again on every request" "$FP_TMP/M.log" ||
+  fp_fail "a collector on a database without samples did not say why it is not set up: $(tail -3 "$FP_TMP/M.log")"
+st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta unsettled 600 unsettled cpu-clock $((now - 200)))" uns-2)
+[[ $st == 503 ]] && grep -q "Failed to store 1 uploads: the samples table's migration did not settle" "$FP_TMP/M.log" ||
+  fp_fail "an upload while samples is missing: $st $(cat "$FP_TMP/resp"); $(tail -1 "$FP_TMP/M.log")"
+fp_ch_query "RENAME TABLE unsettled.samples_aside TO unsettled.samples" >/dev/null
+st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta unsettled 600 unsettled cpu-clock $((now - 200)))" uns-2)
+[[ $st == 200 ]] && ! grep -q duplicate "$FP_TMP/resp" || fp_fail "the upload retried once samples is back: $st $(cat "$FP_TMP/resp")"
+want=$(($(fp_profile_total "$FP_TMP/u1.pb.gz" samples) + $(fp_profile_total "$FP_TMP/u2.pb.gz" samples)))
+got=$(curl -sf "http://127.0.0.1:$pm/api/v1/series?host=unsettled" | fp_json_get 'sum(s["samples"] for s in d["series"])')
+[[ $got == "$want" ]] || fp_fail "unsettled holds $got samples once samples is back, want $want"
+fp_kill "$PID_M"
+fp_ok "a collector whose migration does not settle starts, answers 503 until it does, then stores: $got samples"
 
 # ---- 3. an agent uploads through A, B serves the same ------------------------------
 fp_start_agent --bucket 1 --collector "$A,$B" --upload-interval 3600
