@@ -26,12 +26,12 @@
 static uint32_t find_mapping(struct fp_stackwalk *w, uint64_t addr, bool *reloaded)
 {
         uint32_t idx = fp_maps_find(w->maps, addr);
-        uint64_t gap = w->maps_reload_gap_ns ? w->maps_reload_gap_ns : FP_MAPS_RELOAD_GAP_MIN_NS;
-        uint64_t now;
+        uint64_t gap, now;
 
         if (idx || *reloaded)
                 return idx;
         *reloaded = true;
+        gap = w->maps_reload_gap_ns ? w->maps_reload_gap_ns : FP_MAPS_RELOAD_GAP_MIN_NS;
         now = fp_now_ns(CLOCK_MONOTONIC);
         if (!w->may_reload || now - w->maps_reload_ns <= gap)
                 return 0;
