@@ -216,8 +216,10 @@ static int push_row(struct fp_cfi *t, uint64_t pc, const struct state *s)
                         r.cfa = FP_CFI_UNSUPPORTED;
                 r.cfa_off = (int32_t)s->cfa_off;
         } else if (s->cfa == FP_CFI_CFA_PLT) {
+                /* The threshold lives in rbp_off, which a PLT row does not use:
+                 * never in flags, whose bits mean what they say for every row. */
                 r.cfa_off = 8;
-                r.flags = s->plt_threshold;
+                r.rbp_off = s->plt_threshold;
         }
         if (s->ra.kind == RULE_UNDEF) {
                 r.flags |= FP_CFI_RA_UNDEFINED;

@@ -19,8 +19,9 @@
  *   FP_CFI_CFA_SP    CFA = rsp + cfa_off
  *   FP_CFI_CFA_BP    CFA = rbp + cfa_off
  *   FP_CFI_CFA_PLT   a PLT entry: CFA = rsp + 8, + 8 more when
- *                    (rip & 15) >= plt_threshold (the DW_CFA_def_cfa_expression
- *                    idiom the linker emits for .plt)
+ *                    (rip & 15) >= rbp_off, the threshold (the
+ *                    DW_CFA_def_cfa_expression idiom the linker emits for
+ *                    .plt; a PLT row saves no rbp and has no flags)
  *   FP_CFI_NONE      no CFI covers these addresses
  *   FP_CFI_UNSUPPORTED  CFI that this table cannot express (an expression,
  *                    the return address in a register, ...)
@@ -52,9 +53,9 @@ enum {
 struct fp_cfi_row {
         uint64_t pc; /* ELF virtual address */
         int32_t cfa_off;
-        int16_t rbp_off;
+        int16_t rbp_off; /* FP_CFI_CFA_PLT rows: the threshold */
         uint8_t cfa;   /* FP_CFI_* kind */
-        uint8_t flags; /* FP_CFI_RBP_SAVED, FP_CFI_RA_UNDEFINED; PLT: the threshold */
+        uint8_t flags; /* FP_CFI_RBP_SAVED, FP_CFI_RA_UNDEFINED */
 };
 
 struct fp_cfi;

@@ -4,7 +4,8 @@
  *
  * Loading a symtab: function symbols (STT_FUNC, STT_GNU_IFUNC) of .symtab
  * and .dynsym, plus those of /usr/lib/debug/.build-id/xx/rest.debug when
- * the object has no .symtab, go into a builder; names are copied, because
+ * the object has no .symtab, and the PLT's entries as `func@plt` (plt.h),
+ * go into a builder; names are copied, because
  * the ELF is closed once loaded. The builder sorts by address, keeps one
  * name per address (sized before unsized, global before weak before local,
  * fewer leading underscores, shorter, then alphabetical, so the choice is
@@ -26,6 +27,7 @@
 #include "symbols.h"
 #include "symbols-internal.h"
 #include "cfi.h"
+#include "plt.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -472,6 +474,13 @@ static int collect_symbols(Elf *elf, struct builder *b, bool *ret_has_symtab)
         return 0;
 }
 
+/* A PLT entry (plt.h) into the builder: sized, local, in no section's way. */
+static int add_plt_entry(void *userdata, uint64_t start, uint64_t size, const char *name,
+                         size_t name_len)
+{
+        return builder_add(userdata, start, size, UINT64_MAX, 0, name, name_len, NULL, 0);
+}
+
 /* Copies elf's PT_LOAD segments into t. 0 or -ENOMEM. */
 /* Whether elf has a non-empty .symtab (more than the exported .dynsym). */
 bool fp_sym_elf_has_symtab(Elf *elf)
@@ -630,6 +639,8 @@ int fp_sym_load_elf(Elf *elf, const char *build_id, const char *debug_dir, bool 
         snprintf(t->build_id, sizeof(t->build_id), "%s", build_id);
         t->first_load_fallback = vdso;
         r = collect_symbols(elf, &b, &has_symtab);
+        if (r >= 0)
+                r = fp_plt_collect(elf, add_plt_entry, &b);
         t->full = has_symtab;
         if (r >= 0 && !has_symtab && *build_id) {
                 r = collect_debug_symbols(debug_dir, build_id, &b);

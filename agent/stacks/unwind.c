@@ -11,9 +11,11 @@
  *   caller's bp = [CFA + rbp_off] when the row says rbp was saved, else bp
  *
  * and without a row (auto mode): CFA = bp + 16, caller's pc = [bp + 8],
- * caller's bp = [bp]. The walk stops at a row that marks the return
- * address undefined (glibc's _start and clone3), a zero return address or
- * frame pointer, or when the stack stops growing upwards (a loop).
+ * caller's bp = [bp]. The walk reaches the root at a row that marks the
+ * return address undefined (glibc's _start and clone3), a zero return
+ * address, or a zero frame pointer in a file that has no CFI at all; it
+ * fails at a zero frame pointer anywhere else, and when the stack stops
+ * growing upwards (a loop).
  */
 #include "unwind.h"
 
@@ -75,7 +77,7 @@ static bool row_cfa(const struct fp_cfi_row *row, uint64_t pc, uint64_t sp, uint
                 *ret = bp + (uint64_t)(int64_t)row->cfa_off;
                 return true;
         case FP_CFI_CFA_PLT:
-                *ret = sp + 8 + ((pc & 15) >= row->flags ? 8 : 0);
+                *ret = sp + 8 + ((pc & 15) >= (uint64_t)row->rbp_off ? 8 : 0);
                 return true;
         default:
                 return false;
@@ -128,9 +130,16 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                         r.end = FP_UNWIND_END_FAILED;
                         break;
                 } else {
-                        /* No table here: follow the frame pointer. */
+                        /*
+                         * No table here: follow the frame pointer. A zero rbp
+                         * ends a frame-pointer chain at _start only in code
+                         * built for that chain, a file without CFI; in a file
+                         * with CFI but no row here, or in anonymous code
+                         * (JIT), rbp is just a register that held 0.
+                         */
                         if (bp == 0) {
-                                r.end = FP_UNWIND_END_ROOT;
+                                r.end = code.file_backed && !code.cfi ? FP_UNWIND_END_ROOT
+                                                                      : FP_UNWIND_END_FAILED;
                                 break;
                         }
                         if (bp < sp || !load(&c, bp + 8, &ra) || !load(&c, bp, &nbp)) {

@@ -17,7 +17,8 @@
 #    start (exec, the dynamic loader relocating before libc's entry) is
 #    set aside, as its stacks are whole without it.
 # 4. JIT code in anonymous memory named from the target's perf map, with
-#    its caller.
+#    its caller; 4b. calls through PLT stubs (lazy .plt and IBT .plt.sec):
+#    each stub named func@plt under its caller, every sample at _start.
 # 5. status and the profile say which mode unwound the stacks and how.
 # 6. The stack copy fitted to the stacks (stackwalk.h): python3 in a
 #    shallow loop gets a copy well under 16 KiB once a thousand samples
@@ -26,7 +27,7 @@
 #    samples that ran out are counted, the copy grows at once, and from
 #    then on every sample reaches its root again.
 source "$(dirname "$0")/lib.sh"
-fp_init 280
+fp_init 300
 CHECK="python3 $FP_SRC/tests/integration/unwind_check.py"
 fp_start_agent
 
@@ -122,6 +123,41 @@ fp_ok "[python3] $out"
 profile jit 3 auto "$FP_BUILD/tests/jitcall" --seconds 5 --ready /dev/null --go "$FP_TMP/jit.go"
 out=$($CHECK has "$FP_TMP/jit.folded" 'jit_driver;jit_hot_loop$' --min-share 0.5) || fp_fail "[jit] $out"
 fp_ok "[jit] $out"
+
+# ---- 4b. through PLT stubs ----------------------------------------------------
+# A sample on a PLT stub's jump is unwound by the PLT's own CFI (an
+# expression on rip) and named func@plt; every sample reaches _start, and
+# status counts to the root only what did. (The PLT rows' threshold once
+# lay in the row's flags, where 11 read as "return address undefined": each
+# such sample ended there, a lone frame counted as reaching the root.)
+for v in plt ibt; do
+  profile "plt-$v" 3 auto "$FP_BUILD/tests/pltcall-$v" --seconds 5 --go "$FP_TMP/plt-$v.go"
+  out=$(python3 - "$FP_TMP/plt-$v.folded" "$FP_TMP/plt-$v.status" "$LAST_PID" <<'PY'
+import json, sys
+stacks = {}
+for line in open(sys.argv[1]):
+    st, n = line.rsplit(" ", 1)
+    stacks[st] = stacks.get(st, 0) + int(n)
+total = sum(stacks.values())
+# The process's start (exec, the loader) and its end (exit) are not the loop.
+loop = {s: n for s, n in stacks.items() if ";main;" in s + ";"}
+plt = {s: n for s, n in loop.items() if s.split(";")[-1].endswith("@plt")}
+n_plt = sum(plt.values())
+assert total >= 1000, "too few samples: %d" % total
+assert n_plt >= 0.02 * total, "PLT stubs: %d of %d samples, %s" % (n_plt, total, sorted(stacks.items(), key=lambda x: -x[1])[:6])
+for s, n in plt.items():
+    f = s.split(";")
+    assert f[0] == "_start" and f[-1] == "pltcall_inner@plt" and f[-2] in ("caller_a", "pltcall_outer"), "a PLT sample without its callers: %s %d" % (s, n)
+rooted = sum(n for s, n in stacks.items() if s.startswith("_start;"))
+assert rooted >= 0.99 * total, "reached _start: %d of %d: %s" % (rooted, total, [s for s in stacks if not s.startswith("_start;")][:5])
+t = [t for t in json.load(open(sys.argv[2]))["targets"] if t["pid"] == int(sys.argv[3])][0]
+u = t["unwind"]
+assert u["samples_to_root"] <= rooted + 0.01 * total, "status: %d to the root, the profile: %d of %d" % (u["samples_to_root"], rooted, total)
+print("%d of %d samples on PLT stubs, named and under their callers; %d reached _start, status says %d" % (n_plt, total, rooted, u["samples_to_root"]))
+PY
+) || fp_fail "[plt-$v] $out"
+  fp_ok "[plt-$v] $out"
+done
 
 # ---- 5. status says how ------------------------------------------------------
 python3 - "$FP_TMP/xz.status" <<'PY' || fp_fail "status --json lacks the unwinding figures: $(cat "$FP_TMP/xz.status")"

@@ -100,7 +100,10 @@ static size_t compare(const char *path, size_t *ret_bad)
                 } else if (strcmp(ra, "u") == 0) {
                         ok = (row->flags & FP_CFI_RA_UNDEFINED) || row->cfa == FP_CFI_UNSUPPORTED;
                 } else if (strcmp(cfa, "exp") == 0) {
-                        ok = row->cfa == FP_CFI_CFA_PLT || row->cfa == FP_CFI_UNSUPPORTED;
+                        /* A PLT row's threshold is no flag: 11 once read as "RA undefined". */
+                        ok = (row->cfa == FP_CFI_CFA_PLT && row->flags == 0 && row->rbp_off > 0 &&
+                              row->rbp_off < 16) ||
+                             row->cfa == FP_CFI_UNSUPPORTED;
                 } else if (strcmp(ra, "c-8") != 0) {
                         ok = row->cfa == FP_CFI_UNSUPPORTED;
                 } else if (strncmp(cfa, "rsp+", 4) == 0 || strncmp(cfa, "rbp+", 4) == 0) {
