@@ -277,6 +277,8 @@ static void proc_free(struct fp_host_proc *p)
  * pid (the one before it, if any, ends there). NULL when out of memory or
  * past FP_HOST_MAX_PROCS (counted by the caller's sample, if any).
  */
+static const char *jit_warm(void *proc, uint64_t addr);
+
 static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t start_ns,
                                      const char *comm, const char *exe)
 {
@@ -299,10 +301,15 @@ static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t star
                 return NULL;
         }
         fp_agg_set_limit(p->agg, FP_HOST_MAX_STACKS);
-        p->walk = (struct fp_stackwalk){
-            .maps = p->maps, .cfg = &h->pcfg, .st = &h->hs.st, .may_reload = true};
-        p->off_walk = (struct fp_stackwalk){
-            .maps = p->maps, .cfg = &h->off_pcfg, .st = &h->off_st, .may_reload = true};
+        p->walk = (struct fp_stackwalk){.maps = p->maps,
+                                        .cfg = &h->pcfg,
+                                        .st = &h->hs.st,
+                                        .may_reload = true,
+                                        .jit_name = jit_warm,
+                                        .jit_ctx = p};
+        p->off_walk = p->walk;
+        p->off_walk.cfg = &h->off_pcfg;
+        p->off_walk.st = &h->off_st;
         slot = pid_slot(h, pid);
         if (*slot) {
                 struct fp_host_proc *old = *slot;
@@ -1046,8 +1053,17 @@ const char *fp_host_proc_cgroup(struct fp_host_proc *p)
 
 const char *fp_host_proc_jit_name(struct fp_host_proc *p, uint64_t addr)
 {
+        const char *name = jit_warm(p, addr);
+
+        if (name)
+                p->host->hs.st.jit_frames++;
+        return name;
+}
+
+static const char *jit_warm(void *proc, uint64_t addr)
+{
+        struct fp_host_proc *p = proc;
         struct fp_host *h = p->host;
-        const char *name;
 
         /*
          * Read through the process's own root while it lives; at most
@@ -1065,10 +1081,7 @@ const char *fp_host_proc_jit_name(struct fp_host_proc *p, uint64_t addr)
                         return NULL;
                 h->perfmaps++;
         }
-        if (!(name = fp_perfmap_lookup(p->perfmap, addr)))
-                return NULL;
-        h->hs.st.jit_frames++;
-        return name;
+        return fp_perfmap_lookup(p->perfmap, addr);
 }
 
 const char *fp_host_proc_thread_name(const struct fp_host_proc *p, pid_t tid)

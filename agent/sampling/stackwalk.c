@@ -62,8 +62,11 @@ void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n)
                         w->st->unresolved++;
                         continue;
                 }
-                /* Load the symbols while the file is surely still there. */
-                (void)fp_maps_symbolize(w->maps, frames[i].mapping, frames[i].addr, NULL);
+                /* Load the symbols (or the perf map) while the file is surely still there. */
+                if (w->jit_name && fp_maps_get(w->maps, frames[i].mapping)->kind == FP_MAPPING_ANON)
+                        (void)w->jit_name(w->jit_ctx, frames[i].addr);
+                else
+                        (void)fp_maps_symbolize(w->maps, frames[i].mapping, frames[i].addr, NULL);
         }
 }
 

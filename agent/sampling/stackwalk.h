@@ -69,9 +69,16 @@ struct fp_stackwalk {
         const struct fp_perf_config *cfg; /* kernel_frames, unwind, stack_bytes */
         struct fp_target_stats *st;       /* unwinding figures and unresolved frames */
         bool may_reload;                  /* a miss may re-read /proc/PID/maps (live processes) */
-        uint64_t maps_reload_ns;          /* the last such re-read */
-        uint64_t maps_reload_gap_ns;      /* until the next may be (0: FP_MAPS_RELOAD_GAP_MIN_NS) */
-        uint64_t maps_reloads;            /* re-reads so far */
+        /*
+         * Names JIT code (the process's perf map) or NULL; called for each
+         * new stack's anonymous frames as the samples arrive, so that the map
+         * is read while the process lives (its exported names come later).
+         */
+        const char *(*jit_name)(void *ctx, uint64_t addr);
+        void *jit_ctx;
+        uint64_t maps_reload_ns;     /* the last such re-read */
+        uint64_t maps_reload_gap_ns; /* until the next may be (0: FP_MAPS_RELOAD_GAP_MIN_NS) */
+        uint64_t maps_reloads;       /* re-reads so far */
         struct fp_stackfit fit;
 };
 

@@ -70,8 +70,12 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 return r;
         }
         t->maps = fp_maps_new(pid, cache);
-        t->walk = (struct fp_stackwalk){
-            .maps = t->maps, .cfg = &t->cfg, .st = &t->st, .may_reload = true};
+        t->walk = (struct fp_stackwalk){.maps = t->maps,
+                                        .cfg = &t->cfg,
+                                        .st = &t->st,
+                                        .may_reload = true,
+                                        .jit_name = fp_target_jit_warm,
+                                        .jit_ctx = t};
         t->agg = fp_agg_new(t->cfg.n_members);
         if (t->agg)
                 fp_agg_set_limit(t->agg, FP_TARGET_MAX_STACKS);
@@ -286,14 +290,20 @@ struct fp_maps *fp_target_maps(struct fp_target *t)
         return t->maps;
 }
 
-const char *fp_target_jit_name(struct fp_target *t, uint64_t addr)
+const char *fp_target_jit_warm(void *target, uint64_t addr)
 {
-        const char *name;
+        struct fp_target *t = target;
 
         if (!t->perfmap)
                 t->perfmap = fp_perfmap_new(t->pid);
-        if (!t->perfmap || !(name = fp_perfmap_lookup(t->perfmap, addr)))
-                return NULL;
-        t->st.jit_frames++;
+        return t->perfmap ? fp_perfmap_lookup(t->perfmap, addr) : NULL;
+}
+
+const char *fp_target_jit_name(struct fp_target *t, uint64_t addr)
+{
+        const char *name = fp_target_jit_warm(t, addr);
+
+        if (name)
+                t->st.jit_frames++;
         return name;
 }
