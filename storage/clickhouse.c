@@ -399,44 +399,73 @@ static int insert(struct fp_ch *c, const char *table, const char *columns, const
 
 /* ---- schema ---- */
 
-#define RMT "ENGINE = ReplacingMergeTree"
-
-static const char *const schema_v1[] = {
-    "CREATE TABLE IF NOT EXISTS DB.series (day Date, series_id UInt64, target_id UInt64,"
-    " host String, pid Int32, starttime UInt64, comm String, exe String, config String,"
-    " active UInt8, service String, event String, count_type String, count_unit String,"
-    " value_type String, value_unit String, period_type String, period_unit String,"
-    " period Int64, version UInt64, written_ns Int64) ENGINE = ReplacingMergeTree(version)"
-    " PARTITION BY day ORDER BY series_id",
-    "CREATE TABLE IF NOT EXISTS DB.buckets (hour UInt32, upload UInt64, series_id UInt64,"
-    " start_ns Int64, length_ns Int64, count UInt64, value UInt64, rows UInt64) " RMT
-    " PARTITION BY hour ORDER BY (series_id, start_ns, upload)",
-    "CREATE TABLE IF NOT EXISTS DB.samples (hour UInt32, start_ns Int64, series_id UInt64,"
-    " length_ns Int64, upload UInt64, stack_id UInt64, tid Int32, thread_name String,"
-    " count UInt64, value UInt64) " RMT
-    " PARTITION BY hour ORDER BY (series_id, start_ns, upload, stack_id, tid, thread_name)",
-    "CREATE TABLE IF NOT EXISTS DB.drops (hour UInt32, start_ns Int64, length_ns Int64,"
-    " upload UInt64, target_id UInt64, reason String, count UInt64) " RMT
-    " PARTITION BY hour ORDER BY (target_id, start_ns, upload, reason)",
-    "CREATE TABLE IF NOT EXISTS DB.upload_keys (hour UInt32, key String, upload UInt64) " RMT
-    " PARTITION BY hour ORDER BY key",
-    "CREATE TABLE IF NOT EXISTS DB.stacks (day Date, stack_id UInt64, frames Array(UInt64)) " RMT
-    " PARTITION BY day ORDER BY stack_id",
-    "CREATE TABLE IF NOT EXISTS DB.frames (day Date, frame_id UInt64, mapping_id UInt64,"
-    " function_id UInt64, address UInt64) " RMT " PARTITION BY day ORDER BY frame_id",
-    "CREATE TABLE IF NOT EXISTS DB.functions (day Date, function_id UInt64, name String) " RMT
-    " PARTITION BY day ORDER BY function_id",
-    "CREATE TABLE IF NOT EXISTS DB.mappings (day Date, mapping_id UInt64, file String,"
-    " build_id String, memory_start UInt64, memory_limit UInt64, file_offset UInt64) " RMT
-    " PARTITION BY day ORDER BY mapping_id",
-    "CREATE TABLE IF NOT EXISTS DB.costs (day Date, host String, from_ns Int64, to_ns Int64,"
-    " agent_cpu_ns UInt64, agent_rss UInt64, host_cpus UInt32) " RMT
-    " PARTITION BY day ORDER BY (host, from_ns, to_ns)",
+/*
+ * One statement of a version's migration, and what it makes: a table, or
+ * a column of one. Any number of collectors may run the same step at once
+ * (replicas started together): a step whose table or column exists is
+ * done, whether it was this collector or another that made it.
+ */
+struct schema_step {
+        const char *table;
+        const char *column; /* NULL: the step makes the table */
+        const char *sql;    /* "DB." stands for the database */
 };
 
+#define RMT "ENGINE = ReplacingMergeTree"
+
+static const struct schema_step schema_v1[] = {
+    {"series", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.series (day Date, series_id UInt64, target_id UInt64,"
+     " host String, pid Int32, starttime UInt64, comm String, exe String, config String,"
+     " active UInt8, service String, event String, count_type String, count_unit String,"
+     " value_type String, value_unit String, period_type String, period_unit String,"
+     " period Int64, version UInt64, written_ns Int64) ENGINE = ReplacingMergeTree(version)"
+     " PARTITION BY day ORDER BY series_id"},
+    {"buckets", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.buckets (hour UInt32, upload UInt64, series_id UInt64,"
+     " start_ns Int64, length_ns Int64, count UInt64, value UInt64, rows UInt64) " RMT
+     " PARTITION BY hour ORDER BY (series_id, start_ns, upload)"},
+    {"samples", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.samples (hour UInt32, start_ns Int64, series_id UInt64,"
+     " length_ns Int64, upload UInt64, stack_id UInt64, tid Int32, thread_name String,"
+     " count UInt64, value UInt64) " RMT
+     " PARTITION BY hour ORDER BY (series_id, start_ns, upload, stack_id, tid, thread_name)"},
+    {"drops", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.drops (hour UInt32, start_ns Int64, length_ns Int64,"
+     " upload UInt64, target_id UInt64, reason String, count UInt64) " RMT
+     " PARTITION BY hour ORDER BY (target_id, start_ns, upload, reason)"},
+    {"upload_keys", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.upload_keys (hour UInt32, key String, upload UInt64) " RMT
+     " PARTITION BY hour ORDER BY key"},
+    {"stacks", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.stacks (day Date, stack_id UInt64, frames Array(UInt64)) " RMT
+     " PARTITION BY day ORDER BY stack_id"},
+    {"frames", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.frames (day Date, frame_id UInt64, mapping_id UInt64,"
+     " function_id UInt64, address UInt64) " RMT " PARTITION BY day ORDER BY frame_id"},
+    {"functions", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.functions (day Date, function_id UInt64, name String) " RMT
+     " PARTITION BY day ORDER BY function_id"},
+    {"mappings", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.mappings (day Date, mapping_id UInt64, file String,"
+     " build_id String, memory_start UInt64, memory_limit UInt64, file_offset UInt64) " RMT
+     " PARTITION BY day ORDER BY mapping_id"},
+    {"costs", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.costs (day Date, host String, from_ns Int64, to_ns Int64,"
+     " agent_cpu_ns UInt64, agent_rss UInt64, host_cpus UInt32) " RMT
+     " PARTITION BY day ORDER BY (host, from_ns, to_ns)"},
+};
+
+/* The schema's version: every collector that writes makes it first. */
+static const struct schema_step meta_step = {
+    "meta", NULL,
+    "CREATE TABLE IF NOT EXISTS DB.meta (version UInt32, written_ns Int64) ENGINE = MergeTree"
+    " ORDER BY version"};
+
 /* 1 -> 2: the container a host tier's series ran in. */
-static const char *const schema_v2[] = {
-    "ALTER TABLE DB.series ADD COLUMN container String DEFAULT '' AFTER written_ns",
+static const struct schema_step schema_v2[] = {
+    {"series", "container",
+     "ALTER TABLE DB.series ADD COLUMN container String DEFAULT '' AFTER written_ns"},
 };
 
 /*
@@ -444,8 +473,8 @@ static const char *const schema_v2[] = {
  * written anyway (upload_keys was one more INSERT, one more part, per
  * write; it is still read for the keys stored before).
  */
-static const char *const schema_v3[] = {
-    "ALTER TABLE DB.buckets ADD COLUMN key String DEFAULT ''",
+static const struct schema_step schema_v3[] = {
+    {"buckets", "key", "ALTER TABLE DB.buckets ADD COLUMN key String DEFAULT ''"},
 };
 
 /*
@@ -478,7 +507,7 @@ static void buf_sql(struct buf *q, const char *tmpl, const char *db)
 
 /* Each version's statements; a later version appends its ALTERs here. */
 static const struct {
-        const char *const *sql;
+        const struct schema_step *steps;
         size_t n;
         int (*run)(struct fp_ch *c); /* after the statements */
 } migrations[FP_CH_SCHEMA_VERSION] = {
@@ -708,6 +737,72 @@ static int resort_samples(struct fp_ch *c)
         return r;
 }
 
+/* Whether db.table (or its column, when one is named) exists: 1, 0, or -errno. */
+static int schema_has(struct fp_ch *c, const char *table, const char *column)
+{
+        struct buf q = {0};
+        int r;
+
+        if (column)
+                buf_printf(&q,
+                           "SELECT toUInt64(count()) FROM system.columns WHERE database = '%s'"
+                           " AND table = '%s' AND name = '%s' FORMAT RowBinary",
+                           c->db, table, column);
+        else
+                buf_printf(&q,
+                           "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
+                           " AND name = '%s' FORMAT RowBinary",
+                           c->db, table);
+        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        if (r < 0)
+                return r;
+        struct rd rd = ANSWER(c);
+        uint64_t n = RD_U64(&rd);
+        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about its tables",
+                              c->hostport)
+                      : n > 0;
+}
+
+/*
+ * Runs one schema step so that racing collectors all succeed: a column
+ * that exists is not added again, and a statement that fails with an
+ * error of ClickHouse's (18.16 answers "column with this name already
+ * exists" to a second ADD COLUMN, and "table already exists" to a second
+ * CREATE TABLE IF NOT EXISTS made at the same moment) is done if what it
+ * makes is there, else retried as the samples migration's steps are.
+ */
+static int run_step(struct fp_ch *c, const struct schema_step *step)
+{
+        struct buf q = {0};
+        int r, failures = 0;
+
+        for (;;) {
+                if (step->column && (r = schema_has(c, step->table, step->column)) != 0)
+                        break; /* there (1), or the question failed */
+                q.n = 0;
+                buf_sql(&q, step->sql, c->db);
+                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                if (r != -EIO)
+                        break;
+                char last[sizeof(c->errmsg)];
+                snprintf(last, sizeof(last), "%s", c->errmsg);
+                int has = schema_has(c, step->table, step->column);
+                if (has != 0) {
+                        r = has;
+                        break;
+                }
+                if (++failures == RESORT_FAILURES) {
+                        r = failf(c, -EIO, "%s", last);
+                        break;
+                }
+                struct timespec ts = {0, RESORT_BACKOFF_NS * failures}; /* under 1 s */
+                nanosleep(&ts, NULL);
+        }
+        free(q.p);
+        return r < 0 ? r : 0;
+}
+
 /* Creates or migrates (writer) or checks (reader) the schema. */
 static int setup(struct fp_ch *c)
 {
@@ -721,14 +816,20 @@ static int setup(struct fp_ch *c)
                 buf_printf(&q, "CREATE DATABASE IF NOT EXISTS %s", c->db);
                 r = exec_sql(c, &q, WRITE_TIMEOUT_S);
                 q.n = 0;
-                if (r == 0) {
+                if (r == -EIO) { /* made by another collector at the same moment? */
                         buf_printf(&q,
-                                   "CREATE TABLE IF NOT EXISTS %s.meta (version UInt32,"
-                                   " written_ns Int64) ENGINE = MergeTree ORDER BY version",
+                                   "SELECT toUInt64(count()) FROM system.databases"
+                                   " WHERE name = '%s' FORMAT RowBinary",
                                    c->db);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        if (exec_sql(c, &q, READ_TIMEOUT_S) == 0) {
+                                struct rd rd = ANSWER(c);
+                                if (RD_U64(&rd) == 1 && !rd.bad)
+                                        r = 0;
+                        }
                         q.n = 0;
                 }
+                if (r == 0)
+                        r = run_step(c, &meta_step);
                 if (r < 0)
                         goto out;
         }
@@ -759,7 +860,8 @@ static int setup(struct fp_ch *c)
                 buf_printf(&q,
                            "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
                            " AND name NOT IN ('meta', 'series', 'buckets', 'samples', 'drops',"
-                           " 'upload_keys', 'stacks', 'frames', 'functions', 'mappings', 'costs')"
+                           " 'upload_keys', 'stacks', 'frames', 'functions', 'mappings', 'costs',"
+                           " 'samples_v3', 'samples_v4')"
                            " FORMAT RowBinary",
                            c->db);
                 r = exec_sql(c, &q, READ_TIMEOUT_S);
@@ -776,13 +878,9 @@ static int setup(struct fp_ch *c)
                 }
         }
         for (int64_t v = version + 1; v <= FP_CH_SCHEMA_VERSION; v++) {
-                for (size_t i = 0; i < migrations[v - 1].n; i++) {
-                        buf_sql(&q, migrations[v - 1].sql[i], c->db);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
-                        q.n = 0;
-                        if (r < 0)
+                for (size_t i = 0; i < migrations[v - 1].n; i++)
+                        if ((r = run_step(c, &migrations[v - 1].steps[i])) < 0)
                                 goto out;
-                }
                 if (migrations[v - 1].run && (r = migrations[v - 1].run(c)) < 0)
                         goto out;
                 buf_printf(&q, "INSERT INTO %s.meta VALUES (%" PRId64 ", %" PRId64 ")", c->db, v,
