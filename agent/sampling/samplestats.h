@@ -70,6 +70,12 @@ struct fp_target_stats {
         uint64_t bridged, bridge_twins;
         /* Ticks of the bridge in its threads' exits, after their own events closed (kept). */
         uint64_t exit_tails;
+        /*
+         * Bridge ticks and exit tails of a target led by a counter (not a
+         * clock): CPU time, which a count of page faults or switches cannot
+         * hold, so left out and counted here (ticks, and the CPU they stood for).
+         */
+        uint64_t bridge_left_out, bridge_left_out_ns;
         bool kernel_excluded; /* the kernel refused kernel-mode samples: user time only */
         uint64_t start_ns;    /* CLOCK_REALTIME of start */
         /*

@@ -778,6 +778,12 @@ void fp_target_bridge_sample(struct fp_target *t, const struct fp_perf_sample *s
         if (!t->cfg.count_kernel &&
             (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
                 return;
+        /* A tick is CPU time: only a clock's profile can hold it. */
+        if (!fp_perf_event_is_clock(&t->cfg.event)) {
+                t->st.bridge_left_out++;
+                t->st.bridge_left_out_ns += bridge_period;
+                return;
+        }
         struct fp_perf_sample c = *s;
         c.n_counters = 0;
         c.period = bridge_weight(t, (pid_t)s->tid, bridge_period);
@@ -793,7 +799,14 @@ void fp_target_exit_tail(struct fp_target *t, pid_t tid, uint64_t bridge_period)
         uint64_t v = t->st.value, w;
 
         /* All kernel time: a target that does not count it has none. */
-        if (!t->cfg.count_kernel || !(w = bridge_weight(t, tid, bridge_period)))
+        if (!t->cfg.count_kernel)
+                return;
+        if (!fp_perf_event_is_clock(&t->cfg.event)) { /* CPU time, as the bridge's ticks */
+                t->st.bridge_left_out++;
+                t->st.bridge_left_out_ns += bridge_period;
+                return;
+        }
+        if (!(w = bridge_weight(t, tid, bridge_period)))
                 return;
         fp_target_add_exit_tail(t, tid, w);
         t->st.exit_tails++;

@@ -12,10 +12,12 @@
 # read from the store file; four perf fds per thread for a three-event
 # group (one more while a thread's random first period waits for its first
 # sample); resuming a group after an agent restart; the errors for a
-# hardware event on a machine without PMU and for bad lists; --best-effort.
+# hardware event on a machine without PMU and for bad lists; --best-effort;
+# page-faults and context-switches leading a target whose 300 threads are
+# born one after another: totals within 20% of the process's own count.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-fp_init 240
+fp_init 280
 fp_require_go
 
 SECS=4
@@ -233,6 +235,42 @@ check_profile "$FP_TMP/lead.pb.gz" faults-lead || fp_fail "the page-faults-led p
 fp_ctl stop "$PID" >/dev/null
 fp_ok "page-faults as the sampling leader, cpu-clock as its counter"
 fp_kill "$PID"
+fp_stop_agent
+
+# ---- a counter leads, hundreds of threads born one after another ----
+# Each thread of threadstorm maps and touches 100 pages and naps 20 times
+# (sleeping 2 ms first, so that its own counter is open before its work).
+# The profile's total of the leading counter matches what the process
+# counted itself (getrusage from go to done) within 20%. The bridge's ticks
+# and the threads' exit tails are CPU time and stay out of a count (they
+# were added as 1,000,000 page faults each: 2,800 times the truth).
+fp_start_agent
+for lead in page-faults:50 context-switches:10; do
+  ev=${lead%%:*} period=${lead##*:}
+  rm -f "$FP_TMP/go"
+  "$FP_BUILD/tests/threadstorm" --threads 300 --cpu-us 300 --sleep-ms 2 --touch-pages 100 --naps 20 \
+    --go "$FP_TMP/go" --hold >"$FP_TMP/storm-$ev.out" 2>"$FP_TMP/storm-$ev.err" &
+  PID=$!
+  fp_track "$PID"
+  fp_wait_for 10 test -s "$FP_TMP/storm-$ev.out" || fp_fail "threadstorm did not start"
+  fp_ctl start "$PID" --event "$ev" --period "$period" >/dev/null || fp_fail "start --event $ev failed"
+  touch "$FP_TMP/go"
+  fp_wait_for 60 grep -q '^done' "$FP_TMP/storm-$ev.out" || fp_fail "threadstorm did not finish"
+  sleep 1.5 # its last samples drained (each thread's ring at least every second)
+  fp_ctl dump "$PID" -o "$FP_TMP/storm-$ev.pb.gz" 2>/dev/null || fp_fail "dump failed"
+  fp_ctl status >"$FP_TMP/storm-$ev.status"
+  fp_ctl stop "$PID" >/dev/null
+  fp_kill "$PID"
+  fp_untrack "$PID"
+  got=$(fp_profile_total "$FP_TMP/storm-$ev.pb.gz" "$ev")
+  read -r _ minflt nvcsw nivcsw <<<"$(grep '^rusage' "$FP_TMP/storm-$ev.out")"
+  truth=$([[ $ev == page-faults ]] && echo "$minflt" || echo $((nvcsw + nivcsw)))
+  python3 -c "import sys; got, truth = int(sys.argv[1]), int(sys.argv[2]); sys.exit(0 if truth > 0 and abs(got - truth) <= 0.2 * truth else 1)" "$got" "$truth" ||
+    fp_fail "$ev-led, 300 born threads: the profile holds $got $ev, the process counted $truth: $(grep 'left out\|born' "$FP_TMP/storm-$ev.status" || true)"
+  grep -q "bridge ticks (.* ms of CPU before that and in exits) left out of a count" "$FP_TMP/storm-$ev.status" ||
+    fp_fail "status does not say what a counter's profile leaves out: $(cat "$FP_TMP/storm-$ev.status")"
+  fp_ok "$ev leads, 300 born threads: $got $ev in the profile, $truth counted by the process"
+done
 fp_stop_agent
 
 # ---- perf_event_paranoid and capabilities ----

@@ -23,6 +23,10 @@
  *                  slow machine cannot let a child finish unobserved.
  *
  *   --cpu-us US    the same in microseconds (overrides --cpu-ms).
+ *   --touch-pages N  each storm thread also maps N fresh pages, writes a
+ *                  byte to each (N minor page faults) and unmaps them.
+ *   --naps N       each storm thread also sleeps N times for 100 µs (N
+ *                  voluntary context switches).
  *   --sleep-ms MS  each storm thread first sleeps MS milliseconds (so a
  *                  profiler has attached before its work: its first
  *                  period alone decides whether it is sampled).
@@ -34,8 +38,10 @@
  *
  * --times FILE gets one line per thread: "<index> <tid> <start_ns>", the
  * CLOCK_MONOTONIC time the thread began running. When all is done it
- * writes "elapsed_ns NS" (the threads' and children's wall time) and
- * "done" to stdout and, with --hold, waits for SIGTERM (so a test
+ * writes "elapsed_ns NS" (the threads' and children's wall time), "rusage
+ * MINFLT NVCSW NIVCSW" (the process's minor faults and voluntary and
+ * involuntary context switches from --go to the end, as getrusage()
+ * counts them) and "done" to stdout and, with --hold, waits for SIGTERM (so a test
  * can dump the profile while the process lives); otherwise it exits.
  *
  * Usage: threadstorm [--threads N] [--children N] [--grandchildren]
@@ -52,7 +58,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -67,7 +75,7 @@ uint64_t grandchild_work(unsigned ms);
 uint64_t early_work(unsigned us);
 
 static volatile sig_atomic_t got_signal;
-static unsigned cpu_us = 30000, sleep_ms;
+static unsigned cpu_us = 30000, sleep_ms, touch_pages, naps;
 static uint64_t *start_ns;
 static pid_t *tids;
 
@@ -125,6 +133,21 @@ static void *storm_thread(void *arg)
         prctl(PR_SET_NAME, name);
         if (sleep_ms) {
                 struct timespec ts = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        if (touch_pages) {
+                size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (size_t)touch_pages * page;
+                char *m =
+                    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (m != MAP_FAILED) {
+                        madvise(m, len, MADV_NOHUGEPAGE);
+                        for (size_t off = 0; off < len; off += page)
+                                ((volatile char *)m)[off] = 1;
+                        munmap(m, len);
+                }
+        }
+        for (unsigned k = 0; k < naps; k++) {
+                struct timespec ts = {0, 100000};
                 nanosleep(&ts, NULL);
         }
         return (void *)(uintptr_t)storm_work(cpu_us);
@@ -197,12 +220,14 @@ int main(int argc, char **argv)
             {"hold", no_argument, NULL, 'H'},
             {"child-wait", required_argument, NULL, 'W'},
             {"early-us", required_argument, NULL, 'E'},
+            {"touch-pages", required_argument, NULL, 'P'},
+            {"naps", required_argument, NULL, 'N'},
             {0},
         };
         const char *usage =
             "usage: threadstorm [--threads N] [--children N] [--grandchildren] "
             "[--cpu-ms MS] [--cpu-us US] [--sleep-ms MS] [--times FILE] [--ready FILE] [--go FILE] "
-            "[--child-wait PREFIX] [--hold] [--early-us US]\n";
+            "[--child-wait PREFIX] [--hold] [--early-us US] [--touch-pages N] [--naps N]\n";
         unsigned n_threads = 0, n_children = 0, early_us = 0;
         int grandchildren = 0, hold = 0, c;
         const char *times = NULL, *ready = NULL, *go = NULL;
@@ -252,6 +277,14 @@ int main(int argc, char **argv)
                         if (parse_uint(optarg, 60000000, &early_us) < 0)
                                 goto bad;
                         break;
+                case 'P':
+                        if (parse_uint(optarg, 1 << 20, &touch_pages) < 0)
+                                goto bad;
+                        break;
+                case 'N':
+                        if (parse_uint(optarg, 100000, &naps) < 0)
+                                goto bad;
+                        break;
                 default:
                         goto bad;
                 }
@@ -288,6 +321,8 @@ int main(int argc, char **argv)
         while (go && access(go, F_OK) < 0 && !got_signal)
                 usleep(10000);
 
+        struct rusage ru0, ru1;
+        getrusage(RUSAGE_SELF, &ru0);
         uint64_t began = clock_ns(CLOCK_MONOTONIC);
         for (unsigned i = 0; i < n_threads && !got_signal; i++) {
                 pthread_t th;
@@ -321,7 +356,11 @@ int main(int argc, char **argv)
                                 (unsigned long long)start_ns[i]);
                 fclose(f);
         }
-        printf("elapsed_ns %llu\ndone\n", (unsigned long long)(clock_ns(CLOCK_MONOTONIC) - began));
+        getrusage(RUSAGE_SELF, &ru1);
+        printf("elapsed_ns %llu\nrusage %ld %ld %ld\ndone\n",
+               (unsigned long long)(clock_ns(CLOCK_MONOTONIC) - began),
+               ru1.ru_minflt - ru0.ru_minflt, ru1.ru_nvcsw - ru0.ru_nvcsw,
+               ru1.ru_nivcsw - ru0.ru_nivcsw);
         fflush(stdout);
         while (hold && !got_signal)
                 pause();
