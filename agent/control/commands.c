@@ -92,6 +92,43 @@ static void start_rule(struct fp_core *s, struct fp_control_client *c,
 static const char *const host_keys[] = {"cmd",    "host",    "freq",           "kernel",
                                         "unwind", "off_cpu", "off_cpu_period", NULL};
 
+/*
+ * A start of the host tier while it runs (the package's configuration
+ * starts it): off-CPU time is added to the running tier; what takes effect
+ * only at its start (rate, kernel frames, unwinding) is refused with how
+ * to change it, and nothing is changed then.
+ */
+static void change_host(struct fp_core *s, struct fp_control_client *c,
+                        const struct fp_host_config *want, bool freq_given, bool unwind_given)
+{
+        const struct fp_host_config *run = fp_host_config(fp_core_host(s));
+        char err[512], how[160];
+
+        snprintf(how, sizeof(how), "at %" PRIu64 " Hz, %s, unwinding %s, %s", run->freq,
+                 run->kernel_frames ? "kernel frames included" : "user frames only",
+                 fp_unwind_mode_name(run->unwind),
+                 run->off_cpu_period ? "with off-CPU time" : "without off-CPU time");
+        if ((freq_given && want->freq != run->freq) ||
+            (want->kernel_frames && !run->kernel_frames) ||
+            (unwind_given && want->unwind != run->unwind))
+                return fp_control_error(
+                    c,
+                    "the host tier is running already (%s), and --freq, --kernel and --unwind"
+                    " apply at its start: run 'agentctl stop --host', then 'agentctl start"
+                    " --host' with the settings you want (or set host-freq and host-kernel in the"
+                    " configuration and restart the agent)",
+                    how);
+        if (!want->off_cpu_period || want->off_cpu_period == run->off_cpu_period)
+                return fp_control_error(c, "the host tier is running already (%s)", how);
+        bool had = run->off_cpu_period != 0; /* run is the tier's own, changed next */
+        if (fp_core_host_off_cpu(s, want->off_cpu_period, err, sizeof(err)) < 0)
+                return fp_control_error(c, "cannot add off-CPU time to the host tier: %s", err);
+        fprintf(fp_control_out(c),
+                "host tier: running already at %" PRIu64 " Hz per CPU; its off-CPU time %s"
+                " (a wait kept with probability d/%g ms)\n",
+                run->freq, had ? "now taken" : "added", (double)want->off_cpu_period / 1e6);
+}
+
 static void start_host(struct fp_core *s, struct fp_control_client *c,
                        const struct fp_ctl_request *q)
 {
@@ -133,6 +170,8 @@ static void start_host(struct fp_core *s, struct fp_control_client *c,
                     c, "invalid --off-cpu-period '%s': 1000 to 1000000000 nanoseconds", off);
         if (fp_ctl_request_get(q, "off_cpu") && !cfg.off_cpu_period)
                 cfg.off_cpu_period = FP_HOST_OFF_CPU_PERIOD_DEFAULT;
+        if (fp_core_host(s))
+                return change_host(s, c, &cfg, freq != NULL, unwind != NULL);
         if (fp_core_start_host(s, &cfg, err, sizeof(err)) < 0)
                 return fp_control_error(c, "cannot start the host tier: %s", err);
         fp_host_stats(fp_core_host(s), &hs);

@@ -1127,6 +1127,17 @@ int fp_core_start_host(struct fp_core *s, const struct fp_host_config *cfg, char
         return host_start(s, cfg, err, err_len);
 }
 
+int fp_core_host_off_cpu(struct fp_core *s, uint64_t period, char *err, size_t err_len)
+{
+        int r;
+
+        if (!s->host)
+                return -ENOENT;
+        if ((r = offcpu_host(s, period, err, err_len)) == 0)
+                fp_host_set_off_cpu_period(s->host, period);
+        return r;
+}
+
 int fp_core_stop_host(struct fp_core *s)
 {
         if (!s->host)

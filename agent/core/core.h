@@ -148,13 +148,20 @@ int fp_core_flush(struct fp_core *core, fp_core_flush_fn done, void *userdata);
 /* ---- the host tier (core-host.c) ---- */
 
 /*
- * Starts the host tier (host.h) with cfg; -EALREADY when it runs (with
- * another configuration: stop it first), other -errno with one line in err.
+ * Starts the host tier (host.h) with cfg; -EALREADY when it runs (its
+ * off-CPU time may be changed with fp_core_host_off_cpu(); the rest needs a
+ * stop first), other -errno with one line in err.
  */
 int fp_core_start_host(struct fp_core *core, const struct fp_host_config *cfg, char *err,
                        size_t err_len);
 /* Writes the host tier's open bucket and stops it; -ENOENT when it is not running. */
 int fp_core_stop_host(struct fp_core *core);
+/*
+ * Takes the running host tier's off-CPU time from now on, one wait kept
+ * with probability d/period (period ns; 0 stops it). -ENOENT without a host
+ * tier; another -errno with err said.
+ */
+int fp_core_host_off_cpu(struct fp_core *core, uint64_t period, char *err, size_t err_len);
 /* The host tier, or NULL when it is off. */
 struct fp_host *fp_core_host(struct fp_core *core);
 

@@ -961,6 +961,11 @@ const struct fp_host_config *fp_host_config(const struct fp_host *h)
         return &h->cfg;
 }
 
+void fp_host_set_off_cpu_period(struct fp_host *h, uint64_t period)
+{
+        h->cfg.off_cpu_period = period;
+}
+
 void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
 {
         *ret = h->hs;

@@ -98,6 +98,8 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
 /* Closes every event and forgets everything (the open bucket too). NULL is fine. */
 void fp_host_free(struct fp_host *h);
 const struct fp_host_config *fp_host_config(const struct fp_host *h);
+/* Records that the tier's off-CPU time is now taken at period ns (0: not): the core feeds it. */
+void fp_host_set_off_cpu_period(struct fp_host *h, uint64_t period);
 void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret);
 /* Reads every ring now (side-band first, in time order), so an export holds everything. */
 void fp_host_drain(struct fp_host *h);

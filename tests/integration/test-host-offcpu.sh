@@ -21,6 +21,9 @@
 #    wait label; after the tier stopped the agent dumps part 1's waits
 #    from its store (off-cpu and wall), and the collector serves them by
 #    process name.
+#    (The tier is started without off-CPU time first, as the package's
+#    configuration starts it: the start with --off-cpu adds it to the
+#    running tier; one with another --freq is refused, saying how.)
 # 5. Refusals in one line: --off-cpu-period without --off-cpu, out of
 #    range; a kernel without BTF (the agent in a mount namespace where
 #    /sys/kernel/btf is empty): the tier is not started, and an agent told
@@ -51,9 +54,20 @@ fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/collector.
 fp_start_agent --bucket 2 --collector "$URL" --upload-interval 5
 
 # ---- 1. every process's waits, each in its function ----
-out=$(fp_ctl start --host --off-cpu --off-cpu-period 1000000) || fp_fail "start --host --off-cpu failed"
-[[ $out == *"and its off-CPU time (a wait kept with probability d/1 ms)"* ]] ||
+# The tier runs first without off-CPU time, as the package's configuration starts
+# it; a start with --off-cpu adds it to the running tier, one with a rate that
+# applies only at the tier's start says in its one line how to change that.
+out=$(fp_ctl start --host) || fp_fail "start --host failed"
+[[ $out == *"host tier: sampling every process"* ]] || fp_fail "start --host: $out"
+rc=0
+out=$(fp_ctl start --host --freq 7 --off-cpu 2>&1) || rc=$?
+[[ $rc != 0 && $(wc -l <<<"$out") == 1 && $out == *"running already"*"agentctl stop --host"* ]] ||
+  fp_fail "start --host --freq 7 on a running tier: exit $rc, $out"
+[[ $(host_json 'd["host_tier"]["off_cpu"]') == None ]] || fp_fail "a refused start changed the tier's off-CPU time"
+out=$(fp_ctl start --host --off-cpu --off-cpu-period 1000000) || fp_fail "start --host --off-cpu on the running tier failed"
+[[ $out == *"its off-CPU time added (a wait kept with probability d/1 ms)"* ]] ||
   fp_fail "start does not say the tier profiles off-CPU time: $out"
+fp_log "$out"
 run_waits all 6 --only wait_sleep,wait_long,wait_pipe,wait_mutex,spin_contend --spinners 2
 touch "$FP_TMP/all.go"
 fp_wait_for 60 test -e "$FP_TMP/all.truth" || fp_fail "waits wrote no truth"
