@@ -275,6 +275,9 @@ fp_proc_state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true; }
 fp_start_workload() {
   local name=$1 out=$2 ready=$3
   shift 3
+  # A ready file left by an earlier run of the same name would be taken for this one's
+  # (before it printed its pid: "printed pid ''").
+  rm -f "$ready"
   "$FP_BUILD/tests/$name" --ready "$ready" "$@" >"$out" 2>"$out.err" &
   FP_WL_PID=$!
   fp_track "$FP_WL_PID"
