@@ -14,6 +14,8 @@ fi
 scripts/deps.sh
 scripts/build.sh build
 scripts/build.sh build-asan -DFP_SANITIZE=ON
+# Debian's python3 for the tests' helpers (tests/integration/lib.sh says why).
+[[ -x /usr/bin/python3 ]] && export PATH=$PWD/tests/bin:$PATH
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0

@@ -14,6 +14,10 @@
 
 FP_SRC=${FP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 FP_BUILD=${FP_BUILD:-$FP_SRC/build}
+# Debian's python3 for the tests' helpers (standard library only): the python3
+# on PATH may be a pyenv shim, half a second a start (a status poll every 0.3 s
+# took 1.1 s), or an old version. tests/bin/python3 links to /usr/bin/python3.
+[[ -x /usr/bin/python3 && :$PATH: != *":$FP_SRC/tests/bin:"* ]] && PATH=$FP_SRC/tests/bin:$PATH
 FP_AGENT=$FP_BUILD/agent/fleetprof-agent
 FP_AGENTCTL=$FP_BUILD/agent/agentctl
 FP_TRUTH=$FP_BUILD/tests/truth
