@@ -28,6 +28,7 @@
 #include "symbols-internal.h"
 #include "cfi.h"
 #include "plt.h"
+#include "elfread.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -321,72 +322,6 @@ static int builder_finish(struct builder *b, struct fp_symtab *t, uint64_t mid_c
         return 0;
 }
 
-/* ---- ELF reading ---- */
-
-static void hex(const unsigned char *p, size_t n, char *out)
-{
-        static const char digits[] = "0123456789abcdef";
-
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = digits[p[i] >> 4];
-                out[2 * i + 1] = digits[p[i] & 15];
-        }
-        out[2 * n] = '\0';
-}
-
-/* Finds an NT_GNU_BUILD_ID note in d; writes its hex to out (KEY_MAX bytes). */
-static bool note_build_id(Elf_Data *d, char *out)
-{
-        size_t off = 0, next, name_off, desc_off;
-        GElf_Nhdr nh;
-
-        if (!d || !d->d_buf)
-                return false;
-        while ((next = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-                const char *p = d->d_buf;
-
-                if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                    memcmp(p + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-                    nh.n_descsz <= BUILD_ID_MAX) {
-                        hex((const unsigned char *)p + desc_off, nh.n_descsz, out);
-                        return true;
-                }
-                off = next;
-        }
-        return false;
-}
-
-/* The build ID of elf from its PT_NOTE segments, else its SHT_NOTE sections; "" if none. */
-void fp_sym_read_build_id(Elf *elf, char *out)
-{
-        Elf_Scn *scn = NULL;
-        size_t n = 0;
-
-        out[0] = '\0';
-        if (elf_getphdrnum(elf, &n) == 0) {
-                for (size_t i = 0; i < n; i++) {
-                        GElf_Phdr ph;
-                        Elf_Data *d;
-
-                        if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE ||
-                            ph.p_filesz == 0 || ph.p_offset > INT64_MAX)
-                                continue;
-                        d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
-                                                 ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
-                        if (note_build_id(d, out))
-                                return;
-                }
-        }
-        while ((scn = elf_nextscn(elf, scn))) {
-                GElf_Shdr sh;
-
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-                        continue;
-                if (note_build_id(elf_getdata(scn, NULL), out))
-                        return;
-        }
-}
-
 static unsigned elf_rank(unsigned char bind)
 {
         switch (bind) {
@@ -482,19 +417,6 @@ static int add_plt_entry(void *userdata, uint64_t start, uint64_t size, const ch
 }
 
 /* Copies elf's PT_LOAD segments into t. 0 or -ENOMEM. */
-/* Whether elf has a non-empty .symtab (more than the exported .dynsym). */
-bool fp_sym_elf_has_symtab(Elf *elf)
-{
-        Elf_Scn *scn = NULL;
-
-        while ((scn = elf_nextscn(elf, scn))) {
-                GElf_Shdr sh;
-                if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB && sh.sh_size > 0)
-                        return true;
-        }
-        return false;
-}
-
 static int collect_segments(Elf *elf, struct fp_symtab *t)
 {
         size_t n = 0, k = 0;
@@ -520,38 +442,6 @@ static int collect_segments(Elf *elf, struct fp_symtab *t)
         return 0;
 }
 
-/* Opens path as an ELF file for reading. On success the caller owns *ret_fd and *ret_elf. */
-int fp_sym_open_elf(const char *path, int *ret_fd, Elf **ret_elf, struct stat *ret_st)
-{
-        _cleanup_close_ int fd = -1;
-        struct stat st;
-        Elf *elf;
-
-        fd =
-            open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY); /* a FIFO must not block us */
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (!S_ISREG(st.st_mode))
-                return -ENOEXEC;
-        elf = elf_begin(fd, ELF_C_READ, NULL);
-        if (!elf)
-                return -ENOEXEC;
-        if (elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) == ELFCLASSNONE) {
-                elf_end(elf);
-                return -ENOEXEC;
-        }
-        *ret_fd = fd;
-        fd = -1;
-        *ret_elf = elf;
-        if (ret_st)
-                *ret_st = st;
-        return 0;
-}
-
 /*
  * Adds the symbols of the separate debug file for build_id under
  * debug_dir, if there is one and it carries the same build ID. Only
@@ -572,9 +462,9 @@ static int collect_debug_symbols(const char *debug_dir, const char *build_id, st
                 path = NULL;
                 return -ENOMEM;
         }
-        if (fp_sym_open_elf(path, &fd, &elf, NULL) < 0)
+        if (fp_elf_open(path, &fd, &elf, NULL) < 0)
                 return 0;
-        fp_sym_read_build_id(elf, bid);
+        fp_elf_build_id(elf, bid);
         if (strcmp(bid, build_id) != 0)
                 return 0;
         int r = collect_symbols(elf, b, &has_symtab);
@@ -603,9 +493,9 @@ static int load_cfi(Elf *elf, const char *build_id, const char *debug_dir, struc
                 path = NULL;
                 return -ENOMEM;
         }
-        if (fp_sym_open_elf(path, &fd, &dbg, NULL) < 0)
+        if (fp_elf_open(path, &fd, &dbg, NULL) < 0)
                 return 0;
-        fp_sym_read_build_id(dbg, bid);
+        fp_elf_build_id(dbg, bid);
         if (strcmp(bid, build_id) != 0)
                 return 0;
         r = fp_cfi_compile(dbg, &t->cfi);
@@ -800,8 +690,9 @@ static void kernel_build_id(char *out)
                     off + 12 + name_len + desc_len > (size_t)n)
                         return;
                 if (type == NT_GNU_BUILD_ID && namesz == 4 &&
-                    memcmp(buf + off + 12, "GNU", 4) == 0 && descsz > 0 && descsz <= BUILD_ID_MAX) {
-                        hex(buf + off + 12 + name_len, descsz, out);
+                    memcmp(buf + off + 12, "GNU", 4) == 0 && descsz > 0 &&
+                    descsz <= FP_ELF_BUILD_ID_MAX) {
+                        fp_elf_hex(buf + off + 12 + name_len, descsz, out);
                         return;
                 }
                 off += 12 + name_len + desc_len;
@@ -944,7 +835,7 @@ int fp_sym_load_vdso(struct fp_symtab **ret)
         elf = elf_memory(copy, size);
         if (!elf || elf_kind(elf) != ELF_K_ELF)
                 return -ENOEXEC;
-        fp_sym_read_build_id(elf, bid);
+        fp_elf_build_id(elf, bid);
         return fp_sym_load_elf(elf, bid, NULL, true, ret);
 }
 

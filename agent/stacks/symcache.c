@@ -487,12 +487,12 @@ static int load_path(struct fp_symcache *c, const char *path, struct fp_symload 
         if (j->cached)
                 return 0;
 
-        r = fp_sym_open_elf(path, &fd, &elf, &st);
+        r = fp_elf_open(path, &fd, &elf, &st);
         if (r < 0)
                 return r;
         if ((r = check_file(&st, want)) < 0) /* replaced between the stat() and the open() */
                 return r;
-        fp_sym_read_build_id(elf, bid);
+        fp_elf_build_id(elf, bid);
         trusted = st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH));
         if (bid[0] && trusted)
                 snprintf(j->key, sizeof(j->key), "%s", bid);
@@ -506,7 +506,7 @@ static int load_path(struct fp_symcache *c, const char *path, struct fp_symload 
         /* A stripped copy seen first does not stand for a file with the full table. */
         pthread_mutex_lock(&c->lock);
         e = map_find(&c->by_key, j->key);
-        if (e && (fp_sym_symtab_full(e->tab) || !fp_sym_elf_has_symtab(elf))) {
+        if (e && (fp_sym_symtab_full(e->tab) || !fp_elf_has_symtab(elf))) {
                 j->tab = fp_symtab_ref(e->tab);
                 have = true;
         }

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Opening the ELF files of profiled processes and reading their build IDs
+ * (elfread.c).
+ */
+#pragma once
+
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#define FP_ELF_BUILD_ID_MAX 64                            /* bytes; longer: no build ID */
+#define FP_ELF_BUILD_ID_HEX (2 * FP_ELF_BUILD_ID_MAX + 1) /* its hex, with the NUL */
+
+/* n bytes at p as lower-case hex into out (2n + 1 bytes). */
+void fp_elf_hex(const unsigned char *p, size_t n, char *out);
+/* Lower-case hex build ID of elf into out (FP_ELF_BUILD_ID_HEX bytes), "" when none. */
+void fp_elf_build_id(Elf *elf, char *out);
+/* Whether elf has a non-empty .symtab (more than the exported .dynsym). */
+bool fp_elf_has_symtab(Elf *elf);
+/*
+ * Opens path as an ELF file for reading: 0 with *ret_fd and *ret_elf the
+ * caller's (and *ret_st, when not NULL, the file's); -ENOEXEC when it is
+ * not an ELF file, -EISDIR, another -errno.
+ */
+int fp_elf_open(const char *path, int *ret_fd, Elf **ret_elf, struct stat *ret_st);
