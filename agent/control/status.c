@@ -338,6 +338,13 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_uint(&j, st->uptime_s);
         fp_json_key(&j, "symbol_files_loaded");
         fp_json_uint(&j, st->symbol_files_loaded);
+        fp_json_key(&j, "symbol_sources");
+        fp_json_begin_object(&j);
+        for (int i = 0; i < FP_SYM_SOURCES; i++) {
+                fp_json_key(&j, fp_sym_source_name((enum fp_sym_source)i));
+                fp_json_uint(&j, st->symbol_sources[i]);
+        }
+        fp_json_end_object(&j);
         fp_json_key(&j, "symbol_files_loading");
         fp_json_uint(&j, st->symbol_files_loading);
         fp_json_key(&j, "bucket_seconds");

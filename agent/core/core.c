@@ -1229,6 +1229,8 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         st.version = FP_VERSION;
         st.uptime_s = (fp_now_ns(CLOCK_MONOTONIC) - s->start_ns) / 1000000000ULL;
         st.symbol_files_loaded = fp_symcache_n_loaded(s->cache);
+        for (int i = 0; i < FP_SYM_SOURCES; i++)
+                st.symbol_sources[i] = fp_symcache_n_by_source(s->cache, (enum fp_sym_source)i);
         st.symbol_files_loading = fp_symcache_n_loading(s->cache);
         st.bucket_seconds = s->opt.bucket_seconds;
         st.store_path = s->opt.store_path;

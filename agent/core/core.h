@@ -19,6 +19,7 @@
  */
 #pragma once
 
+#include "debugfile.h"
 #include "host.h"
 #include "perf.h"
 #include "target.h"
@@ -233,7 +234,8 @@ struct fp_core_status {
         const char *version;
         uint64_t uptime_s;
         size_t symbol_files_loaded;
-        size_t symbol_files_loading; /* asked for, still being read on a loader thread */
+        size_t symbol_sources[FP_SYM_SOURCES]; /* of those, by where the names came from */
+        size_t symbol_files_loading;           /* asked for, still being read on a loader thread */
         unsigned bucket_seconds;
         /* The store. */
         const char *store_path;   /* NULL: none */

@@ -30,8 +30,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define FP_DEBUG_MINI_MAX   (64u << 20)  /* MiniDebugInfo decompressed */
-#define FP_DEBUG_CRC_MAX    (256u << 20) /* a debuglinked file's bytes checked by CRC */
+#define FP_DEBUG_MINI_MAX    (64u << 20)  /* MiniDebugInfo decompressed */
+#define FP_DEBUG_CRC_MAX     (256u << 20) /* a debuglinked file's bytes checked by CRC */
 #define FP_DEBUG_DIR_DEFAULT "/usr/lib/debug"
 
 /* Where a symbol table's names came from (symbols.h counts them by this). */
@@ -49,7 +49,7 @@ const char *fp_sym_source_name(enum fp_sym_source s);
 
 /* An ELF opened from elsewhere: close with fp_debug_close(). */
 struct fp_debug_elf {
-        int fd;      /* -1 for one in memory */
+        int fd; /* -1 for one in memory */
         Elf *elf;
         void *image; /* the decompressed MiniDebugInfo, or NULL */
 };

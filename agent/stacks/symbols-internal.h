@@ -31,9 +31,18 @@ static inline void fclosep(FILE **f)
                 fclose(*f);
 }
 
-/* Builds a symtab from an open ELF whose build ID (possibly "") was already read. */
-int fp_sym_load_elf(Elf *elf, const char *build_id, const char *debug_dir, bool vdso,
-                    struct fp_symtab **ret);
+/* Where an ELF came from: its path as opened (for its debug files) and its owner. */
+struct fp_sym_origin {
+        const char *path;
+        uid_t owner;
+};
+/*
+ * Builds a symtab from an open ELF whose build ID (possibly "") was already
+ * read; a stripped one's names are looked for elsewhere (debugfile.h) when
+ * origin is given.
+ */
+int fp_sym_load_elf(Elf *elf, const char *build_id, const struct fp_sym_origin *origin,
+                    const char *debug_dir, bool vdso, struct fp_symtab **ret);
 /* The agent's own vdso image, parsed. */
 int fp_sym_load_vdso(struct fp_symtab **ret);
 /* Whether t came with a .symtab (its own or a debug file's), not only .dynsym. */

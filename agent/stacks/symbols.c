@@ -28,6 +28,7 @@
 #include "symbols-internal.h"
 #include "cfi.h"
 #include "plt.h"
+#include "debugfile.h"
 #include "elfread.h"
 
 #include <elf.h>
@@ -66,9 +67,10 @@ struct segment {
 
 struct fp_symtab {
         unsigned long refs;
-        bool identity;            /* kernel: "offsets" are already addresses */
-        bool first_load_fallback; /* vdso: offsets past every segment use the first PT_LOAD */
-        bool full;                /* has .symtab (or a debug file's): not just .dynsym */
+        bool identity;             /* kernel: "offsets" are already addresses */
+        bool first_load_fallback;  /* vdso: offsets past every segment use the first PT_LOAD */
+        bool full;                 /* has .symtab (or a debug file's): not just .dynsym */
+        enum fp_sym_source source; /* where its names came from */
         char build_id[KEY_MAX];
         struct sym *syms;
         size_t n_syms;
@@ -443,63 +445,47 @@ static int collect_segments(Elf *elf, struct fp_symtab *t)
 }
 
 /*
- * Adds the symbols of the separate debug file for build_id under
- * debug_dir, if there is one and it carries the same build ID. Only
- * -ENOMEM is an error; a missing or unreadable debug file is not. Returns
- * 1 when the debug file had a .symtab, else 0.
- */
-static int collect_debug_symbols(const char *debug_dir, const char *build_id, struct builder *b)
-{
-        _cleanup_free_ char *path = NULL;
-        _cleanup_close_ int fd = -1;
-        _cleanup_(elf_endp) Elf *elf = NULL;
-        char bid[KEY_MAX];
-        bool has_symtab;
-
-        if (!debug_dir || strlen(build_id) < 3)
-                return 0;
-        if (asprintf(&path, "%s/.build-id/%.2s/%s.debug", debug_dir, build_id, build_id + 2) < 0) {
-                path = NULL;
-                return -ENOMEM;
-        }
-        if (fp_elf_open(path, &fd, &elf, NULL) < 0)
-                return 0;
-        fp_elf_build_id(elf, bid);
-        if (strcmp(bid, build_id) != 0)
-                return 0;
-        int r = collect_symbols(elf, b, &has_symtab);
-        return r < 0 ? r : has_symtab;
-}
-
-/*
  * Compiles the object's unwind table once, with its symbols: from its own
- * .eh_frame/.debug_frame, or else from the separate debug file's
- * .debug_frame. An object without CFI (or with CFI too damaged to use)
- * simply has none; only -ENOMEM is an error.
+ * .eh_frame/.debug_frame, or else from its separate debug file's
+ * .debug_frame (dbg, or NULL). An object without CFI (or with CFI too
+ * damaged to use) simply has none; only -ENOMEM is an error.
  */
-static int load_cfi(Elf *elf, const char *build_id, const char *debug_dir, struct fp_symtab *t)
+static int load_cfi(Elf *elf, Elf *dbg, struct fp_symtab *t)
 {
         int r = fp_cfi_compile(elf, &t->cfi);
 
         if (r == -ENOMEM)
                 return r;
-        if (r >= 0 || !debug_dir || strlen(build_id) < 3)
-                return 0;
-        _cleanup_free_ char *path = NULL;
-        _cleanup_close_ int fd = -1;
-        _cleanup_(elf_endp) Elf *dbg = NULL;
-        char bid[KEY_MAX];
-        if (asprintf(&path, "%s/.build-id/%.2s/%s.debug", debug_dir, build_id, build_id + 2) < 0) {
-                path = NULL;
-                return -ENOMEM;
-        }
-        if (fp_elf_open(path, &fd, &dbg, NULL) < 0)
-                return 0;
-        fp_elf_build_id(dbg, bid);
-        if (strcmp(bid, build_id) != 0)
+        if (r >= 0 || !dbg)
                 return 0;
         r = fp_cfi_compile(dbg, &t->cfi);
         return r == -ENOMEM ? r : 0;
+}
+
+/*
+ * The names a stripped object lacks (it has no .symtab): from its separate
+ * debug file (kept open in *dbg for its CFI), else its MiniDebugInfo
+ * (debugfile.h). Sets t->source; only -ENOMEM is an error.
+ */
+static int collect_elsewhere(Elf *elf, const char *build_id, const struct fp_sym_origin *origin,
+                             const char *debug_dir, struct builder *b, struct fp_symtab *t,
+                             struct fp_debug_elf *dbg)
+{
+        struct fp_debug_elf mini = {.fd = -1};
+        enum fp_sym_source src;
+        bool has = false;
+        int r;
+
+        r = fp_debug_find(origin->path, elf, build_id, debug_dir, origin->owner, dbg, &src);
+        if (r > 0 && (r = collect_symbols(dbg->elf, b, &has)) >= 0 && has)
+                t->source = src;
+        if (r < 0 || t->source != FP_SYM_SOURCE_DYNSYM)
+                return r < 0 ? r : 0;
+        r = fp_debug_minidebuginfo(elf, &mini);
+        if (r > 0 && (r = collect_symbols(mini.elf, b, &has)) >= 0 && has)
+                t->source = FP_SYM_SOURCE_MINIDEBUG;
+        fp_debug_close(&mini);
+        return r < 0 ? r : 0;
 }
 
 static struct fp_symtab *symtab_alloc(void)
@@ -515,10 +501,11 @@ static struct fp_symtab *symtab_alloc(void)
  * Builds a symtab from an open ELF whose build ID (possibly "") was already
  * read. The caller keeps elf; *ret is a new reference.
  */
-int fp_sym_load_elf(Elf *elf, const char *build_id, const char *debug_dir, bool vdso,
-                    struct fp_symtab **ret)
+int fp_sym_load_elf(Elf *elf, const char *build_id, const struct fp_sym_origin *origin,
+                    const char *debug_dir, bool vdso, struct fp_symtab **ret)
 {
         _cleanup_(builder_done) struct builder b = {0};
+        struct fp_debug_elf dbg = {.fd = -1};
         struct fp_symtab *t;
         bool has_symtab = false;
         int r;
@@ -531,17 +518,17 @@ int fp_sym_load_elf(Elf *elf, const char *build_id, const char *debug_dir, bool 
         r = collect_symbols(elf, &b, &has_symtab);
         if (r >= 0)
                 r = fp_plt_collect(elf, add_plt_entry, &b);
-        t->full = has_symtab;
-        if (r >= 0 && !has_symtab && *build_id) {
-                r = collect_debug_symbols(debug_dir, build_id, &b);
-                t->full = r > 0;
-        }
+        t->source = has_symtab ? FP_SYM_SOURCE_SYMTAB : FP_SYM_SOURCE_DYNSYM;
+        if (r >= 0 && !has_symtab && origin)
+                r = collect_elsewhere(elf, build_id, origin, debug_dir, &b, t, &dbg);
+        t->full = t->source != FP_SYM_SOURCE_DYNSYM;
         if (r >= 0)
                 r = collect_segments(elf, t);
         if (r >= 0)
                 r = builder_finish(&b, t, UINT64_MAX, LAST_IMPLIED_SIZE);
         if (r >= 0)
-                r = load_cfi(elf, build_id, debug_dir, t);
+                r = load_cfi(elf, dbg.elf, t);
+        fp_debug_close(&dbg);
         if (r < 0) {
                 fp_symtab_unref(t);
                 return r;
@@ -836,7 +823,12 @@ int fp_sym_load_vdso(struct fp_symtab **ret)
         if (!elf || elf_kind(elf) != ELF_K_ELF)
                 return -ENOEXEC;
         fp_elf_build_id(elf, bid);
-        return fp_sym_load_elf(elf, bid, NULL, true, ret);
+        return fp_sym_load_elf(elf, bid, NULL, NULL, true, ret);
+}
+
+enum fp_sym_source fp_symtab_source(const struct fp_symtab *t)
+{
+        return t->source;
 }
 
 bool fp_sym_symtab_full(const struct fp_symtab *t)

@@ -24,6 +24,8 @@
  */
 #pragma once
 
+#include "debugfile.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -133,6 +135,8 @@ int fp_symcache_get_kernel(struct fp_symcache *c, struct fp_symtab **ret);
  * cache misses, for tests and status.
  */
 size_t fp_symcache_n_loaded(const struct fp_symcache *c);
+/* Of those, the object files whose names came from source (debugfile.h). */
+size_t fp_symcache_n_by_source(const struct fp_symcache *c, enum fp_sym_source source);
 /*
  * The cache keeps at most max files' tables (default FP_SYMCACHE_MAX_FILES)
  * besides those a mapping still holds: past it, adding one forgets every
@@ -170,6 +174,8 @@ struct fp_cfi;
 const struct fp_cfi *fp_symtab_cfi(const struct fp_symtab *t);
 /* Lower-case hex build ID, "" when the object has none. */
 const char *fp_symtab_build_id(const struct fp_symtab *t);
+/* Where t's names came from: its .symtab, a debug file, MiniDebugInfo, or only .dynsym. */
+enum fp_sym_source fp_symtab_source(const struct fp_symtab *t);
 size_t fp_symtab_n_symbols(const struct fp_symtab *t);
 /*
  * Symbol i (0 <= i < fp_symtab_n_symbols, in address order, one name per

@@ -66,6 +66,7 @@ struct fp_symcache {
         struct map by_path;
         struct fp_symtab *vdso, *kernel;
         size_t n_loaded;
+        size_t by_source[FP_SYM_SOURCES]; /* of n_loaded's files: where their names came from */
         size_t max_files;
         char *debug_dir;
         struct charge *charges;
@@ -319,6 +320,11 @@ size_t fp_symcache_n_loaded(const struct fp_symcache *c)
         return c ? c->n_loaded : 0;
 }
 
+size_t fp_symcache_n_by_source(const struct fp_symcache *c, enum fp_sym_source source)
+{
+        return c && source < FP_SYM_SOURCES ? c->by_source[source] : 0;
+}
+
 void fp_symcache_set_max_files(struct fp_symcache *c, size_t max)
 {
         c->max_files = max;
@@ -513,7 +519,8 @@ static int load_path(struct fp_symcache *c, const char *path, struct fp_symload 
         pthread_mutex_unlock(&c->lock);
         if (have)
                 return 0;
-        r = fp_sym_load_elf(elf, bid, c->debug_dir, false, &j->tab);
+        struct fp_sym_origin origin = {path, st.st_uid};
+        r = fp_sym_load_elf(elf, bid, &origin, c->debug_dir, false, &j->tab);
         if (r < 0)
                 return r;
         j->fresh = true;
@@ -696,6 +703,7 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
                 fp_symtab_unref(e->tab);
                 e->tab = fp_symtab_ref(j->tab);
                 c->n_loaded++;
+                c->by_source[fp_symtab_source(j->tab)]++;
                 map_clear(&c->by_path); /* paths remembered with the old table */
         } else if (e) {
                 /* Loaded meanwhile by another load of the same object. */
@@ -733,6 +741,7 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
                         return r;
                 }
                 c->n_loaded++;
+                c->by_source[fp_symtab_source(j->tab)]++;
         }
         r = remember_path(c, j->paths[j->won], &j->st, j->tab);
         if (r < 0)
