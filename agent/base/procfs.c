@@ -82,6 +82,74 @@ uint64_t fp_proc_thread_cpu_ns(pid_t pid, pid_t tid)
         return (uint64_t)ns;
 }
 
+/* Field n (1-based, n >= 3) of /proc/PID/task/TID/stat, after the comm's closing parenthesis. */
+static int task_stat_field(pid_t pid, pid_t tid, int n, uint64_t *ret)
+{
+        char path[96], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+        if (fp_proc_read_line(path, buf, sizeof(buf)) < 0)
+                return -ESRCH;
+        char *p = strrchr(buf, ')'); /* a comm may hold spaces and parentheses */
+        if (!p)
+                return -EIO;
+        p++;
+        for (int field = 3; field <= n; field++) {
+                while (*p == ' ')
+                        p++;
+                if (!*p)
+                        return -EIO;
+                if (field == n) {
+                        *ret = strtoull(p, NULL, 10);
+                        return 0;
+                }
+                while (*p && *p != ' ')
+                        p++;
+        }
+        return -EIO;
+}
+
+int fp_proc_thread_events(pid_t pid, pid_t tid, enum fp_proc_events kind, uint64_t *ret)
+{
+        uint64_t a = 0, b = 0;
+        char path[96], line[256];
+        int r = 0;
+
+        switch (kind) {
+        case FP_PROC_PAGE_FAULTS:
+                if ((r = task_stat_field(pid, tid, 10, &a)) == 0)
+                        r = task_stat_field(pid, tid, 12, &b);
+                break;
+        case FP_PROC_MINOR_FAULTS:
+                r = task_stat_field(pid, tid, 10, &a);
+                break;
+        case FP_PROC_MAJOR_FAULTS:
+                r = task_stat_field(pid, tid, 12, &a);
+                break;
+        case FP_PROC_CONTEXT_SWITCHES: {
+                snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+                FILE *f = fopen(path, "re");
+                int found = 0;
+                if (!f)
+                        return -ESRCH;
+                while (fgets(line, sizeof(line), f)) {
+                        unsigned long long v;
+                        if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1)
+                                a = v, found++;
+                        else if (sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
+                                b = v, found++;
+                }
+                fclose(f);
+                r = found == 2 ? 0 : -EIO;
+                break;
+        }
+        default:
+                return -EOPNOTSUPP;
+        }
+        if (r == 0)
+                *ret = a + b;
+        return r;
+}
+
 uint64_t fp_proc_self_rss(void)
 {
         unsigned long size = 0, resident = 0;

@@ -20,6 +20,15 @@ int fp_proc_read_line(const char *path, char *buf, size_t len);
 uint64_t fp_proc_stat(pid_t pid, char *ret_state);
 /* The owner (uid of /proc/PID). -errno when the process is gone. */
 int fp_proc_owner(pid_t pid, uid_t *ret);
+/* Events the kernel counts per thread, as the software perf events of their names count them. */
+enum fp_proc_events {
+        FP_PROC_PAGE_FAULTS, /* minor and major (stat's minflt + majflt) */
+        FP_PROC_MINOR_FAULTS,
+        FP_PROC_MAJOR_FAULTS,
+        FP_PROC_CONTEXT_SWITCHES, /* voluntary and not (status) */
+};
+/* How many of kind thread tid of pid has had since its birth: 0, -ESRCH (gone), -EIO. */
+int fp_proc_thread_events(pid_t pid, pid_t tid, enum fp_proc_events kind, uint64_t *ret);
 /* This process's resident memory in bytes (/proc/self/statm), 0 when unknown. */
 uint64_t fp_proc_self_rss(void);
 /* This process's CPU time, every thread, user and system, in ns. */

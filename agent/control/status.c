@@ -211,10 +211,16 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_uint(j, st->exit_tails);
         /* Threads born while sampled, exited: their CPU by the kernel beside the profile's. */
         const struct uint_field born[] = {
-            {"exited", st->born_exited},       {"cpu_ns", st->born_cpu_ns},
-            {"profiled", st->born_profiled},   {"before_sampling_ns", st->born_before_ns},
-            {"bridged", st->bridged},          {"bridge_twins", st->bridge_twins},
-            {"left_out", st->bridge_left_out}, {"left_out_ns", st->bridge_left_out_ns},
+            {"exited", st->born_exited},
+            {"cpu_ns", st->born_cpu_ns},
+            {"profiled", st->born_profiled},
+            {"before_sampling_ns", st->born_before_ns},
+            {"bridged", st->bridged},
+            {"bridge_twins", st->bridge_twins},
+            {"left_out", st->bridge_left_out},
+            {"left_out_ns", st->bridge_left_out_ns},
+            {"start_counted", st->start_counted},
+            {"start_events", st->start_events},
         };
         fp_json_key(j, "born");
         fp_json_begin_object(j);
@@ -708,14 +714,23 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 ts->st.born_cpu_ns
                                     ? (double)ts->st.born_profiled / (double)ts->st.born_cpu_ns
                                     : 0.0);
-                /* A counter's profile holds counts: the bridge's CPU time is left out, said. */
-                if (ts->st.bridge_left_out)
-                        fprintf(out,
-                                "%d: new threads counted by their own %s once their events open "
-                                "(0.1-0.2 ms after birth); %" PRIu64 " bridge ticks (%.1f ms of "
-                                "CPU before that and in exits) left out of a count\n",
-                                (int)ts->pid, cfg->event.name, ts->st.bridge_left_out,
-                                ts->st.bridge_left_out_ns / 1e6);
+                /*
+                 * A counter's profile holds counts: a new thread's events before its
+                 * counter opened come from the kernel's account where it keeps one, the
+                 * bridge's CPU time is left out; both said.
+                 */
+                if (ts->st.bridge_left_out || ts->st.start_counted)
+                        fprintf(
+                            out,
+                            "%d: new threads counted by their own %s once their events open "
+                            "(0.1-0.2 ms after birth); %" PRIu64 " events their samples do not hold"
+                            " (before that, or at their start before their first sample) in "
+                            "%" PRIu64
+                            " additions from the kernel's account, under [thread start]; %" PRIu64
+                            " bridge ticks (%.1f ms of CPU) left out of a count\n",
+                            (int)ts->pid, cfg->event.name, ts->st.start_events,
+                            ts->st.start_counted, ts->st.bridge_left_out,
+                            ts->st.bridge_left_out_ns / 1e6);
         }
         /* How the stacks were unwound. */
         for (size_t i = 0; i < st->n_targets; i++) {

@@ -741,7 +741,9 @@ static void on_tracker_event(void *userdata, const struct fp_tracker_event *e)
                 break;
         case FP_TRACKER_THREAD_CPU:
                 if ((at = fp_core_find(s, (pid_t)e->tgid)))
-                        fp_target_thread_cpu(at->t, (pid_t)e->tid, e->cpu_ns);
+                        fp_target_thread_cpu(at->t, (pid_t)e->tid, e->cpu_ns,
+                                             &(struct fp_thread_events){e->min_flt, e->maj_flt,
+                                                                        e->nvcsw, e->nivcsw});
                 break;
         case FP_TRACKER_CHILD_NEW:
                 if (!fp_core_rules_on_child(s, (pid_t)e->tgid, (pid_t)e->parent_tgid, e->time_ns))

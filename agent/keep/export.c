@@ -78,6 +78,10 @@ static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const
                 d->function = "[thread exit]";
                 return;
         }
+        if (f->flags & FP_FRAME_THREAD_START) {
+                d->function = "[thread start]";
+                return;
+        }
         if (!f->mapping) {
                 d->function = "[unknown]";
                 return;

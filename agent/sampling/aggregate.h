@@ -40,6 +40,9 @@ struct fp_frame {
 #define FP_FRAME_OVERFLOW 4u
 /* synthetic only frame: a thread's exit after its perf events closed (fp_target_exit_tail()) */
 #define FP_FRAME_THREAD_EXIT 8u
+/* synthetic only frame: a new thread's events before its own counter opened (counted by the kernel)
+ */
+#define FP_FRAME_THREAD_START 16u
 
 struct fp_agg_entry {
         uint64_t hash;

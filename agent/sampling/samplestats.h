@@ -76,6 +76,13 @@ struct fp_target_stats {
          * hold, so left out and counted here (ticks, and the CPU they stood for).
          */
         uint64_t bridge_left_out, bridge_left_out_ns;
+        /*
+         * A counter-led target's new threads: their events that their samples
+         * do not hold, as the kernel counted them (/proc before their counter
+         * opened, the tracker's account at their exit), kept under "[thread
+         * start]" (additions, and events).
+         */
+        uint64_t start_counted, start_events;
         bool kernel_excluded; /* the kernel refused kernel-mode samples: user time only */
         uint64_t start_ns;    /* CLOCK_REALTIME of start */
         /*

@@ -37,23 +37,24 @@ struct fp_thread {
         pid_t tid;
         char comm[COMM_LEN];
         bool live;
-        bool exited;         /* detached because it exited: a rescan never reattaches it */
-        uint64_t attach_ns;  /* CLOCK_MONOTONIC of the last attach */
-        uint64_t detach_ns;  /* and of its detach (its record outlives the bridge's samples) */
-        uint64_t jitter_ns;  /* CLOCK_MONOTONIC of the last period change */
-        uint64_t period;     /* its sampling period now; 0: as configured */
-        int64_t period_debt; /* its samples' periods less as many configured ones (ns) */
-        bool exit_pending;   /* EXIT seen inside a drain: detached right after it */
-        bool over_limit;     /* left out (counted once): the target had cfg.max_threads live */
-        bool born;           /* its birth was reported: its whole life is the target's */
-        bool cpu_known;      /* the kernel's count of its CPU time came (born threads) */
-        uint64_t value;      /* what its samples hold (the leader's unit), for the born account */
-        uint64_t cpu_before; /* the CPU it had run (ns) when its sampling began */
-        uint64_t first;      /* its starter's period (the random first period) */
-        uint64_t shift;      /* what its group's next sample adds: progress a restart lost */
-        uint64_t restarted;  /* the group leader's count when its period last (re)started */
-        uint64_t since;      /* its group's samples since then */
-        bool group_started;  /* the group was enabled at the starter's sample */
+        bool exited;          /* detached because it exited: a rescan never reattaches it */
+        uint64_t attach_ns;   /* CLOCK_MONOTONIC of the last attach */
+        uint64_t detach_ns;   /* and of its detach (its record outlives the bridge's samples) */
+        uint64_t jitter_ns;   /* CLOCK_MONOTONIC of the last period change */
+        uint64_t period;      /* its sampling period now; 0: as configured */
+        int64_t period_debt;  /* its samples' periods less as many configured ones (ns) */
+        bool exit_pending;    /* EXIT seen inside a drain: detached right after it */
+        bool over_limit;      /* left out (counted once): the target had cfg.max_threads live */
+        bool born;            /* its birth was reported: its whole life is the target's */
+        bool cpu_known;       /* the kernel's count of its CPU time came (born threads) */
+        uint64_t start_value; /* counter-led: its events under [thread start] so far */
+        uint64_t value;       /* what its samples hold (the leader's unit), for the born account */
+        uint64_t cpu_before;  /* the CPU it had run (ns) when its sampling began */
+        uint64_t first;       /* its starter's period (the random first period) */
+        uint64_t shift;       /* what its group's next sample adds: progress a restart lost */
+        uint64_t restarted;   /* the group leader's count when its period last (re)started */
+        uint64_t since;       /* its group's samples since then */
+        bool group_started;   /* the group was enabled at the starter's sample */
         struct fp_perf_ring sampler, sideband;
         struct fp_perf_ring
             starter; /* its random first period until the first sample (fd -1: none) */
@@ -146,6 +147,8 @@ void fp_target_on_fit(evutil_socket_t fd, short what, void *arg);
 
 /* Aggregates one sample of the target (or counts why it could not). */
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s);
+/* Aggregates value of a new thread's events before its counter opened, under "[thread start]". */
+void fp_target_add_thread_start(struct fp_target *t, pid_t tid, uint64_t value);
 /* Aggregates value of thread tid's exit after its events closed, under "[thread exit]". */
 void fp_target_add_exit_tail(struct fp_target *t, pid_t tid, uint64_t value);
 /*

@@ -100,7 +100,12 @@ void fp_target_stats(const struct fp_target *t, struct fp_target_stats *ret);
  */
 int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns);
 void fp_target_thread_exited(struct fp_target *t, pid_t tid);
-void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns);
+/* A thread's counts of the events the kernel keeps per thread, at its last switch. */
+struct fp_thread_events {
+        uint64_t min_flt, maj_flt, nvcsw, nivcsw;
+};
+void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns,
+                          const struct fp_thread_events *ev);
 /* A record of the off-CPU profiler (offcpu.h) of one of the target's threads. */
 struct fp_offcpu_record;
 struct fp_offcpu_target;

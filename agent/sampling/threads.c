@@ -672,9 +672,48 @@ void fp_target_on_retry(evutil_socket_t fd, short what, void *arg)
         }
 }
 
+/*
+ * The kernel's per-thread count of a software event that leads t (page
+ * faults, context switches), if it keeps one: a new thread's events before
+ * its own counter opens are then counted from its birth.
+ */
+static bool kernel_counts(const struct fp_target *t, enum fp_proc_events *ret)
+{
+        if (t->cfg.event.type != PERF_TYPE_SOFTWARE)
+                return false;
+        switch (t->cfg.event.config) {
+        case PERF_COUNT_SW_PAGE_FAULTS:
+                *ret = FP_PROC_PAGE_FAULTS;
+                return true;
+        case PERF_COUNT_SW_PAGE_FAULTS_MIN:
+                *ret = FP_PROC_MINOR_FAULTS;
+                return true;
+        case PERF_COUNT_SW_PAGE_FAULTS_MAJ:
+                *ret = FP_PROC_MAJOR_FAULTS;
+                return true;
+        case PERF_COUNT_SW_CONTEXT_SWITCHES:
+                *ret = FP_PROC_CONTEXT_SWITCHES;
+                return true;
+        default:
+                return false;
+        }
+}
+
+/* Adds n events of a new thread that its samples do not hold, under [thread start]. */
+static void thread_start(struct fp_target *t, struct fp_thread *th, pid_t tid, uint64_t n)
+{
+        fp_target_add_thread_start(t, tid, n);
+        t->st.start_counted++;
+        t->st.start_events += n;
+        if (th)
+                th->start_value += n;
+}
+
 int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
 {
         struct fp_thread *th = fp_thread_find(t, tid);
+        enum fp_proc_events kind;
+        uint64_t before = 0;
         int r;
 
         if (t->st.state != FP_TARGET_RUNNING)
@@ -685,6 +724,9 @@ int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
                 return 0;
         if (th && th->exited)
                 th->exited = false; /* the tid was reused by a new thread */
+        /* Read before its counter opens: what the counter then counts is not in it. */
+        bool counted =
+            kernel_counts(t, &kind) && fp_proc_thread_events(t->pid, tid, kind, &before) == 0;
         r = thread_attach(t, tid);
         th = fp_thread_find(t, tid);
         if (th) {
@@ -692,9 +734,12 @@ int fp_target_thread_born(struct fp_target *t, pid_t tid, uint64_t birth_ns)
                 th->born = true;
                 th->cpu_known = false;
                 th->value = 0;
+                th->start_value = 0;
         }
         if (r == 0) {
                 record_latency(t, th, birth_ns);
+                if (counted && before)
+                        thread_start(t, th, tid, before);
                 return 0;
         }
         if (r == -EUSERS)
@@ -722,11 +767,36 @@ void fp_target_thread_exited(struct fp_target *t, pid_t tid)
         fp_target_check_exited(t);
 }
 
-void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns)
+/* Of ev, the count of the event kind. */
+static uint64_t events_of(const struct fp_thread_events *ev, enum fp_proc_events kind)
+{
+        switch (kind) {
+        case FP_PROC_PAGE_FAULTS:
+                return ev->min_flt + ev->maj_flt;
+        case FP_PROC_MINOR_FAULTS:
+                return ev->min_flt;
+        case FP_PROC_MAJOR_FAULTS:
+                return ev->maj_flt;
+        default:
+                return ev->nvcsw + ev->nivcsw;
+        }
+}
+
+void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns,
+                          const struct fp_thread_events *ev)
 {
         struct fp_thread *th = fp_thread_find(t, tid);
+        enum fp_proc_events kind;
+        bool counter = ev && kernel_counts(t, &kind);
+        uint64_t n;
 
-        if (!th || !th->born || th->cpu_known)
+        /* A thread that lived and died before the agent knew it: its whole count. */
+        if (!th) {
+                if (counter && (n = events_of(ev, kind)))
+                        thread_start(t, NULL, tid, n);
+                return;
+        }
+        if (!th->born || th->cpu_known)
                 return;
         if (th->live)
                 fp_thread_detach(th); /* it is dead: its last samples now */
@@ -735,6 +805,15 @@ void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns)
         t->st.born_cpu_ns += cpu_ns;
         t->st.born_profiled += th->value;
         t->st.born_before_ns += th->cpu_before < cpu_ns ? th->cpu_before : cpu_ns;
+        /*
+         * A counter-led target: what the kernel counted of the thread beyond
+         * what its samples and its start hold. A burst at a thread's start (a
+         * hundred page faults in 50 us) passes its first sample before the
+         * agent can switch from the random first period to its group: those
+         * events, and any before its counter opened, are kept here.
+         */
+        if (counter && !th->over_limit && (n = events_of(ev, kind)) > th->value + th->start_value)
+                thread_start(t, th, tid, n - th->value - th->start_value);
 }
 
 /*

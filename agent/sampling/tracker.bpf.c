@@ -106,6 +106,10 @@ static __always_inline void emit(__u32 kind, __u32 flags, struct task_struct *ta
         e->reserved = 0;
         e->period = 0;
         e->cpu_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
+        e->min_flt = BPF_CORE_READ(task, min_flt);
+        e->maj_flt = BPF_CORE_READ(task, maj_flt);
+        e->nvcsw = BPF_CORE_READ(task, nvcsw);
+        e->nivcsw = BPF_CORE_READ(task, nivcsw);
         BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
         bpf_ringbuf_submit(e, 0);
 }

@@ -66,6 +66,8 @@ struct fp_tracker_event {
         __u64 cpu_ns; /* the thread's CPU time so far (se.sum_exec_runtime) */
         char comm[FP_TRACKER_COMM_LEN];
         __u64 period; /* THREAD_TAIL: the bridge's period (ns), what its tick stands for */
+        /* The thread's page faults and context switches so far (task_struct's, as /proc's). */
+        __u64 min_flt, maj_flt, nvcsw, nivcsw;
 };
 
 #ifndef __bpf__
