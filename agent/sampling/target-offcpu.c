@@ -31,12 +31,9 @@ int fp_target_offcpu_init(struct fp_target *t)
         /* Frame pointers alone would need the kernel's chain: copies are unwound by CFI. */
         if (t->off_cfg.unwind == FP_UNWIND_FP)
                 t->off_cfg.unwind = FP_UNWIND_AUTO;
-        t->off_walk = (struct fp_stackwalk){.maps = t->maps,
-                                            .cfg = &t->off_cfg,
-                                            .st = &t->off_st,
-                                            .may_reload = true,
-                                            .jit_name = fp_target_jit_warm,
-                                            .jit_ctx = t};
+        /* (target.c names its JIT frames: .jit_name set there.) */
+        t->off_walk = (struct fp_stackwalk){
+            .maps = t->maps, .cfg = &t->off_cfg, .st = &t->off_st, .may_reload = true};
         for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++) {
                 t->off_agg[i] = fp_agg_new(0);
                 if (!t->off_agg[i])

@@ -88,6 +88,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 fp_target_free(t);
                 return -ENOMEM;
         }
+        t->off_walk.jit_name = fp_target_jit_warm; /* its off-CPU stacks' JIT frames too */
+        t->off_walk.jit_ctx = t;
         r = fp_maps_load_proc(t->maps);
         if (r < 0) {
                 snprintf(err, err_len, "cannot read the mappings of %d: %s", (int)pid,

@@ -54,8 +54,8 @@ struct fp_cfi_row {
         uint64_t pc; /* ELF virtual address */
         int32_t cfa_off;
         int16_t rbp_off; /* FP_CFI_CFA_PLT rows: the threshold */
-        uint8_t cfa;   /* FP_CFI_* kind */
-        uint8_t flags; /* FP_CFI_RBP_SAVED, FP_CFI_RA_UNDEFINED */
+        uint8_t cfa;     /* FP_CFI_* kind */
+        uint8_t flags;   /* FP_CFI_RBP_SAVED, FP_CFI_RA_UNDEFINED */
 };
 
 struct fp_cfi;

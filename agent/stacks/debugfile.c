@@ -21,8 +21,8 @@
 
 const char *fp_sym_source_name(enum fp_sym_source s)
 {
-        static const char *const names[FP_SYM_SOURCES] = {"dynsym", "symtab", "build_id",
-                                                          "debuglink", "minidebuginfo"};
+        static const char *const names[FP_SYM_SOURCES] = {"dynsym",    "symtab",        "build_id",
+                                                          "debuglink", "minidebuginfo", "pclntab"};
         return s < FP_SYM_SOURCES ? names[s] : "?";
 }
 

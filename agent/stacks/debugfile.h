@@ -41,10 +41,11 @@ enum fp_sym_source {
         FP_SYM_SOURCE_BUILD_ID,   /* a debug file found by build ID */
         FP_SYM_SOURCE_DEBUGLINK,  /* a debug file found by .gnu_debuglink */
         FP_SYM_SOURCE_MINIDEBUG,  /* .gnu_debugdata */
+        FP_SYM_SOURCE_PCLNTAB,    /* a stripped Go binary's .gopclntab (gopclntab.h) */
         FP_SYM_SOURCES,
 };
 
-/* "dynsym", "symtab", "build_id", "debuglink", "minidebuginfo" */
+/* "dynsym", "symtab", "build_id", "debuglink", "minidebuginfo", "pclntab" */
 const char *fp_sym_source_name(enum fp_sym_source s);
 
 /* An ELF opened from elsewhere: close with fp_debug_close(). */

@@ -4,7 +4,9 @@
  *
  * Loading a symtab: function symbols (STT_FUNC, STT_GNU_IFUNC) of .symtab
  * and .dynsym, plus those of /usr/lib/debug/.build-id/xx/rest.debug when
- * the object has no .symtab, and the PLT's entries as `func@plt` (plt.h),
+ * the object has no .symtab (or its debug file's, its MiniDebugInfo's, a
+ * Go binary's .gopclntab: debugfile.h, gopclntab.h), and the PLT's entries
+ * as `func@plt` (plt.h),
  * go into a builder; names are copied, because
  * the ELF is closed once loaded. The builder sorts by address, keeps one
  * name per address (sized before unsized, global before weak before local,
@@ -30,6 +32,7 @@
 #include "plt.h"
 #include "debugfile.h"
 #include "elfread.h"
+#include "gopclntab.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -411,7 +414,7 @@ static int collect_symbols(Elf *elf, struct builder *b, bool *ret_has_symtab)
         return 0;
 }
 
-/* A PLT entry (plt.h) into the builder: sized, local, in no section's way. */
+/* A PLT entry (plt.h) or a Go function (gopclntab.h) into the builder: sized, local. */
 static int add_plt_entry(void *userdata, uint64_t start, uint64_t size, const char *name,
                          size_t name_len)
 {
@@ -521,6 +524,12 @@ int fp_sym_load_elf(Elf *elf, const char *build_id, const struct fp_sym_origin *
         t->source = has_symtab ? FP_SYM_SOURCE_SYMTAB : FP_SYM_SOURCE_DYNSYM;
         if (r >= 0 && !has_symtab && origin)
                 r = collect_elsewhere(elf, build_id, origin, debug_dir, &b, t, &dbg);
+        /* A stripped Go binary: the runtime's own table of its functions. */
+        if (r >= 0 && t->source == FP_SYM_SOURCE_DYNSYM) {
+                r = fp_gopclntab_collect(elf, add_plt_entry, &b);
+                if (r > 0)
+                        t->source = FP_SYM_SOURCE_PCLNTAB;
+        }
         t->full = t->source != FP_SYM_SOURCE_DYNSYM;
         if (r >= 0)
                 r = collect_segments(elf, t);

@@ -162,8 +162,10 @@ static void test_hostile(struct fp_symcache *c)
         struct fp_symtab *t = NULL;
 
         if (run("cd '%s' && cc -O2 -o hostile prog.c ./lib-lazy.so && "
-                "off=$(readelf -SW hostile | awk '$2 == \".plt\" {print $5}') && "
-                "size=$(readelf -SW hostile | awk '$2 == \".plt\" {print $6}') && "
+                "off=$(readelf -SW hostile | sed 's/^.*\\] //' | awk '$1 == \".plt\" {print $4}') "
+                "&& "
+                "size=$(readelf -SW hostile | sed 's/^.*\\] //' | awk '$1 == \".plt\" {print $5}') "
+                "&& "
                 "python3 -c 'import sys, random\n"
                 "f = open(sys.argv[1], \"r+b\"); off = int(sys.argv[2], 16); n = int(sys.argv[3], "
                 "16)\n"
