@@ -1022,8 +1022,14 @@ int fp_ch_open(const char *url, const char *credentials_file, uint64_t max_bytes
         curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 2L);
         curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
         r = setup(c);
+        /*
+         * Unreachable, or an error of ClickHouse's own: most often another
+         * collector's schema step racing this one's (18.16 answers a RENAME
+         * whose table another collector just dropped with 404): the collector
+         * starts all the same and sets up on its next request.
+         */
         if (r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EHOSTUNREACH || r == -EAGAIN ||
-            (r == -EIO && !writer)) {
+            r == -EIO) {
                 fp_errf(err, errlen, 0, "%s; will try again on every request", c->errmsg);
                 *ret = c;
                 return FP_CH_DEFERRED;

@@ -49,7 +49,8 @@ void fp_ch_set_deadline(struct fp_ch *c, int64_t deadline_ns);
  * Checks url and reads credentials_file (NULL: the user "default" without
  * a password), then sets up the schema (writer) or checks it (reader).
  * max_bytes: the byte budget of the database's tables (0: none). Returns
- * 0, or FP_CH_DEFERRED when ClickHouse could not be reached or a
+ * 0, or FP_CH_DEFERRED when ClickHouse could not be reached, answered a
+ * schema step with an error (another collector's step racing it), or a
  * migration racing other collectors' did not settle (err holds the line
  * to log; every later call tries again), or -errno with one line in err.
  * *ret is the caller's unless the return is negative.

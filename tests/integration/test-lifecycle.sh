@@ -59,7 +59,7 @@ echo "=== threads created after start ==="
 # has counted the fds of the first four: on a loaded machine a fixed delay
 # from the workload's own start could pass before the count (a race).
 fp_start_workload truth "$FP_TMP/t1.out" "$FP_TMP/t1.ready" --wait-for-start "$FP_TMP/t1.go" \
-  --seconds 6 --late-threads 2 --late-delay-ms 3000 --truth "$FP_TMP/t1.json" --hold
+  --seconds 12 --late-threads 2 --late-delay-ms 3000 --truth "$FP_TMP/t1.json" --hold
 P1=$FP_WL_PID
 fp_ctl start "$P1" --freq 1000 >/dev/null || fp_fail "agentctl start $P1 failed"
 th=$(fp_target_field "$P1" threads)
