@@ -112,32 +112,20 @@ static bool file_crc(int fd, uint32_t *ret)
 /* elf's .gnu_debuglink: the file name into name (LINK_NAME_MAX + 1) and its CRC. */
 static bool read_debuglink(Elf *elf, char *name, uint32_t *ret_crc)
 {
-        Elf_Scn *scn = NULL;
-        size_t shstrndx;
+        GElf_Shdr sh;
+        Elf_Data *d = fp_elf_section(elf, ".gnu_debuglink", &sh);
 
-        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+        if (!d || !d->d_buf || d->d_size < 8)
                 return false;
-        while ((scn = elf_nextscn(elf, scn))) {
-                GElf_Shdr sh;
-                const char *sname;
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-                    !(sname = elf_strptr(elf, shstrndx, sh.sh_name)) ||
-                    strcmp(sname, ".gnu_debuglink") != 0)
-                        continue;
-                Elf_Data *d = elf_getdata(scn, NULL);
-                if (!d || !d->d_buf || d->d_size < 8)
-                        return false;
-                const char *p = d->d_buf;
-                size_t len = strnlen(p, d->d_size);
-                size_t crc_off = (len + 4) & ~(size_t)3; /* the name, its NUL, padded to 4 */
-                /* A name with a slash would leave the folders searched. */
-                if (len == 0 || len > LINK_NAME_MAX || crc_off + 4 > d->d_size || strchr(p, '/'))
-                        return false;
-                memcpy(name, p, len + 1);
-                memcpy(ret_crc, p + crc_off, 4); /* the file's byte order: x86-64's */
-                return true;
-        }
-        return false;
+        const char *p = d->d_buf;
+        size_t len = strnlen(p, d->d_size);
+        size_t crc_off = (len + 4) & ~(size_t)3; /* the name, its NUL, padded to 4 */
+        /* A name with a slash would leave the folders searched. */
+        if (len == 0 || len > LINK_NAME_MAX || crc_off + 4 > d->d_size || strchr(p, '/'))
+                return false;
+        memcpy(name, p, len + 1);
+        memcpy(ret_crc, p + crc_off, 4); /* the file's byte order: x86-64's */
+        return true;
 }
 
 /* Tries one candidate: 1 and *ret when it is the binary's debug file. */
@@ -259,37 +247,25 @@ static int unxz(const uint8_t *in, size_t n, uint8_t **ret, size_t *ret_len)
 
 int fp_debug_minidebuginfo(Elf *elf, struct fp_debug_elf *ret)
 {
-        Elf_Scn *scn = NULL;
-        size_t shstrndx;
+        GElf_Shdr sh;
+        Elf_Data *d = fp_elf_section(elf, ".gnu_debugdata", &sh);
+        uint8_t *image;
+        size_t len;
 
-        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+        if (!d || !d->d_buf || d->d_size == 0)
                 return 0;
-        while ((scn = elf_nextscn(elf, scn))) {
-                GElf_Shdr sh;
-                const char *sname;
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-                    !(sname = elf_strptr(elf, shstrndx, sh.sh_name)) ||
-                    strcmp(sname, ".gnu_debugdata") != 0)
-                        continue;
-                Elf_Data *d = elf_getdata(scn, NULL);
-                uint8_t *image;
-                size_t len;
-                if (!d || !d->d_buf || d->d_size == 0)
-                        return 0;
-                int r = unxz(d->d_buf, d->d_size, &image, &len);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0)
-                        return 0; /* damaged or too large: the binary's own names stay */
-                Elf *mini = elf_memory((char *)image, len);
-                if (!mini || elf_kind(mini) != ELF_K_ELF) {
-                        if (mini)
-                                elf_end(mini);
-                        free(image);
-                        return 0;
-                }
-                *ret = (struct fp_debug_elf){.fd = -1, .elf = mini, .image = image};
-                return 1;
+        int r = unxz(d->d_buf, d->d_size, &image, &len);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return 0; /* damaged or too large: the binary's own names stay */
+        Elf *mini = elf_memory((char *)image, len);
+        if (!mini || elf_kind(mini) != ELF_K_ELF) {
+                if (mini)
+                        elf_end(mini);
+                free(image);
+                return 0;
         }
-        return 0;
+        *ret = (struct fp_debug_elf){.fd = -1, .elf = mini, .image = image};
+        return 1;
 }

@@ -123,3 +123,19 @@ int fp_elf_open(const char *path, int *ret_fd, Elf **ret_elf, struct stat *ret_s
                 *ret_st = st;
         return 0;
 }
+
+Elf_Data *fp_elf_section(Elf *elf, const char *name, GElf_Shdr *ret_sh)
+{
+        Elf_Scn *scn = NULL;
+        size_t shstrndx;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return NULL;
+        while ((scn = elf_nextscn(elf, scn))) {
+                const char *n;
+                if (gelf_getshdr(scn, ret_sh) && ret_sh->sh_type == SHT_PROGBITS &&
+                    (n = elf_strptr(elf, shstrndx, ret_sh->sh_name)) && strcmp(n, name) == 0)
+                        return elf_getdata(scn, NULL);
+        }
+        return NULL;
+}

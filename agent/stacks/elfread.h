@@ -17,6 +17,8 @@
 void fp_elf_hex(const unsigned char *p, size_t n, char *out);
 /* Lower-case hex build ID of elf into out (FP_ELF_BUILD_ID_HEX bytes), "" when none. */
 void fp_elf_build_id(Elf *elf, char *out);
+/* The data of elf's PROGBITS section named name (*ret_sh its header), or NULL. */
+Elf_Data *fp_elf_section(Elf *elf, const char *name, GElf_Shdr *ret_sh);
 /* Whether elf has a non-empty .symtab (more than the exported .dynsym). */
 bool fp_elf_has_symtab(Elf *elf);
 /*

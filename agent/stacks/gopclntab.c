@@ -3,6 +3,7 @@
  * Go function names from .gopclntab; see gopclntab.h.
  */
 #include "gopclntab.h"
+#include "elfread.h"
 
 #include <elf.h>
 #include <stdbool.h>
@@ -30,26 +31,10 @@ static bool word(const struct pcln *t, uint64_t off, unsigned w, uint64_t *ret)
         return true;
 }
 
-static Elf_Data *section(Elf *elf, const char *want, GElf_Shdr *ret_sh)
-{
-        Elf_Scn *scn = NULL;
-        size_t shstrndx;
-
-        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
-                return NULL;
-        while ((scn = elf_nextscn(elf, scn))) {
-                const char *name;
-                if (gelf_getshdr(scn, ret_sh) && ret_sh->sh_type == SHT_PROGBITS &&
-                    (name = elf_strptr(elf, shstrndx, ret_sh->sh_name)) && strcmp(name, want) == 0)
-                        return elf_getdata(scn, NULL);
-        }
-        return NULL;
-}
-
 int fp_gopclntab_collect(Elf *elf, fp_gopcln_fn fn, void *userdata)
 {
         GElf_Shdr sh;
-        Elf_Data *d = section(elf, ".gopclntab", &sh);
+        Elf_Data *d = fp_elf_section(elf, ".gopclntab", &sh);
         struct pcln t;
         uint64_t magic, nfunc, text = 0, nameoff, tabboff, v;
         int named = 0;

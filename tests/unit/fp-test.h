@@ -2,12 +2,15 @@
 /*
  * The unit tests' few checking macros. Each check prints its failures with
  * file and line and counts; FP_TEST_DONE() prints the closing
- * "N passed, M failed" line and yields main's exit status.
+ * "N passed, M failed" line and yields main's exit status. fp_test_run()
+ * runs a shell command (the tests that build what they check).
  */
 #pragma once
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static unsigned fp_test_passed, fp_test_failed;
@@ -46,6 +49,25 @@ static unsigned fp_test_passed, fp_test_failed;
                                 fp_b_ ? fp_b_ : "(null)");                                         \
                 }                                                                                  \
         } while (0)
+
+/*
+ * Runs a shell command made like printf's (at most 4 KiB), for tests that
+ * build their subjects at run time; its status, said on stderr when not 0.
+ */
+static inline int fp_test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int fp_test_run(const char *fmt, ...)
+{
+        char cmd[4096];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        int r = system(cmd);
+        if (r != 0)
+                fprintf(stderr, "command failed (%d): %s\n", r, cmd);
+        return r;
+}
 
 #define FP_TEST_DONE()                                                                             \
         (printf("%u passed, %u failed\n", fp_test_passed, fp_test_failed), fp_test_failed ? 1 : 0)

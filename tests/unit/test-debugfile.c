@@ -13,27 +13,11 @@
 #include "fp-test.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static char dir[256];
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-        char cmd[4096];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        int r = system(cmd);
-        if (r != 0)
-                fprintf(stderr, "command failed (%d): %s\n", r, cmd);
-        return r;
-}
 
 /* fp_debug_minidebuginfo() of dir/name: 1 (with an ELF), 0 or -errno. */
 static int mini_of(const char *name)
@@ -79,7 +63,8 @@ static int find_of(const char *name, enum fp_sym_source *src)
 static void test_minidebuginfo(void)
 {
         FP_CHECK_EQ_INT(
-            run("cd '%s' && printf 'static int f(int x){return x+1;} int main(int c, char **v)"
+            fp_test_run(
+                "cd '%s' && printf 'static int f(int x){return x+1;} int main(int c, char **v)"
                 "{(void)v; return f(c);}\\n' > p.c && cc -O1 -o p p.c && cp p good && "
                 "objcopy --only-keep-debug p p.dbg && xz -kf p.dbg && "
                 "objcopy --add-section .gnu_debugdata=p.dbg.xz good && "
@@ -106,7 +91,8 @@ static void test_debuglink(void)
         enum fp_sym_source src = FP_SYM_SOURCE_DYNSYM;
 
         FP_CHECK_EQ_INT(
-            run("cd '%s' && mkdir -p sub/.debug && cc -O1 -Wl,--build-id -o sub/a p.c && "
+            fp_test_run(
+                "cd '%s' && mkdir -p sub/.debug && cc -O1 -Wl,--build-id -o sub/a p.c && "
                 "objcopy --only-keep-debug sub/a sub/.debug/a.dbg && "
                 "strip -o sub/a.s sub/a && objcopy --add-gnu-debuglink=sub/.debug/a.dbg sub/a.s && "
                 "cc -O2 -Wl,--build-id -o sub/b p.c && "
@@ -134,12 +120,13 @@ static void test_debuglink(void)
         FP_CHECK_EQ_INT(find_of("sub/c.s", &src), 1);
         FP_CHECK_EQ_INT(find_of("sub/d.s", &src), 0);
         /* A link name that would leave the folders searched is not followed. */
-        FP_CHECK_EQ_INT(run("cd '%s' && cp sub/a.s sub/e.s && objcopy --remove-section "
-                            ".gnu_debuglink sub/e.s && printf '../a.dbg\\0\\0\\0\\0\\0\\0\\0\\0' > "
-                            "link && objcopy --add-section .gnu_debuglink=link sub/e.s && "
-                            "cp sub/.debug/a.dbg a.dbg",
-                            dir),
-                        0);
+        FP_CHECK_EQ_INT(
+            fp_test_run("cd '%s' && cp sub/a.s sub/e.s && objcopy --remove-section "
+                        ".gnu_debuglink sub/e.s && printf '../a.dbg\\0\\0\\0\\0\\0\\0\\0\\0' > "
+                        "link && objcopy --add-section .gnu_debuglink=link sub/e.s && "
+                        "cp sub/.debug/a.dbg a.dbg",
+                        dir),
+            0);
         FP_CHECK_EQ_INT(find_of("sub/e.s", &src), 0);
 }
 
@@ -155,6 +142,6 @@ int main(void)
         }
         test_minidebuginfo();
         test_debuglink();
-        run("rm -rf '%s'", dir);
+        fp_test_run("rm -rf '%s'", dir);
         return FP_TEST_DONE();
 }

@@ -16,27 +16,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static char dir[256];
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-        char cmd[4096];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        int r = system(cmd);
-        if (r != 0)
-                fprintf(stderr, "command failed (%d): %s\n", r, cmd);
-        return r;
-}
 
 struct want {
         uint64_t addr;
@@ -132,11 +116,11 @@ int main(void)
                 fprintf(stderr, "Failed to create '%s': %s\n", dir, strerror(errno));
                 return 1;
         }
-        int built = run("cd '%s' && export HOME='%s' GOCACHE='%s/cache' GOPATH='%s/gopath' "
-                        "GO111MODULE=off GOFLAGS= GOTOOLCHAIN=local && "
-                        "go build -ldflags='-s -w' -o stripped '%s' && "
-                        "go run '%s' stripped > nm.txt",
-                        dir, dir, dir, dir, src, dump);
+        int built = fp_test_run("cd '%s' && export HOME='%s' GOCACHE='%s/cache' GOPATH='%s/gopath' "
+                                "GO111MODULE=off GOFLAGS= GOTOOLCHAIN=local && "
+                                "go build -ldflags='-s -w' -o stripped '%s' && "
+                                "go run '%s' stripped > nm.txt",
+                                dir, dir, dir, dir, src, dump);
         FP_CHECK_EQ_INT(built, 0);
         if (built == 0) {
                 snprintf(path, sizeof(path), "%s/nm.txt", dir);
@@ -166,7 +150,8 @@ int main(void)
                 /* Scribbled over: every run ends, reading nothing outside the section. */
                 int crashed = 0;
                 /* 100 copies, each with 1 to 64 random bytes, half of them in the header. */
-                if (run("cd '%s' && off_size=$(readelf -SW stripped | "
+                if (fp_test_run(
+                        "cd '%s' && off_size=$(readelf -SW stripped | "
                         "sed 's/^.*\\] //' | awk '$1 == \".gopclntab\" {print $4, $5}') && python3 "
                         "-c 'import random, sys\n"
                         "off, size = int(sys.argv[1], 16), int(sys.argv[2], 16)\n"
@@ -187,7 +172,7 @@ int main(void)
                 FP_CHECK_EQ_INT(crashed, 0);
                 printf("# 100 scribbled tables read: %zu functions named in all\n", n_named);
         }
-        run("rm -rf '%s'", dir);
+        fp_test_run("rm -rf '%s'", dir);
         free(wants);
         return FP_TEST_DONE();
 }

@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,21 +26,6 @@ static const char lib_c[] = "int plt_lib_one(int x) { return x + 1; }\n"
 static const char prog_c[] = "int plt_lib_one(int); int plt_lib_two(int);\n"
                              "int main(int argc, char **argv) { (void)argv;\n"
                              "  return plt_lib_one(argc) + plt_lib_two(argc); }\n";
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-        char cmd[2048];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        int r = system(cmd);
-        if (r != 0)
-                fprintf(stderr, "command failed (%d): %s\n", r, cmd);
-        return r;
-}
 
 static bool write_file(const char *name, const char *text)
 {
@@ -130,9 +114,9 @@ static void test_built(struct fp_symcache *c)
         FP_CHECK(write_file("lib.c", lib_c) && write_file("prog.c", prog_c));
         for (size_t i = 0; i < sizeof(builds) / sizeof(builds[0]); i++) {
                 const char *b = builds[i].name, *fl = builds[i].flags;
-                if (run("cd '%s' && cc -O2 -fPIC -shared %s -o lib-%s.so lib.c && "
-                        "cc -O2 %s -o prog-%s prog.c ./lib-%s.so",
-                        dir, fl, b, fl, b, b) != 0) {
+                if (fp_test_run("cd '%s' && cc -O2 -fPIC -shared %s -o lib-%s.so lib.c && "
+                                "cc -O2 %s -o prog-%s prog.c ./lib-%s.so",
+                                dir, fl, b, fl, b, b) != 0) {
                         FP_CHECK(false);
                         continue;
                 }
@@ -161,7 +145,8 @@ static void test_hostile(struct fp_symcache *c)
         char path[512];
         struct fp_symtab *t = NULL;
 
-        if (run("cd '%s' && cc -O2 -o hostile prog.c ./lib-lazy.so && "
+        if (fp_test_run(
+                "cd '%s' && cc -O2 -o hostile prog.c ./lib-lazy.so && "
                 "off=$(readelf -SW hostile | sed 's/^.*\\] //' | awk '$1 == \".plt\" {print $4}') "
                 "&& "
                 "size=$(readelf -SW hostile | sed 's/^.*\\] //' | awk '$1 == \".plt\" {print $5}') "
@@ -204,6 +189,6 @@ int main(void)
                 test_hostile(c);
                 fp_symcache_free(c);
         }
-        run("rm -rf '%s'", dir);
+        fp_test_run("rm -rf '%s'", dir);
         return FP_TEST_DONE();
 }
