@@ -63,20 +63,9 @@ void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
         }
 }
 
-void fp_target_add_thread_start(struct fp_target *t, pid_t tid, uint64_t value)
+void fp_target_add_synthetic(struct fp_target *t, pid_t tid, unsigned flag, uint64_t value)
 {
-        struct fp_frame f = {.flags = FP_FRAME_THREAD_START};
-
-        if (t->revoked) {
-                t->st.revoked++;
-                return;
-        }
-        (void)add_stack(t, tid, &f, 1, value, 0, NULL);
-}
-
-void fp_target_add_exit_tail(struct fp_target *t, pid_t tid, uint64_t value)
-{
-        struct fp_frame f = {.flags = FP_FRAME_THREAD_EXIT};
+        struct fp_frame f = {.flags = flag};
 
         if (t->revoked) {
                 t->st.revoked++;

@@ -147,10 +147,13 @@ void fp_target_on_fit(evutil_socket_t fd, short what, void *arg);
 
 /* Aggregates one sample of the target (or counts why it could not). */
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s);
-/* Aggregates value of a new thread's events before its counter opened, under "[thread start]". */
-void fp_target_add_thread_start(struct fp_target *t, pid_t tid, uint64_t value);
-/* Aggregates value of thread tid's exit after its events closed, under "[thread exit]". */
-void fp_target_add_exit_tail(struct fp_target *t, pid_t tid, uint64_t value);
+/*
+ * Aggregates value of thread tid under one synthetic frame, flag:
+ * FP_FRAME_THREAD_EXIT (its exit after its events closed, "[thread exit]")
+ * or FP_FRAME_THREAD_START (a new thread's events its samples do not hold,
+ * "[thread start]").
+ */
+void fp_target_add_synthetic(struct fp_target *t, pid_t tid, unsigned flag, uint64_t value);
 /*
  * Adds the stack f (n frames, of maps epoch) of thread tid with value (and
  * counters, or NULL) to agg, resolving a new entry's frames with w; a full

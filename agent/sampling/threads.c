@@ -702,7 +702,7 @@ static bool kernel_counts(const struct fp_target *t, enum fp_proc_events *ret)
 /* Adds n events of a new thread that its samples do not hold, under [thread start]. */
 static void thread_start(struct fp_target *t, struct fp_thread *th, pid_t tid, uint64_t n)
 {
-        fp_target_add_thread_start(t, tid, n);
+        fp_target_add_synthetic(t, tid, FP_FRAME_THREAD_START, n);
         t->st.start_counted++;
         t->st.start_events += n;
         if (th)
@@ -887,7 +887,7 @@ void fp_target_exit_tail(struct fp_target *t, pid_t tid, uint64_t bridge_period)
         }
         if (!(w = bridge_weight(t, tid, bridge_period)))
                 return;
-        fp_target_add_exit_tail(t, tid, w);
+        fp_target_add_synthetic(t, tid, FP_FRAME_THREAD_EXIT, w);
         t->st.exit_tails++;
         bridge_account(t, fp_thread_find(t, tid), v);
 }
