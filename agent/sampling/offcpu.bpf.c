@@ -23,6 +23,7 @@
  * each, not a helper call per field: this runs on every switch).
  */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -76,7 +77,11 @@ struct thread_state {
         __u8 sampled;   /* its stack is copied at the switch-out one time in scale */
         /* Sampled blocks to go until the next copy (take_copy()), by scale; 0: none yet. */
         __u8 countdown, countdown_sibling;
-        __u8 pad[5];
+        /* Its stack is read on its way back to user mode (rseq_update): see give_stack(). */
+        __u8 at_resume;
+        /* pending holds kept parts waiting for that moment (not a call's sys_exit) */
+        __u8 await_resume;
+        __u8 pad[3];
 };
 
 /* Where a thread's user state was left when it was switched out. */
@@ -96,6 +101,21 @@ struct thread_state {
  */
 #define AFTER_CALL_SAMPLING 16
 #define AFTER_CALL_SIBLING  64
+
+/*
+ * Set by the loader once fp_offcpu_resume is attached: a thread with
+ * restartable sequences registered has its after-call stacks read exactly
+ * on its way back to user mode, and none sampled.
+ */
+bool resume_hook = false;
+
+/* Whether the kernel updates task's rseq area on its way back to user mode. */
+static __always_inline bool has_rseq(struct task_struct *task)
+{
+        if (!bpf_core_field_exists(task->rseq_len))
+                return false;
+        return BPF_CORE_READ(task, rseq_len) != 0;
+}
 
 #define LOST_COPY 1
 #define LOST_RING 2
@@ -311,9 +331,10 @@ static __always_inline void switch_out(struct task_struct *prev, struct task_str
                 return;
         if (state & TASK_DEAD) {
                 ts = bpf_task_storage_get(&threads, prev, 0, 0);
-                if (ts && ts->has_pending) {
+                if (ts && (ts->has_pending || ts->await_resume)) {
                         count_lost(tv, &tv->lost_exited, ts->pending);
                         ts->has_pending = 0;
+                        ts->await_resume = 0;
                 }
                 return;
         }
@@ -326,21 +347,35 @@ static __always_inline void switch_out(struct task_struct *prev, struct task_str
             preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)) ? ts->off_ns : 0;
         ts->reason = state & TASK_UNINTERRUPTIBLE ? FP_OFFCPU_UNINTERRUPTIBLE : FP_OFFCPU_SLEEP;
         regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+        /* Parts waiting for a way back to user mode that never came (it went elsewhere). */
+        if (ts->await_resume &&
+            (frame_of(regs) != FRAME_AFTER_CALL || regs->ip != ts->ip || regs->sp != ts->sp)) {
+                count_lost(tv, &tv->lost_changed, ts->pending);
+                for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                        ts->pending[i] = 0;
+                ts->await_resume = 0;
+        }
         ts->ip = regs->ip;
         ts->sp = regs->sp;
         ts->frame = frame_of(regs);
         ts->stacked = 0;
         ts->stack_err = 0;
         ts->scale = 1;
+        /*
+         * After a call, the stack waits for the thread's way back to user mode
+         * (parts already waiting stay: it has not been there since, its user
+         * state is the same).
+         */
+        ts->at_resume = ts->frame == FRAME_AFTER_CALL && resume_hook && has_rseq(prev);
         /* The host tier samples its preemptions' copies too: a busy host has many. */
-        ts->sampled =
-            ts->frame == FRAME_AFTER_CALL || (ts->frame == FRAME_OTHER && tier == FP_OFFCPU_HOST);
+        ts->sampled = (ts->frame == FRAME_AFTER_CALL && !ts->at_resume) ||
+                      (ts->frame == FRAME_OTHER && tier == FP_OFFCPU_HOST);
         /*
          * A waker handing the CPU to a sibling most likely comes back after
          * one too (read then): its copy is rarer. A preempted thread comes
          * back after whoever ran.
          */
-        bool copy = ts->frame != FRAME_CALL;
+        bool copy = ts->frame != FRAME_CALL && !ts->at_resume;
         if (ts->sampled) {
                 bool sibling = ts->frame == FRAME_AFTER_CALL && prev->mm == next->mm;
                 ts->scale = sibling ? AFTER_CALL_SIBLING : AFTER_CALL_SAMPLING;
@@ -359,9 +394,11 @@ static __always_inline void switch_out(struct task_struct *prev, struct task_str
  * The kept parts w of next's block get their stack. Inside a call: at its
  * sys_exit. After a call: read now when the thread that leaves the CPU
  * shares next's address space (its stack is then readable, and unchanged:
- * next has not run), else from the sampled copy of the switch-out, if it
- * was taken (weighing 1/(its chance) times: not taking it is part of
- * the estimate, not a loss). Elsewhere: the copy of the switch-out.
+ * next has not run), else on next's way back to user mode where the
+ * kernel updates its rseq area (at_resume), else from the sampled copy of
+ * the switch-out, if it was taken (weighing 1/(its chance) times: not
+ * taking it is part of the estimate, not a loss). Elsewhere: the copy of
+ * the switch-out.
  * Returns the kept parts given a stack.
  */
 static __always_inline __u64 give_stack(struct fp_offcpu_target *tv, __u32 tier,
@@ -378,9 +415,15 @@ static __always_inline __u64 give_stack(struct fp_offcpu_target *tv, __u32 tier,
                 return n;
         }
         mm = next->mm;
-        if (ts->sampled && mm && mm == prev->mm) {
+        if ((ts->sampled || ts->at_resume) && mm && mm == prev->mm) {
                 (void)emit(tv, tier, FP_OFFCPU_CALL, next, (struct pt_regs *)bpf_task_pt_regs(next),
                            0, w);
+                return n;
+        }
+        if (ts->at_resume) {
+                for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                        ts->pending[i] += w[i];
+                ts->await_resume = 1;
                 return n;
         }
         if (ts->stacked) {
@@ -436,6 +479,38 @@ int BPF_PROG(fp_offcpu_wakeup, struct task_struct *p)
 
         if (ts && ts->off_ns && !ts->wake_ns)
                 ts->wake_ns = bpf_ktime_get_ns();
+        return 0;
+}
+
+/*
+ * A thread on its way back to user mode after a switch, in its own context,
+ * its user registers and stack as it left them (the kernel updates its
+ * rseq area here; only threads that registered one come). Kept parts after
+ * a returned call get their stack now.
+ */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(fp_offcpu_resume, struct task_struct *t)
+{
+        struct task_struct *task = bpf_get_current_task_btf();
+        struct thread_state *ts = bpf_task_storage_get(&threads, task, 0, 0);
+        struct fp_offcpu_target *tv;
+        struct pt_regs *regs;
+        __u32 tier;
+
+        if (!ts || !ts->await_resume)
+                return 0;
+        ts->await_resume = 0;
+        tv = target_of(task->tgid, &tier);
+        if (tv) {
+                regs = (struct pt_regs *)bpf_task_pt_regs(task);
+                /* A signal's frame or an rseq abort moved it: not where it waited. */
+                if (regs->ip != ts->ip || regs->sp != ts->sp)
+                        count_lost(tv, &tv->lost_changed, ts->pending);
+                else
+                        (void)emit(tv, tier, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
+        }
+        for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                ts->pending[i] = 0;
         return 0;
 }
 

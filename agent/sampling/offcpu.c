@@ -49,7 +49,9 @@ void fp_offcpu_sample(const struct fp_offcpu_record *r, struct fp_perf_sample *r
 #include "offcpu.skel.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <stdbool.h>
 #include <event2/event.h>
 
 #define TARGETS_MAX 4096
@@ -86,6 +88,19 @@ static void on_ring(evutil_socket_t fd, short what, void *arg)
         (void)fd;
         (void)what;
         (void)ring_buffer__consume(o->ring);
+}
+
+/* Whether the running kernel's BTF has the BTF tracepoint type name. */
+static bool has_tracepoint(const char *name)
+{
+        struct btf *btf = btf__load_vmlinux_btf();
+        bool found;
+
+        if (!btf)
+                return false;
+        found = btf__find_by_name_kind(btf, name, BTF_KIND_TYPEDEF) > 0;
+        btf__free(btf);
+        return found;
 }
 
 /*
@@ -138,6 +153,10 @@ int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, stru
                 snprintf(err, err_len, "cannot size the off-CPU BPF maps: %s", strerror(-r));
                 goto fail;
         }
+        /* Without the rseq_update tracepoint, after-call stacks are sampled at the switch-out. */
+        bool resume = has_tracepoint("btf_trace_rseq_update");
+        if (!resume)
+                bpf_program__set_autoload(o->skel->progs.fp_offcpu_resume, false);
         if ((r = offcpu_bpf__load(o->skel)) < 0) {
                 load_reason(r, err, err_len);
                 goto fail;
@@ -149,6 +168,7 @@ int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, stru
                          strerror(-r), fp_bpflog_suffix());
                 goto fail;
         }
+        o->skel->bss->resume_hook = resume;
         o->ring = ring_buffer__new(bpf_map__fd(o->skel->maps.records), on_record, o, NULL);
         if (!o->ring) {
                 r = -errno;

@@ -26,11 +26,17 @@
  *     to user mode: a waker, as in a ping-pong) has no such moment. When
  *     the thread comes back after another thread of its process, the
  *     stack (unchanged: the thread has not run) is read then, in their
- *     shared address space (FP_OFFCPU_CALL). Otherwise one such block in
- *     16 (in 64 when the CPU went to a thread of its process) has its
- *     stack copied at the switch-out (FP_OFFCPU_STACK), whose kept parts
- *     weigh 16 (64) times as much (FP_OFFCPU_WEIGHTS follows at the
- *     switch-in): unbiased at a sixteenth of the copies or less.
+ *     shared address space (FP_OFFCPU_CALL). Otherwise, for a thread with
+ *     restartable sequences registered (glibc 2.35 and later registers
+ *     every thread), it is read on the thread's way back to user mode,
+ *     where the kernel updates its rseq area after any switch
+ *     (FP_OFFCPU_CALL from the rseq_update tracepoint): exact, as a
+ *     call's. For other threads one such block in 16 (in 64 when the CPU
+ *     went to a thread of its process) has its stack copied at the
+ *     switch-out (FP_OFFCPU_STACK), whose kept parts weigh 16 (64) times
+ *     as much (FP_OFFCPU_WEIGHTS follows at the switch-in): unbiased at a
+ *     sixteenth of the copies or less, but a rare long wait (another
+ *     process ran in between) then weighs 64 times its length.
  *   - A block elsewhere (preempted in user mode, or waiting in a page
  *     fault) is copied at the switch-out, the weights following at the
  *     switch-in. Such preemptions are bounded by the interrupt rate.

@@ -49,8 +49,13 @@
 #    back from a call, where no sys_exit comes; its wall profile (CPU at
 #    999 Hz, off-CPU at T = 1 ms) is its life but for the kernel's work of
 #    switching it in (between the switch that ends its wait and its CPU
-#    clock's start: no one's time), which must stay under 6 us a switch
-#    (measured 2.5), a fifth of it at least in the run queue.
+#    clock's start: no one's time), which must stay under 8 us a switch
+#    (measured 2.5 here, up to 5.8 beside a CPU-bound job), a fifth of it
+#    at least in the run queue (losing the waits after returned calls
+#    leaves it near none). Those waits' stacks are read exactly, at the
+#    thread's way back to user mode, where it comes back after another
+#    process (the CI's agent under ASan, a busy machine): sampled one in
+#    64 instead, a single 40 ms wait put 2.6 s into ping's 3 s life.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=offcpu
@@ -255,7 +260,7 @@ for th in ("ping", "pong"):
     # (after the switch tracepoint ends its wait, before its CPU clock starts) is neither.
     gap_us = ((t2 - t1) - w) / trips / 1e3
     print("%s: %d round trips, %.2f us of its life per switch in neither" % (th, trips, gap_us))
-    if not (t2 - t1) * 0.7 <= w <= (t2 - t0) * 1.05 or gap_us > 6 or parts[th]["runqueue"] < 0.2 * w:
+    if not (t2 - t1) * 0.7 <= w <= (t2 - t0) * 1.05 or gap_us > 8 or parts[th]["runqueue"] < 0.2 * w:
         bad.append(th)
 sys.exit(1 if bad else 0)
 EOF
