@@ -72,6 +72,7 @@ struct w_function {
 };
 struct w_location {
         uint64_t id, mapping_id, address, function_id; /* the first line's function */
+        int64_t line;                                  /* and its line (0: none) */
         uint32_t mapping, function, frame;             /* resolved: index + 1; batch frame + 1 */
 };
 struct w_line { /* a location's line past its first: only checked */
@@ -293,7 +294,7 @@ static int wire_scan(struct wire *w, struct pb c)
                                         r = -EBADMSG;
                                 } else if (ff == 4 && wt2 == WT_LEN) {
                                         /* line: the first names the frame's function */
-                                        uint64_t fid = 0;
+                                        uint64_t fid = 0, line_no = 0;
                                         uint32_t lf;
                                         unsigned lw;
                                         uint64_t lv;
@@ -303,6 +304,8 @@ static int wire_scan(struct wire *w, struct pb c)
                                                         r = -EBADMSG;
                                                 else if (lf == 1 && lw == WT_VARINT)
                                                         fid = lv;
+                                                else if (lf == 2 && lw == WT_VARINT)
+                                                        line_no = lv;
                                         }
                                         if (!first_line && fid) {
                                                 /* the others are checked, not kept */
@@ -311,8 +314,12 @@ static int wire_scan(struct wire *w, struct pb c)
                                                 w->lines[w->n_lines++] =
                                                     (struct w_line){fid, w->n_locations};
                                         }
-                                        if (first_line)
+                                        if (first_line) {
                                                 l.function_id = fid;
+                                                /* int64 on the wire; a negative one means none */
+                                                l.line =
+                                                    (int64_t)line_no > 0 ? (int64_t)line_no : 0;
+                                        }
                                         first_line = false;
                                 } else if (wt2 == WT_VARINT) {
                                         if (ff == 1)
@@ -451,6 +458,12 @@ static int wire_frame(struct wire *w, struct fp_store_batch *b, size_t li, uint3
             .mapping_offset = m ? m->offset : 0,
             .address = l->address,
         };
+        if (l->function) {
+                const struct w_function *fn = &w->functions[l->function - 1];
+                f.system_name = w->strs[fn->system_name];
+                f.filename = w->strs[fn->filename];
+                f.line = l->line;
+        }
         if ((r = fp_store_batch_add_frame(b, &f, ret)) < 0)
                 return r;
         l->frame = *ret + 1;

@@ -595,19 +595,26 @@ int fp_pp_intern_function(struct fp_pprof *p, uint32_t name, uint32_t system_nam
 
 int fp_pprof_function(struct fp_pprof *p, const char *name, const char *filename, uint64_t *ret_id)
 {
-        uint32_t n, f;
+        return fp_pprof_function_full(p, name, NULL, filename, 0, ret_id);
+}
+
+int fp_pprof_function_full(struct fp_pprof *p, const char *name, const char *system_name,
+                           const char *filename, int64_t start_line, uint64_t *ret_id)
+{
+        uint32_t n, sn, f;
         uint64_t id;
         int r;
 
         if (!p || !ret_id)
                 return -EINVAL;
-        r = intern_cstr(p, name, &n);
-        if (r < 0)
+        if ((r = intern_cstr(p, name, &n)) < 0)
                 return r;
-        r = intern_cstr(p, filename, &f);
-        if (r < 0)
+        sn = n;
+        if (system_name && *system_name && (r = intern_cstr(p, system_name, &sn)) < 0)
                 return r;
-        r = fp_pp_intern_function(p, n, n, f, 0, &id);
+        if ((r = intern_cstr(p, filename, &f)) < 0)
+                return r;
+        r = fp_pp_intern_function(p, n, sn, f, start_line, &id);
         if (r < 0)
                 return r;
         *ret_id = id;
@@ -695,7 +702,13 @@ int fp_pp_intern_location(struct fp_pprof *p, uint64_t mapping_id, uint64_t addr
 int fp_pprof_location(struct fp_pprof *p, uint64_t mapping_id, uint64_t address,
                       uint64_t function_id, uint64_t *ret_id)
 {
-        struct fp_pp_line line = {function_id, 0};
+        return fp_pprof_location_at(p, mapping_id, address, function_id, 0, ret_id);
+}
+
+int fp_pprof_location_at(struct fp_pprof *p, uint64_t mapping_id, uint64_t address,
+                         uint64_t function_id, int64_t line_no, uint64_t *ret_id)
+{
+        struct fp_pp_line line = {function_id, function_id ? line_no : 0};
         uint64_t id;
         int r;
 
@@ -973,6 +986,7 @@ int fp_pprof_location_line(const struct fp_pprof *p, uint64_t location_id, size_
         if (line->function_id)
                 f = &p->functions[line->function_id - 1];
         *ret = (struct fp_pprof_line_view){.function_name = f ? fp_pp_str(p, f->name) : "",
+                                           .system_name = f ? fp_pp_str(p, f->system_name) : "",
                                            .filename = f ? fp_pp_str(p, f->filename) : "",
                                            .line = line->line};
         return 0;

@@ -56,6 +56,7 @@ struct fp_pprof_location_view {
 /* Line j of a location (j < n_lines): its function's name and file ("" none) and line. */
 struct fp_pprof_line_view {
         const char *function_name;
+        const char *system_name; /* the function's name as its code carries it */
         const char *filename;
         int64_t line;
 };
@@ -89,6 +90,13 @@ int fp_pprof_mapping(struct fp_pprof *p, uint64_t memory_start, uint64_t memory_
                      uint64_t *ret_id);
 int fp_pprof_function(struct fp_pprof *p, const char *name, const char *filename, uint64_t *ret_id);
 /*
+ * The same with the name the code itself carries (a mangled C++ or Rust
+ * symbol, a Python function's own name beside its qualified one; NULL or
+ * "": the name) and the line its definition starts at (0: unknown).
+ */
+int fp_pprof_function_full(struct fp_pprof *p, const char *name, const char *system_name,
+                           const char *filename, int64_t start_line, uint64_t *ret_id);
+/*
  * Names the main binary: pprof readers take the first mapping of a profile
  * for it ("File:" in go tool pprof), so the encoder writes the first
  * mapping whose file name is filename before the others. Returns -ENOENT
@@ -98,6 +106,9 @@ int fp_pprof_set_main_binary(struct fp_pprof *p, const char *filename);
 /* A location with one line (function_id != 0) or none (function_id == 0). */
 int fp_pprof_location(struct fp_pprof *p, uint64_t mapping_id, uint64_t address,
                       uint64_t function_id, uint64_t *ret_id);
+/* The same with the line of that function it was at (0: unknown). */
+int fp_pprof_location_at(struct fp_pprof *p, uint64_t mapping_id, uint64_t address,
+                         uint64_t function_id, int64_t line_no, uint64_t *ret_id);
 
 /*
  * Adds values (fp_pprof_n_sample_types() of them) to the sample with these

@@ -314,17 +314,27 @@ static bool frame_eq(const void *ctx, uint32_t idx, const void *key)
         const struct fp_batch_frame *a = &((const struct fp_store_batch *)ctx)->frames[idx],
                                     *k = key;
         return a->hash == k->hash && a->mapping == k->mapping && a->function == k->function &&
-               a->address == k->address;
+               a->system_name == k->system_name && a->filename == k->filename &&
+               a->line == k->line && a->address == k->address;
 }
 
 /* A frame as given, for looking it up before anything is interned. */
 struct frame_key {
         uint32_t mapping;
-        const char *name;
-        size_t name_len;
+        const char *name, *system_name, *filename;
+        size_t name_len, system_name_len, filename_len;
+        int64_t line;
         uint64_t address;
         uint64_t hash;
 };
+
+/* Whether string i (FP_BATCH_NONE: "") is s of len bytes. */
+static bool str_is(const struct fp_store_batch *b, uint32_t i, const char *s, size_t len)
+{
+        if (i == FP_BATCH_NONE)
+                return len == 0;
+        return b->strs[i].len == len && memcmp(b->chars + b->strs[i].off, s, len) == 0;
+}
 
 static bool frame_key_eq(const void *ctx, uint32_t idx, const void *key)
 {
@@ -332,12 +342,10 @@ static bool frame_key_eq(const void *ctx, uint32_t idx, const void *key)
         const struct fp_batch_frame *a = &b->frames[idx];
         const struct frame_key *k = key;
 
-        if (a->hash != k->hash || a->mapping != k->mapping || a->address != k->address)
-                return false;
-        if (a->function == FP_BATCH_NONE)
-                return k->name_len == 0;
-        return b->strs[a->function].len == k->name_len &&
-               memcmp(b->chars + b->strs[a->function].off, k->name, k->name_len) == 0;
+        return a->hash == k->hash && a->mapping == k->mapping && a->address == k->address &&
+               a->line == k->line && str_is(b, a->function, k->name, k->name_len) &&
+               str_is(b, a->system_name, k->system_name, k->system_name_len) &&
+               str_is(b, a->filename, k->filename, k->filename_len);
 }
 
 static bool opt_str_is(const struct fp_store_batch *b, uint32_t i, const char *s)
@@ -387,11 +395,28 @@ static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *
         return 0;
 }
 
+/*
+ * A function's content hash: its name's, then its system name's and file's
+ * where it has them (a function with only a name hashes as it always did).
+ */
+static uint64_t function_hash(const struct frame_key *k)
+{
+        uint64_t h =
+            fp_store_hash_step(FP_STORE_SEED_FUNCTION, fp_store_hash_str(k->name, k->name_len));
+
+        if (k->system_name_len)
+                h = fp_store_hash_step(h,
+                                       fp_store_hash_str(k->system_name, k->system_name_len) ^ 1);
+        if (k->filename_len)
+                h = fp_store_hash_step(h, fp_store_hash_str(k->filename, k->filename_len) ^ 2);
+        return fp_store_hash_nonzero(h);
+}
+
 static int add_frame(struct fp_store_batch *b, const struct fp_store_frame *f, uint32_t *ret_idx)
 {
         struct frame_key k = {.mapping = FP_BATCH_NONE, .name = f->function, .address = f->address};
         struct fp_batch_frame e = {.address = f->address};
-        uint64_t mapping_hash = 0, name_hash = 0;
+        uint64_t mapping_hash = 0;
         int64_t found;
         bool is_new;
         int r;
@@ -404,14 +429,24 @@ static int add_frame(struct fp_store_batch *b, const struct fp_store_frame *f, u
         }
         if (k.name && *k.name) {
                 k.name_len = strlen(k.name);
-                name_hash = fp_store_hash_str(k.name, k.name_len);
-                e.function_hash =
-                    fp_store_hash_nonzero(fp_store_hash_step(FP_STORE_SEED_FUNCTION, name_hash));
+                /* A system name equal to the name says nothing more. */
+                if (f->system_name && *f->system_name && strcmp(f->system_name, k.name) != 0) {
+                        k.system_name = f->system_name;
+                        k.system_name_len = strlen(k.system_name);
+                }
+                if (f->filename && *f->filename) {
+                        k.filename = f->filename;
+                        k.filename_len = strlen(k.filename);
+                }
+                k.line = f->line > 0 ? f->line : 0;
+                e.function_hash = function_hash(&k);
         }
         k.hash = fp_store_hash_step(
             fp_store_hash_step(fp_store_hash_step(FP_STORE_SEED_FRAME, mapping_hash),
                                e.function_hash),
             e.address);
+        if (k.line)
+                k.hash = fp_store_hash_step(k.hash, (uint64_t)k.line);
         k.hash = fp_store_hash_nonzero(k.hash);
         /* Seen in this batch already: nothing to intern. */
         found = fp_store_index_find(&b->idx_frames, k.hash, frame_key_eq, b, &k);
@@ -420,8 +455,13 @@ static int add_frame(struct fp_store_batch *b, const struct fp_store_frame *f, u
                 return 0;
         }
         e.mapping = k.mapping;
-        e.function = FP_BATCH_NONE;
+        e.function = e.system_name = e.filename = FP_BATCH_NONE;
+        e.line = k.line;
         if (k.name_len && (r = intern_str(b, k.name, &e.function)) < 0)
+                return r;
+        if (k.system_name_len && (r = intern_str(b, k.system_name, &e.system_name)) < 0)
+                return r;
+        if (k.filename_len && (r = intern_str(b, k.filename, &e.filename)) < 0)
                 return r;
         e.hash = k.hash;
         return INTERN(b, frames, &e, frame_eq, ret_idx, &is_new);

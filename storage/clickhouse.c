@@ -36,8 +36,9 @@
  *   upload_keys  (hour, key, upload): the idempotency keys stored before
  *                schema version 3, still looked up.
  *   stacks       (day, stack_id, frames Array(UInt64)), frames (day,
- *                frame_id, mapping_id, function_id, address), functions (day,
- *                function_id, name), mappings (day, mapping_id, file,
+ *                frame_id, mapping_id, function_id, address, line), functions
+ *                (day, function_id, name, system_name, filename: schema
+ *                version 5 added them and line), mappings (day, mapping_id, file,
  *                build_id, memory_start, memory_limit, file_offset): stored
  *                once per day and referenced by content hash (the SQLite
  *                store's hashes, store-internal.h).
@@ -495,6 +496,14 @@ static const struct schema_step schema_v3[] = {
 
 static int resort_samples(struct fp_ch *c);
 
+/* 4 -> 5: a function's system name (mangled) and source file; a frame's line. */
+static const struct schema_step schema_v5[] = {
+    {"functions", "system_name",
+     "ALTER TABLE DB.functions ADD COLUMN system_name String DEFAULT ''"},
+    {"functions", "filename", "ALTER TABLE DB.functions ADD COLUMN filename String DEFAULT ''"},
+    {"frames", "line", "ALTER TABLE DB.frames ADD COLUMN line Int64 DEFAULT 0"},
+};
+
 /* A schema statement: its "DB." names the database. */
 static void buf_sql(struct buf *q, const char *tmpl, const char *db)
 {
@@ -515,6 +524,7 @@ static const struct {
     {schema_v2, sizeof(schema_v2) / sizeof(schema_v2[0]), NULL},
     {schema_v3, sizeof(schema_v3) / sizeof(schema_v3[0]), NULL},
     {NULL, 0, resort_samples},
+    {schema_v5, sizeof(schema_v5) / sizeof(schema_v5[0]), NULL},
 };
 
 static const char *const hour_tables[] = {"samples", "buckets", "drops", "upload_keys"};
@@ -1278,6 +1288,12 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                         rb_uint(&w->functions, day, 2);
                         rb_uint(&w->functions, fr->function_hash, 8);
                         rb_str(&w->functions, fp_batch_str_at(b, fr->function));
+                        rb_str(&w->functions, fr->system_name == FP_BATCH_NONE
+                                                  ? ""
+                                                  : fp_batch_str_at(b, fr->system_name));
+                        rb_str(&w->functions, fr->filename == FP_BATCH_NONE
+                                                  ? ""
+                                                  : fp_batch_str_at(b, fr->filename));
                 }
                 if (written_before(c, FP_STORE_SEED_FRAME, day, fr->hash))
                         continue;
@@ -1286,6 +1302,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->frames, mid, 8);
                 rb_uint(&w->frames, fr->function_hash, 8);
                 rb_uint(&w->frames, fr->address, 8);
+                rb_uint(&w->frames, (uint64_t)fr->line, 8);
         }
         for (size_t i = 0; i < b->n_mappings; i++) {
                 const struct fp_batch_mapping *m = &b->mappings[i];
@@ -1395,8 +1412,9 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
         if ((r = insert(c, "mappings",
                         "day, mapping_id, file, build_id, memory_start, memory_limit, file_offset",
                         &w.mappings)) < 0 ||
-            (r = insert(c, "functions", "day, function_id, name", &w.functions)) < 0 ||
-            (r = insert(c, "frames", "day, frame_id, mapping_id, function_id, address",
+            (r = insert(c, "functions", "day, function_id, name, system_name, filename",
+                        &w.functions)) < 0 ||
+            (r = insert(c, "frames", "day, frame_id, mapping_id, function_id, address, line",
                         &w.frames)) < 0 ||
             (r = insert(c, "stacks", "day, stack_id, frames", &w.stacks)) < 0 ||
             (r = insert(c, "series",
@@ -2128,9 +2146,10 @@ int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret)
 
 /* ---- the merged profile ---- */
 
-/* Frames: (frame id, mapping id, function id, address), kept until names are known. */
+/* Frames: (frame id, mapping id, function id, address, line), kept until names are known. */
 struct frame_row {
         uint64_t id, mapping, function, address;
+        int64_t line;
 };
 
 struct prof {
@@ -2234,12 +2253,12 @@ static int stack_row(struct prof *x, struct rd *rd)
 static int function_row(struct prof *x, struct rd *rd)
 {
         uint64_t id = RD_U64(rd), pid;
-        const char *name = rd_str(rd);
+        const char *name = rd_str(rd), *system_name = rd_str(rd), *filename = rd_str(rd);
         int r;
 
         if (rd->bad || fp_store_map_get(&x->function_ids, id))
                 return 0;
-        if ((r = fp_pprof_function(x->p, name, NULL, &pid)) < 0)
+        if ((r = fp_pprof_function_full(x->p, name, system_name, filename, 0, &pid)) < 0)
                 return pprof_fail(x->c, r);
         return fp_store_map_put(&x->function_ids, id, pid, 0) < 0 ? oom(x->c) : 0;
 }
@@ -2264,6 +2283,7 @@ static int frame_row(struct prof *x, struct rd *rd)
         f.mapping = RD_U64(rd);
         f.function = RD_U64(rd);
         f.address = RD_U64(rd);
+        f.line = RD_I64(rd);
         if (rd->bad)
                 return 0;
         if (fp_grow((void **)&x->frames, &x->cap_frames, x->n_frames + 1, sizeof(*x->frames)) < 0)
@@ -2286,14 +2306,16 @@ static int resolve_frames(struct prof *x)
                 }
         fp_store_map_free(&seen);
         if (r == 0)
-                r = fetch(x, "frames", "frame_id", "mapping_id, function_id, address", frame_row);
+                r = fetch(x, "frames", "frame_id", "mapping_id, function_id, address, line",
+                          frame_row);
         /* Their functions and mappings. */
         for (size_t i = 0; i < x->n_frames && r == 0; i++)
                 if (x->frames[i].function &&
                     !fp_store_map_get(&x->function_ids, x->frames[i].function))
                         r = need_add(x, x->frames[i].function);
         if (r == 0)
-                r = fetch(x, "functions", "function_id", "name", function_row);
+                r = fetch(x, "functions", "function_id", "name, system_name, filename",
+                          function_row);
         for (size_t i = 0; i < x->n_frames && r == 0; i++)
                 if (x->frames[i].mapping &&
                     !fp_store_map_get(&x->mapping_ids, x->frames[i].mapping))
@@ -2315,7 +2337,8 @@ static int resolve_frames(struct prof *x)
                                   f->id, f->mapping && !me ? "mapping" : "function");
                         break;
                 }
-                r = fp_pprof_location(x->p, me ? me->a : 0, f->address, fe ? fe->a : 0, &loc);
+                r = fp_pprof_location_at(x->p, me ? me->a : 0, f->address, fe ? fe->a : 0, f->line,
+                                         &loc);
                 if (r < 0)
                         r = pprof_fail(x->c, r);
                 else if (fp_store_map_put(&x->frame_locs, f->id, loc, 0) < 0)

@@ -488,7 +488,9 @@ static int function_id(struct query *q, int64_t id, uint64_t *ret)
         sqlite3_bind_int64(q->st_function, 1, id);
         rc = sqlite3_step(q->st_function);
         if (rc == SQLITE_ROW) {
-                r = fp_pprof_function(q->p, fp_store_col_text(q->st_function, 0), NULL, ret);
+                r = fp_pprof_function_full(q->p, fp_store_col_text(q->st_function, 0),
+                                           fp_store_col_text(q->st_function, 1),
+                                           fp_store_col_text(q->st_function, 2), 0, ret);
                 if (r == 0 && fp_store_map_put(&q->function_ids, (uint64_t)id, *ret, 0) < 0)
                         r = -ENOMEM;
                 if (r < 0)
@@ -505,7 +507,7 @@ static int function_id(struct query *q, int64_t id, uint64_t *ret)
 static int frame_location(struct query *q, int64_t id, uint64_t *ret)
 {
         struct fp_store_map_entry *e = fp_store_map_get(&q->frame_locs, (uint64_t)id);
-        int64_t mapping, function;
+        int64_t mapping, function, line;
         uint64_t address, mid = 0, fid = 0, start = 0;
         int rc, r;
 
@@ -518,6 +520,7 @@ static int frame_location(struct query *q, int64_t id, uint64_t *ret)
         mapping = sqlite3_column_int64(q->st_frame, 0);
         function = sqlite3_column_int64(q->st_frame, 1);
         address = (uint64_t)sqlite3_column_int64(q->st_frame, 2);
+        line = sqlite3_column_int64(q->st_frame, 3);
         sqlite3_reset(q->st_frame);
         if (rc != SQLITE_ROW)
                 return rc == SQLITE_DONE ? inconsistent(q, "frame", id)
@@ -527,7 +530,7 @@ static int frame_location(struct query *q, int64_t id, uint64_t *ret)
         address += start; /* stored relative to its mapping */
         if (function && (r = function_id(q, function, &fid)) < 0)
                 return r;
-        r = fp_pprof_location(q->p, mid, address, fid, ret);
+        r = fp_pprof_location_at(q->p, mid, address, fid, line, ret);
         if (r == 0 && fp_store_map_put(&q->frame_locs, (uint64_t)id, *ret, 0) < 0)
                 r = -ENOMEM;
         if (r < 0)
@@ -603,13 +606,14 @@ static int add_samples(struct query *q)
         if ((r = fp_store_prepare(q->s, "SELECT frames FROM stacks WHERE id = ?1", &q->st_stack)) <
                 0 ||
             (r = fp_store_prepare(
-                 q->s, "SELECT mapping_id, function_id, offset FROM frames WHERE id = ?1",
+                 q->s, "SELECT mapping_id, function_id, offset, line FROM frames WHERE id = ?1",
                  &q->st_frame)) < 0 ||
             (r = fp_store_prepare(q->s,
                                   "SELECT file, build_id, memory_start, memory_limit, file_offset"
                                   " FROM mappings WHERE id = ?1",
                                   &q->st_mapping)) < 0 ||
-            (r = fp_store_prepare(q->s, "SELECT name FROM functions WHERE id = ?1",
+            (r = fp_store_prepare(q->s,
+                                  "SELECT name, system_name, filename FROM functions WHERE id = ?1",
                                   &q->st_function)) < 0)
                 return r;
         for (size_t i = 0; q->agg && i < q->n_threads; i++) {

@@ -52,10 +52,14 @@
  *                  rest): a sample's labels come from its thread's row.
  * mappings       id INTEGER PRIMARY KEY, hash UNIQUE, file, build_id,
  *                memory_start, memory_limit, file_offset
- * functions      id INTEGER PRIMARY KEY, hash UNIQUE, name
+ * functions      id INTEGER PRIMARY KEY, hash UNIQUE, name, system_name,
+ *                filename
+ *                  system_name: the name as the code carries it when it
+ *                  differs (a mangled symbol); filename: its source file
+ *                  (a Python function's); '' when none.
  * frames         id INTEGER PRIMARY KEY, mapping_id -> mappings (0: none),
- *                function_id -> functions (0: none), offset
- *                UNIQUE (mapping_id, offset, function_id)
+ *                function_id -> functions (0: none), offset, line
+ *                UNIQUE (mapping_id, offset, function_id, line)
  *                  offset: the address less its mapping's memory_start
  *                  (the address itself without a mapping), so that it
  *                  takes a few bytes; the unique index is the frame's key
@@ -450,6 +454,13 @@ static const struct {
      "DROP TABLE threads;"
      "ALTER TABLE threads_v8 RENAME TO threads;",
      NULL, NULL},
+    /* 8 -> 9: a function's system name (mangled) and source file; a frame's line. */
+    {"ALTER TABLE functions ADD COLUMN system_name TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE functions ADD COLUMN filename TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE frames ADD COLUMN line INTEGER NOT NULL DEFAULT 0;"
+     "DROP INDEX frames_by_place;"
+     "CREATE UNIQUE INDEX frames_by_place ON frames (mapping_id, offset, function_id, line);",
+     NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -509,11 +520,12 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
     [FP_STMT_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
                                " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [FP_STMT_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
-    [FP_STMT_FUNCTION_INSERT] = "INSERT INTO functions (hash, name) VALUES (?1, ?2)",
-    [FP_STMT_FRAME_FIND] = "SELECT id FROM frames"
-                           " WHERE mapping_id = ?1 AND offset = ?2 AND function_id = ?3",
-    [FP_STMT_FRAME_INSERT] = "INSERT INTO frames (mapping_id, offset, function_id)"
-                             " VALUES (?1, ?2, ?3)",
+    [FP_STMT_FUNCTION_INSERT] = "INSERT INTO functions (hash, name, system_name, filename)"
+                                " VALUES (?1, ?2, ?3, ?4)",
+    [FP_STMT_FRAME_FIND] = "SELECT id FROM frames WHERE mapping_id = ?1 AND offset = ?2"
+                           " AND function_id = ?3 AND line = ?4",
+    [FP_STMT_FRAME_INSERT] = "INSERT INTO frames (mapping_id, offset, function_id, line)"
+                             " VALUES (?1, ?2, ?3, ?4)",
     [FP_STMT_STACK_TOUCH_ID] = "UPDATE stacks SET last_bucket = ?2 WHERE id = ?1",
     [FP_STMT_STACK_TOUCH_HASH] = "UPDATE stacks SET last_bucket = ?2 WHERE hash = ?1 RETURNING id",
     [FP_STMT_STACK_INSERT] = "INSERT INTO stacks (hash, last_bucket, frames) VALUES (?1, ?2, ?3)",

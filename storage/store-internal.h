@@ -19,10 +19,13 @@
  *   bytes(seed, s)   = for each 8-byte little-endian word w of s (the last
  *                      one zero-padded): h = step(h, w); then
  *                      h = step(h, length)
- *   function         = step(SEED_FUNCTION, bytes(SEED_STRING, name))
+ *   function         = step(SEED_FUNCTION, bytes(SEED_STRING, name)), then
+ *                      h = step(h, bytes(system_name) ^ 1) when it has one
+ *                      and h = step(h, bytes(filename) ^ 2) when it has one
  *   mapping          = step(... step(SEED_MAPPING, bytes(file)), bytes(build_id),
  *                      start, limit, offset)
- *   frame            = step(step(step(SEED_FRAME, mapping or 0), function or 0), address)
+ *   frame            = step(step(step(SEED_FRAME, mapping or 0), function or 0), address),
+ *                      then h = step(h, line) when it has one
  *   stack            = step(... step(SEED_STACK, n), frame_1) ..., frame_n)
  *   step(h, v)       = mum(h ^ v ^ K0, K1), mum(a, b) = lo(a*b) ^ hi(a*b) (128-bit product)
  *
@@ -170,6 +173,9 @@ struct fp_batch_mapping {
 struct fp_batch_frame {
         uint32_t mapping;  /* FP_BATCH_NONE or a mapping index */
         uint32_t function; /* FP_BATCH_NONE or a string index: the function's name */
+        /* The function's system name and file: FP_BATCH_NONE when none (or no function). */
+        uint32_t system_name, filename;
+        int64_t line; /* 0: none */
         uint64_t address;
         uint64_t function_hash; /* content hash of the function, 0 when none */
         uint64_t hash;          /* content hash (on disk) */

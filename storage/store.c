@@ -267,6 +267,9 @@ static int resolve_function(struct writer *w, const struct fp_batch_frame *f, in
         st = ST(s, FP_STMT_FUNCTION_INSERT);
         sqlite3_bind_int64(st, 1, (int64_t)f->function_hash);
         bind_text(st, 2, fp_batch_str_at(w->b, f->function));
+        bind_text(st, 3,
+                  f->system_name == FP_BATCH_NONE ? "" : fp_batch_str_at(w->b, f->system_name));
+        bind_text(st, 4, f->filename == FP_BATCH_NONE ? "" : fp_batch_str_at(w->b, f->filename));
         return insert_row(s, st, &s->functions, f->function_hash, ret);
 }
 
@@ -298,6 +301,7 @@ static int resolve_frame(struct writer *w, uint32_t i, int64_t *ret)
         sqlite3_bind_int64(st, 1, mapping);
         sqlite3_bind_int64(st, 2, (int64_t)offset);
         sqlite3_bind_int64(st, 3, function);
+        sqlite3_bind_int64(st, 4, f->line);
         CHECK_RC(s, fp_store_db_step_int(st, ret), "look up a frame");
         if (*ret) {
                 cache_put(&s->frames, f->hash, (uint64_t)*ret, 0);
@@ -306,6 +310,7 @@ static int resolve_frame(struct writer *w, uint32_t i, int64_t *ret)
                 sqlite3_bind_int64(st, 1, mapping);
                 sqlite3_bind_int64(st, 2, (int64_t)offset);
                 sqlite3_bind_int64(st, 3, function);
+                sqlite3_bind_int64(st, 4, f->line);
                 r = insert_row(s, st, &s->frames, f->hash, ret);
                 if (r < 0)
                         return r;

@@ -126,6 +126,10 @@ struct fp_store_frame {
         const char *build_id;     /* hex; NULL or "": unknown */
         uint64_t mapping_start, mapping_limit, mapping_offset;
         uint64_t address;
+        /* Of the function, when it has one: */
+        const char *system_name; /* NULL or "": the name (else a mangled symbol, say) */
+        const char *filename;    /* NULL or "": unknown (a source file: a Python frame's) */
+        int64_t line;            /* 0: unknown; the line of filename it was at */
 };
 
 #define FP_STORE_MAX_FRAMES 4096 /* deepest stack a batch accepts */
@@ -244,7 +248,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 8
+#define FP_STORE_SCHEMA_VERSION 9
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 

@@ -23,6 +23,10 @@
 #                     nanoseconds), each stack's samples labelled wait=sleep,
 #                     uninterruptible or runqueue in turn
 #       badwait       the off-CPU profile with a wait label no one knows
+#       named         the good profile whose functions have more than a
+#                     name: func_F (F = 1, 4, 7...) the system name
+#                     _Z6func_Fv, every one the file src/fF.py and its
+#                     location the line 10 * F
 import gzip
 import random
 import sys
@@ -95,10 +99,15 @@ def build(kind, samples, stacks, seed, time_ns=0):
     nfun = stacks * 3
     for f in range(1, nfun + 1):
         name = p.s("func_%d" % f) if not (kind == "badstring" and f == 1) else 10**6
-        p.add(field_bytes(5, field_varint(1, f) + field_varint(2, name)))
+        fn, line = field_varint(1, f) + field_varint(2, name), field_varint(1, f)
+        if kind == "named":
+            if f % 3 == 1:
+                fn += field_varint(3, p.s("_Z%dfunc_%dv" % (len("func_%d" % f), f)))
+            fn += field_varint(4, p.s("src/f%d.py" % f))
+            line += field_varint(2, 10 * f)
+        p.add(field_bytes(5, fn))
         p.add(field_bytes(4, field_varint(1, f) + field_varint(2, 1) +
-                          field_varint(3, 0x400000 + 16 * f) +
-                          field_bytes(4, field_varint(1, f))))
+                          field_varint(3, 0x400000 + 16 * f) + field_bytes(4, line)))
     # Spread the samples over the stacks; every stack gets at least one when it can.
     counts = [0] * stacks
     for i in range(samples):

@@ -76,6 +76,7 @@ class Location:
         self.address = address
         self.mapping = mapping
         self.lines = []  # (function, file, line), innermost first
+        self.system_names = []  # each line's function's system name ("" when pprof shows none)
 
     def names(self):
         if not self.lines:
@@ -212,12 +213,15 @@ def parse(text):
                 continue
             if rest == "??":
                 cur_loc.lines.append(("??", "", 0))
+                cur_loc.system_names.append("")
                 continue
             lm = _LINE.match(rest)
             if lm:
                 cur_loc.lines.append((lm.group("name"), lm.group("file"), int(lm.group("line"))))
+                cur_loc.system_names.append(lm.group("sys") or "")
             else:
                 cur_loc.lines.append((rest, "", 0))
+                cur_loc.system_names.append("")
             continue
         if section == "mappings":
             mm = re.match(r"^\s*(\d+): (.*)$", line)

@@ -3,11 +3,11 @@
 #
 # Collectors started together on one ClickHouse database, as the replicas
 # of a deployment are: two and three at the same moment, on a fresh
-# database and on one of each older schema version (1, 2, 3), two rounds
+# database and on one of each older schema version (1, 2, 3, 4), two rounds
 # each. Every collector comes up (none exits: Debian's 18.16 answered the
 # second ADD COLUMN with "column with this name already exists", and two
 # CREATE TABLE IF NOT EXISTS at one moment with "already exists"), the
-# schema ends at version 4 with every column and the samples in their
+# schema ends at version 5 with every column and the samples in their
 # new order, no migration table is left, and an upload through each
 # collector is stored once and read back through another.
 set -euo pipefail
@@ -23,7 +23,7 @@ echo "default:" >"$FP_TMP/ch.cred"
 chmod 600 "$FP_TMP/ch.cred"
 fp_log "clickhouse-server $(fp_ch_query 'SELECT version()') on port $FP_CH_PORT"
 
-# A version-4 database to take older ones from: made by one collector, alone.
+# A version-5 database to take older ones from: made by one collector, alone.
 port=$(fp_free_port)
 "$FP_COLLECTOR" --listen "127.0.0.1:$port" --store "$CH/template" \
   --store-credentials "$FP_TMP/ch.cred" >>"$FP_TMP/template.log" 2>&1 &
@@ -46,6 +46,11 @@ make_db() {
   for t in meta series buckets samples drops upload_keys stacks frames functions mappings costs; do
     q "CREATE TABLE $db.$t AS template.$t"
   done
+  if ((v <= 4)); then
+    q "ALTER TABLE $db.functions DROP COLUMN system_name"
+    q "ALTER TABLE $db.functions DROP COLUMN filename"
+    q "ALTER TABLE $db.frames DROP COLUMN line"
+  fi
   if ((v <= 3)); then
     q "DROP TABLE $db.samples"
     q "CREATE TABLE $db.samples $OLD_SAMPLES"
@@ -78,14 +83,16 @@ now=$(date +%s)
 python3 "$MK" good "$FP_TMP/u.pb.gz" --stacks 7 --samples 300 --seed 3
 runs=0
 for round in 1 2; do
-  for v in 0 1 2 3; do
+  for v in 0 1 2 3 4; do
     for n in 2 3; do
       db=start_v${v}_n${n}
       make_db "$db" "$v"
       together "$db" "$n"
-      [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 4 ]] || fp_fail "$db: schema version $(fp_ch_query "SELECT max(version) FROM $db.meta")"
+      [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 5 ]] || fp_fail "$db: schema version $(fp_ch_query "SELECT max(version) FROM $db.meta")"
       cols=$(fp_ch_query "SELECT count() FROM system.columns WHERE database = '$db' AND ((table = 'series' AND name = 'container') OR (table = 'buckets' AND name = 'key'))")
       [[ $cols == 2 ]] || fp_fail "$db: the columns of versions 2 and 3 are missing"
+      cols=$(fp_ch_query "SELECT count() FROM system.columns WHERE database = '$db' AND ((table = 'functions' AND name IN ('system_name', 'filename')) OR (table = 'frames' AND name = 'line'))")
+      [[ $cols == 3 ]] || fp_fail "$db: the columns of version 5 are missing"
       key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = '$db' AND name = 'samples'")
       [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "$db: samples sorted by '$key'"
       # Each collector stores one upload (its own key) and another reads all of them.
@@ -105,6 +112,6 @@ for round in 1 2; do
       runs=$((runs + 1))
     done
   done
-  fp_ok "round $round: 2 and 3 collectors at once, from a fresh database and versions 1-3: all up, version 4, every upload once"
+  fp_ok "round $round: 2 and 3 collectors at once, from a fresh database and versions 1-4: all up, version 5, every upload once"
 done
 fp_ok "$runs databases set up by collectors started together"

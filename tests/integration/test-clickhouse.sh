@@ -81,10 +81,10 @@ start_coll B "$pb" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
 start_coll S "$ps" "$FP_TMP/sqlite.db"
 tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = 'fleetprof'")
 [[ $tables == 11 ]] || fp_fail "expected 11 tables in database fleetprof, found $tables"
-[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 4 ]] || fp_fail "schema version not recorded"
+[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 5 ]] || fp_fail "schema version not recorded"
 key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = 'fleetprof' AND name = 'samples'")
 [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "samples is sorted by '$key'"
-fp_ok "two collectors share one ClickHouse database (11 tables, schema version 4)"
+fp_ok "two collectors share one ClickHouse database (11 tables, schema version 5)"
 
 # ---- 2. the same answers as SQLite; idempotency -------------------------------------
 post() { # post URL FILE QUERY KEY: prints the HTTP status
@@ -134,6 +134,17 @@ for url in "$A" "$S"; do
     --data-binary @"$FP_TMP/otlp.bin" "$url/v1development/profiles")
   [[ $st == 200 ]] || fp_fail "OTLP request to $url: HTTP $st $(cat "$FP_TMP/resp")"
 done
+# More than names: system names, files and lines, read back from both stores.
+python3 "$MK" named "$FP_TMP/named.pb.gz" --stacks 6 --samples 120 --seed 51
+for url in "$A" "$S"; do
+  st=$(post "$url" "$FP_TMP/named.pb.gz" "$(meta epsilon 310 named cpu-clock $((now - 450)))" named-1)
+  [[ $st == 200 ]] || fp_fail "upload of the named profile to $url: HTTP $st $(cat "$FP_TMP/resp")"
+  curl -sf "$url/api/v1/profile?process=named&from=-1h" -o "$FP_TMP/named-back.pb.gz" ||
+    fp_fail "no profile of the named upload from $url"
+  python3 "$FP_SRC/tests/integration/names_check.py" "$FP_TMP/named-back.pb.gz" >"$FP_TMP/names.txt" ||
+    fp_fail "$url lost names' system names, files or lines: $(cat "$FP_TMP/names.txt")"
+done
+fp_ok "system names, files and lines kept by ClickHouse and SQLite: $(tail -1 "$FP_TMP/names.txt")"
 # Retries: through the other collector (B), both answer "stored once".
 st=$(post "$B" "$FP_TMP/u3.pb.gz" "$(meta alpha 102 svc102 cpu-clock $((now - 600 + 180)))" key-3)
 [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a retry through B was not a duplicate: $st $(cat "$FP_TMP/resp")"
@@ -244,7 +255,7 @@ meta_is() { [[ $(fp_ch_query "SELECT max(version) FROM $1.meta") == "$2" ]]; } #
 # (the DELETE is a mutation: done in the background)
 fp_wait_for 20 meta_is migrated 2 || fp_fail "could not make a version-2 database"
 start_coll M "$pm" "$CH/migrated" --store-credentials "$FP_TMP/ch.cred"
-[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 4 ]] || fp_fail "the version-2 database was not migrated"
+[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 5 ]] || fp_fail "the version-2 database was not migrated"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
 [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a key stored by version 2 is not a duplicate after the migration: $st $(cat "$FP_TMP/resp")"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta mig 401 migrant cpu-clock $((now - 100)))" mig-new)
@@ -255,7 +266,7 @@ want=$(($(fp_profile_total "$FP_TMP/u1.pb.gz" samples) + $(fp_profile_total "$FP
 got=$(curl -sf "http://127.0.0.1:$pm/api/v1/series?host=mig" | fp_json_get 'sum(s["samples"] for s in d["series"])')
 [[ $got == "$want" ]] || fp_fail "the migrated database holds $got samples, want $want (each upload once)"
 fp_kill "$PID_M"
-fp_ok "a version-2 database is migrated to 4: keys stored before and after are both duplicates, $got samples once"
+fp_ok "a version-2 database is migrated to 5: keys stored before and after are both duplicates, $got samples once"
 
 # ---- 2c. samples of schema version 3 sorted anew, also after a crash half-way -------
 # Version 3 sorted samples by time first; 4 by thread and stack (the table is made
@@ -275,7 +286,7 @@ v3() { # v3 DB: turns DB (of version 4) into one of version 3
   fp_ch_query "CREATE TABLE $db.samples AS $db.samples_new ENGINE = ReplacingMergeTree PARTITION BY hour ORDER BY (series_id, start_ns, upload, stack_id, tid, thread_name)" >/dev/null
   fp_ch_query "INSERT INTO $db.samples SELECT * FROM $db.samples_new" >/dev/null
   fp_ch_query "DROP TABLE $db.samples_new" >/dev/null
-  fp_ch_query "ALTER TABLE $db.meta DELETE WHERE version = 4" >/dev/null
+  fp_ch_query "ALTER TABLE $db.meta DELETE WHERE version >= 4" >/dev/null
   fp_wait_for 20 meta_is "$db" 3 || fp_fail "could not make a version-3 database of $db"
 }
 for db in resort halfway racing torn late; do
@@ -311,7 +322,7 @@ for db in resort halfway racing torn late; do
   else
     start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
   fi
-  [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 4 ]] || fp_fail "$db was not migrated to 4"
+  [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 5 ]] || fp_fail "$db was not migrated to 5"
   key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = '$db' AND name = 'samples'")
   [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "$db: samples is sorted by '$key' after the migration"
   left=$(fp_ch_query "SELECT groupArray(name) FROM system.tables WHERE database = '$db' AND name LIKE 'samples_%'")
@@ -332,11 +343,11 @@ start_coll M "$pm" "$CH/dist" --store-credentials "$FP_TMP/ch.cred"
 fp_kill "$PID_M"
 fp_ch_query "RENAME TABLE dist.samples TO dist.samples_local" >/dev/null
 fp_ch_query "CREATE TABLE dist.samples AS dist.samples_local ENGINE = Distributed(test_shard_localhost, dist, samples_local, series_id)" >/dev/null
-fp_ch_query "ALTER TABLE dist.meta DELETE WHERE version = 4" >/dev/null
+fp_ch_query "ALTER TABLE dist.meta DELETE WHERE version >= 4" >/dev/null
 fp_wait_for 20 meta_is dist 3 || fp_fail "could not make a version-3 database of dist"
 start_coll M "$pm" "$CH/dist" --store-credentials "$FP_TMP/ch.cred"
 fp_kill "$PID_M"
-[[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 4 ]] || fp_fail "dist was not migrated to 4"
+[[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 5 ]] || fp_fail "dist was not migrated to 5"
 tables=$(fp_ch_query "SELECT groupArray(concat(name, ':', engine)) FROM (SELECT name, engine FROM system.tables WHERE database = 'dist' AND name LIKE 'samples%' ORDER BY name)")
 [[ $tables == "['samples:Distributed','samples_local:ReplacingMergeTree']" ]] || fp_fail "a Distributed samples was not left alone: $tables"
 fp_ok "samples of a version-3 database are sorted anew by thread and stack, also after a crash half-way or a torn race: $rows rows, $got samples once; a Distributed samples is left alone"

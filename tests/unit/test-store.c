@@ -238,11 +238,14 @@ static void test_round_trip(void)
                                      .comm = "batch",
                                      .exe = "/usr/bin/batch"};
         struct fp_store_frame frames[3] = {
-            {"do_work", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x401234},
-            {"main", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x400100},
-            {"__libc_start_main", "/lib/libc.so.6", "c0ffee", 0x7f00, 0x9f00, 0, 0x7f10},
+            {"do_work", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x401234,
+             NULL, NULL, 0},
+            {"main", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x400100, NULL,
+             NULL, 0},
+            {"__libc_start_main", "/lib/libc.so.6", "c0ffee", 0x7f00, 0x9f00, 0, 0x7f10, NULL, NULL,
+             0},
         };
-        struct fp_store_frame anon = {NULL, NULL, NULL, 0, 0, 0, 0xdead};
+        struct fp_store_frame anon = {NULL, NULL, NULL, 0, 0, 0, 0xdead, NULL, NULL, 0};
         uint32_t a, c, e, s1, s2, s3, again;
         char err[256];
 
@@ -349,6 +352,66 @@ static void test_round_trip(void)
         FP_CHECK_EQ_INT(st.mappings, 2);
         FP_CHECK_EQ_INT(st.first_ns, T0);
         FP_CHECK_EQ_INT(st.last_ns, T0 + 10 * SEC);
+        fp_store_close(s);
+}
+
+/*
+ * A function's system name and file and a frame's line (schema version 9):
+ * kept apart, read back into pprof's Function and Line.
+ */
+static void test_names(void)
+{
+        struct fp_store *s = NULL;
+        struct fp_store_batch *b = fp_store_batch_new(T0, 10 * SEC);
+        struct fp_store_target t = {
+            .host = "h", .pid = 7, .starttime = 1, .comm = "py", .exe = "/py"};
+        struct fp_store_frame py[] = {
+            {"Shop.price", NULL, NULL, 0, 0, 0, 0, "price", "/srv/shop.py", 41},
+            {"Shop.price", NULL, NULL, 0, 0, 0, 0, "price", "/srv/shop.py", 44},
+            {"std::vector<int>::push_back(int const&)", "/usr/bin/app", "ab", 0x1000, 0x2000, 0,
+             0x1100, "_ZNSt6vectorIiSaIiEE9push_backERKi", NULL, 0},
+            /* The same name without a system name: another function. */
+            {"std::vector<int>::push_back(int const&)", "/usr/bin/app", "ab", 0x1000, 0x2000, 0,
+             0x1100, NULL, NULL, 0},
+        };
+        uint32_t tid, e, st[4];
+        char err[256];
+
+        fresh_path("names.db");
+        FP_CHECK_EQ_INT(fp_store_open(path, 0, &s, err, sizeof(err)), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_target(b, &t, &tid), 0);
+        FP_CHECK_EQ_INT(fp_store_batch_add_event(b, &cpu_clock, &e), 0);
+        for (int i = 0; i < 4; i++) {
+                FP_CHECK_EQ_INT(fp_store_batch_add_stack(b, &py[i], 1, &st[i]), 0);
+                FP_CHECK_EQ_INT(fp_store_batch_add_sample(b, tid, e, 7, "py", st[i],
+                                                          (uint64_t)i + 1,
+                                                          ((uint64_t)i + 1) * 1000),
+                                0);
+        }
+        FP_CHECK_EQ_INT(fp_store_batch_n_stacks(b), 4);
+        FP_CHECK_EQ_INT(write_and_free(s, b), 0);
+        FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM functions"), 3);
+        FP_CHECK_EQ_INT(db_int("SELECT count(*) FROM frames"), 4);
+
+        struct fp_pprof *p = fp_pprof_new();
+        int seen = 0;
+        FP_CHECK_EQ_INT(fp_store_query_pprof(s, NULL, p), 4);
+        for (size_t i = 0; i < fp_pprof_n_samples(p); i++) {
+                struct fp_pprof_sample_view v;
+                struct fp_pprof_line_view l;
+                fp_pprof_sample_get(p, i, &v);
+                FP_CHECK_EQ_INT(v.n_locations, 1);
+                FP_CHECK_EQ_INT(fp_pprof_location_line(p, v.location_ids[0], 0, &l), 0);
+                int k = (int)v.values[0] - 1;
+                FP_CHECK_EQ_STR(l.function_name, py[k].function);
+                FP_CHECK_EQ_STR(l.system_name,
+                                py[k].system_name ? py[k].system_name : py[k].function);
+                FP_CHECK_EQ_STR(l.filename, py[k].filename ? py[k].filename : "");
+                FP_CHECK_EQ_INT(l.line, py[k].line);
+                seen |= 1 << k;
+        }
+        FP_CHECK_EQ_INT(seen, 15);
+        fp_pprof_free(p);
         fp_store_close(s);
 }
 
@@ -1615,6 +1678,7 @@ int main(void)
                 return 1;
         }
         test_round_trip();
+        test_names();
         test_merge_and_filters();
         test_reopen_and_targets();
         test_uploads();
