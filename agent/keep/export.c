@@ -10,6 +10,7 @@
 #include "export.h"
 #include "upload_contract.h"
 #include "aggregate.h"
+#include "demangle.h"
 #include "maps.h"
 #include "offcpu.h"
 #include "pprof.h"
@@ -35,6 +36,7 @@ static const char *basename_of(const char *path)
 /* What one frame is, for people: its function name and mapping. */
 struct frame_desc {
         const char *function;             /* never NULL */
+        const char *system_name;          /* the symbol when function is it demangled, else NULL */
         const struct fp_mapping *mapping; /* NULL: none */
         const char *build_id;             /* "" when unknown */
         uint64_t limit;                   /* mapping end for the profile */
@@ -60,6 +62,7 @@ static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const
         uint64_t off = 0;
 
         d->mapping = NULL;
+        d->system_name = NULL;
         d->build_id = "";
         d->limit = 0;
         if (f->flags & FP_FRAME_KERNEL_TIME) {
@@ -88,6 +91,11 @@ static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const
         }
         struct fp_mapping *x = fp_maps_get(maps, f->mapping);
         d->function = fp_maps_symbolize(maps, f->mapping, f->addr, &off);
+        const char *dm = fp_demangle(d->function);
+        if (dm) {
+                d->system_name = d->function;
+                d->function = dm;
+        }
         if (!d->function && x->kind == FP_MAPPING_ANON && jit)
                 d->function = jit(jit_ctx, f->addr);
         d->mapping = x;
@@ -108,6 +116,7 @@ static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct
 static struct fp_store_frame store_frame(const struct frame_desc *d, const struct fp_frame *f)
 {
         return (struct fp_store_frame){.function = d->function,
+                                       .system_name = d->system_name,
                                        .mapping_file = d->mapping ? d->mapping->path : NULL,
                                        .build_id = d->build_id,
                                        .mapping_start = d->mapping ? d->mapping->start : 0,
@@ -135,7 +144,7 @@ static int frame_location(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, 
                 }
                 mapping_id = mapping_ids[f->mapping - 1];
         }
-        r = fp_pprof_function(p, d.function, NULL, &function_id);
+        r = fp_pprof_function_full(p, d.function, d.system_name, NULL, 0, &function_id);
         if (r < 0)
                 return r;
         return fp_pprof_location(p, mapping_id, f->addr, function_id, ret_loc);
@@ -333,6 +342,7 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
         uint32_t ti, ei, member_ei[FP_PERF_MAX_MEMBERS];
         int r;
 
+        fp_demangle_trim(); /* no demangled name is held between exports */
         fp_target_drain(t);
         fp_target_config_string(t, config, sizeof(config));
         fp_target_sample_types(t, types, units);
@@ -482,6 +492,7 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
         uint32_t ei, off_ei = 0, carrier;
         int r;
 
+        fp_demangle_trim(); /* no demangled name is held between exports */
         if (!frames || !descs) {
                 r = -ENOMEM;
                 goto out;
