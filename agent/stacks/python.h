@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPython interpreters recognised in a process's files (python.c): which
+ * version, where its runtime state and its evaluation loop are, and the
+ * layouts of the structures a Python stack is read through.
+ *
+ * A binary is CPython when it defines _PyRuntime (the interpreter in the
+ * executable, as Debian's non-PIE /usr/bin/python3.11, or in a shared
+ * libpython3.X.so, as pyenv's builds). Its version is Py_Version's value
+ * (3.11 and later export it), else the minor version in the file's name
+ * (python3.X, libpython3.X.so). CPython 3.8 to 3.13 are understood; the
+ * layouts are per minor version, taken from CPython's headers for x86-64
+ * (test-python checks them against each pyenv build's DWARF, and against
+ * the thread list of a live interpreter).
+ *
+ * Layout fields are byte offsets; -1 where that version has no such field.
+ */
+#pragma once
+
+#include <gelf.h>
+#include <libelf.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FP_PY_MINOR_MIN 8
+#define FP_PY_MINOR_MAX 13
+
+struct fp_py_layout {
+        int minor;
+        /* _PyRuntime.interpreters.head, PyInterpreterState's first thread state */
+        int16_t runtime_interp_head, interp_tstate_head;
+        /* PyThreadState: next, pthread_self(), the kernel's tid (3.11+), its frame
+         * (3.8-3.10 PyFrameObject *frame; 3.11-3.12 _PyCFrame *cframe; 3.13 current_frame) */
+        int16_t tstate_next, tstate_thread_id, tstate_native_thread_id, tstate_frame;
+        int16_t cframe_current_frame; /* 3.11-3.12: _PyCFrame.current_frame */
+        /* A frame: PyFrameObject (3.8-3.10) or _PyInterpreterFrame (3.11+): the
+         * caller's, the code object, where it is (f_lasti, prev_instr, instr_ptr) */
+        int16_t frame_previous, frame_code, frame_instr;
+        int16_t frame_owner, frame_is_entry; /* 3.11+; 3.11 only */
+        /* PyCodeObject */
+        int16_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
+        int16_t code_adaptive; /* 3.11+: the instructions, inside the code object */
+        /* str (PyASCIIObject) and bytes */
+        int16_t unicode_length, unicode_state, unicode_ascii_data, unicode_compact_data;
+        int16_t bytes_size, bytes_data;
+        int16_t object_type;
+};
+
+/* The layout of CPython 3.minor, NULL outside 3.8-3.13. */
+const struct fp_py_layout *fp_py_layout_of(int minor);
+
+/* What a CPython binary is. Addresses are the file's (link-time) ones. */
+struct fp_py_binary {
+        int major, minor, micro;
+        uint64_t runtime;                        /* _PyRuntime */
+        uint64_t eval_start, eval_end;           /* _PyEval_EvalFrameDefault, 0 when unknown */
+        uint64_t eval_cold_start, eval_cold_end; /* its .cold part, 0 when none named */
+        const struct fp_py_layout *layout;
+};
+
+/*
+ * Whether elf (opened from path; its name counts) is a CPython interpreter:
+ * 1 with *ret filled; 0 when it is no Python (no _PyRuntime); or, for a
+ * binary that looks like one but cannot be read (a version outside
+ * 3.8-3.13, a file named like Python without the runtime, no version
+ * found), -EPROTONOSUPPORT with one line in why.
+ */
+int fp_py_detect(const char *path, Elf *elf, struct fp_py_binary *ret, char *why, size_t why_len);
+
+/*
+ * Calls fn for each thread state of the live process pid whose
+ * interpreter is b loaded bias bytes above its link-time addresses (0
+ * for a non-PIE executable): its address and its thread's ids (native_tid
+ * 0 before 3.11, which does not keep it). At most 4096; returns how many,
+ * or -errno (-EFAULT when the memory does not read as that interpreter).
+ */
+typedef int (*fp_py_thread_fn)(void *userdata, uint64_t tstate, uint64_t pthread_id,
+                               pid_t native_tid);
+int fp_py_threads(pid_t pid, const struct fp_py_binary *b, uint64_t bias, fp_py_thread_fn fn,
+                  void *userdata);

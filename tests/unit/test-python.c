@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of CPython recognition (agent/stacks/python.c):
+ *   - every layout field against the DWARF of each pyenv build of 3.8 to
+ *     3.13 present (gdb's offsetof), where pyenv and gdb are installed;
+ *   - Debian's /usr/bin/python3.11 (non-PIE, stripped, Py_Version in
+ *     .dynsym) and each pyenv libpython3.X.so recognised at their version,
+ *     with _PyRuntime and _PyEval_EvalFrameDefault found;
+ *   - pyenv's 3.6 and 3.7 refused in one line, as are a file named
+ *     python3.11 that is not Python, and a program that is no Python;
+ *   - the thread list of each live interpreter read through its memory:
+ *     3 threads, the kernel's tids where the version keeps them.
+ */
+#include "elfread.h"
+#include "python.h"
+#include "fp-test.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char pyenv[512];
+
+static int detect(const char *path, struct fp_py_binary *b, char *why, size_t why_len)
+{
+        int fd, r;
+        Elf *elf;
+
+        if ((r = fp_elf_open(path, &fd, &elf, NULL)) < 0)
+                return r;
+        r = fp_py_detect(path, elf, b, why, why_len);
+        elf_end(elf);
+        close(fd);
+        return r;
+}
+
+/* The gdb expressions of each field, as CPython 3.minor names it. */
+static void check_dwarf(int minor, const char *lib)
+{
+        const struct fp_py_layout *l = fp_py_layout_of(minor);
+        const char *fr = minor <= 10 ? "PyFrameObject" : "struct _PyInterpreterFrame";
+        struct {
+                const char *expr;
+                int got;
+        } f[32];
+        char e[32][160], cmd[8192];
+        size_t n = 0, len;
+
+#define FIELD(value, ...)                                                                          \
+        do {                                                                                       \
+                snprintf(e[n], sizeof(e[n]), __VA_ARGS__);                                         \
+                f[n].expr = e[n];                                                                  \
+                f[n].got = (value);                                                                \
+                n++;                                                                               \
+        } while (0)
+        FIELD(l->runtime_interp_head, "&((_PyRuntimeState*)0)->interpreters.head");
+        FIELD(l->interp_tstate_head, "&((PyInterpreterState*)0)->%s",
+              minor >= 11 ? "threads.head" : "tstate_head");
+        FIELD(l->tstate_next, "&((PyThreadState*)0)->next");
+        FIELD(l->tstate_thread_id, "&((PyThreadState*)0)->thread_id");
+        if (minor >= 11)
+                FIELD(l->tstate_native_thread_id, "&((PyThreadState*)0)->native_thread_id");
+        FIELD(l->tstate_frame, "&((PyThreadState*)0)->%s",
+              minor <= 10   ? "frame"
+              : minor <= 12 ? "cframe"
+                            : "current_frame");
+        if (minor == 11 || minor == 12)
+                FIELD(l->cframe_current_frame, "&((_PyCFrame*)0)->current_frame");
+        FIELD(l->frame_previous, "&((%s*)0)->%s", fr, minor <= 10 ? "f_back" : "previous");
+        FIELD(l->frame_code, "&((%s*)0)->%s", fr, minor >= 13 ? "f_executable" : "f_code");
+        FIELD(l->frame_instr, "&((%s*)0)->%s", fr,
+              minor <= 10   ? "f_lasti"
+              : minor <= 12 ? "prev_instr"
+                            : "instr_ptr");
+        if (minor >= 11)
+                FIELD(l->frame_owner, "&((%s*)0)->owner", fr);
+        if (minor == 11)
+                FIELD(l->frame_is_entry, "&((%s*)0)->is_entry", fr);
+        FIELD(l->code_filename, "&((PyCodeObject*)0)->co_filename");
+        FIELD(l->code_name, "&((PyCodeObject*)0)->co_name");
+        if (minor >= 11)
+                FIELD(l->code_qualname, "&((PyCodeObject*)0)->co_qualname");
+        FIELD(l->code_firstlineno, "&((PyCodeObject*)0)->co_firstlineno");
+        FIELD(l->code_linetable, "&((PyCodeObject*)0)->%s",
+              minor >= 10 ? "co_linetable" : "co_lnotab");
+        if (minor >= 11)
+                FIELD(l->code_adaptive, "&((PyCodeObject*)0)->co_code_adaptive");
+        FIELD(l->unicode_length, "&((PyASCIIObject*)0)->length");
+        FIELD(l->unicode_state, "&((PyASCIIObject*)0)->state");
+        FIELD(l->unicode_ascii_data, "sizeof(PyASCIIObject)");
+        FIELD(l->unicode_compact_data, "sizeof(PyCompactUnicodeObject)");
+        FIELD(l->bytes_size, "&((PyVarObject*)0)->ob_size");
+        FIELD(l->bytes_data, "&((PyBytesObject*)0)->ob_sval");
+        FIELD(l->object_type, "&((PyObject*)0)->ob_type");
+#undef FIELD
+        len = (size_t)snprintf(cmd, sizeof(cmd), "gdb -batch -nx");
+        for (size_t i = 0; i < n; i++)
+                len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, " -ex 'print/d (long)(%s)'",
+                                        f[i].expr);
+        snprintf(cmd + len, sizeof(cmd) - len, " '%s' 2>&1", lib);
+        FILE *p = popen(cmd, "r");
+        char line[512];
+        size_t k = 0, same = 0;
+        FP_CHECK(p != NULL);
+        while (p && fgets(line, sizeof(line), p)) {
+                if (line[0] != '$')
+                        continue; /* gdb's answers are "$N = value"; an error breaks the count */
+                int v = atoi(strchr(line, '=') + 1);
+                if (k < n && v == f[k].got)
+                        same++;
+                else if (k < n)
+                        printf("3.%d: %s is %d in the DWARF, %d in the table\n", minor, f[k].expr,
+                               v, f[k].got);
+                k++;
+        }
+        if (p)
+                pclose(p);
+        printf("3.%d: %zu of %zu layout fields as the DWARF of %s has them\n", minor, same, n, lib);
+        FP_CHECK_EQ_INT(k, n);
+        FP_CHECK_EQ_INT(same, n);
+}
+
+/* ---- a live interpreter's threads ---- */
+
+struct seen {
+        pid_t tids[16];
+        int n, with_native;
+};
+
+static int on_thread(void *ud, uint64_t tstate, uint64_t pthread_id, pid_t native)
+{
+        struct seen *s = ud;
+        FP_CHECK(tstate != 0 && pthread_id != 0);
+        if (s->n < 16)
+                s->tids[s->n] = native;
+        s->n++;
+        s->with_native += native != 0;
+        return 0;
+}
+
+/* Where path's first mapping in pid starts, less its link-time address: the bias. */
+static uint64_t bias_of(pid_t pid, const char *path, bool pie)
+{
+        char maps[64], line[1024], real[512];
+        uint64_t start = 0;
+        FILE *f;
+
+        if (!pie || !realpath(path, real))
+                return 0;
+        snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+        f = fopen(maps, "r");
+        while (f && fgets(line, sizeof(line), f)) {
+                char *p = strchr(line, '/');
+                unsigned long long s, off;
+                if (p && strncmp(p, real, strlen(real)) == 0 &&
+                    sscanf(line, "%llx-%*[0-9a-f] %*s %llx", &s, &off) == 2 && off == 0) {
+                        start = s;
+                        break;
+                }
+        }
+        if (f)
+                fclose(f);
+        return start; /* a shared libpython's first segment is at link-time address 0 */
+}
+
+static void check_live(const char *python, const char *interp_file, const struct fp_py_binary *b,
+                       bool pie)
+{
+        char ready[64], cmd[1024];
+        snprintf(ready, sizeof(ready), "/tmp/fp-test-python-%d", getpid());
+        unlink(ready);
+        pid_t pid = fork();
+        if (pid == 0) {
+                snprintf(cmd, sizeof(cmd),
+                         "import threading, time\n"
+                         "ev = threading.Event()\n"
+                         "ts = [threading.Thread(target=ev.wait) for _ in range(2)]\n"
+                         "[t.start() for t in ts]\n"
+                         "open('%s', 'w').close()\n"
+                         "time.sleep(30)\n",
+                         ready);
+                execl(python, python, "-c", cmd, (char *)NULL);
+                _exit(127);
+        }
+        for (int i = 0; i < 200 && access(ready, F_OK) < 0; i++)
+                usleep(25000);
+        struct seen s = {0};
+        int n = fp_py_threads(pid, b, bias_of(pid, interp_file, pie), on_thread, &s);
+        printf("%s: %d thread states, %d with the kernel's tid\n", python, n, s.with_native);
+        FP_CHECK_EQ_INT(n, 3);
+        if (b->minor >= 11) {
+                FP_CHECK_EQ_INT(s.with_native, 3);
+                for (int i = 0; i < s.n && i < 16; i++) {
+                        char task[64];
+                        snprintf(task, sizeof(task), "/proc/%d/task/%d", pid, s.tids[i]);
+                        FP_CHECK(access(task, F_OK) == 0);
+                }
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        unlink(ready);
+}
+
+static void test_debian(void)
+{
+        struct fp_py_binary b;
+        char why[512] = "";
+        const char *py = "/usr/bin/python3.11";
+
+        if (access(py, X_OK) < 0) {
+                printf("SKIP: no %s\n", py);
+                return;
+        }
+        FP_CHECK_EQ_INT(detect(py, &b, why, sizeof(why)), 1);
+        FP_CHECK_EQ_INT(b.minor, 11);
+        FP_CHECK(b.micro >= 0);
+        FP_CHECK(b.runtime != 0 && b.eval_start != 0 && b.eval_end > b.eval_start);
+        printf("%s: Python 3.%d.%d, _PyRuntime at 0x%llx\n", py, b.minor, b.micro,
+               (unsigned long long)b.runtime);
+        check_live(py, py, &b, false);
+}
+
+static void test_pyenv(void)
+{
+        static const char *const versions[] = {"3.6",  "3.7",  "3.8",  "3.9",
+                                               "3.10", "3.11", "3.12", "3.13"};
+        bool have_gdb = system("command -v gdb >/dev/null 2>&1") == 0;
+
+        if (!*pyenv) {
+                printf("SKIP: no pyenv\n");
+                return;
+        }
+        for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
+                char find[1024], lib[1024] = "", python[1024] = "", why[512] = "";
+                int minor = atoi(versions[i] + 2);
+                snprintf(find, sizeof(find),
+                         "ls -d %s/versions/%s.*/lib/libpython%s*.so.1.0 2>/dev/null | head -1",
+                         pyenv, versions[i], versions[i]);
+                FILE *p = popen(find, "r");
+                if (!p || !fgets(lib, sizeof(lib), p)) {
+                        if (p)
+                                pclose(p);
+                        printf("SKIP: no pyenv Python %s\n", versions[i]);
+                        continue;
+                }
+                pclose(p);
+                lib[strcspn(lib, "\n")] = '\0';
+                snprintf(python, sizeof(python), "%.*s/bin/python%s",
+                         (int)(strstr(lib, "/lib/libpython") - lib), lib, versions[i]);
+                struct fp_py_binary b;
+                int r = detect(lib, &b, why, sizeof(why));
+                if (minor < FP_PY_MINOR_MIN) {
+                        FP_CHECK_EQ_INT(r, -EPROTONOSUPPORT);
+                        FP_CHECK(strstr(why, "does not read") != NULL);
+                        printf("refused: %s\n", why);
+                        continue;
+                }
+                FP_CHECK_EQ_INT(r, 1);
+                FP_CHECK_EQ_INT(b.minor, minor);
+                FP_CHECK(b.runtime != 0 && b.eval_start != 0);
+                printf("%s: Python 3.%d (micro %d)\n", lib, b.minor, b.micro);
+                if (have_gdb)
+                        check_dwarf(minor, lib);
+                check_live(python, lib, &b, true);
+        }
+}
+
+static void test_refused(void)
+{
+        struct fp_py_binary b;
+        char why[512] = "", dir[] = "/tmp/fp-test-python-XXXXXX", fake[600];
+
+        FP_CHECK(mkdtemp(dir) != NULL);
+        /* A program that is no Python: not one, said nothing. */
+        FP_CHECK_EQ_INT(detect("/bin/true", &b, why, sizeof(why)), 0);
+        /* One that only looks like Python by its name. */
+        snprintf(fake, sizeof(fake), "%s/python3.11", dir);
+        FP_CHECK_EQ_INT(fp_test_run("cp /bin/true '%s'", fake), 0);
+        FP_CHECK_EQ_INT(detect(fake, &b, why, sizeof(why)), -EPROTONOSUPPORT);
+        FP_CHECK(strstr(why, "named like Python 3.11 but has no _PyRuntime") != NULL);
+        printf("refused: %s\n", why);
+        FP_CHECK(fp_py_layout_of(7) == NULL && fp_py_layout_of(14) == NULL);
+        fp_test_run("rm -rf '%s'", dir);
+}
+
+int main(void)
+{
+        FILE *p = popen("pyenv root 2>/dev/null", "r");
+        if (p && fgets(pyenv, sizeof(pyenv), p))
+                pyenv[strcspn(pyenv, "\n")] = '\0';
+        if (p)
+                pclose(p);
+        if (*pyenv && access(pyenv, F_OK) < 0)
+                pyenv[0] = '\0';
+        elf_version(EV_CURRENT);
+        test_debian();
+        test_pyenv();
+        test_refused();
+        return FP_TEST_DONE();
+}
