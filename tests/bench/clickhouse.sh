@@ -28,7 +28,7 @@
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
 FP_TEST_NAME=clickhouse-bench
-UPLOADS=${BENCH_UPLOADS:-$([[ ${BENCH_QUICK:-0} == 1 ]] && echo 400 || echo 2000)}
+UPLOADS=${BENCH_UPLOADS:-$([[ ${BENCH_QUICK:-0} == 1 ]] && echo 200 || echo 2000)}
 STACKS=${BENCH_STACKS:-600}
 fp_init 1500
 BENCH=$FP_BUILD/tests/collector-bench
