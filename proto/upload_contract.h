@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The upload contract between the agent (agent/keep/upload.c) and the
- * collector (collector/ingest.c, api.c): one module that writes and
+ * collector (collector/write/ingest.c, protocols/api.c): one module that writes and
  * parses it, so the two sides cannot drift apart.
  *
  *   POST FP_UPLOAD_PATH?host=H&pid=P&starttime=S&comm=C&exe=E&event=EV

@@ -10,10 +10,11 @@
 #   1. the edges make a cycle;
 #   2. a file includes an -internal.h of another folder (a module's private
 #      half is shared only by the files of that module, which live together);
-#   3. in agent/, a file includes a header of a stage folder above its own:
-#      the stages run, top to bottom, control core keep sampling stacks
-#      base (agent/CMakeLists.txt says what each holds), and the files at
-#      agent/'s top (main.c) sit above them all.
+#   3. in agent/ and collector/, a file includes a header of a stage folder
+#      above its own: the stages run, top to bottom, control core keep
+#      sampling stacks base in agent/ and serve read protocols http write
+#      in collector/ (each CMakeLists.txt says what each holds), and the
+#      files at the top (main.c) sit above them all.
 #
 # With -v it prints each folder's edges first.
 #
@@ -31,7 +32,8 @@ dirs=("$@")
 exec python3 - "$verbose" "${dirs[@]}" <<'PY'
 import os, re, sys
 verbose = sys.argv[1] == "1"
-STAGES = {"agent": ["control", "core", "keep", "sampling", "stacks", "base"]}
+STAGES = {"agent": ["control", "core", "keep", "sampling", "stacks", "base"],
+          "collector": ["serve", "read", "protocols", "http", "write"]}
 status = 0
 
 def fail(msg):

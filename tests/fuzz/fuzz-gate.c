@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the collector's gate (collector/gate.h), which
+ * libFuzzer target for the collector's gate (collector/http/gate.h), which
  * reads the head of every request anyone who reaches the port sends: the
  * input is a request head, judged with and without an upload token. None
  * may crash or read out of bounds, and what the gate lets in with a body
