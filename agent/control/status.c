@@ -5,6 +5,7 @@
 #include "status.h"
 #include "escape.h"
 #include "json.h"
+#include "python.h"
 #include "rule.h"
 #include "unwind.h"
 #include "util.h"
@@ -203,6 +204,28 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_bool(j, ts->follows_children);
         fp_json_key(j, "parent_pid");
         fp_json_int(j, ts->parent);
+        /* The CPython interpreter it runs: its version, or why it was refused; null: none. */
+        fp_json_key(j, "python");
+        if (ts->python > 0) {
+                char v[32];
+                fp_json_begin_object(j);
+                if (ts->python_bin->micro >= 0)
+                        snprintf(v, sizeof(v), "%d.%d.%d", ts->python_bin->major,
+                                 ts->python_bin->minor, ts->python_bin->micro);
+                else
+                        snprintf(v, sizeof(v), "%d.%d", ts->python_bin->major,
+                                 ts->python_bin->minor);
+                fp_json_key(j, "version");
+                fp_json_string(j, v);
+                fp_json_end_object(j);
+        } else if (ts->python < 0) {
+                fp_json_begin_object(j);
+                fp_json_key(j, "refused");
+                fp_json_string(j, ts->python_why);
+                fp_json_end_object(j);
+        } else {
+                fp_json_null(j);
+        }
         fp_json_key(j, "threads_missed");
         fp_json_uint(j, st->threads_missed);
         fp_json_key(j, "threads_by_rescan");
@@ -353,6 +376,10 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_end_object(&j);
         fp_json_key(&j, "symbol_files_loading");
         fp_json_uint(&j, st->symbol_files_loading);
+        fp_json_key(&j, "python_files");
+        fp_json_uint(&j, st->python_files);
+        fp_json_key(&j, "python_files_refused");
+        fp_json_uint(&j, st->python_refused);
         fp_json_key(&j, "bucket_seconds");
         fp_json_uint(&j, st->bucket_seconds);
 
@@ -764,6 +791,19 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         " stacks to the root\n",
                         (int)ts->pid, s->off_value / 1e9, s->off_samples, s->off_kept, s->off_parts,
                         ts->cfg->off_cpu_period / 1e6, s->off_unwound_root, s->off_walked);
+        }
+        /* The CPython interpreters recognised in the targets, and those refused. */
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_core_target_status *ts = &st->targets[i];
+                if (ts->python > 0 && ts->python_bin->micro >= 0)
+                        fprintf(out, "python of %d: CPython %d.%d.%d\n", (int)ts->pid,
+                                ts->python_bin->major, ts->python_bin->minor,
+                                ts->python_bin->micro);
+                else if (ts->python > 0)
+                        fprintf(out, "python of %d: CPython %d.%d\n", (int)ts->pid,
+                                ts->python_bin->major, ts->python_bin->minor);
+                else if (ts->python < 0)
+                        fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
         }
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < st->n_targets; i++) {

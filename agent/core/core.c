@@ -12,6 +12,7 @@
 #include "core-internal.h"
 #include "bridge.h"
 #include "export.h"
+#include "maps.h"
 #include "offcpu.h"
 #include "procfs.h"
 #include "symbols.h"
@@ -1234,6 +1235,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         for (int i = 0; i < FP_SYM_SOURCES; i++)
                 st.symbol_sources[i] = fp_symcache_n_by_source(s->cache, (enum fp_sym_source)i);
         st.symbol_files_loading = fp_symcache_n_loading(s->cache);
+        st.python_files = fp_symcache_n_python(s->cache, &st.python_refused);
         st.bucket_seconds = s->opt.bucket_seconds;
         st.store_path = s->opt.store_path;
         if (s->opt.store_path) {
@@ -1314,6 +1316,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 fp_target_stats(t, &ts->st);
                 fp_target_attach_latency(t, &ts->latency);
                 ts->n_drops = target_drops(s, t, ts->drops, FP_CORE_MAX_DROPS);
+                ts->python = fp_maps_python(fp_target_maps(t), &ts->python_bin, &ts->python_why);
                 st.n_targets++;
         }
         st.samples_total = s->gone_samples;

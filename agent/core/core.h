@@ -211,6 +211,10 @@ struct fp_core_target_status {
         struct fp_target_latency latency;
         struct fp_target_drop drops[FP_CORE_MAX_DROPS]; /* stored and not yet stored */
         size_t n_drops;
+        /* A CPython interpreter in it: 1 (python), -1 refused (python_why), 0 none seen */
+        int python;
+        const struct fp_py_binary *python_bin;
+        const char *python_why;
 };
 
 struct fp_core_rule_status {
@@ -236,6 +240,7 @@ struct fp_core_status {
         size_t symbol_files_loaded;
         size_t symbol_sources[FP_SYM_SOURCES]; /* of those, by where the names came from */
         size_t symbol_files_loading;           /* asked for, still being read on a loader thread */
+        size_t python_files, python_refused; /* of the files read: CPython interpreters, refused */
         unsigned bucket_seconds;
         /* The store. */
         const char *store_path;   /* NULL: none */

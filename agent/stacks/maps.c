@@ -7,6 +7,8 @@
 #include "maps.h"
 #include "procfs.h"
 #include "symbols.h"
+#include "log.h"
+#include "python.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,7 +33,9 @@ struct fp_maps {
         uint64_t fuse_dev; /* the last anonymous device on_fuse() looked up */
         bool fuse_dev_known, fuse_dev_is;
         bool owner_known;
-        uint32_t owner; /* the process's user, for whom its files are read */
+        uint32_t owner;         /* the process's user, for whom its files are read */
+        struct fp_py_binary py; /* fp_maps_python()'s last answer */
+        char py_why[512];
 };
 
 struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache)
@@ -404,6 +408,37 @@ const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, ui
         if (fp_symtab_offset_to_vaddr(x->symtab, off, &vaddr) < 0)
                 return NULL;
         return fp_symtab_lookup(x->symtab, vaddr, NULL);
+}
+
+int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, const char **ret_why)
+{
+        char why[sizeof(m->py_why)];
+        int found = 0;
+
+        /* Only tables already read: a CPython's own file is among the first a sample hits. */
+        for (uint32_t i = 1; i <= fp_maps_count(m); i++) {
+                const struct fp_mapping *x = fp_maps_get(m, i);
+                const struct fp_py_facts *f = x && x->symtab ? fp_symtab_python(x->symtab) : NULL;
+                struct fp_py_binary b;
+                int py = f ? fp_py_judge(f, x->path, &b, why, sizeof(why)) : 0;
+                if (py > 0) {
+                        m->py = b;
+                        *ret_bin = &m->py;
+                        return 1;
+                }
+                if (py < 0 && !found) {
+                        /* Said once per file: its processes' samples stay native-only. */
+                        if (!fp_symtab_python_refusal_said(x->symtab)) {
+                                fp_log(LOG_WARNING, "python: %s; its samples stay native-only",
+                                       why);
+                                fp_symcache_count_python_refusal(m->cache);
+                        }
+                        snprintf(m->py_why, sizeof(m->py_why), "%s", why);
+                        *ret_why = m->py_why;
+                        found = -1;
+                }
+        }
+        return found;
 }
 
 struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx)

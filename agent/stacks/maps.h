@@ -87,3 +87,11 @@ const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, ui
  * waiting for it; later calls find it once read).
  */
 struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx);
+/*
+ * Whether the process runs a CPython interpreter, of the files whose
+ * symbols are read (python.h, each judged under the name the process maps
+ * it by): 1 with *ret_bin; -1 with *ret_why (one line, logged once per
+ * file) when one was refused; 0 neither. Both live until the next call.
+ */
+struct fp_py_binary;
+int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, const char **ret_why);

@@ -249,18 +249,63 @@ static int minor_of_name(const char *path)
         return (int)m;
 }
 
-int fp_py_detect(const char *path, Elf *elf, struct fp_py_binary *ret, char *why, size_t why_len)
+/* Whether elf's dynamic section needs a libpython3.X shared object. */
+static bool needs_libpython(Elf *elf)
 {
-        GElf_Sym runtime, eval, cold, version;
-        uint64_t hex;
+        Elf_Scn *scn = NULL;
+        GElf_Shdr sh;
+
+        while ((scn = elf_nextscn(elf, scn))) {
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC)
+                        continue;
+                Elf_Data *d = elf_getdata(scn, NULL);
+                size_t n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+                for (size_t i = 0; d && i < n; i++) {
+                        GElf_Dyn dyn;
+                        const char *name;
+                        if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag != DT_NEEDED)
+                                continue;
+                        name = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+                        if (name && strncmp(name, "libpython", 9) == 0)
+                                return true;
+                }
+        }
+        return false;
+}
+
+void fp_py_inspect(Elf *elf, struct fp_py_facts *ret)
+{
+        GElf_Sym s;
+
+        memset(ret, 0, sizeof(*ret));
+        if (find_symbol(elf, "_PyRuntime", &s))
+                ret->runtime = s.st_value;
+        if (find_symbol(elf, "Py_Version", &s) && !read_u64(elf, s.st_value, &ret->version))
+                ret->version = 0;
+        if (find_symbol(elf, "_PyEval_EvalFrameDefault", &s)) {
+                ret->eval_start = s.st_value;
+                ret->eval_end = s.st_value + (s.st_size ? s.st_size : 1);
+        }
+        if (find_symbol(elf, "_PyEval_EvalFrameDefault.cold", &s)) {
+                ret->eval_cold_start = s.st_value;
+                ret->eval_cold_end = s.st_value + (s.st_size ? s.st_size : 1);
+        }
+        ret->launcher = needs_libpython(elf);
+        ret->old_python = !ret->runtime && find_symbol(elf, "Py_Initialize", &s);
+}
+
+int fp_py_judge(const struct fp_py_facts *f, const char *path, struct fp_py_binary *ret, char *why,
+                size_t why_len)
+{
         int name_minor = minor_of_name(path);
 
         memset(ret, 0, sizeof(*ret));
-        if (!find_symbol(elf, "_PyRuntime", &runtime)) {
-                if (name_minor < 0)
+        if (!f->runtime) {
+                /* No Python, or a launcher whose libpython is the interpreter. */
+                if (name_minor < 0 || f->launcher)
                         return 0;
                 /* Before 3.7 there was no _PyRuntime: an old Python, or no Python at all. */
-                if (name_minor < FP_PY_MINOR_MIN && find_symbol(elf, "Py_Initialize", &eval))
+                if (name_minor < FP_PY_MINOR_MIN && f->old_python)
                         snprintf(why, why_len,
                                  "%s is Python 3.%d, which fleetprof does not read (3.%d to 3.%d)",
                                  path, name_minor, FP_PY_MINOR_MIN, FP_PY_MINOR_MAX);
@@ -269,20 +314,19 @@ int fp_py_detect(const char *path, Elf *elf, struct fp_py_binary *ret, char *why
                                  path, name_minor);
                 return -EPROTONOSUPPORT;
         }
-        ret->runtime = runtime.st_value;
-        if (find_symbol(elf, "Py_Version", &version) && read_u64(elf, version.st_value, &hex) &&
-            hex >> 24 == 3) {
+        ret->runtime = f->runtime;
+        if (f->version >> 24 == 3) {
                 ret->major = 3;
-                ret->minor = (int)(hex >> 16 & 0xff);
-                ret->micro = (int)(hex >> 8 & 0xff);
+                ret->minor = (int)(f->version >> 16 & 0xff);
+                ret->micro = (int)(f->version >> 8 & 0xff);
         } else if (name_minor >= 0) {
                 ret->major = 3;
                 ret->minor = name_minor;
                 ret->micro = -1;
         } else {
                 snprintf(why, why_len,
-                         "%s has Python's runtime but no version (no Py_Version, "
-                         "and its name has none)",
+                         "%s has Python's runtime but no version (no Py_Version, and its name "
+                         "has none)",
                          path);
                 return -EPROTONOSUPPORT;
         }
@@ -293,15 +337,19 @@ int fp_py_detect(const char *path, Elf *elf, struct fp_py_binary *ret, char *why
                          ret->minor, FP_PY_MINOR_MIN, FP_PY_MINOR_MAX);
                 return -EPROTONOSUPPORT;
         }
-        if (find_symbol(elf, "_PyEval_EvalFrameDefault", &eval)) {
-                ret->eval_start = eval.st_value;
-                ret->eval_end = eval.st_value + (eval.st_size ? eval.st_size : 1);
-        }
-        if (find_symbol(elf, "_PyEval_EvalFrameDefault.cold", &cold)) {
-                ret->eval_cold_start = cold.st_value;
-                ret->eval_cold_end = cold.st_value + (cold.st_size ? cold.st_size : 1);
-        }
+        ret->eval_start = f->eval_start;
+        ret->eval_end = f->eval_end;
+        ret->eval_cold_start = f->eval_cold_start;
+        ret->eval_cold_end = f->eval_cold_end;
         return 1;
+}
+
+int fp_py_detect(const char *path, Elf *elf, struct fp_py_binary *ret, char *why, size_t why_len)
+{
+        struct fp_py_facts f;
+
+        fp_py_inspect(elf, &f);
+        return fp_py_judge(&f, path, ret, why, why_len);
 }
 
 /* ---- a live interpreter ---- */

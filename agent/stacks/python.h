@@ -60,11 +60,30 @@ struct fp_py_binary {
 };
 
 /*
+ * What a file's content says (python_inspect()): the part of the answer
+ * shared by every name the file is mapped under (files are shared by
+ * build ID).
+ */
+struct fp_py_facts {
+        uint64_t runtime;                        /* _PyRuntime, 0: none */
+        uint64_t version;                        /* Py_Version's value, 0: none */
+        uint64_t eval_start, eval_end;           /* _PyEval_EvalFrameDefault */
+        uint64_t eval_cold_start, eval_cold_end; /* its .cold part */
+        int launcher;   /* links a libpython (the runtime is there, not here) */
+        int old_python; /* defines Py_Initialize without _PyRuntime: before 3.7 */
+};
+void fp_py_inspect(Elf *elf, struct fp_py_facts *ret);
+/* The answer of fp_py_detect() from a file's facts and the name it is mapped under. */
+int fp_py_judge(const struct fp_py_facts *f, const char *path, struct fp_py_binary *ret, char *why,
+                size_t why_len);
+
+/*
  * Whether elf (opened from path; its name counts) is a CPython interpreter:
  * 1 with *ret filled; 0 when it is no Python (no _PyRuntime); or, for a
  * binary that looks like one but cannot be read (a version outside
- * 3.8-3.13, a file named like Python without the runtime, no version
- * found), -EPROTONOSUPPORT with one line in why.
+ * 3.8-3.13, a file named like Python without the runtime that does not
+ * link a libpython, no version found), -EPROTONOSUPPORT with one line in
+ * why.
  */
 int fp_py_detect(const char *path, Elf *elf, struct fp_py_binary *ret, char *why, size_t why_len);
 

@@ -33,6 +33,7 @@
 #include "debugfile.h"
 #include "elfread.h"
 #include "gopclntab.h"
+#include "python.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -84,6 +85,9 @@ struct fp_symtab {
         struct segment *segs;
         size_t n_segs;
         struct fp_cfi *cfi; /* unwind table (cfi.h), NULL when the object has no CFI */
+        bool py_inspected;  /* a process's file: py holds what it says of CPython */
+        struct fp_py_facts py;
+        bool py_refusal_said; /* its refusal (under some name) was logged */
 };
 
 /* ---- builder: symbols as collected, before sorting and flattening ---- */
@@ -537,6 +541,11 @@ int fp_sym_load_elf(Elf *elf, const char *build_id, const struct fp_sym_origin *
                 r = builder_finish(&b, t, UINT64_MAX, LAST_IMPLIED_SIZE);
         if (r >= 0)
                 r = load_cfi(elf, dbg.elf, t);
+        /* A file of a process (not the vdso): what it says of CPython. */
+        if (r >= 0 && origin) {
+                fp_py_inspect(elf, &t->py);
+                t->py_inspected = true;
+        }
         fp_debug_close(&dbg);
         if (r < 0) {
                 fp_symtab_unref(t);
@@ -833,6 +842,16 @@ int fp_sym_load_vdso(struct fp_symtab **ret)
                 return -ENOEXEC;
         fp_elf_build_id(elf, bid);
         return fp_sym_load_elf(elf, bid, NULL, NULL, true, ret);
+}
+
+const struct fp_py_facts *fp_symtab_python(const struct fp_symtab *t)
+{
+        return t && t->py_inspected ? &t->py : NULL;
+}
+
+bool fp_symtab_python_refusal_said(struct fp_symtab *t)
+{
+        return __atomic_exchange_n(&t->py_refusal_said, true, __ATOMIC_ACQ_REL);
 }
 
 enum fp_sym_source fp_symtab_source(const struct fp_symtab *t)

@@ -137,6 +137,10 @@ int fp_symcache_get_kernel(struct fp_symcache *c, struct fp_symtab **ret);
 size_t fp_symcache_n_loaded(const struct fp_symcache *c);
 /* Of those, the object files whose names came from source (debugfile.h). */
 size_t fp_symcache_n_by_source(const struct fp_symcache *c, enum fp_sym_source source);
+/* Of those, CPython interpreters (python.h: with _PyRuntime); *ret_refused: refused. */
+size_t fp_symcache_n_python(const struct fp_symcache *c, size_t *ret_refused);
+/* Counts a file refused as Python (once per file: fp_symtab_python_refusal_said()). */
+void fp_symcache_count_python_refusal(struct fp_symcache *c);
 /*
  * The cache keeps at most max files' tables (default FP_SYMCACHE_MAX_FILES)
  * besides those a mapping still holds: past it, adding one forgets every
@@ -176,6 +180,11 @@ const struct fp_cfi *fp_symtab_cfi(const struct fp_symtab *t);
 const char *fp_symtab_build_id(const struct fp_symtab *t);
 /* Where t's names came from: its .symtab, a debug file, MiniDebugInfo, or only .dynsym. */
 enum fp_sym_source fp_symtab_source(const struct fp_symtab *t);
+struct fp_py_facts;
+/* What t's file says of CPython (python.h), NULL when not a process's file. */
+const struct fp_py_facts *fp_symtab_python(const struct fp_symtab *t);
+/* Whether a refusal of t's file was said already; marks it said. */
+bool fp_symtab_python_refusal_said(struct fp_symtab *t);
 size_t fp_symtab_n_symbols(const struct fp_symtab *t);
 /*
  * Symbol i (0 <= i < fp_symtab_n_symbols, in address order, one name per

@@ -22,6 +22,7 @@
  */
 #include "symbols-internal.h"
 
+#include "python.h"
 #include "log.h"
 #include "procfs.h"
 
@@ -66,7 +67,8 @@ struct fp_symcache {
         struct map by_path;
         struct fp_symtab *vdso, *kernel;
         size_t n_loaded;
-        size_t by_source[FP_SYM_SOURCES]; /* of n_loaded's files: where their names came from */
+        size_t by_source[FP_SYM_SOURCES];    /* of n_loaded's files: where their names came from */
+        size_t python_files, python_refused; /* CPython interpreters among them, and refused */
         size_t max_files;
         char *debug_dir;
         struct charge *charges;
@@ -318,6 +320,19 @@ int fp_symcache_set_debug_dir(struct fp_symcache *c, const char *dir)
 size_t fp_symcache_n_loaded(const struct fp_symcache *c)
 {
         return c ? c->n_loaded : 0;
+}
+
+size_t fp_symcache_n_python(const struct fp_symcache *c, size_t *ret_refused)
+{
+        if (ret_refused)
+                *ret_refused = c ? c->python_refused : 0;
+        return c ? c->python_files : 0;
+}
+
+void fp_symcache_count_python_refusal(struct fp_symcache *c)
+{
+        if (c)
+                c->python_refused++;
 }
 
 size_t fp_symcache_n_by_source(const struct fp_symcache *c, enum fp_sym_source source)
@@ -742,6 +757,8 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
                 }
                 c->n_loaded++;
                 c->by_source[fp_symtab_source(j->tab)]++;
+                const struct fp_py_facts *py = fp_symtab_python(j->tab);
+                c->python_files += py && py->runtime;
         }
         r = remember_path(c, j->paths[j->won], &j->st, j->tab);
         if (r < 0)
