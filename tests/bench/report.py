@@ -333,6 +333,8 @@ def main(argv):
         status[name] = "ok"
         if rc == "skipped":
             status[name] = "skipped: not in this checkout"
+        elif rc == "quick":
+            status[name] = "skipped: not run by --quick"
         elif rc != "0":
             status[name] = "FAILED (exit %s after %s s; log: %s)" % (rc, secs, os.path.join(outdir, name + ".log"))
     machine = load(outdir, "machine.json") or {}

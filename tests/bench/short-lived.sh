@@ -35,13 +35,16 @@
 # (three alternating rounds, medians).
 # Figures only; it never fails on a number.
 # Environment: BENCH_THREADS (default 200), BENCH_PROCS (default 100),
-# BENCH_BIRTHS (default 5000).
+# BENCH_BIRTHS (default 5000), BENCH_FREQS (the rates, default "99 1000"),
+# BENCH_ROUNDS (of the births, default 3).
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
 FP_TEST_NAME=short-lived-bench
 N=${BENCH_THREADS:-200}
 NP=${BENCH_PROCS:-100}
 NB=${BENCH_BIRTHS:-5000}
+FREQS=${BENCH_FREQS:-99 1000}
+ROUNDS=${BENCH_ROUNDS:-3}
 fp_init 900
 command -v perf >/dev/null || fp_fail "perf is not installed (scripts/deps.sh installs linux-perf)"
 
@@ -106,7 +109,7 @@ perf_run() {
 FIRST=random
 fp_start_agent
 declare -A ROW
-for freq in 99 1000; do
+for freq in $FREQS; do
   for ms in 1 5 30; do
     want=$((N * ms * 1000000))
     read -r rnd kern < <(fleetprof_run threads "$ms" "$freq")
@@ -120,7 +123,7 @@ done
 fp_stop_agent
 FIRST=unbridged
 fp_start_agent --no-bridge
-for freq in 99 1000; do
+for freq in $FREQS; do
   for ms in 1 5 30; do
     read -r unbridged _ < <(fleetprof_run threads "$ms" "$freq")
     ROW[$freq-$ms]+=" $unbridged"
@@ -129,7 +132,7 @@ done
 fp_stop_agent
 FIRST=full
 fp_start_agent --first-period full --no-bridge
-for freq in 99 1000; do
+for freq in $FREQS; do
   for ms in 1 5 30; do
     read -r full _ < <(fleetprof_run threads "$ms" "$freq")
     ROW[$freq-$ms]+=" $full"
@@ -164,10 +167,10 @@ agent_cpu_us() {
     "/proc/$FP_AGENT_PID/stat"
 }
 
-# Three rounds, alternating (two cores shared by the storm and the agent: one run is noisy);
+# ROUNDS rounds (three), alternating (two cores shared by the storm and the agent: one run is noisy);
 # the medians are reported.
 B_NONE=() B_BRIDGE=() C_BRIDGE=() B_UNBRIDGED=() C_UNBRIDGED=()
-for round in 1 2 3; do
+for ((round = 1; round <= ROUNDS; round++)); do
   fp_start_agent
   read -r b _ < <(births_run none)
   B_NONE+=("$b")
@@ -179,12 +182,12 @@ for round in 1 2 3; do
   B_UNBRIDGED+=("$b") C_UNBRIDGED+=("$c")
   fp_stop_agent
 done
-median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+median() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }
 births_none=$(median "${B_NONE[@]}")
 births_bridge=$(median "${B_BRIDGE[@]}") cpu_bridge=$(median "${C_BRIDGE[@]}")
 births_unbridged=$(median "${B_UNBRIDGED[@]}") cpu_unbridged=$(median "${C_UNBRIDGED[@]}")
 
-for freq in 99 1000; do
+for freq in $FREQS; do
   for ms in 1 5 30; do
     ROW[$freq-$ms]+=" $(perf_run threads "$ms" "$freq")"
   done
@@ -194,7 +197,7 @@ echo
 echo "== short-lived threads: profiled CPU / CPU burned ($N threads each, $(nproc) cores, $(uname -r)) =="
 printf '%-22s %6s %10s %10s %12s %10s %12s\n' "cell" "exp" "fleetprof" "no bridge" "perf's way" "perf -p" \
   "kernel/burn"
-for freq in 99 1000; do
+for freq in $FREQS; do
   for ms in 1 5 30; do
     read -r want rnd kern unbridged full perf <<<"${ROW[$freq-$ms]}"
     python3 -c '
@@ -209,7 +212,7 @@ done
 echo
 echo "== short-lived processes: profiled CPU / CPU burned ($NP processes each) =="
 printf '%-22s %6s %10s %12s %12s\n' "cell" "exp" "fleetprof" "perf -a" "kernel/burn"
-for freq in 99 1000; do
+for freq in $FREQS; do
   for ms in 5 50; do
     read -r want rnd kern perf <<<"${ROW[p$freq-$ms]}"
     python3 -c '
@@ -221,7 +224,7 @@ print("%-22s %6d %10.3f %12.3f %12.3f" % (cell, want * freq / 1e9, rnd / want, p
   done
 done
 echo
-echo "== a thread's birth: $NB threads that do nothing, one after another, 1 kHz (median of 3) =="
+echo "== a thread's birth: $NB threads that do nothing, one after another, 1 kHz (median of $ROUNDS) =="
 printf '%-34s %12s %16s\n' "" "births/s" "agent µs/birth"
 printf '%-34s %12s %16s\n' "unprofiled" "$births_none" "-"
 printf '%-34s %12s %16s\n' "fleetprof (bridge)" "$births_bridge" "$cpu_bridge"
