@@ -393,3 +393,208 @@ int fp_py_threads(pid_t pid, const struct fp_py_binary *b, uint64_t bias, fp_py_
         }
         return n;
 }
+
+/* ---- code objects ---- */
+
+/* A str object's text as UTF-8 into out (cut at size - 1 bytes): 0 or -EFAULT. */
+static int read_str(pid_t pid, const struct fp_py_layout *l, uint64_t obj, char *out, size_t size)
+{
+        uint64_t len;
+        uint32_t state;
+        int r;
+
+        out[0] = '\0';
+        if (!obj)
+                return -EFAULT;
+        if ((r = peek(pid, obj + (uint64_t)l->unicode_length, &len, 8)) < 0 ||
+            (r = peek(pid, obj + (uint64_t)l->unicode_state, &state, 4)) < 0)
+                return r;
+        /* state: interned (2 bits), kind (3), compact (1), ascii (1). */
+        unsigned kind = state >> 2 & 7, compact = state >> 5 & 1, ascii = state >> 6 & 1;
+        if (!compact || (kind != 1 && kind != 2 && kind != 4) || len > 1 << 20)
+                return -EFAULT;
+        uint64_t data = obj + (uint64_t)(ascii ? l->unicode_ascii_data : l->unicode_compact_data);
+        size_t n = 0;
+        for (uint64_t i = 0; i < len && n + 5 < size;) {
+                uint8_t buf[256];
+                size_t chunk =
+                    (size_t)((len - i) * kind < sizeof(buf) ? (len - i) * kind : sizeof(buf));
+                chunk -= chunk % kind;
+                if ((r = peek(pid, data + i * kind, buf, chunk)) < 0)
+                        return r;
+                for (size_t k = 0; k < chunk && n + 5 < size; k += kind, i++) {
+                        uint32_t c = kind == 1 ? buf[k]
+                                     : kind == 2
+                                         ? (uint32_t)(buf[k] | buf[k + 1] << 8)
+                                         : (uint32_t)(buf[k] | buf[k + 1] << 8 | buf[k + 2] << 16 |
+                                                      (uint32_t)buf[k + 3] << 24);
+                        if (c < 0x80) {
+                                out[n++] = (char)c;
+                        } else if (c < 0x800) {
+                                out[n++] = (char)(0xc0 | c >> 6);
+                                out[n++] = (char)(0x80 | (c & 0x3f));
+                        } else if (c < 0x10000) {
+                                out[n++] = (char)(0xe0 | c >> 12);
+                                out[n++] = (char)(0x80 | (c >> 6 & 0x3f));
+                                out[n++] = (char)(0x80 | (c & 0x3f));
+                        } else if (c < 0x110000) {
+                                out[n++] = (char)(0xf0 | c >> 18);
+                                out[n++] = (char)(0x80 | (c >> 12 & 0x3f));
+                                out[n++] = (char)(0x80 | (c >> 6 & 0x3f));
+                                out[n++] = (char)(0x80 | (c & 0x3f));
+                        } else {
+                                return -EFAULT;
+                        }
+                        if (c == 0)
+                                return -EFAULT; /* no name holds a NUL */
+                }
+        }
+        out[n] = '\0';
+        return 0;
+}
+
+int fp_py_code_read(pid_t pid, const struct fp_py_layout *l, uint64_t code, struct fp_py_code *ret)
+{
+        uint64_t name, file, table, size;
+        int32_t first;
+        int r;
+
+        memset(ret, 0, sizeof(*ret));
+        if ((r = peek(pid,
+                      code + (uint64_t)(l->code_qualname >= 0 ? l->code_qualname : l->code_name),
+                      &name, 8)) < 0 ||
+            (r = peek(pid, code + (uint64_t)l->code_filename, &file, 8)) < 0 ||
+            (r = peek(pid, code + (uint64_t)l->code_firstlineno, &first, 4)) < 0 ||
+            (r = peek(pid, code + (uint64_t)l->code_linetable, &table, 8)) < 0)
+                return r;
+        if ((r = read_str(pid, l, name, ret->name, sizeof(ret->name))) < 0 ||
+            (r = read_str(pid, l, file, ret->filename, sizeof(ret->filename))) < 0)
+                return r;
+        ret->firstlineno = first;
+        if (!table || (r = peek(pid, table + (uint64_t)l->bytes_size, &size, 8)) < 0)
+                return table ? r : -EFAULT;
+        if (size > FP_PY_LINETABLE_MAX)
+                return -EFAULT;
+        ret->linetable = malloc(size ? size : 1);
+        if (!ret->linetable)
+                return -ENOMEM;
+        ret->linetable_len = size;
+        if (size && (r = peek(pid, table + (uint64_t)l->bytes_data, ret->linetable, size)) < 0) {
+                fp_py_code_free(ret);
+                return r;
+        }
+        return 0;
+}
+
+void fp_py_code_free(struct fp_py_code *c)
+{
+        free(c->linetable);
+        c->linetable = NULL;
+        c->linetable_len = 0;
+}
+
+uint64_t fp_py_instr_offset(const struct fp_py_layout *l, uint64_t code, uint64_t instr)
+{
+        int64_t off;
+
+        if (l->minor <= 9)
+                off = (int32_t)instr;
+        else if (l->minor == 10)
+                off = (int64_t)(int32_t)instr * 2;
+        else
+                off = (int64_t)(instr - (code + (uint64_t)l->code_adaptive));
+        /* 3.11 and 3.12 point at the instruction before the next: the one running. */
+        return off < 0 || off > 1 << 24 ? UINT64_MAX : (uint64_t)off;
+}
+
+/* The 3.11+ location table's variable-length numbers: 6 bits a byte, bit 6 for more. */
+static bool varint(const uint8_t *p, size_t n, size_t *at, uint64_t *ret)
+{
+        uint64_t v = 0;
+        unsigned shift = 0;
+        uint8_t b;
+
+        do {
+                if (*at >= n || shift > 60)
+                        return false;
+                b = p[(*at)++];
+                v |= (uint64_t)(b & 0x3f) << shift;
+                shift += 6;
+        } while (b & 0x40);
+        *ret = v;
+        return true;
+}
+
+static bool svarint(const uint8_t *p, size_t n, size_t *at, int64_t *ret)
+{
+        uint64_t v;
+
+        if (!varint(p, n, at, &v))
+                return false;
+        *ret = v & 1 ? -(int64_t)(v >> 1) : (int64_t)(v >> 1);
+        return true;
+}
+
+int fp_py_line(const struct fp_py_layout *l, const struct fp_py_code *c, uint64_t off)
+{
+        const uint8_t *p = c->linetable;
+        size_t n = c->linetable_len, at = 0;
+        int64_t line = c->firstlineno;
+        uint64_t addr = 0;
+
+        if (off == UINT64_MAX)
+                return c->firstlineno;
+        if (l->minor <= 9) {
+                /* (address increment, signed line increment) pairs; a pair past off ends it. */
+                for (; at + 1 < n; at += 2) {
+                        addr += p[at];
+                        if (addr > off)
+                                break;
+                        line += (int8_t)p[at + 1];
+                }
+                return line > 0 ? (int)line : 0;
+        }
+        if (l->minor == 10) {
+                /* (bytes covered, signed line delta; -128: no line) pairs. */
+                for (; at + 1 < n; at += 2) {
+                        uint64_t end = addr + p[at];
+                        bool none = (int8_t)p[at + 1] == -128;
+                        if (!none)
+                                line += (int8_t)p[at + 1];
+                        if (off >= addr && off < end)
+                                return none || line <= 0 ? 0 : (int)line;
+                        addr = end;
+                }
+                return 0;
+        }
+        /* 3.11+: entries of (1 code:4 length-1:3) and what the code says follows. */
+        while (at < n) {
+                uint8_t b = p[at++];
+                if (!(b & 0x80))
+                        return 0; /* not at an entry's start: a damaged table */
+                unsigned code = b >> 3 & 15;
+                uint64_t end = addr + 2 * (uint64_t)((b & 7) + 1), skip;
+                int64_t delta = 0;
+                bool none = false;
+                if (code <= 9) {
+                        at++; /* column */
+                } else if (code <= 12) {
+                        delta = code - 10;
+                        at += 2; /* columns */
+                } else if (code == 13) {
+                        if (!svarint(p, n, &at, &delta))
+                                return 0;
+                } else if (code == 14) {
+                        if (!svarint(p, n, &at, &delta) || !varint(p, n, &at, &skip) ||
+                            !varint(p, n, &at, &skip) || !varint(p, n, &at, &skip))
+                                return 0;
+                } else {
+                        none = true;
+                }
+                line += delta;
+                if (off >= addr && off < end)
+                        return none || line <= 0 ? 0 : (int)line;
+                addr = end;
+        }
+        return 0;
+}

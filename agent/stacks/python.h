@@ -98,3 +98,42 @@ typedef int (*fp_py_thread_fn)(void *userdata, uint64_t tstate, uint64_t pthread
                                pid_t native_tid);
 int fp_py_threads(pid_t pid, const struct fp_py_binary *b, uint64_t bias, fp_py_thread_fn fn,
                   void *userdata);
+
+/* ---- code objects: a frame's function, file and line ---- */
+
+#define FP_PY_NAME_MAX      256   /* bytes of a name kept (UTF-8), longer ones cut */
+#define FP_PY_FILE_MAX      512   /* of a file name */
+#define FP_PY_LINETABLE_MAX 65536 /* bytes of a line table read at most */
+
+/* What names a code object. */
+struct fp_py_code {
+        char name[FP_PY_NAME_MAX];     /* co_qualname (3.11+), else co_name */
+        char filename[FP_PY_FILE_MAX]; /* co_filename */
+        int firstlineno;
+        uint8_t *linetable; /* co_lnotab (3.8-3.9), co_linetable (3.10+); malloc'd */
+        size_t linetable_len;
+};
+
+/*
+ * Reads the code object at code in process pid, laid out as l says, into
+ * *ret (fp_py_code_free() frees it): 0, or -errno (-EFAULT when its memory
+ * does not read as a code object: a string not a str, a size out of range).
+ */
+int fp_py_code_read(pid_t pid, const struct fp_py_layout *l, uint64_t code, struct fp_py_code *ret);
+void fp_py_code_free(struct fp_py_code *c);
+
+/*
+ * The line c's instruction at byte offset off is on, from its line table
+ * as CPython 3.l->minor writes it (3.8-3.9 lnotab, 3.10 line table, 3.11+
+ * location table): the line, or 0 when the table gives none (or ends
+ * before off).
+ */
+int fp_py_line(const struct fp_py_layout *l, const struct fp_py_code *c, uint64_t off);
+
+/*
+ * The byte offset of a frame's instruction from what its frame holds
+ * (frame_instr): 3.8-3.9 f_lasti is one, 3.10 counts code units, 3.11+
+ * hold a pointer into the code object's instructions (code is the code
+ * object's address). UINT64_MAX when it cannot be one.
+ */
+uint64_t fp_py_instr_offset(const struct fp_py_layout *l, uint64_t code, uint64_t instr);
