@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python stacks at sample time, the loader: see pystack.h. It opens the
+ * skeleton, keeps the processes' entries, attaches the program to sampling
+ * events, and hands the ring's records to its caller.
+ */
+#include "pystack.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FP_HAVE_BPF
+
+#include "bpflog.h"
+
+#include "pystack.skel.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+
+struct fp_pystack {
+        struct pystack_bpf *skel;
+        struct ring_buffer *ring;
+        fp_pystack_fn fn;
+        void *userdata;
+        int n;
+};
+
+static int on_record(void *ctx, void *data, size_t len)
+{
+        struct fp_pystack *s = ctx;
+        const struct fp_pystack_record *r = data;
+
+        /* Never read past what the ring holds. */
+        if (len < FP_PYSTACK_HEADER_LEN || r->n_frames > FP_PYSTACK_MAX_FRAMES ||
+            r->n_frames * sizeof(r->frames[0]) > len - FP_PYSTACK_HEADER_LEN)
+                return 0;
+        s->n++;
+        s->fn(s->userdata, r);
+        return 0;
+}
+
+int fp_pystack_new(fp_pystack_fn fn, void *userdata, struct fp_pystack **ret, char *err,
+                   size_t err_len)
+{
+        struct fp_pystack *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s) {
+                snprintf(err, err_len, "out of memory");
+                return -ENOMEM;
+        }
+        s->fn = fn;
+        s->userdata = userdata;
+        fp_bpflog_begin();
+        s->skel = pystack_bpf__open_and_load();
+        if (!s->skel) {
+                r = -errno;
+                snprintf(err, err_len, "Python stacks: the kernel refused the BPF program: %s%s",
+                         strerror(-r), fp_bpflog_suffix());
+                goto fail;
+        }
+        s->ring = ring_buffer__new(bpf_map__fd(s->skel->maps.records), on_record, s, NULL);
+        if (!s->ring) {
+                r = -errno;
+                snprintf(err, err_len, "cannot map the Python stacks' ring buffer: %s",
+                         strerror(-r));
+                goto fail;
+        }
+        fp_bpflog_end();
+        *ret = s;
+        return 0;
+fail:
+        fp_bpflog_end();
+        fp_pystack_free(s);
+        return r;
+}
+
+void fp_pystack_free(struct fp_pystack *s)
+{
+        if (!s)
+                return;
+        ring_buffer__free(s->ring);
+        pystack_bpf__destroy(s->skel);
+        free(s);
+}
+
+int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *b, uint64_t bias)
+{
+        const struct fp_py_layout *l = b->layout;
+        struct fp_pystack_proc p = {
+            .runtime = b->runtime + bias,
+            .minor = (__u32)l->minor,
+            .runtime_interp_head = l->runtime_interp_head,
+            .interp_tstate_head = l->interp_tstate_head,
+            .tstate_next = l->tstate_next,
+            .tstate_thread_id = l->tstate_thread_id,
+            .tstate_native_thread_id = l->tstate_native_thread_id,
+            .tstate_frame = l->tstate_frame,
+            .cframe_current_frame = l->cframe_current_frame,
+            .frame_previous = l->frame_previous,
+            .frame_code = l->frame_code,
+            .frame_instr = l->frame_instr,
+            .frame_owner = l->frame_owner,
+            .frame_is_entry = l->frame_is_entry,
+        };
+        __u32 key = (__u32)tgid;
+
+        if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, &p, BPF_ANY) < 0)
+                return -errno;
+        return 0;
+}
+
+int fp_pystack_remove(struct fp_pystack *s, pid_t tgid)
+{
+        __u32 key = (__u32)tgid;
+
+        if (bpf_map_delete_elem(bpf_map__fd(s->skel->maps.procs), &key) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
+}
+
+int fp_pystack_attach(struct fp_pystack *s, int perf_fd)
+{
+        int prog = bpf_program__fd(s->skel->progs.fp_pystack_sample);
+
+        if (ioctl(perf_fd, PERF_EVENT_IOC_SET_BPF, prog) < 0)
+                return -errno;
+        return 0;
+}
+
+int fp_pystack_poll(struct fp_pystack *s)
+{
+        int before = s->n, r = ring_buffer__consume(s->ring);
+
+        return r < 0 ? r : s->n - before;
+}
+
+#else /* !FP_HAVE_BPF */
+
+int fp_pystack_new(fp_pystack_fn fn, void *userdata, struct fp_pystack **ret, char *err,
+                   size_t err_len)
+{
+        (void)fn;
+        (void)userdata;
+        (void)ret;
+        snprintf(err, err_len, "Python stacks need BPF, and this agent was built without it");
+        return -EOPNOTSUPP;
+}
+
+void fp_pystack_free(struct fp_pystack *s)
+{
+        (void)s;
+}
+
+int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *b, uint64_t bias)
+{
+        (void)s;
+        (void)tgid;
+        (void)b;
+        (void)bias;
+        return -EOPNOTSUPP;
+}
+
+int fp_pystack_remove(struct fp_pystack *s, pid_t tgid)
+{
+        (void)s;
+        (void)tgid;
+        return -EOPNOTSUPP;
+}
+
+int fp_pystack_attach(struct fp_pystack *s, int perf_fd)
+{
+        (void)s;
+        (void)perf_fd;
+        return -EOPNOTSUPP;
+}
+
+int fp_pystack_poll(struct fp_pystack *s)
+{
+        (void)s;
+        return -EOPNOTSUPP;
+}
+
+#endif

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python stacks read at sample time: a BPF program run by the sampling
+ * events of CPython processes (pystack.bpf.c) finds the sampled thread's
+ * thread state and walks its frame chain, writing for each frame its code
+ * object's address and where in it the frame was (its instruction: what
+ * the frame holds, fp_py_instr_offset() makes it an offset), innermost
+ * first; user space names them later (python.h). The first half of this
+ * header is what the kernel side and the loader (pystack.c) share; the
+ * second half, hidden from the BPF compiler, is the loader's API.
+ *
+ * Why at sample time: CPython 3.11 and later keep their frames in chunks
+ * of the heap that the interpreter rewrites as it runs; read after the
+ * sample they would be another moment's.
+ */
+#pragma once
+
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
+#define FP_PYSTACK_MAX_FRAMES  128 /* innermost kept; a deeper stack is cut (TRUNCATED) */
+#define FP_PYSTACK_MAX_THREADS 64  /* thread states looked through for the sampled one */
+
+/* Where a process's interpreter is and how its structures are laid out (python.h). */
+struct fp_pystack_proc {
+        __u64 runtime; /* _PyRuntime's address in the process */
+        __u32 minor;
+        __s16 runtime_interp_head, interp_tstate_head;
+        __s16 tstate_next, tstate_thread_id, tstate_native_thread_id, tstate_frame;
+        __s16 cframe_current_frame;
+        __s16 frame_previous, frame_code, frame_instr, frame_owner, frame_is_entry;
+        __s16 pad;
+};
+
+/* A frame's flags. */
+#define FP_PYSTACK_ENTRY 1 /* the outermost Python frame of one C-level evaluation */
+
+struct fp_pystack_frame {
+        __u64 code;  /* the code object (3.13: the frame's executable) */
+        __u64 instr; /* f_lasti (3.8-3.10, an int) or the instruction pointer (3.11+) */
+        __u32 flags;
+        __u32 pad;
+};
+
+/* Why a sample has no Python stack, or only part of it. */
+enum fp_pystack_status {
+        FP_PYSTACK_OK = 0,
+        FP_PYSTACK_NO_THREAD_STATE = 1, /* the thread has none (not a Python thread yet) */
+        FP_PYSTACK_UNREADABLE = 2,      /* the interpreter's memory did not read */
+        FP_PYSTACK_TRUNCATED = 3,       /* deeper than FP_PYSTACK_MAX_FRAMES: innermost kept */
+};
+
+struct fp_pystack_record {
+        __u32 tid, tgid;
+        __u64 time_ns; /* CLOCK_MONOTONIC, as the perf sample's */
+        __u32 status, n_frames;
+        struct fp_pystack_frame frames[FP_PYSTACK_MAX_FRAMES];
+};
+#define FP_PYSTACK_HEADER_LEN ((unsigned long)&((struct fp_pystack_record *)0)->frames)
+
+#ifndef __bpf__
+#include "python.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fp_pystack;
+
+typedef void (*fp_pystack_fn)(void *userdata, const struct fp_pystack_record *r);
+
+/* Loads the program: 0, or -errno with one line in err. */
+int fp_pystack_new(fp_pystack_fn fn, void *userdata, struct fp_pystack **ret, char *err,
+                   size_t err_len);
+void fp_pystack_free(struct fp_pystack *s);
+/* Process tgid runs interpreter b, loaded bias bytes above its link-time addresses. */
+int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *b, uint64_t bias);
+int fp_pystack_remove(struct fp_pystack *s, pid_t tgid);
+/* Runs the program at each sample of the perf event perf_fd (PERF_EVENT_IOC_SET_BPF). */
+int fp_pystack_attach(struct fp_pystack *s, int perf_fd);
+/* Hands each record written so far to the callback; returns how many, or -errno. */
+int fp_pystack_poll(struct fp_pystack *s);
+#endif
