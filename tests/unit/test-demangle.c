@@ -60,9 +60,12 @@ static void test_known(void)
         check("", NULL);
         FP_CHECK(fp_demangle(NULL) == NULL);
         /* An answer that does not fit the buffer is none. */
-        char small[12];
+        char small[12], fits_name[25];
         FP_CHECK_EQ_INT(fp_demangle_into("_ZN4node5StartEiPPc", small, sizeof(small)), 0);
-        FP_CHECK_EQ_INT(fp_demangle_into("_ZN4node5StartEiPPc@plt", small, 25), 0);
+        /* The name fits, its suffix does not. */
+        FP_CHECK_EQ_INT(fp_demangle_into("_ZN4node5StartEiPPc", fits_name, sizeof(fits_name)), 1);
+        FP_CHECK_EQ_INT(fp_demangle_into("_ZN4node5StartEiPPc@plt", fits_name, sizeof(fits_name)),
+                        0);
 }
 
 /*
