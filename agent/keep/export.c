@@ -343,6 +343,10 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
         int r;
 
         fp_demangle_trim(); /* no demangled name is held between exports */
+        /* A CPython refused is said (once per file) when its samples are first kept. */
+        const struct fp_py_binary *py;
+        const char *py_why;
+        (void)fp_maps_python(fp_target_maps(t), &py, &py_why);
         fp_target_drain(t);
         fp_target_config_string(t, config, sizeof(config));
         fp_target_sample_types(t, types, units);

@@ -8,7 +8,8 @@
 #     JSON, and counts the interpreter files;
 #   - a program that only looks like Python (a copy of spin named
 #     python3.11): refused in one line, logged once however many of its
-#     processes run, and its samples are kept as native ones;
+#     processes run (when their samples are first kept, whether or not
+#     anyone asks for status), and its samples are kept as native ones;
 #   - a program that is no Python: no python entry.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -77,6 +78,10 @@ for k in 1 2; do
   fp_track "$!"
   fp_ctl start "$!" --freq 199 >/dev/null || fp_fail "start of the fake python3.11 failed"
 done
+# Said when their samples are first kept (a bucket closed), status or not.
+logged() { grep -q "python: .*python3.11 is named like Python 3.11 but has no _PyRuntime" "$FP_TMP/agent.log"; }
+flushed_and_logged() { fp_ctl flush >/dev/null && logged; }
+fp_wait_for 15 flushed_and_logged || fp_fail "the refusal was not logged when the fake's samples were kept"
 for p in "${fakes[@]}"; do
   wait_python "$p" 'named like Python 3\.11 but has no _PyRuntime'
 done
