@@ -19,7 +19,8 @@
 #    before their sampling began (some, less than half: they sleep first).
 # 2. The same with --first-period full (perf's way, each thread's first
 #    sample after a whole period): the threads are all but invisible (below
-#    0.1 of their CPU). This is the test that fails when the random first
+#    0.3 of their CPU and half what the random first period held; 0.000-0.010
+#    on a quiet machine). This is the test that fails when the random first
 #    period is turned off.
 # 3. Threads that work from their first instruction: 2,000 threads of 100 µs
 #    each, no sleep. Their start runs before the agent has handled their
@@ -142,8 +143,11 @@ ratio=$(python3 -c "print(f'{$held / $want:.3f}')")
 FULL_RATIO=$ratio
 fp_log "full first period: storm_work holds $((held / 1000000)) ms of $((want / 1000000)) ms (ratio $ratio)"
 [[ $mode == full ]] || fp_fail "status --json first_period.mode is '$mode', not full"
-python3 -c "import sys; sys.exit(not ($held / $want < 0.1))" ||
-  fp_fail "with a whole first period the profile still holds $ratio of half-period threads"
+# Quiet: 0.000-0.010. Under ASan beside a CPU-bound job the threads live longer
+# (718 ms of CPU for 200 ms of work) and more of them reach a whole period: 0.130.
+# Wanted: under 0.3, and under half what the random first period held.
+python3 -c "import sys; sys.exit(not ($held / $want < min(0.3, 0.5 * $RANDOM_RATIO)))" ||
+  fp_fail "with a whole first period the profile still holds $ratio of half-period threads (random: $RANDOM_RATIO)"
 fp_stop_agent
 
 # bridge_claimed: the bridge's samples so far that a target took.
