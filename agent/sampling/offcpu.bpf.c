@@ -483,6 +483,28 @@ int BPF_PROG(fp_offcpu_wakeup, struct task_struct *p)
 }
 
 /*
+ * The kept parts waiting in ts->pending get task's stack now, in its own
+ * context with its user registers regs, if those are still the ones it
+ * waited with (else they are counted as lost: lost_changed); either way
+ * they are done with.
+ */
+static __always_inline void give_pending(struct task_struct *task, struct thread_state *ts,
+                                         struct pt_regs *regs)
+{
+        __u32 tier;
+        struct fp_offcpu_target *tv = target_of(task->tgid, &tier);
+
+        if (tv) {
+                if (regs->ip != ts->ip || regs->sp != ts->sp)
+                        count_lost(tv, &tv->lost_changed, ts->pending);
+                else
+                        (void)emit(tv, tier, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
+        }
+        for (int i = 0; i < FP_OFFCPU_REASONS; i++)
+                ts->pending[i] = 0;
+}
+
+/*
  * A thread on its way back to user mode after a switch, in its own context,
  * its user registers and stack as it left them (the kernel updates its
  * rseq area here; only threads that registered one come). Kept parts after
@@ -493,24 +515,12 @@ int BPF_PROG(fp_offcpu_resume, struct task_struct *t)
 {
         struct task_struct *task = bpf_get_current_task_btf();
         struct thread_state *ts = bpf_task_storage_get(&threads, task, 0, 0);
-        struct fp_offcpu_target *tv;
-        struct pt_regs *regs;
-        __u32 tier;
 
         if (!ts || !ts->await_resume)
                 return 0;
         ts->await_resume = 0;
-        tv = target_of(task->tgid, &tier);
-        if (tv) {
-                regs = (struct pt_regs *)bpf_task_pt_regs(task);
-                /* A signal's frame or an rseq abort moved it: not where it waited. */
-                if (regs->ip != ts->ip || regs->sp != ts->sp)
-                        count_lost(tv, &tv->lost_changed, ts->pending);
-                else
-                        (void)emit(tv, tier, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
-        }
-        for (int i = 0; i < FP_OFFCPU_REASONS; i++)
-                ts->pending[i] = 0;
+        /* A signal's frame or an rseq abort moved it: not where it waited. */
+        give_pending(task, ts, (struct pt_regs *)bpf_task_pt_regs(task));
         return 0;
 }
 
@@ -519,21 +529,11 @@ int BPF_PROG(fp_offcpu_sys_exit, struct pt_regs *regs, long ret)
 {
         struct task_struct *task = bpf_get_current_task_btf();
         struct thread_state *ts = bpf_task_storage_get(&threads, task, 0, 0);
-        struct fp_offcpu_target *tv;
-        __u32 tier;
 
         if (!ts || !ts->has_pending)
                 return 0;
         ts->has_pending = 0;
-        tv = target_of(task->tgid, &tier);
-        if (tv) {
-                /* Not the call it blocked in (a fault's frame taken for a call's): no stack. */
-                if (regs->ip != ts->ip || regs->sp != ts->sp)
-                        count_lost(tv, &tv->lost_changed, ts->pending);
-                else
-                        (void)emit(tv, tier, FP_OFFCPU_CALL, task, regs, 0, ts->pending);
-        }
-        for (int i = 0; i < FP_OFFCPU_REASONS; i++)
-                ts->pending[i] = 0;
+        /* Not the call it blocked in (a fault's frame taken for a call's): no stack. */
+        give_pending(task, ts, regs);
         return 0;
 }
