@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 static unsigned fp_test_passed, fp_test_failed;
 
@@ -67,6 +68,35 @@ static inline int fp_test_run(const char *fmt, ...)
         if (r != 0)
                 fprintf(stderr, "command failed (%d): %s\n", r, cmd);
         return r;
+}
+
+/*
+ * Where the file at path is mapped from its start (file offset 0) in process
+ * pid, 0 when it is not: a shared object's load bias when its first segment
+ * is linked at address 0.
+ */
+static inline uint64_t fp_test_map_start(pid_t pid, const char *path)
+{
+        char maps[64], line[1024], real[4096];
+        uint64_t start = 0;
+        FILE *f;
+
+        if (!realpath(path, real))
+                return 0;
+        snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+        f = fopen(maps, "r");
+        while (f && fgets(line, sizeof(line), f)) {
+                char *p = strchr(line, '/');
+                unsigned long long s, off;
+                if (p && strncmp(p, real, strlen(real)) == 0 &&
+                    sscanf(line, "%llx-%*[0-9a-f] %*s %llx", &s, &off) == 2 && off == 0) {
+                        start = s;
+                        break;
+                }
+        }
+        if (f)
+                fclose(f);
+        return start;
 }
 
 #define FP_TEST_DONE()                                                                             \

@@ -66,30 +66,6 @@ static void on_record(void *ud, const struct fp_pystack_record *r)
         }
 }
 
-static uint64_t bias_of(pid_t pid, const char *file)
-{
-        char maps[64], line[1024], real[512];
-        uint64_t start = 0;
-        FILE *f;
-
-        if (!realpath(file, real))
-                return 0;
-        snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-        f = fopen(maps, "r");
-        while (f && fgets(line, sizeof(line), f)) {
-                char *p = strchr(line, '/');
-                unsigned long long s, off;
-                if (p && strncmp(p, real, strlen(real)) == 0 &&
-                    sscanf(line, "%llx-%*[0-9a-f] %*s %llx", &s, &off) == 2 && off == 0) {
-                        start = s;
-                        break;
-                }
-        }
-        if (f)
-                fclose(f);
-        return start;
-}
-
 /* Runs pystack.py under python (its interpreter in interp, PIE or not); checks its records. */
 static void check(const char *python, const char *interp, bool pie)
 {
@@ -148,7 +124,8 @@ static void check(const char *python, const char *interp, bool pie)
                 printf("%s\n", err);
                 goto done;
         }
-        FP_CHECK_EQ_INT(fp_pystack_add(s, w.pid, &b, pie ? bias_of(w.pid, interp) : 0), 0);
+        FP_CHECK_EQ_INT(fp_pystack_add(s, w.pid, &b, pie ? fp_test_map_start(w.pid, interp) : 0),
+                        0);
         /* A cpu-clock event at 1 kHz on each of its threads. */
         char task[64];
         snprintf(task, sizeof(task), "/proc/%d/task", w.pid);

@@ -147,31 +147,6 @@ static int on_thread(void *ud, uint64_t tstate, uint64_t pthread_id, pid_t nativ
         return 0;
 }
 
-/* Where path's first mapping in pid starts, less its link-time address: the bias. */
-static uint64_t bias_of(pid_t pid, const char *path, bool pie)
-{
-        char maps[64], line[1024], real[512];
-        uint64_t start = 0;
-        FILE *f;
-
-        if (!pie || !realpath(path, real))
-                return 0;
-        snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-        f = fopen(maps, "r");
-        while (f && fgets(line, sizeof(line), f)) {
-                char *p = strchr(line, '/');
-                unsigned long long s, off;
-                if (p && strncmp(p, real, strlen(real)) == 0 &&
-                    sscanf(line, "%llx-%*[0-9a-f] %*s %llx", &s, &off) == 2 && off == 0) {
-                        start = s;
-                        break;
-                }
-        }
-        if (f)
-                fclose(f);
-        return start; /* a shared libpython's first segment is at link-time address 0 */
-}
-
 static void check_live(const char *python, const char *interp_file, const struct fp_py_binary *b,
                        bool pie)
 {
@@ -194,7 +169,7 @@ static void check_live(const char *python, const char *interp_file, const struct
         for (int i = 0; i < 200 && access(ready, F_OK) < 0; i++)
                 usleep(25000);
         struct seen s = {0};
-        int n = fp_py_threads(pid, b, bias_of(pid, interp_file, pie), on_thread, &s);
+        int n = fp_py_threads(pid, b, pie ? fp_test_map_start(pid, interp_file) : 0, on_thread, &s);
         printf("%s: %d thread states, %d with the kernel's tid\n", python, n, s.with_native);
         FP_CHECK_EQ_INT(n, 3);
         if (b->minor >= 11) {
