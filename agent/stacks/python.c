@@ -16,85 +16,27 @@
 
 #define NONE (-1)
 
+/*
+ * 3.8 to 3.10 share their layouts but for f_lasti's place (and meaning:
+ * 3.10 counts code units): frames are PyFrameObjects, one evaluation each.
+ */
+#define FRAME_OBJECT_LAYOUT(m, lasti)                                                              \
+        {                                                                                          \
+                .minor = (m), .runtime_interp_head = 32, .interp_tstate_head = 8,                  \
+                .tstate_next = 8, .tstate_thread_id = 176, .tstate_native_thread_id = NONE,        \
+                .tstate_frame = 24, .cframe_current_frame = NONE, .frame_previous = 24,            \
+                .frame_code = 32, .frame_instr = (lasti), .frame_owner = NONE,                     \
+                .frame_is_entry = NONE, .code_filename = 104, .code_name = 112,                    \
+                .code_qualname = NONE, .code_firstlineno = 40, .code_linetable = 120,              \
+                .code_adaptive = NONE, .unicode_length = 16, .unicode_state = 32,                  \
+                .unicode_ascii_data = 48, .unicode_compact_data = 72, .bytes_size = 16,            \
+                .bytes_data = 32, .object_type = 8                                                 \
+        }
+
 static const struct fp_py_layout layouts[] = {
-    {.minor = 8,
-     .runtime_interp_head = 32,
-     .interp_tstate_head = 8,
-     .tstate_next = 8,
-     .tstate_thread_id = 176,
-     .tstate_native_thread_id = NONE,
-     .tstate_frame = 24,
-     .cframe_current_frame = NONE,
-     .frame_previous = 24,
-     .frame_code = 32,
-     .frame_instr = 104,
-     .frame_owner = NONE,
-     .frame_is_entry = NONE,
-     .code_filename = 104,
-     .code_name = 112,
-     .code_qualname = NONE,
-     .code_firstlineno = 40,
-     .code_linetable = 120,
-     .code_adaptive = NONE,
-     .unicode_length = 16,
-     .unicode_state = 32,
-     .unicode_ascii_data = 48,
-     .unicode_compact_data = 72,
-     .bytes_size = 16,
-     .bytes_data = 32,
-     .object_type = 8},
-    {.minor = 9,
-     .runtime_interp_head = 32,
-     .interp_tstate_head = 8,
-     .tstate_next = 8,
-     .tstate_thread_id = 176,
-     .tstate_native_thread_id = NONE,
-     .tstate_frame = 24,
-     .cframe_current_frame = NONE,
-     .frame_previous = 24,
-     .frame_code = 32,
-     .frame_instr = 104,
-     .frame_owner = NONE,
-     .frame_is_entry = NONE,
-     .code_filename = 104,
-     .code_name = 112,
-     .code_qualname = NONE,
-     .code_firstlineno = 40,
-     .code_linetable = 120,
-     .code_adaptive = NONE,
-     .unicode_length = 16,
-     .unicode_state = 32,
-     .unicode_ascii_data = 48,
-     .unicode_compact_data = 72,
-     .bytes_size = 16,
-     .bytes_data = 32,
-     .object_type = 8},
-    {.minor = 10,
-     .runtime_interp_head = 32,
-     .interp_tstate_head = 8,
-     .tstate_next = 8,
-     .tstate_thread_id = 176,
-     .tstate_native_thread_id = NONE,
-     .tstate_frame = 24,
-     .cframe_current_frame = NONE,
-     .frame_previous = 24,
-     .frame_code = 32,
-     .frame_instr = 96,
-     .frame_owner = NONE,
-     .frame_is_entry = NONE,
-     .code_filename = 104,
-     .code_name = 112,
-     .code_qualname = NONE,
-     .code_firstlineno = 40,
-     .code_linetable = 120,
-     .code_adaptive = NONE,
-     .unicode_length = 16,
-     .unicode_state = 32,
-     .unicode_ascii_data = 48,
-     .unicode_compact_data = 72,
-     .bytes_size = 16,
-     .bytes_data = 32,
-     .object_type = 8},
+    FRAME_OBJECT_LAYOUT(8, 104),
+    FRAME_OBJECT_LAYOUT(9, 104),
+    FRAME_OBJECT_LAYOUT(10, 96),
     {.minor = 11,
      .runtime_interp_head = 40,
      .interp_tstate_head = 16,
