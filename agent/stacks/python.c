@@ -125,12 +125,17 @@ const struct fp_py_layout *fp_py_layout_of(int minor)
         return NULL;
 }
 
-/* A defined symbol of elf's .symtab or .dynsym by name: its value and size. */
-static bool find_symbol(Elf *elf, const char *name, GElf_Sym *ret)
+/*
+ * The defined symbols of elf's .symtab and .dynsym named names[i], in one
+ * pass over them: found[i] says whether, ret[i] holds the first such.
+ */
+static void find_symbols(Elf *elf, const char *const *names, size_t n_names, GElf_Sym *ret,
+                         bool *found)
 {
         Elf_Scn *scn = NULL;
         GElf_Shdr sh;
 
+        memset(found, 0, n_names * sizeof(*found));
         while ((scn = elf_nextscn(elf, scn))) {
                 if (!gelf_getshdr(scn, &sh) ||
                     (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
@@ -143,13 +148,13 @@ static bool find_symbol(Elf *elf, const char *name, GElf_Sym *ret)
                         if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
                                 continue;
                         sn = elf_strptr(elf, sh.sh_link, s.st_name);
-                        if (sn && strcmp(sn, name) == 0) {
-                                *ret = s;
-                                return true;
-                        }
+                        for (size_t k = 0; sn && k < n_names; k++)
+                                if (!found[k] && strcmp(sn, names[k]) == 0) {
+                                        ret[k] = s;
+                                        found[k] = true;
+                                }
                 }
         }
-        return false;
 }
 
 /* The 8 bytes at link-time address vaddr, from the section holding them. */
@@ -217,23 +222,29 @@ static bool needs_libpython(Elf *elf)
 
 void fp_py_inspect(Elf *elf, struct fp_py_facts *ret)
 {
-        GElf_Sym s;
+        enum { RUNTIME, VERSION, EVAL, EVAL_COLD, INITIALIZE, N };
+        static const char *const names[N] = {"_PyRuntime", "Py_Version", "_PyEval_EvalFrameDefault",
+                                             "_PyEval_EvalFrameDefault.cold", "Py_Initialize"};
+        GElf_Sym s[N];
+        bool found[N];
 
         memset(ret, 0, sizeof(*ret));
-        if (find_symbol(elf, "_PyRuntime", &s))
-                ret->runtime = s.st_value;
-        if (find_symbol(elf, "Py_Version", &s) && !read_u64(elf, s.st_value, &ret->version))
+        find_symbols(elf, names, N, s, found);
+        if (found[RUNTIME])
+                ret->runtime = s[RUNTIME].st_value;
+        if (found[VERSION] && !read_u64(elf, s[VERSION].st_value, &ret->version))
                 ret->version = 0;
-        if (find_symbol(elf, "_PyEval_EvalFrameDefault", &s)) {
-                ret->eval_start = s.st_value;
-                ret->eval_end = s.st_value + (s.st_size ? s.st_size : 1);
+        if (found[EVAL]) {
+                ret->eval_start = s[EVAL].st_value;
+                ret->eval_end = s[EVAL].st_value + (s[EVAL].st_size ? s[EVAL].st_size : 1);
         }
-        if (find_symbol(elf, "_PyEval_EvalFrameDefault.cold", &s)) {
-                ret->eval_cold_start = s.st_value;
-                ret->eval_cold_end = s.st_value + (s.st_size ? s.st_size : 1);
+        if (found[EVAL_COLD]) {
+                ret->eval_cold_start = s[EVAL_COLD].st_value;
+                ret->eval_cold_end =
+                    s[EVAL_COLD].st_value + (s[EVAL_COLD].st_size ? s[EVAL_COLD].st_size : 1);
         }
         ret->launcher = needs_libpython(elf);
-        ret->old_python = !ret->runtime && find_symbol(elf, "Py_Initialize", &s);
+        ret->old_python = !ret->runtime && found[INITIALIZE];
 }
 
 int fp_py_judge(const struct fp_py_facts *f, const char *path, struct fp_py_binary *ret, char *why,
