@@ -1288,12 +1288,8 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                         rb_uint(&w->functions, day, 2);
                         rb_uint(&w->functions, fr->function_hash, 8);
                         rb_str(&w->functions, fp_batch_str_at(b, fr->function));
-                        rb_str(&w->functions, fr->system_name == FP_BATCH_NONE
-                                                  ? ""
-                                                  : fp_batch_str_at(b, fr->system_name));
-                        rb_str(&w->functions, fr->filename == FP_BATCH_NONE
-                                                  ? ""
-                                                  : fp_batch_str_at(b, fr->filename));
+                        rb_str(&w->functions, fp_batch_str_at(b, fr->system_name)); /* NONE: "" */
+                        rb_str(&w->functions, fp_batch_str_at(b, fr->filename));
                 }
                 if (written_before(c, FP_STORE_SEED_FRAME, day, fr->hash))
                         continue;

@@ -267,9 +267,8 @@ static int resolve_function(struct writer *w, const struct fp_batch_frame *f, in
         st = ST(s, FP_STMT_FUNCTION_INSERT);
         sqlite3_bind_int64(st, 1, (int64_t)f->function_hash);
         bind_text(st, 2, fp_batch_str_at(w->b, f->function));
-        bind_text(st, 3,
-                  f->system_name == FP_BATCH_NONE ? "" : fp_batch_str_at(w->b, f->system_name));
-        bind_text(st, 4, f->filename == FP_BATCH_NONE ? "" : fp_batch_str_at(w->b, f->filename));
+        bind_text(st, 3, fp_batch_str_at(w->b, f->system_name)); /* NONE: "" */
+        bind_text(st, 4, fp_batch_str_at(w->b, f->filename));
         return insert_row(s, st, &s->functions, f->function_hash, ret);
 }
 
