@@ -175,9 +175,14 @@ n_plt = sum(plt.values())
 assert total >= 1000, "too few samples: %d" % total
 # (The stubs' share depends on where the timer's interrupts land: 1.8-16% in our runs.)
 assert n_plt >= 20, "PLT stubs: %d of %d samples, %s" % (n_plt, total, sorted(stacks.items(), key=lambda x: -x[1])[:6])
+# Two stubs are called: pltcall_inner's (from caller_a, and from
+# pltcall_outer in the library) and pltcall_outer's, which caller_b reaches
+# by a tail jump (`jmp pltcall_outer@plt`): caller_b's frame is gone by then,
+# so main is that stub's true caller.
+callers = {"pltcall_inner@plt": ("caller_a", "pltcall_outer"), "pltcall_outer@plt": ("main",)}
 for s, n in plt.items():
     f = s.split(";")
-    assert f[0] == "_start" and f[-1] == "pltcall_inner@plt" and f[-2] in ("caller_a", "pltcall_outer"), "a PLT sample without its callers: %s %d" % (s, n)
+    assert f[0] == "_start" and f[-2] in callers.get(f[-1], ()), "a PLT sample without its callers: %s %d" % (s, n)
 rooted = sum(n for s, n in stacks.items() if s.startswith("_start;"))
 assert rooted >= 0.99 * total, "reached _start: %d of %d: %s" % (rooted, total, [s for s in stacks if not s.startswith("_start;")][:5])
 t = [t for t in json.load(open(sys.argv[2]))["targets"] if t["pid"] == int(sys.argv[3])][0]
