@@ -147,6 +147,42 @@ static void offcpu_json(struct fp_json *j, uint64_t period, const struct fp_targ
         fp_json_end_object(j);
 }
 
+/* What became of a target's Python stacks (pyframes.h), inside its "python" object. */
+static void python_stacks_json(struct fp_json *j, const struct fp_core_target_status *ts)
+{
+        const struct fp_pyframes_stats *p = &ts->python_st;
+        const struct {
+                const char *key;
+                uint64_t v;
+        } f[] = {
+            {"samples", p->samples},
+            {"no_record", p->no_record},
+            {"no_thread_state", p->no_thread_state},
+            {"unreadable", p->unreadable},
+            {"truncated", p->truncated},
+            {"records", p->records},
+            {"records_unmatched", p->records_unmatched},
+            {"evals_without_frames", p->evals_without},
+            {"frames_unnamed", p->frames_unnamed},
+            {"codes", p->codes},
+            {"codes_unnamed", p->codes_unnamed},
+            {"codes_full", p->codes_full},
+            {"attach_failed", ts->python_attach_failed},
+        };
+
+        fp_json_key(j, "stacks");
+        if (!ts->python_stacks_on) {
+                fp_json_string(j, "off");
+                return;
+        }
+        fp_json_begin_object(j);
+        for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+                fp_json_key(j, f[i].key);
+                fp_json_uint(j, ts->python_stacks_found ? f[i].v : 0);
+        }
+        fp_json_end_object(j);
+}
+
 static void target_json(struct fp_json *j, const struct fp_core_target_status *ts)
 {
         const struct fp_target_stats *st = &ts->st;
@@ -217,6 +253,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
                                  ts->python_bin->minor);
                 fp_json_key(j, "version");
                 fp_json_string(j, v);
+                python_stacks_json(j, ts);
                 fp_json_end_object(j);
         } else if (ts->python < 0) {
                 fp_json_begin_object(j);
@@ -300,6 +337,28 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_end_object(j);
 }
 
+/* The rest of a target's "python of" line: how many samples have their Python stack, and why not.
+ */
+static void python_stacks_text(FILE *out, const struct fp_core_target_status *ts)
+{
+        const struct fp_pyframes_stats *p = &ts->python_st;
+
+        if (!ts->python_stacks_on) {
+                fprintf(out, ", Python stacks not read\n");
+                return;
+        }
+        fprintf(out, ", %" PRIu64 " samples with a Python stack", p->samples);
+        if (p->no_record || p->no_thread_state || p->unreadable || p->truncated)
+                fprintf(out,
+                        "; without or cut: %" PRIu64 " no record, %" PRIu64
+                        " not a Python thread, %" PRIu64 " unreadable, %" PRIu64 " too deep",
+                        p->no_record, p->no_thread_state, p->unreadable, p->truncated);
+        fprintf(out, "; %" PRIu64 " code objects named", p->codes - p->codes_unnamed);
+        if (p->codes_unnamed)
+                fprintf(out, ", %" PRIu64 " unreadable", p->codes_unnamed);
+        fprintf(out, "\n");
+}
+
 static void rule_json(struct fp_json *j, const struct fp_core_rule_status *rs)
 {
         const struct fp_rule *r = rs->rule;
@@ -380,6 +439,8 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
         fp_json_uint(&j, st->python_files);
         fp_json_key(&j, "python_files_refused");
         fp_json_uint(&j, st->python_refused);
+        fp_json_key(&j, "python_stacks");
+        fp_json_string(&j, st->python_stacks);
         fp_json_key(&j, "bucket_seconds");
         fp_json_uint(&j, st->bucket_seconds);
 
@@ -603,6 +664,7 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         else
                 fprintf(out, "thread tracker: perf-fork (fallback: %s)\n",
                         TERM(st->tracker_reason, e1));
+        fprintf(out, "python stacks: %s\n", TERM(st->python_stacks, e1));
         if (st->bridge_period) {
                 fprintf(out,
                         "bridge: new threads sampled from birth at %" PRIu64
@@ -796,12 +858,14 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         for (size_t i = 0; i < st->n_targets; i++) {
                 const struct fp_core_target_status *ts = &st->targets[i];
                 if (ts->python > 0 && ts->python_bin->micro >= 0)
-                        fprintf(out, "python of %d: CPython %d.%d.%d\n", (int)ts->pid,
+                        fprintf(out, "python of %d: CPython %d.%d.%d", (int)ts->pid,
                                 ts->python_bin->major, ts->python_bin->minor,
                                 ts->python_bin->micro);
                 else if (ts->python > 0)
-                        fprintf(out, "python of %d: CPython %d.%d\n", (int)ts->pid,
+                        fprintf(out, "python of %d: CPython %d.%d", (int)ts->pid,
                                 ts->python_bin->major, ts->python_bin->minor);
+                if (ts->python > 0)
+                        python_stacks_text(out, ts);
                 else if (ts->python < 0)
                         fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
         }

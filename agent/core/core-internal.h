@@ -55,10 +55,15 @@ struct fp_core {
         char tracker_reason[256];
         struct fp_offcpu *offcpu;  /* loaded while a target profiles its off-CPU time */
         uint64_t offcpu_unclaimed; /* off-CPU records of no target (one gone meanwhile) */
-        struct fp_bridge *bridge;  /* born threads until their own events (bridge.h), or NULL */
-        char bridge_error[256];    /* why it could not open */
-        struct event *ev_bridge;   /* follows the targets: period, closed with the last */
-        uint64_t bridge_unclaimed; /* samples of no target (a child not followed, one gone) */
+        struct fp_pystack
+            *pystack;       /* reads Python stacks (pystack.h), loaded with the first target */
+        bool pystack_tried; /* loaded, or could not be: pystack_error says why */
+        char pystack_error[256];
+        uint64_t pystack_unclaimed; /* its records of no target (one gone meanwhile) */
+        struct fp_bridge *bridge;   /* born threads until their own events (bridge.h), or NULL */
+        char bridge_error[256];     /* why it could not open */
+        struct event *ev_bridge;    /* follows the targets: period, closed with the last */
+        uint64_t bridge_unclaimed;  /* samples of no target (a child not followed, one gone) */
         uint64_t bridge_samples, bridge_lost; /* of bridges closed before */
         uint64_t bridge_exit_tails;           /* its ticks in threads' exits (the tracker's) */
         struct event *ev_children;            /* starts the children the fallback reported */

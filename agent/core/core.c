@@ -14,6 +14,7 @@
 #include "export.h"
 #include "maps.h"
 #include "offcpu.h"
+#include "pystack.h"
 #include "procfs.h"
 #include "symbols.h"
 #include "targetconf.h"
@@ -184,6 +185,41 @@ struct fp_core_target *fp_core_find(struct fp_core *s, pid_t pid)
 }
 
 static void on_fallback_child(void *userdata, struct fp_target *parent, pid_t child);
+
+/* ---- Python stacks ---- */
+
+static void on_pystack_record(void *userdata, const struct fp_pystack_record *r)
+{
+        struct fp_core *s = userdata;
+        struct fp_core_target *at = fp_core_find(s, (pid_t)r->tgid);
+
+        if (at)
+                fp_target_pystack_record(at->t, r);
+        else
+                s->pystack_unclaimed++;
+}
+
+/* The program that reads Python stacks, loaded on first use; NULL when off or refused (said). */
+static struct fp_pystack *pystack_get(struct fp_core *s)
+{
+        if (s->opt.no_python || s->pystack_tried)
+                return s->pystack;
+        s->pystack_tried = true;
+        if (fp_pystack_new(on_pystack_record, s, &s->pystack, s->pystack_error,
+                           sizeof(s->pystack_error)) < 0)
+                fp_log(LOG_WARNING, "%s; Python processes show the interpreter's frames only",
+                       s->pystack_error);
+        return s->pystack;
+}
+
+const char *fp_core_python_state(const struct fp_core *s)
+{
+        if (s->opt.no_python)
+                return "off (no-python)";
+        if (!s->pystack_tried)
+                return "not loaded yet";
+        return s->pystack ? "on" : s->pystack_error;
+}
 
 /* ---- off-CPU time ---- */
 
@@ -372,6 +408,8 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
                 return r;
         }
         fp_target_set_tracking(t, bpf, follow, parent, on_fallback_child, s);
+        if (!cfg->no_python && pystack_get(s))
+                fp_target_set_pystack(t, s->pystack);
         s->targets[s->n_targets++] = (struct fp_core_target){.t = t, .owner = owner};
         *ret = t;
         return 0;
@@ -1016,6 +1054,7 @@ void fp_core_free(struct fp_core *s)
         free(s->targets);
         fp_core_rules_free(s);
         fp_offcpu_free(s->offcpu);
+        fp_pystack_free(s->pystack); /* after the targets, which leave its map */
         fp_tracker_free(s->tracker);
         if (s->ev_children)
                 event_free(s->ev_children);
@@ -1276,6 +1315,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                         st.upload_url = st.url_redacted;
                 }
         }
+        st.python_stacks = fp_core_python_state(s);
         st.tracker = tracker_name(s);
         st.tracker_reason = s->tracker ? "" : s->tracker_reason;
         st.tracker_events_dropped = s->tracker ? fp_tracker_dropped(s->tracker) : 0;
@@ -1316,7 +1356,14 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 fp_target_stats(t, &ts->st);
                 fp_target_attach_latency(t, &ts->latency);
                 ts->n_drops = target_drops(s, t, ts->drops, FP_CORE_MAX_DROPS);
-                ts->python = fp_maps_python(fp_target_maps(t), &ts->python_bin, &ts->python_why);
+                uint64_t bias;
+                ts->python =
+                    fp_maps_python(fp_target_maps(t), &ts->python_bin, &bias, &ts->python_why);
+                struct fp_pyframes *py =
+                    fp_target_python(t, &ts->python_stacks_on, &ts->python_attach_failed);
+                ts->python_stacks_found = py != NULL;
+                if (py)
+                        fp_pyframes_stats(py, &ts->python_st);
                 st.n_targets++;
         }
         st.samples_total = s->gone_samples;

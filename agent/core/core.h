@@ -23,6 +23,7 @@
 #include "host.h"
 #include "perf.h"
 #include "target.h"
+#include "pyframes.h"
 #include "upload.h"
 
 #include <stdbool.h>
@@ -48,6 +49,7 @@ struct fp_core_options {
         bool no_bpf;            /* --no-bpf: track threads with the perf FORK-record fallback */
         unsigned max_threads;   /* --max-threads: threads sampled per target at most, 0: none */
         bool no_bridge;         /* --no-bridge: new threads unsampled until their own events open */
+        bool no_python;         /* --no-python: no Python stacks read (pystack.h) */
         bool first_period_full; /* --first-period full: no random first period (perf's way) */
         unsigned keep_exited_s; /* --keep-exited: an exited PID target stays this long, 0: 60 */
         /* The host tier from the start (host = on; --host ...), and how. */
@@ -165,6 +167,8 @@ int fp_core_stop_host(struct fp_core *core);
 int fp_core_host_off_cpu(struct fp_core *core, uint64_t period, char *err, size_t err_len);
 /* The host tier, or NULL when it is off. */
 struct fp_host *fp_core_host(struct fp_core *core);
+/* Whether Python stacks are read: "on", "off (no-python)", "not loaded yet" or why not. */
+const char *fp_core_python_state(const struct fp_core *core);
 
 /* ---- rules (core-rules.c) ---- */
 
@@ -215,6 +219,11 @@ struct fp_core_target_status {
         int python;
         const struct fp_py_binary *python_bin;
         const char *python_why;
+        /* Its Python stacks: read (stacks_on), and what became of them (pyframes.h). */
+        bool python_stacks_on;
+        bool python_stacks_found; /* its CPython is read: python_st counts */
+        struct fp_pyframes_stats python_st;
+        uint64_t python_attach_failed;
 };
 
 struct fp_core_rule_status {
@@ -241,6 +250,7 @@ struct fp_core_status {
         size_t symbol_sources[FP_SYM_SOURCES]; /* of those, by where the names came from */
         size_t symbol_files_loading;           /* asked for, still being read on a loader thread */
         size_t python_files, python_refused; /* of the files read: CPython interpreters, refused */
+        const char *python_stacks;           /* fp_core_python_state() */
         unsigned bucket_seconds;
         /* The store. */
         const char *store_path;   /* NULL: none */

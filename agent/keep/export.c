@@ -14,6 +14,7 @@
 #include "maps.h"
 #include "offcpu.h"
 #include "pprof.h"
+#include "pyframes.h"
 #include "store.h"
 #include "symbols.h"
 #include "host.h"
@@ -37,6 +38,8 @@ static const char *basename_of(const char *path)
 struct frame_desc {
         const char *function;             /* never NULL */
         const char *system_name;          /* the symbol when function is it demangled, else NULL */
+        const char *filename;             /* the source file (Python frames), else NULL */
+        int64_t start_line, line;         /* the function's first line and the frame's, 0 unknown */
         const struct fp_mapping *mapping; /* NULL: none */
         const char *build_id;             /* "" when unknown */
         uint64_t limit;                   /* mapping end for the profile */
@@ -56,15 +59,35 @@ static const char *host_jit_name(void *ctx, uint64_t addr)
         return fp_host_proc_jit_name(ctx, addr);
 }
 
-static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const struct fp_frame *f,
-                     struct frame_desc *d)
+/* What names a process's frames: its mappings, JIT code, Python code (NULL: none). */
+struct namer {
+        struct fp_maps *maps;
+        jit_name_fn jit;
+        void *jit_ctx;
+        const struct fp_pyframes *py;
+};
+
+static void describe(const struct namer *nm, const struct fp_frame *f, struct frame_desc *d)
 {
         uint64_t off = 0;
 
         d->mapping = NULL;
         d->system_name = NULL;
+        d->filename = NULL;
+        d->start_line = d->line = 0;
         d->build_id = "";
         d->limit = 0;
+        if (f->flags & FP_FRAME_PYTHON) {
+                struct fp_pyframe_name pn = {.function = "[python]"};
+                if (nm->py)
+                        fp_pyframes_name(nm->py, f, &pn);
+                d->function = pn.function;
+                d->system_name = pn.system_name;
+                d->filename = pn.filename;
+                d->start_line = pn.start_line;
+                d->line = pn.line;
+                return;
+        }
         if (f->flags & FP_FRAME_KERNEL_TIME) {
                 d->function = "[kernel]";
                 return;
@@ -89,15 +112,15 @@ static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const
                 d->function = "[unknown]";
                 return;
         }
-        struct fp_mapping *x = fp_maps_get(maps, f->mapping);
-        d->function = fp_maps_symbolize(maps, f->mapping, f->addr, &off);
+        struct fp_mapping *x = fp_maps_get(nm->maps, f->mapping);
+        d->function = fp_maps_symbolize(nm->maps, f->mapping, f->addr, &off);
         const char *dm = fp_demangle(d->function);
         if (dm) {
                 d->system_name = d->function;
                 d->function = dm;
         }
-        if (!d->function && x->kind == FP_MAPPING_ANON && jit)
-                d->function = jit(jit_ctx, f->addr);
+        if (!d->function && x->kind == FP_MAPPING_ANON && nm->jit)
+                d->function = nm->jit(nm->jit_ctx, f->addr);
         d->mapping = x;
         d->build_id = x->symtab ? fp_symtab_build_id(x->symtab) : "";
         d->limit = x->kind == FP_MAPPING_KERNEL ? UINT64_MAX : x->end;
@@ -107,9 +130,15 @@ static void describe(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, const
         }
 }
 
-static void frame_describe(struct fp_target *t, const struct fp_frame *f, struct frame_desc *d)
+static struct namer target_namer(struct fp_target *t)
 {
-        describe(fp_target_maps(t), target_jit_name, t, f, d);
+        bool on;
+        uint64_t attach_failed;
+
+        return (struct namer){.maps = fp_target_maps(t),
+                              .jit = target_jit_name,
+                              .jit_ctx = t,
+                              .py = fp_target_python(t, &on, &attach_failed)};
 }
 
 /* The store's frame of a described one. */
@@ -122,18 +151,20 @@ static struct fp_store_frame store_frame(const struct frame_desc *d, const struc
                                        .mapping_start = d->mapping ? d->mapping->start : 0,
                                        .mapping_limit = d->limit,
                                        .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
-                                       .address = f->addr};
+                                       .address = d->filename ? 0 : f->addr,
+                                       .filename = d->filename,
+                                       .line = d->line};
 }
 
 /* The pprof location of one frame, interning its mapping and function. */
-static int frame_location(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, struct fp_pprof *p,
-                          const struct fp_frame *f, uint64_t *mapping_ids, uint64_t *ret_loc)
+static int frame_location(const struct namer *nm, struct fp_pprof *p, const struct fp_frame *f,
+                          uint64_t *mapping_ids, uint64_t *ret_loc)
 {
         struct frame_desc d;
         uint64_t mapping_id = 0, function_id = 0;
         int r;
 
-        describe(maps, jit, jit_ctx, f, &d);
+        describe(nm, f, &d);
         if (d.mapping) {
                 if (!mapping_ids[f->mapping - 1]) {
                         r = fp_pprof_mapping(p, d.mapping->start, d.limit, d.mapping->pgoff,
@@ -144,9 +175,12 @@ static int frame_location(struct fp_maps *maps, jit_name_fn jit, void *jit_ctx, 
                 }
                 mapping_id = mapping_ids[f->mapping - 1];
         }
-        r = fp_pprof_function_full(p, d.function, d.system_name, NULL, 0, &function_id);
+        r = fp_pprof_function_full(p, d.function, d.system_name, d.filename, d.start_line,
+                                   &function_id);
         if (r < 0)
                 return r;
+        if (d.filename) /* a Python frame: a line, no address */
+                return fp_pprof_location_at(p, mapping_id, 0, function_id, d.line, ret_loc);
         return fp_pprof_location(p, mapping_id, f->addr, function_id, ret_loc);
 }
 
@@ -180,6 +214,7 @@ static int pprof_stacks(struct fp_target *t, struct fp_pprof *p, const struct fp
                         const size_t *column, unsigned n_members, const char *wait)
 {
         const char *service = fp_target_service(t);
+        const struct namer nm = target_namer(t);
         size_t n_maps = fp_maps_count(fp_target_maps(t));
         uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
         uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
@@ -209,8 +244,7 @@ static int pprof_stacks(struct fp_target *t, struct fp_pprof *p, const struct fp
                 for (unsigned j = 0; j < n_members; j++)
                         values[column[j]] = clamp64(e->counters[j]);
                 for (uint32_t j = 0; j < e->n_frames; j++) {
-                        r = frame_location(fp_target_maps(t), target_jit_name, t, p, &e->frames[j],
-                                           mapping_ids, &locs[j]);
+                        r = frame_location(&nm, p, &e->frames[j], mapping_ids, &locs[j]);
                         if (r < 0)
                                 goto out;
                 }
@@ -261,6 +295,7 @@ static int batch_stacks(struct fp_target *t, struct fp_store_batch *b, uint32_t 
                         const uint32_t *member_ei, unsigned n_members, const struct fp_agg *agg,
                         const char *wait, struct fp_store_frame *frames, struct frame_desc *descs)
 {
+        const struct namer nm = target_namer(t);
         uint32_t si;
         int r = 0;
 
@@ -268,7 +303,7 @@ static int batch_stacks(struct fp_target *t, struct fp_store_batch *b, uint32_t 
                 const struct fp_agg_entry *e = fp_agg_entry(agg, i);
                 const char *thread_name = fp_target_thread_name(t, e->tid);
                 for (uint32_t j = 0; j < e->n_frames; j++) {
-                        frame_describe(t, &e->frames[j], &descs[j]);
+                        describe(&nm, &e->frames[j], &descs[j]);
                         frames[j] = store_frame(&descs[j], &e->frames[j]);
                 }
                 r = fp_store_batch_add_stack(b, frames, e->n_frames, &si);
@@ -343,10 +378,6 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
         int r;
 
         fp_demangle_trim(); /* no demangled name is held between exports */
-        /* A CPython refused is said (once per file) when its samples are first kept. */
-        const struct fp_py_binary *py;
-        const char *py_why;
-        (void)fp_maps_python(fp_target_maps(t), &py, &py_why);
         fp_target_drain(t);
         fp_target_config_string(t, config, sizeof(config));
         fp_target_sample_types(t, types, units);
@@ -436,14 +467,14 @@ static int host_batch_agg(struct fp_store_batch *b, struct fp_host_proc *p,
                           const struct fp_agg *agg, uint32_t ti, uint32_t ei, const char *wait,
                           struct fp_store_frame *frames, struct frame_desc *descs)
 {
-        struct fp_maps *maps = fp_host_proc_maps(p);
+        const struct namer nm = {.maps = fp_host_proc_maps(p), .jit = host_jit_name, .jit_ctx = p};
         uint32_t si;
         int r = 0;
 
         for (size_t j = 0; agg && r >= 0 && j < fp_agg_n_entries(agg); j++) {
                 const struct fp_agg_entry *e = fp_agg_entry(agg, j);
                 for (uint32_t f = 0; f < e->n_frames; f++) {
-                        describe(maps, host_jit_name, p, &e->frames[f], &descs[f]);
+                        describe(&nm, &e->frames[f], &descs[f]);
                         frames[f] = store_frame(&descs[f], &e->frames[f]);
                 }
                 if ((r = fp_store_batch_add_stack(b, frames, e->n_frames, &si)) >= 0)
@@ -575,7 +606,8 @@ out:
 static int host_pprof_agg(struct fp_host_proc *proc, struct fp_pprof *p, const struct fp_agg *agg,
                           const char *wait, uint64_t *mapping_ids, uint64_t *locs)
 {
-        struct fp_maps *maps = fp_host_proc_maps(proc);
+        const struct namer nm = {
+            .maps = fp_host_proc_maps(proc), .jit = host_jit_name, .jit_ctx = proc};
         const char *container = fp_host_proc_container(proc);
         int64_t values[2];
         int r = 0;
@@ -583,8 +615,7 @@ static int host_pprof_agg(struct fp_host_proc *proc, struct fp_pprof *p, const s
         for (size_t j = 0; agg && j < fp_agg_n_entries(agg) && r >= 0; j++) {
                 const struct fp_agg_entry *e = fp_agg_entry(agg, j);
                 for (uint32_t f = 0; f < e->n_frames && r >= 0; f++)
-                        r = frame_location(maps, host_jit_name, proc, p, &e->frames[f], mapping_ids,
-                                           &locs[f]);
+                        r = frame_location(&nm, p, &e->frames[f], mapping_ids, &locs[f]);
                 values[0] = clamp64(e->count);
                 values[1] = clamp64(e->value);
                 struct fp_pprof_label labels[7] = {

@@ -43,6 +43,8 @@ struct fp_frame {
 /* synthetic only frame: a new thread's events before its own counter opened (counted by the kernel)
  */
 #define FP_FRAME_THREAD_START 16u
+/* a Python function's frame (pyframes.h): addr is its code object's entry << 32 | its line */
+#define FP_FRAME_PYTHON 32u
 
 struct fp_agg_entry {
         uint64_t hash;

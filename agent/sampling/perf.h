@@ -96,6 +96,8 @@ struct fp_perf_config {
          * a block part of d ns kept with probability min(1, d / this); 0: not.
          */
         uint64_t off_cpu_period;
+        /* --no-python: a CPython's samples keep native frames only (pyframes.h). */
+        bool no_python;
 };
 
 #define FP_PERF_OFF_CPU_PERIOD_DEFAULT 10000000ULL /* 10 ms: --off-cpu's T */

@@ -164,6 +164,12 @@ static long frame_step(__u32 i, void *ctx)
                         return 1;
                 }
         }
+        {
+                __s32 first = 0;
+                __u64 name = read_ptr(code + p->code_name);
+                bpf_probe_read_user(&first, 4, (const void *)(code + p->code_firstlineno));
+                w->r->frames[n].stamp = FP_PYSTACK_STAMP(name, first);
+        }
         w->r->frames[n].code = code;
         w->r->frames[n].instr = instr;
         w->r->frames[n].flags = entry ? FP_PYSTACK_ENTRY : 0;

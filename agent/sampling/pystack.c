@@ -107,6 +107,8 @@ int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *
             .frame_instr = l->frame_instr,
             .frame_owner = l->frame_owner,
             .frame_is_entry = l->frame_is_entry,
+            .code_name = l->code_qualname >= 0 ? l->code_qualname : l->code_name,
+            .code_firstlineno = l->code_firstlineno,
         };
         __u32 key = (__u32)tgid;
 

@@ -30,8 +30,17 @@ struct fp_pystack_proc {
         __s16 tstate_next, tstate_thread_id, tstate_native_thread_id, tstate_frame;
         __s16 cframe_current_frame;
         __s16 frame_previous, frame_code, frame_instr, frame_owner, frame_is_entry;
-        __s16 pad;
+        __s16 code_name, code_firstlineno; /* for each frame's stamp */
+        __s16 pad[3];
 };
+
+/*
+ * A code object's stamp: its name's address and first line mixed. A code
+ * object freed and another allocated at its address is told apart by it
+ * (the same name object at the same line is the same function).
+ */
+#define FP_PYSTACK_STAMP(name_addr, firstlineno)                                                   \
+        ((__u32)((name_addr) >> 4) ^ ((__u32)(firstlineno)*0x9e3779b1u))
 
 /* A frame's flags. */
 #define FP_PYSTACK_ENTRY 1 /* the outermost Python frame of one C-level evaluation */
@@ -40,7 +49,7 @@ struct fp_pystack_frame {
         __u64 code;  /* the code object (3.13: the frame's executable) */
         __u64 instr; /* f_lasti (3.8-3.10, an int) or the instruction pointer (3.11+) */
         __u32 flags;
-        __u32 pad;
+        __u32 stamp; /* FP_PYSTACK_STAMP() of the code object */
 };
 
 /* Why a sample has no Python stack, or only part of it. */

@@ -5,12 +5,16 @@
  * counted by why it could not be (a revoked target, a full stack table
  * kept under one stand-in, no memory).
  *
+ * A CPython's samples get their Python stacks here too (pyframes.h): the
+ * records the BPF program wrote at each sample, spliced in.
+ *
  * This part of the target module only is called (by the ring reader in
- * threads.c); it calls nothing of the target's back.
+ * threads.c and by target.c); it calls nothing of the target's back.
  */
 #include "target-internal.h"
 #include "aggregate.h"
 #include "maps.h"
+#include "pystack.h"
 #include "stackwalk.h"
 
 #include <errno.h>
@@ -48,6 +52,47 @@ static bool add_stack(struct fp_target *t, pid_t tid, struct fp_frame *f, uint32
         return false;
 }
 
+/*
+ * How often a target not yet known to run a CPython looks again (its
+ * interpreter's symbols are read as its first samples land in it).
+ */
+#define PY_CHECK_NS 50000000ULL /* 50 ms of sample time */
+
+bool fp_target_python_known(struct fp_target *t, uint64_t time)
+{
+        const struct fp_py_binary *b;
+        const char *why;
+        uint64_t bias;
+
+        if (t->py)
+                return true;
+        if (t->py_refused || (t->py_check_ns && time < t->py_check_ns + PY_CHECK_NS))
+                return false;
+        t->py_check_ns = time;
+        int r = fp_maps_python(t->maps, &b, &bias, &why);
+        if (r < 0)
+                t->py_refused = true; /* said once per file; its samples stay native-only */
+        if (r <= 0)
+                return false;
+        t->py = fp_pyframes_new(t->pid, b, bias);
+        if (t->py && fp_pystack_add(t->pystack, t->pid, b, bias) < 0) {
+                fp_pyframes_free(t->py);
+                t->py = NULL;
+        }
+        return false; /* its samples have records from now on */
+}
+
+/* Splices the sample's Python stack (read by the program as it was taken) into f. */
+static uint32_t python_merge(struct fp_target *t, const struct fp_perf_sample *s,
+                             struct fp_frame *f, uint32_t n)
+{
+        if (!t->pystack || !fp_target_python_known(t, s->time))
+                return n;
+        /* Its record went into the ring before the sample into its own: hand them out. */
+        (void)fp_pystack_poll(t->pystack);
+        return fp_pyframes_merge(t->py, (pid_t)s->tid, s->time, f, n, MAX_FRAMES);
+}
+
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
 {
         struct fp_frame *f = t->frames;
@@ -56,7 +101,7 @@ void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
                 t->st.revoked++;
                 return;
         }
-        uint32_t n = fp_stackwalk(&t->walk, s, f);
+        uint32_t n = python_merge(t, s, f, fp_stackwalk(&t->walk, s, f));
         if (add_stack(t, (pid_t)s->tid, f, n, s->period, s->n_counters, s->counters)) {
                 t->st.time_enabled += s->d_enabled;
                 t->st.time_running += s->d_running;
@@ -72,4 +117,26 @@ void fp_target_add_synthetic(struct fp_target *t, pid_t tid, unsigned flag, uint
                 return;
         }
         (void)add_stack(t, tid, &f, 1, value, 0, NULL);
+}
+
+void fp_target_python_attach(struct fp_target *t, int fd)
+{
+        if (t->pystack && fp_pystack_attach(t->pystack, fd) < 0)
+                t->py_attach_failed++;
+}
+
+void fp_target_python_forget(struct fp_target *t)
+{
+        if (t->py)
+                (void)fp_pystack_remove(t->pystack, t->pid);
+        fp_pyframes_free(t->py);
+        t->py = NULL;
+        t->py_refused = false;
+        t->py_check_ns = 0;
+}
+
+void fp_target_pystack_record(struct fp_target *t, const struct fp_pystack_record *r)
+{
+        if (t->py)
+                fp_pyframes_record(t->py, r);
 }

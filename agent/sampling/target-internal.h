@@ -10,6 +10,7 @@
 
 #include "aggregate.h"
 #include "offcpu.h"
+#include "pyframes.h"
 #include "stackwalk.h"
 #include "target.h"
 
@@ -114,6 +115,13 @@ struct fp_target {
         uint32_t latency_us[LATENCY_RING]; /* birth -> sampling began, the last LATENCY_RING */
         uint64_t n_latency;
 
+        /* Python stacks (samples.c), when the agent reads them and cfg.no_python is not set. */
+        struct fp_pystack *pystack; /* the program its sampling events run (core's) */
+        struct fp_pyframes *py;     /* once its CPython is recognised */
+        bool py_refused;            /* a CPython not understood (said once per file) */
+        uint64_t py_check_ns;       /* the sample time of the last look for one */
+        uint64_t py_attach_failed;  /* events the program could not be attached to */
+
         /* Off-CPU time (target-offcpu.c), when cfg.off_cpu_period is set. */
         struct fp_perf_config off_cfg; /* how its stacks are walked: copied stacks, user only */
         struct fp_target_stats off_st; /* their unwinding figures (kept apart from the CPU's) */
@@ -162,6 +170,18 @@ void fp_target_add_synthetic(struct fp_target *t, pid_t tid, unsigned flag, uint
 int fp_target_agg_add(struct fp_target *t, struct fp_agg *agg, struct fp_stackwalk *w, pid_t tid,
                       unsigned epoch, struct fp_frame *f, uint32_t n, uint64_t value,
                       const uint64_t *counters);
+
+/* Runs the Python stacks' program at the samples of the event fd (when the target reads them). */
+void fp_target_python_attach(struct fp_target *t, int fd);
+/* Forgets the process's CPython (an exec): looked for again in the new program. */
+void fp_target_python_forget(struct fp_target *t);
+
+/*
+ * Whether the target runs a CPython whose stacks the program reads; when
+ * not known yet, looks (at most every 50 ms of sample time, time) and,
+ * finding one, has the program read its samples from then on.
+ */
+bool fp_target_python_known(struct fp_target *t, uint64_t time);
 
 /* ---- target-offcpu.c ---- */
 

@@ -12,6 +12,7 @@
  */
 #include "target-internal.h"
 #include "perfmap.h"
+#include "pystack.h"
 #include "procfs.h"
 #include "targetconf.h"
 #include "tick.h"
@@ -134,6 +135,7 @@ void fp_target_free(struct fp_target *t)
         if (t->ev_fit)
                 event_free(t->ev_fit);
         fp_agg_free(t->agg);
+        fp_target_python_forget(t);
         fp_target_offcpu_free(t);
         fp_maps_free(t->maps);
         free(t->exe);
@@ -284,6 +286,8 @@ int fp_target_next_bucket(struct fp_target *t)
         t->agg = fresh;
         t->st_bucketed = t->st;
         memset(t->carried, 0, sizeof(t->carried));
+        if (t->py)
+                fp_pyframes_trim(t->py); /* no Python frame is held now */
         return 0;
 }
 
@@ -308,4 +312,37 @@ const char *fp_target_jit_name(struct fp_target *t, uint64_t addr)
         if (name)
                 t->st.jit_frames++;
         return name;
+}
+
+/* ---- Python stacks ---- */
+
+void fp_target_set_pystack(struct fp_target *t, struct fp_pystack *s)
+{
+        if (t->cfg.no_python || t->pystack)
+                return;
+        t->pystack = s;
+        /* A CPython's own file read now: the first samples carry their Python stacks. */
+        for (uint32_t i = 1; i <= fp_maps_count(t->maps); i++) {
+                const struct fp_mapping *x = fp_maps_get(t->maps, i);
+                const char *base = strrchr(x->path, '/');
+                if (x->kind == FP_MAPPING_FILE && strstr(base ? base + 1 : x->path, "python"))
+                        (void)fp_maps_symtab(t->maps, i);
+        }
+        (void)fp_target_python_known(t, fp_now_ns(CLOCK_MONOTONIC));
+        for (size_t i = 0; i < t->n_threads; i++) {
+                struct fp_thread *th = t->threads[i];
+                if (!th->live)
+                        continue;
+                fp_target_python_attach(t, th->sampler.fd);
+                if (th->starter.fd >= 0)
+                        fp_target_python_attach(t, th->starter.fd);
+        }
+}
+
+struct fp_pyframes *fp_target_python(const struct fp_target *t, bool *ret_on,
+                                     uint64_t *ret_attach_failed)
+{
+        *ret_on = t->pystack != NULL;
+        *ret_attach_failed = t->py_attach_failed;
+        return t->py;
 }

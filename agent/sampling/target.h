@@ -134,6 +134,24 @@ typedef void (*fp_target_child_fn)(void *userdata, struct fp_target *t, pid_t ch
 void fp_target_set_tracking(struct fp_target *t, bool bpf, bool follow_children, pid_t parent_pid,
                             fp_target_child_fn on_child, void *userdata);
 bool fp_target_follows_children(const struct fp_target *t);
+/*
+ * Python stacks: s is the agent's program (pystack.h), run from now on at
+ * each sample of the target's threads unless its configuration says
+ * no_python; once the process's CPython is recognised (samples.c) each
+ * sample carries its Python stack. The program's records of the process
+ * are handed in by fp_target_pystack_record().
+ */
+struct fp_pystack;
+struct fp_pystack_record;
+struct fp_pyframes;
+void fp_target_set_pystack(struct fp_target *t, struct fp_pystack *s);
+void fp_target_pystack_record(struct fp_target *t, const struct fp_pystack_record *r);
+/*
+ * Its Python frames (pyframes.h: names, figures), NULL while no CPython is
+ * recognised; *ret_on: whether they are read at all.
+ */
+struct fp_pyframes *fp_target_python(const struct fp_target *t, bool *ret_on,
+                                     uint64_t *ret_attach_failed);
 /* The live threads' ids, at most max of them: how many. */
 size_t fp_target_live_tids(const struct fp_target *t, pid_t *ret, size_t max);
 /* Whether the BPF tracker reports its threads' births (and the bridge covers them). */

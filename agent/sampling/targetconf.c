@@ -21,9 +21,10 @@ void fp_targetconf_format(const struct fp_perf_config *cfg, bool follow, char *b
         char off[40] = "";
         if (cfg->off_cpu_period)
                 snprintf(off, sizeof(off), " off_cpu=%" PRIu64, cfg->off_cpu_period);
-        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d unwind=%s%s%s",
+        snprintf(buf, len, "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d unwind=%s%s%s%s",
                  events, cfg->freq, cfg->period, cfg->kernel_frames ? 1 : 0,
-                 fp_unwind_mode_name(cfg->unwind), follow ? " follow=1" : "", off);
+                 fp_unwind_mode_name(cfg->unwind), follow ? " follow=1" : "", off,
+                 cfg->no_python ? " python=0" : "");
 }
 
 void fp_targetconf_set_stack(struct fp_perf_config *cfg, uint32_t stack_bytes)
@@ -54,22 +55,24 @@ void fp_targetconf_finish(struct fp_perf_config *cfg)
 
 int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_follow)
 {
-        char ev[FP_PERF_EVENT_LIST_MAX], w[3][32] = {"", "", ""};
+        char ev[FP_PERF_EVENT_LIST_MAX], w[4][32] = {"", "", "", ""};
         unsigned long long freq, period, off_cpu = 0;
         int kernel, n;
-        bool follow = false;
+        bool follow = false, no_python = false;
         unsigned unwind = FP_UNWIND_AUTO;
         struct fp_perf_config c = {0};
 
         static_assert(FP_PERF_EVENT_LIST_MAX == 256, "the %255s below");
-        n = sscanf(text, "event=%255s freq=%llu period=%llu kernel=%d %31s %31s %31s", ev, &freq,
-                   &period, &kernel, w[0], w[1], w[2]);
+        n = sscanf(text, "event=%255s freq=%llu period=%llu kernel=%d %31s %31s %31s %31s", ev,
+                   &freq, &period, &kernel, w[0], w[1], w[2], w[3]);
         if (n < 4)
                 return -EINVAL;
         for (int i = 0; i < n - 4; i++) {
                 char *end;
                 if (strcmp(w[i], "follow=1") == 0) {
                         follow = true;
+                } else if (strcmp(w[i], "python=0") == 0) {
+                        no_python = true;
                 } else if (strncmp(w[i], "off_cpu=", 8) == 0) {
                         errno = 0;
                         off_cpu = strtoull(w[i] + 8, &end, 10);
@@ -88,6 +91,7 @@ int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_
         c.period = period;
         c.kernel_frames = kernel != 0;
         c.off_cpu_period = off_cpu;
+        c.no_python = no_python;
         fp_targetconf_finish(&c);
         *cfg = c;
         if (ret_follow)

@@ -164,6 +164,7 @@ static int open_starter(struct fp_target *t, struct fp_thread *th)
         th->first = first;
         th->group_started = false;
         th->shift = 0;
+        fp_target_python_attach(t, th->starter.fd);
         th->ev_starter =
             event_new(t->base, th->starter.fd, EV_READ | EV_PERSIST, fp_target_on_starter, th);
         if (!th->ev_starter || event_add(th->ev_starter, NULL) < 0) {
@@ -367,6 +368,7 @@ static int thread_attach(struct fp_target *t, pid_t tid)
         }
         if (kernel_excluded)
                 t->st.kernel_excluded = true;
+        fp_target_python_attach(t, th->sampler.fd);
         th->period = 0; /* a new event: the configured period, its debt kept */
         thread_read_comm(t, th);
 
@@ -502,6 +504,7 @@ static int resize_sampler(struct fp_target *t, struct fp_thread *th)
 
         if (r < 0)
                 return r;
+        fp_target_python_attach(t, ring.fd);
         ev = event_new(t->base, ring.fd, EV_READ | EV_PERSIST, fp_target_on_sampler, th);
         if (!ev || event_add(ev, NULL) < 0) {
                 if (ev)
@@ -1002,6 +1005,11 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
                         uid_t now;
                         if (fp_proc_owner(t->pid, &now) < 0 || now != t->guard)
                                 t->revoked = true;
+                }
+                /* Another program: its CPython, if any, is another's. */
+                if ((r->misc & PERF_RECORD_MISC_COMM_EXEC) && (pid_t)r->comm.pid == t->pid) {
+                        fp_target_python_forget(t);
+                        (void)fp_maps_load_proc(t->maps); /* the new program's mappings live */
                 }
                 th = fp_thread_find(t, (pid_t)r->comm.tid);
                 if (th)

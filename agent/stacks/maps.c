@@ -410,20 +410,26 @@ const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, ui
         return fp_symtab_lookup(x->symtab, vaddr, NULL);
 }
 
-int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, const char **ret_why)
+int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
+                   const char **ret_why)
 {
         char why[sizeof(m->py_why)];
         int found = 0;
 
-        /* Only tables already read: a CPython's own file is among the first a sample hits. */
-        for (uint32_t i = 1; i <= fp_maps_count(m); i++) {
-                const struct fp_mapping *x = fp_maps_get(m, i);
+        /*
+         * Live mappings, whose tables are already read: a CPython's own file
+         * is among the first a sample hits.
+         */
+        for (size_t i = 0; i < m->n_live; i++) {
+                const struct fp_mapping *x = m->all[m->live[i] - 1];
                 const struct fp_py_facts *f = x && x->symtab ? fp_symtab_python(x->symtab) : NULL;
                 struct fp_py_binary b;
                 int py = f ? fp_py_judge(f, x->path, &b, why, sizeof(why)) : 0;
-                if (py > 0) {
+                uint64_t vaddr;
+                if (py > 0 && fp_symtab_offset_to_vaddr(x->symtab, x->pgoff, &vaddr) == 0) {
                         m->py = b;
                         *ret_bin = &m->py;
+                        *ret_bias = x->start - vaddr;
                         return 1;
                 }
                 if (py < 0 && !found) {

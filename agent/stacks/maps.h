@@ -90,8 +90,10 @@ struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx);
 /*
  * Whether the process runs a CPython interpreter, of the files whose
  * symbols are read (python.h, each judged under the name the process maps
- * it by): 1 with *ret_bin; -1 with *ret_why (one line, logged once per
- * file) when one was refused; 0 neither. Both live until the next call.
+ * it by): 1 with *ret_bin and its load bias (what its addresses are above
+ * the file's); -1 with *ret_why (one line, logged once per file) when one
+ * was refused; 0 neither. Both live until the next call.
  */
 struct fp_py_binary;
-int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, const char **ret_why);
+int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
+                   const char **ret_why);

@@ -424,6 +424,7 @@ int fp_py_code_read(pid_t pid, const struct fp_py_layout *l, uint64_t code, stru
             (r = read_str(pid, l, file, ret->filename, sizeof(ret->filename))) < 0)
                 return r;
         ret->firstlineno = first;
+        ret->name_addr = name;
         if (!table || (r = peek(pid, table + (uint64_t)l->bytes_size, &size, 8)) < 0)
                 return table ? r : -EFAULT;
         if (size > FP_PY_LINETABLE_MAX)

@@ -110,6 +110,7 @@ struct fp_py_code {
         char name[FP_PY_NAME_MAX];     /* co_qualname (3.11+), else co_name */
         char filename[FP_PY_FILE_MAX]; /* co_filename */
         int firstlineno;
+        uint64_t name_addr; /* the name's str object (with firstlineno: tells reuse apart) */
         uint8_t *linetable; /* co_lnotab (3.8-3.9), co_linetable (3.10+); malloc'd */
         size_t linetable_len;
 };

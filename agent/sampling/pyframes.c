@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One CPython process's Python frames: see pyframes.h. Two tables: the
+ * records waiting for their samples (a queue per thread, oldest first)
+ * and the code objects named so far (by address and stamp).
+ */
+#include "pyframes.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define QUEUE_MAX   4096          /* records a thread keeps waiting at most (oldest dropped) */
+#define STALE_NS    1000000000ULL /* fp_pyframes_trim() drops records older than this */
+#define LINE_MEMO   8             /* lines remembered per code object (by offset) */
+#define ENTRY_SHIFT 32
+
+/* A record as kept: its time, status and frames. */
+struct rec {
+        uint64_t time;
+        uint32_t status, n;
+        struct fp_pystack_frame frames[];
+};
+
+/* One thread's records, oldest first: recs[(head + i) % cap] for i < len. */
+struct queue {
+        pid_t tid; /* 0: a free slot */
+        uint32_t head, len, cap;
+        struct rec **recs;
+};
+
+struct code {
+        uint64_t addr;
+        uint32_t stamp;
+        bool named; /* its memory read as a code object whose stamp was the frame's */
+        char *name, *filename;
+        int firstlineno;
+        struct fp_py_code c; /* its line table */
+        struct {
+                uint64_t off;
+                int line;
+        } memo[LINE_MEMO];
+        unsigned memo_next;
+};
+
+struct fp_pyframes {
+        pid_t pid;
+        struct fp_py_binary bin;
+        uint64_t eval_lo, eval_hi, cold_lo, cold_hi; /* the process's addresses */
+        struct queue *queues;                        /* open addressing by tid */
+        size_t n_queues, cap_queues;                 /* cap: a power of two, or 0 */
+        struct code *codes;
+        size_t n_codes, cap_codes;
+        uint32_t *index; /* codes by (addr, stamp): entry + 1, 0 free */
+        size_t cap_index;
+        struct fp_pyframes_stats st;
+};
+
+static uint64_t mix(uint64_t v)
+{
+        v ^= v >> 33;
+        v *= 0xff51afd7ed558ccdULL;
+        v ^= v >> 33;
+        return v;
+}
+
+struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias)
+{
+        struct fp_pyframes *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return NULL;
+        p->pid = pid;
+        p->bin = *b;
+        if (b->eval_end) {
+                p->eval_lo = b->eval_start + bias;
+                p->eval_hi = b->eval_end + bias;
+        }
+        if (b->eval_cold_end) {
+                p->cold_lo = b->eval_cold_start + bias;
+                p->cold_hi = b->eval_cold_end + bias;
+        }
+        return p;
+}
+
+static void free_codes(struct fp_pyframes *p)
+{
+        for (size_t i = 0; i < p->n_codes; i++) {
+                free(p->codes[i].name);
+                free(p->codes[i].filename);
+                fp_py_code_free(&p->codes[i].c);
+        }
+        p->n_codes = 0;
+        if (p->index)
+                memset(p->index, 0, p->cap_index * sizeof(*p->index));
+}
+
+static void free_queue(struct queue *q)
+{
+        for (uint32_t i = 0; i < q->len; i++)
+                free(q->recs[(q->head + i) % q->cap]);
+        free(q->recs);
+}
+
+void fp_pyframes_free(struct fp_pyframes *p)
+{
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->cap_queues; i++)
+                if (p->queues[i].tid)
+                        free_queue(&p->queues[i]);
+        free(p->queues);
+        free_codes(p);
+        free(p->codes);
+        free(p->index);
+        free(p);
+}
+
+const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p)
+{
+        return &p->bin;
+}
+
+/* ---- the records ---- */
+
+static struct queue *find_queue(const struct fp_pyframes *p, pid_t tid)
+{
+        if (!p->cap_queues)
+                return NULL;
+        for (size_t i = mix((uint64_t)tid) & (p->cap_queues - 1);;
+             i = (i + 1) & (p->cap_queues - 1)) {
+                if (p->queues[i].tid == tid)
+                        return &p->queues[i];
+                if (!p->queues[i].tid)
+                        return NULL;
+        }
+}
+
+/* Puts q (by value) into a table of cap slots with room. */
+static struct queue *place_queue(struct queue *table, size_t cap, const struct queue *q)
+{
+        size_t i = mix((uint64_t)q->tid) & (cap - 1);
+
+        while (table[i].tid)
+                i = (i + 1) & (cap - 1);
+        table[i] = *q;
+        return &table[i];
+}
+
+/* Rebuilds the table at cap slots, dropping the empty queues when drop_empty. */
+static int rebuild_queues(struct fp_pyframes *p, size_t cap, bool drop_empty)
+{
+        struct queue *table = calloc(cap, sizeof(*table));
+
+        if (!table)
+                return -ENOMEM;
+        p->n_queues = 0;
+        for (size_t i = 0; i < p->cap_queues; i++) {
+                struct queue *q = &p->queues[i];
+                if (!q->tid)
+                        continue;
+                if (drop_empty && !q->len) {
+                        free_queue(q);
+                        continue;
+                }
+                place_queue(table, cap, q);
+                p->n_queues++;
+        }
+        free(p->queues);
+        p->queues = table;
+        p->cap_queues = cap;
+        return 0;
+}
+
+static struct queue *queue_of(struct fp_pyframes *p, pid_t tid)
+{
+        struct queue *q = find_queue(p, tid);
+
+        if (q)
+                return q;
+        if ((p->n_queues + 1) * 2 > p->cap_queues &&
+            rebuild_queues(p, p->cap_queues ? p->cap_queues * 2 : 16, false) < 0)
+                return NULL;
+        p->n_queues++;
+        return place_queue(p->queues, p->cap_queues, &(struct queue){.tid = tid});
+}
+
+static struct rec *queue_pop(struct queue *q)
+{
+        struct rec *r = q->recs[q->head];
+
+        q->head = (q->head + 1) % q->cap;
+        q->len--;
+        return r;
+}
+
+static int queue_push(struct queue *q, struct rec *r)
+{
+        if (q->len == q->cap) {
+                uint32_t cap = q->cap ? q->cap * 2 : 8;
+                struct rec **recs = malloc(cap * sizeof(*recs));
+                if (!recs)
+                        return -ENOMEM;
+                for (uint32_t i = 0; i < q->len; i++)
+                        recs[i] = q->recs[(q->head + i) % q->cap];
+                free(q->recs);
+                q->recs = recs;
+                q->cap = cap;
+                q->head = 0;
+        }
+        q->recs[(q->head + q->len) % q->cap] = r;
+        q->len++;
+        return 0;
+}
+
+void fp_pyframes_record(struct fp_pyframes *p, const struct fp_pystack_record *r)
+{
+        uint32_t n = r->n_frames < FP_PYSTACK_MAX_FRAMES ? r->n_frames : FP_PYSTACK_MAX_FRAMES;
+        struct queue *q = queue_of(p, (pid_t)r->tid);
+        struct rec *k;
+
+        p->st.records++;
+        if (!q || !(k = malloc(sizeof(*k) + n * sizeof(k->frames[0])))) {
+                p->st.records_unmatched++;
+                return;
+        }
+        k->time = r->time_ns;
+        k->status = r->status;
+        k->n = n;
+        memcpy(k->frames, r->frames, n * sizeof(k->frames[0]));
+        if (q->len >= QUEUE_MAX) {
+                free(queue_pop(q));
+                p->st.records_unmatched++;
+        }
+        if (queue_push(q, k) < 0) {
+                free(k);
+                p->st.records_unmatched++;
+        }
+}
+
+static uint64_t distance(uint64_t a, uint64_t b)
+{
+        return a > b ? a - b : b - a;
+}
+
+/*
+ * The record of tid's sample at time (taken off its queue; the caller
+ * frees it), or NULL. Records too old for it or any later sample go.
+ */
+static struct rec *take_record(struct fp_pyframes *p, pid_t tid, uint64_t time)
+{
+        struct queue *q = find_queue(p, tid);
+        struct rec *best = NULL;
+
+        if (!q)
+                return NULL;
+        while (q->len && q->recs[q->head]->time + FP_PYFRAMES_MATCH_NS < time) {
+                free(queue_pop(q));
+                p->st.records_unmatched++;
+        }
+        /* The closest one in the window: the queue is in time order. */
+        while (q->len) {
+                struct rec *r = q->recs[q->head];
+                if (r->time > time + FP_PYFRAMES_MATCH_NS ||
+                    (best && distance(r->time, time) >= distance(best->time, time)))
+                        break;
+                if (best) {
+                        free(best);
+                        p->st.records_unmatched++;
+                }
+                best = queue_pop(q);
+        }
+        return best;
+}
+
+/* ---- the code objects ---- */
+
+static int grow_index(struct fp_pyframes *p)
+{
+        size_t cap = p->cap_index ? p->cap_index * 2 : 256;
+        uint32_t *index = calloc(cap, sizeof(*index));
+
+        if (!index)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_codes; i++) {
+                size_t j = mix(p->codes[i].addr ^ p->codes[i].stamp) & (cap - 1);
+                while (index[j])
+                        j = (j + 1) & (cap - 1);
+                index[j] = (uint32_t)i + 1;
+        }
+        free(p->index);
+        p->index = index;
+        p->cap_index = cap;
+        return 0;
+}
+
+/* Reads the code object a frame names (once: cached), or NULL when the table is full. */
+static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp, uint32_t *ret_i)
+{
+        size_t j;
+
+        if (p->cap_index) {
+                for (j = mix(addr ^ stamp) & (p->cap_index - 1); p->index[j];
+                     j = (j + 1) & (p->cap_index - 1)) {
+                        struct code *c = &p->codes[p->index[j] - 1];
+                        if (c->addr == addr && c->stamp == stamp) {
+                                *ret_i = p->index[j] - 1;
+                                return c;
+                        }
+                }
+        }
+        if (p->n_codes >= FP_PYFRAMES_CODES) {
+                p->st.codes_full++;
+                return NULL;
+        }
+        if ((p->n_codes + 1) * 2 > p->cap_index && grow_index(p) < 0)
+                return NULL;
+        if (p->n_codes == p->cap_codes) {
+                size_t cap = p->cap_codes ? p->cap_codes * 2 : 64;
+                struct code *codes = realloc(p->codes, cap * sizeof(*codes));
+                if (!codes)
+                        return NULL;
+                p->codes = codes;
+                p->cap_codes = cap;
+        }
+        struct code *c = &p->codes[p->n_codes];
+        memset(c, 0, sizeof(*c));
+        c->addr = addr;
+        c->stamp = stamp;
+        /* Read now, while the sampled code object surely still lives. */
+        if (fp_py_code_read(p->pid, p->bin.layout, addr, &c->c) == 0) {
+                if (FP_PYSTACK_STAMP(c->c.name_addr, c->c.firstlineno) == stamp) {
+                        c->name = strdup(c->c.name[0] ? c->c.name : "<no name>");
+                        c->filename = strdup(c->c.filename);
+                        c->firstlineno = c->c.firstlineno;
+                        c->named = c->name && c->filename;
+                }
+                if (!c->named)
+                        fp_py_code_free(&c->c);
+        }
+        p->st.codes++;
+        p->st.codes_unnamed += !c->named;
+        for (j = mix(addr ^ stamp) & (p->cap_index - 1); p->index[j];
+             j = (j + 1) & (p->cap_index - 1))
+                ;
+        p->index[j] = (uint32_t)p->n_codes + 1;
+        *ret_i = (uint32_t)p->n_codes++;
+        return c;
+}
+
+static int line_of(struct fp_pyframes *p, struct code *c, uint64_t instr)
+{
+        uint64_t off = fp_py_instr_offset(p->bin.layout, c->addr, instr);
+
+        for (unsigned i = 0; i < LINE_MEMO; i++)
+                if (c->memo[i].line && c->memo[i].off == off)
+                        return c->memo[i].line;
+        int line = fp_py_line(p->bin.layout, &c->c, off);
+        if (line > 0) {
+                c->memo[c->memo_next].off = off;
+                c->memo[c->memo_next].line = line;
+                c->memo_next = (c->memo_next + 1) % LINE_MEMO;
+        }
+        return line;
+}
+
+/* The frame of a Python frame the program read. */
+static struct fp_frame python_frame(struct fp_pyframes *p, const struct fp_pystack_frame *pf)
+{
+        uint32_t i = UINT32_MAX;
+        struct code *c = code_of(p, pf->code, pf->stamp, &i);
+        int line = 0;
+
+        if (c && c->named)
+                line = line_of(p, c, pf->instr);
+        else
+                p->st.frames_unnamed++;
+        return (struct fp_frame){.addr =
+                                     (uint64_t)i << ENTRY_SHIFT | (uint32_t)(line > 0 ? line : 0),
+                                 .mapping = 0,
+                                 .flags = FP_FRAME_PYTHON};
+}
+
+/* ---- splicing ---- */
+
+static bool in_eval(const struct fp_pyframes *p, const struct fp_frame *f)
+{
+        if (f->flags)
+                return false;
+        return (f->addr >= p->eval_lo && f->addr < p->eval_hi) ||
+               (f->addr >= p->cold_lo && f->addr < p->cold_hi);
+}
+
+uint32_t fp_pyframes_merge(struct fp_pyframes *p, pid_t tid, uint64_t time, struct fp_frame *f,
+                           uint32_t n, uint32_t max)
+{
+        struct rec *r = take_record(p, tid, time);
+        struct fp_frame out[FP_PYSTACK_MAX_FRAMES];
+        uint32_t gi = 0;
+
+        if (!r) {
+                p->st.no_record++;
+                return n;
+        }
+        if (r->status == FP_PYSTACK_NO_THREAD_STATE) {
+                p->st.no_thread_state++;
+                free(r);
+                return n;
+        }
+        if (r->status == FP_PYSTACK_UNREADABLE)
+                p->st.unreadable++; /* what read is kept */
+        else if (r->status == FP_PYSTACK_TRUNCATED)
+                p->st.truncated++;
+        if (r->n)
+                p->st.samples++;
+        /* Where each group of Python frames goes: leafward of the native frame slot[g]. */
+        uint32_t slot[FP_PYSTACK_MAX_FRAMES + 1], group_end[FP_PYSTACK_MAX_FRAMES + 1];
+        uint32_t groups = 0, evals = 0;
+        for (uint32_t i = 0; i < n; i++) {
+                if (!in_eval(p, &f[i]))
+                        continue;
+                evals++;
+                if (gi == r->n)
+                        continue;
+                slot[groups] = i;
+                while (gi < r->n && !(r->frames[gi++].flags & FP_PYSTACK_ENTRY))
+                        ;
+                group_end[groups++] = gi;
+        }
+        p->st.evals_without += evals - groups;
+        /* Left over (the native stack was cut short): at the root end, before [truncated]. */
+        if (gi < r->n) {
+                slot[groups] = n && (f[n - 1].flags & FP_FRAME_TRUNCATED) ? n - 1 : n;
+                group_end[groups++] = r->n;
+        }
+        for (uint32_t i = 0; i < r->n; i++)
+                out[i] = python_frame(p, &r->frames[i]);
+        /*
+         * In place, from the root end: a frame only moves rootward, so none
+         * is overwritten before it moved. What falls past max is cut.
+         */
+        uint32_t pos = n + r->n, g = groups, len = pos < max ? pos : max;
+        for (int64_t i = n; i >= 0; i--) {
+                if (i < (int64_t)n && --pos < max)
+                        f[pos] = f[i];
+                if (g && slot[g - 1] == (uint32_t)i) {
+                        g--;
+                        for (uint32_t from = group_end[g]; from > (g ? group_end[g - 1] : 0);)
+                                if (--pos < max)
+                                        f[pos] = out[--from];
+                                else
+                                        from--;
+                }
+        }
+        if (n + r->n > max)
+                f[max - 1] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
+        free(r);
+        return len;
+}
+
+/* ---- names ---- */
+
+void fp_pyframes_name(const struct fp_pyframes *p, const struct fp_frame *f,
+                      struct fp_pyframe_name *ret)
+{
+        uint64_t i = f->addr >> ENTRY_SHIFT;
+        const struct code *c = i < p->n_codes ? &p->codes[i] : NULL;
+
+        ret->line = (int64_t)(uint32_t)f->addr;
+        if (!c || !c->named) {
+                ret->function = "[python]";
+                ret->system_name = NULL;
+                ret->filename = "";
+                ret->start_line = 0;
+                return;
+        }
+        ret->function = c->name;
+        ret->system_name = c->name;
+        ret->filename = c->filename;
+        ret->start_line = c->firstlineno;
+}
+
+void fp_pyframes_trim(struct fp_pyframes *p)
+{
+        struct timespec ts;
+        uint64_t now;
+
+        if (p->n_codes > FP_PYFRAMES_CODES / 2)
+                free_codes(p);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        for (size_t i = 0; i < p->cap_queues; i++) {
+                struct queue *q = &p->queues[i];
+                while (q->tid && q->len && q->recs[q->head]->time + STALE_NS < now) {
+                        free(queue_pop(q));
+                        p->st.records_unmatched++;
+                }
+        }
+        /* Threads gone leave empty queues: dropped when they are most of the table. */
+        size_t empty = 0;
+        for (size_t i = 0; i < p->cap_queues; i++)
+                empty += p->queues[i].tid && !p->queues[i].len;
+        if (empty > 64 && empty * 2 > p->n_queues)
+                (void)rebuild_queues(p, p->cap_queues, true);
+}
+
+void fp_pyframes_stats(const struct fp_pyframes *p, struct fp_pyframes_stats *ret)
+{
+        *ret = p->st;
+}

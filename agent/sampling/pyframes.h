@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One CPython process's Python frames (pyframes.c): the Python stacks the
+ * BPF program read at its samples (pystack.h), waiting for their perf
+ * samples; spliced into each sample's native stack; and named.
+ *
+ * Matching. The program runs in the sampling event's overflow, before the
+ * kernel writes the sample, so a sample's record is in the ring before
+ * the sample is in its own: records are kept per thread (the last
+ * FP_PYFRAMES_PENDING) and a sample takes the latest of its thread that is
+ * not after it and at most FP_PYFRAMES_MATCH_NS before it (both clocks are
+ * CLOCK_MONOTONIC).
+ *
+ * Splicing. Native frames run leaf to root; at each frame inside
+ * _PyEval_EvalFrameDefault the Python frames that evaluation ran are put
+ * in just leafward of it (the innermost first, up to and including the
+ * next FP_PYSTACK_ENTRY frame), so that a C extension called from Python
+ * lies under its Python caller and the interpreter's frames stay where
+ * they are. Python frames left over (a native stack cut short) go at the
+ * root end, before its [truncated].
+ *
+ * A Python frame is {.flags = FP_FRAME_PYTHON, .mapping = 0, .addr = its
+ * code object's entry here << 32 | its line}. The entry names it (read
+ * once from the process's memory at its first sample, cached by address
+ * and stamp) and lives until fp_pyframes_trim() between buckets.
+ */
+#pragma once
+
+#include "aggregate.h"
+#include "pystack.h"
+#include "python.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FP_PYFRAMES_PENDING  4          /* records kept per thread */
+#define FP_PYFRAMES_MATCH_NS 2000000ULL /* a record at most this long before its sample */
+#define FP_PYFRAMES_CODES    32768      /* code objects named per process at most */
+
+/* What happened to the samples of the process (monotonic counts). */
+struct fp_pyframes_stats {
+        uint64_t samples;           /* samples given a Python stack */
+        uint64_t no_record;         /* samples with no record of their thread */
+        uint64_t no_thread_state;   /* the thread had no Python thread state (not Python yet) */
+        uint64_t unreadable;        /* the interpreter's memory did not read in BPF */
+        uint64_t truncated;         /* deeper than FP_PYSTACK_MAX_FRAMES (innermost kept) */
+        uint64_t records;           /* records received */
+        uint64_t records_unmatched; /* records no sample took */
+        uint64_t evals_without;     /* eval frames left without Python frames */
+        uint64_t frames_unnamed;    /* frames whose code object did not read */
+        uint64_t codes_full;        /* frames past FP_PYFRAMES_CODES */
+        uint64_t codes;             /* code objects read */
+        uint64_t codes_unnamed;     /* of those, unreadable (or changed since their sample) */
+};
+
+struct fp_pyframes;
+
+/* pid runs interpreter b, loaded bias bytes above its file's addresses. NULL: no memory. */
+struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias);
+void fp_pyframes_free(struct fp_pyframes *p);
+const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p);
+
+/* Keeps a record of the program's for its sample. */
+void fp_pyframes_record(struct fp_pyframes *p, const struct fp_pystack_record *r);
+
+/*
+ * Splices the Python stack of thread tid's sample at time into the native
+ * stack f (n frames, leaf first, room for max): the new count.
+ */
+uint32_t fp_pyframes_merge(struct fp_pyframes *p, pid_t tid, uint64_t time, struct fp_frame *f,
+                           uint32_t n, uint32_t max);
+
+/* A Python frame's names: valid until the next fp_pyframes_trim(). */
+struct fp_pyframe_name {
+        const char *function;    /* the qualified name, or "[python]" when unread */
+        const char *system_name; /* its plain name (co_name) when it differs, else NULL */
+        const char *filename;    /* "" when unknown */
+        int64_t start_line;      /* the function's first line, 0 unknown */
+        int64_t line;            /* the line the frame was at, 0 unknown */
+};
+void fp_pyframes_name(const struct fp_pyframes *p, const struct fp_frame *f,
+                      struct fp_pyframe_name *ret);
+
+/*
+ * Between buckets (no Python frame is held): forgets the code objects
+ * when they are more than half of FP_PYFRAMES_CODES, and the records no
+ * sample took.
+ */
+void fp_pyframes_trim(struct fp_pyframes *p);
+
+void fp_pyframes_stats(const struct fp_pyframes *p, struct fp_pyframes_stats *ret);
