@@ -51,8 +51,8 @@ fp_start_agent
 deb=$!
 fp_track "$deb"
 fp_ctl start "$deb" --freq 199 >/dev/null || fp_fail "start of python3.11 failed"
-wait_python "$deb" '^\{"version": "3\.11\.[0-9]+"\}$'
-fp_ctl status | grep -q "^python of $deb: CPython 3\.11\.[0-9]*$" ||
+wait_python "$deb" '^\{"version": "3\.11\.[0-9]+", "stacks": '
+fp_ctl status | grep -q "^python of $deb: CPython 3\.11\.[0-9]*, " ||
   fp_fail "the text status does not name the interpreter: $(fp_ctl status | grep python)"
 fp_ok "Debian's python3.11: $(fp_ctl status | grep "^python of $deb")"
 
@@ -63,7 +63,7 @@ if [[ -n $py312 && -x $py312 ]]; then
   pe=$!
   fp_track "$pe"
   fp_ctl start "$pe" --freq 199 >/dev/null || fp_fail "start of $py312 failed"
-  wait_python "$pe" '^\{"version": "3\.12\.[0-9]+"\}$'
+  wait_python "$pe" '^\{"version": "3\.12\.[0-9]+", "stacks": '
   fp_ok "pyenv's $py312 (a shared libpython): $(python_of "$pe")"
 else
   fp_log "SKIP: no pyenv Python 3.12"

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Python functions in the profile, read at sample time (pystack.bpf.c) and
+# spliced into the native stacks (pyframes.c), under Debian's python3.11
+# (static, non-PIE, stripped) and each of pyenv's 3.8-3.13 present:
+#   1. tests/workloads/python/shares.py, profiled at 1 kHz per thread,
+#      checked against what it measured of itself (python_check.py): 99%
+#      of each thread's samples with a Python stack, the main thread's
+#      functions' shares within 1 point, each function under its Python
+#      caller, recursion 50 deep, zlib's and hashlib's C code under their
+#      Python caller, a generator under its consumer, the hot line, and no
+#      name the program does not define (a thread recursing in and out fast);
+#   2. status counts the samples with a Python stack, and a Python frame
+#      reads as `function file:line` in go tool pprof -lines;
+#   3. --no-python: the same program's samples keep native frames only.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+FP_TEST_NAME=python-stacks
+fp_init 600
+[[ -x /usr/bin/python3.11 ]] || fp_fail "missing /usr/bin/python3.11 (Debian's python3.11)"
+WL=$FP_SRC/tests/workloads/python/shares.py
+SECS=${PYSTACKS_SECONDS:-12}
+
+# run NAME PYTHON [start options]: the workload under PYTHON, profiled; leaves
+# $FP_TMP/NAME.pb.gz, NAME.truth, NAME.status, and its pid in LAST_PID.
+run() {
+  local name=$1 py=$2
+  shift 2
+  "$py" "$WL" "$FP_TMP/$name.truth" "$SECS" "$FP_TMP/$name.go" >"$FP_TMP/$name.out" 2>"$FP_TMP/$name.err" &
+  local pid=$!
+  fp_track "$pid"
+  fp_wait_for 20 test -s "$FP_TMP/$name.out" || fp_fail "$name did not start: $(cat "$FP_TMP/$name.err")"
+  fp_ctl start "$pid" --freq 1000 "$@" >/dev/null || fp_fail "start $name failed"
+  touch "$FP_TMP/$name.go"
+  fp_wait_for $((SECS + 30)) test -s "$FP_TMP/$name.truth" ||
+    fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
+  fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
+  fp_ctl status --json >"$FP_TMP/$name.status" || fp_fail "status failed"
+  fp_ctl dump "$pid" --format pprof -o "$FP_TMP/$name.pb.gz" || fp_fail "dump $name failed"
+  fp_ctl stop "$pid" >/dev/null || true
+  LAST_PID=$pid
+}
+
+fp_start_agent
+
+# ---- 1. every CPython present -------------------------------------------------
+pythons=(/usr/bin/python3.11)
+pyenv_root=$(pyenv root 2>/dev/null || true)
+for minor in 8 9 10 11 12 13; do
+  p=$(ls -d "$pyenv_root"/versions/3.$minor.*/bin/python3.$minor 2>/dev/null | head -1 || true)
+  [[ -n $p ]] && pythons+=("$p")
+done
+for py in "${pythons[@]}"; do
+  v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  name=py-$v-$(echo "$py" | md5sum | cut -c1-6)
+  run "$name" "$py"
+  out=$(python3 "$FP_SRC/tests/integration/python_check.py" "$FP_TMP/$name.pb.gz" "$FP_TMP/$name.truth") ||
+    fp_fail "[$py] $out"
+  fp_ok "[$py] $out"
+  # status: the samples with a Python stack, none without a reason.
+  out=$(python3 - "$FP_TMP/$name.status" "$LAST_PID" <<'PY'
+import json, sys
+t = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]
+s = t["python"]["stacks"]
+assert s["samples"] >= 0.99 * t["samples"], "status: %d of %d samples with a Python stack: %s" % (s["samples"], t["samples"], s)
+# A code object first sampled as the process exits cannot be read any more: a few.
+assert s["codes"] >= 15 and s["frames_unnamed"] <= 0.002 * t["samples"], s
+print("status: %d of %d samples with a Python stack, %d code objects named, %d records no sample took"
+      % (s["samples"], t["samples"], s["codes"], s["records_unmatched"]))
+PY
+  ) || fp_fail "[$py] $out"
+  fp_ok "[$py] $out"
+done
+
+# ---- 2. how a Python frame reads in go tool pprof ------------------------------
+last=py-3.11-$(echo /usr/bin/python3.11 | md5sum | cut -c1-6)
+hot=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hot_line"])' "$FP_TMP/$last.truth")
+fp_pprof -lines -top -nodecount 200 "$FP_TMP/$last.pb.gz" >"$FP_TMP/lines.txt" 2>&1 ||
+  fp_fail "go tool pprof -lines failed: $(tail -3 "$FP_TMP/lines.txt")"
+grep -qE " hot_line $WL:$hot\$" "$FP_TMP/lines.txt" ||
+  fp_fail "go tool pprof -lines has no 'hot_line $WL:$hot': $(grep hot_line "$FP_TMP/lines.txt" | head -3)"
+fp_ok "go tool pprof -lines: $(grep -E " hot_line $WL:$hot\$" "$FP_TMP/lines.txt" | head -1 | sed 's/  */ /g')"
+fp_ctl status | grep -qE "^python of [0-9]+: CPython 3\.11\.[0-9]+, [0-9]+ samples with a Python stack" ||
+  fp_fail "the text status does not count Python stacks: $(fp_ctl status | grep python)"
+
+# ---- 3. --no-python --------------------------------------------------------------
+run nopy /usr/bin/python3.11 --no-python
+fp_pprof -raw "$FP_TMP/nopy.pb.gz" >"$FP_TMP/nopy.raw" 2>&1 || fp_fail "go tool pprof -raw failed"
+! grep -q "$WL" "$FP_TMP/nopy.raw" || fp_fail "--no-python: Python frames in the profile"
+grep -q "_PyEval_EvalFrameDefault" "$FP_TMP/nopy.raw" || fp_fail "--no-python: not even the interpreter's frames"
+stacks=$(python3 -c 'import json,sys; print([t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]["python"]["stacks"])' \
+  "$FP_TMP/nopy.status" "$LAST_PID")
+[[ $stacks == off ]] || fp_fail "--no-python: status says stacks $stacks"
+fp_ok "--no-python: the interpreter's native frames only, status says stacks off"
+fp_stop_agent
