@@ -20,7 +20,7 @@ FP_TEST_NAME=python-stacks
 fp_init 600
 [[ -x /usr/bin/python3.11 ]] || fp_fail "missing /usr/bin/python3.11 (Debian's python3.11)"
 WL=$FP_SRC/tests/workloads/python/shares.py
-SECS=${PYSTACKS_SECONDS:-12}
+SECS=${PYSTACKS_SECONDS:-20}
 
 # run NAME PYTHON [start options]: the workload under PYTHON, profiled; leaves
 # $FP_TMP/NAME.pb.gz, NAME.truth, NAME.status, and its pid in LAST_PID.
