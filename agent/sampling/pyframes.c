@@ -33,6 +33,7 @@ struct queue {
 struct code {
         uint64_t addr;
         uint32_t stamp;
+        const struct fp_py_layout *layout; /* of the interpreter it was read under */
         bool named; /* its memory read as a code object whose stamp was the frame's */
         char *name, *filename;
         int firstlineno;
@@ -72,15 +73,7 @@ struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uin
         if (!p)
                 return NULL;
         p->pid = pid;
-        p->bin = *b;
-        if (b->eval_end) {
-                p->eval_lo = b->eval_start + bias;
-                p->eval_hi = b->eval_end + bias;
-        }
-        if (b->eval_cold_end) {
-                p->cold_lo = b->eval_cold_start + bias;
-                p->cold_hi = b->eval_cold_end + bias;
-        }
+        fp_pyframes_rebind(p, b, bias);
         return p;
 }
 
@@ -193,6 +186,21 @@ static struct rec *queue_pop(struct queue *q)
         q->head = (q->head + 1) % q->cap;
         q->len--;
         return r;
+}
+
+void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uint64_t bias)
+{
+        p->bin = *b;
+        p->eval_lo = b->eval_end ? b->eval_start + bias : 0;
+        p->eval_hi = b->eval_end ? b->eval_end + bias : 0;
+        p->cold_lo = b->eval_cold_end ? b->eval_cold_start + bias : 0;
+        p->cold_hi = b->eval_cold_end ? b->eval_cold_end + bias : 0;
+        /* The old program's records have no sample to come. */
+        for (size_t i = 0; i < p->cap_queues; i++)
+                while (p->queues[i].tid && p->queues[i].len) {
+                        free(queue_pop(&p->queues[i]));
+                        p->st.records_unmatched++;
+                }
 }
 
 static int queue_push(struct queue *q, struct rec *r)
@@ -328,6 +336,7 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         memset(c, 0, sizeof(*c));
         c->addr = addr;
         c->stamp = stamp;
+        c->layout = p->bin.layout;
         /* Read now, while the sampled code object surely still lives. */
         if (fp_py_code_read(p->pid, p->bin.layout, addr, &c->c) == 0) {
                 if (FP_PYSTACK_STAMP(c->c.name_addr, c->c.firstlineno) == stamp) {
@@ -349,14 +358,14 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         return c;
 }
 
-static int line_of(struct fp_pyframes *p, struct code *c, uint64_t instr)
+static int line_of(struct code *c, uint64_t instr)
 {
-        uint64_t off = fp_py_instr_offset(p->bin.layout, c->addr, instr);
+        uint64_t off = fp_py_instr_offset(c->layout, c->addr, instr);
 
         for (unsigned i = 0; i < LINE_MEMO; i++)
                 if (c->memo[i].line && c->memo[i].off == off)
                         return c->memo[i].line;
-        int line = fp_py_line(p->bin.layout, &c->c, off);
+        int line = fp_py_line(c->layout, &c->c, off);
         if (line > 0) {
                 c->memo[c->memo_next].off = off;
                 c->memo[c->memo_next].line = line;
@@ -373,7 +382,7 @@ static struct fp_frame python_frame(struct fp_pyframes *p, const struct fp_pysta
         int line = 0;
 
         if (c && c->named)
-                line = line_of(p, c, pf->instr);
+                line = line_of(c, pf->instr);
         else
                 p->st.frames_unnamed++;
         return (struct fp_frame){.addr =

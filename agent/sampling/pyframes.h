@@ -60,6 +60,13 @@ struct fp_pyframes;
 struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias);
 void fp_pyframes_free(struct fp_pyframes *p);
 const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p);
+/*
+ * The process exec'd another CPython: its frames are read as b's from now
+ * on (the records of the old program dropped). The code objects named so
+ * far stay, each with the layout it was read under, so that the frames a
+ * bucket holds keep their names.
+ */
+void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uint64_t bias);
 
 /* Keeps a record of the program's for its sample. */
 void fp_pyframes_record(struct fp_pyframes *p, const struct fp_pystack_record *r);

@@ -64,7 +64,7 @@ bool fp_target_python_known(struct fp_target *t, uint64_t time)
         const char *why;
         uint64_t bias;
 
-        if (t->py)
+        if (t->py && t->py_live)
                 return true;
         if (t->py_refused || (t->py_check_ns && time < t->py_check_ns + PY_CHECK_NS))
                 return false;
@@ -74,11 +74,12 @@ bool fp_target_python_known(struct fp_target *t, uint64_t time)
                 t->py_refused = true; /* said once per file; its samples stay native-only */
         if (r <= 0)
                 return false;
-        t->py = fp_pyframes_new(t->pid, b, bias);
-        if (t->py && fp_pystack_add(t->pystack, t->pid, b, bias) < 0) {
-                fp_pyframes_free(t->py);
-                t->py = NULL;
-        }
+        /* (After an exec: the frames the bucket holds keep the old program's names.) */
+        if (t->py)
+                fp_pyframes_rebind(t->py, b, bias);
+        else
+                t->py = fp_pyframes_new(t->pid, b, bias);
+        t->py_live = t->py && fp_pystack_add(t->pystack, t->pid, b, bias) == 0;
         return false; /* its samples have records from now on */
 }
 
@@ -127,16 +128,22 @@ void fp_target_python_attach(struct fp_target *t, int fd)
 
 void fp_target_python_forget(struct fp_target *t)
 {
-        if (t->py)
+        if (t->py_live)
                 (void)fp_pystack_remove(t->pystack, t->pid);
-        fp_pyframes_free(t->py);
-        t->py = NULL;
+        t->py_live = false;
         t->py_refused = false;
         t->py_check_ns = 0;
 }
 
+void fp_target_python_free(struct fp_target *t)
+{
+        fp_target_python_forget(t);
+        fp_pyframes_free(t->py);
+        t->py = NULL;
+}
+
 void fp_target_pystack_record(struct fp_target *t, const struct fp_pystack_record *r)
 {
-        if (t->py)
+        if (t->py_live)
                 fp_pyframes_record(t->py, r);
 }

@@ -117,7 +117,8 @@ struct fp_target {
 
         /* Python stacks (samples.c), when the agent reads them and cfg.no_python is not set. */
         struct fp_pystack *pystack; /* the program its sampling events run (core's) */
-        struct fp_pyframes *py;     /* once its CPython is recognised */
+        struct fp_pyframes *py;     /* once a CPython was recognised: names its frames */
+        bool py_live;               /* py is the running program's (not an exec'd one's) */
         bool py_refused;            /* a CPython not understood (said once per file) */
         uint64_t py_check_ns;       /* the sample time of the last look for one */
         uint64_t py_attach_failed;  /* events the program could not be attached to */
@@ -173,8 +174,13 @@ int fp_target_agg_add(struct fp_target *t, struct fp_agg *agg, struct fp_stackwa
 
 /* Runs the Python stacks' program at the samples of the event fd (when the target reads them). */
 void fp_target_python_attach(struct fp_target *t, int fd);
-/* Forgets the process's CPython (an exec): looked for again in the new program. */
+/*
+ * Forgets the process's CPython (an exec): looked for again in the new
+ * program; the names of the frames read so far stay (fp_target_python()).
+ */
 void fp_target_python_forget(struct fp_target *t);
+/* Frees what the target keeps of Python (the target is being freed). */
+void fp_target_python_free(struct fp_target *t);
 
 /*
  * Whether the target runs a CPython whose stacks the program reads; when

@@ -135,7 +135,7 @@ void fp_target_free(struct fp_target *t)
         if (t->ev_fit)
                 event_free(t->ev_fit);
         fp_agg_free(t->agg);
-        fp_target_python_forget(t);
+        fp_target_python_free(t);
         fp_target_offcpu_free(t);
         fp_maps_free(t->maps);
         free(t->exe);

@@ -13,7 +13,9 @@
 #      name the program does not define (a thread recursing in and out fast);
 #   2. status counts the samples with a Python stack, and a Python frame
 #      reads as `function file:line` in go tool pprof -lines;
-#   3. --no-python: the same program's samples keep native frames only.
+#   3. a process that execs from one CPython program to another: the
+#      frames from before keep their names, those after are the new ones;
+#   4. --no-python: the same program's samples keep native frames only.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=python-stacks
@@ -84,7 +86,61 @@ fp_ok "go tool pprof -lines: $(grep -E " hot_line $WL:$hot\$" "$FP_TMP/lines.txt
 fp_ctl status | grep -qE "^python of [0-9]+: CPython 3\.11\.[0-9]+, [0-9]+ samples with a Python stack" ||
   fp_fail "the text status does not count Python stacks: $(fp_ctl status | grep python)"
 
-# ---- 3. --no-python --------------------------------------------------------------
+# ---- 3. an exec from one CPython to another -------------------------------------
+# The frames the bucket holds from before the exec keep their names; the
+# new program's are read as its own.
+cat >"$FP_TMP/before.py" <<'PY'
+import os, sys, time
+def before_exec():
+    end = time.time() + 1.5
+    while time.time() < end:
+        sum(i * i for i in range(1000))
+print(os.getpid(), flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.001)
+before_exec()
+os.execv(sys.executable, [sys.executable, sys.argv[2]])
+PY
+cat >"$FP_TMP/after.py" <<'PY'
+import time
+def after_exec():
+    end = time.time() + 1.5
+    while time.time() < end:
+        sum(i * i for i in range(1000))
+after_exec()
+PY
+/usr/bin/python3.11 "$FP_TMP/before.py" "$FP_TMP/exec.go" "$FP_TMP/after.py" >"$FP_TMP/exec.out" 2>&1 &
+pid=$!
+fp_track "$pid"
+fp_wait_for 20 test -s "$FP_TMP/exec.out" || fp_fail "before.py did not start"
+fp_ctl start "$pid" --freq 1000 >/dev/null || fp_fail "start before.py failed"
+touch "$FP_TMP/exec.go"
+fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
+fp_ctl dump "$pid" --format pprof -o "$FP_TMP/exec.pb.gz" >/dev/null || fp_fail "dump of the exec failed"
+out=$(python3 - "$FP_TMP/exec.pb.gz" "$FP_TMP/before.py" "$FP_TMP/after.py" "$FP_SRC/tests/integration" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[4])
+import pprofraw
+p = pprofraw.load(sys.argv[1])
+vi = p.value_index("samples")
+seen = {}
+for s in p.samples:
+    for lid in s.loc_ids:
+        for fn, fl, _ in p.locations[lid].lines:
+            if fl in (sys.argv[2], sys.argv[3]):
+                seen[(fn, fl)] = seen.get((fn, fl), 0) + s.values[vi]
+b, a = seen.get(("before_exec", sys.argv[2]), 0), seen.get(("after_exec", sys.argv[3]), 0)
+wrong = {k: v for k, v in seen.items()
+         if k[0] in ("before_exec", "after_exec") and k not in (("before_exec", sys.argv[2]), ("after_exec", sys.argv[3]))}
+if b < 500 or a < 500 or wrong:
+    print("before_exec %d, after_exec %d, misnamed %s" % (b, a, wrong))
+    sys.exit(1)
+print("before the exec %d samples in before_exec, after it %d in after_exec, none misnamed" % (b, a))
+PY
+) || fp_fail "[exec] $out"
+fp_ok "[exec] $out"
+
+# ---- 4. --no-python --------------------------------------------------------------
 run nopy /usr/bin/python3.11 --no-python
 fp_pprof -raw "$FP_TMP/nopy.pb.gz" >"$FP_TMP/nopy.raw" 2>&1 || fp_fail "go tool pprof -raw failed"
 ! grep -q "$WL" "$FP_TMP/nopy.raw" || fp_fail "--no-python: Python frames in the profile"
