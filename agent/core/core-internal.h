@@ -104,6 +104,10 @@ struct fp_core {
 int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_perf_config *cfg,
                                  uid_t owner, bool follow, bool track_children, pid_t parent,
                                  struct fp_target **ret, char *err, size_t err_len);
+/* The program that reads Python stacks, loaded on first use; NULL when off or refused (said). */
+struct fp_pystack *fp_core_pystack_get(struct fp_core *s);
+/* Unloads it once no target or rule needs it (loaded again by the next). */
+void fp_core_pystack_unload_unused(struct fp_core *s);
 /* The bridge follows the targets and rules: opened, its period changed, or closed. */
 void fp_core_bridge_update(struct fp_core *s);
 /* Whether a batch still on its way to the writer holds the target's last bucket. */

@@ -449,6 +449,9 @@ int fp_core_add_rule(struct fp_core *s, struct fp_rule *rule, bool from_config, 
         if (spec)
                 keep_rule(s, id, owner, spec);
         free(spec);
+        /* Loaded now, not in the first matching process's birth. */
+        if (!rule->cfg.no_python)
+                (void)fp_core_pystack_get(s);
         fp_core_poll_tracker(s);
         size_t n = scan(s);
         if (ret_id)
@@ -479,6 +482,7 @@ int fp_core_remove_rule(struct fp_core *s, int64_t id)
                 keep_rule(s, id, cr->rule->owner, NULL);
         fp_rule_free(cr->rule);
         *cr = s->rules[--s->n_rules];
+        fp_core_pystack_unload_unused(s);
         arm_scan(s);
         return stopped;
 }

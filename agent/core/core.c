@@ -199,8 +199,7 @@ static void on_pystack_record(void *userdata, const struct fp_pystack_record *r)
                 s->pystack_unclaimed++;
 }
 
-/* The program that reads Python stacks, loaded on first use; NULL when off or refused (said). */
-static struct fp_pystack *pystack_get(struct fp_core *s)
+struct fp_pystack *fp_core_pystack_get(struct fp_core *s)
 {
         if (s->opt.no_python || s->pystack_tried)
                 return s->pystack;
@@ -212,12 +211,29 @@ static struct fp_pystack *pystack_get(struct fp_core *s)
         return s->pystack;
 }
 
+void fp_core_pystack_unload_unused(struct fp_core *s)
+{
+        if (!s->pystack || s->n_rules)
+                return;
+        for (size_t i = 0; i < s->n_targets; i++) {
+                bool on;
+                uint64_t attach_failed;
+
+                (void)fp_target_python(s->targets[i].t, &on, &attach_failed);
+                if (on)
+                        return;
+        }
+        fp_pystack_free(s->pystack);
+        s->pystack = NULL;
+        s->pystack_tried = false;
+}
+
 const char *fp_core_python_state(const struct fp_core *s)
 {
         if (s->opt.no_python)
                 return "off (no-python)";
         if (!s->pystack_tried)
-                return "not loaded yet";
+                return "not loaded (no target)";
         return s->pystack ? "on" : s->pystack_error;
 }
 
@@ -383,6 +399,11 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
                 s->targets = p;
                 s->cap_targets = cap;
         }
+        /*
+         * The Python stack reader loaded first (0.1 s of the loop): once its
+         * off-CPU time is on, the target's blocks fill the ring meanwhile.
+         */
+        struct fp_pystack *py = cfg->no_python ? NULL : fp_core_pystack_get(s);
         /* Tracked before its threads are listed, so none born meanwhile is missed. */
         if (s->tracker)
                 bpf = fp_tracker_add(s->tracker, pid,
@@ -392,6 +413,7 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
             (r = offcpu_add(s, pid, cfg->off_cpu_period, err, err_len)) < 0) {
                 if (s->tracker)
                         (void)fp_tracker_remove(s->tracker, pid);
+                fp_core_pystack_unload_unused(s);
                 return r;
         }
         if (bpf)
@@ -405,11 +427,12 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
                         (void)fp_tracker_remove(s->tracker, pid);
                 if (cfg->off_cpu_period)
                         offcpu_remove(s, pid);
+                fp_core_pystack_unload_unused(s);
                 return r;
         }
         fp_target_set_tracking(t, bpf, follow, parent, on_fallback_child, s);
-        if (!cfg->no_python && pystack_get(s))
-                fp_target_set_pystack(t, s->pystack);
+        if (py)
+                fp_target_set_pystack(t, py);
         s->targets[s->n_targets++] = (struct fp_core_target){.t = t, .owner = owner};
         *ret = t;
         return 0;
@@ -868,6 +891,7 @@ void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
                 offcpu_remove(s, fp_target_pid(at->t));
         fp_target_free(at->t);
         *at = s->targets[--s->n_targets];
+        fp_core_pystack_unload_unused(s);
         if (s->bridge)
                 event_active(s->ev_bridge, EV_TIMEOUT, 0);
 }

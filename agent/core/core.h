@@ -167,7 +167,7 @@ int fp_core_stop_host(struct fp_core *core);
 int fp_core_host_off_cpu(struct fp_core *core, uint64_t period, char *err, size_t err_len);
 /* The host tier, or NULL when it is off. */
 struct fp_host *fp_core_host(struct fp_core *core);
-/* Whether Python stacks are read: "on", "off (no-python)", "not loaded yet" or why not. */
+/* Whether Python stacks are read: "on", "off (no-python)", "not loaded (no target)" or why not. */
 const char *fp_core_python_state(const struct fp_core *core);
 
 /* ---- rules (core-rules.c) ---- */

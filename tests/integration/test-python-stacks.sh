@@ -39,6 +39,7 @@ run() {
     fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
   fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
   fp_ctl status --json >"$FP_TMP/$name.status" || fp_fail "status failed"
+  fp_ctl status >"$FP_TMP/$name.status.txt" || fp_fail "status failed"
   fp_ctl dump "$pid" --format pprof -o "$FP_TMP/$name.pb.gz" || fp_fail "dump $name failed"
   fp_ctl stop "$pid" >/dev/null || true
   LAST_PID=$pid
@@ -83,8 +84,8 @@ fp_pprof -lines -top -nodecount 200 "$FP_TMP/$last.pb.gz" >"$FP_TMP/lines.txt" 2
 grep -qE " hot_line $WL:$hot\$" "$FP_TMP/lines.txt" ||
   fp_fail "go tool pprof -lines has no 'hot_line $WL:$hot': $(grep hot_line "$FP_TMP/lines.txt" | head -3)"
 fp_ok "go tool pprof -lines: $(grep -E " hot_line $WL:$hot\$" "$FP_TMP/lines.txt" | head -1 | sed 's/  */ /g')"
-fp_ctl status | grep -qE "^python of [0-9]+: CPython 3\.11\.[0-9]+, [0-9]+ samples with a Python stack" ||
-  fp_fail "the text status does not count Python stacks: $(fp_ctl status | grep python)"
+grep -qE "^python of [0-9]+: CPython 3\.11\.[0-9]+, [0-9]+ samples with a Python stack" "$FP_TMP/$last.status.txt" ||
+  fp_fail "the text status does not count Python stacks: $(grep -i python "$FP_TMP/$last.status.txt")"
 
 # ---- 3. an exec from one CPython to another -------------------------------------
 # The frames the bucket holds from before the exec keep their names; the
