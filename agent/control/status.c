@@ -147,15 +147,20 @@ static void offcpu_json(struct fp_json *j, uint64_t period, const struct fp_targ
         fp_json_end_object(j);
 }
 
-/* What became of a target's Python stacks (pyframes.h), inside its "python" object. */
-static void python_stacks_json(struct fp_json *j, const struct fp_core_target_status *ts)
+/*
+ * What became of Python stacks (pyframes.h), as "stacks" of a target's or
+ * the host tier's "python" object: p's counts (zeros when !found), or
+ * "off" when the program does not run at its samples.
+ */
+static void python_stacks_json(struct fp_json *j, const struct fp_pyframes_stats *p, bool on,
+                               bool found, uint64_t attach_failed)
 {
-        const struct fp_pyframes_stats *p = &ts->python_st;
         const struct {
                 const char *key;
                 uint64_t v;
         } f[] = {
             {"samples", p->samples},
+            {"early", p->early},
             {"no_record", p->no_record},
             {"no_thread_state", p->no_thread_state},
             {"unreadable", p->unreadable},
@@ -167,18 +172,18 @@ static void python_stacks_json(struct fp_json *j, const struct fp_core_target_st
             {"codes", p->codes},
             {"codes_unnamed", p->codes_unnamed},
             {"codes_full", p->codes_full},
-            {"attach_failed", ts->python_attach_failed},
+            {"attach_failed", attach_failed},
         };
 
         fp_json_key(j, "stacks");
-        if (!ts->python_stacks_on) {
+        if (!on) {
                 fp_json_string(j, "off");
                 return;
         }
         fp_json_begin_object(j);
         for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
                 fp_json_key(j, f[i].key);
-                fp_json_uint(j, ts->python_stacks_found ? f[i].v : 0);
+                fp_json_uint(j, found ? f[i].v : 0);
         }
         fp_json_end_object(j);
 }
@@ -253,7 +258,8 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
                                  ts->python_bin->minor);
                 fp_json_key(j, "version");
                 fp_json_string(j, v);
-                python_stacks_json(j, ts);
+                python_stacks_json(j, &ts->python_st, ts->python_stacks_on, ts->python_stacks_found,
+                                   ts->python_attach_failed);
                 fp_json_end_object(j);
         } else if (ts->python < 0) {
                 fp_json_begin_object(j);
@@ -337,22 +343,20 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_end_object(j);
 }
 
-/* The rest of a target's "python of" line: how many samples have their Python stack, and why not.
- */
-static void python_stacks_text(FILE *out, const struct fp_core_target_status *ts)
+/* The rest of a "python" line: how many samples have their Python stack, and why not. */
+static void python_stacks_text(FILE *out, const struct fp_pyframes_stats *p, bool on)
 {
-        const struct fp_pyframes_stats *p = &ts->python_st;
-
-        if (!ts->python_stacks_on) {
+        if (!on) {
                 fprintf(out, ", Python stacks not read\n");
                 return;
         }
         fprintf(out, ", %" PRIu64 " samples with a Python stack", p->samples);
-        if (p->no_record || p->no_thread_state || p->unreadable || p->truncated)
+        if (p->early || p->no_record || p->no_thread_state || p->unreadable || p->truncated)
                 fprintf(out,
-                        "; without or cut: %" PRIu64 " no record, %" PRIu64
-                        " not a Python thread, %" PRIu64 " unreadable, %" PRIu64 " too deep",
-                        p->no_record, p->no_thread_state, p->unreadable, p->truncated);
+                        "; without or cut: %" PRIu64 " before it was read, %" PRIu64
+                        " no record, %" PRIu64 " not a Python thread, %" PRIu64
+                        " unreadable, %" PRIu64 " too deep",
+                        p->early, p->no_record, p->no_thread_state, p->unreadable, p->truncated);
         fprintf(out, "; %" PRIu64 " code objects named", p->codes - p->codes_unnamed);
         if (p->codes_unnamed)
                 fprintf(out, ", %" PRIu64 " unreadable", p->codes_unnamed);
@@ -568,6 +572,14 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 UINT_FIELDS(&j, hs);
                 fp_json_key(&j, "kernel");
                 fp_json_bool(&j, st->host_cfg.kernel_frames);
+                fp_json_key(&j, "python");
+                fp_json_begin_object(&j);
+                fp_json_key(&j, "processes");
+                fp_json_uint(&j, h->python_procs);
+                fp_json_key(&j, "records_unclaimed");
+                fp_json_uint(&j, h->python_records_unclaimed);
+                python_stacks_json(&j, &h->python, h->python_on, true, h->python_attach_failed);
+                fp_json_end_object(&j);
                 offcpu_json(&j, st->host_cfg.off_cpu_period, &h->st);
                 if (st->host_cfg.off_cpu_period) {
                         const struct uint_field ho[] = {
@@ -711,6 +723,11 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 i ? ", " : "; not kept: ", st->host_drops[i].reason,
                                 st->host_drops[i].count);
                 fputc('\n', out);
+                if (h->python_procs || h->python.samples) {
+                        fprintf(out, "host tier python: %u processes running CPython now",
+                                h->python_procs);
+                        python_stacks_text(out, &h->python, h->python_on);
+                }
                 if (host_off)
                         fprintf(out,
                                 "host tier off-CPU: %.3f s in %" PRIu64
@@ -865,7 +882,7 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         fprintf(out, "python of %d: CPython %d.%d", (int)ts->pid,
                                 ts->python_bin->major, ts->python_bin->minor);
                 if (ts->python > 0)
-                        python_stacks_text(out, ts);
+                        python_stacks_text(out, &ts->python_st, ts->python_stacks_on);
                 else if (ts->python < 0)
                         fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
         }

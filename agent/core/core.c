@@ -195,6 +195,8 @@ static void on_pystack_record(void *userdata, const struct fp_pystack_record *r)
 
         if (at)
                 fp_target_pystack_record(at->t, r);
+        else if (s->host)
+                fp_host_pystack_record(s->host, r);
         else
                 s->pystack_unclaimed++;
 }
@@ -213,7 +215,7 @@ struct fp_pystack *fp_core_pystack_get(struct fp_core *s)
 
 void fp_core_pystack_unload_unused(struct fp_core *s)
 {
-        if (!s->pystack || s->n_rules)
+        if (!s->pystack || s->n_rules || (s->host && fp_host_uses_pystack(s->host)))
                 return;
         for (size_t i = 0; i < s->n_targets; i++) {
                 bool on;
@@ -366,6 +368,8 @@ static int offcpu_host(struct fp_core *s, uint64_t period, char *err, size_t err
 static int host_start(struct fp_core *s, const struct fp_host_config *cfg, char *err,
                       size_t err_len)
 {
+        /* The Python stack reader first: its load holds the loop (see the targets' start). */
+        struct fp_pystack *py = s->opt.no_python ? NULL : fp_core_pystack_get(s);
         int r = fp_core_host_start(s, cfg, err, err_len);
 
         if (r == 0 && cfg->off_cpu_period &&
@@ -373,6 +377,10 @@ static int host_start(struct fp_core *s, const struct fp_host_config *cfg, char 
                 fp_host_free(s->host);
                 s->host = NULL;
         }
+        if (r == 0)
+                fp_host_set_pystack(s->host, py);
+        else
+                fp_core_pystack_unload_unused(s);
         return r;
 }
 
@@ -889,8 +897,11 @@ void fp_core_stop_target(struct fp_core *s, struct fp_core_target *at)
         close_buckets(s, at, false);
         if (fp_target_config(at->t)->off_cpu_period)
                 offcpu_remove(s, fp_target_pid(at->t));
+        pid_t pid = fp_target_pid(at->t);
         fp_target_free(at->t);
         *at = s->targets[--s->n_targets];
+        if (s->host)
+                fp_host_python_recheck(s->host, pid); /* the target took its program entry away */
         fp_core_pystack_unload_unused(s);
         if (s->bridge)
                 event_active(s->ev_bridge, EV_TIMEOUT, 0);
@@ -1213,6 +1224,7 @@ int fp_core_stop_host(struct fp_core *s)
         (void)offcpu_host(s, 0, NULL, 0);
         fp_host_free(s->host);
         s->host = NULL;
+        fp_core_pystack_unload_unused(s);
         return 0;
 }
 

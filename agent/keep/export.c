@@ -141,6 +141,14 @@ static struct namer target_namer(struct fp_target *t)
                               .py = fp_target_python(t, &on, &attach_failed)};
 }
 
+static struct namer host_namer(struct fp_host_proc *p)
+{
+        return (struct namer){.maps = fp_host_proc_maps(p),
+                              .jit = host_jit_name,
+                              .jit_ctx = p,
+                              .py = fp_host_proc_python(p)};
+}
+
 /* The store's frame of a described one. */
 static struct fp_store_frame store_frame(const struct frame_desc *d, const struct fp_frame *f)
 {
@@ -467,7 +475,7 @@ static int host_batch_agg(struct fp_store_batch *b, struct fp_host_proc *p,
                           const struct fp_agg *agg, uint32_t ti, uint32_t ei, const char *wait,
                           struct fp_store_frame *frames, struct frame_desc *descs)
 {
-        const struct namer nm = {.maps = fp_host_proc_maps(p), .jit = host_jit_name, .jit_ctx = p};
+        const struct namer nm = host_namer(p);
         uint32_t si;
         int r = 0;
 
@@ -606,8 +614,7 @@ out:
 static int host_pprof_agg(struct fp_host_proc *proc, struct fp_pprof *p, const struct fp_agg *agg,
                           const char *wait, uint64_t *mapping_ids, uint64_t *locs)
 {
-        const struct namer nm = {
-            .maps = fp_host_proc_maps(proc), .jit = host_jit_name, .jit_ctx = proc};
+        const struct namer nm = host_namer(proc);
         const char *container = fp_host_proc_container(proc);
         int64_t values[2];
         int r = 0;

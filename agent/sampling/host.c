@@ -21,6 +21,8 @@
 #include "perf.h"
 #include "perfmap.h"
 #include "procfs.h"
+#include "pyframes.h"
+#include "pystack.h"
 #include "stackwalk.h"
 #include "targetconf.h"
 #include "unwind.h"
@@ -77,6 +79,7 @@ struct fp_host_proc {
         struct thread_name *threads;
         size_t n_threads, cap_threads;
         struct fp_perfmap *perfmap; /* its runtime's JIT names, read on a first anonymous frame */
+        struct fp_pyproc py;        /* whether it runs a CPython, and its frames' names */
         struct fp_host_proc *older; /* the same pid's previous generation */
         struct fp_host_proc *next;  /* the pid bucket's chain (newest generations only) */
 };
@@ -140,6 +143,9 @@ struct fp_host {
         struct fp_perf_config off_pcfg; /* how off-CPU stacks are walked: copies, user only */
         struct fp_target_stats off_st;  /* their unwinding figures, apart from the samples' */
         struct off_pending *pending;    /* OFF_PENDING, with the first off-CPU record */
+        struct fp_pystack *pystack; /* reads Python stacks at its samples (the core's), or NULL */
+        struct fp_pyframes_stats py_gone; /* of the generations forgotten */
+        uint64_t py_attach_failed;        /* CPUs' events the program could not be attached to */
         struct {
                 char reason[32];
                 uint64_t count;
@@ -262,6 +268,12 @@ static void proc_free(struct fp_host_proc *p)
                 fp_perfmap_free(p->perfmap);
                 p->host->perfmaps--;
         }
+        if (p->py.py) {
+                struct fp_pyframes_stats ps;
+                fp_pyframes_stats(p->py.py, &ps);
+                fp_pyframes_stats_add(&p->host->py_gone, &ps);
+        }
+        fp_pyproc_free(&p->py, p->host->pystack, p->pid);
         fp_agg_free(p->agg);
         for (unsigned i = 0; i < FP_OFFCPU_REASONS; i++)
                 fp_agg_free(p->off_agg[i]);
@@ -316,6 +328,7 @@ static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t star
                 if (old->end_ns > start_ns)
                         old->end_ns = start_ns;
                 old->walk.may_reload = old->off_walk.may_reload = false;
+                fp_pyproc_forget(&old->py, h->pystack, pid); /* the program reads the new one's */
                 p->next = old->next;
                 old->next = NULL;
                 p->older = old;
@@ -507,6 +520,8 @@ static void apply(struct fp_host *h, const struct sbrec *q)
                 if (p && p->end_ns > q->time) {
                         p->end_ns = q->time;
                         p->walk.may_reload = p->off_walk.may_reload = false;
+                        if (p == *pid_slot(h, p->pid))
+                                fp_pyproc_forget(&p->py, h->pystack, p->pid);
                 }
                 break;
         case PERF_RECORD_CGROUP:
@@ -565,6 +580,10 @@ static void sample(void *userdata, const struct fp_perf_sample *s)
         if (s->cgroup)
                 p->cgroup = s->cgroup;
         n = fp_stackwalk(&p->walk, s, h->frames);
+        /* Python frames: the program reads only the pid's newest generation while it runs. */
+        if (!p->kthread && p->end_ns == UINT64_MAX && p == *pid_slot(h, pid))
+                n = fp_pyproc_merge(&p->py, h->pystack, pid, p->maps, (pid_t)s->tid, s->time,
+                                    h->frames, n, FP_STACKWALK_MAX_FRAMES);
         r = fp_agg_add(p->agg, (pid_t)s->tid, fp_maps_epoch(p->maps), h->frames, n, s->period, NULL,
                        fp_stackwalk_resolve, &p->walk);
         if (r == -ENOSPC) {
@@ -815,6 +834,8 @@ static int cpu_open(struct fp_host *h, struct cpu *c)
                 return -ENOMEM;
         }
         c->open = true;
+        if (h->pystack && fp_pystack_attach(h->pystack, c->sampler.fd) < 0)
+                h->py_attach_failed++;
         return 0;
 }
 
@@ -971,6 +992,62 @@ void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
         *ret = h->hs;
         ret->procs = (unsigned)h->n_procs;
         ret->cgroups = (unsigned)h->n_cgroups;
+        ret->python_on = h->pystack != NULL;
+        ret->python = h->py_gone;
+        ret->python_attach_failed = h->py_attach_failed;
+        for (size_t i = 0; i < h->n_procs; i++) {
+                struct fp_pyframes_stats ps;
+                if (!h->procs[i]->py.py)
+                        continue;
+                fp_pyframes_stats(h->procs[i]->py.py, &ps);
+                fp_pyframes_stats_add(&ret->python, &ps);
+                ret->python_procs++;
+        }
+}
+
+/* ---- Python stacks ---- */
+
+void fp_host_set_pystack(struct fp_host *h, struct fp_pystack *s)
+{
+        if (h->pystack == s)
+                return;
+        /* Another program (or none): every generation looks for its CPython again. */
+        for (size_t i = 0; i < h->n_procs; i++)
+                fp_pyproc_forget(&h->procs[i]->py, h->pystack, h->procs[i]->pid);
+        h->pystack = s;
+        for (size_t i = 0; s && i < h->n_cpus; i++)
+                if (h->cpus[i].open && fp_pystack_attach(s, h->cpus[i].sampler.fd) < 0)
+                        h->py_attach_failed++;
+}
+
+bool fp_host_uses_pystack(const struct fp_host *h)
+{
+        return h->pystack != NULL;
+}
+
+void fp_host_pystack_record(struct fp_host *h, const struct fp_pystack_record *r)
+{
+        struct fp_host_proc *p = *pid_slot(h, (pid_t)r->tgid);
+
+        if (p && p->py.live)
+                fp_pyframes_record(p->py.py, r);
+        else
+                h->hs.python_records_unclaimed++;
+}
+
+void fp_host_python_recheck(struct fp_host *h, pid_t pid)
+{
+        struct fp_host_proc *p = *pid_slot(h, pid);
+
+        if (p) {
+                p->py.live = false; /* its entry is gone already */
+                fp_pyproc_forget(&p->py, h->pystack, pid);
+        }
+}
+
+const struct fp_pyframes *fp_host_proc_python(const struct fp_host_proc *p)
+{
+        return p->py.py;
 }
 
 /* ---- the open bucket ---- */
@@ -1152,6 +1229,8 @@ int fp_host_next_bucket(struct fp_host *h)
                         fp_agg_free(p->off_agg[k]);
                         p->off_agg[k] = NULL;
                 }
+                if (p->py.py)
+                        fp_pyframes_trim(p->py.py); /* no Python frame is held now */
                 if (!fp_agg_n_entries(p->agg))
                         continue;
                 struct fp_agg *fresh = fp_agg_new(0);

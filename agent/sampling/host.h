@@ -30,6 +30,7 @@
  */
 #pragma once
 
+#include "pyframes.h"
 #include "samplestats.h"
 
 #include <stdbool.h>
@@ -77,9 +78,14 @@ struct fp_host_stats {
         uint64_t jit_maps_refused; /* JIT names not looked up: too many perf maps held */
         uint64_t off_covered;      /* off-CPU block parts of a per-thread target's process */
         uint64_t off_unknown;      /* off-CPU block parts of a process nobody knew */
-        unsigned procs;            /* generations kept now */
-        unsigned cpus;             /* CPUs with their events open */
-        unsigned cgroups;          /* cgroup paths known */
+        uint64_t python_records_unclaimed; /* Python stack records of no known generation */
+        bool python_on;                    /* Python stacks are read at its samples */
+        unsigned python_procs;             /* generations known to run a CPython now */
+        uint64_t python_attach_failed;     /* CPUs' events the program could not run at */
+        struct fp_pyframes_stats python;   /* their samples, every generation's summed */
+        unsigned procs;                    /* generations kept now */
+        unsigned cpus;                     /* CPUs with their events open */
+        unsigned cgroups;                  /* cgroup paths known */
 };
 
 /* Whether a per-thread target profiles process pid (its samples are then the target's). */
@@ -101,6 +107,19 @@ const struct fp_host_config *fp_host_config(const struct fp_host *h);
 /* Records that the tier's off-CPU time is now taken at period ns (0: not): the core feeds it. */
 void fp_host_set_off_cpu_period(struct fp_host *h, uint64_t period);
 void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret);
+/*
+ * Python stacks (pyframes.h): the program s runs at each of the tier's
+ * samples from now on (NULL: none), reading the processes found to run a
+ * CPython; the records the core's program hands out for a process no
+ * target has come in through fp_host_pystack_record().
+ */
+void fp_host_set_pystack(struct fp_host *h, struct fp_pystack *s);
+bool fp_host_uses_pystack(const struct fp_host *h);
+void fp_host_pystack_record(struct fp_host *h, const struct fp_pystack_record *r);
+/* A target stopped profiling pid (and unregistered it): its generation registers again. */
+void fp_host_python_recheck(struct fp_host *h, pid_t pid);
+/* The names of its Python frames, or NULL (none read). */
+const struct fp_pyframes *fp_host_proc_python(const struct fp_host_proc *p);
 /* Reads every ring now (side-band first, in time order), so an export holds everything. */
 void fp_host_drain(struct fp_host *h);
 /* Re-reads the online CPUs, opening the events of new ones and closing those of gone ones. */

@@ -5,25 +5,36 @@
  * and the code objects named so far (by address and stamp).
  */
 #include "pyframes.h"
+#include "maps.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define QUEUE_MAX   4096          /* records a thread keeps waiting at most (oldest dropped) */
-#define STALE_NS    1000000000ULL /* fp_pyframes_trim() drops records older than this */
-#define LINE_MEMO   8             /* lines remembered per code object (by offset) */
+#define QUEUE_MAX 4096 /* records a thread keeps waiting at most (oldest dropped) */
+#define STALE_NS                                                                                   \
+        2000000000ULL /* a record this much older than its thread's newest, or than                \
+                         fp_pyframes_trim()'s now, has no sample to come */
+#define LINE_MEMO   8 /* lines remembered per code object (by offset) */
 #define ENTRY_SHIFT 32
 
-/* A record as kept: its time, status and frames. */
+/* A record as kept: its time, status and frames; taken: a sample's (freed at the head). */
 struct rec {
         uint64_t time;
         uint32_t status, n;
+        bool taken;
         struct fp_pystack_frame frames[];
 };
 
-/* One thread's records, oldest first: recs[(head + i) % cap] for i < len. */
+/*
+ * One thread's records in time order (a thread's samples come one after
+ * another), oldest first: recs[(head + i) % cap] for i < len. A record
+ * stays until it reaches the head taken, or STALE_NS older than a newer
+ * one: samples come in time order per ring, and a thread's samples on
+ * another CPU's ring (the host tier) may be read after later ones.
+ */
 struct queue {
         pid_t tid; /* 0: a free slot */
         uint32_t head, len, cap;
@@ -47,6 +58,7 @@ struct code {
 
 struct fp_pyframes {
         pid_t pid;
+        uint64_t since; /* the program reads it from then on */
         struct fp_py_binary bin;
         uint64_t eval_lo, eval_hi, cold_lo, cold_hi; /* the process's addresses */
         struct queue *queues;                        /* open addressing by tid */
@@ -188,6 +200,26 @@ static struct rec *queue_pop(struct queue *q)
         return r;
 }
 
+static struct rec *queue_at(const struct queue *q, uint32_t i)
+{
+        return q->recs[(q->head + i) % q->cap];
+}
+
+/* Frees the oldest record, counted when no sample took it. */
+static void drop_oldest(struct fp_pyframes *p, struct queue *q)
+{
+        struct rec *r = queue_pop(q);
+
+        if (!r->taken)
+                p->st.records_unmatched++;
+        free(r);
+}
+
+void fp_pyframes_reading_since(struct fp_pyframes *p, uint64_t time)
+{
+        p->since = time;
+}
+
 void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uint64_t bias)
 {
         p->bin = *b;
@@ -197,10 +229,8 @@ void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uin
         p->cold_hi = b->eval_cold_end ? b->eval_cold_end + bias : 0;
         /* The old program's records have no sample to come. */
         for (size_t i = 0; i < p->cap_queues; i++)
-                while (p->queues[i].tid && p->queues[i].len) {
-                        free(queue_pop(&p->queues[i]));
-                        p->st.records_unmatched++;
-                }
+                while (p->queues[i].tid && p->queues[i].len)
+                        drop_oldest(p, &p->queues[i]);
 }
 
 static int queue_push(struct queue *q, struct rec *r)
@@ -236,49 +266,51 @@ void fp_pyframes_record(struct fp_pyframes *p, const struct fp_pystack_record *r
         k->time = r->time_ns;
         k->status = r->status;
         k->n = n;
+        k->taken = false;
         memcpy(k->frames, r->frames, n * sizeof(k->frames[0]));
-        if (q->len >= QUEUE_MAX) {
-                free(queue_pop(q));
-                p->st.records_unmatched++;
-        }
+        while (q->len && (q->len >= QUEUE_MAX || queue_at(q, 0)->taken ||
+                          queue_at(q, 0)->time + STALE_NS < k->time))
+                drop_oldest(p, q);
         if (queue_push(q, k) < 0) {
                 free(k);
                 p->st.records_unmatched++;
         }
 }
 
-static uint64_t distance(uint64_t a, uint64_t b)
-{
-        return a > b ? a - b : b - a;
-}
-
 /*
- * The record of tid's sample at time (taken off its queue; the caller
- * frees it), or NULL. Records too old for it or any later sample go.
+ * The record of tid's sample at time, marked taken (it stays the queue's,
+ * valid until the thread's next record), or NULL: the first in
+ * [time - FP_PYFRAMES_MATCH_EARLY_NS, time + FP_PYFRAMES_MATCH_NS].
  */
 static struct rec *take_record(struct fp_pyframes *p, pid_t tid, uint64_t time)
 {
         struct queue *q = find_queue(p, tid);
         struct rec *best = NULL;
+        uint32_t lo = 0, hi;
 
         if (!q)
                 return NULL;
-        while (q->len && q->recs[q->head]->time + FP_PYFRAMES_MATCH_NS < time) {
+        while (q->len && queue_at(q, 0)->taken)
                 free(queue_pop(q));
-                p->st.records_unmatched++;
+        /* The first record not before the window. */
+        for (hi = q->len; lo < hi;) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (queue_at(q, mid)->time + FP_PYFRAMES_MATCH_EARLY_NS < time)
+                        lo = mid + 1;
+                else
+                        hi = mid;
         }
-        /* The closest one in the window: the queue is in time order. */
-        while (q->len) {
-                struct rec *r = q->recs[q->head];
-                if (r->time > time + FP_PYFRAMES_MATCH_NS ||
-                    (best && distance(r->time, time) >= distance(best->time, time)))
+        for (uint32_t i = lo; i < q->len; i++) {
+                struct rec *r = queue_at(q, i);
+                if (r->time > time + FP_PYFRAMES_MATCH_NS)
                         break;
-                if (best) {
-                        free(best);
-                        p->st.records_unmatched++;
+                if (!r->taken) {
+                        best = r;
+                        break;
                 }
-                best = queue_pop(q);
         }
+        if (best)
+                best->taken = true;
         return best;
 }
 
@@ -409,12 +441,15 @@ uint32_t fp_pyframes_merge(struct fp_pyframes *p, pid_t tid, uint64_t time, stru
         uint32_t gi = 0;
 
         if (!r) {
-                p->st.no_record++;
+                /* (Its process is read from some time on; a sample before it lags in its ring.) */
+                if (time < p->since)
+                        p->st.early++;
+                else
+                        p->st.no_record++;
                 return n;
         }
         if (r->status == FP_PYSTACK_NO_THREAD_STATE) {
                 p->st.no_thread_state++;
-                free(r);
                 return n;
         }
         if (r->status == FP_PYSTACK_UNREADABLE)
@@ -464,7 +499,6 @@ uint32_t fp_pyframes_merge(struct fp_pyframes *p, pid_t tid, uint64_t time, stru
         }
         if (n + r->n > max)
                 f[max - 1] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
-        free(r);
         return len;
 }
 
@@ -492,19 +526,14 @@ void fp_pyframes_name(const struct fp_pyframes *p, const struct fp_frame *f,
 
 void fp_pyframes_trim(struct fp_pyframes *p)
 {
-        struct timespec ts;
-        uint64_t now;
+        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
 
         if (p->n_codes > FP_PYFRAMES_CODES / 2)
                 free_codes(p);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
         for (size_t i = 0; i < p->cap_queues; i++) {
                 struct queue *q = &p->queues[i];
-                while (q->tid && q->len && q->recs[q->head]->time + STALE_NS < now) {
-                        free(queue_pop(q));
-                        p->st.records_unmatched++;
-                }
+                while (q->tid && q->len && queue_at(q, 0)->time + STALE_NS < now)
+                        drop_oldest(p, q);
         }
         /* Threads gone leave empty queues: dropped when they are most of the table. */
         size_t empty = 0;
@@ -517,4 +546,79 @@ void fp_pyframes_trim(struct fp_pyframes *p)
 void fp_pyframes_stats(const struct fp_pyframes *p, struct fp_pyframes_stats *ret)
 {
         *ret = p->st;
+}
+
+void fp_pyframes_stats_add(struct fp_pyframes_stats *a, const struct fp_pyframes_stats *b)
+{
+        a->samples += b->samples;
+        a->early += b->early;
+        a->no_record += b->no_record;
+        a->no_thread_state += b->no_thread_state;
+        a->unreadable += b->unreadable;
+        a->truncated += b->truncated;
+        a->records += b->records;
+        a->records_unmatched += b->records_unmatched;
+        a->evals_without += b->evals_without;
+        a->frames_unnamed += b->frames_unnamed;
+        a->codes_full += b->codes_full;
+        a->codes += b->codes;
+        a->codes_unnamed += b->codes_unnamed;
+}
+
+/* ---- a sampled process's Python state ---- */
+
+bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
+                     uint64_t time)
+{
+        const struct fp_py_binary *b;
+        const char *why;
+        uint64_t bias;
+
+        if (pp->py && pp->live)
+                return true;
+        if (pp->refused || (pp->check_ns && time < pp->check_ns + FP_PYPROC_CHECK_NS))
+                return false;
+        if (!pp->check_ns)
+                fp_maps_read_python_files(m); /* a first look: the interpreter's file read now */
+        pp->check_ns = time;
+        int r = fp_maps_python(m, &b, &bias, &why);
+        if (r < 0)
+                pp->refused = true; /* said once per file; its samples stay native-only */
+        if (r <= 0)
+                return false;
+        /* (After an exec: the frames the bucket holds keep the old program's names.) */
+        if (pp->py)
+                fp_pyframes_rebind(pp->py, b, bias);
+        else
+                pp->py = fp_pyframes_new(pid, b, bias);
+        pp->live = pp->py && fp_pystack_add(s, pid, b, bias) == 0;
+        if (pp->live)
+                fp_pyframes_reading_since(pp->py, fp_now_ns(CLOCK_MONOTONIC));
+        return false; /* its samples have records from now on */
+}
+
+uint32_t fp_pyproc_merge(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
+                         pid_t tid, uint64_t time, struct fp_frame *f, uint32_t n, uint32_t max)
+{
+        if (!s || !fp_pyproc_known(pp, s, pid, m, time))
+                return n;
+        /* Its record went into the ring before the sample into its own: hand them out. */
+        (void)fp_pystack_poll(s);
+        return fp_pyframes_merge(pp->py, tid, time, f, n, max);
+}
+
+void fp_pyproc_forget(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid)
+{
+        if (pp->live)
+                (void)fp_pystack_remove(s, pid);
+        pp->live = false;
+        pp->refused = false;
+        pp->check_ns = 0;
+}
+
+void fp_pyproc_free(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid)
+{
+        fp_pyproc_forget(pp, s, pid);
+        fp_pyframes_free(pp->py);
+        pp->py = NULL;
 }

@@ -6,10 +6,16 @@
  *
  * Matching. The program runs in the sampling event's overflow, before the
  * kernel writes the sample, so a sample's record is in the ring before
- * the sample is in its own: records are kept per thread (the last
- * FP_PYFRAMES_PENDING) and a sample takes the latest of its thread that is
- * not after it and at most FP_PYFRAMES_MATCH_NS before it (both clocks are
- * CLOCK_MONOTONIC).
+ * the sample is in its own: records are kept per thread, in time order,
+ * and a sample takes the first of its thread's from
+ * FP_PYFRAMES_MATCH_EARLY_NS before it to FP_PYFRAMES_MATCH_NS after it
+ * (both clocks are CLOCK_MONOTONIC; the kernel stamps the sample before
+ * the program runs: the record's stamp is 0-10 us later in 99.8% of
+ * samples measured, under 0.1 ms in all). Shorter than a sampling period,
+ * so that a sample whose record was lost takes no other's. One taken
+ * from the middle leaves the older ones waiting: the host tier reads its
+ * CPUs' rings one after another, so a thread that moved between CPUs has
+ * its later samples read before its earlier ones.
  *
  * Splicing. Native frames run leaf to root; at each frame inside
  * _PyEval_EvalFrameDefault the Python frames that evaluation ran are put
@@ -34,13 +40,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define FP_PYFRAMES_PENDING  4          /* records kept per thread */
-#define FP_PYFRAMES_MATCH_NS 2000000ULL /* a record at most this long before its sample */
-#define FP_PYFRAMES_CODES    32768      /* code objects named per process at most */
+#define FP_PYFRAMES_MATCH_NS       500000ULL /* a record at most this long after its sample */
+#define FP_PYFRAMES_MATCH_EARLY_NS 20000ULL  /* or this long before it */
+#define FP_PYFRAMES_CODES          32768     /* code objects named per process at most */
 
 /* What happened to the samples of the process (monotonic counts). */
 struct fp_pyframes_stats {
         uint64_t samples;           /* samples given a Python stack */
+        uint64_t early;             /* samples taken before the program read the process */
         uint64_t no_record;         /* samples with no record of their thread */
         uint64_t no_thread_state;   /* the thread had no Python thread state (not Python yet) */
         uint64_t unreadable;        /* the interpreter's memory did not read in BPF */
@@ -68,6 +75,8 @@ const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p);
  */
 void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uint64_t bias);
 
+/* The program reads the process from time on (CLOCK_MONOTONIC): samples before have no record. */
+void fp_pyframes_reading_since(struct fp_pyframes *p, uint64_t time);
 /* Keeps a record of the program's for its sample. */
 void fp_pyframes_record(struct fp_pyframes *p, const struct fp_pystack_record *r);
 
@@ -97,3 +106,35 @@ void fp_pyframes_name(const struct fp_pyframes *p, const struct fp_frame *f,
 void fp_pyframes_trim(struct fp_pyframes *p);
 
 void fp_pyframes_stats(const struct fp_pyframes *p, struct fp_pyframes_stats *ret);
+/* Adds b's counts to a's. */
+void fp_pyframes_stats_add(struct fp_pyframes_stats *a, const struct fp_pyframes_stats *b);
+
+/*
+ * A sampled process's Python state, as its sampler (a target, a host-tier
+ * process) keeps it: whether it runs a CPython, looked for at most every
+ * FP_PYPROC_CHECK_NS of sample time until found (its interpreter's
+ * symbols are read as its first samples land in it), and registered with
+ * the program so that its samples have records.
+ */
+#define FP_PYPROC_CHECK_NS 50000000ULL /* 50 ms of sample time */
+struct fp_maps;
+struct fp_pyproc {
+        struct fp_pyframes *py; /* once a CPython was recognised: names its frames */
+        bool live;              /* py is the running program's and registered */
+        bool refused;           /* a CPython not understood (said once per file) */
+        uint64_t check_ns;      /* the sample time of the last look for one */
+};
+/* Whether pid (mappings m) is known to run a CPython registered with s; looks again if due. */
+bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
+                     uint64_t time);
+/*
+ * The native stack f (n frames, room for max) of thread tid's sample at
+ * time with its Python frames spliced in (fp_pyframes_merge()): the new
+ * count; n when the process is not known to run a CPython.
+ */
+uint32_t fp_pyproc_merge(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
+                         pid_t tid, uint64_t time, struct fp_frame *f, uint32_t n, uint32_t max);
+/* Unregisters it (an exec, an exit): looked for again; py keeps the names read so far. */
+void fp_pyproc_forget(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid);
+/* fp_pyproc_forget(), and py freed. */
+void fp_pyproc_free(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid);

@@ -52,46 +52,12 @@ static bool add_stack(struct fp_target *t, pid_t tid, struct fp_frame *f, uint32
         return false;
 }
 
-/*
- * How often a target not yet known to run a CPython looks again (its
- * interpreter's symbols are read as its first samples land in it).
- */
-#define PY_CHECK_NS 50000000ULL /* 50 ms of sample time */
-
-bool fp_target_python_known(struct fp_target *t, uint64_t time)
-{
-        const struct fp_py_binary *b;
-        const char *why;
-        uint64_t bias;
-
-        if (t->py && t->py_live)
-                return true;
-        if (t->py_refused || (t->py_check_ns && time < t->py_check_ns + PY_CHECK_NS))
-                return false;
-        t->py_check_ns = time;
-        int r = fp_maps_python(t->maps, &b, &bias, &why);
-        if (r < 0)
-                t->py_refused = true; /* said once per file; its samples stay native-only */
-        if (r <= 0)
-                return false;
-        /* (After an exec: the frames the bucket holds keep the old program's names.) */
-        if (t->py)
-                fp_pyframes_rebind(t->py, b, bias);
-        else
-                t->py = fp_pyframes_new(t->pid, b, bias);
-        t->py_live = t->py && fp_pystack_add(t->pystack, t->pid, b, bias) == 0;
-        return false; /* its samples have records from now on */
-}
-
 /* Splices the sample's Python stack (read by the program as it was taken) into f. */
 static uint32_t python_merge(struct fp_target *t, const struct fp_perf_sample *s,
                              struct fp_frame *f, uint32_t n)
 {
-        if (!t->pystack || !fp_target_python_known(t, s->time))
-                return n;
-        /* Its record went into the ring before the sample into its own: hand them out. */
-        (void)fp_pystack_poll(t->pystack);
-        return fp_pyframes_merge(t->py, (pid_t)s->tid, s->time, f, n, MAX_FRAMES);
+        return fp_pyproc_merge(&t->py, t->pystack, t->pid, t->maps, (pid_t)s->tid, s->time, f, n,
+                               MAX_FRAMES);
 }
 
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
@@ -128,22 +94,16 @@ void fp_target_python_attach(struct fp_target *t, int fd)
 
 void fp_target_python_forget(struct fp_target *t)
 {
-        if (t->py_live)
-                (void)fp_pystack_remove(t->pystack, t->pid);
-        t->py_live = false;
-        t->py_refused = false;
-        t->py_check_ns = 0;
+        fp_pyproc_forget(&t->py, t->pystack, t->pid);
 }
 
 void fp_target_python_free(struct fp_target *t)
 {
-        fp_target_python_forget(t);
-        fp_pyframes_free(t->py);
-        t->py = NULL;
+        fp_pyproc_free(&t->py, t->pystack, t->pid);
 }
 
 void fp_target_pystack_record(struct fp_target *t, const struct fp_pystack_record *r)
 {
-        if (t->py_live)
-                fp_pyframes_record(t->py, r);
+        if (t->py.live)
+                fp_pyframes_record(t->py.py, r);
 }

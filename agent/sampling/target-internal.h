@@ -117,10 +117,7 @@ struct fp_target {
 
         /* Python stacks (samples.c), when the agent reads them and cfg.no_python is not set. */
         struct fp_pystack *pystack; /* the program its sampling events run (core's) */
-        struct fp_pyframes *py;     /* once a CPython was recognised: names its frames */
-        bool py_live;               /* py is the running program's (not an exec'd one's) */
-        bool py_refused;            /* a CPython not understood (said once per file) */
-        uint64_t py_check_ns;       /* the sample time of the last look for one */
+        struct fp_pyproc py;        /* whether it runs one, and its frames' names */
         uint64_t py_attach_failed;  /* events the program could not be attached to */
 
         /* Off-CPU time (target-offcpu.c), when cfg.off_cpu_period is set. */
@@ -181,13 +178,6 @@ void fp_target_python_attach(struct fp_target *t, int fd);
 void fp_target_python_forget(struct fp_target *t);
 /* Frees what the target keeps of Python (the target is being freed). */
 void fp_target_python_free(struct fp_target *t);
-
-/*
- * Whether the target runs a CPython whose stacks the program reads; when
- * not known yet, looks (at most every 50 ms of sample time, time) and,
- * finding one, has the program read its samples from then on.
- */
-bool fp_target_python_known(struct fp_target *t, uint64_t time);
 
 /* ---- target-offcpu.c ---- */
 

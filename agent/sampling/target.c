@@ -286,8 +286,8 @@ int fp_target_next_bucket(struct fp_target *t)
         t->agg = fresh;
         t->st_bucketed = t->st;
         memset(t->carried, 0, sizeof(t->carried));
-        if (t->py)
-                fp_pyframes_trim(t->py); /* no Python frame is held now */
+        if (t->py.py)
+                fp_pyframes_trim(t->py.py); /* no Python frame is held now */
         return 0;
 }
 
@@ -321,14 +321,7 @@ void fp_target_set_pystack(struct fp_target *t, struct fp_pystack *s)
         if (t->cfg.no_python || t->pystack)
                 return;
         t->pystack = s;
-        /* A CPython's own file read now: the first samples carry their Python stacks. */
-        for (uint32_t i = 1; i <= fp_maps_count(t->maps); i++) {
-                const struct fp_mapping *x = fp_maps_get(t->maps, i);
-                const char *base = strrchr(x->path, '/');
-                if (x->kind == FP_MAPPING_FILE && strstr(base ? base + 1 : x->path, "python"))
-                        (void)fp_maps_symtab(t->maps, i);
-        }
-        (void)fp_target_python_known(t, fp_now_ns(CLOCK_MONOTONIC));
+        (void)fp_pyproc_known(&t->py, s, t->pid, t->maps, fp_now_ns(CLOCK_MONOTONIC));
         for (size_t i = 0; i < t->n_threads; i++) {
                 struct fp_thread *th = t->threads[i];
                 if (!th->live)
@@ -344,5 +337,5 @@ struct fp_pyframes *fp_target_python(const struct fp_target *t, bool *ret_on,
 {
         *ret_on = t->pystack != NULL;
         *ret_attach_failed = t->py_attach_failed;
-        return t->py;
+        return t->py.py;
 }

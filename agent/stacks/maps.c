@@ -447,6 +447,17 @@ int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint6
         return found;
 }
 
+void fp_maps_read_python_files(struct fp_maps *m)
+{
+        for (size_t i = 0; i < m->n_live; i++) {
+                struct fp_mapping *x = m->all[m->live[i] - 1];
+                const char *base = x ? strrchr(x->path, '/') : NULL;
+                if (x && x->kind == FP_MAPPING_FILE && !x->symtab_tried &&
+                    strstr(base ? base + 1 : x->path, "python"))
+                        load_symtab(m, x);
+        }
+}
+
 struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx)
 {
         struct fp_mapping *x = fp_maps_get(m, idx);

@@ -95,5 +95,11 @@ struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx);
  * was refused; 0 neither. Both live until the next call.
  */
 struct fp_py_binary;
+/*
+ * Reads the symbols of the live file mappings whose name holds "python"
+ * now (not at their first sample), so that fp_maps_python() can tell a
+ * CPython from a process's first sample on.
+ */
+void fp_maps_read_python_files(struct fp_maps *m);
 int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
                    const char **ret_why);

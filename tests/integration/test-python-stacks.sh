@@ -15,7 +15,10 @@
 #      reads as `function file:line` in go tool pprof -lines;
 #   3. a process that execs from one CPython program to another: the
 #      frames from before keep their names, those after are the new ones;
-#   4. --no-python: the same program's samples keep native frames only.
+#   4. --no-python: the same program's samples keep native frames only;
+#   5. the host tier (per-CPU events, every process): the same checks, the
+#      shares to 3 points (499 Hz per CPU for 10 s), on Debian's python3.11
+#      and pyenv's 3.12 (a shared libpython) when present.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=python-stacks
@@ -150,4 +153,42 @@ stacks=$(python3 -c 'import json,sys; print([t for t in json.load(open(sys.argv[
   "$FP_TMP/nopy.status" "$LAST_PID")
 [[ $stacks == off ]] || fp_fail "--no-python: status says stacks $stacks"
 fp_ok "--no-python: the interpreter's native frames only, status says stacks off"
+
+# ---- 5. the host tier ------------------------------------------------------------
+# Every process's samples, on per-CPU events: the same program reads the
+# Python stacks of the processes found to run a CPython. The workload runs
+# in a unit's cgroup, so that its service names it in the dump.
+cg=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
+[[ -n $cg ]] || fp_fail "no cgroup v2 hierarchy is mounted"
+units=$cg/fleetprof-pytest-$$
+mkdir -p "$units"
+fp_on_exit "kill -KILL \$(cat '$units'/*/cgroup.procs 2>/dev/null) 2>/dev/null; sleep 0.2; rmdir '$units'/* '$units' 2>/dev/null"
+out=$(fp_ctl start --host --freq 499) || fp_fail "start --host failed: $out"
+host_pythons=(/usr/bin/python3.11)
+p=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | head -1 || true)
+[[ -n $p ]] && host_pythons+=("$p") # a shared libpython
+for py in "${host_pythons[@]}"; do
+  name=host-$(basename "$py")
+  svc=fptest-${name//./-}
+  unit=$units/$svc.service
+  mkdir -p "$unit"
+  sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$unit" \
+    "$py" "$WL" "$FP_TMP/$name.truth" 10 "$FP_TMP/$name.go" >"$FP_TMP/$name.out" 2>"$FP_TMP/$name.err" &
+  pid=$!
+  fp_track "$pid"
+  fp_wait_for 20 test -s "$FP_TMP/$name.out" || fp_fail "$name did not start: $(cat "$FP_TMP/$name.err")"
+  touch "$FP_TMP/$name.go"
+  wait "$pid" || fp_fail "$name failed: $(cat "$FP_TMP/$name.err")"
+  fp_untrack "$pid"
+  sleep 1.2 # a round of the host tier's rings
+  fp_ctl status >"$FP_TMP/$name.status.txt" || fp_fail "status failed"
+  fp_ctl dump --host --service "$svc" -o "$FP_TMP/$name.pb.gz" >/dev/null || fp_fail "dump --host failed"
+  # 499 Hz per CPU for 10 s: about 5,000 samples of the main thread, so a
+  # share's sampling error alone is up to 2 points (3 sigma).
+  out=$(python3 "$FP_SRC/tests/integration/python_check.py" "$FP_TMP/$name.pb.gz" "$FP_TMP/$name.truth" --share-tol 3 --host) ||
+    fp_fail "[host tier, $py] $out"
+  fp_ok "[host tier, $py] $out"
+done
+grep -qE "^host tier python: [0-9]+ processes running CPython now, [0-9]+ samples with a Python stack" "$FP_TMP/$name.status.txt" ||
+  fp_fail "the text status does not count the host tier's Python stacks: $(grep -i python "$FP_TMP/$name.status.txt")"
 fp_stop_agent
