@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# What do Python stacks cost?  A CPU-bound Python program (a loop 40
+# Python frames deep that counts its iterations for BENCH_SECONDS) run
+# under each of, in the same invocation:
+#
+#   - nothing (its iterations: the baseline);
+#   - fleetprof at BENCH_FREQ Hz, Python stacks read (the default);
+#   - fleetprof at BENCH_FREQ Hz with --no-python (native frames only);
+#   - perf record -g at the same rate, the program run with -X perf (perf's
+#     own way to name Python functions: CPython 3.12+ writes a perf map of
+#     trampolines), when a CPython 3.12+ is present (pyenv's).
+#
+# Figures: the program's slowdown against the baseline; the BPF program's
+# own time per run (the kernel's bpf_stats: run_time_ns / run_cnt of
+# fp_pystack_sample, switched on for the run); the agent's CPU per sample
+# with and without Python stacks (its rusage over the run / the target's
+# samples); perf record's CPU per sample. Figures only; it never fails on
+# a time. Environment: BENCH_SECONDS (default 10), BENCH_FREQ (default
+# 1000), BENCH_PYTHON (default Debian's /usr/bin/python3.11; the -X perf
+# peer uses pyenv's newest 3.12+).
+set -euo pipefail
+source "$(dirname "$0")/../integration/lib.sh"
+FP_TEST_NAME=python-cost
+SECS=${BENCH_SECONDS:-10}
+FREQ=${BENCH_FREQ:-1000}
+PY=${BENCH_PYTHON:-/usr/bin/python3.11}
+fp_init 600
+[[ -x $PY ]] || fp_fail "missing $PY"
+
+cat >"$FP_TMP/loop.py" <<'EOF'
+import os, sys, time
+def deep(n):
+    if n:
+        return deep(n - 1)
+    s = 0
+    for i in range(200):
+        s += i * i
+    return s
+go, secs = sys.argv[1], float(sys.argv[2])
+print(os.getpid(), flush=True)
+while not os.path.exists(go):
+    time.sleep(0.001)
+end = time.monotonic() + secs
+k = 0
+while time.monotonic() < end:
+    deep(40)
+    k += 1
+print("iterations", k, flush=True)
+EOF
+
+# run TAG PYTHON none|perf|fp [start options]: the program's iterations,
+# unprofiled, under perf record -g (run with -X perf), or a fleetprof target.
+run() {
+  local tag=$1 py=$2 mode=${3:-none} pid perf_pid=
+  shift 3 || true
+  local xopt=()
+  [[ $mode == perf ]] && xopt=(-X perf)
+  "$py" "${xopt[@]}" "$FP_TMP/loop.py" "$FP_TMP/$tag.go" "$SECS" >"$FP_TMP/$tag.out" 2>&1 &
+  pid=$!
+  fp_track "$pid"
+  fp_wait_for 20 test -s "$FP_TMP/$tag.out" || fp_fail "$tag did not start"
+  case $mode in
+  none) ;;
+  perf)
+    perf record -F "$FREQ" -g -p "$pid" -o "$FP_TMP/$tag.data" >"$FP_TMP/$tag.perf.log" 2>&1 &
+    perf_pid=$!
+    sleep 0.5
+    ;;
+  fp)
+    fp_ctl start "$pid" --freq "$FREQ" "$@" >/dev/null || fp_fail "start $tag failed"
+    # From here: the start's one-time work (reading the interpreter's symbols) is done.
+    echo "$(agent_cpu_us) $(bpf_stats)" >"$FP_TMP/$tag.before"
+    ;;
+  esac
+  touch "$FP_TMP/$tag.go"
+  wait "$pid" || fp_fail "$tag failed: $(cat "$FP_TMP/$tag.out")"
+  fp_untrack "$pid"
+  [[ $mode == fp ]] && echo "$(agent_cpu_us) $(bpf_stats)" >"$FP_TMP/$tag.after"
+  if [[ -n $perf_pid ]]; then
+    wait "$perf_pid" || true
+  fi
+  awk '/^iterations/ {print $2}' "$FP_TMP/$tag.out"
+}
+
+agent_cpu_us() { awk '{print ($14 + $15) * 10000}' "/proc/$FP_AGENT_PID/stat"; }
+
+# fleetprof TAG [options]: "iterations agent_cpu_us samples bpf_ns bpf_runs" of a
+# target's run, the agent's CPU and the program's figures from its start on.
+fleetprof() {
+  local tag=$1 it samples
+  shift
+  sysctl -qw kernel.bpf_stats_enabled=1
+  it=$(run "$tag" "$PY" fp "$@")
+  sysctl -qw kernel.bpf_stats_enabled=0
+  samples=$(fp_status_json | python3 -c 'import json,sys
+d = json.load(sys.stdin); print(d["targets"][-1]["samples"])')
+  fp_ctl stop "$(awk 'NR==1' "$FP_TMP/$tag.out")" >/dev/null 2>&1 || true
+  read -r c0 ns0 n0 <"$FP_TMP/$tag.before"
+  read -r c1 ns1 n1 <"$FP_TMP/$tag.after"
+  echo "$it $((c1 - c0)) $samples $((ns1 - ns0)) $((n1 - n0))"
+}
+
+# This agent's Python stack program's run time and count so far ("0 0" when
+# not loaded): its programs are those of its fds (fdinfo's prog_id).
+bpf_stats() {
+  bpftool prog show --json 2>/dev/null | python3 -c 'import glob, json, sys
+ids = set()
+for f in glob.glob("/proc/%s/fdinfo/*" % sys.argv[1]):
+    try:
+        for line in open(f):
+            if line.startswith("prog_id:"):
+                ids.add(int(line.split()[1]))
+    except OSError:
+        pass
+ns = n = 0
+for p in json.load(sys.stdin):
+    if p.get("id") in ids and p.get("name", "").startswith("fp_pystack"):
+        ns += p.get("run_time_ns", 0); n += p.get("run_cnt", 0)
+print(ns, n)' "$FP_AGENT_PID"
+}
+
+base=$(run base "$PY" none)
+fp_start_agent --store none
+on=$(fleetprof on)
+off=$(fleetprof off --no-python)
+fp_stop_agent
+
+peer_py=
+pyenv_root=$(pyenv root 2>/dev/null || true)
+for minor in 13 12; do
+  p=$(ls -d "$pyenv_root"/versions/3.$minor.*/bin/python3.$minor 2>/dev/null | head -1 || true)
+  [[ -n $p ]] && peer_py=$p && break
+done
+perf_it=- peer_base=- perf_samples=-
+if [[ -n $peer_py ]] && command -v perf >/dev/null; then
+  peer_base=$(run peer-base "$peer_py" none)
+  perf_it=$(run peer "$peer_py" perf)
+  perf_samples=$(perf report -i "$FP_TMP/peer.data" --stdio -F overhead 2>/dev/null | awk '/^# Samples:/ {print $3}' | head -1)
+fi
+
+read -r on_it on_cpu on_samples on_bpf_ns on_bpf_runs <<<"$on"
+read -r off_it off_cpu off_samples _ _ <<<"$off"
+pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0 && a != "-") printf "%.1f%%", 100 * (b - a) / b; else print "-"}'; }
+per() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.1f µs", a / b; else print "-"}'; }
+echo
+echo "== Python stacks: cost at $FREQ Hz, $SECS s, $("$PY" -V 2>&1) ($(nproc) cores, $(uname -r)) =="
+printf '%-52s %14s %14s %16s\n' "" "python stacks" "--no-python" "perf -X perf"
+printf '%-52s %14s %14s %16s\n' "program's iterations (unprofiled: $base; peer's $peer_base)" "$on_it" "$off_it" "$perf_it"
+printf '%-52s %14s %14s %16s\n' "slowdown against unprofiled" "$(pct "$on_it" "$base")" "$(pct "$off_it" "$base")" "$(pct "$perf_it" "$peer_base")"
+printf '%-52s %14s %14s %16s\n' "BPF program per sample (bpf_stats)" \
+  "$(awk -v a="$on_bpf_ns" -v b="$on_bpf_runs" 'BEGIN {if (b > 0) printf "%.2f µs", a / b / 1000; else print "-"}')" "-" "-"
+printf '%-52s %14s %14s %16s\n' "BPF program runs / target's samples" "$on_bpf_runs/$on_samples" "-" "-"
+printf '%-52s %14s %14s %16s\n' "agent CPU per sample" "$(per "$on_cpu" "$on_samples")" "$(per "$off_cpu" "$off_samples")" "-"
+printf '%-52s %14s %14s %16s\n' "samples" "$on_samples" "$off_samples" "${perf_samples:--}"
+echo "(perf record's own CPU is not in these figures: its cost to the program is the slowdown)"
