@@ -23,6 +23,15 @@ static inline uint64_t fp_now_ns(clockid_t clk)
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* v's bits spread over all 64 (murmur3's finaliser, first half): a hash table's slot. */
+static inline uint64_t fp_mix64(uint64_t v)
+{
+        v ^= v >> 33;
+        v *= 0xff51afd7ed558ccdULL;
+        v ^= v >> 33;
+        return v;
+}
+
 /* CLOCK_REALTIME nanoseconds as "2026-11-23T09:03:10Z" into buf (>= 32 bytes). */
 void fp_rfc3339(int64_t ns, char *buf, size_t len);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "store-internal.h"
+#include "util.h"
 
 /* ---- index ---- */
 
@@ -72,10 +73,7 @@ void fp_store_index_free(struct fp_store_index *x)
 
 static size_t map_pos(uint64_t key, size_t mask)
 {
-        key ^= key >> 33;
-        key *= 0xff51afd7ed558ccdULL;
-        key ^= key >> 33;
-        return key & mask;
+        return fp_mix64(key) & mask;
 }
 
 struct fp_store_map_entry *fp_store_map_get(const struct fp_store_map *m, uint64_t key)

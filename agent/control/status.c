@@ -155,10 +155,16 @@ static void offcpu_json(struct fp_json *j, uint64_t period, const struct fp_targ
 static void python_stacks_json(struct fp_json *j, const struct fp_pyframes_stats *p, bool on,
                                bool found, uint64_t attach_failed)
 {
-        const struct {
-                const char *key;
-                uint64_t v;
-        } f[] = {
+        const struct fp_pyframes_stats none = {0};
+
+        fp_json_key(j, "stacks");
+        if (!on) {
+                fp_json_string(j, "off");
+                return;
+        }
+        if (!found)
+                p = &none;
+        const struct uint_field f[] = {
             {"samples", p->samples},
             {"early", p->early},
             {"no_record", p->no_record},
@@ -172,19 +178,10 @@ static void python_stacks_json(struct fp_json *j, const struct fp_pyframes_stats
             {"codes", p->codes},
             {"codes_unnamed", p->codes_unnamed},
             {"codes_full", p->codes_full},
-            {"attach_failed", attach_failed},
+            {"attach_failed", found ? attach_failed : 0},
         };
-
-        fp_json_key(j, "stacks");
-        if (!on) {
-                fp_json_string(j, "off");
-                return;
-        }
         fp_json_begin_object(j);
-        for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-                fp_json_key(j, f[i].key);
-                fp_json_uint(j, found ? f[i].v : 0);
-        }
+        UINT_FIELDS(j, f);
         fp_json_end_object(j);
 }
 

@@ -1039,10 +1039,8 @@ void fp_host_python_recheck(struct fp_host *h, pid_t pid)
 {
         struct fp_host_proc *p = *pid_slot(h, pid);
 
-        if (p) {
-                p->py.live = false; /* its entry is gone already */
-                fp_pyproc_forget(&p->py, h->pystack, pid);
-        }
+        if (p)
+                fp_pyproc_forget(&p->py, h->pystack, pid); /* (its entry is gone: ENOENT) */
 }
 
 const struct fp_pyframes *fp_host_proc_python(const struct fp_host_proc *p)

@@ -14,9 +14,9 @@
 #include <time.h>
 
 #define QUEUE_MAX 4096 /* records a thread keeps waiting at most (oldest dropped) */
-#define STALE_NS                                                                                   \
-        2000000000ULL /* a record this much older than its thread's newest, or than                \
-                         fp_pyframes_trim()'s now, has no sample to come */
+/* A record this much older than its thread's newest, or than fp_pyframes_trim()'s now: no sample
+ * is to come for it. */
+#define STALE_NS    2000000000ULL
 #define LINE_MEMO   8 /* lines remembered per code object (by offset) */
 #define ENTRY_SHIFT 32
 
@@ -69,14 +69,6 @@ struct fp_pyframes {
         size_t cap_index;
         struct fp_pyframes_stats st;
 };
-
-static uint64_t mix(uint64_t v)
-{
-        v ^= v >> 33;
-        v *= 0xff51afd7ed558ccdULL;
-        v ^= v >> 33;
-        return v;
-}
 
 struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias)
 {
@@ -133,7 +125,7 @@ static struct queue *find_queue(const struct fp_pyframes *p, pid_t tid)
 {
         if (!p->cap_queues)
                 return NULL;
-        for (size_t i = mix((uint64_t)tid) & (p->cap_queues - 1);;
+        for (size_t i = fp_mix64((uint64_t)tid) & (p->cap_queues - 1);;
              i = (i + 1) & (p->cap_queues - 1)) {
                 if (p->queues[i].tid == tid)
                         return &p->queues[i];
@@ -145,7 +137,7 @@ static struct queue *find_queue(const struct fp_pyframes *p, pid_t tid)
 /* Puts q (by value) into a table of cap slots with room. */
 static struct queue *place_queue(struct queue *table, size_t cap, const struct queue *q)
 {
-        size_t i = mix((uint64_t)q->tid) & (cap - 1);
+        size_t i = fp_mix64((uint64_t)q->tid) & (cap - 1);
 
         while (table[i].tid)
                 i = (i + 1) & (cap - 1);
@@ -324,7 +316,7 @@ static int grow_index(struct fp_pyframes *p)
         if (!index)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_codes; i++) {
-                size_t j = mix(p->codes[i].addr ^ p->codes[i].stamp) & (cap - 1);
+                size_t j = fp_mix64(p->codes[i].addr ^ p->codes[i].stamp) & (cap - 1);
                 while (index[j])
                         j = (j + 1) & (cap - 1);
                 index[j] = (uint32_t)i + 1;
@@ -341,7 +333,7 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         size_t j;
 
         if (p->cap_index) {
-                for (j = mix(addr ^ stamp) & (p->cap_index - 1); p->index[j];
+                for (j = fp_mix64(addr ^ stamp) & (p->cap_index - 1); p->index[j];
                      j = (j + 1) & (p->cap_index - 1)) {
                         struct code *c = &p->codes[p->index[j] - 1];
                         if (c->addr == addr && c->stamp == stamp) {
@@ -382,7 +374,7 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         }
         p->st.codes++;
         p->st.codes_unnamed += !c->named;
-        for (j = mix(addr ^ stamp) & (p->cap_index - 1); p->index[j];
+        for (j = fp_mix64(addr ^ stamp) & (p->cap_index - 1); p->index[j];
              j = (j + 1) & (p->cap_index - 1))
                 ;
         p->index[j] = (uint32_t)p->n_codes + 1;

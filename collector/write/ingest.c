@@ -89,10 +89,7 @@ struct w_ids {
 
 static size_t w_slot(uint64_t id, size_t mask)
 {
-        id ^= id >> 33;
-        id *= 0xff51afd7ed558ccdULL;
-        id ^= id >> 33;
-        return id & mask;
+        return fp_mix64(id) & mask;
 }
 
 /* Builds the table of n ids; -EEXIST names a duplicate in *ret_dup. */
