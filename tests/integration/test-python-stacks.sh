@@ -17,7 +17,7 @@
 #      frames from before keep their names, those after are the new ones;
 #   4. --no-python: the same program's samples keep native frames only;
 #   5. the host tier (per-CPU events, every process): the same checks, the
-#      shares to 3 points (499 Hz per CPU for 10 s), on Debian's python3.11
+#      shares to 6 points (499 Hz per CPU for 10 s), on Debian's python3.11
 #      and pyenv's 3.12 (a shared libpython) when present.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -184,8 +184,12 @@ for py in "${host_pythons[@]}"; do
   fp_ctl status >"$FP_TMP/$name.status.txt" || fp_fail "status failed"
   fp_ctl dump --host --service "$svc" -o "$FP_TMP/$name.pb.gz" >/dev/null || fp_fail "dump --host failed"
   # 499 Hz per CPU for 10 s: about 5,000 samples of the main thread, so a
-  # share's sampling error alone is up to 2 points (3 sigma).
-  out=$(python3 "$FP_SRC/tests/integration/python_check.py" "$FP_TMP/$name.pb.gz" "$FP_TMP/$name.truth" --share-tol 3 --host) ||
+  # share's sampling error alone is up to 2 points (3 sigma). And a CPU's
+  # timer gives its tick to whatever thread runs when it fires: beside a
+  # CPU-bound job under ASan the main thread's worst share was 4.2 points
+  # off (0.7-1.9 on a quiet machine). Checked at 6: what this part checks is
+  # the Python frames; the host tier's shares are test-host's.
+  out=$(python3 "$FP_SRC/tests/integration/python_check.py" "$FP_TMP/$name.pb.gz" "$FP_TMP/$name.truth" --share-tol 6 --host) ||
     fp_fail "[host tier, $py] $out"
   fp_ok "[host tier, $py] $out"
 done
