@@ -114,7 +114,8 @@ class Profile:
 
 
 _LABEL_KEY = re.compile(r"(?:^|\s)([^\s:\[\]]+):\[")
-_LINE = re.compile(r"^(?P<name>.*?) (?P<file>\S*):(?P<line>-?\d+) s=(?P<start>-?\d+)(?:\((?P<sys>.*)\))?$")
+# (A file may be "<frozen importlib._bootstrap>": Python's, with a space.)
+_LINE = re.compile(r"^(?P<name>.*?) (?P<file><[^>]*>|\S*):(?P<line>-?\d+) s=(?P<start>-?\d+)(?:\((?P<sys>.*)\))?$")
 _LOC = re.compile(r"^\s*(\d+): (0x[0-9a-f]+|0) (?:M=(\d+) )?(?:\[F\] )?(.*)$")
 
 

@@ -62,6 +62,27 @@ static unsigned perf_fds(void)
         return n;
 }
 
+/*
+ * pthread_join returns when the kernel clears the thread's tid word, before
+ * the task has left /proc/self/task: a scan at the next start would still
+ * find it. Wait (at most 5 s) until this process has @n threads.
+ */
+static void wait_threads(unsigned n)
+{
+        for (int tries = 0; tries < 500; tries++) {
+                unsigned k = 0;
+                DIR *d = opendir("/proc/self/task");
+                struct dirent *de;
+                while (d && (de = readdir(d)))
+                        k += de->d_name[0] != '.';
+                if (d)
+                        closedir(d);
+                if (k <= n)
+                        return;
+                usleep(10000);
+        }
+}
+
 static pid_t start_worker(int i, pthread_t *th)
 {
         pthread_create(th, NULL, worker, (void *)(intptr_t)i);
@@ -226,6 +247,7 @@ int main(void)
 {
         test_tick();
         test_ring_wake();
+        wait_threads(1); /* their spinner and the symbol cache's loaders gone */
 
         struct event_base *base = event_base_new();
         struct fp_symcache *cache = fp_symcache_new();
