@@ -179,6 +179,8 @@ static void python_stacks_json(struct fp_json *j, const struct fp_pyframes_stats
             {"codes_unnamed", p->codes_unnamed},
             {"codes_full", p->codes_full},
             {"attach_failed", found ? attach_failed : 0},
+            {"offcpu_stacks", p->offcpu},
+            {"offcpu_without", p->offcpu_without},
         };
         fp_json_begin_object(j);
         UINT_FIELDS(j, f);
@@ -354,6 +356,9 @@ static void python_stacks_text(FILE *out, const struct fp_pyframes_stats *p, boo
                         " no record, %" PRIu64 " not a Python thread, %" PRIu64
                         " unreadable, %" PRIu64 " too deep",
                         p->early, p->no_record, p->no_thread_state, p->unreadable, p->truncated);
+        if (p->offcpu || p->offcpu_without)
+                fprintf(out, "; %" PRIu64 " off-CPU stacks with one, %" PRIu64 " without",
+                        p->offcpu, p->offcpu_without);
         fprintf(out, "; %" PRIu64 " code objects named", p->codes - p->codes_unnamed);
         if (p->codes_unnamed)
                 fprintf(out, ", %" PRIu64 " unreadable", p->codes_unnamed);

@@ -210,6 +210,18 @@ struct fp_pystack *fp_core_pystack_get(struct fp_core *s)
                            sizeof(s->pystack_error)) < 0)
                 fp_log(LOG_WARNING, "%s; Python processes show the interpreter's frames only",
                        s->pystack_error);
+        else {
+                if (s->offcpu)
+                        fp_pystack_mirror(s->pystack, fp_offcpu_python_map(s->offcpu));
+                /* New threads' first samples, the bridge's, read their Python stacks too. */
+                int r =
+                    s->tracker ? fp_tracker_python(s->tracker, fp_pystack_prog_fd(s->pystack)) : 0;
+                if (r < 0)
+                        fp_log(LOG_WARNING,
+                               "Python stacks: the bridge cannot run the program (%s): a new "
+                               "thread's first samples show native frames only",
+                               strerror(-r));
+        }
         return s->pystack;
 }
 
@@ -225,6 +237,8 @@ void fp_core_pystack_unload_unused(struct fp_core *s)
                 if (on)
                         return;
         }
+        if (s->tracker)
+                (void)fp_tracker_python(s->tracker, -1);
         fp_pystack_free(s->pystack);
         s->pystack = NULL;
         s->pystack_tried = false;
@@ -241,21 +255,22 @@ const char *fp_core_python_state(const struct fp_core *s)
 
 /* ---- off-CPU time ---- */
 
-static void on_offcpu_record(void *userdata, const struct fp_offcpu_record *r)
+static void on_offcpu_record(void *userdata, const struct fp_offcpu_record *r,
+                             const struct fp_pystack_record *py)
 {
         struct fp_core *s = userdata;
         struct fp_core_target *at;
 
         if (r->tier == FP_OFFCPU_HOST) {
                 if (s->host)
-                        fp_host_offcpu_record(s->host, r);
+                        fp_host_offcpu_record(s->host, r, py);
                 else
                         s->offcpu_unclaimed++;
                 return;
         }
         at = fp_core_find(s, (pid_t)r->tgid);
         if (at)
-                fp_target_offcpu_record(at->t, r);
+                fp_target_offcpu_record(at->t, r, py);
         else
                 s->offcpu_unclaimed++;
 }
@@ -288,8 +303,11 @@ static int offcpu_load(struct fp_core *s, char *err, size_t err_len)
         if (s->offcpu)
                 return 0;
         r = fp_offcpu_new(s->base, on_offcpu_record, s, &s->offcpu, err, err_len);
-        if (r == 0)
+        if (r == 0) {
                 fp_log(LOG_INFO, "off-CPU profiler loaded");
+                if (s->pystack) /* its Python processes' stacks read off-CPU too */
+                        fp_pystack_mirror(s->pystack, fp_offcpu_python_map(s->offcpu));
+        }
         return r;
 }
 
@@ -298,6 +316,8 @@ static void offcpu_unload_unused(struct fp_core *s)
 {
         if (!s->offcpu || fp_offcpu_targets(s->offcpu) || fp_offcpu_host_on(s->offcpu))
                 return;
+        if (s->pystack)
+                fp_pystack_mirror(s->pystack, -1);
         fp_offcpu_free(s->offcpu);
         s->offcpu = NULL;
         fp_log(LOG_INFO, "off-CPU profiler unloaded");
@@ -1088,6 +1108,10 @@ void fp_core_free(struct fp_core *s)
                 fp_target_free(s->targets[i].t);
         free(s->targets);
         fp_core_rules_free(s);
+        if (s->pystack)
+                fp_pystack_mirror(s->pystack, -1);
+        if (s->pystack && s->tracker)
+                (void)fp_tracker_python(s->tracker, -1);
         fp_offcpu_free(s->offcpu);
         fp_pystack_free(s->pystack); /* after the targets, which leave its map */
         fp_tracker_free(s->tracker);

@@ -638,9 +638,13 @@ void fp_host_drain(struct fp_host *h)
 
 /* ---- off-CPU time ---- */
 
-/* The record's stack into f: its registers and copy, walked as a user-mode sample's. */
+/*
+ * The record's stack into f: its registers and copy, walked as a user-mode
+ * sample's, with py's Python frames spliced in.
+ */
 static uint32_t off_walk(struct fp_host *h, struct fp_host_proc *p,
-                         const struct fp_offcpu_record *r, struct fp_frame *f)
+                         const struct fp_offcpu_record *r, const struct fp_pystack_record *py,
+                         struct fp_frame *f)
 {
         struct fp_perf_sample s;
         uint64_t root = h->off_st.unwound_root;
@@ -650,7 +654,8 @@ static uint32_t off_walk(struct fp_host *h, struct fp_host_proc *p,
         n = fp_stackwalk(&p->off_walk, &s, f);
         h->hs.st.off_walked++;
         h->hs.st.off_unwound_root += h->off_st.unwound_root - root;
-        return n;
+        return fp_pyproc_splice(&p->py, h->pystack, p->pid, p->maps, r->time_ns, py, f, n,
+                                FP_STACKWALK_MAX_FRAMES);
 }
 
 /* Adds the stack f to p's bucket of each reason the weights w are not 0 for. */
@@ -712,7 +717,8 @@ static struct off_pending *pending_slot(struct fp_host *h, pid_t tid, bool claim
         return take;
 }
 
-void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
+void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r,
+                           const struct fp_pystack_record *py)
 {
         pid_t pid = (pid_t)r->tgid, tid = (pid_t)r->tid;
         struct fp_host_proc *p;
@@ -737,7 +743,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
                         h->hs.off_unknown += fp_offcpu_parts(r);
                         break;
                 }
-                n = off_walk(h, p, r, h->frames);
+                n = off_walk(h, p, r, py, h->frames);
                 off_add(h, p, tid, fp_maps_epoch(p->maps), h->frames, n, r->weight);
                 break;
         case FP_OFFCPU_STACK:
@@ -746,7 +752,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r)
                 q->tid = 0;
                 if (!(p = proc_lookup(h, pid, r->time_ns)))
                         break;
-                n = off_walk(h, p, r, h->frames);
+                n = off_walk(h, p, r, py, h->frames);
                 if (!(copy = realloc(q->frames, (n ? n : 1) * sizeof(*copy))))
                         break;
                 memcpy(copy, h->frames, n * sizeof(*copy));

@@ -127,12 +127,15 @@ void fp_host_check_cpus(struct fp_host *h);
 
 /*
  * A record of the off-CPU profiler's host tier (offcpu.h): its stack into
- * the generation its time falls in, by why it waited. The kernel's counts
+ * the generation its time falls in, by why it waited, with py's Python
+ * frames (read with it; NULL: none). The kernel's counts
  * (fp_offcpu_host_counts()) go to fp_host_offcpu_counts().
  */
 struct fp_offcpu_record;
 struct fp_offcpu_target;
-void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r);
+struct fp_pystack_record;
+void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r,
+                           const struct fp_pystack_record *py);
 void fp_host_offcpu_counts(struct fp_host *h, const struct fp_offcpu_target *k);
 
 /* ---- the open bucket, for the export (keep/export.c) ---- */

@@ -18,7 +18,8 @@
  * per-CPU array lookup (is the host tier on?) when it is switched out,
  * and a task-storage lookup (a pointer test, it has none) when it is
  * switched in, woken, or returns from a system call. With the host tier
- * on, every process is profiled.
+ * on, every process is profiled. Where the stack of a thread of a CPython
+ * process is copied, its Python stack is read too (py_procs, pywalk.bpf.h).
  * Fields are read directly through the programs' BTF pointers (one load
  * each, not a helper call per field: this runs on every switch).
  */
@@ -61,6 +62,25 @@ struct {
         __uint(type, BPF_MAP_TYPE_RINGBUF);
         __uint(max_entries, 4 << 20);
 } records SEC(".maps");
+
+/* tgid -> its interpreter's layout, for the processes running a CPython (the loader's mirror). */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, 4096);
+        __type(key, __u32);
+        __type(value, struct fp_pystack_proc);
+} py_procs SEC(".maps");
+
+/* tid -> its PyThreadState, as last found (checked before each use). */
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, 16384);
+        __type(key, __u32);
+        __type(value, __u64);
+} py_tstates SEC(".maps");
+
+/* Whether the Python walk is in (the loader loads without it where the verifier refuses it). */
+const volatile bool python = false;
 
 struct thread_state {
         __u64 off_ns;                     /* its switch-out, 0 while it runs */
@@ -149,6 +169,7 @@ struct scratch {
         __u32 busy; /* a program on this CPU is writing it (another one then gives up) */
         __u32 reserved;
         struct fp_offcpu_record r;
+        struct fp_offcpu_pyrecord py;
         /*
          * The verifier's bounds of copy_stack()'s offsets are looser than
          * the real ones (it sees the compiler's OR for an ADD): room for
@@ -210,6 +231,39 @@ static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
         return done;
 }
 
+#define PYWALK_TSTATES py_tstates
+#include "pywalk.bpf.h"
+
+/*
+ * Writes the Python stack of thread tid of process tgid (fsbase its fs
+ * base) as a FP_OFFCPU_PYTHON record stamped time, when the process runs a
+ * CPython: just before the record of its native stack. Once per stack
+ * copy, not inlined in each of emit()'s callers.
+ */
+static __noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 time)
+{
+        struct fp_pystack_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
+        __u32 zero = 0, n;
+        struct scratch *sc;
+
+        if (!p)
+                return 0;
+        sc = bpf_map_lookup_elem(&scratch, &zero);
+        if (!sc)
+                return 0;
+        sc->py.kind = FP_OFFCPU_PYTHON;
+        sc->py.py.tid = tid;
+        sc->py.py.tgid = tgid;
+        sc->py.py.time_ns = time;
+        pywalk_read(p, tid, fsbase, &sc->py.py);
+        n = sc->py.py.n_frames;
+        if (n > FP_PYSTACK_MAX_FRAMES)
+                n = FP_PYSTACK_MAX_FRAMES;
+        return bpf_ringbuf_output(
+            &records, &sc->py, FP_OFFCPU_PY_HEADER_LEN + (__u64)n * sizeof(struct fp_pystack_frame),
+            0);
+}
+
 static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *counter, const __u64 *w)
 {
         __u64 ns = 0;
@@ -253,6 +307,8 @@ static __always_inline int emit(struct fp_offcpu_target *tv, __u32 tier, __u32 k
                 r->weight[i] = w ? w[i] : 0;
         r->stack_len = 0;
         if (kind != FP_OFFCPU_WEIGHTS) {
+                if (python)
+                        (void)emit_python(r->tgid, r->tid, pywalk_fsbase(task), r->time_ns);
                 r->ip = regs->ip;
                 r->sp = regs->sp;
                 r->bp = regs->bp;

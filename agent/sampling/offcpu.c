@@ -11,6 +11,7 @@
  * wake-up per megabyte rather than one per record.
  */
 #include "offcpu.h"
+#include "log.h"
 #include "perf.h"
 
 #include <errno.h>
@@ -57,6 +58,17 @@ void fp_offcpu_sample(const struct fp_offcpu_record *r, struct fp_perf_sample *r
 #define TARGETS_MAX 4096
 #define RING_BYTES  (4 << 20) /* about 1000 records of a few KiB of stack */
 #define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+/*
+ * Python stacks waiting for their stack record, by tid: only records of
+ * other CPUs come between the two, so a slot is seldom wanted by two
+ * threads at once (the second then loses its Python frames, counted).
+ */
+#define PY_SLOTS 64
+
+struct py_slot {
+        bool full;
+        struct fp_pystack_record r;
+};
 
 struct fp_offcpu {
         struct offcpu_bpf *skel;
@@ -67,18 +79,67 @@ struct fp_offcpu {
         unsigned n_targets;
         uint64_t host_period; /* the host tier's T, 0 off */
         uint64_t records;
+        struct py_slot *py; /* PY_SLOTS, from the first Python record on */
+        uint64_t py_records, py_unpaired;
 };
+
+static struct py_slot *py_slot_of(struct fp_offcpu *o, __u32 tid)
+{
+        return &o->py[(tid * 2654435761u) % PY_SLOTS];
+}
+
+/* Keeps a Python record for its thread's next stack record. */
+static void py_keep(struct fp_offcpu *o, const struct fp_offcpu_pyrecord *pr, size_t len)
+{
+        const struct fp_pystack_record *r = &pr->py;
+        struct py_slot *q;
+
+        if (len < FP_OFFCPU_PY_HEADER_LEN || r->n_frames > FP_PYSTACK_MAX_FRAMES ||
+            r->n_frames * sizeof(r->frames[0]) > len - FP_OFFCPU_PY_HEADER_LEN)
+                return;
+        o->py_records++;
+        if (!o->py && !(o->py = calloc(PY_SLOTS, sizeof(*o->py)))) {
+                o->py_unpaired++;
+                return;
+        }
+        q = py_slot_of(o, r->tid);
+        o->py_unpaired += q->full;
+        memcpy(&q->r, r, FP_PYSTACK_HEADER_LEN + r->n_frames * sizeof(r->frames[0]));
+        q->full = true;
+}
+
+/* The Python record of stack record r: its thread's, stamped the same. */
+static const struct fp_pystack_record *py_take(struct fp_offcpu *o,
+                                               const struct fp_offcpu_record *r)
+{
+        struct py_slot *q;
+
+        if (!o->py || r->kind == FP_OFFCPU_WEIGHTS)
+                return NULL;
+        q = py_slot_of(o, r->tid);
+        if (!q->full || q->r.tid != r->tid)
+                return NULL;
+        q->full = false;
+        if (q->r.time_ns == r->time_ns)
+                return &q->r;
+        o->py_unpaired++; /* its own stack record was lost */
+        return NULL;
+}
 
 static int on_record(void *ctx, void *data, size_t len)
 {
         struct fp_offcpu *o = ctx;
         const struct fp_offcpu_record *r = data;
 
+        if (len >= sizeof(__u32) && r->kind == FP_OFFCPU_PYTHON) {
+                py_keep(o, data, len);
+                return 0;
+        }
         /* The ring holds the header and stack_len bytes of stack: never read past it. */
         if (len < FP_OFFCPU_HEADER_LEN || r->stack_len > len - FP_OFFCPU_HEADER_LEN)
                 return 0;
         o->records++;
-        o->fn(o->userdata, r);
+        o->fn(o->userdata, r, py_take(o, r));
         return 0;
 }
 
@@ -142,24 +203,41 @@ int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, stru
         o->fn = fn;
         o->userdata = userdata;
         fp_bpflog_begin();
-        o->skel = offcpu_bpf__open();
-        if (!o->skel) {
-                r = -errno;
-                snprintf(err, err_len, "cannot open the off-CPU BPF object: %s", strerror(-r));
-                goto fail;
-        }
-        if ((r = bpf_map__set_max_entries(o->skel->maps.targets, TARGETS_MAX)) < 0 ||
-            (r = bpf_map__set_max_entries(o->skel->maps.records, RING_BYTES)) < 0) {
-                snprintf(err, err_len, "cannot size the off-CPU BPF maps: %s", strerror(-r));
-                goto fail;
-        }
         /* Without the rseq_update tracepoint, after-call stacks are sampled at the switch-out. */
         bool resume = has_tracepoint("btf_trace_rseq_update");
-        if (!resume)
-                bpf_program__set_autoload(o->skel->progs.fp_offcpu_resume, false);
-        if ((r = offcpu_bpf__load(o->skel)) < 0) {
-                load_reason(r, err, err_len);
-                goto fail;
+        /*
+         * With the Python walk first (bpf_loop: Linux 5.17); a kernel that
+         * refuses it still gets off-CPU time, with native stacks.
+         */
+        for (int python = 1; python >= 0; python--) {
+                o->skel = offcpu_bpf__open();
+                if (!o->skel) {
+                        r = -errno;
+                        snprintf(err, err_len, "cannot open the off-CPU BPF object: %s",
+                                 strerror(-r));
+                        goto fail;
+                }
+                if ((r = bpf_map__set_max_entries(o->skel->maps.targets, TARGETS_MAX)) < 0 ||
+                    (r = bpf_map__set_max_entries(o->skel->maps.records, RING_BYTES)) < 0) {
+                        snprintf(err, err_len, "cannot size the off-CPU BPF maps: %s",
+                                 strerror(-r));
+                        goto fail;
+                }
+                if (!resume)
+                        bpf_program__set_autoload(o->skel->progs.fp_offcpu_resume, false);
+                o->skel->rodata->python = python;
+                if ((r = offcpu_bpf__load(o->skel)) == 0)
+                        break;
+                if (!python || r == -EPERM || r == -EACCES) {
+                        load_reason(r, err, err_len);
+                        goto fail;
+                }
+                fp_log(LOG_WARNING,
+                       "off-CPU profiling: this kernel refused the Python stack walk (%s); "
+                       "off-CPU stacks of Python processes show native frames only",
+                       strerror(-r));
+                offcpu_bpf__destroy(o->skel);
+                o->skel = NULL;
         }
         if ((r = offcpu_bpf__attach(o->skel)) < 0) {
                 snprintf(err, err_len,
@@ -202,6 +280,7 @@ void fp_offcpu_free(struct fp_offcpu *o)
                 event_free(o->tick);
         ring_buffer__free(o->ring);
         offcpu_bpf__destroy(o->skel);
+        free(o->py);
         free(o);
 }
 
@@ -307,6 +386,17 @@ uint64_t fp_offcpu_records(const struct fp_offcpu *o)
         return o->records;
 }
 
+int fp_offcpu_python_map(const struct fp_offcpu *o)
+{
+        return o->skel->rodata->python ? bpf_map__fd(o->skel->maps.py_procs) : -1;
+}
+
+void fp_offcpu_python_counts(const struct fp_offcpu *o, uint64_t *records, uint64_t *unpaired)
+{
+        *records = o->py_records;
+        *unpaired = o->py_unpaired;
+}
+
 #else /* !FP_HAVE_BPF */
 
 struct fp_offcpu {
@@ -387,6 +477,19 @@ bool fp_offcpu_host_on(const struct fp_offcpu *o)
 {
         (void)o;
         return false;
+}
+
+int fp_offcpu_python_map(const struct fp_offcpu *o)
+{
+        (void)o;
+        return -1;
+}
+
+void fp_offcpu_python_counts(const struct fp_offcpu *o, uint64_t *records, uint64_t *unpaired)
+{
+        (void)o;
+        *records = 0;
+        *unpaired = 0;
 }
 
 #endif

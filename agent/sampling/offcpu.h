@@ -41,6 +41,11 @@
  *     fault) is copied at the switch-out, the weights following at the
  *     switch-in. Such preemptions are bounded by the interrupt rate.
  *
+ * A CPython process's threads also get their Python stack, read where the
+ * native stack is copied (pywalk.bpf.h), as a FP_OFFCPU_PYTHON record just
+ * before the stack's (CALL or STACK) record, with the same tid and time:
+ * the loader hands the two over together.
+ *
  * This header is included by the BPF program too: fixed-width types only.
  */
 #pragma once
@@ -48,6 +53,8 @@
 #ifndef __bpf__
 #include <linux/types.h>
 #endif
+
+#include "pystack.h"
 
 #define FP_OFFCPU_STACK_MAX  16384         /* bytes of user stack copied at most */
 #define FP_OFFCPU_PERIOD_MAX 1000000000ULL /* T at most: 1 s */
@@ -86,6 +93,7 @@ enum fp_offcpu_kind {
         FP_OFFCPU_CALL = 1,    /* a system call returned: stack and weights */
         FP_OFFCPU_STACK = 2,   /* a block outside a call began: its stack (weights follow) */
         FP_OFFCPU_WEIGHTS = 3, /* that block ended: its weights (seq matches the stack's) */
+        FP_OFFCPU_PYTHON = 4,  /* the Python stack of the next CALL or STACK of its thread */
 };
 
 struct fp_offcpu_record {
@@ -102,6 +110,15 @@ struct fp_offcpu_record {
 };
 
 #define FP_OFFCPU_HEADER_LEN ((unsigned long)&((struct fp_offcpu_record *)0)->stack)
+
+/* A FP_OFFCPU_PYTHON record: py.tid and py.time_ns are its stack record's. */
+struct fp_offcpu_pyrecord {
+        __u32 kind; /* FP_OFFCPU_PYTHON */
+        __u32 pad;
+        struct fp_pystack_record py; /* py.n_frames frames follow the header */
+};
+
+#define FP_OFFCPU_PY_HEADER_LEN ((unsigned long)&((struct fp_offcpu_pyrecord *)0)->py.frames)
 
 #ifndef __bpf__
 
@@ -122,8 +139,13 @@ unsigned fp_offcpu_parts(const struct fp_offcpu_record *r);
  */
 void fp_offcpu_sample(const struct fp_offcpu_record *r, struct fp_perf_sample *ret);
 
-/* Called on the loop thread for every record, in the order the kernel wrote them. */
-typedef void (*fp_offcpu_fn)(void *userdata, const struct fp_offcpu_record *r);
+/*
+ * Called on the loop thread for every record, in the order the kernel
+ * wrote them; py: the Python stack of a CALL or STACK record's thread,
+ * read with it, else NULL.
+ */
+typedef void (*fp_offcpu_fn)(void *userdata, const struct fp_offcpu_record *r,
+                             const struct fp_pystack_record *py);
 
 /*
  * Loads and attaches the BPF programs and registers their ring buffer with
@@ -155,6 +177,14 @@ void fp_offcpu_host_counts(const struct fp_offcpu *o, struct fp_offcpu_target *r
 bool fp_offcpu_host_on(const struct fp_offcpu *o);
 /* Reads every record now in the ring. */
 void fp_offcpu_poll(struct fp_offcpu *o);
+/*
+ * The map of the processes whose Python stacks the programs read
+ * (tgid -> struct fp_pystack_proc: fp_pystack_mirror() keeps it), or -1
+ * when this kernel's verifier refused the Python walk (said once in the log).
+ */
+int fp_offcpu_python_map(const struct fp_offcpu *o);
+/* FP_OFFCPU_PYTHON records read, and of those, the ones no stack record took. */
+void fp_offcpu_python_counts(const struct fp_offcpu *o, uint64_t *records, uint64_t *unpaired);
 /* Processes profiled now. */
 unsigned fp_offcpu_targets(const struct fp_offcpu *o);
 /* Records the agent read. */

@@ -425,12 +425,64 @@ static bool in_eval(const struct fp_pyframes *p, const struct fp_frame *f)
                (f->addr >= p->cold_lo && f->addr < p->cold_hi);
 }
 
+/*
+ * Splices the Python frames pf (nf, innermost first) into the native stack
+ * f (n frames, leaf first, room for max): the new count.
+ */
+static uint32_t splice(struct fp_pyframes *p, const struct fp_pystack_frame *pf, uint32_t nf,
+                       struct fp_frame *f, uint32_t n, uint32_t max)
+{
+        struct fp_frame out[FP_PYSTACK_MAX_FRAMES];
+        uint32_t gi = 0;
+
+        /* Where each group of Python frames goes: leafward of the native frame slot[g]. */
+        uint32_t slot[FP_PYSTACK_MAX_FRAMES + 1], group_end[FP_PYSTACK_MAX_FRAMES + 1];
+        uint32_t groups = 0, evals = 0;
+        for (uint32_t i = 0; i < n; i++) {
+                if (!in_eval(p, &f[i]))
+                        continue;
+                evals++;
+                if (gi == nf)
+                        continue;
+                slot[groups] = i;
+                while (gi < nf && !(pf[gi++].flags & FP_PYSTACK_ENTRY))
+                        ;
+                group_end[groups++] = gi;
+        }
+        p->st.evals_without += evals - groups;
+        /* Left over (the native stack was cut short): at the root end, before [truncated]. */
+        if (gi < nf) {
+                slot[groups] = n && (f[n - 1].flags & FP_FRAME_TRUNCATED) ? n - 1 : n;
+                group_end[groups++] = nf;
+        }
+        for (uint32_t i = 0; i < nf; i++)
+                out[i] = python_frame(p, &pf[i]);
+        /*
+         * In place, from the root end: a frame only moves rootward, so none
+         * is overwritten before it moved. What falls past max is cut.
+         */
+        uint32_t pos = n + nf, g = groups, len = pos < max ? pos : max;
+        for (int64_t i = n; i >= 0; i--) {
+                if (i < (int64_t)n && --pos < max)
+                        f[pos] = f[i];
+                if (g && slot[g - 1] == (uint32_t)i) {
+                        g--;
+                        for (uint32_t from = group_end[g]; from > (g ? group_end[g - 1] : 0);)
+                                if (--pos < max)
+                                        f[pos] = out[--from];
+                                else
+                                        from--;
+                }
+        }
+        if (n + nf > max)
+                f[max - 1] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
+        return len;
+}
+
 uint32_t fp_pyframes_merge(struct fp_pyframes *p, pid_t tid, uint64_t time, struct fp_frame *f,
                            uint32_t n, uint32_t max)
 {
         struct rec *r = take_record(p, tid, time);
-        struct fp_frame out[FP_PYSTACK_MAX_FRAMES];
-        uint32_t gi = 0;
 
         if (!r) {
                 /* (Its process is read from some time on; a sample before it lags in its ring.) */
@@ -450,48 +502,22 @@ uint32_t fp_pyframes_merge(struct fp_pyframes *p, pid_t tid, uint64_t time, stru
                 p->st.truncated++;
         if (r->n)
                 p->st.samples++;
-        /* Where each group of Python frames goes: leafward of the native frame slot[g]. */
-        uint32_t slot[FP_PYSTACK_MAX_FRAMES + 1], group_end[FP_PYSTACK_MAX_FRAMES + 1];
-        uint32_t groups = 0, evals = 0;
-        for (uint32_t i = 0; i < n; i++) {
-                if (!in_eval(p, &f[i]))
-                        continue;
-                evals++;
-                if (gi == r->n)
-                        continue;
-                slot[groups] = i;
-                while (gi < r->n && !(r->frames[gi++].flags & FP_PYSTACK_ENTRY))
-                        ;
-                group_end[groups++] = gi;
+        return splice(p, r->frames, r->n, f, n, max);
+}
+
+uint32_t fp_pyframes_splice(struct fp_pyframes *p, const struct fp_pystack_record *r,
+                            struct fp_frame *f, uint32_t n, uint32_t max)
+{
+        uint32_t nf = !r                                    ? 0
+                      : r->n_frames < FP_PYSTACK_MAX_FRAMES ? r->n_frames
+                                                            : FP_PYSTACK_MAX_FRAMES;
+
+        if (!nf) {
+                p->st.offcpu_without++;
+                return n;
         }
-        p->st.evals_without += evals - groups;
-        /* Left over (the native stack was cut short): at the root end, before [truncated]. */
-        if (gi < r->n) {
-                slot[groups] = n && (f[n - 1].flags & FP_FRAME_TRUNCATED) ? n - 1 : n;
-                group_end[groups++] = r->n;
-        }
-        for (uint32_t i = 0; i < r->n; i++)
-                out[i] = python_frame(p, &r->frames[i]);
-        /*
-         * In place, from the root end: a frame only moves rootward, so none
-         * is overwritten before it moved. What falls past max is cut.
-         */
-        uint32_t pos = n + r->n, g = groups, len = pos < max ? pos : max;
-        for (int64_t i = n; i >= 0; i--) {
-                if (i < (int64_t)n && --pos < max)
-                        f[pos] = f[i];
-                if (g && slot[g - 1] == (uint32_t)i) {
-                        g--;
-                        for (uint32_t from = group_end[g]; from > (g ? group_end[g - 1] : 0);)
-                                if (--pos < max)
-                                        f[pos] = out[--from];
-                                else
-                                        from--;
-                }
-        }
-        if (n + r->n > max)
-                f[max - 1] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
-        return len;
+        p->st.offcpu++;
+        return splice(p, r->frames, nf, f, n, max);
 }
 
 /* ---- names ---- */
@@ -555,6 +581,8 @@ void fp_pyframes_stats_add(struct fp_pyframes_stats *a, const struct fp_pyframes
         a->codes_full += b->codes_full;
         a->codes += b->codes;
         a->codes_unnamed += b->codes_unnamed;
+        a->offcpu += b->offcpu;
+        a->offcpu_without += b->offcpu_without;
 }
 
 /* ---- a sampled process's Python state ---- */
@@ -597,6 +625,15 @@ uint32_t fp_pyproc_merge(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, 
         /* Its record went into the ring before the sample into its own: hand them out. */
         (void)fp_pystack_poll(s);
         return fp_pyframes_merge(pp->py, tid, time, f, n, max);
+}
+
+uint32_t fp_pyproc_splice(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
+                          uint64_t time, const struct fp_pystack_record *r, struct fp_frame *f,
+                          uint32_t n, uint32_t max)
+{
+        if (!s || !fp_pyproc_known(pp, s, pid, m, time))
+                return n;
+        return fp_pyframes_splice(pp->py, r, f, n, max);
 }
 
 void fp_pyproc_forget(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid)

@@ -59,6 +59,8 @@ struct fp_pyframes_stats {
         uint64_t codes_full;        /* frames past FP_PYFRAMES_CODES */
         uint64_t codes;             /* code objects read */
         uint64_t codes_unnamed;     /* of those, unreadable (or changed since their sample) */
+        uint64_t offcpu;            /* off-CPU stacks given a Python stack */
+        uint64_t offcpu_without;    /* off-CPU stacks left without (none read, or no state) */
 };
 
 struct fp_pyframes;
@@ -86,6 +88,14 @@ void fp_pyframes_record(struct fp_pyframes *p, const struct fp_pystack_record *r
  */
 uint32_t fp_pyframes_merge(struct fp_pyframes *p, pid_t tid, uint64_t time, struct fp_frame *f,
                            uint32_t n, uint32_t max);
+
+/*
+ * Splices r, the Python stack the off-CPU program read with the native
+ * stack f (n frames, room for max), into it: the new count. r NULL: none
+ * was read (counted).
+ */
+uint32_t fp_pyframes_splice(struct fp_pyframes *p, const struct fp_pystack_record *r,
+                            struct fp_frame *f, uint32_t n, uint32_t max);
 
 /* A Python frame's names: valid until the next fp_pyframes_trim(). */
 struct fp_pyframe_name {
@@ -134,6 +144,13 @@ bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, stru
  */
 uint32_t fp_pyproc_merge(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
                          pid_t tid, uint64_t time, struct fp_frame *f, uint32_t n, uint32_t max);
+/*
+ * fp_pyframes_splice() of an off-CPU stack at time, once pid is known to
+ * run a CPython (else n, and looked for as at a sample).
+ */
+uint32_t fp_pyproc_splice(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
+                          uint64_t time, const struct fp_pystack_record *r, struct fp_frame *f,
+                          uint32_t n, uint32_t max);
 /* Unregisters it (an exec, an exit): looked for again; py keeps the names read so far. */
 void fp_pyproc_forget(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid);
 /* fp_pyproc_forget(), and py freed. */

@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
+#include <stdbool.h>
 #include <sys/ioctl.h>
 
 struct fp_pystack {
@@ -28,7 +29,25 @@ struct fp_pystack {
         fp_pystack_fn fn;
         void *userdata;
         int n;
+        int mirror; /* another program's map of the same entries (fp_pystack_mirror()), or -1 */
 };
+
+/* Copies each entry of map from into map to, or (delete) takes their keys out of it. */
+static void copy_entries(int from, int to, bool delete)
+{
+        struct fp_pystack_proc v;
+        __u32 key, next;
+        void *prev = NULL;
+
+        while (bpf_map_get_next_key(from, prev, &next) == 0) {
+                key = next;
+                prev = &key;
+                if (delete)
+                        (void)bpf_map_delete_elem(to, &key);
+                else if (bpf_map_lookup_elem(from, &key, &v) == 0)
+                        (void)bpf_map_update_elem(to, &key, &v, BPF_ANY);
+        }
+}
 
 static int on_record(void *ctx, void *data, size_t len)
 {
@@ -56,6 +75,7 @@ int fp_pystack_new(fp_pystack_fn fn, void *userdata, struct fp_pystack **ret, ch
         }
         s->fn = fn;
         s->userdata = userdata;
+        s->mirror = -1;
         fp_bpflog_begin();
         s->skel = pystack_bpf__open_and_load();
         if (!s->skel) {
@@ -84,6 +104,7 @@ void fp_pystack_free(struct fp_pystack *s)
 {
         if (!s)
                 return;
+        fp_pystack_mirror(s, -1);
         ring_buffer__free(s->ring);
         pystack_bpf__destroy(s->skel);
         free(s);
@@ -114,6 +135,8 @@ int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *
 
         if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, &p, BPF_ANY) < 0)
                 return -errno;
+        if (s->mirror >= 0)
+                (void)bpf_map_update_elem(s->mirror, &key, &p, BPF_ANY);
         return 0;
 }
 
@@ -121,18 +144,36 @@ int fp_pystack_remove(struct fp_pystack *s, pid_t tgid)
 {
         __u32 key = (__u32)tgid;
 
+        if (s->mirror >= 0)
+                (void)bpf_map_delete_elem(s->mirror, &key);
         if (bpf_map_delete_elem(bpf_map__fd(s->skel->maps.procs), &key) < 0 && errno != ENOENT)
                 return -errno;
         return 0;
 }
 
+void fp_pystack_mirror(struct fp_pystack *s, int map_fd)
+{
+        int procs = s->skel ? bpf_map__fd(s->skel->maps.procs) : -1;
+
+        if (procs < 0)
+                return;
+        if (s->mirror >= 0)
+                copy_entries(procs, s->mirror, true);
+        s->mirror = map_fd;
+        if (map_fd >= 0)
+                copy_entries(procs, map_fd, false);
+}
+
 int fp_pystack_attach(struct fp_pystack *s, int perf_fd)
 {
-        int prog = bpf_program__fd(s->skel->progs.fp_pystack_sample);
-
-        if (ioctl(perf_fd, PERF_EVENT_IOC_SET_BPF, prog) < 0)
+        if (ioctl(perf_fd, PERF_EVENT_IOC_SET_BPF, fp_pystack_prog_fd(s)) < 0)
                 return -errno;
         return 0;
+}
+
+int fp_pystack_prog_fd(const struct fp_pystack *s)
+{
+        return bpf_program__fd(s->skel->progs.fp_pystack_sample);
 }
 
 int fp_pystack_poll(struct fp_pystack *s)
@@ -179,6 +220,18 @@ int fp_pystack_attach(struct fp_pystack *s, int perf_fd)
 {
         (void)s;
         (void)perf_fd;
+        return -EOPNOTSUPP;
+}
+
+void fp_pystack_mirror(struct fp_pystack *s, int map_fd)
+{
+        (void)s;
+        (void)map_fd;
+}
+
+int fp_pystack_prog_fd(const struct fp_pystack *s)
+{
+        (void)s;
         return -EOPNOTSUPP;
 }
 

@@ -85,8 +85,16 @@ void fp_pystack_free(struct fp_pystack *s);
 /* Process tgid runs interpreter b, loaded bias bytes above its link-time addresses. */
 int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *b, uint64_t bias);
 int fp_pystack_remove(struct fp_pystack *s, pid_t tgid);
+/* The program's fd: another perf_event program's tail call may run it. */
+int fp_pystack_prog_fd(const struct fp_pystack *s);
 /* Runs the program at each sample of the perf event perf_fd (PERF_EVENT_IOC_SET_BPF). */
 int fp_pystack_attach(struct fp_pystack *s, int perf_fd);
+/*
+ * Keeps map_fd (another program's map of the same type: the off-CPU
+ * profiler's) holding the same processes from now on, until called with
+ * -1 or freed, which take them out of it again.
+ */
+void fp_pystack_mirror(struct fp_pystack *s, int map_fd);
 /* Hands each record written so far to the callback; returns how many, or -errno. */
 int fp_pystack_poll(struct fp_pystack *s);
 #endif

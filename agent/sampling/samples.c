@@ -60,6 +60,12 @@ static uint32_t python_merge(struct fp_target *t, const struct fp_perf_sample *s
                                MAX_FRAMES);
 }
 
+uint32_t fp_target_python_splice(struct fp_target *t, uint64_t time,
+                                 const struct fp_pystack_record *py, struct fp_frame *f, uint32_t n)
+{
+        return fp_pyproc_splice(&t->py, t->pystack, t->pid, t->maps, time, py, f, n, MAX_FRAMES);
+}
+
 void fp_target_add_sample(struct fp_target *t, const struct fp_perf_sample *s)
 {
         struct fp_frame *f = t->frames;

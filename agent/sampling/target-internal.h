@@ -178,6 +178,10 @@ void fp_target_python_attach(struct fp_target *t, int fd);
 void fp_target_python_forget(struct fp_target *t);
 /* Frees what the target keeps of Python (the target is being freed). */
 void fp_target_python_free(struct fp_target *t);
+/* The off-CPU stack f (n frames) at time with py's Python frames spliced in: the new count. */
+uint32_t fp_target_python_splice(struct fp_target *t, uint64_t time,
+                                 const struct fp_pystack_record *py, struct fp_frame *f,
+                                 uint32_t n);
 
 /* ---- target-offcpu.c ---- */
 

@@ -78,8 +78,12 @@ const struct fp_agg *fp_target_offcpu_bucket(const struct fp_target *t, unsigned
         return reason < FP_OFFCPU_REASONS ? t->off_agg[reason] : NULL;
 }
 
-/* The record's stack into f: the thread's registers and copy, as a user-mode sample's. */
-static uint32_t walk(struct fp_target *t, const struct fp_offcpu_record *r, struct fp_frame *f)
+/*
+ * The record's stack into f: the thread's registers and copy, as a
+ * user-mode sample's, with py's Python frames spliced in (read with it).
+ */
+static uint32_t walk(struct fp_target *t, const struct fp_offcpu_record *r,
+                     const struct fp_pystack_record *py, struct fp_frame *f)
 {
         struct fp_perf_sample s;
         uint64_t root = t->off_st.unwound_root;
@@ -89,7 +93,7 @@ static uint32_t walk(struct fp_target *t, const struct fp_offcpu_record *r, stru
         n = fp_stackwalk(&t->off_walk, &s, f);
         t->st.off_walked++;
         t->st.off_unwound_root += t->off_st.unwound_root - root;
-        return n;
+        return fp_target_python_splice(t, r->time_ns, py, f, n);
 }
 
 /* Adds the stack f to the bucket of each reason the record weighs something for. */
@@ -109,7 +113,8 @@ static void add(struct fp_target *t, pid_t tid, unsigned epoch, struct fp_frame 
         }
 }
 
-void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record *r)
+void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record *r,
+                             const struct fp_pystack_record *py)
 {
         struct fp_thread *th = fp_thread_find(t, (pid_t)r->tid);
         uint32_t n;
@@ -123,7 +128,7 @@ void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record 
         }
         switch (r->kind) {
         case FP_OFFCPU_CALL:
-                n = walk(t, r, t->frames);
+                n = walk(t, r, py, t->frames);
                 add(t, (pid_t)r->tid, fp_maps_epoch(t->maps), t->frames, n, r->weight);
                 break;
         case FP_OFFCPU_STACK:
@@ -132,7 +137,7 @@ void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record 
                 if (!th->off_frames &&
                     !(th->off_frames = malloc(MAX_FRAMES * sizeof(struct fp_frame))))
                         break;
-                th->off_n = walk(t, r, th->off_frames);
+                th->off_n = walk(t, r, py, th->off_frames);
                 th->off_seq = r->seq;
                 th->off_epoch = fp_maps_epoch(t->maps);
                 break;

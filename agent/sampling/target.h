@@ -106,10 +106,15 @@ struct fp_thread_events {
 };
 void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns,
                           const struct fp_thread_events *ev);
-/* A record of the off-CPU profiler (offcpu.h) of one of the target's threads. */
+/*
+ * A record of the off-CPU profiler (offcpu.h) of one of the target's
+ * threads, with the Python stack read with it (NULL: none).
+ */
 struct fp_offcpu_record;
 struct fp_offcpu_target;
-void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record *r);
+struct fp_pystack_record;
+void fp_target_offcpu_record(struct fp_target *t, const struct fp_offcpu_record *r,
+                             const struct fp_pystack_record *py);
 /* The kernel side's counts of the target (fp_offcpu_counts()), for its stats and drops. */
 void fp_target_offcpu_counts(struct fp_target *t, const struct fp_offcpu_target *k);
 /* A sample of the bridge (bridge.h) of one of the target's threads, taken at bridge_period. */

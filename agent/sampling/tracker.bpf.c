@@ -65,6 +65,18 @@ struct {
         __type(value, __u32);
 } bridged SEC(".maps");
 
+/*
+ * The Python stacks' program (pystack.bpf.c), when loaded: a bridged
+ * thread's sample runs it too (a tail call), so that a new thread's
+ * first samples have their Python stacks as its own events' do.
+ */
+struct {
+        __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, __u32);
+} python SEC(".maps");
+
 /* Exiting threads of tracked processes (tid -> tgid) until their last switch. */
 struct {
         __uint(type, BPF_MAP_TYPE_HASH);
@@ -240,7 +252,8 @@ static __always_inline bool events_closed(void)
 
 /*
  * The bridge's filter, attached to a cpu-clock event per CPU: a sample is
- * kept (1) only when the thread it interrupted is in `bridged`. A thread
+ * kept (1) only when the thread it interrupted is in `bridged` (through
+ * the Python stacks' program when there is one: it keeps every sample). A thread
  * of a tracked process that is exiting with its events closed is reported
  * in the ring instead (THREAD_TAIL), after its THREAD_EXIT record and
  * before its THREAD_CPU one, so the agent sees it in that order. Every
@@ -251,8 +264,10 @@ int fp_tracker_bridge(struct bpf_perf_event_data *ctx)
 {
         __u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-        if (bpf_map_lookup_elem(&bridged, &tid))
-                return 1;
+        if (bpf_map_lookup_elem(&bridged, &tid)) {
+                bpf_tail_call(ctx, &python, 0);
+                return 1; /* (no program there) */
+        }
         __u32 *tgid = bpf_map_lookup_elem(&exiting, &tid);
         if (!tgid || !events_closed())
                 return 0;

@@ -201,6 +201,16 @@ void fp_tracker_unbridge(struct fp_tracker *tr, pid_t tid)
         (void)bpf_map_delete_elem(bpf_map__fd(tr->skel->maps.bridged), &key);
 }
 
+int fp_tracker_python(struct fp_tracker *tr, int prog_fd)
+{
+        __u32 key = 0, fd = (__u32)prog_fd;
+        int map = bpf_map__fd(tr->skel->maps.python);
+
+        if (prog_fd < 0)
+                return bpf_map_delete_elem(map, &key) < 0 && errno != ENOENT ? -errno : 0;
+        return bpf_map_update_elem(map, &key, &fd, BPF_ANY) < 0 ? -errno : 0;
+}
+
 #else /* !FP_HAVE_BPF */
 
 struct fp_tracker {
@@ -261,6 +271,13 @@ void fp_tracker_unbridge(struct fp_tracker *tr, pid_t tid)
 {
         (void)tr;
         (void)tid;
+}
+
+int fp_tracker_python(struct fp_tracker *tr, int prog_fd)
+{
+        (void)tr;
+        (void)prog_fd;
+        return -EOPNOTSUPP;
 }
 
 uint64_t fp_tracker_bridge_full(const struct fp_tracker *tr)

@@ -106,6 +106,11 @@ void fp_tracker_poll(struct fp_tracker *tr);
 void fp_tracker_watch(struct fp_tracker *tr, bool on);
 /* The bridge's filter program (a BPF perf_event program), for PERF_EVENT_IOC_SET_BPF. */
 int fp_tracker_bridge_fd(const struct fp_tracker *tr);
+/*
+ * The bridge's samples run the Python stacks' program prog_fd too
+ * (fp_pystack_prog_fd(); -1: none any more). 0 or -errno.
+ */
+int fp_tracker_python(struct fp_tracker *tr, int prog_fd);
 /* Thread tid has its own events now: the bridge stops sampling it. */
 void fp_tracker_unbridge(struct fp_tracker *tr, pid_t tid);
 /* Births the bridge could not take (its map was full). */

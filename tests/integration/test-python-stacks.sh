@@ -16,7 +16,9 @@
 #   3. a process that execs from one CPython program to another: the
 #      frames from before keep their names, those after are the new ones;
 #   4. --no-python: the same program's samples keep native frames only;
-#   5. the host tier (per-CPU events, every process): the same checks, the
+#   5. a followed child (forked) and threads that live 20 ms each: their
+#      samples with Python frames, the bridge's first samples of a thread too;
+#   6. the host tier (per-CPU events, every process): the same checks, the
 #      shares to 6 points (499 Hz per CPU for 10 s), on Debian's python3.11
 #      and pyenv's 3.12 (a shared libpython) when present.
 set -euo pipefail
@@ -154,7 +156,65 @@ stacks=$(python3 -c 'import json,sys; print([t for t in json.load(open(sys.argv[
 [[ $stacks == off ]] || fp_fail "--no-python: status says stacks $stacks"
 fp_ok "--no-python: the interpreter's native frames only, status says stacks off"
 
-# ---- 5. the host tier ------------------------------------------------------------
+# ---- 5. a fork, and threads that come and go -------------------------------------
+# A followed child is a target of its own, recognised at its start (the
+# same interpreter at the same addresses); threads born while profiled
+# have their first samples from the bridge, whose program runs the Python
+# stacks' one too (a tail call), and exit 20 ms later.
+FORKS=$FP_SRC/tests/workloads/python/forks.py
+/usr/bin/python3.11 "$FORKS" 4 "$FP_TMP/forks.go" >"$FP_TMP/forks.out" 2>"$FP_TMP/forks.err" &
+pid=$!
+fp_track "$pid"
+fp_wait_for 20 test -s "$FP_TMP/forks.out" || fp_fail "forks.py did not start: $(cat "$FP_TMP/forks.err")"
+fp_ctl start "$pid" --freq 1000 --follow-children >/dev/null || fp_fail "start forks.py failed"
+touch "$FP_TMP/forks.go"
+fp_wait_for 10 bash -c '[[ $(wc -l <"$0") -ge 2 ]]' "$FP_TMP/forks.out" || fp_fail "forks.py did not fork"
+child=$(sed -n 2p "$FP_TMP/forks.out")
+fp_wait_for 20 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
+fp_ctl status --json >"$FP_TMP/forks.status" || fp_fail "status failed"
+fp_ctl dump "$pid" --format pprof -o "$FP_TMP/forks.pb.gz" >/dev/null || fp_fail "dump of forks.py failed"
+fp_ctl dump "$child" --format pprof -o "$FP_TMP/forks-child.pb.gz" >/dev/null || fp_fail "dump of its child failed"
+out=$(python3 - "$FP_TMP/forks.pb.gz" "$FP_TMP/forks-child.pb.gz" "$FORKS" "$FP_TMP/forks.status" "$pid" \
+  "$FP_SRC/tests/integration" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[6])
+import pprofraw
+script = sys.argv[3]
+
+def share(path, fn, keep=lambda s: True):
+    """Samples with fn of the program's file; with any Python frame; all."""
+    p = pprofraw.load(path)
+    vi = p.value_index("samples")
+    total = hit = py = 0
+    for s in p.samples:
+        if not keep(s):
+            continue
+        lines = [x for lid in s.loc_ids for x in p.locations[lid].lines]
+        total += s.values[vi]
+        hit += s.values[vi] if any(f == fn and fl == script for f, fl, _ in lines) else 0
+        py += s.values[vi] if any(fl.endswith(".py") for _, fl, _ in lines) else 0
+    return hit, py, total
+
+ch, cp, ct = share(sys.argv[2], "child_work")
+sh, sp, st = share(sys.argv[1], "short_job", lambda s: s.thread_id() != int(sys.argv[5]))
+t = [t for t in json.load(open(sys.argv[4]))["targets"] if t["pid"] == int(sys.argv[5])][0]
+py = t["python"]["stacks"]
+print("the child: %d of %d samples in child_work(); the short threads (%d born): %d of %d samples "
+      "with Python frames, %d in short_job() (the rest in threading.py), %d of the bridge; status: "
+      "%d samples with no record, %d of a thread not Python yet"
+      % (ch, ct, t["threads_seen"], sp, st, sh, t["born"]["bridged"], py["no_record"],
+         py["no_thread_state"]))
+# A thread's start and end run in C, before its first Python frame and after
+# its last: 1.5-2% of a 20 ms thread's samples. (How many samples the short
+# threads have is test-threads'.)
+ok = ct >= 1000 and ch >= 0.99 * ct and st >= 300 and sp >= 0.97 * st and sh >= 0.95 * st
+ok = ok and py["no_record"] <= 0.005 * t["samples"]
+sys.exit(0 if ok else 1)
+PY
+) || fp_fail "[fork, threads] $out"
+fp_ok "[fork, threads] $out"
+
+# ---- 6. the host tier ------------------------------------------------------------
 # Every process's samples, on per-CPU events: the same program reads the
 # Python stacks of the processes found to run a CPython. The workload runs
 # in a unit's cgroup, so that its service names it in the dump.

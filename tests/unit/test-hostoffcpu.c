@@ -41,7 +41,7 @@ static void feed(struct fp_host *h, struct fp_offcpu_record *r, unsigned kind, p
                 r->ip = (uint64_t)(uintptr_t)&feed; /* a frame of this program */
         else
                 r->weight[FP_OFFCPU_RUNQUEUE] = runqueue_ns;
-        fp_host_offcpu_record(h, r);
+        fp_host_offcpu_record(h, r, NULL);
 }
 
 int main(void)
