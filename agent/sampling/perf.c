@@ -507,8 +507,16 @@ int fp_perf_open_starter(struct fp_perf_config *cfg, pid_t tid, uint64_t first,
         }
         if (fd < 0)
                 return fd;
-        /* One sample with a stack copy, and room for a few more taken before the switch. */
-        r = ring_map_shrinking(fd, 8, ret);
+        /*
+         * Room for two samples with their stack copy (a few more without),
+         * whatever the copy's size: a sample larger than the ring is dropped
+         * by the kernel unsaid, and the thread would wait for its first
+         * sample, unsampled, until it exits (a target's copy grown to 32 KiB
+         * did that to every thread born after: 8 pages hold 32 KiB).
+         */
+        unsigned pages =
+            fp_perf_ring_pages_for_bytes(1, 2 * (600 + (uint64_t)cfg->stack_bytes), 1000);
+        r = ring_map_shrinking(fd, pages, ret);
         if (r < 0) {
                 close(fd);
                 return r;

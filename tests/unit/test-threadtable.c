@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -243,11 +244,73 @@ static void test_ring_wake(void)
         event_base_free(base);
 }
 
+/*
+ * A thread born to a target whose stack copy is 32 KiB (fitted up to it)
+ * gets its first sample: the starter's ring holds such samples (its 8
+ * pages did not, and every thread born after the copy grew went
+ * unsampled until it exited).
+ */
+static void test_starter_big_stack(void)
+{
+        struct event_base *base = event_base_new();
+        struct fp_symcache *cache = fp_symcache_new();
+        struct fp_perf_config cfg = {0};
+        struct fp_target *t = NULL;
+        struct fp_target_stats st;
+        char err[256];
+        pthread_t th;
+
+        FP_CHECK_EQ_INT(fp_perf_event_list_parse("cpu-clock", &cfg, NULL, 0), 0);
+        cfg.period = 1000000;
+        cfg.unwind = FP_UNWIND_AUTO;
+        fp_targetconf_finish(&cfg);
+        fp_targetconf_set_stack(&cfg, 32768);
+        int r = fp_target_start(base, cache, getpid(), &cfg, &t, err, sizeof(err));
+        if (r < 0)
+                fprintf(stderr, "start: %s\n", err);
+        FP_CHECK_EQ_INT(r, 0);
+        if (r == 0) {
+                spinning = 1;
+                pthread_create(&th, NULL, spinner, NULL);
+                pid_t tid = 0;
+                /* Its tid: the task that is not this one (the spinner spins from its start). */
+                for (int tries = 0; tries < 100 && !tid; tries++) {
+                        DIR *d = opendir("/proc/self/task");
+                        struct dirent *de;
+                        while (d && (de = readdir(d)))
+                                if (de->d_name[0] != '.' && atoi(de->d_name) != getpid())
+                                        tid = atoi(de->d_name);
+                        if (d)
+                                closedir(d);
+                        if (!tid)
+                                usleep(1000);
+                }
+                FP_CHECK(tid > 0);
+                FP_CHECK_EQ_INT(fp_target_thread_born(t, tid, 0), 0);
+                /* 200 ms of the loop: the spinner's first period is 1 ms at most. */
+                struct timeval tv = {0, 200000};
+                event_base_loopexit(base, &tv);
+                event_base_dispatch(base);
+                fp_target_drain(t);
+                fp_target_stats(t, &st);
+                fprintf(stderr, "starter with 32 KiB copies: %llu first samples, %llu samples\n",
+                        (unsigned long long)st.first_samples, (unsigned long long)st.samples);
+                FP_CHECK(st.first_samples >= 1);
+                FP_CHECK(st.samples >= 50);
+                spinning = 0;
+                pthread_join(th, NULL);
+                fp_target_free(t);
+        }
+        fp_symcache_free(cache);
+        event_base_free(base);
+}
+
 int main(void)
 {
         test_tick();
         test_ring_wake();
-        wait_threads(1); /* their spinner and the symbol cache's loaders gone */
+        test_starter_big_stack();
+        wait_threads(1); /* their spinners and the symbol cache's loaders gone */
 
         struct event_base *base = event_base_new();
         struct fp_symcache *cache = fp_symcache_new();
