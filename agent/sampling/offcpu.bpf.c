@@ -259,9 +259,10 @@ static __noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 tim
         n = sc->py.py.n_frames;
         if (n > FP_PYSTACK_MAX_FRAMES)
                 n = FP_PYSTACK_MAX_FRAMES;
+        /* Never a wake-up: the stack's record, right after, decides that. */
         return bpf_ringbuf_output(
             &records, &sc->py, FP_OFFCPU_PY_HEADER_LEN + (__u64)n * sizeof(struct fp_pystack_frame),
-            0);
+            BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *counter, const __u64 *w)

@@ -12,6 +12,10 @@
 #     own way to name Python functions: CPython 3.12+ writes a perf map of
 #     trampolines), when a CPython 3.12+ is present (pyenv's).
 #
+# And off-CPU: tests/workloads/python/waits.py (three threads that wait
+# 3-8 ms at a time) under --off-cpu, with its Python stacks and with
+# --no-python: the off-CPU programs' time per off-CPU stack, and the agent's.
+#
 # Figures: the program's slowdown against the baseline; the BPF program's
 # own time per run (the kernel's bpf_stats: run_time_ns / run_cnt of
 # fp_pystack_sample, switched on for the run); the agent's CPU per sample
@@ -102,8 +106,9 @@ d = json.load(sys.stdin); print(d["targets"][-1]["samples"])')
   echo "$it $((c1 - c0)) $samples $((ns1 - ns0)) $((n1 - n0))"
 }
 
-# This agent's Python stack program's run time and count so far ("0 0" when
-# not loaded): its programs are those of its fds (fdinfo's prog_id).
+# This agent's programs named PREFIX* (default fp_pystack): their run time
+# and count so far ("0 0" when not loaded): its programs are those of its
+# fds (fdinfo's prog_id).
 bpf_stats() {
   bpftool prog show --json 2>/dev/null | python3 -c 'import glob, json, sys
 ids = set()
@@ -116,15 +121,53 @@ for f in glob.glob("/proc/%s/fdinfo/*" % sys.argv[1]):
         pass
 ns = n = 0
 for p in json.load(sys.stdin):
-    if p.get("id") in ids and p.get("name", "").startswith("fp_pystack"):
+    if p.get("id") in ids and p.get("name", "").startswith(sys.argv[2]):
         ns += p.get("run_time_ns", 0); n += p.get("run_cnt", 0)
-print(ns, n)' "$FP_AGENT_PID"
+print(ns, n)' "$FP_AGENT_PID" "${1:-fp_pystack}"
+}
+
+# offcpu TAG [options]: "agent_cpu_us bpf_ns off_cpu_stacks python_stacks" of
+# waits.py's run under --off-cpu (1 ms period) with options.
+offcpu() {
+  local tag=$1 pid
+  shift
+  "$PY" "$FP_SRC/tests/workloads/python/waits.py" "$FP_TMP/$tag.truth" "$SECS" "$FP_TMP/$tag.go" \
+    >"$FP_TMP/$tag.out" 2>&1 &
+  pid=$!
+  fp_track "$pid"
+  fp_wait_for 20 test -s "$FP_TMP/$tag.out" || fp_fail "$tag did not start"
+  fp_ctl start "$pid" --off-cpu --off-cpu-period 1000000 "$@" >/dev/null || fp_fail "start $tag failed"
+  sysctl -qw kernel.bpf_stats_enabled=1
+  read -r c0 <<<"$(agent_cpu_us)"
+  read -r ns0 _ <<<"$(bpf_stats fp_offcpu)"
+  touch "$FP_TMP/$tag.go"
+  wait "$pid" || fp_fail "$tag failed: $(cat "$FP_TMP/$tag.out")"
+  fp_untrack "$pid"
+  sleep 0.3
+  read -r ns1 _ <<<"$(bpf_stats fp_offcpu)"
+  read -r c1 <<<"$(agent_cpu_us)"
+  sysctl -qw kernel.bpf_stats_enabled=0
+  fp_status_json | python3 -c 'import json,sys
+t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]
+py = t["python"]["stacks"]
+print(sys.argv[2], sys.argv[3], t["off_cpu"]["stacks"], py["offcpu_stacks"] if isinstance(py, dict) else 0)' \
+    "$pid" "$((c1 - c0))" "$((ns1 - ns0))"
+  fp_ctl stop "$pid" >/dev/null 2>&1 || true
 }
 
 base=$(run base "$PY" none)
 fp_start_agent --store none
 on=$(fleetprof on)
 off=$(fleetprof off --no-python)
+# A sleeper with --off-cpu keeps the off-CPU programs loaded (and their
+# bpf_stats counting) across the runs' ends.
+sleep 600 &
+sleeper=$!
+fp_track "$sleeper"
+fp_ctl start "$sleeper" --off-cpu >/dev/null || fp_fail "start of the sleeper failed"
+off_on=$(offcpu off-on)
+off_off=$(offcpu off-off --no-python)
+fp_kill "$sleeper"
 fp_stop_agent
 
 peer_py=
@@ -155,3 +198,15 @@ printf '%-52s %14s %14s %16s\n' "BPF program runs / target's samples" "$on_bpf_r
 printf '%-52s %14s %14s %16s\n' "agent CPU per sample" "$(per "$on_cpu" "$on_samples")" "$(per "$off_cpu" "$off_samples")" "-"
 printf '%-52s %14s %14s %16s\n' "samples" "$on_samples" "$off_samples" "${perf_samples:--}"
 echo "(perf record's own CPU is not in these figures: its cost to the program is the slowdown)"
+
+read -r oc_cpu oc_ns oc_stacks oc_py <<<"$off_on"
+read -r nc_cpu nc_ns nc_stacks _ <<<"$off_off"
+echo
+echo "== Python stacks off-CPU: waits.py, $SECS s, --off-cpu at a 1 ms period =="
+printf '%-52s %14s %14s\n' "" "python stacks" "--no-python"
+printf '%-52s %14s %14s\n' "off-CPU stacks (with a Python stack)" "$oc_stacks ($oc_py)" "$nc_stacks"
+printf '%-52s %14s %14s\n' "off-CPU programs' time per off-CPU stack (bpf_stats)" \
+  "$(awk -v a="$oc_ns" -v b="$oc_stacks" 'BEGIN {if (b > 0) printf "%.2f µs", a / b / 1000; else print "-"}')" \
+  "$(awk -v a="$nc_ns" -v b="$nc_stacks" 'BEGIN {if (b > 0) printf "%.2f µs", a / b / 1000; else print "-"}')"
+printf '%-52s %14s %14s\n' "agent CPU per off-CPU stack" "$(per "$oc_cpu" "$oc_stacks")" "$(per "$nc_cpu" "$nc_stacks")"
+echo "(the programs run at every switch of every thread; their time per stack is all of it over the stacks)"
