@@ -15,6 +15,7 @@
 #      reads as `function file:line` in go tool pprof -lines;
 #   3. a process that execs from one CPython program to another: the
 #      frames from before keep their names, those after are the new ones;
+#      and one that execs the shell: none of the shell's samples is Python;
 #   4. --no-python: the same program's samples keep native frames only;
 #   5. a followed child (forked) and threads that live 20 ms each: their
 #      samples with Python frames, the bridge's first samples of a thread too;
@@ -105,7 +106,9 @@ print(os.getpid(), flush=True)
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.001)
 before_exec()
-os.execv(sys.executable, [sys.executable, sys.argv[2]])
+if sys.argv[2].endswith(".py"):
+    os.execv(sys.executable, [sys.executable, sys.argv[2]])
+os.execv(sys.argv[2], sys.argv[2:])  # a program that is not Python
 PY
 cat >"$FP_TMP/after.py" <<'PY'
 import time
@@ -145,6 +148,43 @@ print("before the exec %d samples in before_exec, after it %d in after_exec, non
 PY
 ) || fp_fail "[exec] $out"
 fp_ok "[exec] $out"
+
+# The same process execs the shell instead: its frames from then on are the
+# shell's alone, none Python (its Python state forgotten at the exec).
+/usr/bin/python3.11 "$FP_TMP/before.py" "$FP_TMP/exec2.go" /bin/sh -c \
+  'i=0; while [ $i -lt 400000 ]; do i=$((i + 1)); done' >"$FP_TMP/exec2.out" 2>&1 &
+pid=$!
+fp_track "$pid"
+fp_wait_for 20 test -s "$FP_TMP/exec2.out" || fp_fail "before.py did not start"
+fp_ctl start "$pid" --freq 1000 >/dev/null || fp_fail "start before.py failed"
+touch "$FP_TMP/exec2.go"
+fp_wait_for 30 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
+fp_ctl dump "$pid" --format pprof -o "$FP_TMP/exec2.pb.gz" >/dev/null || fp_fail "dump of the exec failed"
+out=$(python3 - "$FP_TMP/exec2.pb.gz" "$FP_TMP/before.py" "$FP_SRC/tests/integration" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+import pprofraw
+p = pprofraw.load(sys.argv[1])
+vi = p.value_index("samples")
+maps = dict(p.mappings)  # id -> its text, the file's path in it
+before = shell = shell_py = 0
+for s in p.samples:
+    lines = [x for lid in s.loc_ids for x in p.locations[lid].lines]
+    files = {maps.get(p.locations[lid].mapping, "") for lid in s.loc_ids}
+    if any(f == "before_exec" and fl == sys.argv[2] for f, fl, _ in lines):
+        before += s.values[vi]
+    elif any("/dash" in m for m in files):
+        shell += s.values[vi]
+        if any(fl.endswith(".py") or f == "[python]" for f, fl, _ in lines):
+            shell_py += s.values[vi]
+if before < 500 or shell < 300 or shell_py:
+    print("before_exec %d samples, the shell %d, of which %d with Python frames" % (before, shell, shell_py))
+    sys.exit(1)
+print("before the exec %d samples in before_exec; after it %d in the shell, none with a Python frame"
+      % (before, shell))
+PY
+) || fp_fail "[exec to the shell] $out"
+fp_ok "[exec to the shell] $out"
 
 # ---- 4. --no-python --------------------------------------------------------------
 run nopy /usr/bin/python3.11 --no-python
