@@ -284,6 +284,20 @@ def load(path, is_raw_text=False):
 
 # ---- aggregation ---------------------------------------------------------
 
+def lines_by_thread(p, value="samples"):
+    """{tid: [(value, lines)]}: each sample's lines, leaf first, as
+    (function, file, line); a location without lines is its address."""
+    vi = p.value_index(value)
+    per = {}
+    for s in p.samples:
+        lines = []
+        for lid in s.loc_ids:
+            loc = p.locations[lid]
+            lines.extend(loc.lines if loc.lines else [("0x%x" % loc.address, "", 0)])
+        per.setdefault(s.thread_id(), []).append((s.values[vi], lines))
+    return per
+
+
 def _select(p, value, keep):
     vi = p.value_index(value)
     for s in p.samples:

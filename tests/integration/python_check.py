@@ -71,17 +71,8 @@ def main():
     truth = json.load(open(a.truth))
     p = pprofraw.load(a.profile)
     script = truth["file"]
-    vi = p.value_index("samples")
     by_tid = {t["tid"]: (name, t) for name, t in truth["threads"].items()}
-
-    # Each sample as its frames, leaf first: (function, file, line).
-    per = {}  # tid -> [(n, frames)]
-    for s in p.samples:
-        frames = []
-        for lid in s.loc_ids:
-            loc = p.locations[lid]
-            frames.extend(loc.lines if loc.lines else [("0x%x" % loc.address, "", 0)])
-        per.setdefault(s.thread_id(), []).append((s.values[vi], frames))
+    per = pprofraw.lines_by_thread(p)  # tid -> [(n, frames leaf first)]
 
     figures = []
     for tid, (name, t) in sorted(by_tid.items()):
@@ -217,4 +208,5 @@ def main():
     print("; ".join(figures))
 
 
-main()
+if __name__ == "__main__":
+    main()

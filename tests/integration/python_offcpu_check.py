@@ -27,19 +27,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pprofraw  # noqa: E402
+from python_check import fail, is_python_file  # noqa: E402
 
 CALLERS = {"nap": {"caller_one", "caller_two"}, "caller_one": {"outer"},
            "caller_two": {"outer"}, "outer": {"run"}, "wait_event": {"run"},
            "read_pipe": {"run"}, "run": {"<module>", "Thread.run", "run"}}
-
-
-def is_python_file(fl):
-    return fl.endswith(".py") or (fl.startswith("<") and fl.endswith(">"))
-
-
-def fail(msg):
-    print(msg)
-    sys.exit(1)
 
 
 def main():
@@ -52,16 +44,8 @@ def main():
     truth = json.load(open(a.truth))
     script = truth["file"]
     p = pprofraw.load(a.profile)
-    vi = p.value_index("off-cpu")
     by_tid = {t["tid"]: (name, t) for name, t in truth["threads"].items()}
-
-    per = {}  # tid -> [(ns, frames leaf first: (function, file, line))]
-    for s in p.samples:
-        frames = []
-        for lid in s.loc_ids:
-            loc = p.locations[lid]
-            frames.extend(loc.lines if loc.lines else [("0x%x" % loc.address, "", 0)])
-        per.setdefault(s.thread_id(), []).append((s.values[vi], frames))
+    per = pprofraw.lines_by_thread(p, "off-cpu")  # tid -> [(ns, frames leaf first)]
 
     figures = []
     for tid, (name, t) in sorted(by_tid.items()):
