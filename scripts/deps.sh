@@ -11,8 +11,9 @@
 # stop answering: an ext4 image served through FUSE), and for the web
 # page's browser tests Debian's chromium with Node.js and playwright-core
 # from npm (kept in /var/cache/fleetprof-test; no browser is ever
-# downloaded), and protobuf-compiler (protoc --decode: the tests' own
-# reader of what the agent sends in other protocols). Safe to run again.
+# downloaded), protobuf-compiler (protoc --decode: the tests' own
+# reader of what the agent sends in other protocols), and OpenJDK 17 (the
+# JVM whose methods test-java names). Safe to run again.
 set -euo pipefail
 
 packages=(
@@ -24,6 +25,7 @@ packages=(
   rpm man-db groff-base libcap2-bin xz-utils perl
   chromium fonts-dejavu-core nodejs bindfs e2fsprogs
   clickhouse-server clickhouse-client
+  openjdk-17-jdk-headless
 )
 
 missing=()

@@ -244,6 +244,25 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_bool(j, ts->follows_children);
         fp_json_key(j, "parent_pid");
         fp_json_int(j, ts->parent);
+        /* A JVM: how its compiled methods are named, or why it is not asked; null: none. */
+        fp_json_key(j, "java");
+        if (ts->jvm.state) {
+                const struct uint_field jf[] = {{"requests", ts->jvm.requests},
+                                                {"answered", ts->jvm.answered},
+                                                {"failed", ts->jvm.failed}};
+                fp_json_begin_object(j);
+                fp_json_key(j, "names");
+                fp_json_string(j, ts->jvm.state > 0 ? "perf map (Compiler.perfmap, asked)"
+                                                    : "refused");
+                UINT_FIELDS(j, jf);
+                fp_json_key(j, "pending");
+                fp_json_bool(j, ts->jvm.pending);
+                fp_json_key(j, "why");
+                fp_json_string(j, ts->jvm.why);
+                fp_json_end_object(j);
+        } else {
+                fp_json_null(j);
+        }
         /* The CPython interpreter it runs: its version, or why it was refused; null: none. */
         fp_json_key(j, "python");
         if (ts->python > 0) {
@@ -887,6 +906,20 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         python_stacks_text(out, &ts->python_st, ts->python_stacks_on);
                 else if (ts->python < 0)
                         fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
+        }
+        /* The JVMs, and how their compiled methods are named. */
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_target_jvm_status *jv = &st->targets[i].jvm;
+                if (jv->state < 0)
+                        fprintf(out, "java of %d: not asked: %s\n", (int)st->targets[i].pid,
+                                jv->why);
+                else if (jv->state > 0)
+                        fprintf(out,
+                                "java of %d: HotSpot, compiled methods named from the perf map "
+                                "it writes when asked (Compiler.perfmap): %" PRIu64
+                                " requests, %" PRIu64 " answered, %" PRIu64 " failed%s%s\n",
+                                (int)st->targets[i].pid, jv->requests, jv->answered, jv->failed,
+                                jv->why[0] ? "; last: " : "", jv->why);
         }
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < st->n_targets; i++) {

@@ -1424,6 +1424,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 ts->python_stacks_found = py != NULL;
                 if (py)
                         fp_pyframes_stats(py, &ts->python_st);
+                fp_target_jvm_status(t, &ts->jvm);
                 st.n_targets++;
         }
         st.samples_total = s->gone_samples;

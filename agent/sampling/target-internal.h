@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include "jvmattach.h"
 #include "aggregate.h"
 #include "offcpu.h"
 #include "pyframes.h"
@@ -66,6 +67,20 @@ struct fp_thread {
         struct event *ev_sampler, *ev_sideband, *ev_starter;
 };
 
+/*
+ * A JVM target's names (target-jvm.c): whether it is one that can be asked
+ * (jvmattach.h), and the request under way.
+ */
+struct fp_target_jvm {
+        int state;     /* 0: not a JVM (or not looked), 1: asked on misses, -1: refused */
+        char why[240]; /* a refusal, or the last failure */
+        struct fp_jvm_request req;
+        struct event *ev;    /* req.fd readable */
+        uint64_t next_ns;    /* not asked again before (CLOCK_MONOTONIC) */
+        uint64_t backoff_ns; /* after a failure: doubled each time, up to JVM_BACKOFF_MAX_NS */
+        uint64_t requests, answered, failed;
+};
+
 struct fp_target {
         struct event_base *base;
         struct fp_symcache *cache;
@@ -81,6 +96,7 @@ struct fp_target {
         pid_t bonus_tid;            /* while a ring drains: its first sample of this thread */
         uint64_t bonus;             /* counts for this much more (see start_group()) */
         struct fp_perfmap *perfmap; /* JIT names (perfmap.h), read on the first anonymous frame */
+        struct fp_target_jvm jvm;   /* a HotSpot JVM asked for its perf map (target-jvm.c) */
         struct fp_agg *agg;
         struct event *ev_rescan;
         struct fp_target_stats st;
@@ -182,6 +198,15 @@ void fp_target_python_free(struct fp_target *t);
 uint32_t fp_target_python_splice(struct fp_target *t, uint64_t time,
                                  const struct fp_pystack_record *py, struct fp_frame *f,
                                  uint32_t n);
+
+/* ---- target-jvm.c ---- */
+
+/* Looks whether the process is a JVM that can be asked (at start and after an exec). */
+void fp_target_jvm_look(struct fp_target *t);
+/* A sample landed in JIT code its perf map does not name: ask the JVM, if due. */
+void fp_target_jvm_miss(struct fp_target *t);
+/* Gives up a request under way (the target is freed, or exec'd). */
+void fp_target_jvm_free(struct fp_target *t);
 
 /* ---- target-offcpu.c ---- */
 

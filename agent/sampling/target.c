@@ -52,6 +52,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->base = base;
         t->cache = cache;
         t->pid = pid;
+        t->jvm.req.fd = -1;
         t->cfg = *cfg;
         t->starttime = fp_proc_stat(pid, NULL);
         t->st.state = FP_TARGET_RUNNING;
@@ -116,6 +117,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 fp_target_free(t);
                 return r;
         }
+        fp_target_jvm_look(t);
         fp_tick_arm(t->ev_rescan, RESCAN_INTERVAL);
         *ret = t;
         return 0;
@@ -135,6 +137,7 @@ void fp_target_free(struct fp_target *t)
         if (t->ev_fit)
                 event_free(t->ev_fit);
         fp_agg_free(t->agg);
+        fp_target_jvm_free(t);
         fp_target_python_free(t);
         fp_target_offcpu_free(t);
         fp_maps_free(t->maps);
@@ -300,9 +303,14 @@ const char *fp_target_jit_warm(void *target, uint64_t addr)
 {
         struct fp_target *t = target;
 
+        const char *name;
+
         if (!t->perfmap)
                 t->perfmap = fp_perfmap_new(t->pid);
-        return t->perfmap ? fp_perfmap_lookup(t->perfmap, addr) : NULL;
+        name = t->perfmap ? fp_perfmap_lookup(t->perfmap, addr) : NULL;
+        if (!name)
+                fp_target_jvm_miss(t); /* a JVM's newly compiled code: ask it, if due */
+        return name;
 }
 
 const char *fp_target_jit_name(struct fp_target *t, uint64_t addr)

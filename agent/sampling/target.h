@@ -110,6 +110,21 @@ void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns,
  * A record of the off-CPU profiler (offcpu.h) of one of the target's
  * threads, with the Python stack read with it (NULL: none).
  */
+/*
+ * Whether the target is a JVM asked for its compiled methods' names
+ * (target-jvm.c): state 1 asked (on samples in JIT code it did not name),
+ * -1 refused (why says), 0 not a JVM; why: the refusal or the last
+ * failure ("" none); requests made, answered (the JVM wrote its map),
+ * failed; pending: one is under way.
+ */
+struct fp_target_jvm_status {
+        int state;
+        const char *why;
+        uint64_t requests, answered, failed;
+        bool pending;
+};
+void fp_target_jvm_status(const struct fp_target *t, struct fp_target_jvm_status *ret);
+
 struct fp_offcpu_record;
 struct fp_offcpu_target;
 struct fp_pystack_record;

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Check a CPU profile of tests/workloads/java/Shares.java against what the
+program measured of itself (its TRUTH file).
+
+    java_check.py PROFILE TRUTH [--callers]
+
+Checks, exit 1 at the first that fails:
+  * at least 95% of the main thread's samples have a frame of a Shares
+    method named (its compiled code named from the JVM's perf map);
+  * with --callers (frame pointers kept: -XX:+PreserveFramePointer):
+    alpha(), beta() and shared() within 5 points of their measured shares,
+    and shared() split between callerOne() and callerTwo() within 10
+    points of the measured split.
+Prints one line of figures.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pprofraw  # noqa: E402
+
+
+def method(name):
+    """'void Shares.shared(java.lang.String)' -> 'shared'; None for others."""
+    at = name.find("Shares.")
+    if at < 0:
+        return None
+    return name[at + len("Shares."):].split("(")[0]
+
+
+def fail(msg):
+    print(msg)
+    sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("profile")
+    ap.add_argument("truth")
+    ap.add_argument("--callers", action="store_true")
+    a = ap.parse_args()
+    truth = json.load(open(a.truth))
+    rows = pprofraw.lines_by_thread(pprofraw.load(a.profile)).get(truth["tid"], [])
+    total = sum(n for n, _ in rows)
+    if total < 200:
+        fail("the main thread has %d samples, too few" % total)
+    # Each sample's Shares methods, leaf first.
+    stacks = [(n, [m for m in (method(f) for f, _, _ in lines) if m]) for n, lines in rows]
+    named = sum(n for n, ms in stacks if ms)
+    figures = ["%d of %d samples of the main thread in a named Shares method" % (named, total)]
+    if named < 0.95 * total:
+        fail(figures[0] + " (want 95%)")
+    if a.callers:
+        for fn, ns in truth["functions"].items():
+            want = 100.0 * ns / truth["cpu_ns"]
+            got = 100.0 * sum(n for n, ms in stacks if fn in ms) / total
+            if abs(got - want) > 5:
+                fail("%s() has %.1f%% of the samples, the program measured %.1f%%" % (fn, got, want))
+            figures.append("%s %.1f%% (truth %.1f%%)" % (fn, got, want))
+        split = {"callerOne": 0, "callerTwo": 0}
+        for n, ms in stacks:
+            if "shared" in ms and ms.index("shared") + 1 < len(ms) and ms[ms.index("shared") + 1] in split:
+                split[ms[ms.index("shared") + 1]] += n
+        c = truth["callers"]
+        want = 100.0 * c["callerTwo"] / (c["callerOne"] + c["callerTwo"])
+        got = 100.0 * split["callerTwo"] / max(1, sum(split.values()))
+        if abs(got - want) > 10:
+            fail("shared() under callerTwo in %.1f%% of its samples, the program measured %.1f%%"
+                 % (got, want))
+        figures.append("shared() under callerTwo %.1f%% (truth %.1f%%)" % (got, want))
+    print("; ".join(figures))
+
+
+if __name__ == "__main__":
+    main()

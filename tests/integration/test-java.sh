@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Java methods named in the profile, with nothing added to the JVM's command
+# line: a target whose process maps libjvm.so and catches SIGQUIT is asked,
+# through HotSpot's attach socket, to write its perf map (Compiler.perfmap)
+# when its samples land in JIT code the map it has does not name
+# (jvmattach.h, target-jvm.c). On tests/workloads/java/Shares.java, checked
+# against what it measured of itself (java_check.py):
+#   1. with -XX:+PreserveFramePointer: 95% of the main thread's samples in a
+#      named Shares method, the methods' shares within 5 points, shared()
+#      split between its two callers within 10 points; status counts the
+#      requests, none failed, and nothing is left in the JVM's /tmp but its
+#      map;
+#   2. without it: the methods still named (callers through compiled code
+#      are not checked: no frame pointer to follow);
+#   3. a JVM run as nobody, profiled by root: asked as nobody, named;
+#   4. a process that maps a file named libjvm.so and does not catch
+#      SIGQUIT: refused in one line, never signalled (it lives on), its
+#      samples kept.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+FP_TEST_NAME=java
+fp_init 400
+command -v javac >/dev/null && command -v java >/dev/null ||
+  fp_fail "missing OpenJDK (Debian's openjdk-17-jdk-headless: scripts/deps.sh installs it)"
+CHECK=$FP_SRC/tests/integration/java_check.py
+# A directory nobody can read the classes from and write its truth to.
+JDIR=$(mktemp -d /tmp/fp-java.XXXXXX)
+fp_on_exit "rm -rf '$JDIR'"
+chmod 755 "$JDIR"
+mkdir -p "$JDIR/cls" "$JDIR/out"
+javac -d "$JDIR/cls" "$FP_SRC/tests/workloads/java/Shares.java" || fp_fail "javac failed"
+chmod -R a+rX "$JDIR/cls"
+chown nobody "$JDIR/out"
+
+fp_start_agent
+
+# run NAME USER [java options]: Shares under USER for 12 s, profiled at 199 Hz
+# from 3 s on (warmed up); leaves $FP_TMP/NAME.pb.gz, NAME.status, $JDIR/out/NAME.truth.
+run() {
+  local name=$1 user=$2 pid
+  shift 2
+  runuser -u "$user" -- java "$@" -cp "$JDIR/cls" Shares "$JDIR/out/$name.truth" 12 "$JDIR/out/$name.go" \
+    >"$FP_TMP/$name.out" 2>"$FP_TMP/$name.err" &
+  fp_track "$!"
+  fp_wait_for 30 test -s "$FP_TMP/$name.out" || fp_fail "$name did not start: $(cat "$FP_TMP/$name.err")"
+  pid=$(head -1 "$FP_TMP/$name.out")
+  fp_track "$pid"
+  runuser -u "$user" -- touch "$JDIR/out/$name.go"
+  sleep 3
+  fp_ctl start "$pid" --freq 199 >/dev/null || fp_fail "start $name failed"
+  fp_wait_for 40 test -s "$JDIR/out/$name.truth" || fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
+  fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null' "$pid"
+  fp_ctl status --json >"$FP_TMP/$name.status" || fp_fail "status failed"
+  fp_ctl status >"$FP_TMP/$name.status.txt" || fp_fail "status failed"
+  fp_ctl dump "$pid" -o "$FP_TMP/$name.pb.gz" >/dev/null || fp_fail "dump of $name failed"
+  fp_ctl stop "$pid" >/dev/null || true
+  LAST_PID=$pid
+}
+
+# java_status NAME PID: the target's "java" object, checked: asked, answered, none failed.
+java_status() {
+  python3 - "$FP_TMP/$1.status" "$2" <<'PY'
+import json, sys
+t = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]
+j = t["java"]
+print("status: %s, %d requests, %d answered, %d failed" % (j["names"], j["requests"], j["answered"], j["failed"]))
+assert j["names"].startswith("perf map") and j["answered"] >= 1 and j["failed"] == 0, j
+PY
+}
+
+# ---- 1. frame pointers kept ----------------------------------------------------------
+# (Shares' methods are not inlined: an inlined method has no code of its
+# own, and the perf map names only the method it was inlined into.)
+NOINLINE=(-XX:CompileCommand=quiet "-XX:CompileCommand=dontinline,Shares::*")
+run fp root -XX:+PreserveFramePointer "${NOINLINE[@]}"
+out=$(python3 "$CHECK" "$FP_TMP/fp.pb.gz" "$JDIR/out/fp.truth" --callers) || fp_fail "[frame pointers] $out"
+fp_ok "[frame pointers] $out"
+out=$(java_status fp "$LAST_PID") || fp_fail "[frame pointers] $out"
+fp_ok "[frame pointers] $out"
+grep -q "^java of $LAST_PID: HotSpot, compiled methods named from the perf map" "$FP_TMP/fp.status.txt" ||
+  fp_fail "the text status has no java line: $(grep java "$FP_TMP/fp.status.txt")"
+# The trigger is removed; the socket and the map are the JVM's own (it is gone: they may stay).
+[[ ! -e /tmp/.attach_pid$LAST_PID ]] || fp_fail "the attach trigger was left in /tmp"
+
+# ---- 2. without frame pointers -----------------------------------------------------------
+run nofp root
+out=$(python3 "$CHECK" "$FP_TMP/nofp.pb.gz" "$JDIR/out/nofp.truth") || fp_fail "[no frame pointers] $out"
+fp_ok "[no frame pointers] $out"
+
+# ---- 3. nobody's JVM ------------------------------------------------------------------------
+run nobody nobody -XX:+PreserveFramePointer "${NOINLINE[@]}"
+out=$(python3 "$CHECK" "$FP_TMP/nobody.pb.gz" "$JDIR/out/nobody.truth") || fp_fail "[nobody's JVM] $out"
+fp_ok "[nobody's JVM] $out"
+out=$(java_status nobody "$LAST_PID") || fp_fail "[nobody's JVM] $out"
+fp_ok "[nobody's JVM] $out"
+owner=$(stat -c %U "/tmp/perf-$LAST_PID.map" 2>/dev/null || echo none)
+[[ $owner == nobody ]] || fp_fail "nobody's JVM: its perf map is owned by $owner, not nobody"
+
+# ---- 4. a libjvm.so that is not a JVM ------------------------------------------------------
+mkdir -p "$FP_TMP/fake"
+cp "$(/usr/bin/python3 -c 'import zlib, ctypes.util; print(ctypes.util.find_library("z") and "/lib/x86_64-linux-gnu/libz.so.1")')" \
+  "$FP_TMP/fake/libjvm.so"
+/usr/bin/python3 -c '
+import ctypes, os, sys, time
+ctypes.CDLL(sys.argv[1])
+print(os.getpid(), flush=True)
+end = time.time() + 4
+while time.time() < end:
+    sum(i * i for i in range(1000))
+' "$FP_TMP/fake/libjvm.so" >"$FP_TMP/fake.out" 2>&1 &
+fake=$!
+fp_track "$fake"
+fp_wait_for 20 test -s "$FP_TMP/fake.out" || fp_fail "the fake did not start"
+fp_ctl start "$fake" --freq 199 >/dev/null || fp_fail "start of the fake failed"
+sleep 1.5
+kill -0 "$fake" 2>/dev/null || fp_fail "the process that maps a fake libjvm.so died"
+fp_ctl status >"$FP_TMP/fake.status.txt"
+grep -q "^java of $fake: not asked: java: $fake maps .*libjvm.so but does not catch SIGQUIT" "$FP_TMP/fake.status.txt" ||
+  fp_fail "the fake libjvm.so is not refused in status: $(grep java "$FP_TMP/fake.status.txt")"
+said=$(grep -c "java: $fake maps" "$FP_TMP/agent.log" || true)
+[[ $said == 1 ]] || fp_fail "the refusal was logged $said times, not once"
+samples=$(fp_status_json | python3 -c 'import json,sys
+print([t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]["samples"])' "$fake")
+((samples > 50)) || fp_fail "the fake's samples were not kept: $samples"
+fp_ok "a process that maps a libjvm.so and does not catch SIGQUIT: refused in one line, alive, $samples samples kept"
+fp_ctl stop "$fake" >/dev/null || true
+fp_stop_agent
