@@ -47,6 +47,7 @@ run() {
   fp_wait_for 30 test -s "$FP_TMP/$name.out" || fp_fail "$name did not start: $(cat "$FP_TMP/$name.err")"
   pid=$(head -1 "$FP_TMP/$name.out")
   fp_track "$pid"
+  fp_on_exit "rm -f /tmp/perf-$pid.map" # the JVM's map, which it leaves
   runuser -u "$user" -- touch "$JDIR/out/$name.go"
   sleep 3
   fp_ctl start "$pid" --freq 199 >/dev/null || fp_fail "start $name failed"
