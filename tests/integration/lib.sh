@@ -212,6 +212,14 @@ fp_stop_agent() {
 # fp_ctl ARGS...: agentctl against the test's agent, bounded to 30 s.
 fp_ctl() { fp_timeout 30 "$FP_AGENTCTL" --socket "$FP_SOCK" "$@"; }
 
+# fp_python_recognised PID: the agent has recognised the CPython of its target
+# PID (status --json's python.version).
+fp_python_recognised() {
+  fp_status_json | python3 -c 'import json,sys
+t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])]
+sys.exit(0 if t and isinstance(t[0]["python"], dict) and t[0]["python"].get("version") else 1)' "$1"
+}
+
 # fp_status_json: print `agentctl status --json`, validated as JSON.
 fp_status_json() {
   local out

@@ -40,6 +40,10 @@ run() {
   fp_track "$pid"
   fp_wait_for 20 test -s "$FP_TMP/$name.out" || fp_fail "$name did not start: $(cat "$FP_TMP/$name.err")"
   fp_ctl start "$pid" --freq 1000 "$@" >/dev/null || fp_fail "start $name failed"
+  # (Its interpreter recognised first, unless --no-python: reading python3.11's
+  # symbols took 0.3 s on a busy machine, samples without Python frames.)
+  [[ " $* " == *" --no-python "* ]] || fp_wait_for 20 fp_python_recognised "$pid" ||
+    fp_fail "$py was not recognised as CPython"
   touch "$FP_TMP/$name.go"
   fp_wait_for $((SECS + 30)) test -s "$FP_TMP/$name.truth" ||
     fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
@@ -293,8 +297,11 @@ for py in "${host_pythons[@]}"; do
   # timer gives its tick to whatever thread runs when it fires: beside a
   # CPU-bound job under ASan the main thread's worst share was 4.2 points
   # off (0.7-1.9 on a quiet machine). Checked at 6: what this part checks is
-  # the Python frames; the host tier's shares are test-host's.
-  out=$(python3 "$FP_SRC/tests/integration/python_check.py" "$FP_TMP/$name.pb.gz" "$FP_TMP/$name.truth" --share-tol 6 --host) ||
+  # the Python frames; the host tier's shares are test-host's. For the same
+  # reason shared()'s split between its callers (about 800 samples) is
+  # checked at 10 points: beside the suite and a CPU-bound job it was 6 off.
+  out=$(python3 "$FP_SRC/tests/integration/python_check.py" "$FP_TMP/$name.pb.gz" "$FP_TMP/$name.truth" \
+    --share-tol 6 --split-tol 10 --host) ||
     fp_fail "[host tier, $py] $out"
   fp_ok "[host tier, $py] $out"
 done
