@@ -97,6 +97,7 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                 struct fp_unwind_code code = {0};
                 const struct fp_cfi_row *row = NULL;
                 uint64_t cfa, ra, nbp = bp;
+                bool guessed = false; /* a frame pointer followed in anonymous code (JIT) */
 
                 ips[r.n++] = pc;
                 if (r.n == max)
@@ -148,9 +149,16 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                         }
                         cfa = bp + 16;
                         r.by_fp++;
+                        guessed = !code.file_backed;
                 }
+                /*
+                 * A zero return address ends the stack at its root, unless
+                 * it was read through a frame pointer in JIT code, which may
+                 * not keep one (a JVM without -XX:+PreserveFramePointer):
+                 * there rbp is any register, and what it points at anything.
+                 */
                 if (ra == 0) {
-                        r.end = FP_UNWIND_END_ROOT;
+                        r.end = guessed ? FP_UNWIND_END_FAILED : FP_UNWIND_END_ROOT;
                         break;
                 }
                 if (cfa <= sp && r.n > 1) {

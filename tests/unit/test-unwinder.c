@@ -86,6 +86,14 @@ static void lookup(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
                 ret->cfi = fp_symtab_cfi(st);
 }
 
+/* JIT code: anonymous, no tables. */
+static void anon_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
+{
+        (void)userdata;
+        (void)ip;
+        *ret = (struct fp_unwind_code){0};
+}
+
 static void no_tables(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
 {
         (void)userdata;
@@ -166,6 +174,24 @@ int main(void)
         fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, snap.size, lookup, &c, ips, 3, &res);
         FP_CHECK_EQ_INT(res.n, 3);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_DEPTH);
+
+        /*
+         * A frame pointer followed to a zero return address: the root in a
+         * file built for the chain, not in JIT code that may keep no frame
+         * pointer (a JVM without -XX:+PreserveFramePointer: rbp is any
+         * register there), where the stack is cut, not said to be whole.
+         */
+        {
+                const uint64_t words[4] = {0, 0, 0x7ffd00000100, 0}; /* [bp]: a bp, [bp+8]: 0 */
+                const struct fp_unwind_regs fr = {
+                    .ip = 0x7f0000001000, .sp = 0x7ffd00000000, .bp = 0x7ffd00000010};
+                fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
+                               anon_code, &c, ips, 64, &res);
+                FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_FAILED);
+                fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
+                               no_tables, &c, ips, 64, &res);
+                FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_ROOT);
+        }
 
         /* No tables at all: dwarf gives up at once, after the leaf. */
         fp_unwind_user(FP_UNWIND_DWARF, &snap.regs, snap.stack, snap.size, no_tables, &c, ips, 64,
