@@ -8,6 +8,8 @@ program measured of itself (its TRUTH file).
 Checks, exit 1 at the first that fails:
   * at least 95% of the main thread's samples have a frame of a Shares
     method named (its compiled code named from the JVM's perf map);
+  * no stack has a Shares method at its root: one not unwound past a
+    compiled method (no frame pointer there) ends at [truncated];
   * with --callers (frame pointers kept: -XX:+PreserveFramePointer):
     alpha(), beta() and shared() within 5 points of their measured shares,
     and shared() split between callerOne() and callerTwo() within 10
@@ -51,6 +53,10 @@ def main():
     # Each sample's Shares methods, leaf first.
     stacks = [(n, [m for m in (method(f) for f, _, _ in lines) if m]) for n, lines in rows]
     named = sum(n for n, ms in stacks if ms)
+    rooted = sum(n for n, lines in rows if lines and method(lines[-1][0]))
+    if rooted:
+        fail("%d samples have a Shares method at their root, not [truncated] or the thread's entry"
+             % rooted)
     figures = ["%d of %d samples of the main thread in a named Shares method" % (named, total)]
     if named < 0.95 * total:
         fail(figures[0] + " (want 95%)")

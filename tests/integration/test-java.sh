@@ -36,7 +36,7 @@ chown nobody "$JDIR/out"
 
 fp_start_agent
 
-# run NAME USER [java options]: Shares under USER for 12 s, profiled at 199 Hz
+# run NAME USER [java options]: Shares under USER for 12 s, profiled at 499 Hz
 # from 3 s on (warmed up); leaves $FP_TMP/NAME.pb.gz, NAME.status, $JDIR/out/NAME.truth.
 run() {
   local name=$1 user=$2 pid
@@ -50,7 +50,7 @@ run() {
   fp_on_exit "rm -f /tmp/perf-$pid.map" # the JVM's map, which it leaves
   runuser -u "$user" -- touch "$JDIR/out/$name.go"
   sleep 3
-  fp_ctl start "$pid" --freq 199 >/dev/null || fp_fail "start $name failed"
+  fp_ctl start "$pid" --freq 499 >/dev/null || fp_fail "start $name failed"
   fp_wait_for 40 test -s "$JDIR/out/$name.truth" || fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
   fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null' "$pid"
   fp_ctl status --json >"$FP_TMP/$name.status" || fp_fail "status failed"
