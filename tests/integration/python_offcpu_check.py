@@ -6,9 +6,13 @@ the program measured of itself (its TRUTH file).
     python_offcpu_check.py PROFILE TRUTH [--tol F] [--host]
 
 Checks, exit 1 at the first that fails:
-  * each thread's off-CPU time: at least 95% of it (by weight) has a
-    Python frame of the program's file (--host: of the samples whose
-    stacks hold the interpreter's eval loop);
+  * each thread's off-CPU time: at least --min-python (0.90) of it (by
+    weight) has a Python frame of the program's file (--host: of the
+    samples whose stacks hold the interpreter's eval loop). The rest is the
+    main thread's wait for GO before the agent had read its interpreter
+    (0.15 s of time.sleep at module level in a run beside the suite, 0.2 s
+    under ASan: up to 5% of its time); the waits of the run itself are
+    checked function by function below;
   * each waiting function's off-CPU time within --tol (a fraction, 0.06
     by default) of the wall time the program measured in it: waits of 3-8
     ms, each longer than the 1 ms period, are kept whole;
@@ -40,6 +44,7 @@ def main():
     ap.add_argument("truth")
     ap.add_argument("--tol", type=float, default=0.06)
     ap.add_argument("--host", action="store_true")
+    ap.add_argument("--min-python", type=float, default=0.90)
     a = ap.parse_args()
     truth = json.load(open(a.truth))
     script = truth["file"]
@@ -58,9 +63,16 @@ def main():
             fail("thread %s (%d): %.0f ms off-CPU in the profile, of %.0f ms it ran"
                  % (name, tid, total / 1e6, t["wall_ns"] / 1e6))
         with_py = sum(n for n, f in rows if any(fl == script for _, fl, _ in f))
-        if with_py < 0.95 * total:
-            fail("thread %s: %.1f%% of its off-CPU time has a Python frame of the program (want 95%%)"
-                 % (name, 100.0 * with_py / total))
+        if with_py < a.min_python * total:
+            without = {}
+            for n, f in rows:
+                if not any(fl == script for _, fl, _ in f):
+                    k = ";".join(x for x, _, _ in reversed(f[:12]))
+                    without[k] = without.get(k, 0) + n
+            top = sorted(without.items(), key=lambda kv: -kv[1])[0]
+            fail("thread %s: %.1f%% of its off-CPU time has a Python frame of the program (want %.0f%%); "
+                 "the most without: %.0f ms in %s" % (name, 100.0 * with_py / total, 100 * a.min_python,
+                                                      top[1] / 1e6, top[0]))
         errs = []
         for fn, ns in t["functions"].items():
             got = sum(n for n, f in rows if any(x == fn and fl == script for x, fl, _ in f))
