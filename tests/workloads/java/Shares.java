@@ -5,8 +5,8 @@
 // (work(200000)), callerOne() calling shared() once and callerTwo()
 // calling it three times (work(50000) each). Each adds its own inclusive
 // CPU time (the thread's CPU clock) and shared() its time per caller; at
-// the end it writes OUT, JSON: {"tid": N, "cpu_ns": N, "functions":
-// {name: ns}, "callers": {name: ns}}. It prints its pid, waits for GO
+// the end it writes OUT, JSON: {"tid": N, "cpu_ns": N, "iterations": N,
+// "functions": {name: ns}, "callers": {name: ns}}. It prints its pid, waits for GO
 // (when given), runs SECONDS, and then writes OUT.
 //
 //   java [-XX:+PreserveFramePointer] Shares OUT SECONDS [GO]
@@ -77,17 +77,19 @@ public class Shares {
         while (go != null && !Files.exists(Paths.get(go)))
             Thread.sleep(1);
         long end = System.nanoTime() + (long) (seconds * 1e9);
-        long start = clock();
+        long start = clock(), iterations = 0;
         while (System.nanoTime() < end) {
             alpha();
             beta();
             callerOne();
             callerTwo();
+            iterations++;
         }
         long cpu = clock() - start;
         long tid = Long.parseLong(Files.readSymbolicLink(Paths.get("/proc/thread-self")).getFileName().toString());
         StringBuilder b = new StringBuilder();
-        b.append("{\"tid\": ").append(tid).append(", \"cpu_ns\": ").append(cpu).append(", \"functions\": {");
+        b.append("{\"tid\": ").append(tid).append(", \"cpu_ns\": ").append(cpu);
+        b.append(", \"iterations\": ").append(iterations).append(", \"functions\": {");
         String sep = "";
         for (Map.Entry<String, Long> e : FUNCTIONS.entrySet()) {
             b.append(sep).append('"').append(e.getKey()).append("\": ").append(e.getValue());
