@@ -558,6 +558,8 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
             {"targets", st->offcpu_targets},
             {"records", st->offcpu_records},
             {"unclaimed", st->offcpu_unclaimed},
+            {"python_records", st->offcpu_python_records},
+            {"python_unpaired", st->offcpu_python_unpaired},
         };
         UINT_FIELDS(&j, off);
         fp_json_end_object(&j);
@@ -724,6 +726,11 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 if (st->offcpu_unclaimed)
                         fprintf(out, ", %" PRIu64 " of processes no longer profiled",
                                 st->offcpu_unclaimed);
+                if (st->offcpu_python_records)
+                        fprintf(out,
+                                "; %" PRIu64 " Python stacks read with them, %" PRIu64
+                                " without their stack's record (lost)",
+                                st->offcpu_python_records, st->offcpu_python_unpaired);
                 fputc('\n', out);
         }
         if (st->host_on) {

@@ -64,9 +64,10 @@ struct fp_core {
         char bridge_error[256];     /* why it could not open */
         struct event *ev_bridge;    /* follows the targets: period, closed with the last */
         uint64_t bridge_unclaimed;  /* samples of no target (a child not followed, one gone) */
-        uint64_t bridge_samples, bridge_lost; /* of bridges closed before */
-        uint64_t bridge_exit_tails;           /* its ticks in threads' exits (the tracker's) */
-        struct event *ev_children;            /* starts the children the fallback reported */
+        uint64_t bridge_samples, bridge_lost;           /* of bridges closed before */
+        uint64_t offcpu_py_records, offcpu_py_unpaired; /* of off-CPU profilers unloaded */
+        uint64_t bridge_exit_tails; /* its ticks in threads' exits (the tracker's) */
+        struct event *ev_children;  /* starts the children the fallback reported */
         struct {
                 pid_t pid, parent;
         } pending_children[64];

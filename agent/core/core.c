@@ -318,6 +318,10 @@ static void offcpu_unload_unused(struct fp_core *s)
                 return;
         if (s->pystack)
                 fp_pystack_mirror(s->pystack, -1);
+        uint64_t records, unpaired;
+        fp_offcpu_python_counts(s->offcpu, &records, &unpaired);
+        s->offcpu_py_records += records;
+        s->offcpu_py_unpaired += unpaired;
         fp_offcpu_free(s->offcpu);
         s->offcpu = NULL;
         fp_log(LOG_INFO, "off-CPU profiler unloaded");
@@ -1395,7 +1399,11 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         if (s->offcpu) {
                 st.offcpu_targets = fp_offcpu_targets(s->offcpu);
                 st.offcpu_records = fp_offcpu_records(s->offcpu);
+                fp_offcpu_python_counts(s->offcpu, &st.offcpu_python_records,
+                                        &st.offcpu_python_unpaired);
         }
+        st.offcpu_python_records += s->offcpu_py_records;
+        st.offcpu_python_unpaired += s->offcpu_py_unpaired;
         st.offcpu_unclaimed = s->offcpu_unclaimed;
         for (size_t i = 0; i < s->n_targets; i++) {
                 struct fp_core_target *at = &s->targets[i];

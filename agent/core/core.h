@@ -279,6 +279,8 @@ struct fp_core_status {
         /* The off-CPU profiler (offcpu.h): processes it profiles (0: not loaded), its records. */
         unsigned offcpu_targets;
         uint64_t offcpu_records, offcpu_unclaimed;
+        /* Python stacks read off-CPU, and those whose stack's record was lost (since start). */
+        uint64_t offcpu_python_records, offcpu_python_unpaired;
         /* The targets uid may see. */
         struct fp_core_target_status *targets;
         size_t n_targets;

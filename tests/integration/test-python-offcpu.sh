@@ -83,6 +83,12 @@ assert py["offcpu_without"] <= 0.05 * py["offcpu_stacks"], py
 PYEOF
   ) || fp_fail "[$py] status --json python.offcpu_stacks: $out"
   fp_ok "[$py] $out"
+  out=$(fp_status_json | python3 -c 'import json,sys
+o = json.load(sys.stdin)["off_cpu"]
+print("status: %d Python stacks read off-CPU, %d unpaired" % (o["python_records"], o["python_unpaired"]))
+assert o["python_records"] > 0 and o["python_unpaired"] <= 0.01 * o["python_records"], o'
+  ) || fp_fail "[$py] status --json off_cpu.python_records: $out"
+  fp_ok "[$py] $out"
 done
 
 # ---- 2. the host tier ------------------------------------------------------------
