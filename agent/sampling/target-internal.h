@@ -78,6 +78,7 @@ struct fp_target_jvm {
         struct event *ev;    /* req.fd readable */
         uint64_t next_ns;    /* not asked again before (CLOCK_MONOTONIC) */
         uint64_t backoff_ns; /* after a failure: doubled each time, up to JVM_BACKOFF_MAX_NS */
+        unsigned silent;     /* requests in a row whose JVM never started its listener */
         uint64_t requests, answered, failed;
 };
 

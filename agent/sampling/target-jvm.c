@@ -25,6 +25,12 @@
 #define JVM_ASK_EVERY_NS   2000000000ULL   /* between two requests that were answered */
 #define JVM_BACKOFF_MIN_NS 5000000000ULL   /* after a first failure */
 #define JVM_BACKOFF_MAX_NS 300000000000ULL /* at most */
+/*
+ * A JVM whose listener never starts (-XX:+DisableAttachMechanism) prints a
+ * thread dump at each SIGQUIT: after this many in a row it is not asked
+ * again.
+ */
+#define JVM_SILENT_MAX 2
 
 void fp_target_jvm_look(struct fp_target *t)
 {
@@ -46,8 +52,12 @@ void fp_target_jvm_look(struct fp_target *t)
         }
 }
 
-/* A request failed (err): said the first time, and not made again before the back-off. */
-static void failed(struct fp_target *t, const char *err, uint64_t now)
+/*
+ * A request failed (-e, err): said the first time, and not made again
+ * before the back-off, or at all once the JVM's listener never started
+ * JVM_SILENT_MAX times in a row.
+ */
+static void failed(struct fp_target *t, int e, const char *err, uint64_t now)
 {
         struct fp_target_jvm *j = &t->jvm;
 
@@ -55,6 +65,17 @@ static void failed(struct fp_target *t, const char *err, uint64_t now)
                 fp_log(LOG_WARNING, "java: %d (%s): asking for its compiled methods' names: %s",
                        (int)t->pid, t->comm, err);
         snprintf(j->why, sizeof(j->why), "%s", err);
+        j->silent = e == -ETIMEDOUT ? j->silent + 1 : 0;
+        if (j->silent >= JVM_SILENT_MAX) {
+                j->state = -1;
+                snprintf(j->why, sizeof(j->why),
+                         "its attach listener never started in %d requests "
+                         "(-XX:+DisableAttachMechanism?): not asked again, since each made it "
+                         "print a thread dump",
+                         JVM_SILENT_MAX);
+                fp_log(LOG_WARNING, "java: %d (%s): %s", (int)t->pid, t->comm, j->why);
+                return;
+        }
         j->backoff_ns = j->backoff_ns ? j->backoff_ns * 2 : JVM_BACKOFF_MIN_NS;
         if (j->backoff_ns > JVM_BACKOFF_MAX_NS)
                 j->backoff_ns = JVM_BACKOFF_MAX_NS;
@@ -72,13 +93,15 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
 
         event_free(j->ev);
         j->ev = NULL;
-        if (fp_jvm_request_finish(&j->req, err, sizeof(err)) == 0) {
+        int r = fp_jvm_request_finish(&j->req, err, sizeof(err));
+        if (r == 0) {
                 j->answered++;
                 j->backoff_ns = 0;
+                j->silent = 0;
                 j->next_ns = now + JVM_ASK_EVERY_NS;
                 return;
         }
-        failed(t, err, now);
+        failed(t, r, err, now);
 }
 
 void fp_target_jvm_miss(struct fp_target *t)
@@ -102,7 +125,7 @@ void fp_target_jvm_miss(struct fp_target *t)
                         j->ev = NULL;
                 }
                 fp_jvm_request_cancel(&j->req);
-                failed(t, err, now);
+                failed(t, -EAGAIN, err, now);
         }
 }
 

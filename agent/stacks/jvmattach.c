@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SOCKET_WAIT_MS 5000 /* for the JVM to start its listener after the signal */
+#define SOCKET_WAIT_MS 2000 /* for the JVM to start its listener after the signal (ms) */
 #define ANSWER_MAX     4096 /* of the JVM's answer read (a result code and a line are enough) */
 
 /* What /proc/PID/status says of the JVM. */
@@ -308,7 +308,7 @@ int fp_jvm_request_finish(struct fp_jvm_request *r, char *err, size_t len)
         if (n != (ssize_t)sizeof(a)) {
                 snprintf(err, len, "the request gave up after %d s (the JVM did not answer)",
                          FP_JVM_REQUEST_SECONDS);
-                return -ETIMEDOUT;
+                return -ETIME;
         }
         a.line[sizeof(a.line) - 1] = 0;
         if (!a.err)

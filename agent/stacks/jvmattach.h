@@ -58,8 +58,10 @@ struct fp_jvm_request {
 int fp_jvm_request_perfmap(pid_t pid, struct fp_jvm_request *ret, char *err, size_t len);
 /*
  * The helper's answer, once ret->fd is readable: 0 when the JVM wrote its
- * map, else -errno with the one line in err. Reaps the helper and closes
- * the fd; r is then none.
+ * map, else -errno with the one line in err (-ETIMEDOUT: its attach
+ * listener did not start after the signal; -ETIME: no answer in
+ * FP_JVM_REQUEST_SECONDS). Reaps the helper and closes the fd; r is then
+ * none.
  */
 int fp_jvm_request_finish(struct fp_jvm_request *r, char *err, size_t len);
 /* Gives up on a request (its target stops): kills and reaps the helper. */

@@ -17,7 +17,10 @@
 #   3. a JVM run as nobody, profiled by root: asked as nobody, named;
 #   4. a process that maps a file named libjvm.so and does not catch
 #      SIGQUIT: refused in one line, never signalled (it lives on), its
-#      samples kept.
+#      samples kept;
+#   5. a JVM run with -XX:+DisableAttachMechanism: its listener never
+#      starts, each signal only prints a thread dump; after two it is not
+#      asked again, and status says why.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=java
@@ -127,4 +130,25 @@ print([t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1]
 ((samples > 50)) || fp_fail "the fake's samples were not kept: $samples"
 fp_ok "a process that maps a libjvm.so and does not catch SIGQUIT: refused in one line, alive, $samples samples kept"
 fp_ctl stop "$fake" >/dev/null || true
+
+# ---- 5. a JVM that does not attach ------------------------------------------------------
+java -XX:+DisableAttachMechanism -cp "$JDIR/cls" Shares "$JDIR/out/noattach.truth" 14 >"$FP_TMP/noattach.out" 2>&1 &
+fp_track "$!"
+fp_wait_for 30 test -s "$FP_TMP/noattach.out" || fp_fail "the JVM without attach did not start"
+pid=$(head -1 "$FP_TMP/noattach.out")
+fp_on_exit "rm -f /tmp/perf-$pid.map"
+fp_ctl start "$pid" --freq 99 >/dev/null || fp_fail "start of the JVM without attach failed"
+refused() {
+  fp_status_json | python3 -c 'import json,sys
+j = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]["java"]
+sys.exit(0 if j and j["names"] == "refused" else 1)' "$1"
+}
+fp_wait_for 20 refused "$pid" || fp_fail "the JVM without attach is still asked: $(fp_ctl status | grep "java of")"
+kill -0 "$pid" 2>/dev/null || fp_fail "the JVM without attach died"
+dumps=$(grep -c "^Full thread dump" "$FP_TMP/noattach.out" || true)
+((dumps == 2)) || fp_fail "the JVM without attach printed $dumps thread dumps, not 2"
+fp_ctl status | grep -q "^java of $pid: not asked: its attach listener never started in 2 requests" ||
+  fp_fail "status does not say why: $(fp_ctl status | grep "java of")"
+fp_ok "a JVM with -XX:+DisableAttachMechanism: refused after 2 requests (2 thread dumps), still running"
+fp_ctl stop "$pid" >/dev/null || true
 fp_stop_agent
