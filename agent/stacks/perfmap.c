@@ -35,6 +35,7 @@ struct fp_perfmap {
         pid_t pid;
         pid_t ns_pid;     /* the PID the process knows itself by (its map's name) */
         uint64_t start;   /* its start time, to tell it from a later process of the same PID */
+        int64_t start_s;  /* the same as a time of day (s): a map older is an earlier process's */
         bool same_mnt_ns; /* it shared the agent's /tmp: its map is found there after its exit */
         uid_t uid, euid;  /* whose file a map it left may be */
         bool ids_known;
@@ -98,6 +99,15 @@ struct fp_perfmap *fp_perfmap_new(pid_t pid)
                 return NULL;
         m->pid = m->ns_pid = pid;
         m->start = fp_proc_stat(pid, NULL);
+        if (m->start) {
+                /* /proc's start time counts clock ticks since boot (CLOCK_BOOTTIME). */
+                struct timespec real, boot;
+                long hz = sysconf(_SC_CLK_TCK);
+                clock_gettime(CLOCK_REALTIME, &real);
+                clock_gettime(CLOCK_BOOTTIME, &boot);
+                m->start_s = (int64_t)real.tv_sec - (int64_t)boot.tv_sec +
+                             (int64_t)(m->start / (uint64_t)(hz > 0 ? hz : 100));
+        }
         read_ids(m);
         m->same_mnt_ns = m->start && same_mnt_ns(pid);
         return m;
@@ -252,12 +262,30 @@ int fp_perfmap_load(struct fp_perfmap *m, const char *path)
         return r;
 }
 
+static int open_current_file(struct fp_perfmap *m, struct stat *st);
+
 /*
- * The map, opened: through the process's root while the process (not a
- * later one of its PID) lives; once it is gone, from the agent's /tmp when
- * it shared it, and only a file of the process's user or root.
+ * The map, opened, unless it is older than the process: a map an earlier
+ * process of the same PID left in /tmp (a stale file names other code,
+ * and may be one the process cannot write over) is none of its.
  */
 static int open_current(struct fp_perfmap *m, struct stat *st)
+{
+        int fd = open_current_file(m, st);
+
+        if (fd >= 0 && m->start_s && (int64_t)st->st_mtim.tv_sec < m->start_s - 1) {
+                close(fd);
+                return -ESTALE;
+        }
+        return fd;
+}
+
+/*
+ * The map's file, opened: through the process's root while the process
+ * (not a later one of its PID) lives; once it is gone, from the agent's
+ * /tmp when it shared it, and only a file of the process's user or root.
+ */
+static int open_current_file(struct fp_perfmap *m, struct stat *st)
 {
         char path[128];
         int fd;

@@ -142,6 +142,28 @@ static void test_after_exit(void)
         unlink(path);
 }
 
+/*
+ * A map older than the process is an earlier process's of the same PID
+ * (left in /tmp: PIDs come round): not read, until the process writes its own.
+ */
+static void test_stale(void)
+{
+        char path[64];
+        pid_t pid = spawn();
+        map_path(pid, path, sizeof(path));
+        write_at(path, "1000 100 earlier_process\n", false);
+        struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
+        FP_CHECK_EQ_INT(utimensat(AT_FDCWD, path, old, 0), 0);
+        struct fp_perfmap *m = fp_perfmap_new(pid);
+        FP_CHECK(fp_perfmap_lookup(m, 0x1010) == NULL);
+        wait_recheck();
+        write_at(path, "1000 100 its_own\n", false);
+        FP_CHECK_EQ_STR(fp_perfmap_lookup(m, 0x1010), "its_own");
+        fp_perfmap_free(m);
+        reap(pid);
+        unlink(path);
+}
+
 static void test_hostile(void)
 {
         char path[64];
@@ -185,6 +207,7 @@ int main(void)
 {
         test_growing();
         test_after_exit();
+        test_stale();
         test_hostile();
         return FP_TEST_DONE();
 }
