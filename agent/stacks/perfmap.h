@@ -26,7 +26,9 @@
  * the run. After the process has exited, a map it left in /tmp is still
  * read when the process shared the agent's mount namespace, and only if
  * the file belongs to the process's user (or root), as /tmp's sticky bit
- * keeps it: no other user can plant names for a dead process.
+ * keeps it: no other user can plant names for a dead process. A map older
+ * than its process is none of its (an earlier process of the same PID left
+ * it) and is not read.
  */
 #pragma once
 
