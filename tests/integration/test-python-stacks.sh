@@ -7,7 +7,8 @@
 #   1. tests/workloads/python/shares.py, profiled at 1 kHz per thread,
 #      checked against what it measured of itself (python_check.py): 99%
 #      of each thread's samples with a Python stack, the main thread's
-#      functions' shares within 2 points (the issue aims at 1: python_check.py says why), each function under its Python
+#      functions' shares within 2 points (the issue aims at 1:
+#      python_check.py says why), each function under its Python
 #      caller, recursion 50 deep, zlib's and hashlib's C code under their
 #      Python caller, a generator under its consumer, the hot line, and no
 #      name the program does not define (a thread recursing in and out fast);
