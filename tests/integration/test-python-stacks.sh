@@ -146,7 +146,9 @@ for s in p.samples:
 b, a = seen.get(("before_exec", sys.argv[2]), 0), seen.get(("after_exec", sys.argv[3]), 0)
 wrong = {k: v for k, v in seen.items()
          if k[0] in ("before_exec", "after_exec") and k not in (("before_exec", sys.argv[2]), ("after_exec", sys.argv[3]))}
-if b < 500 or a < 500 or wrong:
+# (1.5 s of wall time each: about 1,500 samples on a free CPU, 400 beside a
+# second test run; what is checked is the names.)
+if b < 100 or a < 100 or wrong:
     print("before_exec %d, after_exec %d, misnamed %s" % (b, a, wrong))
     sys.exit(1)
 print("before the exec %d samples in before_exec, after it %d in after_exec, none misnamed" % (b, a))
@@ -182,7 +184,7 @@ for s in p.samples:
         shell += s.values[vi]
         if any(fl.endswith(".py") or f == "[python]" for f, fl, _ in lines):
             shell_py += s.values[vi]
-if before < 500 or shell < 300 or shell_py:
+if before < 100 or shell < 100 or shell_py:
     print("before_exec %d samples, the shell %d, of which %d with Python frames" % (before, shell, shell_py))
     sys.exit(1)
 print("before the exec %d samples in before_exec; after it %d in the shell, none with a Python frame"
