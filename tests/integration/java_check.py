@@ -28,6 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pprofraw  # noqa: E402
+from pprofraw import fail  # noqa: E402
 
 
 def method(name):
@@ -36,11 +37,6 @@ def method(name):
     if at < 0:
         return None
     return name[at + len("Shares."):].split("(")[0]
-
-
-def fail(msg):
-    print(msg)
-    sys.exit(1)
 
 
 def main():

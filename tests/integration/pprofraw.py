@@ -284,6 +284,12 @@ def load(path, is_raw_text=False):
 
 # ---- aggregation ---------------------------------------------------------
 
+def fail(msg):
+    """A checker's failure: its one line on stdout, exit 1."""
+    print(msg)
+    sys.exit(1)
+
+
 def lines_by_thread(p, value="samples"):
     """{tid: [(value, lines)]}: each sample's lines, leaf first, as
     (function, file, line); a location without lines is its address."""

@@ -30,6 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pprofraw  # noqa: E402
+from pprofraw import fail  # noqa: E402
 
 FUNCS = {"<module>", "outer", "run", "spin", "busy", "shared", "caller_one", "caller_two",
          "bottom", "recurse", "squeeze", "produce", "drain", "hot_line", "worker_spin",
@@ -53,11 +54,6 @@ CALLERS = {
 
 def is_python_file(fl):
     return fl.endswith(".py") or (fl.startswith("<") and fl.endswith(">"))
-
-
-def fail(msg):
-    print(msg)
-    sys.exit(1)
 
 
 def main():

@@ -31,7 +31,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pprofraw  # noqa: E402
-from python_check import fail, is_python_file  # noqa: E402
+from pprofraw import fail  # noqa: E402
+from python_check import is_python_file  # noqa: E402
 
 CALLERS = {"nap": {"caller_one", "caller_two"}, "caller_one": {"outer"},
            "caller_two": {"outer"}, "outer": {"run"}, "wait_event": {"run"},

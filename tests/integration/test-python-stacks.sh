@@ -31,6 +31,9 @@ fp_init 600
 WL=$FP_SRC/tests/workloads/python/shares.py
 SECS=${PYSTACKS_SECONDS:-20}
 
+# ended PID: PID has exited (gone, or a zombie its parent has not reaped).
+ended() { ! kill -0 "$1" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$1/stat") == Z ]]; }
+
 # run NAME PYTHON [start options]: the workload under PYTHON, profiled; leaves
 # $FP_TMP/NAME.pb.gz, NAME.truth, NAME.status, and its pid in LAST_PID.
 run() {
@@ -48,7 +51,7 @@ run() {
   touch "$FP_TMP/$name.go"
   fp_wait_for $((SECS + 30)) test -s "$FP_TMP/$name.truth" ||
     fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
-  fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
+  fp_wait_for 15 ended "$pid"
   fp_ctl status --json >"$FP_TMP/$name.status" || fp_fail "status failed"
   fp_ctl status >"$FP_TMP/$name.status.txt" || fp_fail "status failed"
   fp_ctl dump "$pid" --format pprof -o "$FP_TMP/$name.pb.gz" || fp_fail "dump $name failed"
@@ -123,14 +126,21 @@ def after_exec():
         sum(i * i for i in range(1000))
 after_exec()
 PY
-/usr/bin/python3.11 "$FP_TMP/before.py" "$FP_TMP/exec.go" "$FP_TMP/after.py" >"$FP_TMP/exec.out" 2>&1 &
-pid=$!
-fp_track "$pid"
-fp_wait_for 20 test -s "$FP_TMP/exec.out" || fp_fail "before.py did not start"
-fp_ctl start "$pid" --freq 1000 >/dev/null || fp_fail "start before.py failed"
-touch "$FP_TMP/exec.go"
-fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
-fp_ctl dump "$pid" --format pprof -o "$FP_TMP/exec.pb.gz" >/dev/null || fp_fail "dump of the exec failed"
+# run_exec NAME SECS PROGRAM [ARGS]: before.py, profiled at 1 kHz, then an exec
+# of PROGRAM, waited for SECS at most; leaves its profile in NAME.pb.gz.
+run_exec() {
+  local name=$1 secs=$2 pid
+  shift 2
+  /usr/bin/python3.11 "$FP_TMP/before.py" "$FP_TMP/$name.go" "$@" >"$FP_TMP/$name.out" 2>&1 &
+  pid=$!
+  fp_track "$pid"
+  fp_wait_for 20 test -s "$FP_TMP/$name.out" || fp_fail "before.py did not start"
+  fp_ctl start "$pid" --freq 1000 >/dev/null || fp_fail "start before.py failed"
+  touch "$FP_TMP/$name.go"
+  fp_wait_for "$secs" ended "$pid"
+  fp_ctl dump "$pid" --format pprof -o "$FP_TMP/$name.pb.gz" >/dev/null || fp_fail "dump of the exec failed"
+}
+run_exec exec 15 "$FP_TMP/after.py"
 out=$(python3 - "$FP_TMP/exec.pb.gz" "$FP_TMP/before.py" "$FP_TMP/after.py" "$FP_SRC/tests/integration" <<'PY'
 import os, sys
 sys.path.insert(0, sys.argv[4])
@@ -158,15 +168,7 @@ fp_ok "[exec] $out"
 
 # The same process execs the shell instead: its frames from then on are the
 # shell's alone, none Python (its Python state forgotten at the exec).
-/usr/bin/python3.11 "$FP_TMP/before.py" "$FP_TMP/exec2.go" /bin/sh -c \
-  'i=0; while [ $i -lt 400000 ]; do i=$((i + 1)); done' >"$FP_TMP/exec2.out" 2>&1 &
-pid=$!
-fp_track "$pid"
-fp_wait_for 20 test -s "$FP_TMP/exec2.out" || fp_fail "before.py did not start"
-fp_ctl start "$pid" --freq 1000 >/dev/null || fp_fail "start before.py failed"
-touch "$FP_TMP/exec2.go"
-fp_wait_for 30 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
-fp_ctl dump "$pid" --format pprof -o "$FP_TMP/exec2.pb.gz" >/dev/null || fp_fail "dump of the exec failed"
+run_exec exec2 30 /bin/sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i + 1)); done'
 out=$(python3 - "$FP_TMP/exec2.pb.gz" "$FP_TMP/before.py" "$FP_SRC/tests/integration" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[3])
@@ -217,7 +219,7 @@ fp_ctl start "$pid" --freq 1000 --follow-children >/dev/null || fp_fail "start f
 touch "$FP_TMP/forks.go"
 fp_wait_for 10 bash -c '[[ $(wc -l <"$0") -ge 2 ]]' "$FP_TMP/forks.out" || fp_fail "forks.py did not fork"
 child=$(sed -n 2p "$FP_TMP/forks.out")
-fp_wait_for 20 bash -c '! kill -0 "$0" 2>/dev/null || [[ $(awk "{print \$3}" /proc/$0/stat) == Z ]]' "$pid"
+fp_wait_for 20 ended "$pid"
 fp_ctl status --json >"$FP_TMP/forks.status" || fp_fail "status failed"
 fp_ctl dump "$pid" --format pprof -o "$FP_TMP/forks.pb.gz" >/dev/null || fp_fail "dump of forks.py failed"
 fp_ctl dump "$child" --format pprof -o "$FP_TMP/forks-child.pb.gz" >/dev/null || fp_fail "dump of its child failed"
