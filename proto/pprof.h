@@ -162,6 +162,20 @@ typedef bool (*fp_pprof_keep_fn)(const struct fp_pprof *src, size_t i, void *arg
 int fp_pprof_merge_where(struct fp_pprof *dst, const struct fp_pprof *src, fp_pprof_keep_fn keep,
                          void *arg);
 
+/*
+ * Like fp_pprof_merge(), but a location of src may be given a new name:
+ * rename(src, location_id, arg, &name, &system_name) returns 1 to replace
+ * the location's lines with one line of a function of that name (and that
+ * system name, NULL or "": none; both strings need only live until it
+ * returns to the merge), 0 to keep them. How the collector names frames
+ * the agent could not (an address in a stripped file) once it has the
+ * file's symbols. Samples whose stacks become equal merge.
+ */
+typedef int (*fp_pprof_rename_fn)(const struct fp_pprof *src, uint64_t location_id, void *arg,
+                                  const char **ret_name, const char **ret_system_name);
+int fp_pprof_merge_renamed(struct fp_pprof *dst, const struct fp_pprof *src,
+                           fp_pprof_rename_fn rename, void *arg);
+
 /* An OTLP attribute: a string when str != NULL, else an integer. */
 struct fp_otlp_attr {
         const char *key;

@@ -79,7 +79,9 @@ static uint32_t sm(struct smap *m, uint32_t i)
 struct pick {
         fp_pprof_keep_fn keep; /* NULL: every sample, every entity */
         void *arg;
-        bool *loc, *map, *fn; /* [id]: used by a taken sample */
+        bool *loc, *map, *fn;      /* [id]: used by a taken sample */
+        fp_pprof_rename_fn rename; /* NULL: every location keeps its lines */
+        void *rename_arg;
 };
 
 static bool taken(const struct pick *pk, const struct fp_pprof *src, size_t i)
@@ -161,6 +163,25 @@ static int merge_samples(struct fp_pprof *dst, const struct fp_pprof *src, struc
         return 0;
 }
 
+/* The one line of a renamed location: its new function, no line number. */
+static int rename_line(struct fp_pprof *dst, const char *name, const char *sys,
+                       struct fp_pp_line *ret)
+{
+        uint32_t n = 0, y = 0;
+        uint64_t fid;
+        int r;
+
+        r = fp_pp_intern(dst, name, strlen(name), &n);
+        if (r >= 0 && sys && *sys)
+                r = fp_pp_intern(dst, sys, strlen(sys), &y);
+        if (r >= 0)
+                r = fp_pp_intern_function(dst, n, y, 0, 0, &fid);
+        if (r < 0)
+                return r;
+        *ret = (struct fp_pp_line){.function_id = fid, .line = 0};
+        return 0;
+}
+
 static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, struct smap *sp,
                           const struct pick *pk, uint64_t *mmap, uint64_t *fmap, uint64_t *lmap)
 {
@@ -198,16 +219,28 @@ static int merge_entities(struct fp_pprof *dst, const struct fp_pprof *src, stru
         for (size_t i = 0; i < src->n_locations; i++) {
                 const struct fp_pp_location *l = &src->locations[i];
 
+                size_t n_lines = l->n_lines;
+
                 if (pk->loc && !pk->loc[i + 1])
                         continue;
-                if (FP_PP_GROW(dst->scratch_lines, dst->cap_scratch_lines, l->n_lines) < 0)
+                if (FP_PP_GROW(dst->scratch_lines, dst->cap_scratch_lines, n_lines + 1) < 0)
                         return -ENOMEM;
-                for (size_t j = 0; j < l->n_lines; j++) {
+                for (size_t j = 0; j < n_lines; j++) {
                         dst->scratch_lines[j] = src->lines[l->line_off + j];
                         dst->scratch_lines[j].function_id = fmap[dst->scratch_lines[j].function_id];
                 }
+                if (pk->rename) {
+                        const char *name = NULL, *sys = NULL;
+
+                        if (pk->rename(src, i + 1, pk->rename_arg, &name, &sys) > 0) {
+                                r = rename_line(dst, name, sys, &dst->scratch_lines[0]);
+                                if (r < 0)
+                                        return r;
+                                n_lines = 1;
+                        }
+                }
                 r = fp_pp_intern_location(dst, mmap[l->mapping_id], l->address, dst->scratch_lines,
-                                          l->n_lines, l->is_folded, &lmap[i + 1]);
+                                          n_lines, l->is_folded, &lmap[i + 1]);
                 if (r < 0)
                         return r;
         }
@@ -349,4 +382,17 @@ int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const
         if (!found)
                 return -EINVAL;
         return merge(dst, src, only_type ? only_type : "", &all);
+}
+
+int fp_pprof_merge_renamed(struct fp_pprof *dst, const struct fp_pprof *src,
+                           fp_pprof_rename_fn rename, void *arg)
+{
+        struct pick all = {.rename = rename, .rename_arg = arg};
+
+        if (!dst || !src || dst == src || !rename)
+                return -EINVAL;
+        if (dst->n_types != 0 && !same_types(dst, src) &&
+            !(src->n_types == 0 && src->n_samples == 0))
+                return -EINVAL;
+        return merge(dst, src, NULL, &all);
 }

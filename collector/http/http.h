@@ -19,6 +19,7 @@ struct evhttp_request;
 struct evbuffer;
 struct fp_backend;
 struct fp_coll_writeq_result;
+struct fp_dbgi;
 
 #define FP_COLL_MAX_ROUTES 24
 
@@ -50,6 +51,7 @@ struct fp_coll_server {
         struct fp_coll_gate *gate;     /* every connection's (gate.h) */
         struct fp_coll_writeq *writeq; /* the writer thread, with the read-write store */
         struct fp_backend *store;      /* read-only: the loop thread's queries */
+        struct fp_dbgi *names;         /* debuginfod.h; NULL: no debuginfod */
         uint64_t store_max_bytes;
         uint64_t max_read_ns; /* one read's time budget (--max-read-ms) */
         char *token;          /* NULL: no authentication */

@@ -39,6 +39,17 @@ const struct fp_conf_key fp_coll_settings[] = {
      "byte budget of the store; the oldest uploads go first"},
     {"retention", FP_CONF_DURATION, "0", 0, 100ULL * 366 * 86400, "DURATION",
      "delete uploads older than this (7d, 12h; 0: keep until evicted)"},
+    {"debuginfod", FP_CONF_LIST, NULL, 0, 0, "URL",
+     "name stripped frames from this debuginfod server (repeatable; default: $DEBUGINFOD_URLS; "
+     "none: off)"},
+    {"debuginfod-cache", FP_CONF_STRING, "/var/cache/fleetprof-collector/debuginfod", 0, 0, "DIR",
+     "where fetched debug files are kept (the collector's alone)"},
+    {"debuginfod-cache-mb", FP_CONF_UINT, "2048", 1, 1048576, "N",
+     "byte budget of the debug file cache; the least recently used build goes first"},
+    {"debuginfod-timeout", FP_CONF_DURATION, "60", 1, 3600, "DURATION",
+     "one request to a debuginfod server, connection to last byte"},
+    {"debuginfod-retry", FP_CONF_DURATION, "10m", 1, 7 * 86400, "DURATION",
+     "a build no server gave is asked for again after this"},
 };
 const size_t fp_coll_n_settings = sizeof(fp_coll_settings) / sizeof(fp_coll_settings[0]);
 
@@ -60,7 +71,12 @@ void fp_coll_config_from(const struct fp_conf *conf, struct fp_coll_config *c)
             .max_connections_per_ip = (unsigned)fp_conf_uint(conf, "max-connections-per-ip"),
             .store_max_mb = fp_conf_uint(conf, "store-max-mb"),
             .retention_s = fp_conf_duration(conf, "retention"),
+            .debuginfod_cache = fp_conf_string(conf, "debuginfod-cache"),
+            .debuginfod_cache_mb = fp_conf_uint(conf, "debuginfod-cache-mb"),
+            .debuginfod_timeout_s = fp_conf_duration(conf, "debuginfod-timeout"),
+            .debuginfod_retry_s = fp_conf_duration(conf, "debuginfod-retry"),
         };
+        c->debuginfod = fp_conf_list(conf, "debuginfod", &c->n_debuginfod);
 }
 
 int fp_coll_settings_check(const struct fp_conf *conf, char *err, size_t err_len)

@@ -26,6 +26,11 @@ struct fp_coll_config {
         unsigned max_connections, max_connections_per_ip;
         uint64_t store_max_mb;
         uint64_t retention_s; /* 0: keep until the byte budget evicts */
+        /* debuginfod servers as given (none: $DEBUGINFOD_URLS; "none": off) */
+        const char *const *debuginfod;
+        size_t n_debuginfod;
+        const char *debuginfod_cache;
+        uint64_t debuginfod_cache_mb, debuginfod_timeout_s, debuginfod_retry_s;
 };
 
 extern const struct fp_conf_key fp_coll_settings[];

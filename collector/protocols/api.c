@@ -2,6 +2,7 @@
 /*
  * The JSON and pprof API handlers; see api.h for what each answers.
  */
+#include "debuginfod.h"
 #include "upload_contract.h"
 #include "api.h"
 #include "log.h"
@@ -359,6 +360,7 @@ void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 404, "no samples match this selection");
                 goto out;
         }
+        fp_dbgi_name(s->names, &p); /* best effort: unnamed frames keep their offsets */
         r = fp_pprof_encode(p, 1, &buf, &len);
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "cannot encode the profile: %s", strerror(-r));
@@ -416,6 +418,48 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
 }
 
 /* ---- metrics ---- */
+
+/* What debuginfod naming did (debuginfod.h), with --debuginfod only. */
+static void names_metrics(struct fp_dbgi *d, struct fp_prom *p)
+{
+        static const char fetches[] = "fleetprof_collector_debuginfod_fetches_total";
+        static const char lookups[] = "fleetprof_collector_debuginfod_lookups_total";
+        struct fp_dbgi_stats st;
+
+        fp_dbgi_stats(d, &st);
+        fp_prom_family(p, fetches, "counter",
+                       "Builds asked of the debuginfod servers, by result: fetched, missing (no "
+                       "server has it), failed (an error, a timeout, a file that is not what it "
+                       "says, a build ID that cannot be one).");
+        fp_prom_value(p, fetches, "result", "fetched", (double)st.fetched);
+        fp_prom_value(p, fetches, "result", "missing", (double)st.missing);
+        fp_prom_value(p, fetches, "result", "failed", (double)st.failed);
+        fp_prom_family(p, lookups, "counter",
+                       "Builds a query wanted names from, by result: hit (cached), miss (not "
+                       "yet, asked for, or backing off).");
+        fp_prom_value(p, lookups, "result", "hit", (double)st.hits);
+        fp_prom_value(p, lookups, "result", "miss", (double)st.misses);
+        fp_prom_family(p, "fleetprof_collector_debuginfod_frames_named_total", "counter",
+                       "Locations of query answers named from debug files.");
+        fp_prom_value(p, "fleetprof_collector_debuginfod_frames_named_total", NULL, NULL,
+                      (double)st.frames_named);
+        fp_prom_family(p, "fleetprof_collector_debuginfod_cache_bytes", "gauge",
+                       "Bytes of the debug file cache (--debuginfod-cache-mb).");
+        fp_prom_value(p, "fleetprof_collector_debuginfod_cache_bytes", NULL, NULL,
+                      (double)st.cache_bytes);
+        fp_prom_family(p, "fleetprof_collector_debuginfod_cache_builds", "gauge",
+                       "Builds in the debug file cache.");
+        fp_prom_value(p, "fleetprof_collector_debuginfod_cache_builds", NULL, NULL,
+                      (double)st.cache_builds);
+        fp_prom_family(p, "fleetprof_collector_debuginfod_symbol_bytes", "gauge",
+                       "Memory held by the cached builds' symbol tables.");
+        fp_prom_value(p, "fleetprof_collector_debuginfod_symbol_bytes", NULL, NULL,
+                      (double)st.symbol_bytes);
+        fp_prom_family(p, "fleetprof_collector_debuginfod_evicted_total", "counter",
+                       "Builds evicted from the cache for its byte budget.");
+        fp_prom_value(p, "fleetprof_collector_debuginfod_evicted_total", NULL, NULL,
+                      (double)st.evicted);
+}
 
 void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
 {
@@ -508,6 +552,8 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                        "to make room for a new connection).");
         for (int i = 0; i < FP_GATE_N_REASONS; i++)
                 fp_prom_value(&p, gate, "reason", fp_coll_gate_reason_names[i], (double)refused[i]);
+        if (s->names)
+                names_metrics(s->names, &p);
         fp_coll_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);
         evbuffer_free(b);
 }

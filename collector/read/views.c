@@ -29,6 +29,7 @@
  *     at most N points (default 300), each the sums of the buckets that
  *     start in its step.
  */
+#include "debuginfod.h"
 #include "views.h"
 #include "filter.h"
 #include "http.h"
@@ -137,6 +138,7 @@ static int query(struct fp_coll_server *s, struct evhttp_request *req,
                 fp_pprof_free(p);
                 return r < 0 ? r : -ENOENT;
         }
+        fp_dbgi_name(s->names, &p); /* best effort: unnamed frames keep their offsets */
         *ret = p;
         return 0;
 }

@@ -3,6 +3,7 @@
  * The web page; see web.h. Plain HTML with a little inline CSS: it must
  * read in any browser (and in curl) without fetching anything else.
  */
+#include "debuginfod.h"
 #include "web.h"
 #include "api.h"
 #include "filter.h"
@@ -182,6 +183,7 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
                                     fp_backend_errmsg(s->store));
                 goto out;
         }
+        fp_dbgi_name(s->names, &p); /* best effort: unnamed frames keep their offsets */
         mem = open_memstream(&text, &text_len);
         if (!mem) {
                 fp_coll_reply_error(req, 503, "out of memory");

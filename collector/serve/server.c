@@ -16,6 +16,7 @@
 #include "gate.h"
 #include "otlp.h"
 #include "pyroscope.h"
+#include "debuginfod.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -221,6 +222,55 @@ static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, c
         return 0;
 }
 
+/*
+ * The debuginfod servers frames are named from (debuginfod.h): those of
+ * --debuginfod ("none": none), else $DEBUGINFOD_URLS (space-separated, as
+ * elfutils reads it). A cache that cannot be used stops the start when
+ * the servers were configured, and only turns naming off (one warning)
+ * when they came from the environment.
+ */
+static int names_setup(struct fp_coll_server *s, const struct fp_coll_config *c, char *err,
+                       size_t errlen)
+{
+        const char *env = getenv("DEBUGINFOD_URLS");
+        _cleanup_free_ char *copy = NULL;
+        const char *urls[16];
+        struct fp_dbgi_config dc = {
+            .urls = c->debuginfod,
+            .n_urls = c->n_debuginfod,
+            .cache_dir = c->debuginfod_cache,
+            .cache_bytes = c->debuginfod_cache_mb << 20,
+            .timeout_s = c->debuginfod_timeout_s,
+            .retry_s = c->debuginfod_retry_s,
+        };
+        int r;
+
+        if (dc.n_urls == 1 && strcmp(dc.urls[0], "none") == 0)
+                return 0;
+        if (dc.n_urls == 0 && env && *env) {
+                char *save = NULL;
+
+                copy = strdup(env);
+                if (!copy)
+                        return fp_errf(err, errlen, -ENOMEM, "out of memory");
+                for (char *t = strtok_r(copy, " \t\n", &save); t && dc.n_urls < 16;
+                     t = strtok_r(NULL, " \t\n", &save))
+                        urls[dc.n_urls++] = t;
+                dc.urls = urls;
+        }
+        if (dc.n_urls == 0)
+                return 0;
+        r = fp_dbgi_new(&dc, &s->names, err, errlen);
+        if (r < 0 && !c->n_debuginfod) {
+                fp_log(LOG_WARNING, "frames are not named from $DEBUGINFOD_URLS: %s", err);
+                return 0;
+        }
+        if (r == 0)
+                fp_log(LOG_INFO, "naming frames from %zu debuginfod server%s (first %s), cache %s",
+                       dc.n_urls, dc.n_urls == 1 ? "" : "s", dc.urls[0], dc.cache_dir);
+        return r;
+}
+
 int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                        struct fp_coll_server **ret, char *err, size_t errlen)
 {
@@ -287,6 +337,8 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         }
         evhttp_set_bevcb(s->http, new_bev, s);
+        if ((r = names_setup(s, c, err, errlen)) < 0)
+                goto fail;
         if (c->tls_cert && (r = tls_setup(s, c, err, errlen)) < 0)
                 goto fail;
         s->sock = evhttp_bind_socket_with_handle(s->http, addr, (ev_uint16_t)port);
@@ -307,6 +359,7 @@ void fp_coll_server_free(struct fp_coll_server *s)
         if (!s)
                 return;
         fp_coll_writeq_free(s->writeq); /* writes and answers what is queued */
+        fp_dbgi_free(s->names);
         if (s->http)
                 evhttp_free(s->http);
         fp_coll_gate_free(s->gate);

@@ -1,0 +1,820 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Names at the collector from debuginfod servers (see debuginfod.h).
+ *
+ * The table of builds: one entry per build ID a query met, in a chained
+ * hash, each in one state:
+ *
+ *   NONE     never fetched, or evicted: the next query queues it
+ *   DISK     cached by an earlier run, symbols not loaded: queued likewise
+ *   QUEUED   in the fetcher's queue or being fetched
+ *   READY    cached, symbols loaded (syms)
+ *   FAILED   no server gave it; queued again after retry_at
+ *   REFUSED  not a build ID: never asked for
+ *
+ * The cache directory holds ID.debug (the debug file) and ID.head (the
+ * executable's first bytes) of each DISK or READY build, and .tmp-* files
+ * while a download runs (removed at start). disk_bytes is their sum; the
+ * fetcher evicts the least recently named builds past the budget.
+ */
+#include "debuginfod.h"
+#include "dsyms.h"
+#include "log.h"
+#include "pprof.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ID_MAX      129 /* 64 bytes of hex and the NUL */
+#define MAX_BUILDS  1000000
+#define QUEUE_MAX   4096
+#define WHY_MAX     200
+#define CONNECT_MAX 10 /* seconds to connect, within the timeout */
+
+enum state { NONE, DISK, QUEUED, READY, FAILED, REFUSED };
+
+struct entry {
+        char id[ID_MAX];
+        enum state state;
+        struct fp_dsyms *syms; /* READY */
+        uint64_t disk_bytes;   /* DISK, READY */
+        int64_t last_use_ns;   /* CLOCK_MONOTONIC (DISK from a run before: 0) */
+        int64_t retry_ns;      /* FAILED */
+        struct entry *next;
+};
+
+struct fp_dbgi {
+        struct fp_dbgi_config c;
+        char **urls;
+        char *dir;
+        int dirfd;
+
+        pthread_mutex_t lock;
+        pthread_cond_t wake;
+        pthread_t thread;
+        bool started, stop;
+        struct entry **tab;
+        size_t cap, n;
+        struct entry *queue[QUEUE_MAX];
+        size_t q_head, q_len;
+        uint64_t disk_bytes, cache_builds, symbol_bytes;
+        struct fp_dbgi_stats st;
+};
+
+/* ---- the table ---- */
+
+static uint32_t hash_id(const char *s)
+{
+        uint32_t h = 2166136261u;
+
+        for (; *s; s++)
+                h = (h ^ (uint8_t)*s) * 16777619u;
+        return h;
+}
+
+static struct entry *find(struct fp_dbgi *d, const char *id)
+{
+        if (!d->cap)
+                return NULL;
+        for (struct entry *e = d->tab[hash_id(id) & (d->cap - 1)]; e; e = e->next)
+                if (strcmp(e->id, id) == 0)
+                        return e;
+        return NULL;
+}
+
+/* A new entry for id (lower-case, valid length), NULL when out of memory or full. */
+static struct entry *add(struct fp_dbgi *d, const char *id)
+{
+        struct entry *e;
+
+        if (d->n >= MAX_BUILDS)
+                return NULL;
+        if (d->n + 1 > d->cap / 2) {
+                size_t cap = d->cap ? 2 * d->cap : 1024;
+                struct entry **tab = calloc(cap, sizeof(*tab));
+
+                if (!tab)
+                        return NULL;
+                for (size_t i = 0; i < d->cap; i++) {
+                        for (struct entry *x = d->tab[i], *nx; x; x = nx) {
+                                nx = x->next;
+                                x->next = tab[hash_id(x->id) & (cap - 1)];
+                                tab[hash_id(x->id) & (cap - 1)] = x;
+                        }
+                }
+                free(d->tab);
+                d->tab = tab;
+                d->cap = cap;
+        }
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return NULL;
+        snprintf(e->id, sizeof(e->id), "%s", id);
+        e->next = d->tab[hash_id(id) & (d->cap - 1)];
+        d->tab[hash_id(id) & (d->cap - 1)] = e;
+        d->n++;
+        return e;
+}
+
+int fp_dbgi_build_id_ok(const char *id, char *why, size_t whylen)
+{
+        size_t n = strlen(id);
+
+        for (size_t i = 0; i < n; i++)
+                if (!isxdigit((unsigned char)id[i]))
+                        return fp_errf(why, whylen, 0, "is not hexadecimal");
+        if (n % 2 || n < 16 || n > 128)
+                return fp_errf(why, whylen, 0, "has %zu hex digits, not 16 to 128 in pairs", n);
+        return 1;
+}
+
+/* ---- the cache directory ---- */
+
+static void file_name(char *buf, size_t len, const char *id, const char *kind)
+{
+        snprintf(buf, len, "%s.%s", id, kind);
+}
+
+static void drop_files(struct fp_dbgi *d, struct entry *e)
+{
+        char name[ID_MAX + 16];
+
+        file_name(name, sizeof(name), e->id, "debug");
+        unlinkat(d->dirfd, name, 0);
+        file_name(name, sizeof(name), e->id, "head");
+        unlinkat(d->dirfd, name, 0);
+        d->disk_bytes -= e->disk_bytes < d->disk_bytes ? e->disk_bytes : d->disk_bytes;
+        d->cache_builds -= d->cache_builds ? 1 : 0;
+        e->disk_bytes = 0;
+}
+
+/* Under the lock: evicts least recently used builds (not keep) past the budget. */
+static void evict(struct fp_dbgi *d, const struct entry *keep)
+{
+        while (d->disk_bytes > d->c.cache_bytes) {
+                struct entry *old = NULL;
+
+                for (size_t i = 0; i < d->cap; i++)
+                        for (struct entry *e = d->tab[i]; e; e = e->next)
+                                if (e != keep && (e->state == READY || e->state == DISK) &&
+                                    (!old || e->last_use_ns < old->last_use_ns))
+                                        old = e;
+                if (!old)
+                        return;
+                drop_files(d, old);
+                if (old->syms) {
+                        d->symbol_bytes -= fp_dsyms_bytes(old->syms);
+                        fp_dsyms_unref(old->syms);
+                        old->syms = NULL;
+                }
+                old->state = NONE;
+                d->st.evicted++;
+        }
+}
+
+/* Makes or checks the directory: ours, a real directory, no one else may write it. */
+static int open_dir(struct fp_dbgi *d, char *err, size_t errlen)
+{
+        struct stat st;
+
+        if (mkdir(d->dir, 0750) < 0 && errno != EEXIST)
+                return fp_errf(err, errlen, -errno, "cannot make the debuginfod cache %s: %s",
+                               d->dir, strerror(errno));
+        d->dirfd = open(d->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d->dirfd < 0)
+                return fp_errf(err, errlen, -errno, "cannot open the debuginfod cache %s: %s",
+                               d->dir, errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+        if (fstat(d->dirfd, &st) < 0)
+                return fp_errf(err, errlen, -errno, "cannot read the debuginfod cache %s: %s",
+                               d->dir, strerror(errno));
+        if (st.st_uid != geteuid() || (st.st_mode & 022))
+                return fp_errf(err, errlen, -EPERM,
+                               "the debuginfod cache %s is not ours alone (owner %u, mode %03o): "
+                               "it must belong to the collector's user and be writable by no one "
+                               "else",
+                               d->dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+        return 0;
+}
+
+/* What an earlier run cached: ID.debug with its ID.head. Leftover downloads go. */
+static int index_dir(struct fp_dbgi *d)
+{
+        int fd = dup(d->dirfd);
+        DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+        struct dirent *de;
+
+        if (!dir) {
+                if (fd >= 0)
+                        close(fd);
+                return -errno;
+        }
+        while ((de = readdir(dir))) {
+                char id[ID_MAX], head[ID_MAX + 16];
+                const char *dot = strrchr(de->d_name, '.');
+                struct stat a, b;
+                struct entry *e;
+                size_t n = dot ? (size_t)(dot - de->d_name) : 0;
+
+                if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+                        unlinkat(d->dirfd, de->d_name, 0);
+                        continue;
+                }
+                if (!dot || strcmp(dot, ".debug") != 0 || n >= sizeof(id))
+                        continue;
+                memcpy(id, de->d_name, n);
+                id[n] = '\0';
+                file_name(head, sizeof(head), id, "head");
+                if (fp_dbgi_build_id_ok(id, NULL, 0) <= 0 ||
+                    fstatat(d->dirfd, de->d_name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    fstatat(d->dirfd, head, &b, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(a.st_mode) ||
+                    !S_ISREG(b.st_mode) || find(d, id))
+                        continue;
+                e = add(d, id);
+                if (!e)
+                        break;
+                e->state = DISK;
+                e->disk_bytes = (uint64_t)a.st_size + (uint64_t)b.st_size;
+                d->disk_bytes += e->disk_bytes;
+                d->cache_builds++;
+        }
+        closedir(dir);
+        evict(d, NULL);
+        return 0;
+}
+
+/* ---- fetching ---- */
+
+struct sink {
+        int fd;           /* a file, or -1: into head */
+        uint64_t n, max;  /* bytes taken; the most taken */
+        uint8_t *head;    /* FP_DSYMS_HEAD_BYTES */
+        bool full, error; /* the head is complete; a write failed */
+};
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+        const char *p = buf;
+
+        while (len) {
+                ssize_t w = write(fd, p, len);
+
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return -1;
+                p += w;
+                len -= (size_t)w;
+        }
+        return 0;
+}
+
+static size_t take(char *p, size_t size, size_t nmemb, void *arg)
+{
+        struct sink *k = arg;
+        size_t len = size * nmemb;
+
+        if (k->fd < 0) {
+                size_t room = FP_DSYMS_HEAD_BYTES - k->n;
+                size_t m = len < room ? len : room;
+
+                memcpy(k->head + k->n, p, m);
+                k->n += m;
+                if (k->n == FP_DSYMS_HEAD_BYTES) {
+                        k->full = true;
+                        return 0; /* enough: the rest is not needed */
+                }
+                return len;
+        }
+        if (len > k->max - k->n)
+                return 0;
+        if (write_all(k->fd, p, len) < 0) {
+                k->error = true;
+                return 0;
+        }
+        k->n += len;
+        return len;
+}
+
+/*
+ * GET url/buildid/id/kind into k. 1 when it came (whole, or the head
+ * full), 0 when the server has no such file (404), -1 with why otherwise.
+ */
+static int get(struct fp_dbgi *d, CURL *curl, const char *url, const char *id, const char *kind,
+               struct sink *k, char *why, size_t whylen)
+{
+        char full[2048], errbuf[CURL_ERROR_SIZE] = "";
+        size_t ul = strlen(url);
+        long code = 0;
+        CURLcode rc;
+
+        while (ul && url[ul - 1] == '/')
+                ul--;
+        if (snprintf(full, sizeof(full), "%.*s/buildid/%s/%s", (int)ul, url, id, kind) >=
+            (int)sizeof(full))
+                return fp_errf(why, whylen, -1, "%s: the URL is too long", url);
+        curl_easy_reset(curl);
+        curl_easy_setopt(curl, CURLOPT_URL, full);
+        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)d->c.timeout_s);
+        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT,
+                         (long)(d->c.timeout_s < CONNECT_MAX ? d->c.timeout_s : CONNECT_MAX));
+        curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 3L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#endif
+        curl_easy_setopt(curl, CURLOPT_USERAGENT, "fleetprof-collector");
+        curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, take);
+        curl_easy_setopt(curl, CURLOPT_WRITEDATA, k);
+        if (k->fd >= 0)
+                curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)k->max);
+        rc = curl_easy_perform(curl);
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+        if (rc == CURLE_WRITE_ERROR && k->full && code == 200)
+                return 1;
+        if (rc == CURLE_OK && code == 404)
+                return 0;
+        if (rc == CURLE_OK && code != 200)
+                return fp_errf(why, whylen, -1, "%s answered HTTP %ld for its %s", url, code, kind);
+        if (rc == CURLE_FILESIZE_EXCEEDED || (rc == CURLE_WRITE_ERROR && !k->error && k->fd >= 0))
+                return fp_errf(why, whylen, -1,
+                               "%s: its %s is larger than the cache (%" PRIu64 " bytes)", url, kind,
+                               k->max);
+        if (rc != CURLE_OK)
+                return fp_errf(why, whylen, -1, "%s: %s", url,
+                               *errbuf ? errbuf : curl_easy_strerror(rc));
+        return 1;
+}
+
+/*
+ * Fetches id from url into the temporary files: 1 with *ret loaded, 0
+ * when the server has no debug file for it, -1 with why.
+ */
+static int fetch_from(struct fp_dbgi *d, CURL *curl, const char *url, const char *id,
+                      const char *tmp_debug, const char *tmp_head, struct fp_dsyms **ret,
+                      uint64_t *ret_bytes, char *why, size_t whylen)
+{
+        _cleanup_free_ uint8_t *head = malloc(FP_DSYMS_HEAD_BYTES);
+        struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
+        char path[4096], err[WHY_MAX];
+        struct sink k = {.fd = -1, .max = d->c.cache_bytes};
+        int r, n;
+
+        if (!head)
+                return fp_errf(why, whylen, -1, "out of memory");
+        k.fd = openat(d->dirfd, tmp_debug, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                      0640);
+        if (k.fd < 0)
+                return fp_errf(why, whylen, -1, "cannot write into %s: %s", d->dir,
+                               strerror(errno));
+        r = get(d, curl, url, id, "debuginfo", &k, why, whylen);
+        if (k.error)
+                r = fp_errf(why, whylen, -1, "cannot write into %s: %s", d->dir, strerror(errno));
+        close(k.fd);
+        if (r <= 0)
+                return r;
+        *ret_bytes = k.n;
+        k = (struct sink){.fd = -1, .head = head};
+        r = get(d, curl, url, id, "executable", &k, why, whylen);
+        if (r == 0)
+                return fp_errf(why, whylen, -1, "%s has its debug file but not its executable",
+                               url);
+        if (r < 0)
+                return r;
+        n = fp_dsyms_segments(head, k.n, segs, FP_DSYMS_MAX_SEGS, err, sizeof(err));
+        if (n < 0)
+                return fp_errf(why, whylen, -1, "%s: %s", url, err);
+        snprintf(path, sizeof(path), "%s/%s", d->dir, tmp_debug);
+        r = fp_dsyms_load(path, id, segs, (size_t)n, ret, err, sizeof(err));
+        if (r < 0)
+                return fp_errf(why, whylen, -1, "%s: %s", url, err);
+        r = openat(d->dirfd, tmp_head, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
+        if (r < 0 || write_all(r, head, k.n) < 0) {
+                if (r >= 0)
+                        close(r);
+                fp_dsyms_unref(*ret);
+                return fp_errf(why, whylen, -1, "cannot write into %s: %s", d->dir,
+                               strerror(errno));
+        }
+        close(r);
+        *ret_bytes += k.n;
+        return 1;
+}
+
+/* Loads a build cached by an earlier run: 0 with *ret, or -1 with why. */
+static int load_cached(struct fp_dbgi *d, const char *id, struct fp_dsyms **ret, char *why,
+                       size_t whylen)
+{
+        _cleanup_free_ uint8_t *head = malloc(FP_DSYMS_HEAD_BYTES);
+        struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
+        char name[ID_MAX + 16], path[4096];
+        _cleanup_close_ int fd = -1;
+        ssize_t len;
+        int n;
+
+        file_name(name, sizeof(name), id, "head");
+        fd = openat(d->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (!head || fd < 0 || (len = read(fd, head, FP_DSYMS_HEAD_BYTES)) < 0)
+                return fp_errf(why, whylen, -1, "its cached header cannot be read");
+        n = fp_dsyms_segments(head, (size_t)len, segs, FP_DSYMS_MAX_SEGS, why, whylen);
+        if (n < 0)
+                return -1;
+        file_name(name, sizeof(name), id, "debug");
+        snprintf(path, sizeof(path), "%s/%s", d->dir, name);
+        return fp_dsyms_load(path, id, segs, (size_t)n, ret, why, whylen) < 0 ? -1 : 0;
+}
+
+/* One build: from the disk when cached, else from the servers. Without the lock. */
+static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id, bool cached)
+{
+        char why[WHY_MAX] = "", tmp_debug[ID_MAX + 16], tmp_head[ID_MAX + 16];
+        char name[ID_MAX + 16];
+        struct fp_dsyms *syms = NULL;
+        uint64_t bytes = 0;
+        int r = -1, missing = 0;
+
+        if (cached && load_cached(d, id, &syms, why, sizeof(why)) == 0) {
+                pthread_mutex_lock(&d->lock);
+                e->state = READY;
+                e->syms = syms;
+                d->symbol_bytes += fp_dsyms_bytes(syms);
+                pthread_mutex_unlock(&d->lock);
+                return;
+        }
+        if (cached) {
+                fp_log(LOG_WARNING, "debuginfod: the cached build %s is dropped: %s", id, why);
+                pthread_mutex_lock(&d->lock);
+                drop_files(d, e);
+                pthread_mutex_unlock(&d->lock);
+        }
+        snprintf(tmp_debug, sizeof(tmp_debug), ".tmp-%s.debug", id);
+        snprintf(tmp_head, sizeof(tmp_head), ".tmp-%s.head", id);
+        for (size_t i = 0; i < d->c.n_urls && r <= 0; i++) {
+                char one[WHY_MAX];
+
+                r = fetch_from(d, curl, d->urls[i], id, tmp_debug, tmp_head, &syms, &bytes, one,
+                               sizeof(one));
+                if (r == 0)
+                        missing++;
+                else if (r < 0)
+                        snprintf(why, sizeof(why), "%s", one);
+        }
+        if (r > 0) {
+                file_name(name, sizeof(name), id, "debug");
+                if (renameat(d->dirfd, tmp_debug, d->dirfd, name) == 0) {
+                        file_name(name, sizeof(name), id, "head");
+                        if (renameat(d->dirfd, tmp_head, d->dirfd, name) < 0)
+                                r = -1;
+                } else {
+                        r = -1;
+                }
+                if (r < 0) {
+                        snprintf(why, sizeof(why), "cannot write into %s: %s", d->dir,
+                                 strerror(errno));
+                        fp_dsyms_unref(syms);
+                        syms = NULL;
+                }
+        }
+        unlinkat(d->dirfd, tmp_debug, 0);
+        unlinkat(d->dirfd, tmp_head, 0);
+        if (r <= 0 && !*why)
+                snprintf(why, sizeof(why), "%s",
+                         d->c.n_urls == 1 ? "the server does not have it" : "no server has it");
+        if (r <= 0)
+                fp_log(LOG_WARNING,
+                       "debuginfod: build %s not named: %s (asked again in %" PRIu64 " s)", id, why,
+                       d->c.retry_s);
+        pthread_mutex_lock(&d->lock);
+        if (r > 0) {
+                e->state = READY;
+                e->syms = syms;
+                e->disk_bytes = bytes;
+                e->last_use_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+                d->disk_bytes += bytes;
+                d->cache_builds++;
+                d->symbol_bytes += fp_dsyms_bytes(syms);
+                d->st.fetched++;
+                evict(d, e);
+        } else {
+                e->state = FAILED;
+                e->retry_ns = (int64_t)(fp_now_ns(CLOCK_MONOTONIC) + d->c.retry_s * 1000000000ull);
+                if (missing == (int)d->c.n_urls)
+                        d->st.missing++;
+                else
+                        d->st.failed++;
+        }
+        pthread_mutex_unlock(&d->lock);
+}
+
+static void *fetcher(void *arg)
+{
+        struct fp_dbgi *d = arg;
+        CURL *curl = curl_easy_init();
+
+        pthread_mutex_lock(&d->lock);
+        for (;;) {
+                struct entry *e;
+                char id[ID_MAX];
+                bool cached;
+
+                while (!d->stop && d->q_len == 0)
+                        pthread_cond_wait(&d->wake, &d->lock);
+                if (d->stop)
+                        break;
+                e = d->queue[d->q_head];
+                d->q_head = (d->q_head + 1) % QUEUE_MAX;
+                d->q_len--;
+                snprintf(id, sizeof(id), "%s", e->id);
+                cached = e->disk_bytes > 0;
+                pthread_mutex_unlock(&d->lock);
+                if (curl) {
+                        work(d, curl, e, id, cached);
+                } else {
+                        pthread_mutex_lock(&d->lock);
+                        e->state = FAILED;
+                        e->retry_ns =
+                            (int64_t)(fp_now_ns(CLOCK_MONOTONIC) + d->c.retry_s * 1000000000ull);
+                        pthread_mutex_unlock(&d->lock);
+                }
+                pthread_mutex_lock(&d->lock);
+        }
+        pthread_mutex_unlock(&d->lock);
+        curl_easy_cleanup(curl);
+        return NULL;
+}
+
+/* ---- the collector's side ---- */
+
+int fp_dbgi_new(const struct fp_dbgi_config *c, struct fp_dbgi **ret, char *err, size_t errlen)
+{
+        struct fp_dbgi *d = calloc(1, sizeof(*d));
+        int r = -ENOMEM;
+
+        if (!d)
+                return fp_errf(err, errlen, -ENOMEM, "out of memory");
+        d->c = *c;
+        d->dirfd = -1;
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_cond_init(&d->wake, NULL);
+        d->dir = strdup(c->cache_dir);
+        d->urls = calloc(c->n_urls + 1, sizeof(*d->urls));
+        if (!d->dir || !d->urls)
+                goto fail;
+        for (size_t i = 0; i < c->n_urls; i++) {
+                if (strncmp(c->urls[i], "http://", 7) && strncmp(c->urls[i], "https://", 8)) {
+                        r = fp_errf(err, errlen, -EINVAL,
+                                    "debuginfod server '%s' is not an http:// or https:// URL",
+                                    c->urls[i]);
+                        goto fail;
+                }
+                if (!(d->urls[i] = strdup(c->urls[i])))
+                        goto fail;
+        }
+        d->c.urls = NULL;
+        d->c.cache_dir = NULL;
+        if ((r = open_dir(d, err, errlen)) < 0)
+                goto fail;
+        if ((r = index_dir(d)) < 0) {
+                fp_errf(err, errlen, r, "cannot read the debuginfod cache %s: %s", d->dir,
+                        strerror(-r));
+                goto fail;
+        }
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        r = -pthread_create(&d->thread, NULL, fetcher, d);
+        if (r < 0) {
+                fp_errf(err, errlen, r, "cannot start the debuginfod fetcher: %s", strerror(-r));
+                goto fail;
+        }
+        d->started = true;
+        *ret = d;
+        return 0;
+fail:
+        if (r == -ENOMEM)
+                fp_errf(err, errlen, r, "out of memory");
+        fp_dbgi_free(d);
+        return r;
+}
+
+void fp_dbgi_free(struct fp_dbgi *d)
+{
+        if (!d)
+                return;
+        if (d->started) {
+                pthread_mutex_lock(&d->lock);
+                d->stop = true;
+                pthread_cond_signal(&d->wake);
+                pthread_mutex_unlock(&d->lock);
+                pthread_join(d->thread, NULL);
+        }
+        for (size_t i = 0; i < d->cap; i++) {
+                for (struct entry *e = d->tab[i], *nx; e; e = nx) {
+                        nx = e->next;
+                        fp_dsyms_unref(e->syms);
+                        free(e);
+                }
+        }
+        free(d->tab);
+        for (size_t i = 0; d->urls && d->urls[i]; i++)
+                free(d->urls[i]);
+        free(d->urls);
+        free(d->dir);
+        if (d->dirfd >= 0)
+                close(d->dirfd);
+        pthread_mutex_destroy(&d->lock);
+        pthread_cond_destroy(&d->wake);
+        free(d);
+}
+
+/*
+ * Under the lock: the symbols of id (a new reference), or NULL after
+ * queueing it when it is not cached and not refused or backing off.
+ */
+static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t now)
+{
+        char id[ID_MAX], why[WHY_MAX];
+        struct entry *e;
+        size_t n = strlen(raw_id);
+
+        if (n >= sizeof(id))
+                n = sizeof(id) - 1; /* refused below for its length all the same */
+        for (size_t i = 0; i < n; i++)
+                id[i] = (char)tolower((unsigned char)raw_id[i]);
+        id[n] = '\0';
+        e = find(d, id);
+        if (!e) {
+                e = add(d, id);
+                if (!e)
+                        return NULL;
+                if (fp_dbgi_build_id_ok(raw_id, why, sizeof(why)) <= 0) {
+                        e->state = REFUSED;
+                        d->st.failed++;
+                        fp_log(LOG_WARNING, "debuginfod: build ID '%.40s%s' not asked for: it %s",
+                               id, strlen(raw_id) > 40 ? "..." : "", why);
+                }
+        }
+        switch (e->state) {
+        case READY:
+                e->last_use_ns = now;
+                d->st.hits++;
+                return fp_dsyms_ref(e->syms);
+        case FAILED:
+                if (now < e->retry_ns)
+                        break;
+                /* fall through */
+        case NONE:
+        case DISK:
+                if (d->q_len == QUEUE_MAX)
+                        break;
+                e->state = QUEUED;
+                d->queue[(d->q_head + d->q_len++) % QUEUE_MAX] = e;
+                pthread_cond_signal(&d->wake);
+                break;
+        case QUEUED:
+        case REFUSED:
+                break;
+        }
+        d->st.misses++;
+        return NULL;
+}
+
+/* Builds met by one naming pass, and the name given to each location. */
+struct pass {
+        struct fp_dbgi *d;
+        int64_t now;
+        struct {
+                const char *id; /* the profile's string */
+                struct fp_dsyms *syms;
+        } * builds;
+        size_t n_builds, cap_builds;
+        const char **names, **systems; /* [location id] */
+};
+
+static struct fp_dsyms *pass_syms(struct pass *ps, const char *id)
+{
+        struct fp_dsyms *s;
+
+        for (size_t i = ps->n_builds; i-- > 0;)
+                if (ps->builds[i].id == id || strcmp(ps->builds[i].id, id) == 0)
+                        return ps->builds[i].syms;
+        if (fp_grow(&ps->builds, &ps->cap_builds, ps->n_builds + 1, sizeof(*ps->builds)) < 0)
+                return NULL;
+        pthread_mutex_lock(&ps->d->lock);
+        s = lookup(ps->d, id, ps->now);
+        pthread_mutex_unlock(&ps->d->lock);
+        ps->builds[ps->n_builds].id = id;
+        ps->builds[ps->n_builds++].syms = s;
+        return s;
+}
+
+static const char *base_name(const char *path)
+{
+        const char *s = strrchr(path, '/');
+
+        return s ? s + 1 : path;
+}
+
+/*
+ * Whether the agent left v unnamed: no line, or the name it gives an
+ * address it cannot name, FILE+0xOFFSET, for this very offset.
+ */
+static bool unnamed(const struct fp_pprof_location_view *v, uint64_t off)
+{
+        char want[512];
+
+        if (v->n_lines == 0)
+                return true;
+        if (v->n_lines != 1)
+                return false;
+        snprintf(want, sizeof(want), "%s+0x%" PRIx64, base_name(v->mapping_file), off);
+        return strcmp(want, v->function_name) == 0;
+}
+
+static int give_name(const struct fp_pprof *src, uint64_t loc, void *arg, const char **ret_name,
+                     const char **ret_system)
+{
+        struct pass *ps = arg;
+
+        (void)src;
+        if (!ps->names[loc])
+                return 0;
+        *ret_name = ps->names[loc];
+        *ret_system = ps->systems[loc];
+        return 1;
+}
+
+int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p)
+{
+        struct pass ps = {.d = d, .now = (int64_t)fp_now_ns(CLOCK_MONOTONIC)};
+        size_t n = d ? fp_pprof_n_locations(*p) : 0, named = 0;
+        struct fp_pprof *out = NULL;
+        int r = 0;
+
+        if (!n)
+                return 0;
+        ps.names = calloc(n + 1, sizeof(*ps.names));
+        ps.systems = calloc(n + 1, sizeof(*ps.systems));
+        if (!ps.names || !ps.systems) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (uint64_t id = 1; id <= n; id++) {
+                struct fp_pprof_location_view v;
+                struct fp_dsyms *s;
+                uint64_t off;
+
+                if (fp_pprof_location_get(*p, id, &v) < 0 || !*v.build_id || !*v.mapping_file ||
+                    v.address < v.mapping_start || v.address >= v.mapping_limit)
+                        continue;
+                off = v.address - v.mapping_start + v.mapping_offset;
+                if (!unnamed(&v, off) || !(s = pass_syms(&ps, v.build_id)))
+                        continue;
+                ps.names[id] = fp_dsyms_name(s, off, &ps.systems[id]);
+                named += ps.names[id] != NULL;
+        }
+        if (named) {
+                out = fp_pprof_new();
+                r = out ? fp_pprof_merge_renamed(out, *p, give_name, &ps) : -ENOMEM;
+                if (r < 0) {
+                        fp_pprof_free(out);
+                        goto out;
+                }
+                fp_pprof_free(*p);
+                *p = out;
+                pthread_mutex_lock(&d->lock);
+                d->st.frames_named += named;
+                pthread_mutex_unlock(&d->lock);
+        }
+out:
+        for (size_t i = 0; i < ps.n_builds; i++)
+                fp_dsyms_unref(ps.builds[i].syms);
+        free(ps.builds);
+        free(ps.names);
+        free(ps.systems);
+        return r;
+}
+
+void fp_dbgi_stats(struct fp_dbgi *d, struct fp_dbgi_stats *ret)
+{
+        pthread_mutex_lock(&d->lock);
+        *ret = d->st;
+        ret->cache_bytes = d->disk_bytes;
+        ret->cache_builds = d->cache_builds;
+        ret->symbol_bytes = d->symbol_bytes;
+        pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The names of one build from its debug file (see dsyms.h).
+ *
+ * Function symbols (STT_FUNC, STT_GNU_IFUNC) of the debug file's .symtab
+ * are sorted by address; of several at one address the global one wins,
+ * then the shorter name, then the first in byte order, so the choice does
+ * not depend on the file's order. A symbol without a size reaches to the
+ * next one (at most UNSIZED_MAX bytes). Lookup is a binary search for the
+ * last symbol starting at or before the address, which names it when the
+ * address lies within its size.
+ */
+#include "dsyms.h"
+#include "demangle.h"
+#include "elfread.h"
+#include "util.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define UNSIZED_MAX 4096u
+#define NO_NAME     UINT32_MAX
+
+struct dsym {
+        uint64_t start, end;
+        uint32_t name, system; /* into names; system NO_NAME: the name is the symbol */
+};
+
+struct fp_dsyms {
+        unsigned long refs;
+        struct dsym *syms;
+        size_t n;
+        char *names;
+        size_t names_len;
+        struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
+        size_t n_segs;
+};
+
+/* A symbol as read: its name points into the ELF's string table. */
+struct raw {
+        uint64_t start, size;
+        const char *name;
+        unsigned rank; /* 2 global, 1 weak, 0 local */
+};
+
+static uint64_t get(const uint8_t *p, size_t n, bool big)
+{
+        uint64_t v = 0;
+
+        for (size_t i = 0; i < n; i++)
+                v |= (uint64_t)p[big ? n - 1 - i : i] << (8 * i);
+        return v;
+}
+
+int fp_dsyms_segments(const uint8_t *head, size_t len, struct fp_dsyms_seg *out, size_t max,
+                      char *err, size_t errlen)
+{
+        bool wide, big;
+        uint64_t phoff, phentsize, phnum;
+        size_t k = 0;
+
+        if (len < EI_NIDENT || memcmp(head, ELFMAG, SELFMAG) != 0) {
+                fp_errf(err, errlen, 0, "the executable is not an ELF file");
+                return -EBADMSG;
+        }
+        wide = head[EI_CLASS] == ELFCLASS64;
+        big = head[EI_DATA] == ELFDATA2MSB;
+        if ((!wide && head[EI_CLASS] != ELFCLASS32) || (!big && head[EI_DATA] != ELFDATA2LSB) ||
+            len < (wide ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr))) {
+                fp_errf(err, errlen, 0, "the executable's ELF header is damaged");
+                return -EBADMSG;
+        }
+        if (wide) {
+                phoff = get(head + offsetof(Elf64_Ehdr, e_phoff), 8, big);
+                phentsize = get(head + offsetof(Elf64_Ehdr, e_phentsize), 2, big);
+                phnum = get(head + offsetof(Elf64_Ehdr, e_phnum), 2, big);
+        } else {
+                phoff = get(head + offsetof(Elf32_Ehdr, e_phoff), 4, big);
+                phentsize = get(head + offsetof(Elf32_Ehdr, e_phentsize), 2, big);
+                phnum = get(head + offsetof(Elf32_Ehdr, e_phnum), 2, big);
+        }
+        if (phentsize < (wide ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)) || phnum == 0 ||
+            phoff > len || phnum > (len - phoff) / phentsize) {
+                fp_errf(err, errlen, 0,
+                        "the executable's program headers are not within its first %zu bytes", len);
+                return -EBADMSG;
+        }
+        for (uint64_t i = 0; i < phnum; i++) {
+                const uint8_t *ph = head + phoff + i * phentsize;
+                struct fp_dsyms_seg s;
+
+                if (wide) {
+                        if (get(ph + offsetof(Elf64_Phdr, p_type), 4, big) != PT_LOAD)
+                                continue;
+                        s.offset = get(ph + offsetof(Elf64_Phdr, p_offset), 8, big);
+                        s.vaddr = get(ph + offsetof(Elf64_Phdr, p_vaddr), 8, big);
+                        s.filesz = get(ph + offsetof(Elf64_Phdr, p_filesz), 8, big);
+                } else {
+                        if (get(ph + offsetof(Elf32_Phdr, p_type), 4, big) != PT_LOAD)
+                                continue;
+                        s.offset = get(ph + offsetof(Elf32_Phdr, p_offset), 4, big);
+                        s.vaddr = get(ph + offsetof(Elf32_Phdr, p_vaddr), 4, big);
+                        s.filesz = get(ph + offsetof(Elf32_Phdr, p_filesz), 4, big);
+                }
+                if (k == max) {
+                        fp_errf(err, errlen, 0, "the executable has more than %zu segments", max);
+                        return -EBADMSG;
+                }
+                out[k++] = s;
+        }
+        if (k == 0) {
+                fp_errf(err, errlen, 0, "the executable has no loadable segment");
+                return -EBADMSG;
+        }
+        return (int)k;
+}
+
+static int cmp_raw(const void *a, const void *b)
+{
+        const struct raw *x = a, *y = b;
+        size_t lx, ly;
+
+        if (x->start != y->start)
+                return x->start < y->start ? -1 : 1;
+        if (x->rank != y->rank)
+                return x->rank > y->rank ? -1 : 1;
+        lx = strlen(x->name);
+        ly = strlen(y->name);
+        if (lx != ly)
+                return lx < ly ? -1 : 1;
+        return strcmp(x->name, y->name);
+}
+
+static unsigned rank_of(unsigned char bind)
+{
+        return bind == STB_GLOBAL || bind == STB_GNU_UNIQUE ? 2 : bind == STB_WEAK ? 1 : 0;
+}
+
+/* The function symbols of elf's .symtab into *ret (malloc'd, *ret_n of them). */
+static int read_symbols(Elf *elf, struct raw **ret, size_t *ret_n, char *err, size_t errlen)
+{
+        struct raw *v = NULL;
+        size_t n = 0, cap = 0;
+        Elf_Scn *scn = NULL;
+        GElf_Ehdr eh;
+
+        if (!gelf_getehdr(elf, &eh)) {
+                fp_errf(err, errlen, 0, "the debug file's ELF header is damaged");
+                return -EBADMSG;
+        }
+        while ((scn = elf_nextscn(elf, scn))) {
+                size_t symsz = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+                GElf_Shdr sh;
+                Elf_Data *d;
+
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !symsz)
+                        continue;
+                d = elf_getdata(scn, NULL);
+                for (size_t i = 1; d && i < d->d_size / symsz; i++) {
+                        GElf_Sym s;
+                        const char *name;
+                        unsigned type;
+
+                        if (!gelf_getsym(d, (int)i, &s))
+                                break;
+                        type = GELF_ST_TYPE(s.st_info);
+                        if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+                            s.st_shndx == SHN_UNDEF || s.st_value == 0)
+                                continue;
+                        name = elf_strptr(elf, sh.sh_link, s.st_name);
+                        if (!name || !*name)
+                                continue;
+                        if (n == FP_DSYMS_MAX_SYMBOLS) {
+                                free(v);
+                                fp_errf(err, errlen, 0, "the debug file has over %u functions",
+                                        FP_DSYMS_MAX_SYMBOLS);
+                                return -EFBIG;
+                        }
+                        if (fp_grow(&v, &cap, n + 1, sizeof(*v)) < 0) {
+                                free(v);
+                                return -ENOMEM;
+                        }
+                        v[n++] = (struct raw){
+                            .start =
+                                eh.e_machine == EM_ARM ? s.st_value & ~(uint64_t)1 : s.st_value,
+                            .size = s.st_size,
+                            .name = name,
+                            .rank = rank_of(GELF_ST_BIND(s.st_info)),
+                        };
+                }
+        }
+        if (n == 0) {
+                free(v);
+                fp_errf(err, errlen, 0, "the debug file has no function symbols");
+                return -EBADMSG;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* Appends s (and its NUL) to d's names; its offset, or NO_NAME when out of memory. */
+static uint32_t add_name(struct fp_dsyms *d, size_t *cap, const char *s)
+{
+        size_t l = strlen(s) + 1;
+        uint32_t at = (uint32_t)d->names_len;
+
+        if (d->names_len + l >= NO_NAME || fp_grow(&d->names, cap, d->names_len + l, 1) < 0)
+                return NO_NAME;
+        memcpy(d->names + d->names_len, s, l);
+        d->names_len += l;
+        return at;
+}
+
+/* One entry per address, demangled, from raw symbols sorted by cmp_raw. */
+static int build(struct fp_dsyms *d, const struct raw *v, size_t n)
+{
+        static char buf[FP_DEMANGLE_MAX_OUT]; /* under the one loader's lock */
+        size_t cap = 0, k = 0;
+
+        d->syms = calloc(n, sizeof(*d->syms));
+        if (!d->syms)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                struct dsym *s;
+                bool dm;
+
+                if (i && v[i].start == v[i - 1].start)
+                        continue; /* the first of an address is the best */
+                s = &d->syms[k++];
+                dm = fp_demangle_into(v[i].name, buf, sizeof(buf)) == 1;
+                s->start = v[i].start;
+                s->end = v[i].size ? v[i].start + v[i].size : 0;
+                s->name = add_name(d, &cap, dm ? buf : v[i].name);
+                s->system = dm ? add_name(d, &cap, v[i].name) : NO_NAME;
+                if (s->name == NO_NAME || (dm && s->system == NO_NAME))
+                        return -ENOMEM;
+        }
+        d->n = k;
+        for (size_t i = 0; i < k; i++) {
+                struct dsym *s = &d->syms[i];
+                uint64_t next = i + 1 < k ? d->syms[i + 1].start : UINT64_MAX;
+
+                if (s->end <= s->start) /* no size, or one that wraps */
+                        s->end = next - s->start > UNSIZED_MAX ? s->start + UNSIZED_MAX : next;
+        }
+        return 0;
+}
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_seg *segs,
+                  size_t n_segs, struct fp_dsyms **ret, char *err, size_t errlen)
+{
+        _cleanup_close_ int fd = -1;
+        char id[FP_ELF_BUILD_ID_HEX];
+        struct fp_dsyms *d = NULL;
+        struct raw *v = NULL;
+        size_t n = 0;
+        Elf *elf = NULL;
+        int r;
+
+        if (n_segs > FP_DSYMS_MAX_SEGS)
+                return -EINVAL;
+        elf_version(EV_CURRENT);
+        r = fp_elf_open(path, &fd, &elf, NULL);
+        if (r < 0) {
+                fp_errf(err, errlen, 0, "the debug file is %s",
+                        r == -ENOEXEC ? "not an ELF file" : strerror(-r));
+                return r == -ENOEXEC ? -EBADMSG : r;
+        }
+        fp_elf_build_id(elf, id);
+        if (strcmp(id, build_id) != 0) {
+                fp_errf(err, errlen, 0, "the debug file is of build %s, not this one",
+                        *id ? id : "(none)");
+                r = -EBADMSG;
+                goto out;
+        }
+        r = read_symbols(elf, &v, &n, err, errlen);
+        if (r < 0)
+                goto out;
+        qsort(v, n, sizeof(*v), cmp_raw);
+        d = calloc(1, sizeof(*d));
+        r = -ENOMEM;
+        if (!d)
+                goto out;
+        d->refs = 1;
+        memcpy(d->segs, segs, n_segs * sizeof(*segs));
+        d->n_segs = n_segs;
+        pthread_mutex_lock(&load_lock);
+        r = build(d, v, n);
+        pthread_mutex_unlock(&load_lock);
+        if (r < 0)
+                goto out;
+        *ret = d;
+        d = NULL;
+out:
+        if (r == -ENOMEM)
+                fp_errf(err, errlen, 0, "out of memory reading the debug file");
+        fp_dsyms_unref(d);
+        free(v);
+        elf_end(elf);
+        return r;
+}
+
+struct fp_dsyms *fp_dsyms_ref(struct fp_dsyms *d)
+{
+        __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
+        return d;
+}
+
+void fp_dsyms_unref(struct fp_dsyms *d)
+{
+        if (!d || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) != 0)
+                return;
+        free(d->syms);
+        free(d->names);
+        free(d);
+}
+
+const char *fp_dsyms_name(const struct fp_dsyms *d, uint64_t off, const char **ret_system)
+{
+        uint64_t vaddr = 0;
+        bool found = false;
+        size_t lo = 0, hi = d->n;
+
+        *ret_system = NULL;
+        for (size_t i = 0; i < d->n_segs && !found; i++) {
+                const struct fp_dsyms_seg *s = &d->segs[i];
+
+                if (off >= s->offset && off - s->offset < s->filesz) {
+                        vaddr = off - s->offset + s->vaddr;
+                        found = true;
+                }
+        }
+        if (!found)
+                return NULL;
+        while (lo < hi) { /* the first symbol starting after vaddr */
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (d->syms[mid].start <= vaddr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo == 0 || vaddr >= d->syms[lo - 1].end)
+                return NULL;
+        if (d->syms[lo - 1].system != NO_NAME)
+                *ret_system = d->names + d->syms[lo - 1].system;
+        return d->names + d->syms[lo - 1].name;
+}
+
+size_t fp_dsyms_bytes(const struct fp_dsyms *d)
+{
+        return sizeof(*d) + d->n * sizeof(*d->syms) + d->names_len;
+}
+
+size_t fp_dsyms_count(const struct fp_dsyms *d)
+{
+        return d->n;
+}
