@@ -13,7 +13,8 @@
 # from npm (kept in /var/cache/fleetprof-test; no browser is ever
 # downloaded), protobuf-compiler (protoc --decode: the tests' own
 # reader of what the agent sends in other protocols), and OpenJDK 17 (the
-# JVM whose methods test-java names). Safe to run again.
+# JVM whose methods test-java names), and debuginfod (elfutils' server:
+# the collector's debug files in test-debuginfod). Safe to run again.
 set -euo pipefail
 
 packages=(
@@ -25,7 +26,7 @@ packages=(
   rpm man-db groff-base libcap2-bin xz-utils perl
   chromium fonts-dejavu-core nodejs bindfs e2fsprogs
   clickhouse-server clickhouse-client
-  openjdk-17-jdk-headless
+  openjdk-17-jdk-headless debuginfod
 )
 
 missing=()
@@ -43,6 +44,9 @@ fi
 # own service (port 8123, 9000) is not wanted running on a build machine.
 if [[ " ${missing[*]} " == *" clickhouse-server "* ]] && [ -d /run/systemd/system ]; then
   systemctl disable --now clickhouse-server >/dev/null 2>&1 || true
+fi
+if [[ " ${missing[*]} " == *" debuginfod "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now debuginfod >/dev/null 2>&1 || true
 fi
 
 # npm: Debian's, unless the installed Node.js brings its own.

@@ -27,6 +27,11 @@
 #                     name: func_F (F = 1, 4, 7...) the system name
 #                     _Z6func_Fv, every one the file src/fF.py and its
 #                     location the line 10 * F
+#       unnamed       frames an agent could not name, one a sample:
+#                     --frame BUILD_ID:FILE:OFFSET (repeatable) gives one
+#                     mapping of FILE with that build ID and a location at
+#                     file offset OFFSET (hex) named FILE+0xOFFSET, as the
+#                     agent names an address in a stripped binary
 import gzip
 import random
 import sys
@@ -135,13 +140,43 @@ def build(kind, samples, stacks, seed, time_ns=0):
     return p.encode()
 
 
+def unnamed(frames, time_ns):
+    p = Profile()
+    vt = lambda t, u: field_varint(1, p.s(t)) + field_varint(2, p.s(u))
+    p.add(field_bytes(1, vt("samples", "count")))
+    p.add(field_bytes(1, vt("cpu", "nanoseconds")))
+    p.add(field_bytes(11, vt("cpu", "nanoseconds")))
+    p.add(field_varint(12, 1000000))
+    if time_ns:
+        p.add(field_varint(9, time_ns) + field_varint(10, 60 * 10**9))
+    for i, fr in enumerate(frames, 1):
+        build_id, path, off = fr.split(":")
+        off = int(off, 16)
+        start = 0x10000000 * i
+        p.add(field_bytes(3, field_varint(1, i) + field_varint(2, start) +
+                          field_varint(3, start + 0x1000000) + field_varint(4, 0) +
+                          field_varint(5, p.s(path)) + field_varint(6, p.s(build_id))))
+        name = "%s+0x%x" % (path.rsplit("/", 1)[-1], off)
+        p.add(field_bytes(5, field_varint(1, i) + field_varint(2, p.s(name))))
+        p.add(field_bytes(4, field_varint(1, i) + field_varint(2, i) +
+                          field_varint(3, start + off) + field_bytes(4, field_varint(1, i))))
+        p.add(field_bytes(2, packed(1, [i]) + packed(2, [10, 10000000])))
+    return p.encode()
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
     opt = {"--samples": 1000, "--stacks": 50, "--seed": 1, "--time": 0}
+    frames = []
     for i in range(0, len(args), 2):
-        opt[args[i]] = int(args[i + 1])
-    if kind == "bomb":
+        if args[i] == "--frame":
+            frames.append(args[i + 1])
+        else:
+            opt[args[i]] = int(args[i + 1])
+    if kind == "unnamed":
+        data = gzip.compress(unnamed(frames, opt["--time"]))
+    elif kind == "bomb":
         data = gzip.compress(b"\0" * (100 << 20), 9)
     elif kind == "notproto":
         data = gzip.compress(b"\xff\xff\xff\xff this is not a protobuf message \xff" * 10)

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Names at the collector from debuginfod (collector/names/):
+#   1. A stripped C++ program (namespaces, a template, two overloads), its
+#      debug file served only by Debian's debuginfod on 127.0.0.1, profiled
+#      by a real agent uploading to a SQLite collector with --debuginfod:
+#      the pprof, /top and the flame graph name its functions demangled,
+#      with their symbols as system names, where the agent's own dump has
+#      offsets; the totals do not change; /metrics counts the fetch.
+#   2. The same upload on a collector whose server is stopped: the query
+#      answers at once with offsets; once the server is back (after the
+#      back-off) the frames are named. A restart names from the disk cache.
+#   3. A server that misbehaves: HTTP 500, a hang (past --debuginfod-timeout),
+#      a truncated debug file, another build's debug file, and a build ID
+#      of the wrong length: each refused with one log line and asked for
+#      once in the back-off, while a good build of the same upload is
+#      named and the query answers at once, on SQLite and on ClickHouse.
+#   4. A cache directory that others can write, or a symbolic link, stops
+#      the start with one line.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+FP_TEST_NAME=debuginfod
+fp_init 300
+fp_require_go
+command -v debuginfod >/dev/null || fp_fail "debuginfod is not installed (scripts/deps.sh installs it)"
+command -v g++ >/dev/null || fp_fail "g++ is not installed"
+unset DEBUGINFOD_URLS
+INTEG=$FP_SRC/tests/integration
+
+# ---- the program, stripped, and its debug file --------------------------------
+W=$FP_TMP/work
+mkdir -p "$W/srv"
+g++ -O1 -g -o "$W/cxxnames" "$FP_SRC/tests/workloads/names/cxxnames.cc" || fp_fail "g++ failed"
+objcopy --only-keep-debug "$W/cxxnames" "$W/srv/cxxnames.debug"
+strip -s -o "$W/srv/cxxnames" "$W/cxxnames"
+cp "$W/srv/cxxnames" "$W/stripped"
+BID=$(readelf -n "$W/stripped" | awk '/Build ID/ {print $3}')
+[[ ${#BID} == 40 ]] || fp_fail "no build ID in the test program"
+if readelf -S "$W/stripped" | grep -q '\.symtab'; then fp_fail "the stripped program has a .symtab"; fi
+
+DPORT=$(fp_free_port)
+DPID=
+start_debuginfod() {
+  debuginfod -F "$W/srv" -p "$DPORT" -d "$FP_TMP/debuginfod.sqlite" >>"$FP_TMP/debuginfod.log" 2>&1 &
+  DPID=$!
+  fp_track "$DPID"
+  fp_wait_for 30 curl -sf -o /dev/null "http://127.0.0.1:$DPORT/buildid/$BID/debuginfo" ||
+    fp_fail "debuginfod did not serve the debug file: $(tail -3 "$FP_TMP/debuginfod.log")"
+}
+stop_debuginfod() { fp_kill "$DPID"; DPID=; }
+start_debuginfod
+fp_ok "Debian's debuginfod on 127.0.0.1:$DPORT serves build $BID"
+
+PORT=$(fp_free_port)
+URL=http://127.0.0.1:$PORT
+# collector NAME ARGS...: a collector on $PORT with its own store and cache.
+collector() {
+  local name=$1
+  shift
+  mkdir -p -m 700 "$FP_TMP/$name-cache"
+  fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --debuginfod-cache "$FP_TMP/$name-cache" "$@"
+}
+# profile FILE [QUERY]: the merged pprof of the collector.
+profile() { curl -sf -o "$1" "$URL/api/v1/profile?${2:-}" || fp_fail "no profile from the collector"; }
+# names FILE: "NAME<TAB>SYSTEM_NAME<TAB>SAMPLES" of every leaf function of a pprof, by go tool pprof.
+names() {
+  fp_pprof -raw -symbolize=none "$1" 2>/dev/null | python3 -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+import pprofraw
+p = pprofraw.parse(sys.stdin.read())
+leaf = {}
+for s in p.samples:
+    if s.stack:
+        leaf[s.stack[0]] = leaf.get(s.stack[0], 0) + s.values[0]
+sysname = {}
+for loc in p.locations.values():
+    for (fn, _, _), sn in zip(loc.lines, loc.system_names):
+        sysname[fn] = sn
+for fn in sorted(set(leaf) | set(sysname)):
+    print("%s\t%s\t%d" % (fn, sysname.get(fn, ""), leaf.get(fn, 0)))' "$INTEG"
+}
+metric() { curl -sf "$URL/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+
+# ---- 1. a real agent, Debian's debuginfod, a SQLite collector ---------------
+collector one --store "$FP_TMP/one.db" --debuginfod "http://127.0.0.1:$DPORT" --debuginfod-retry 2s
+fp_start_agent --bucket 1 --collector "$URL" --upload-interval 5
+"$W/stripped" 6 overloads >/dev/null &
+WPID=$!
+fp_track "$WPID"
+fp_ctl start "$WPID" --freq 499 >/dev/null || fp_fail "start failed"
+sleep 4
+fp_ctl dump "$WPID" -o "$FP_TMP/agent.pb.gz" >/dev/null || fp_fail "dump failed"
+wait "$WPID" || true
+fp_stop_agent # uploads what it holds
+names "$FP_TMP/agent.pb.gz" >"$FP_TMP/agent.names"
+grep -q "^stripped+0x" "$FP_TMP/agent.names" || fp_fail "the agent named the stripped program itself: $(head -5 "$FP_TMP/agent.names")"
+if grep -q "demo::" "$FP_TMP/agent.names"; then fp_fail "the agent found the debug file itself"; fi
+
+named() { # named FILE: demo::mix(int) and demo::mix(double) are named in FILE's pprof
+  names "$1" >"$1.names"
+  grep -qP '^demo::mix\(int\)\t_ZN4demo3mixEi\t[1-9]' "$1.names" &&
+    grep -qP '^demo::mix\(double\)\t_ZN4demo3mixEd\t[1-9]' "$1.names"
+}
+first() { profile "$FP_TMP/p1.pb.gz" "pid=$WPID" && named "$FP_TMP/p1.pb.gz"; }
+fp_wait_for 30 first || fp_fail "the collector did not name the overloads: $(head -8 "$FP_TMP/p1.pb.gz.names")"
+left=$(grep -c "^stripped+0x" "$FP_TMP/p1.pb.gz.names" || true)
+[[ $left == 0 ]] || fp_fail "$left frames of the program are still offsets: $(grep "^stripped+0x" "$FP_TMP/p1.pb.gz.names" | head -3)"
+ta=$(fp_profile_total "$FP_TMP/p1.pb.gz")
+tb=$(fp_profile_total "$FP_TMP/agent.pb.gz")
+((ta >= tb)) || fp_fail "the named profile holds $ta samples, the agent's dump $tb"
+curl -sf "$URL/top?pid=$WPID" | grep -q "demo::mix(int)" || fp_fail "/top lacks demo::mix(int)"
+curl -sf "$URL/api/v1/flamegraph?pid=$WPID&value=samples" >"$FP_TMP/flame.json"
+python3 - "$FP_TMP/flame.json" "$ta" <<'PY' || fp_fail "the flame graph does not name the overloads under main"
+import json, sys
+root = json.load(open(sys.argv[1]))
+root = root["tree"]
+def walk(n, path):
+    yield path + [n["name"]], n
+    for c in n.get("children", []):
+        yield from walk(c, path + [n["name"]])
+seen = {n["name"]: p for p, n in walk(root, [])}
+ok = all(k in seen and "main" in seen[k] for k in ("demo::mix(int)", "demo::mix(double)"))
+print("flame graph: total %d of %s, overloads under main: %s" % (root["total"], sys.argv[2], ok))
+sys.exit(0 if ok and root["total"] == int(sys.argv[2]) else 1)
+PY
+[[ $(metric 'fleetprof_collector_debuginfod_fetches_total{result="fetched"}') -ge 1 ]] || fp_fail "/metrics counts no fetch"
+[[ $(metric fleetprof_collector_debuginfod_cache_bytes) -gt 0 ]] || fp_fail "/metrics counts no cache bytes"
+fp_ok "collector names the stripped program from debuginfod: demo::mix(int)/(double) with their symbols; /top and the flame graph too; $ta samples"
+fp_stop_collector
+
+# ---- 2. the server down, then back; the disk cache --------------------------
+stop_debuginfod
+collector two --store "$FP_TMP/two.db" --debuginfod "http://127.0.0.1:$DPORT" --debuginfod-retry 2s
+AUTHLESS=(-H "Idempotency-Key: two-$$")
+curl -sf "${AUTHLESS[@]}" --data-binary @"$FP_TMP/agent.pb.gz" \
+  "$URL/api/v1/ingest?host=h2&pid=$WPID&starttime=1&comm=stripped&exe=$W/stripped&event=cpu-clock&from=$(date +%s)000000000&to=$(date +%s)999999999&agent=test" \
+  -o /dev/null || fp_fail "upload to the second collector failed"
+t=$(curl -sf -o "$FP_TMP/p2.pb.gz" -w '%{time_total}' "$URL/api/v1/profile") || fp_fail "no profile with the server down"
+names "$FP_TMP/p2.pb.gz" | grep -q "^stripped+0x" || fp_fail "offsets are not kept while the server is down"
+fp_ok "server down: the query answers in $t s with offsets"
+sleep 0.5
+profile "$FP_TMP/p2.pb.gz" # the failure is recorded; the back-off starts
+start_debuginfod
+fp_wait_for 20 eval 'profile "$FP_TMP/p2.pb.gz" && named "$FP_TMP/p2.pb.gz"' ||
+  fp_fail "the frames were not named once the server was back"
+grep -q "not named: .*127.0.0.1:$DPORT" "$FP_TMP/collector.log" || fp_fail "the failure was not logged"
+fp_ok "server back: named after the back-off"
+fp_stop_collector
+stop_debuginfod
+collector two --store "$FP_TMP/two.db" --debuginfod "http://127.0.0.1:$DPORT" --debuginfod-retry 1h
+fp_wait_for 10 eval 'profile "$FP_TMP/p3.pb.gz" && named "$FP_TMP/p3.pb.gz"' ||
+  fp_fail "a restarted collector did not name from its disk cache"
+[[ $(metric 'fleetprof_collector_debuginfod_fetches_total{result="fetched"}') == 0 ]] || fp_fail "the restart fetched again"
+fp_ok "restart with the server down: named from the disk cache"
+fp_stop_collector
+
+# ---- 3. a misbehaving server, on SQLite and on ClickHouse ----------------------
+F=$FP_TMP/fake
+mkdir -p "$F"
+FPORT=$(fp_free_port)
+python3 "$INTEG/debuginfod_fake.py" "$FPORT" "$F" "$FP_TMP/fake.log" &
+fp_track $!
+fp_wait_for 10 curl -s -o /dev/null "http://127.0.0.1:$FPORT/" || fp_fail "the fake server did not start"
+cp "$W/srv/cxxnames.debug" "$F/$BID.debuginfo"
+cp "$W/stripped" "$F/$BID.executable"
+ID500=1111111111111111111111111111111111111111
+IDHANG=2222222222222222222222222222222222222222
+IDCUT=3333333333333333333333333333333333333333
+IDOTHER=4444444444444444444444444444444444444444
+IDSHORT=abcd
+echo 500 >"$F/$ID500.status"
+echo hang >"$F/$IDHANG.status"
+head -c 3000 "$W/srv/cxxnames.debug" >"$F/$IDCUT.debuginfo"
+cp "$W/stripped" "$F/$IDCUT.executable"
+cp "$W/srv/cxxnames.debug" "$F/$IDOTHER.debuginfo" # another build's file
+cp "$W/stripped" "$F/$IDOTHER.executable"
+off=$(printf "%x" "0x$(nm "$W/cxxnames" | awk '$3 == "_ZN4demo3mixEi" {print $1}')")
+frames=()
+for id in "$BID" "$ID500" "$IDHANG" "$IDCUT" "$IDOTHER" "$IDSHORT"; do
+  frames+=(--frame "$id:/opt/app/prog-$id:$off")
+done
+python3 "$INTEG/mkpprof.py" unnamed "$FP_TMP/faults.pb.gz" "${frames[@]}" --time "$(date +%s)000000000"
+
+# faults STORE LABEL: one upload of the six frames, two queries, the checks.
+faults() {
+  local store=$1 label=$2 t1 t2
+  : >"$FP_TMP/fake.log"
+  : >"$FP_TMP/collector.log"
+  rm -rf "$FP_TMP/three-cache"
+  collector three --store "$store" --debuginfod "http://127.0.0.1:$FPORT" --debuginfod-timeout 3s \
+    --debuginfod-retry 1h
+  curl -sf -H "Idempotency-Key: faults-$label-$$" --data-binary @"$FP_TMP/faults.pb.gz" \
+    "$URL/api/v1/ingest?host=h3&pid=7&starttime=1&comm=prog&exe=/opt/app/prog&event=cpu-clock&from=$(date +%s)000000000&to=$(date +%s)999999999&agent=test" \
+    -o /dev/null || fp_fail "$label: the upload failed"
+  fp_wait_for 20 eval 'profile "$FP_TMP/f.pb.gz" "host=h3"' || fp_fail "$label: the upload was not stored"
+  t1=$(curl -sf -o /dev/null -w '%{time_total}' "$URL/api/v1/profile?host=h3")
+  # Every build asked for, the hang timed out: the good one named, five failures.
+  fp_wait_for 30 eval '[[ $(metric '"'"'fleetprof_collector_debuginfod_fetches_total{result="failed"}'"'"') == 5 ]]' ||
+    fp_fail "$label: not five failures: $(curl -sf "$URL/metrics" | grep debuginfod_fetches)"
+  t2=$(curl -sf -o "$FP_TMP/f.pb.gz" -w '%{time_total}' "$URL/api/v1/profile?host=h3")
+  profile "$FP_TMP/f.pb.gz" "host=h3"
+  names "$FP_TMP/f.pb.gz" >"$FP_TMP/f.names"
+  grep -qP '^demo::mix\(int\)\t_ZN4demo3mixEi\t10$' "$FP_TMP/f.names" || fp_fail "$label: the good build is not named: $(cat "$FP_TMP/f.names")"
+  [[ $(grep -c "^prog-.*+0x$off" "$FP_TMP/f.names") == 5 ]] || fp_fail "$label: the five bad builds are not offsets: $(cat "$FP_TMP/f.names")"
+  local why
+  for why in "$ID500 .*HTTP 500" "$IDHANG .*imed out" "$IDCUT .*debug file" "$IDOTHER .*of build $BID, not this one" "'$IDSHORT' not asked for: it has 4 hex digits"; do
+    [[ $(grep -c "build.* $why" "$FP_TMP/collector.log") == 1 ]] || fp_fail "$label: not one log line for '$why': $(grep debuginfod "$FP_TMP/collector.log")"
+  done
+  for id in "$BID" "$ID500" "$IDHANG" "$IDCUT" "$IDOTHER"; do
+    [[ $(grep -c "^$id debuginfo" "$FP_TMP/fake.log") == 1 ]] || fp_fail "$label: $id asked for $(grep -c "^$id debuginfo" "$FP_TMP/fake.log") times"
+  done
+  if grep -q "^$IDSHORT " "$FP_TMP/fake.log"; then fp_fail "$label: a 4-digit build ID was asked for"; fi
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < 2.5 and float(sys.argv[2]) < 2.5 else 1)' "$t1" "$t2" ||
+    fp_fail "$label: a query waited for the servers ($t1 s, $t2 s)"
+  fp_ok "$label: 500, a hang, a truncated file, another build's file, a 4-digit ID: one line each, asked once; the good build named; queries $t1 s and $t2 s"
+  fp_stop_collector
+}
+faults "$FP_TMP/three.db" SQLite
+if command -v clickhouse-server >/dev/null; then
+  fp_start_clickhouse "$FP_TMP/ch"
+  faults "clickhouse://127.0.0.1:$FP_CH_PORT/dbgi" ClickHouse
+  fp_stop_clickhouse
+else
+  fp_log "SKIP: ClickHouse (clickhouse-server is not installed)"
+fi
+
+# ---- 4. a cache directory that is not the collector's alone -------------------
+mkdir -p -m 777 "$FP_TMP/open-cache"
+chmod 777 "$FP_TMP/open-cache"
+ln -s "$FP_TMP/two-cache" "$FP_TMP/link-cache"
+for dir in open-cache link-cache; do
+  rc=0
+  err=$("$FP_COLLECTOR" --listen "127.0.0.1:$PORT" --store "$FP_TMP/four.db" \
+    --debuginfod "http://127.0.0.1:$DPORT" --debuginfod-cache "$FP_TMP/$dir" 2>&1) || rc=$?
+  [[ $rc == 1 && $(grep -c "debuginfod cache" <<<"$err") == 1 ]] || fp_fail "$dir: exit $rc: $err"
+done
+fp_ok "a cache directory others can write, or a link, stops the start with one line"
+fp_ok "done"
