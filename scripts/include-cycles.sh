@@ -12,7 +12,7 @@
 #      half is shared only by the files of that module, which live together);
 #   3. in agent/ and collector/, a file includes a header of a stage folder
 #      above its own: the stages run, top to bottom, control core keep
-#      sampling stacks base in agent/ and serve read protocols http write
+#      sampling stacks base in agent/ and serve read protocols http names write
 #      in collector/ (each CMakeLists.txt says what each holds), and the
 #      files at the top (main.c) sit above them all.
 #
@@ -33,7 +33,7 @@ exec python3 - "$verbose" "${dirs[@]}" <<'PY'
 import os, re, sys
 verbose = sys.argv[1] == "1"
 STAGES = {"agent": ["control", "core", "keep", "sampling", "stacks", "base"],
-          "collector": ["serve", "read", "protocols", "http", "write"]}
+          "collector": ["serve", "read", "protocols", "http", "names", "write"]}
 status = 0
 
 def fail(msg):

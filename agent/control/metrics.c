@@ -75,6 +75,15 @@ void fp_metrics_write(const struct fp_core_status *st, fp_write_fn w, void *ctx)
         one(&p, "fleetprof_agent_host_tier_cpus", "gauge",
             "CPUs the host tier samples (0: the host tier is off).",
             st->host_on ? (double)st->host.cpus : 0);
+        fp_prom_family(&p, "fleetprof_agent_frames_named_total", "counter",
+                       "Frames exported (stored or dumped) by what named them: their file's "
+                       "symbol table (dynsym: exported symbols only; symtab; build_id and "
+                       "debuglink: a debug file; minidebuginfo; pclntab: a stripped Go "
+                       "binary's table), kernel, jit (a perf map), python, or unnamed (an "
+                       "address left as FILE+0xOFFSET).");
+        for (int i = 0; i < FP_EXPORT_NAME_KINDS; i++)
+                fp_prom_value(&p, "fleetprof_agent_frames_named_total", "source",
+                              fp_export_name_kind(i), (double)st->frames_named[i]);
         fp_prom_family(&p, "fleetprof_agent_host_tier_samples_total", "counter",
                        "The host tier's samples: kept, of an idle CPU (not kept), or of a "
                        "target's process (counted by the target).");

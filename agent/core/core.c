@@ -1338,6 +1338,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
         for (int i = 0; i < FP_SYM_SOURCES; i++)
                 st.symbol_sources[i] = fp_symcache_n_by_source(s->cache, (enum fp_sym_source)i);
         st.symbol_files_loading = fp_symcache_n_loading(s->cache);
+        fp_export_names(st.frames_named);
         st.python_files = fp_symcache_n_python(s->cache, &st.python_refused);
         st.bucket_seconds = s->opt.bucket_seconds;
         st.store_path = s->opt.store_path;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "debugfile.h"
+#include "export.h"
 #include "host.h"
 #include "perf.h"
 #include "target.h"
@@ -250,6 +251,7 @@ struct fp_core_status {
         size_t symbol_files_loaded;
         size_t symbol_sources[FP_SYM_SOURCES]; /* of those, by where the names came from */
         size_t symbol_files_loading;           /* asked for, still being read on a loader thread */
+        uint64_t frames_named[FP_EXPORT_NAME_KINDS]; /* export.h: frames exported, by namer */
         size_t python_files, python_refused; /* of the files read: CPython interpreters, refused */
         const char *python_stacks;           /* fp_core_python_state() */
         unsigned bucket_seconds;

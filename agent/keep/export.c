@@ -67,6 +67,30 @@ struct namer {
         const struct fp_pyframes *py;
 };
 
+enum { KIND_KERNEL = FP_SYM_SOURCES, KIND_JIT, KIND_PYTHON, KIND_UNNAMED };
+
+static uint64_t names_by_kind[FP_EXPORT_NAME_KINDS];
+
+const char *fp_export_name_kind(int kind)
+{
+        static const char *const extra[] = {"kernel", "jit", "python", "unnamed"};
+
+        if (kind < FP_SYM_SOURCES)
+                return fp_sym_source_name((enum fp_sym_source)kind);
+        return kind < FP_EXPORT_NAME_KINDS ? extra[kind - FP_SYM_SOURCES] : "?";
+}
+
+void fp_export_names(uint64_t out[FP_EXPORT_NAME_KINDS])
+{
+        for (int i = 0; i < FP_EXPORT_NAME_KINDS; i++)
+                out[i] = __atomic_load_n(&names_by_kind[i], __ATOMIC_RELAXED);
+}
+
+static void count_name(int kind)
+{
+        __atomic_add_fetch(&names_by_kind[kind], 1, __ATOMIC_RELAXED);
+}
+
 static void describe(const struct namer *nm, const struct fp_frame *f, struct frame_desc *d)
 {
         uint64_t off = 0;
@@ -82,6 +106,7 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
                 if (nm->py)
                         fp_pyframes_name(nm->py, f, &pn);
                 d->function = pn.function;
+                count_name(strcmp(pn.function, "[python]") ? KIND_PYTHON : KIND_UNNAMED);
                 d->system_name = pn.system_name;
                 d->filename = pn.filename;
                 d->start_line = pn.start_line;
@@ -119,8 +144,16 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
                 d->system_name = d->function;
                 d->function = dm;
         }
-        if (!d->function && x->kind == FP_MAPPING_ANON && nm->jit)
+        if (d->function)
+                count_name(x->kind == FP_MAPPING_KERNEL ? KIND_KERNEL
+                                                        : (int)fp_symtab_source(x->symtab));
+        if (!d->function && x->kind == FP_MAPPING_ANON && nm->jit) {
                 d->function = nm->jit(nm->jit_ctx, f->addr);
+                if (d->function)
+                        count_name(KIND_JIT);
+        }
+        if (!d->function)
+                count_name(KIND_UNNAMED);
         d->mapping = x;
         d->build_id = x->symtab ? fp_symtab_build_id(x->symtab) : "";
         d->limit = x->kind == FP_MAPPING_KERNEL ? UINT64_MAX : x->end;

@@ -7,6 +7,8 @@
  */
 #pragma once
 
+#include "debugfile.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,3 +77,16 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
  */
 int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *service, bool cpu,
                          bool off_cpu);
+
+/*
+ * Frames exported (to the store or a dump) by what named them: the symbol
+ * source of their file's table (debugfile.h: dynsym, symtab, build_id,
+ * debuglink, minidebuginfo, pclntab), then kernel (kallsyms), jit (a perf
+ * map), python (a Python frame read at sample time), and unnamed (an
+ * address left as FILE+0xOFFSET, or a Python frame not read). Since the
+ * agent started; every frame of every stack of every export counts.
+ */
+#define FP_EXPORT_NAME_KINDS (FP_SYM_SOURCES + 4)
+/* The kind's name in status and metrics. */
+const char *fp_export_name_kind(int kind);
+void fp_export_names(uint64_t out[FP_EXPORT_NAME_KINDS]);

@@ -141,4 +141,12 @@ s = json.load(sys.stdin)["symbol_sources"]
 assert s["build_id"] >= 1 and s["debuglink"] >= 1 and s["minidebuginfo"] >= 1, s
 print(s)' >"$W/sources" || fp_fail "status symbol_sources: $(fp_status_json | head -c 600)"
 fp_ok "status counts symbol files by source: $(cat "$W/sources")"
+fp_status_json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["frames_named"]
+assert all(s[k] >= 1 for k in ("build_id", "debuglink", "minidebuginfo", "unnamed")), s
+print(s)' >"$W/named" || fp_fail "status frames_named: $(fp_status_json | head -c 900)"
+fp_ctl status | grep -qE "^names: [0-9]+ frames exported:.* debuglink [0-9.]+%.* unnamed [0-9.]+%" ||
+  fp_fail "status has no names line: $(fp_ctl status | head -5)"
+fp_ok "status counts frames by what named them: $(cat "$W/named")"
 fp_stop_agent

@@ -102,8 +102,7 @@ static void check_all(const char *prog, bool cxx)
                     (strcmp(sym, dem) != 0 ? !sys || strcmp(sys, sym) != 0 : sys != NULL)) {
                         if (wrong++ < 5)
                                 fprintf(stderr, "%s at 0x%llx: got '%s' (%s), want '%s' (%s)\n",
-                                        prog, off, got ? got : "(none)", sys ? sys : "-", dem,
-                                        sym);
+                                        prog, off, got ? got : "(none)", sys ? sys : "-", dem, sym);
                 }
         }
         if (f)
@@ -143,7 +142,7 @@ static void test_programs(void)
                 "      printf '%%x %%s %%s\\n' $(($a - $sv + $so)) $s \"$(echo $s | c++filt)\"; "
                 "      break; fi; "
                 "  done < $p.segs; "
-"done > $p.offs; done",
+                "done > $p.offs; done",
                 dir),
             0);
         check_all("cprog", false);
