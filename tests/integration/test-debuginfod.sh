@@ -7,7 +7,8 @@
 #      by a real agent uploading to a SQLite collector with --debuginfod:
 #      the pprof, /top and the flame graph name its functions demangled,
 #      with their symbols as system names, where the agent's own dump has
-#      offsets; the totals do not change; /metrics counts the fetch.
+#      offsets, as does the web page in chromium; the totals do not
+#      change; /metrics counts the fetch.
 #   2. The same upload on a collector whose server is stopped: the query
 #      answers at once with offsets; once the server is back (after the
 #      back-off) the frames are named. A restart names from the disk cache.
@@ -125,9 +126,19 @@ ok = all(k in seen and "main" in seen[k] for k in ("demo::mix(int)", "demo::mix(
 print("flame graph: total %d of %s, overloads under main: %s" % (root["total"], sys.argv[2], ok))
 sys.exit(0 if ok and root["total"] == int(sys.argv[2]) else 1)
 PY
+# The web page, in chromium, draws the names the collector gave.
+NODE_PATH=/var/cache/fleetprof-test/node_modules fp_timeout 90 node "$INTEG/webview.js" "$URL" "pid=$WPID" \
+  >"$FP_TMP/page.json" 2>"$FP_TMP/page.err" || fp_fail "the web page did not load: $(tail -3 "$FP_TMP/page.err")"
+python3 - "$FP_TMP/page.json" <<'PY' || fp_fail "the web page does not draw the overloads"
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = {b["name"] for b in d["drawn"]}
+print("page: %d boxes, %s" % (len(d["drawn"]), sorted(n for n in names if n.startswith("demo::"))))
+sys.exit(0 if not d["errors"] and {"demo::mix(int)", "demo::mix(double)"} <= names else 1)
+PY
 [[ $(metric 'fleetprof_collector_debuginfod_fetches_total{result="fetched"}') -ge 1 ]] || fp_fail "/metrics counts no fetch"
 [[ $(metric fleetprof_collector_debuginfod_cache_bytes) -gt 0 ]] || fp_fail "/metrics counts no cache bytes"
-fp_ok "collector names the stripped program from debuginfod: demo::mix(int)/(double) with their symbols; /top and the flame graph too; $ta samples"
+fp_ok "collector names the stripped program from debuginfod: demo::mix(int)/(double) with their symbols; /top, the flame graph and the page too; $ta samples"
 fp_stop_collector
 
 # ---- 2. the server down, then back; the disk cache --------------------------
