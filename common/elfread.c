@@ -139,3 +139,43 @@ Elf_Data *fp_elf_section(Elf *elf, const char *name, GElf_Shdr *ret_sh)
         }
         return NULL;
 }
+
+int fp_elf_functions(Elf *elf, bool symtab_only, fp_elf_function_fn fn, void *arg,
+                     bool *ret_has_symtab)
+{
+        size_t symsz = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+        Elf_Scn *scn = NULL;
+        int r;
+
+        if (ret_has_symtab)
+                *ret_has_symtab = false;
+        while (symsz && (scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                Elf_Data *d;
+
+                if (!gelf_getshdr(scn, &sh) ||
+                    (sh.sh_type != SHT_SYMTAB && (symtab_only || sh.sh_type != SHT_DYNSYM)))
+                        continue;
+                d = elf_getdata(scn, NULL);
+                if (!d)
+                        continue;
+                if (sh.sh_type == SHT_SYMTAB && d->d_size > symsz && ret_has_symtab)
+                        *ret_has_symtab = true;
+                for (size_t i = 1; i < d->d_size / symsz; i++) {
+                        const char *name;
+                        unsigned type;
+                        GElf_Sym s;
+
+                        if (!gelf_getsym(d, (int)i, &s))
+                                break;
+                        type = GELF_ST_TYPE(s.st_info);
+                        if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+                            s.st_shndx == SHN_UNDEF || s.st_value == 0)
+                                continue;
+                        name = elf_strptr(elf, sh.sh_link, s.st_name);
+                        if (name && *name && (r = fn(arg, &s, name)) < 0)
+                                return r;
+                }
+        }
+        return 0;
+}

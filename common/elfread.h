@@ -27,3 +27,15 @@ bool fp_elf_has_symtab(Elf *elf);
  * not an ELF file, -EISDIR, another -errno.
  */
 int fp_elf_open(const char *path, int *ret_fd, Elf **ret_elf, struct stat *ret_st);
+
+/*
+ * Calls fn(arg, sym, name) for each function symbol (STT_FUNC or
+ * STT_GNU_IFUNC, defined, at a non-zero address, with a name) of elf's
+ * .symtab and, unless symtab_only, .dynsym sections, in file order; a
+ * negative return of fn stops the walk and is returned. Malformed tables
+ * end their own walk. *ret_has_symtab (may be NULL) tells whether a
+ * non-empty .symtab was seen. 0 or fn's error.
+ */
+typedef int (*fp_elf_function_fn)(void *arg, const GElf_Sym *sym, const char *name);
+int fp_elf_functions(Elf *elf, bool symtab_only, fp_elf_function_fn fn, void *arg,
+                     bool *ret_has_symtab);

@@ -344,6 +344,26 @@ static unsigned elf_rank(unsigned char bind)
         }
 }
 
+/* What collect_symbols() hands each symbol to. */
+struct collecting {
+        struct builder *b;
+        const uint64_t *sec_end; /* [section index]: its end, UINT64_MAX unknown */
+        size_t shnum;
+        bool arm;
+};
+
+static int collect_one(void *arg, const GElf_Sym *s, const char *name)
+{
+        const struct collecting *c = arg;
+        uint64_t value = c->arm ? s->st_value & ~(uint64_t)1 : s->st_value; /* Thumb bit */
+
+        return builder_add(c->b, value, s->st_size,
+                           s->st_shndx < c->shnum && s->st_shndx < SHN_LORESERVE
+                               ? c->sec_end[s->st_shndx]
+                               : UINT64_MAX,
+                           elf_rank(GELF_ST_BIND(s->st_info)), name, strlen(name), NULL, 0);
+}
+
 /*
  * Adds the function symbols of elf's .symtab and .dynsym sections to b.
  * *ret_has_symtab tells whether a (non-empty) .symtab exists. Malformed
@@ -352,11 +372,8 @@ static unsigned elf_rank(unsigned char bind)
 static int collect_symbols(Elf *elf, struct builder *b, bool *ret_has_symtab)
 {
         _cleanup_free_ uint64_t *sec_end = NULL;
-        bool has_symtab = false;
-        Elf_Scn *scn = NULL;
         size_t shnum = 0;
         GElf_Ehdr eh = {0};
-        int r;
 
         if (!gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &shnum) < 0)
                 shnum = 0;
@@ -373,49 +390,9 @@ static int collect_symbols(Elf *elf, struct builder *b, bool *ret_has_symtab)
                                 sec_end[i] = add_sat(sh.sh_addr, sh.sh_size);
                 }
         }
-
-        while ((scn = elf_nextscn(elf, scn))) {
-                size_t symsz = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
-                Elf_Data *d;
-                GElf_Shdr sh;
-
-                if (!gelf_getshdr(scn, &sh) ||
-                    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
-                        continue;
-                d = elf_getdata(scn, NULL);
-                if (!d || !symsz)
-                        continue;
-                if (sh.sh_type == SHT_SYMTAB && d->d_size > symsz)
-                        has_symtab = true;
-                for (size_t i = 1; i < d->d_size / symsz; i++) {
-                        GElf_Sym s;
-                        const char *name;
-                        unsigned type;
-                        uint64_t value;
-
-                        if (!gelf_getsym(d, (int)i, &s))
-                                break;
-                        type = GELF_ST_TYPE(s.st_info);
-                        if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-                            s.st_shndx == SHN_UNDEF || s.st_value == 0)
-                                continue;
-                        name = elf_strptr(elf, sh.sh_link, s.st_name);
-                        if (!name || !*name)
-                                continue;
-                        value = s.st_value;
-                        if (eh.e_machine == EM_ARM)
-                                value &= ~(uint64_t)1; /* Thumb bit */
-                        r = builder_add(
-                            b, value, s.st_size,
-                            s.st_shndx < shnum && s.st_shndx < SHN_LORESERVE ? sec_end[s.st_shndx]
-                                                                             : UINT64_MAX,
-                            elf_rank(GELF_ST_BIND(s.st_info)), name, strlen(name), NULL, 0);
-                        if (r < 0)
-                                return r;
-                }
-        }
-        *ret_has_symtab = has_symtab;
-        return 0;
+        struct collecting c = {
+            .b = b, .sec_end = sec_end, .shnum = shnum, .arm = eh.e_machine == EM_ARM};
+        return fp_elf_functions(elf, false, collect_one, &c, ret_has_symtab);
 }
 
 /* A PLT entry (plt.h) or a Go function (gopclntab.h) into the builder: sized, local. */

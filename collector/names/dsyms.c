@@ -144,66 +144,56 @@ static unsigned rank_of(unsigned char bind)
         return bind == STB_GLOBAL || bind == STB_GNU_UNIQUE ? 2 : bind == STB_WEAK ? 1 : 0;
 }
 
+/* What read_symbols() gathers. */
+struct reading {
+        struct raw *v;
+        size_t n, cap;
+        bool arm;
+};
+
+static int read_one(void *arg, const GElf_Sym *s, const char *name)
+{
+        struct reading *rd = arg;
+
+        if (rd->n == FP_DSYMS_MAX_SYMBOLS)
+                return -EFBIG;
+        if (fp_grow(&rd->v, &rd->cap, rd->n + 1, sizeof(*rd->v)) < 0)
+                return -ENOMEM;
+        rd->v[rd->n++] = (struct raw){
+            .start = rd->arm ? s->st_value & ~(uint64_t)1 : s->st_value,
+            .size = s->st_size,
+            .name = name,
+            .rank = rank_of(GELF_ST_BIND(s->st_info)),
+        };
+        return 0;
+}
+
 /* The function symbols of elf's .symtab into *ret (malloc'd, *ret_n of them). */
 static int read_symbols(Elf *elf, struct raw **ret, size_t *ret_n, char *err, size_t errlen)
 {
-        struct raw *v = NULL;
-        size_t n = 0, cap = 0;
-        Elf_Scn *scn = NULL;
+        struct reading rd = {0};
         GElf_Ehdr eh;
+        int r;
 
         if (!gelf_getehdr(elf, &eh)) {
                 fp_errf(err, errlen, 0, "the debug file's ELF header is damaged");
                 return -EBADMSG;
         }
-        while ((scn = elf_nextscn(elf, scn))) {
-                size_t symsz = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
-                GElf_Shdr sh;
-                Elf_Data *d;
-
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !symsz)
-                        continue;
-                d = elf_getdata(scn, NULL);
-                for (size_t i = 1; d && i < d->d_size / symsz; i++) {
-                        GElf_Sym s;
-                        const char *name;
-                        unsigned type;
-
-                        if (!gelf_getsym(d, (int)i, &s))
-                                break;
-                        type = GELF_ST_TYPE(s.st_info);
-                        if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-                            s.st_shndx == SHN_UNDEF || s.st_value == 0)
-                                continue;
-                        name = elf_strptr(elf, sh.sh_link, s.st_name);
-                        if (!name || !*name)
-                                continue;
-                        if (n == FP_DSYMS_MAX_SYMBOLS) {
-                                free(v);
-                                fp_errf(err, errlen, 0, "the debug file has over %u functions",
-                                        FP_DSYMS_MAX_SYMBOLS);
-                                return -EFBIG;
-                        }
-                        if (fp_grow(&v, &cap, n + 1, sizeof(*v)) < 0) {
-                                free(v);
-                                return -ENOMEM;
-                        }
-                        v[n++] = (struct raw){
-                            .start =
-                                eh.e_machine == EM_ARM ? s.st_value & ~(uint64_t)1 : s.st_value,
-                            .size = s.st_size,
-                            .name = name,
-                            .rank = rank_of(GELF_ST_BIND(s.st_info)),
-                        };
-                }
-        }
-        if (n == 0) {
-                free(v);
+        rd.arm = eh.e_machine == EM_ARM;
+        r = fp_elf_functions(elf, true, read_one, &rd, NULL);
+        if (r == 0 && rd.n == 0) {
                 fp_errf(err, errlen, 0, "the debug file has no function symbols");
-                return -EBADMSG;
+                r = -EBADMSG;
+        } else if (r == -EFBIG) {
+                fp_errf(err, errlen, 0, "the debug file has over %u functions",
+                        FP_DSYMS_MAX_SYMBOLS);
         }
-        *ret = v;
-        *ret_n = n;
+        if (r < 0) {
+                free(rd.v);
+                return r;
+        }
+        *ret = rd.v;
+        *ret_n = rd.n;
         return 0;
 }
 
