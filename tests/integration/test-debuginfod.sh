@@ -17,6 +17,7 @@
 #      of the wrong length: each refused with one log line and asked for
 #      once in the back-off, while a good build of the same upload is
 #      named and the query answers at once, on SQLite and on ClickHouse.
+#      Three builds over a 1 MiB cache: the least recently used evicted.
 #   4. A cache directory that others can write, or a symbolic link, stops
 #      the start with one line.
 set -euo pipefail
@@ -94,7 +95,8 @@ fp_ctl start "$WPID" --freq 499 >/dev/null || fp_fail "start failed"
 sleep 4
 fp_ctl dump "$WPID" -o "$FP_TMP/agent.pb.gz" >/dev/null || fp_fail "dump failed"
 wait "$WPID" || true
-fp_stop_agent # uploads what it holds
+fp_ctl flush >/dev/null || fp_fail "flush failed" # every bucket uploaded
+fp_stop_agent
 names "$FP_TMP/agent.pb.gz" >"$FP_TMP/agent.names"
 grep -q "^stripped+0x" "$FP_TMP/agent.names" || fp_fail "the agent named the stripped program itself: $(head -5 "$FP_TMP/agent.names")"
 if grep -q "demo::" "$FP_TMP/agent.names"; then fp_fail "the agent found the debug file itself"; fi
@@ -236,6 +238,46 @@ if command -v clickhouse-server >/dev/null; then
 else
   fp_log "SKIP: ClickHouse (clickhouse-server is not installed)"
 fi
+
+# ---- 3b. the byte budget: three builds of 0.7 MiB under 1 MiB -----------------
+ids=()
+frames=()
+for v in 1 2 3; do
+  printf 'int __attribute__((noinline)) work_%d(int x){return x*%d;}\nint main(int c, char **a){(void)a; return work_%d(c);}\n' \
+    "$v" "$v" "$v" >"$W/b$v.c"
+  cc -O1 -g -o "$W/b$v" "$W/b$v.c"
+  id=$(readelf -n "$W/b$v" | awk '/Build ID/ {print $3}')
+  objcopy --only-keep-debug "$W/b$v" "$F/$id.debuginfo"
+  head -c 700000 /dev/zero >>"$F/$id.debuginfo" # bytes past its sections: still its ELF file
+  strip -s -o "$F/$id.executable" "$W/b$v"
+  off=$(printf "%x" "0x$(nm "$W/b$v" | awk -v f="work_$v" '$3 == f {print $1}')")
+  frames+=(--frame "$id:/opt/b$v:$off")
+  ids+=("$id")
+done
+python3 "$INTEG/mkpprof.py" unnamed "$FP_TMP/budget.pb.gz" "${frames[@]}" --time "$(date +%s)000000000"
+rm -rf "$FP_TMP/four-cache"
+collector four --store "$FP_TMP/four.db" --debuginfod "http://127.0.0.1:$FPORT" --debuginfod-cache-mb 1 \
+  --debuginfod-retry 1h
+curl -sf -H "Idempotency-Key: budget-$$" --data-binary @"$FP_TMP/budget.pb.gz" -o /dev/null \
+  "$URL/api/v1/ingest?host=h4&pid=8&starttime=1&comm=b&exe=/opt/b&event=cpu-clock&from=$(date +%s)000000000&to=$(date +%s)999999999&agent=test" ||
+  fp_fail "budget: the upload failed"
+fp_wait_for 20 eval 'profile "$FP_TMP/b.pb.gz" "host=h4"' || fp_fail "budget: the upload was not stored"
+fp_wait_for 30 eval '[[ $(metric '"'"'fleetprof_collector_debuginfod_fetches_total{result="fetched"}'"'"') == 3 ]]' ||
+  fp_fail "budget: not three fetches: $(curl -sf "$URL/metrics" | grep debuginfod_fetches)"
+cached=$(metric fleetprof_collector_debuginfod_cache_bytes)
+on_disk=$(du -cb "$FP_TMP/four-cache"/* | tail -1 | cut -f1)
+[[ $(metric fleetprof_collector_debuginfod_evicted_total) == 2 && $(metric fleetprof_collector_debuginfod_cache_builds) == 1 ]] ||
+  fp_fail "budget: not two evicted and one kept: $(curl -sf "$URL/metrics" | grep -E 'debuginfod_(evicted|cache)')"
+((cached <= 1048576 && cached == on_disk)) || fp_fail "budget: $cached bytes counted, $on_disk on disk, budget 1048576"
+# The last fetched is kept: the others were less recently used.
+last=$(grep -E "^(${ids[0]}|${ids[1]}|${ids[2]}) debuginfo" "$FP_TMP/fake.log" | tail -1 | cut -d' ' -f1)
+[[ $(ls "$FP_TMP/four-cache" | sort | tr '\n' ' ') == "$last.debug $last.head " ]] ||
+  fp_fail "budget: the cache holds $(ls "$FP_TMP/four-cache" | tr "\n" " "), not build $last"
+for v in 1 2 3; do [[ ${ids[v - 1]} == "$last" ]] && kept=$v; done
+profile "$FP_TMP/b.pb.gz" "host=h4"
+names "$FP_TMP/b.pb.gz" | grep -qP "^work_$kept\t\t10$" || fp_fail "budget: the kept build is not named: $(names "$FP_TMP/b.pb.gz")"
+fp_ok "budget: three builds of 0.7 MiB under 1 MiB: the two least recent evicted, $cached bytes kept (as on disk), the last named"
+fp_stop_collector
 
 # ---- 4. a cache directory that is not the collector's alone -------------------
 mkdir -p -m 777 "$FP_TMP/open-cache"
