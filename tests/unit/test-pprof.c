@@ -471,6 +471,67 @@ static void test_merge(void)
         fp_pprof_free(odd);
 }
 
+/* Renames every location whose function is arg's [0] to arg's [1], system name [2]. */
+static int rename_x(const struct fp_pprof *src, uint64_t loc, void *arg, const char **ret_name,
+                    const char **ret_system)
+{
+        const char *const *to = arg;
+        struct fp_pprof_location_view v;
+
+        if (fp_pprof_location_get(src, loc, &v) < 0 || strcmp(v.function_name, to[0]) != 0)
+                return 0;
+        *ret_name = to[1];
+        *ret_system = to[2];
+        return 1;
+}
+
+/* The names of a profile's locations' lines, "name/system" joined by spaces. */
+static void line_names(const struct fp_pprof *p, char *buf, size_t len)
+{
+        size_t at = 0;
+
+        buf[0] = '\0';
+        for (uint64_t id = 1; id <= fp_pprof_n_locations(p); id++) {
+                struct fp_pprof_location_view v;
+                struct fp_pprof_line_view l;
+
+                if (fp_pprof_location_get(p, id, &v) < 0)
+                        continue;
+                for (size_t j = 0; j < v.n_lines && at < len; j++)
+                        if (fp_pprof_location_line(p, id, j, &l) == 0)
+                                at += (size_t)snprintf(buf + at, len - at, "%s%s/%s", at ? " " : "",
+                                                       l.function_name, l.system_name);
+        }
+}
+
+/* Locations renamed on the way through a merge: the collector naming what the agent could not. */
+static void test_merge_renamed(void)
+{
+        const char *sa[] = {"c", "b", "a"}, *sb[] = {"lib.so+0x10", "b", "a"};
+        const char *to[] = {"lib.so+0x10", "ns::f(int)", "_ZN2ns1fEi"};
+        struct fp_pprof *a = tiny(sa, 3, 2, 20, "t1", "from a", 5000);
+        struct fp_pprof *b = tiny(sb, 3, 3, 30, "t1", "from b", 4000);
+        struct fp_pprof *out = fp_pprof_new();
+        char names[512];
+
+        printf("# merge renamed\n");
+        CHECK_INT(fp_pprof_merge(a, b), 0);
+        CHECK_INT(fp_pprof_merge_renamed(out, a, rename_x, (void *)to), 0);
+        line_names(out, names, sizeof(names));
+        CHECK(strstr(names, "ns::f(int)/_ZN2ns1fEi") != NULL);
+        CHECK(strstr(names, "lib.so+0x10") == NULL);
+        CHECK(strstr(names, "c/") != NULL);
+        CHECK_INT(fp_pprof_total(out, 0), 5);
+        CHECK_INT(fp_pprof_total(out, 1), 50);
+        CHECK_INT(fp_pprof_n_samples(out), 2);
+        CHECK_INT(fp_pprof_n_comments(out), 2);
+        CHECK_INT(fp_pprof_merge_renamed(out, out, rename_x, (void *)to), -EINVAL);
+        CHECK_INT(fp_pprof_merge_renamed(out, a, NULL, NULL), -EINVAL);
+        fp_pprof_free(a);
+        fp_pprof_free(b);
+        fp_pprof_free(out);
+}
+
 /* A counter's profile as the store gives it: samples and the counter's values. */
 static struct fp_pprof *counter_profile(const char *const *names, size_t n, int64_t count,
                                         const char *type, int64_t value)
@@ -1443,6 +1504,7 @@ int main(void)
         test_round_trip();
         test_aggregation();
         test_merge();
+        test_merge_renamed();
         test_merge_typed();
         test_reject();
         test_inline();
