@@ -20,7 +20,10 @@
 #      samples kept;
 #   5. a JVM run with -XX:+DisableAttachMechanism: its listener never
 #      starts, each signal only prints a thread dump; after two it is not
-#      asked again, and status says why.
+#      asked again, and status says why;
+#   6. a process like a JVM (tests/workloads/java/stalljvm.py) that takes
+#      the request and exits without answering: the request counted as
+#      failed, none pending, no helper process left, the agent answering.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=java
@@ -160,4 +163,27 @@ fp_ctl status | grep -q "^java of $pid: not asked: its attach listener never sta
   fp_fail "status does not say why: $(fp_ctl status | grep "java of")"
 fp_ok "a JVM with -XX:+DisableAttachMechanism: refused after 2 requests (2 thread dumps), still running"
 fp_ctl stop "$pid" >/dev/null || true
+
+# ---- 6. a JVM that exits while a request is pending -----------------------------------------
+/usr/bin/python3 "$FP_SRC/tests/workloads/java/stalljvm.py" "$FP_TMP/fake/libjvm.so" "$FP_TMP/stall.asked" 20 \
+  >"$FP_TMP/stall.out" 2>&1 &
+stall=$!
+fp_track "$stall"
+fp_wait_for 20 test -s "$FP_TMP/stall.out" || fp_fail "the stalling JVM did not start"
+fp_on_exit "rm -f /tmp/.java_pid$stall /tmp/.attach_pid$stall /tmp/perf-$stall.map"
+fp_ctl start "$stall" --freq 199 >/dev/null || fp_fail "start of the stalling JVM failed"
+fp_wait_for 20 test -s "$FP_TMP/stall.asked" || fp_fail "the stalling JVM was never asked: $(fp_ctl status | grep "java of")"
+fp_wait_for 10 eval '! kill -0 '"$stall"' 2>/dev/null' || fp_fail "the stalling JVM did not exit"
+stall_failed() {
+  fp_status_json | python3 -c 'import json,sys
+t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]
+j = t["java"]
+print("%s: %d requests, %d answered, %d failed, pending %s: %s" % (t["state"], j["requests"], j["answered"], j["failed"], j["pending"], j["why"]))
+sys.exit(0 if t["state"] == "exited" and j["failed"] >= 1 and j["answered"] == 0 and not j["pending"] else 1)' "$stall"
+}
+fp_wait_for 15 stall_failed >/dev/null || fp_fail "the request to the JVM that exited is not counted as failed: $(stall_failed)"
+helpers=$( (pgrep -P "$FP_AGENT_PID" || true) | wc -l)
+((helpers == 0)) || fp_fail "$helpers helper processes of the agent are left: $(pgrep -a -P "$FP_AGENT_PID")"
+fp_ctl status >/dev/null || fp_fail "the agent does not answer after the JVM exited"
+fp_ok "a JVM that exits while a request is pending: $(stall_failed); no helper left"
 fp_stop_agent
