@@ -308,6 +308,16 @@ static size_t take(char *p, size_t size, size_t nmemb, void *arg)
         return len;
 }
 
+/* Ends a transfer once the collector stops (fp_dbgi_free()). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+        const struct fp_dbgi *d = arg;
+
+        (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+        return __atomic_load_n(&d->stop, __ATOMIC_RELAXED) ? 1 : 0;
+}
+
 /*
  * GET url/buildid/id/kind into k. 1 when it came (whole, or the head
  * full), 0 when the server has no such file (404), -1 with why otherwise.
@@ -342,6 +352,9 @@ static int get(struct fp_dbgi *d, CURL *curl, const char *url, const char *id, c
         curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, take);
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, k);
+        curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(curl, CURLOPT_XFERINFODATA, d);
         if (k->fd >= 0)
                 curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)k->max);
         rc = curl_easy_perform(curl);
@@ -496,6 +509,8 @@ static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id,
         if (r <= 0 && !*why)
                 snprintf(why, sizeof(why), "%s",
                          d->c.n_urls == 1 ? "the server does not have it" : "no server has it");
+        if (r <= 0 && __atomic_load_n(&d->stop, __ATOMIC_RELAXED))
+                return; /* the collector stops: nothing kept, nothing to say */
         if (r <= 0)
                 fp_log(LOG_WARNING,
                        "debuginfod: build %s not named: %s (asked again in %" PRIu64 " s)", id, why,
@@ -617,7 +632,7 @@ void fp_dbgi_free(struct fp_dbgi *d)
                 return;
         if (d->started) {
                 pthread_mutex_lock(&d->lock);
-                d->stop = true;
+                __atomic_store_n(&d->stop, true, __ATOMIC_RELAXED); /* on_progress reads it */
                 pthread_cond_signal(&d->wake);
                 pthread_mutex_unlock(&d->lock);
                 pthread_join(d->thread, NULL);

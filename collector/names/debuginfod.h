@@ -52,7 +52,7 @@ struct fp_dbgi_stats {
  * starts the fetcher. -errno with one line in err.
  */
 int fp_dbgi_new(const struct fp_dbgi_config *c, struct fp_dbgi **ret, char *err, size_t errlen);
-/* Stops the fetcher (an unfinished download is abandoned). Accepts NULL. */
+/* Stops the fetcher at once (a download under way is abandoned). Accepts NULL. */
 void fp_dbgi_free(struct fp_dbgi *d);
 
 /*

@@ -18,6 +18,7 @@
 #      once in the back-off, while a good build of the same upload is
 #      named and the query answers at once, on SQLite and on ClickHouse.
 #      Three builds over a 1 MiB cache: the least recently used evicted.
+#      A collector stopped while a download hangs exits at once.
 #   4. A cache directory that others can write, or a symbolic link, stops
 #      the start with one line.
 set -euo pipefail
@@ -151,7 +152,8 @@ curl -sf "${AUTHLESS[@]}" --data-binary @"$FP_TMP/agent.pb.gz" \
   "$URL/api/v1/ingest?host=h2&pid=$WPID&starttime=1&comm=stripped&exe=$W/stripped&event=cpu-clock&from=$(date +%s)000000000&to=$(date +%s)999999999&agent=test" \
   -o /dev/null || fp_fail "upload to the second collector failed"
 t=$(curl -sf -o "$FP_TMP/p2.pb.gz" -w '%{time_total}' "$URL/api/v1/profile") || fp_fail "no profile with the server down"
-names "$FP_TMP/p2.pb.gz" | grep -q "^stripped+0x" || fp_fail "offsets are not kept while the server is down"
+names "$FP_TMP/p2.pb.gz" >"$FP_TMP/p2.names"
+grep -q "^stripped+0x" "$FP_TMP/p2.names" || fp_fail "offsets are not kept while the server is down: $(head -5 "$FP_TMP/p2.names"; grep debuginfod "$FP_TMP/collector.log" | tail -3)"
 fp_ok "server down: the query answers in $t s with offsets"
 sleep 0.5
 profile "$FP_TMP/p2.pb.gz" # the failure is recorded; the back-off starts
@@ -278,6 +280,23 @@ profile "$FP_TMP/b.pb.gz" "host=h4"
 names "$FP_TMP/b.pb.gz" | grep -qP "^work_$kept\t\t10$" || fp_fail "budget: the kept build is not named: $(names "$FP_TMP/b.pb.gz")"
 fp_ok "budget: three builds of 0.7 MiB under 1 MiB: the two least recent evicted, $cached bytes kept (as on disk), the last named"
 fp_stop_collector
+
+# ---- 3c. a collector stops at once while a download hangs ---------------------
+: >"$FP_TMP/fake.log"
+rm -rf "$FP_TMP/five-cache"
+collector five --store "$FP_TMP/five.db" --debuginfod "http://127.0.0.1:$FPORT" --debuginfod-timeout 60s
+curl -sf -H "Idempotency-Key: stop-$$" --data-binary @"$FP_TMP/faults.pb.gz" -o /dev/null \
+  "$URL/api/v1/ingest?host=h5&pid=9&starttime=1&comm=prog&exe=/opt/app/prog&event=cpu-clock&from=$(date +%s)000000000&to=$(date +%s)999999999&agent=test" ||
+  fp_fail "stop: the upload failed"
+fp_wait_for 20 eval 'profile "$FP_TMP/s.pb.gz" "host=h5" && grep -q "^$IDHANG debuginfo" "$FP_TMP/fake.log"' ||
+  fp_fail "stop: the hanging build was not asked for"
+t0=$(date +%s%N)
+kill -TERM "$FP_COLL_PID"
+fp_wait_for 10 eval '! kill -0 '"$FP_COLL_PID"' 2>/dev/null' || fp_fail "stop: the collector did not exit while a download hung"
+ms=$((($(date +%s%N) - t0) / 1000000))
+((ms < 5000)) || fp_fail "stop: the collector took $ms ms to exit"
+FP_COLL_PID=
+fp_ok "a collector stopped while a download hangs (timeout 60 s) exits in $ms ms"
 
 # ---- 4. a cache directory that is not the collector's alone -------------------
 mkdir -p -m 777 "$FP_TMP/open-cache"
