@@ -3,9 +3,9 @@
 #
 # What do debug files cost the agent's memory?  BENCH_PROGRAMS programs
 # (default 50), each a distinct build of BENCH_FUNCS functions (default
-# 3000) built with -g3 (a debug file of MBs: the macros of 15 headers),
-# run at once and profiled at 99 Hz for 3 s, then dumped, in three forms,
-# each with an agent of its own:
+# 3000) built with -g3 (the macros of 15 headers too), run at once for
+# 10 s, each profiled at 99 Hz and dumped, in three forms, each with an
+# agent of its own:
 #
 #   symtab     unstripped: the names in the binary's own .symtab
 #   debuglink  stripped, with .gnu_debuglink to a debug file beside it
@@ -65,15 +65,18 @@ for form in symtab debuglink stripped; do
   base=$(kb "$FP_AGENT_PID" VmHWM)
   pids=()
   for i in $(seq 1 "$N"); do
-    "$B/$prefix$i" 3 &
+    "$B/$prefix$i" 10 &
     pids+=($!)
     fp_track "$!"
   done
-  for p in "${pids[@]}"; do fp_ctl start "$p" --freq 99 >/dev/null || true; done
-  sleep 2
-  for p in "${pids[@]}"; do fp_ctl dump "$p" --format folded -o "$FP_TMP/$form-$p.folded" >/dev/null 2>&1 || true; done
+  for p in "${pids[@]}"; do fp_ctl start "$p" --freq 99 >/dev/null || fp_fail "start $p failed"; done
+  sleep 3
+  for p in "${pids[@]}"; do
+    fp_ctl dump "$p" --format folded -o "$FP_TMP/$form-$p.folded" >/dev/null || fp_fail "dump $p failed"
+  done
   for p in "${pids[@]}"; do wait "$p" || true; done
-  hot=$(cat "$FP_TMP/$form"-*.folded | awk '{n = split($1, a, ";"); c[a[n]] += $2} END {for (k in c) print c[k], k}' | sort -nr | head -1 | cut -d' ' -f2)
+  hot=$(cat "$FP_TMP/$form"-*.folded | awk '{n = split($1, a, ";"); c[a[n]] += $2} END {for (k in c) print c[k], k}' |
+    sort -nr | awk 'NR == 1 {print $2}')
   printf '%-10s %12s %12s %14s %s\n' "$form" "$(div "$(kb "$FP_AGENT_PID" VmHWM)" 1024)" \
     "$(div "$(kb "$FP_AGENT_PID" VmRSS)" 1024)" "$(div "$(bytes "${files[@]}")" 1048576)" "$hot"
   fp_log "$form: VmHWM at start $((base / 1024)) MiB"

@@ -59,9 +59,9 @@ load() { # the uploads, into a fresh store
   for i in $(seq 1 "$UPLOADS"); do
     from=$(((now - UPLOADS * 60 + i * 60) * 1000000000))
     for k in unnamed good; do
-      curl -sf -H "Idempotency-Key: $k-$i" --data-binary @"$FP_TMP/$k.pb.gz" -o /dev/null \
-        "$URL/api/v1/ingest?host=h$((i % 10))&pid=$i&starttime=1&comm=p&exe=/opt/p&event=cpu-clock&from=$from&to=$((from + 60000000000))&agent=bench" ||
-        fp_fail "upload $i failed"
+      code=$(curl -s -H "Idempotency-Key: $k-$i" --data-binary @"$FP_TMP/$k.pb.gz" -o "$FP_TMP/answer" -w '%{http_code}' \
+        "$URL/api/v1/ingest?host=h$((i % 10))&pid=$i&starttime=1&comm=p&exe=/opt/p&event=cpu-clock&from=$from&to=$((from + 60000000000))&agent=bench") || true
+      [[ $code == 2* ]] || fp_fail "upload $k $i: HTTP $code $(cat "$FP_TMP/answer" 2>/dev/null)"
     done
   done
 }

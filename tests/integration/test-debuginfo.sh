@@ -146,7 +146,8 @@ import json, sys
 s = json.load(sys.stdin)["frames_named"]
 assert all(s[k] >= 1 for k in ("build_id", "debuglink", "minidebuginfo", "unnamed")), s
 print(s)' >"$W/named" || fp_fail "status frames_named: $(fp_status_json | head -c 900)"
-fp_ctl status | grep -qE "^names: [0-9]+ frames exported:.* debuglink [0-9.]+%.* unnamed [0-9.]+%" ||
+fp_ctl status >"$W/status.txt"
+grep -qE "^names: [0-9]+ frames exported:.* debuglink [0-9.]+%.* unnamed [0-9.]+%" "$W/status.txt" ||
   fp_fail "status has no names line: $(fp_ctl status | head -5)"
 fp_ok "status counts frames by what named them: $(cat "$W/named")"
 fp_stop_agent
