@@ -54,7 +54,7 @@ done
 kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 bytes() { du -cb "$@" | tail -1 | cut -f1; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
-printf '%-10s %12s %12s %14s %s\n' form "VmHWM MiB" "VmRSS MiB" "files MiB" "hot frame"
+printf '%-10s %9s %12s %12s %14s %s\n' form profiled "VmHWM MiB" "VmRSS MiB" "files MiB" "hot frame"
 for form in symtab debuglink stripped; do
   case $form in
   symtab) prefix=sym files=("$B"/sym[0-9]*) ;;
@@ -69,15 +69,18 @@ for form in symtab debuglink stripped; do
     pids+=($!)
     fp_track "$!"
   done
-  for p in "${pids[@]}"; do fp_ctl start "$p" --freq 99 >/dev/null || fp_fail "start $p failed"; done
-  sleep 3
+  profiled=()
   for p in "${pids[@]}"; do
+    if fp_ctl start "$p" --freq 99 >/dev/null; then profiled+=("$p"); else fp_log "$form: $p not profiled"; fi
+  done
+  sleep 3
+  for p in "${profiled[@]}"; do
     fp_ctl dump "$p" --format folded -o "$FP_TMP/$form-$p.folded" >/dev/null || fp_fail "dump $p failed"
   done
   for p in "${pids[@]}"; do wait "$p" || true; done
   hot=$(cat "$FP_TMP/$form"-*.folded | awk '{n = split($1, a, ";"); c[a[n]] += $2} END {for (k in c) print c[k], k}' |
     sort -nr | awk 'NR == 1 {print $2}')
-  printf '%-10s %12s %12s %14s %s\n' "$form" "$(div "$(kb "$FP_AGENT_PID" VmHWM)" 1024)" \
+  printf '%-10s %9s %12s %12s %14s %s\n' "$form" "${#profiled[@]}" "$(div "$(kb "$FP_AGENT_PID" VmHWM)" 1024)" \
     "$(div "$(kb "$FP_AGENT_PID" VmRSS)" 1024)" "$(div "$(bytes "${files[@]}")" 1048576)" "$hot"
   fp_log "$form: VmHWM at start $((base / 1024)) MiB"
   fp_stop_agent
