@@ -3,9 +3,9 @@
 #
 # What do debug files cost the agent's memory?  BENCH_PROGRAMS programs
 # (default 50), each a distinct build of BENCH_FUNCS functions (default
-# 3000) built with -g3 (the macros of 15 headers too), run at once for
-# 10 s, each profiled at 99 Hz and dumped, in three forms, each with an
-# agent of its own:
+# 3000) built with -g3 (the macros of 15 headers too), run at once, each
+# profiled at 99 Hz for 3 s and dumped, in three forms, each with an agent
+# of its own:
 #
 #   symtab     unstripped: the names in the binary's own .symtab
 #   debuglink  stripped, with .gnu_debuglink to a debug file beside it
@@ -65,7 +65,7 @@ for form in symtab debuglink stripped; do
   base=$(kb "$FP_AGENT_PID" VmHWM)
   pids=()
   for i in $(seq 1 "$N"); do
-    "$B/$prefix$i" 10 &
+    "$B/$prefix$i" 300 & # killed once dumped: 50 starts take a while
     pids+=($!)
     fp_track "$!"
   done
@@ -77,7 +77,7 @@ for form in symtab debuglink stripped; do
   for p in "${profiled[@]}"; do
     fp_ctl dump "$p" --format folded -o "$FP_TMP/$form-$p.folded" >/dev/null || fp_fail "dump $p failed"
   done
-  for p in "${pids[@]}"; do wait "$p" || true; done
+  for p in "${pids[@]}"; do fp_kill "$p"; done
   hot=$(cat "$FP_TMP/$form"-*.folded | awk '{n = split($1, a, ";"); c[a[n]] += $2} END {for (k in c) print c[k], k}' |
     sort -nr | awk 'NR == 1 {print $2}')
   printf '%-10s %9s %12s %12s %14s %s\n' "$form" "${#profiled[@]}" "$(div "$(kb "$FP_AGENT_PID" VmHWM)" 1024)" \
