@@ -261,9 +261,10 @@ print("the child: %d of %d samples in child_work(); the short threads (%d born):
 b = t["born"]
 print("born threads' CPU %.2f s, in the profile %.2f s" % (b["cpu_ns"] / 1e9, b["profiled"] / 1e9))
 # Beside a CPU-bound job that C share was 3.2% (1162 of 1200 with Python
-# frames): a sample without a Python stack where there should be one is
-# what no_record counts, checked below.
-ok = ct >= 1000 and ch >= 0.99 * ct and st >= 1000 and sp >= 0.95 * st and sh >= 0.93 * st
+# frames), and the child's own start and exit 1.1% (1375 of 1390 in
+# child_work()): a sample without a Python stack where there should be one
+# is what no_record counts, checked below.
+ok = ct >= 1000 and ch >= 0.98 * ct and st >= 1000 and sp >= 0.95 * st and sh >= 0.93 * st
 ok = ok and b["profiled"] >= 0.9 * b["cpu_ns"]
 ok = ok and py["no_record"] <= 0.005 * t["samples"]
 sys.exit(0 if ok else 1)
