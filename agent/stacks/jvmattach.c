@@ -21,7 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SOCKET_WAIT_MS 2000 /* for the JVM to start its listener after the signal (ms) */
+/* For the JVM to start its listener after the signal (ms): 2 s was short on a loaded host. */
+#define SOCKET_WAIT_MS 5000
 #define ANSWER_MAX     4096 /* of the JVM's answer read (a result code and a line are enough) */
 
 /* What /proc/PID/status says of the JVM. */

@@ -144,7 +144,7 @@ fp_ok "a process that maps a libjvm.so and does not catch SIGQUIT: refused in on
 fp_ctl stop "$fake" >/dev/null || true
 
 # ---- 5. a JVM that does not attach ------------------------------------------------------
-java -XX:+DisableAttachMechanism -cp "$JDIR/cls" Shares "$JDIR/out/noattach.truth" 14 >"$FP_TMP/noattach.out" 2>&1 &
+java -XX:+DisableAttachMechanism -cp "$JDIR/cls" Shares "$JDIR/out/noattach.truth" 30 >"$FP_TMP/noattach.out" 2>&1 &
 fp_track "$!"
 fp_wait_for 30 test -s "$FP_TMP/noattach.out" || fp_fail "the JVM without attach did not start"
 pid=$(head -1 "$FP_TMP/noattach.out")
@@ -155,7 +155,7 @@ refused() {
 j = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]["java"]
 sys.exit(0 if j and j["names"] == "refused" else 1)' "$1"
 }
-fp_wait_for 20 refused "$pid" || fp_fail "the JVM without attach is still asked: $(fp_ctl status | grep "java of")"
+fp_wait_for 40 refused "$pid" || fp_fail "the JVM without attach is still asked: $(fp_ctl status | grep "java of")"
 kill -0 "$pid" 2>/dev/null || fp_fail "the JVM without attach died"
 dumps=$(grep -c "^Full thread dump" "$FP_TMP/noattach.out" || true)
 ((dumps == 2)) || fp_fail "the JVM without attach printed $dumps thread dumps, not 2"

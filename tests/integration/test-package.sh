@@ -81,7 +81,7 @@ trap 'rc=$?; pkg_cleanup; (exit $rc); fp_cleanup' EXIT
 # --- 1. build and inspect ------------------------------------------------
 out=$FP_TMP/packages
 mkdir -p "$out"
-(cd "$FP_BUILD" && fp_timeout 120 cpack -G "DEB;RPM" -B "$out") >"$FP_TMP/cpack.log" 2>&1 ||
+(cd "$FP_BUILD" && fp_timeout 300 cpack -G "DEB;RPM" -B "$out") >"$FP_TMP/cpack.log" 2>&1 ||
   fp_fail "cpack failed: $(tail -n 20 "$FP_TMP/cpack.log")"
 for c in "${comps[@]}"; do
   deb=$out/fleetprof-${c}_${version}-1_$(dpkg --print-architecture).deb
