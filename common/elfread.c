@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reading ELF files the profiled processes map: opening one as hostile
- * input (without blocking on a FIFO, a regular file only, an ELF of a
- * known class) and its build ID. Used by the symbol tables (symbols.c),
- * their cache (symcache.c) and the search for separate debug files
- * (debugfile.c).
+ * Reading ELF files as hostile input: opening one (without blocking on a
+ * FIFO, a regular file only, an ELF of a known class), its build ID, a
+ * section by name, its function symbols. Used by the agent's symbol
+ * tables (symbols.c), their cache (symcache.c) and its search for
+ * separate debug files (debugfile.c), and by the collector's reading of
+ * the debug files debuginfod servers send (collector/names/dsyms.c).
  */
 #include "elfread.h"
 #include "util.h"

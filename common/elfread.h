@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Opening the ELF files of profiled processes and reading their build IDs
- * (elfread.c).
+ * ELF files read as hostile input, by both programs: opening one, its
+ * build ID, a section, its function symbols (elfread.c).
  */
 #pragma once
 

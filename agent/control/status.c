@@ -649,7 +649,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
 /* Shorthand: s escaped for the terminal into a buffer of the caller's. */
 #define TERM(s, buf) fp_terminal_str((s), (buf), sizeof(buf))
 
-/* "names: 12345 frames: symtab 80.1%, ..., unnamed 2.0%", the kinds that named any. */
+/* "names: 12345 frames exported: symtab 80.1%, ..., unnamed 2.0%", the kinds that named any. */
 static void names_line(const struct fp_core_status *st, FILE *out)
 {
         uint64_t total = 0;
