@@ -183,13 +183,17 @@ cp "$W/srv/cxxnames.debug" "$F/$BID.debuginfo"
 cp "$W/stripped" "$F/$BID.executable"
 ID500=1111111111111111111111111111111111111111
 IDHANG=2222222222222222222222222222222222222222
-IDCUT=3333333333333333333333333333333333333333
+# The truncated file is its own build's, cut after 3000 bytes (its build ID note is within).
+printf 'int __attribute__((noinline)) cut(int x){return x*5;}\nint main(int c, char **a){(void)a; return cut(c);}\n' >"$W/cut.c"
+cc -O1 -g -o "$W/cut" "$W/cut.c"
+IDCUT=$(readelf -n "$W/cut" | awk '/Build ID/ {print $3}')
 IDOTHER=4444444444444444444444444444444444444444
 IDSHORT=abcd
 echo 500 >"$F/$ID500.status"
 echo hang >"$F/$IDHANG.status"
-head -c 3000 "$W/srv/cxxnames.debug" >"$F/$IDCUT.debuginfo"
-cp "$W/stripped" "$F/$IDCUT.executable"
+objcopy --only-keep-debug "$W/cut" "$W/cut.debug"
+head -c 3000 "$W/cut.debug" >"$F/$IDCUT.debuginfo"
+strip -s -o "$F/$IDCUT.executable" "$W/cut"
 cp "$W/srv/cxxnames.debug" "$F/$IDOTHER.debuginfo" # another build's file
 cp "$W/stripped" "$F/$IDOTHER.executable"
 off=$(printf "%x" "0x$(nm "$W/cxxnames" | awk '$3 == "_ZN4demo3mixEi" {print $1}')")
