@@ -439,26 +439,27 @@ static void names_metrics(struct fp_dbgi *d, struct fp_prom *p)
                        "yet, asked for, or backing off).");
         fp_prom_value(p, lookups, "result", "hit", (double)st.hits);
         fp_prom_value(p, lookups, "result", "miss", (double)st.misses);
-        fp_prom_family(p, "fleetprof_collector_debuginfod_frames_named_total", "counter",
-                       "Locations of query answers named from debug files.");
-        fp_prom_value(p, "fleetprof_collector_debuginfod_frames_named_total", NULL, NULL,
-                      (double)st.frames_named);
-        fp_prom_family(p, "fleetprof_collector_debuginfod_cache_bytes", "gauge",
-                       "Bytes of the debug file cache (--debuginfod-cache-mb).");
-        fp_prom_value(p, "fleetprof_collector_debuginfod_cache_bytes", NULL, NULL,
-                      (double)st.cache_bytes);
-        fp_prom_family(p, "fleetprof_collector_debuginfod_cache_builds", "gauge",
-                       "Builds in the debug file cache.");
-        fp_prom_value(p, "fleetprof_collector_debuginfod_cache_builds", NULL, NULL,
-                      (double)st.cache_builds);
-        fp_prom_family(p, "fleetprof_collector_debuginfod_symbol_bytes", "gauge",
-                       "Memory held by the cached builds' symbol tables.");
-        fp_prom_value(p, "fleetprof_collector_debuginfod_symbol_bytes", NULL, NULL,
-                      (double)st.symbol_bytes);
-        fp_prom_family(p, "fleetprof_collector_debuginfod_evicted_total", "counter",
-                       "Builds evicted from the cache for its byte budget.");
-        fp_prom_value(p, "fleetprof_collector_debuginfod_evicted_total", NULL, NULL,
-                      (double)st.evicted);
+        static const struct {
+                const char *name, *type, *help;
+        } one[] = {
+            /* each with its value in values[] */
+            {"fleetprof_collector_debuginfod_frames_named_total", "counter",
+             "Locations of query answers named from debug files."},
+            {"fleetprof_collector_debuginfod_cache_bytes", "gauge",
+             "Bytes of the debug file cache (--debuginfod-cache-mb)."},
+            {"fleetprof_collector_debuginfod_cache_builds", "gauge",
+             "Builds in the debug file cache."},
+            {"fleetprof_collector_debuginfod_symbol_bytes", "gauge",
+             "Memory held by the cached builds' symbol tables."},
+            {"fleetprof_collector_debuginfod_evicted_total", "counter",
+             "Builds evicted from the cache for its byte budget."},
+        };
+        const uint64_t values[] = {st.frames_named, st.cache_bytes, st.cache_builds,
+                                   st.symbol_bytes, st.evicted};
+        for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++) {
+                fp_prom_family(p, one[i].name, one[i].type, one[i].help);
+                fp_prom_value(p, one[i].name, NULL, NULL, (double)values[i]);
+        }
 }
 
 void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
