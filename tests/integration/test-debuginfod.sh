@@ -142,6 +142,8 @@ sys.exit(0 if not d["errors"] and {"demo::mix(int)", "demo::mix(double)"} <= nam
 PY
 [[ $(metric 'fleetprof_collector_debuginfod_fetches_total{result="fetched"}') -ge 1 ]] || fp_fail "/metrics counts no fetch"
 [[ $(metric fleetprof_collector_debuginfod_cache_bytes) -gt 0 ]] || fp_fail "/metrics counts no cache bytes"
+curl -sf "$URL/metrics" >"$FP_TMP/metrics.txt"
+python3 "$INTEG/promcheck.py" "$FP_TMP/metrics.txt" >/dev/null || fp_fail "/metrics is not valid: $(python3 "$INTEG/promcheck.py" "$FP_TMP/metrics.txt" 2>&1 | tail -1)"
 fp_ok "collector names the stripped program from debuginfod: demo::mix(int)/(double) with their symbols; /top, the flame graph and the page too; $ta samples"
 fp_stop_collector
 
