@@ -500,6 +500,8 @@ static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id,
                 if (r < 0) {
                         snprintf(why, sizeof(why), "cannot write into %s: %s", d->dir,
                                  strerror(errno));
+                        file_name(name, sizeof(name), id, "debug"); /* no half build stays */
+                        unlinkat(d->dirfd, name, 0);
                         fp_dsyms_unref(syms);
                         syms = NULL;
                 }
