@@ -185,3 +185,23 @@ void fp_url_redact(const char *url, char *buf, size_t len)
 
         snprintf(buf, len, "%.*s%.*s", (int)(host - url), url, (int)keep, rest);
 }
+
+int fp_write_all(int fd, const void *buf, size_t len)
+{
+        const uint8_t *p = buf;
+
+        while (len) {
+                ssize_t n = write(fd, p, len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        if (n == 0)
+                                errno = EIO;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}

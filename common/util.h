@@ -51,6 +51,12 @@ int fp_errf(char *err, size_t len, int r, const char *fmt, ...)
 int fp_grow(void *arr, size_t *cap, size_t need, size_t elem);
 
 /*
+ * Writes all len bytes of buf to fd, again after EINTR and short writes:
+ * 0, or -errno with errno set (EIO for a write that wrote nothing).
+ */
+int fp_write_all(int fd, const void *buf, size_t len);
+
+/*
  * Parses a duration: N, Ns, Nm, Nh or Nd (seconds, minutes, hours, days)
  * into seconds, within [min, max]. -EINVAL for a malformed text, -ERANGE
  * outside the bounds.

@@ -15,6 +15,7 @@
 #include "rule.h"
 #include "pprof.h"
 #include "store.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -132,22 +133,6 @@ static int req_add(struct request *q, const char *key, const char *value)
         return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-        const uint8_t *p = buf;
-        while (len) {
-                ssize_t n = write(fd, p, len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 static int read_all(int fd, void *buf, size_t len)
 {
         uint8_t *p = buf;
@@ -192,7 +177,7 @@ static int transact(const char *socket_path, const struct request *q, const char
          * at once and closes: the write may fail, its answer still waits.
          */
         signal(SIGPIPE, SIG_IGN);
-        if ((write_all(fd, hdr, sizeof(hdr)) < 0 || write_all(fd, q->buf, q->len) < 0) &&
+        if ((fp_write_all(fd, hdr, sizeof(hdr)) < 0 || fp_write_all(fd, q->buf, q->len) < 0) &&
             errno != EPIPE && errno != ECONNRESET) {
                 close(fd);
                 return fail(1, "cannot send the request to the agent: %s", strerror(errno));
@@ -245,7 +230,7 @@ static int transact(const char *socket_path, const struct request *q, const char
                         return fail(1, "cannot write '%s': %s", out_path, strerror(e));
                 }
         }
-        r = write_all(out, body, body_len);
+        r = fp_write_all(out, body, body_len);
         if (out_path && close(out) < 0 && r == 0)
                 r = -errno;
         free(resp);

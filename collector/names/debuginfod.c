@@ -76,20 +76,17 @@ struct fp_dbgi {
 
 /* ---- the table ---- */
 
-static uint32_t hash_id(const char *s)
+/* The chain of id in a table of cap (a power of two) chains. */
+static size_t chain_of(const char *id, size_t cap)
 {
-        uint32_t h = 2166136261u;
-
-        for (; *s; s++)
-                h = (h ^ (uint8_t)*s) * 16777619u;
-        return h;
+        return (size_t)fp_fnv1a(FP_FNV1A_SEED, id, strlen(id)) & (cap - 1);
 }
 
 static struct entry *find(struct fp_dbgi *d, const char *id)
 {
         if (!d->cap)
                 return NULL;
-        for (struct entry *e = d->tab[hash_id(id) & (d->cap - 1)]; e; e = e->next)
+        for (struct entry *e = d->tab[chain_of(id, d->cap)]; e; e = e->next)
                 if (strcmp(e->id, id) == 0)
                         return e;
         return NULL;
@@ -110,9 +107,11 @@ static struct entry *add(struct fp_dbgi *d, const char *id)
                         return NULL;
                 for (size_t i = 0; i < d->cap; i++) {
                         for (struct entry *x = d->tab[i], *nx; x; x = nx) {
+                                size_t c = chain_of(x->id, cap);
+
                                 nx = x->next;
-                                x->next = tab[hash_id(x->id) & (cap - 1)];
-                                tab[hash_id(x->id) & (cap - 1)] = x;
+                                x->next = tab[c];
+                                tab[c] = x;
                         }
                 }
                 free(d->tab);
@@ -123,8 +122,9 @@ static struct entry *add(struct fp_dbgi *d, const char *id)
         if (!e)
                 return NULL;
         snprintf(e->id, sizeof(e->id), "%s", id);
-        e->next = d->tab[hash_id(id) & (d->cap - 1)];
-        d->tab[hash_id(id) & (d->cap - 1)] = e;
+        size_t c = chain_of(id, d->cap);
+        e->next = d->tab[c];
+        d->tab[c] = e;
         d->n++;
         return e;
 }
@@ -264,23 +264,6 @@ struct sink {
         bool full, error; /* the head is complete; a write failed */
 };
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-        const char *p = buf;
-
-        while (len) {
-                ssize_t w = write(fd, p, len);
-
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w <= 0)
-                        return -1;
-                p += w;
-                len -= (size_t)w;
-        }
-        return 0;
-}
-
 static size_t take(char *p, size_t size, size_t nmemb, void *arg)
 {
         struct sink *k = arg;
@@ -300,7 +283,7 @@ static size_t take(char *p, size_t size, size_t nmemb, void *arg)
         }
         if (len > k->max - k->n)
                 return 0;
-        if (write_all(k->fd, p, len) < 0) {
+        if (fp_write_all(k->fd, p, len) < 0) {
                 k->error = true;
                 return 0;
         }
@@ -376,6 +359,24 @@ static int get(struct fp_dbgi *d, CURL *curl, const char *url, const char *id, c
 }
 
 /*
+ * The symbols of build id from the debug file dir/debug_name and its
+ * executable's first len bytes (head): 0 with *ret, or -1 with why.
+ */
+static int load_build(struct fp_dbgi *d, const char *id, const char *debug_name,
+                      const uint8_t *head, size_t len, struct fp_dsyms **ret, char *why,
+                      size_t whylen)
+{
+        struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
+        char path[4096];
+        int n = fp_dsyms_segments(head, len, segs, FP_DSYMS_MAX_SEGS, why, whylen);
+
+        if (n < 0)
+                return -1;
+        snprintf(path, sizeof(path), "%s/%s", d->dir, debug_name);
+        return fp_dsyms_load(path, id, segs, (size_t)n, ret, why, whylen) < 0 ? -1 : 0;
+}
+
+/*
  * Fetches id from url into the temporary files: 1 with *ret loaded, 0
  * when the server has no debug file for it, -1 with why.
  */
@@ -384,10 +385,9 @@ static int fetch_from(struct fp_dbgi *d, CURL *curl, const char *url, const char
                       uint64_t *ret_bytes, char *why, size_t whylen)
 {
         _cleanup_free_ uint8_t *head = malloc(FP_DSYMS_HEAD_BYTES);
-        struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
-        char path[4096], err[WHY_MAX];
+        char err[WHY_MAX];
         struct sink k = {.fd = -1, .max = d->c.cache_bytes};
-        int r, n;
+        int r, fd;
 
         if (!head)
                 return fp_errf(why, whylen, -1, "out of memory");
@@ -410,22 +410,18 @@ static int fetch_from(struct fp_dbgi *d, CURL *curl, const char *url, const char
                                url);
         if (r < 0)
                 return r;
-        n = fp_dsyms_segments(head, k.n, segs, FP_DSYMS_MAX_SEGS, err, sizeof(err));
-        if (n < 0)
+        if (load_build(d, id, tmp_debug, head, k.n, ret, err, sizeof(err)) < 0)
                 return fp_errf(why, whylen, -1, "%s: %s", url, err);
-        snprintf(path, sizeof(path), "%s/%s", d->dir, tmp_debug);
-        r = fp_dsyms_load(path, id, segs, (size_t)n, ret, err, sizeof(err));
-        if (r < 0)
-                return fp_errf(why, whylen, -1, "%s: %s", url, err);
-        r = openat(d->dirfd, tmp_head, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
-        if (r < 0 || write_all(r, head, k.n) < 0) {
-                if (r >= 0)
-                        close(r);
+        fd =
+            openat(d->dirfd, tmp_head, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
+        if (fd < 0 || fp_write_all(fd, head, k.n) < 0) {
+                if (fd >= 0)
+                        close(fd);
                 fp_dsyms_unref(*ret);
                 return fp_errf(why, whylen, -1, "cannot write into %s: %s", d->dir,
                                strerror(errno));
         }
-        close(r);
+        close(fd);
         *ret_bytes += k.n;
         return 1;
 }
@@ -435,22 +431,16 @@ static int load_cached(struct fp_dbgi *d, const char *id, struct fp_dsyms **ret,
                        size_t whylen)
 {
         _cleanup_free_ uint8_t *head = malloc(FP_DSYMS_HEAD_BYTES);
-        struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
-        char name[ID_MAX + 16], path[4096];
+        char name[ID_MAX + 16];
         _cleanup_close_ int fd = -1;
         ssize_t len;
-        int n;
 
         file_name(name, sizeof(name), id, "head");
         fd = openat(d->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (!head || fd < 0 || (len = read(fd, head, FP_DSYMS_HEAD_BYTES)) < 0)
                 return fp_errf(why, whylen, -1, "its cached header cannot be read");
-        n = fp_dsyms_segments(head, (size_t)len, segs, FP_DSYMS_MAX_SEGS, why, whylen);
-        if (n < 0)
-                return -1;
         file_name(name, sizeof(name), id, "debug");
-        snprintf(path, sizeof(path), "%s/%s", d->dir, name);
-        return fp_dsyms_load(path, id, segs, (size_t)n, ret, why, whylen) < 0 ? -1 : 0;
+        return load_build(d, id, name, head, (size_t)len, ret, why, whylen);
 }
 
 /* One build: from the disk when cached, else from the servers. Without the lock. */

@@ -15,7 +15,9 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Runs an escaper into a string (malloc'd). */
@@ -246,6 +248,30 @@ static void test_parse_uint(void)
         FP_CHECK_EQ_INT(v, 42); /* untouched on failure */
 }
 
+/* fp_write_all: every byte through a pipe in small reads' time; a closed descriptor's errno. */
+static void test_write_all(void)
+{
+        static char big[200000], back[sizeof(big)];
+        size_t got = 0;
+        int fds[2];
+
+        for (size_t i = 0; i < sizeof(big); i++)
+                big[i] = (char)(i * 7);
+        FP_CHECK_EQ_INT(pipe(fds), 0);
+        if (fork() == 0) { /* the writer: more than a pipe holds, so writes are short */
+                close(fds[0]);
+                _exit(fp_write_all(fds[1], big, sizeof(big)) == 0 ? 0 : 1);
+        }
+        close(fds[1]);
+        for (ssize_t n; got < sizeof(back) && (n = read(fds[0], back + got, 4096)) > 0;)
+                got += (size_t)n;
+        close(fds[0]);
+        wait(NULL);
+        FP_CHECK(got == sizeof(big) && memcmp(big, back, sizeof(big)) == 0);
+        FP_CHECK_EQ_INT(fp_write_all(fds[1], "x", 1), -EBADF);
+        FP_CHECK_EQ_INT(errno, EBADF);
+}
+
 int main(void)
 {
         test_parse_uint();
@@ -260,5 +286,6 @@ int main(void)
         test_duration();
         test_token_file();
         test_errf();
+        test_write_all();
         return FP_TEST_DONE();
 }
