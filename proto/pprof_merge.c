@@ -343,18 +343,27 @@ out:
         return r;
 }
 
-/* On failure dst may hold part of src (-ENOMEM halfway); -EINVAL leaves it untouched. */
-int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src)
+/*
+ * A merge of every type of src into dst, whose types must be src's (or
+ * none yet): -EINVAL, with dst untouched, when they are not. On failure
+ * dst may hold part of src (-ENOMEM halfway).
+ */
+static int merge_same_types(struct fp_pprof *dst, const struct fp_pprof *src, struct pick *pk)
 {
-        struct pick all = {0};
-
         if (!dst || !src || dst == src)
                 return -EINVAL;
         /* A src without types can only be empty: nothing to disagree about. */
         if (dst->n_types != 0 && !same_types(dst, src) &&
             !(src->n_types == 0 && src->n_samples == 0))
                 return -EINVAL;
-        return merge(dst, src, NULL, &all);
+        return merge(dst, src, NULL, pk);
+}
+
+int fp_pprof_merge(struct fp_pprof *dst, const struct fp_pprof *src)
+{
+        struct pick all = {0};
+
+        return merge_same_types(dst, src, &all);
 }
 
 int fp_pprof_merge_where(struct fp_pprof *dst, const struct fp_pprof *src, fp_pprof_keep_fn keep,
@@ -362,12 +371,15 @@ int fp_pprof_merge_where(struct fp_pprof *dst, const struct fp_pprof *src, fp_pp
 {
         struct pick pk = {.keep = keep, .arg = arg};
 
-        if (!dst || !src || dst == src || !keep)
-                return -EINVAL;
-        if (dst->n_types != 0 && !same_types(dst, src) &&
-            !(src->n_types == 0 && src->n_samples == 0))
-                return -EINVAL;
-        return merge(dst, src, NULL, &pk);
+        return keep ? merge_same_types(dst, src, &pk) : -EINVAL;
+}
+
+int fp_pprof_merge_renamed(struct fp_pprof *dst, const struct fp_pprof *src,
+                           fp_pprof_rename_fn rename, void *arg)
+{
+        struct pick all = {.rename = rename, .rename_arg = arg};
+
+        return rename ? merge_same_types(dst, src, &all) : -EINVAL;
 }
 
 int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const char *only_type)
@@ -382,17 +394,4 @@ int fp_pprof_merge_typed(struct fp_pprof *dst, const struct fp_pprof *src, const
         if (!found)
                 return -EINVAL;
         return merge(dst, src, only_type ? only_type : "", &all);
-}
-
-int fp_pprof_merge_renamed(struct fp_pprof *dst, const struct fp_pprof *src,
-                           fp_pprof_rename_fn rename, void *arg)
-{
-        struct pick all = {.rename = rename, .rename_arg = arg};
-
-        if (!dst || !src || dst == src || !rename)
-                return -EINVAL;
-        if (dst->n_types != 0 && !same_types(dst, src) &&
-            !(src->n_types == 0 && src->n_samples == 0))
-                return -EINVAL;
-        return merge(dst, src, NULL, &all);
 }
