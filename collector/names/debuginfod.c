@@ -746,8 +746,8 @@ static bool unnamed(const struct fp_pprof_location_view *v, uint64_t off)
 
         if (v->n_lines == 0)
                 return true;
-        if (v->n_lines != 1)
-                return false;
+        if (v->n_lines != 1 || !strstr(v->function_name, "+0x"))
+                return false; /* most locations: named, no formatting needed */
         snprintf(want, sizeof(want), "%s+0x%" PRIx64, base_name(v->mapping_file), off);
         return strcmp(want, v->function_name) == 0;
 }
