@@ -8,6 +8,7 @@
  * through the mappings (maps.h) and, for JIT code, the target's perf map.
  */
 #include "export.h"
+#include "gopclntab.h"
 #include "upload_contract.h"
 #include "aggregate.h"
 #include "demangle.h"
@@ -27,6 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert(FP_EXPORT_MAX_FRAMES == 2 * FP_TARGET_MAX_FRAMES,
+               "a stack's frames and as many inlined");
+_Static_assert(FP_EXPORT_MAX_FRAMES <= FP_STORE_MAX_FRAMES, "an exported stack fits a batch");
 
 static const char *basename_of(const char *path)
 {
@@ -163,6 +168,32 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
         }
 }
 
+/*
+ * The frames f stands for into d (room of them, at least 1), innermost
+ * first: the calls a Go compiler inlined at its address (gopclntab.h),
+ * each a frame at that address, then f's own function. Returns how many.
+ */
+static size_t describe_all(const struct namer *nm, const struct fp_frame *f, struct frame_desc *d,
+                           size_t room)
+{
+        const char *inl[FP_GOPCLN_MAX_INLINE];
+        size_t n = 0;
+
+        if (f->mapping && room > 1 && !(f->flags & FP_FRAME_PYTHON))
+                n = fp_maps_inlined(nm->maps, f->mapping, f->addr, inl,
+                                    room - 1 < FP_GOPCLN_MAX_INLINE ? room - 1
+                                                                    : FP_GOPCLN_MAX_INLINE);
+        describe(nm, f, &d[n]);
+        for (size_t i = 0; i < n; i++) {
+                d[i] = (struct frame_desc){.function = inl[i],
+                                           .mapping = d[n].mapping,
+                                           .build_id = d[n].build_id,
+                                           .limit = d[n].limit};
+                count_name(FP_SYM_SOURCE_PCLNTAB);
+        }
+        return n + 1;
+}
+
 static struct namer target_namer(struct fp_target *t)
 {
         bool on;
@@ -197,32 +228,75 @@ static struct fp_store_frame store_frame(const struct frame_desc *d, const struc
                                        .line = d->line};
 }
 
-/* The pprof location of one frame, interning its mapping and function. */
-static int frame_location(const struct namer *nm, struct fp_pprof *p, const struct fp_frame *f,
+/*
+ * The store frames of one stack (leaf first), inlined calls among them,
+ * into frames (FP_EXPORT_MAX_FRAMES); their count. The stack's own frames
+ * always fit: inlined calls are left out past the room.
+ */
+static size_t stack_frames(const struct namer *nm, const struct fp_agg_entry *e,
+                           struct fp_store_frame *frames, struct frame_desc *descs)
+{
+        size_t n = 0;
+
+        for (uint32_t j = 0; j < e->n_frames; j++) {
+                size_t k = describe_all(nm, &e->frames[j], &descs[n],
+                                        FP_EXPORT_MAX_FRAMES - n - (e->n_frames - 1 - j));
+                for (size_t i = 0; i < k; i++)
+                        frames[n + i] = store_frame(&descs[n + i], &e->frames[j]);
+                n += k;
+        }
+        return n;
+}
+
+/* The pprof location of one described frame, interning its mapping and function. */
+static int frame_location(struct fp_pprof *p, const struct frame_desc *d, const struct fp_frame *f,
                           uint64_t *mapping_ids, uint64_t *ret_loc)
 {
-        struct frame_desc d;
         uint64_t mapping_id = 0, function_id = 0;
         int r;
 
-        describe(nm, f, &d);
-        if (d.mapping) {
+        if (d->mapping) {
                 if (!mapping_ids[f->mapping - 1]) {
-                        r = fp_pprof_mapping(p, d.mapping->start, d.limit, d.mapping->pgoff,
-                                             d.mapping->path, d.build_id,
+                        r = fp_pprof_mapping(p, d->mapping->start, d->limit, d->mapping->pgoff,
+                                             d->mapping->path, d->build_id,
                                              &mapping_ids[f->mapping - 1]);
                         if (r < 0)
                                 return r;
                 }
                 mapping_id = mapping_ids[f->mapping - 1];
         }
-        r = fp_pprof_function_full(p, d.function, d.system_name, d.filename, d.start_line,
+        r = fp_pprof_function_full(p, d->function, d->system_name, d->filename, d->start_line,
                                    &function_id);
         if (r < 0)
                 return r;
-        if (d.filename) /* a Python frame: a line, no address */
-                return fp_pprof_location_at(p, mapping_id, 0, function_id, d.line, ret_loc);
+        if (d->filename) /* a Python frame: a line, no address */
+                return fp_pprof_location_at(p, mapping_id, 0, function_id, d->line, ret_loc);
         return fp_pprof_location(p, mapping_id, f->addr, function_id, ret_loc);
+}
+
+/*
+ * The pprof locations of one stack (leaf first), inlined calls among them,
+ * into locs (FP_EXPORT_MAX_FRAMES): their count, or -errno. An inlined
+ * call is a location of its own at its frame's address.
+ */
+static int stack_locations(const struct namer *nm, struct fp_pprof *p, const struct fp_agg_entry *e,
+                           uint64_t *mapping_ids, uint64_t *locs)
+{
+        struct frame_desc d[FP_GOPCLN_MAX_INLINE + 1];
+        size_t n = 0;
+
+        for (uint32_t j = 0; j < e->n_frames; j++) {
+                size_t room = FP_EXPORT_MAX_FRAMES - n - (e->n_frames - 1 - j);
+                size_t k =
+                    describe_all(nm, &e->frames[j], d,
+                                 room < FP_GOPCLN_MAX_INLINE + 1 ? room : FP_GOPCLN_MAX_INLINE + 1);
+                for (size_t i = 0; i < k; i++) {
+                        int r = frame_location(p, &d[i], &e->frames[j], mapping_ids, &locs[n++]);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return (int)n;
 }
 
 /* Where each counter goes among p's sample types (added when missing). */
@@ -258,7 +332,7 @@ static int pprof_stacks(struct fp_target *t, struct fp_pprof *p, const struct fp
         const struct namer nm = target_namer(t);
         size_t n_maps = fp_maps_count(fp_target_maps(t));
         uint64_t *mapping_ids = calloc(n_maps ? n_maps : 1, sizeof(*mapping_ids));
-        uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
+        uint64_t *locs = malloc(FP_EXPORT_MAX_FRAMES * sizeof(*locs));
         int64_t *values = calloc(fp_pprof_n_sample_types(p), sizeof(*values));
         int r = 0;
 
@@ -284,12 +358,8 @@ static int pprof_stacks(struct fp_target *t, struct fp_pprof *p, const struct fp
                 values[1] = clamp64(e->value);
                 for (unsigned j = 0; j < n_members; j++)
                         values[column[j]] = clamp64(e->counters[j]);
-                for (uint32_t j = 0; j < e->n_frames; j++) {
-                        r = frame_location(&nm, p, &e->frames[j], mapping_ids, &locs[j]);
-                        if (r < 0)
-                                goto out;
-                }
-                r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, n_labels);
+                int n = stack_locations(&nm, p, e, mapping_ids, locs);
+                r = n < 0 ? n : fp_pprof_add_sample(p, locs, (size_t)n, values, labels, n_labels);
                 if (r < 0)
                         goto out;
         }
@@ -343,11 +413,7 @@ static int batch_stacks(struct fp_target *t, struct fp_store_batch *b, uint32_t 
         for (size_t i = 0; r >= 0 && i < fp_agg_n_entries(agg); i++) {
                 const struct fp_agg_entry *e = fp_agg_entry(agg, i);
                 const char *thread_name = fp_target_thread_name(t, e->tid);
-                for (uint32_t j = 0; j < e->n_frames; j++) {
-                        describe(&nm, &e->frames[j], &descs[j]);
-                        frames[j] = store_frame(&descs[j], &e->frames[j]);
-                }
-                r = fp_store_batch_add_stack(b, frames, e->n_frames, &si);
+                r = fp_store_batch_add_stack(b, frames, stack_frames(&nm, e, frames, descs), &si);
                 if (r < 0)
                         break;
                 r = fp_store_batch_add_waiting(b, ti, ei, e->tid, thread_name, wait, si, e->count,
@@ -447,8 +513,8 @@ int fp_export_batch(struct fp_target *t, struct fp_store_batch *b, bool active)
                 if (r < 0)
                         return r;
         }
-        frames = malloc(FP_TARGET_MAX_FRAMES * sizeof(*frames));
-        descs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*descs));
+        frames = malloc(FP_EXPORT_MAX_FRAMES * sizeof(*frames));
+        descs = malloc(FP_EXPORT_MAX_FRAMES * sizeof(*descs));
         if (!frames || !descs) {
                 r = -ENOMEM;
                 goto out;
@@ -514,11 +580,8 @@ static int host_batch_agg(struct fp_store_batch *b, struct fp_host_proc *p,
 
         for (size_t j = 0; agg && r >= 0 && j < fp_agg_n_entries(agg); j++) {
                 const struct fp_agg_entry *e = fp_agg_entry(agg, j);
-                for (uint32_t f = 0; f < e->n_frames; f++) {
-                        describe(&nm, &e->frames[f], &descs[f]);
-                        frames[f] = store_frame(&descs[f], &e->frames[f]);
-                }
-                if ((r = fp_store_batch_add_stack(b, frames, e->n_frames, &si)) >= 0)
+                if ((r = fp_store_batch_add_stack(b, frames, stack_frames(&nm, e, frames, descs),
+                                                  &si)) >= 0)
                         r = fp_store_batch_add_waiting(b, ti, ei, e->tid,
                                                        fp_host_proc_thread_name(p, e->tid), wait,
                                                        si, e->count, e->value);
@@ -562,8 +625,8 @@ int fp_export_host_batch(struct fp_host *h, struct fp_store_batch *b, uint32_t *
 {
         struct host_series *series = NULL;
         size_t n_series = 0, cap_series = 0, n_idx = 0;
-        struct fp_store_frame *frames = malloc(FP_TARGET_MAX_FRAMES * sizeof(*frames));
-        struct frame_desc *descs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*descs));
+        struct fp_store_frame *frames = malloc(FP_EXPORT_MAX_FRAMES * sizeof(*frames));
+        struct frame_desc *descs = malloc(FP_EXPORT_MAX_FRAMES * sizeof(*descs));
         char config[192];
         uint32_t ei, off_ei = 0, carrier;
         int r;
@@ -654,8 +717,8 @@ static int host_pprof_agg(struct fp_host_proc *proc, struct fp_pprof *p, const s
 
         for (size_t j = 0; agg && j < fp_agg_n_entries(agg) && r >= 0; j++) {
                 const struct fp_agg_entry *e = fp_agg_entry(agg, j);
-                for (uint32_t f = 0; f < e->n_frames && r >= 0; f++)
-                        r = frame_location(&nm, p, &e->frames[f], mapping_ids, &locs[f]);
+                int n = stack_locations(&nm, p, e, mapping_ids, locs);
+                r = n < 0 ? n : 0;
                 values[0] = clamp64(e->count);
                 values[1] = clamp64(e->value);
                 struct fp_pprof_label labels[7] = {
@@ -672,7 +735,7 @@ static int host_pprof_agg(struct fp_host_proc *proc, struct fp_pprof *p, const s
                 if (wait)
                         labels[n_labels++] = (struct fp_pprof_label){.key = "wait", .str = wait};
                 if (r >= 0)
-                        r = fp_pprof_add_sample(p, locs, e->n_frames, values, labels, n_labels);
+                        r = fp_pprof_add_sample(p, locs, (size_t)n, values, labels, n_labels);
         }
         return r;
 }
@@ -681,7 +744,7 @@ int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *serv
                          bool off_cpu)
 {
         static const char *const waits[FP_OFFCPU_REASONS] = FP_STORE_WAITS;
-        uint64_t *locs = malloc(FP_TARGET_MAX_FRAMES * sizeof(*locs));
+        uint64_t *locs = malloc(FP_EXPORT_MAX_FRAMES * sizeof(*locs));
         int r = 0;
 
         if (!locs)

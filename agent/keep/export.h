@@ -86,6 +86,11 @@ int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *serv
  * address left as FILE+0xOFFSET, or a Python frame not read). Since the
  * agent started; every frame of every stack of every export counts.
  */
+/*
+ * Frames of one exported stack at most: the stack's own
+ * (FP_TARGET_MAX_FRAMES) and as many calls inlined at them.
+ */
+#define FP_EXPORT_MAX_FRAMES 1024
 #define FP_EXPORT_NAME_KINDS (FP_SYM_SOURCES + 4)
 /* The kind's name in status and metrics. */
 const char *fp_export_name_kind(int kind);

@@ -410,6 +410,18 @@ const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, ui
         return fp_symtab_lookup(x->symtab, vaddr, NULL);
 }
 
+size_t fp_maps_inlined(struct fp_maps *m, uint32_t idx, uint64_t addr, const char **names,
+                       size_t max)
+{
+        struct fp_mapping *x = fp_maps_get(m, idx);
+        uint64_t vaddr;
+
+        if (!x || !x->symtab || x->kind == FP_MAPPING_KERNEL ||
+            fp_symtab_offset_to_vaddr(x->symtab, addr - x->start + x->pgoff, &vaddr) < 0)
+                return 0;
+        return fp_symtab_inlined(x->symtab, vaddr, names, max);
+}
+
 int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
                    const char **ret_why)
 {

@@ -80,6 +80,13 @@ size_t fp_maps_count(const struct fp_maps *m);
  * used for the lookup, so callers can print "binary+0xoffset".
  */
 const char *fp_maps_symbolize(struct fp_maps *m, uint32_t idx, uint64_t addr, uint64_t *ret_offset);
+/*
+ * The calls inlined at addr in mapping idx, innermost first, into names
+ * (at most max): fp_symtab_inlined() of its symbols, once they are
+ * loaded. 0 where none (or not known).
+ */
+size_t fp_maps_inlined(struct fp_maps *m, uint32_t idx, uint64_t addr, const char **names,
+                       size_t max);
 
 /*
  * The symtab of mapping idx (loaded on first use), or NULL when it has none

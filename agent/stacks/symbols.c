@@ -69,6 +69,13 @@ struct segment {
         uint64_t offset, filesz, memsz, vaddr;
 };
 
+/* Code a Go compiler inlined (gopclntab.h): [start, start + size) runs chain. */
+struct inl_range {
+        uint64_t start;
+        uint32_t size;
+        uint32_t chain; /* into inl_chains: a count, then that many offsets into inl_names */
+};
+
 struct fp_symtab {
         unsigned long refs;
         bool identity;             /* kernel: "offsets" are already addresses */
@@ -84,8 +91,14 @@ struct fp_symtab {
         size_t names_len;
         struct segment *segs;
         size_t n_segs;
-        struct fp_cfi *cfi; /* unwind table (cfi.h), NULL when the object has no CFI */
-        bool py_inspected;  /* a process's file: py holds what it says of CPython */
+        struct fp_cfi *cfi;    /* unwind table (cfi.h), NULL when the object has no CFI */
+        struct inl_range *inl; /* sorted, disjoint */
+        size_t n_inl;
+        uint32_t *inl_chains;
+        size_t n_inl_chains;
+        char *inl_names; /* each name once, NUL-terminated */
+        size_t inl_names_len;
+        bool py_inspected; /* a process's file: py holds what it says of CPython */
         struct fp_py_facts py;
         bool py_refusal_said; /* its refusal (under some name) was logged */
 };
@@ -472,6 +485,92 @@ static int collect_elsewhere(Elf *elf, const char *build_id, const struct fp_sym
         return r < 0 ? r : 0;
 }
 
+/* Inlined ranges as they are read: each callee's name interned once. */
+struct inl_loader {
+        struct fp_symtab *t;
+        size_t cap_inl, cap_chains, cap_names;
+        uint32_t *slots; /* open addressing: a name's offset + 1, 0 empty */
+        size_t n_slots, n_used;
+};
+
+/* The offset of name[0..len) in t->inl_names, added when new; -ENOMEM. */
+static int64_t inl_intern(struct inl_loader *l, const char *name, size_t len)
+{
+        struct fp_symtab *t = l->t;
+
+        if ((l->n_used + 1) * 2 > l->n_slots) {
+                size_t n = l->n_slots ? 2 * l->n_slots : 1024;
+                uint32_t *slots = calloc(n, sizeof(*slots));
+                if (!slots)
+                        return -ENOMEM;
+                for (size_t i = 0; i < l->n_slots; i++) {
+                        if (!l->slots[i])
+                                continue;
+                        const char *s = t->inl_names + l->slots[i] - 1;
+                        size_t j = fp_fnv1a(FP_FNV1A_SEED, s, strlen(s)) & (n - 1);
+                        while (slots[j])
+                                j = (j + 1) & (n - 1);
+                        slots[j] = l->slots[i];
+                }
+                free(l->slots);
+                l->slots = slots;
+                l->n_slots = n;
+        }
+        size_t j = fp_fnv1a(FP_FNV1A_SEED, name, len) & (l->n_slots - 1);
+        for (; l->slots[j]; j = (j + 1) & (l->n_slots - 1)) {
+                const char *s = t->inl_names + l->slots[j] - 1;
+                if (strncmp(s, name, len) == 0 && s[len] == 0)
+                        return l->slots[j] - 1;
+        }
+        if (t->inl_names_len + len + 1 >= UINT32_MAX ||
+            fp_grow(&t->inl_names, &l->cap_names, t->inl_names_len + len + 1, 1) < 0)
+                return -ENOMEM;
+        size_t off = t->inl_names_len;
+        memcpy(t->inl_names + off, name, len);
+        t->inl_names[off + len] = 0;
+        t->inl_names_len += len + 1;
+        l->slots[j] = (uint32_t)off + 1;
+        l->n_used++;
+        return (int64_t)off;
+}
+
+static int add_inlined(void *userdata, uint64_t start, uint64_t size, const char *const *names,
+                       const size_t *lens, unsigned n)
+{
+        struct inl_loader *l = userdata;
+        struct fp_symtab *t = l->t;
+
+        if (size > UINT32_MAX ||
+            (t->n_inl && start < t->inl[t->n_inl - 1].start + t->inl[t->n_inl - 1].size))
+                return 0; /* out of order or overlapping: not a table the compiler wrote */
+        if (t->n_inl_chains + n + 1 >= UINT32_MAX ||
+            fp_grow(&t->inl, &l->cap_inl, t->n_inl + 1, sizeof(*t->inl)) < 0 ||
+            fp_grow(&t->inl_chains, &l->cap_chains, t->n_inl_chains + n + 1,
+                    sizeof(*t->inl_chains)) < 0)
+                return -ENOMEM;
+        uint32_t chain = (uint32_t)t->n_inl_chains;
+        t->inl_chains[chain] = n;
+        for (unsigned i = 0; i < n; i++) {
+                int64_t off = inl_intern(l, names[i], lens[i]);
+                if (off < 0)
+                        return (int)off;
+                t->inl_chains[chain + 1 + i] = (uint32_t)off;
+        }
+        t->n_inl_chains += n + 1;
+        t->inl[t->n_inl++] = (struct inl_range){start, (uint32_t)size, chain};
+        return 0;
+}
+
+/* The code elf's Go compiler inlined (gopclntab.h) into t; only -ENOMEM is an error. */
+static int load_inlined(Elf *elf, struct fp_symtab *t)
+{
+        struct inl_loader l = {.t = t};
+        int r = fp_gopclntab_inlined(elf, add_inlined, &l);
+
+        free(l.slots);
+        return r == -ENOMEM ? r : 0;
+}
+
 static struct fp_symtab *symtab_alloc(void)
 {
         struct fp_symtab *t = calloc(1, sizeof(*t));
@@ -518,6 +617,8 @@ int fp_sym_load_elf(Elf *elf, const char *build_id, const struct fp_sym_origin *
                 r = builder_finish(&b, t, UINT64_MAX, LAST_IMPLIED_SIZE);
         if (r >= 0)
                 r = load_cfi(elf, dbg.elf, t);
+        if (r >= 0 && !vdso)
+                r = load_inlined(elf, t);
         /* A file of a process (not the vdso): what it says of CPython. */
         if (r >= 0 && origin) {
                 fp_py_inspect(elf, &t->py);
@@ -555,6 +656,9 @@ void fp_symtab_unref(struct fp_symtab *t)
         free(t->names);
         free(t->segs);
         fp_cfi_free(t->cfi);
+        free(t->inl);
+        free(t->inl_chains);
+        free(t->inl_names);
         free(t);
 }
 
@@ -563,7 +667,9 @@ size_t fp_symtab_bytes(const struct fp_symtab *t)
         if (!t)
                 return 0;
         return sizeof(*t) + t->n_syms * sizeof(*t->syms) + t->n_ranges * sizeof(*t->ranges) +
-               t->names_len + t->n_segs * sizeof(*t->segs) + fp_cfi_bytes(t->cfi);
+               t->names_len + t->n_segs * sizeof(*t->segs) + fp_cfi_bytes(t->cfi) +
+               t->n_inl * sizeof(*t->inl) + t->n_inl_chains * sizeof(*t->inl_chains) +
+               t->inl_names_len;
 }
 
 const struct fp_cfi *fp_symtab_cfi(const struct fp_symtab *t)
@@ -633,6 +739,31 @@ const char *fp_symtab_lookup(const struct fp_symtab *t, uint64_t vaddr, uint64_t
         if (ret_start)
                 *ret_start = t->syms[r->sym].start;
         return t->names + t->syms[r->sym].name;
+}
+
+size_t fp_symtab_inlined(const struct fp_symtab *t, uint64_t vaddr, const char **names, size_t max)
+{
+        size_t lo = 0, hi = t ? t->n_inl : 0;
+
+        while (lo < hi) { /* first range starting after vaddr */
+                size_t mid = lo + (hi - lo) / 2;
+                if (t->inl[mid].start <= vaddr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo == 0 || vaddr - t->inl[lo - 1].start >= t->inl[lo - 1].size)
+                return 0;
+        const uint32_t *chain = &t->inl_chains[t->inl[lo - 1].chain];
+        size_t n = chain[0] < max ? chain[0] : max;
+        for (size_t i = 0; i < n; i++)
+                names[i] = t->inl_names + chain[1 + i];
+        return n;
+}
+
+size_t fp_symtab_n_inlined(const struct fp_symtab *t)
+{
+        return t ? t->n_inl : 0;
 }
 
 const char *fp_symtab_symbol(const struct fp_symtab *t, size_t i, uint64_t *ret_start)

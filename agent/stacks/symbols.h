@@ -193,6 +193,16 @@ size_t fp_symtab_n_symbols(const struct fp_symtab *t);
 const char *fp_symtab_symbol(const struct fp_symtab *t, size_t i, uint64_t *ret_start);
 
 /*
+ * The calls a Go compiler inlined at vaddr (gopclntab.h), innermost first,
+ * into names (at most max): the callee that runs there, the function it
+ * was inlined into, and so on out to (not including) the function
+ * fp_symtab_lookup names. Returns how many; 0 where nothing was inlined.
+ */
+size_t fp_symtab_inlined(const struct fp_symtab *t, uint64_t vaddr, const char **names, size_t max);
+/* The object's ranges of inlined code (for tests and status). */
+size_t fp_symtab_n_inlined(const struct fp_symtab *t);
+
+/*
  * Reads a kallsyms-format file ("ffffffff81000000 T _stext", optionally
  * followed by "\t[module]") into a new symtab of its text symbols (t, T,
  * w, W), named "name" or "name [module]"; each extends to the next symbol

@@ -13,6 +13,9 @@
 # 2. A Go program whose hot leaf (frameless, as Go compiles small leaves)
 #    has ten callers with shares 1/55 .. 10/55: each within 1.5 points;
 #    the same built with -ldflags='-s -w', named from its .gopclntab.
+#    2b. Go code inlined two deep (main.inner into main.outer into
+#    main.spin): built whole and stripped, the samples in it show
+#    main.inner under main.outer under main.spin, from the inline tree.
 # 3. Stock Debian binaries without frame pointers (xz, perl, python3):
 #    98% of samples reach the libc entry (and perl's main); the process's
 #    start (exec, the dynamic loader relocating before libc's entry) is
@@ -125,6 +128,42 @@ PY
 python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["symbol_sources"]["pclntab"] >= 1 else 1)' \
   "$FP_TMP/go-stripped.status" || fp_fail "[go, stripped] status does not count a .gopclntab"
 fp_ok "[go, stripped: names from .gopclntab] $out"
+
+# ---- 2b. Go: inlined calls from the inline tree ------------------------------
+for build in whole stripped; do
+  flags=
+  [[ $build == stripped ]] && flags=-s\ -w
+  (cd "$FP_TMP" && HOME=$FP_TMP GOCACHE=$FP_TMP/gocache GOPATH=$FP_TMP/gopath GO111MODULE=off \
+    GOFLAGS= GOTOOLCHAIN=local fp_timeout 120 "${GO:-go}" build -ldflags="$flags" -o "$GOBIN-inl-$build" \
+    "$FP_SRC/tests/workloads/unwind/go/inlined.go") >"$FP_TMP/go-build.log" 2>&1 ||
+    fp_fail "go build of inlined.go failed: $(cat "$FP_TMP/go-build.log")"
+  profile "go-inl-$build" 5 auto "$GOBIN-inl-$build" 6 /dev/null "$FP_TMP/go-inl-$build.go"
+  out=$(python3 - "$FP_TMP/go-inl-$build.folded" <<'PY'
+import sys
+spin = chain = wrong = 0
+for line in open(sys.argv[1]):
+    st, n = line.rstrip("\n").rsplit(" ", 1)
+    n, f = int(n), st.split(";")
+    # An interrupt's time, or the runtime's (a preemption), on top of the frame it stopped.
+    while f and (f[-1] == "[kernel]" or f[-1].startswith("runtime.")):
+        f.pop()
+    if "main.spin" not in f:
+        continue
+    spin += n
+    at = f.index("main.spin")
+    if f[at + 1:] == ["main.outer", "main.inner"]:
+        chain += n
+    # Every frame past main.spin is one of its inlined calls, in their order.
+    elif f[at + 1:] not in ([], ["main.outer"]):
+        wrong += n
+        print("wrong:", st, file=sys.stderr)
+assert spin >= 1000 and chain >= 0.5 * spin and wrong == 0, \
+    "main.spin;main.outer;main.inner in %d of %d samples in main.spin, %d otherwise" % (chain, spin, wrong)
+print("main.spin;main.outer;main.inner in %d of %d samples in main.spin, none otherwise" % (chain, spin))
+PY
+  ) || fp_fail "[go inlined, $build] $out"
+  fp_ok "[go inlined, $build] $out"
+done
 
 # ---- 3. Debian's own binaries, without frame pointers ----------------------
 HZ=999
