@@ -418,10 +418,10 @@ static void dump_comments(struct fp_pprof *p, struct fp_target *t)
                          "pid %d: unwound with --unwind %s: %" PRIu64 " of %" PRIu64
                          " samples reached the thread's root; frames by CFI %" PRIu64
                          ", by frame pointer %" PRIu64 "; truncated: unwind_failed %" PRIu64
-                         ", stack_copy_short %" PRIu64,
+                         ", stack_copy_short %" PRIu64 ", jit_no_frame_pointer %" PRIu64,
                          (int)fp_target_pid(t), fp_unwind_mode_name(cfg->unwind), st.unwound_root,
                          st.samples, st.frames_cfi, st.frames_fp, st.unwind_failed,
-                         st.stack_copy_short);
+                         st.stack_copy_short, st.jit_no_fp);
         fp_pprof_add_comment(p, line);
         if (st.kernel_excluded) {
                 snprintf(line, sizeof(line),

@@ -259,6 +259,12 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
                 fp_json_bool(j, ts->jvm.pending);
                 fp_json_key(j, "why");
                 fp_json_string(j, ts->jvm.why);
+                /* -XX:+PreserveFramePointer: true, false, or null (not known). */
+                fp_json_key(j, "frame_pointers");
+                if (ts->jvm.frame_pointers >= 0)
+                        fp_json_bool(j, ts->jvm.frame_pointers > 0);
+                else
+                        fp_json_null(j);
                 fp_json_end_object(j);
         } else {
                 fp_json_null(j);
@@ -348,6 +354,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
             {"samples_to_root", st->unwound_root},
             {"unwind_failed", st->unwind_failed},
             {"stack_copy_short", st->stack_copy_short},
+            {"jit_no_frame_pointer", st->jit_no_fp},
             {"leaf_fixups", st->leaf_fixups},
             {"jit_frames", st->jit_frames},
             {"stack_bytes_per_sample", st->samples ? st->stack_bytes / st->samples : 0},
@@ -596,6 +603,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                     {"unwound_root", h->st.unwound_root},
                     {"unwind_failed", h->st.unwind_failed},
                     {"stack_copy_short", h->st.stack_copy_short},
+                    {"jit_no_frame_pointer", h->st.jit_no_fp},
                     {"jit_frames", h->st.jit_frames},
                     {"jit_maps_refused", h->jit_maps_refused},
                 };
@@ -953,9 +961,13 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         fprintf(out,
                                 "java of %d: HotSpot, compiled methods named from the perf map "
                                 "it writes when asked (Compiler.perfmap): %" PRIu64
-                                " requests, %" PRIu64 " answered, %" PRIu64 " failed%s%s\n",
+                                " requests, %" PRIu64 " answered, %" PRIu64 " failed%s%s%s\n",
                                 (int)st->targets[i].pid, jv->requests, jv->answered, jv->failed,
-                                jv->why[0] ? "; last: " : "", jv->why);
+                                jv->why[0] ? "; last: " : "", jv->why,
+                                jv->frame_pointers == 0
+                                    ? "; without -XX:+PreserveFramePointer, stacks end at "
+                                      "their first compiled method (jit_no_frame_pointer)"
+                                    : "");
         }
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < st->n_targets; i++) {

@@ -1187,6 +1187,7 @@ size_t fp_host_open_drops(const struct fp_host *h, struct fp_host_drop *ret, siz
             {"out_of_memory", now->st.dropped_nomem - then->st.dropped_nomem},
             {"unwind_failed", now->st.unwind_failed - then->st.unwind_failed},
             {"stack_copy_short", now->st.stack_copy_short - then->st.stack_copy_short},
+            {"jit_no_frame_pointer", now->st.jit_no_fp - then->st.jit_no_fp},
             {"covered_by_target", now->covered - then->covered},
             {"process_unknown", now->unknown - then->unknown},
             {"process_table_full", now->table_full - then->table_full},

@@ -39,6 +39,7 @@ struct fp_target_stats {
         /* Unwinding (unwind.h): stacks that did not reach the thread's root, and how. */
         uint64_t unwind_failed;         /* no usable CFI row (or, in dwarf mode, no CFI at all) */
         uint64_t stack_copy_short;      /* the stack went on past the copy the kernel took */
+        uint64_t jit_no_fp;             /* at JIT code compiled without frame pointers */
         uint64_t unwound_root;          /* samples whose user stack reached the root */
         uint64_t frames_cfi, frames_fp; /* user frames stepped by CFI row, by frame pointer */
         uint64_t leaf_fixups;           /* fp mode: a frameless leaf's caller put back */

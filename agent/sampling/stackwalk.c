@@ -83,6 +83,11 @@ static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
         if (!idx)
                 return;
         x = fp_maps_get(w->maps, idx);
+        if (x->kind == FP_MAPPING_ANON && w->jit_no_fp) {
+                /* The interpreter keeps its frame pointer with or without the flag. */
+                const char *name = w->jit_name ? w->jit_name(w->jit_ctx, ip) : NULL;
+                ret->no_frame_pointer = !name || strcmp(name, "Interpreter") != 0;
+        }
         if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)
                 return;
         ret->file_backed = true;
@@ -143,6 +148,8 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                 } else if (res.end == FP_UNWIND_END_STACK_SHORT) {
                         w->st->stack_copy_short++;
                         w->fit.shorts++;
+                } else if (res.end == FP_UNWIND_END_NO_FP) {
+                        w->st->jit_no_fp++;
                 } else {
                         w->st->unwind_failed++;
                 }

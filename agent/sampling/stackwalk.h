@@ -76,6 +76,12 @@ struct fp_stackwalk {
          */
         const char *(*jit_name)(void *ctx, uint64_t addr);
         void *jit_ctx;
+        /*
+         * The process's JIT code keeps no frame pointer (a JVM without
+         * -XX:+PreserveFramePointer): a walk ends at its first compiled
+         * frame, counted as jit_no_fp, instead of following rbp.
+         */
+        bool jit_no_fp;
         uint64_t maps_reload_ns;     /* the last such re-read */
         uint64_t maps_reload_gap_ns; /* until the next may be (0: FP_MAPS_RELOAD_GAP_MIN_NS) */
         uint64_t maps_reloads;       /* re-reads so far */

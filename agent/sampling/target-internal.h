@@ -80,6 +80,7 @@ struct fp_target_jvm {
         uint64_t backoff_ns; /* after a failure: doubled each time, up to JVM_BACKOFF_MAX_NS */
         unsigned silent;     /* requests in a row whose JVM never started its listener */
         uint64_t requests, answered, failed;
+        int frame_pointers; /* its compiled code keeps them: 1, 0, or -errno (not known) */
 };
 
 struct fp_target {

@@ -43,9 +43,17 @@ void fp_target_jvm_look(struct fp_target *t)
         j->why[0] = 0;
         j->next_ns = 0;
         j->backoff_ns = 0;
+        j->frame_pointers = -ENOENT;
+        t->walk.jit_no_fp = t->off_walk.jit_no_fp = false;
         r = fp_jvm_check(t->pid, lib, j->why, sizeof(j->why));
         if (r > 0) {
                 j->state = 1;
+                /*
+                 * Without -XX:+PreserveFramePointer compiled methods use rbp as
+                 * any register: a walk ends at them rather than follow it.
+                 */
+                j->frame_pointers = fp_jvm_frame_pointers(t->pid);
+                t->walk.jit_no_fp = t->off_walk.jit_no_fp = j->frame_pointers == 0;
         } else if (r < 0) {
                 j->state = -1;
                 fp_log(LOG_WARNING, "%s", j->why);
@@ -150,5 +158,6 @@ void fp_target_jvm_status(const struct fp_target *t, struct fp_target_jvm_status
                                              .requests = j->requests,
                                              .answered = j->answered,
                                              .failed = j->failed,
-                                             .pending = j->ev != NULL};
+                                             .pending = j->ev != NULL,
+                                             .frame_pointers = j->frame_pointers};
 }

@@ -254,6 +254,7 @@ size_t fp_target_open_drops(const struct fp_target *t, struct fp_target_drop *re
             {"revoked_exec", now->revoked - then->revoked},
             {"unwind_failed", now->unwind_failed - then->unwind_failed},
             {"stack_copy_short", now->stack_copy_short - then->stack_copy_short},
+            {"jit_no_frame_pointer", now->jit_no_fp - then->jit_no_fp},
             /* Off-CPU block parts kept but lost on the way (offcpu.h). */
             {"offcpu_ring_full", now->off_lost_ring - then->off_lost_ring},
             {"offcpu_stack_unreadable", now->off_lost_copy - then->off_lost_copy},

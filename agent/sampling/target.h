@@ -122,6 +122,7 @@ struct fp_target_jvm_status {
         const char *why;
         uint64_t requests, answered, failed;
         bool pending;
+        int frame_pointers; /* -XX:+PreserveFramePointer: 1, 0, or -errno (not known) */
 };
 void fp_target_jvm_status(const struct fp_target *t, struct fp_target_jvm_status *ret);
 

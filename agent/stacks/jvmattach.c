@@ -92,6 +92,160 @@ int fp_jvm_check(pid_t pid, const char *libjvm, char *why, size_t len)
         return 1;
 }
 
+/* ---- -XX:+PreserveFramePointer ---- */
+
+#define JVM_OPTIONS_MAX (1u << 20) /* of a command line or an environment read */
+
+/* The flag as opt sets it (1, 0), else keeps it (*on). */
+static void option(const char *opt, size_t len, int *on)
+{
+        static const char flag[] = "PreserveFramePointer";
+
+        if (len == 5 + sizeof(flag) - 1 && strncmp(opt, "-XX:", 4) == 0 &&
+            (opt[4] == '+' || opt[4] == '-') && strncmp(opt + 5, flag, sizeof(flag) - 1) == 0)
+                *on = opt[4] == '+';
+}
+
+/* The options of a variable's value, separated by white space. */
+static void options_of(const char *v, size_t len, int *on)
+{
+        for (size_t i = 0; i < len;) {
+                while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n'))
+                        i++;
+                size_t start = i;
+                while (i < len && v[i] != ' ' && v[i] != '\t' && v[i] != '\n')
+                        i++;
+                option(v + start, i - start, on);
+        }
+}
+
+/* The value of variable name (with its '=') in a NUL-separated environment, else NULL. */
+static const char *env_value(const char *env, size_t len, const char *name, size_t *ret_len)
+{
+        size_t n = strlen(name);
+
+        for (size_t i = 0; i < len;) {
+                size_t l = strnlen(env + i, len - i);
+                if (l >= n && strncmp(env + i, name, n) == 0) {
+                        *ret_len = l - n;
+                        return env + i + n;
+                }
+                i += l + 1;
+        }
+        return NULL;
+}
+
+/* A launcher option whose value is the next argument. */
+static bool takes_value(const char *a)
+{
+        static const char *const opts[] = {"-cp",
+                                           "-classpath",
+                                           "--class-path",
+                                           "-p",
+                                           "--module-path",
+                                           "--add-modules",
+                                           "--limit-modules",
+                                           "--add-reads",
+                                           "--add-exports",
+                                           "--add-opens",
+                                           "--patch-module",
+                                           "--upgrade-module-path",
+                                           "--source",
+                                           "--enable-native-access"};
+        for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+                if (strcmp(a, opts[i]) == 0)
+                        return true;
+        return false;
+}
+
+int fp_jvm_frame_pointers_in(const char *cmdline, size_t cmdline_len, const char *environ,
+                             size_t environ_len)
+{
+        static const char *const before[] = {"JAVA_TOOL_OPTIONS=", "JDK_JAVA_OPTIONS="};
+        const char *v;
+        size_t vlen;
+        int on = 0;
+
+        for (size_t i = 0; i < 2; i++)
+                if ((v = env_value(environ, environ_len, before[i], &vlen)))
+                        options_of(v, vlen, &on);
+        /* The command line's options: past the program, up to the main class, -jar or -m. */
+        size_t i = cmdline_len ? strnlen(cmdline, cmdline_len) + 1 : 0;
+        while (i < cmdline_len) {
+                const char *a = cmdline + i;
+                size_t l = strnlen(a, cmdline_len - i);
+                i += l + 1;
+                if (l == 0 || a[0] != '-' || strcmp(a, "-jar") == 0 || strcmp(a, "-m") == 0 ||
+                    strcmp(a, "--module") == 0)
+                        break;
+                if (takes_value(a) && i < cmdline_len) {
+                        i += strnlen(cmdline + i, cmdline_len - i) + 1;
+                        continue;
+                }
+                option(a, l, &on);
+        }
+        if ((v = env_value(environ, environ_len, "_JAVA_OPTIONS=", &vlen)))
+                options_of(v, vlen, &on);
+        return on;
+}
+
+/* All of /proc/PID/NAME (at most JVM_OPTIONS_MAX bytes) into *ret (malloc'd); -errno. */
+static int read_proc(pid_t pid, const char *name, char **ret, size_t *ret_len)
+{
+        char path[64];
+        size_t n = 0, cap = 4096;
+        char *buf = malloc(cap);
+        int fd;
+
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+        if (!buf)
+                return -ENOMEM;
+        if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+                free(buf);
+                return errno == ENOENT ? -ESRCH : -errno;
+        }
+        for (;;) {
+                if (n == cap) {
+                        char *b = cap < JVM_OPTIONS_MAX ? realloc(buf, cap * 2) : NULL;
+                        if (!b)
+                                break; /* what was read is what is used */
+                        buf = b;
+                        cap *= 2;
+                }
+                ssize_t r = read(fd, buf + n, cap - n);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0) {
+                        int e = -errno;
+                        close(fd);
+                        free(buf);
+                        return e;
+                }
+                if (r == 0)
+                        break;
+                n += (size_t)r;
+        }
+        close(fd);
+        *ret = buf;
+        *ret_len = n;
+        return 0;
+}
+
+int fp_jvm_frame_pointers(pid_t pid)
+{
+        char *cmd = NULL, *env = NULL;
+        size_t cmd_len = 0, env_len = 0;
+        int r = read_proc(pid, "cmdline", &cmd, &cmd_len);
+
+        if (r >= 0)
+                r = read_proc(pid, "environ", &env, &env_len);
+        if (r >= 0)
+                r = fp_jvm_frame_pointers_in(cmd, cmd_len, env, env_len);
+        free(cmd);
+        free(env);
+        return r;
+}
+
 /* ---- the helper (a forked child: system calls only, no allocation) ---- */
 
 /* Its one answer on the pipe: err 0 when the map was written; sys_errno: a call's, or 0. */

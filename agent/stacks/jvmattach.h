@@ -44,6 +44,23 @@
  */
 int fp_jvm_check(pid_t pid, const char *libjvm, char *why, size_t len);
 
+/*
+ * Whether a JVM's compiled methods keep their frame pointer
+ * (-XX:+PreserveFramePointer; off by default): 1 or 0 as its options say,
+ * -errno when they cannot be read. The options are read as HotSpot takes
+ * them, the last one winning: JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS (the
+ * launcher's), the command line's up to the main class or jar, then
+ * _JAVA_OPTIONS. (Options in a file, -XX:Flags= or -XX:VMOptionsFile=,
+ * or an @argfile, are not read.)
+ */
+int fp_jvm_frame_pointers(pid_t pid);
+/*
+ * The same from a process's command line and environment as /proc gives
+ * them (NUL-separated, cmdline[0] the program), for tests.
+ */
+int fp_jvm_frame_pointers_in(const char *cmdline, size_t cmdline_len, const char *environ,
+                             size_t environ_len);
+
 /* A request under way: its helper and the read end of its answer. */
 struct fp_jvm_request {
         pid_t helper; /* 0: none */

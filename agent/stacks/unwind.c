@@ -11,7 +11,8 @@
  *   caller's bp = [CFA + rbp_off] when the row says rbp was saved, else bp
  *
  * and without a row (auto mode): CFA = bp + 16, caller's pc = [bp + 8],
- * caller's bp = [bp]. The walk reaches the root at a row that marks the
+ * caller's bp = [bp], except in JIT code known to keep no frame pointer,
+ * where the walk ends. The walk reaches the root at a row that marks the
  * return address undefined (glibc's _start and clone3), a zero return
  * address, or a zero frame pointer in a file that has no CFI at all; it
  * fails at a zero frame pointer anywhere else, and when the stack stops
@@ -129,6 +130,9 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                         r.by_cfi++;
                 } else if (mode == FP_UNWIND_DWARF) {
                         r.end = FP_UNWIND_END_FAILED;
+                        break;
+                } else if (code.no_frame_pointer) {
+                        r.end = FP_UNWIND_END_NO_FP;
                         break;
                 } else {
                         /*

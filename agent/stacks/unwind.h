@@ -62,6 +62,7 @@ enum fp_unwind_end {
         FP_UNWIND_END_FAILED,      /* no usable rule: no CFI where dwarf needs it, a bad rule */
         FP_UNWIND_END_STACK_SHORT, /* a value lay beyond the stack copy */
         FP_UNWIND_END_DEPTH,       /* max frames reached */
+        FP_UNWIND_END_NO_FP,       /* at JIT code compiled without frame pointers */
 };
 
 /* What the lookup tells of one code address. */
@@ -69,6 +70,13 @@ struct fp_unwind_code {
         const struct fp_cfi *cfi; /* NULL: no table for it */
         uint64_t vaddr;           /* the address in the table's (the ELF's) terms */
         bool file_backed;         /* in a mapped file (else anonymous: JIT, or unknown) */
+        /*
+         * Anonymous code known to keep no frame pointer (a JVM's compiled
+         * methods without -XX:+PreserveFramePointer): its caller cannot be
+         * found, and the walk ends there (FP_UNWIND_END_NO_FP) rather than
+         * follow rbp, which holds any value, to a wrong caller.
+         */
+        bool no_frame_pointer;
 };
 
 typedef void (*fp_unwind_lookup_fn)(void *userdata, uint64_t ip, struct fp_unwind_code *ret);

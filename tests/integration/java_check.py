@@ -3,7 +3,7 @@
 """Check a CPU profile of tests/workloads/java/Shares.java against what the
 program measured of itself (its TRUTH file).
 
-    java_check.py PROFILE TRUTH [--callers]
+    java_check.py PROFILE TRUTH [--callers | --no-frame-pointers]
 
 Checks, exit 1 at the first that fails:
   * at most 5% of the main thread's samples have their leaf in JIT code not
@@ -17,7 +17,10 @@ Checks, exit 1 at the first that fails:
   * with --callers (frame pointers kept: -XX:+PreserveFramePointer):
     alpha(), beta() and shared() within 5 points of their measured shares,
     and shared() split between callerOne() and callerTwo() within 10
-    points of the measured split.
+    points of the measured split;
+  * with --no-frame-pointers (the JVM's default): every stack ends at
+    [truncated] right below its first Shares method, which is compiled
+    code that keeps no frame pointer: no caller is guessed.
 Prints one line of figures.
 """
 
@@ -44,6 +47,7 @@ def main():
     ap.add_argument("profile")
     ap.add_argument("truth")
     ap.add_argument("--callers", action="store_true")
+    ap.add_argument("--no-frame-pointers", action="store_true")
     a = ap.parse_args()
     truth = json.load(open(a.truth))
     rows = pprofraw.lines_by_thread(pprofraw.load(a.profile)).get(truth["tid"], [])
@@ -81,6 +85,20 @@ def main():
             fail("shared() under callerTwo in %.1f%% of its samples, the program measured %.1f%%"
                  % (got, want))
         figures.append("shared() under callerTwo %.1f%% (truth %.1f%%)" % (got, want))
+    if a.no_frame_pointers:
+        ended = guessed = 0
+        for n, lines in rows:
+            at = next((i for i, (f, _, _) in enumerate(lines) if method(f)), None)
+            if at is None:
+                continue
+            if at + 1 < len(lines) and lines[at + 1][0] == "[truncated]":
+                ended += n
+            else:
+                guessed += n
+        figures.append("%d samples end at [truncated] below their first Shares method, %d go on"
+                       % (ended, guessed))
+        if guessed or ended < 0.9 * named:
+            fail(figures[-1])
     print("; ".join(figures))
 
 

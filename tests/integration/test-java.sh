@@ -12,8 +12,9 @@
 #      split between its two callers within 10 points; status counts the
 #      requests, none failed, and nothing is left in the JVM's /tmp but its
 #      map;
-#   2. without it: the methods still named (callers through compiled code
-#      are not checked: no frame pointer to follow);
+#   2. without it: the methods still named, and every stack ends at
+#      [truncated] below its first compiled method (no frame pointer to
+#      follow: no caller guessed), counted as jit_no_frame_pointer;
 #   3. a JVM run as nobody, profiled by root: asked as nobody, named;
 #   4. a process that maps a file named libjvm.so and does not catch
 #      SIGQUIT: refused in one line, never signalled (it lives on), its
@@ -23,11 +24,13 @@
 #      asked again, and status says why;
 #   6. a process like a JVM (tests/workloads/java/stalljvm.py) that takes
 #      the request and exits without answering: the request counted as
-#      failed, none pending, no helper process left, the agent answering.
+#      failed, none pending, no helper process left, the agent answering;
+#   7. a method first called 20 s into the run, and compiled then: named
+#      once the JVM has been asked again, its share within 5 points.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=java
-fp_init 400
+fp_init 460
 command -v javac >/dev/null && command -v java >/dev/null ||
   fp_fail "missing OpenJDK (Debian's openjdk-17-jdk-headless: scripts/deps.sh installs it)"
 CHECK=$FP_SRC/tests/integration/java_check.py
@@ -42,12 +45,14 @@ chown nobody "$JDIR/out"
 
 fp_start_agent
 
-# run NAME USER [java options]: Shares under USER for 12 s, profiled at 499 Hz
-# from 3 s on (warmed up); leaves $FP_TMP/NAME.pb.gz, NAME.status, $JDIR/out/NAME.truth.
+# run NAME USER [java options]: Shares under USER for $SECONDS_RUN s (12), with gamma()
+# from $LATE s on when set, profiled at 499 Hz from 3 s on (warmed up); leaves
+# $FP_TMP/NAME.pb.gz, NAME.status, $JDIR/out/NAME.truth.
 run() {
   local name=$1 user=$2 pid
   shift 2
-  runuser -u "$user" -- java "$@" -cp "$JDIR/cls" Shares "$JDIR/out/$name.truth" 12 "$JDIR/out/$name.go" \
+  runuser -u "$user" -- java "$@" -cp "$JDIR/cls" Shares "$JDIR/out/$name.truth" "${SECONDS_RUN:-12}" \
+    "$JDIR/out/$name.go" ${LATE:+"$LATE"} \
     >"$FP_TMP/$name.out" 2>"$FP_TMP/$name.err" &
   fp_track "$!"
   fp_wait_for 30 test -s "$FP_TMP/$name.out" || fp_fail "$name did not start: $(cat "$FP_TMP/$name.err")"
@@ -60,7 +65,8 @@ run() {
   runuser -u "$user" -- touch "$JDIR/out/$name.go"
   sleep 3
   fp_ctl start "$pid" --freq 499 >/dev/null || fp_fail "start $name failed"
-  fp_wait_for 40 test -s "$JDIR/out/$name.truth" || fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
+  fp_wait_for $((${SECONDS_RUN:-12} + 28)) test -s "$JDIR/out/$name.truth" ||
+    fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
   fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null' "$pid"
   fp_ctl status --json >"$FP_TMP/$name.status" || fp_fail "status failed"
   fp_ctl status >"$FP_TMP/$name.status.txt" || fp_fail "status failed"
@@ -80,6 +86,18 @@ assert j["names"].startswith("perf map") and j["answered"] >= 1 and j["failed"] 
 PY
 }
 
+# frame_pointers NAME PID WANT: status says whether the JVM keeps them, and counts the ends.
+frame_pointers() {
+  python3 - "$FP_TMP/$1.status" "$2" "$3" <<'PY'
+import json, sys
+t = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]
+fp, ends = t["java"]["frame_pointers"], t["unwind"]["jit_no_frame_pointer"]
+print("status: frame_pointers %s, %d stacks ended at a compiled method" % (fp, ends))
+want = sys.argv[3] == "true"
+assert fp is want and (ends == 0 if want else ends >= 100), (fp, ends)
+PY
+}
+
 # ---- 1. frame pointers kept ----------------------------------------------------------
 # (Shares' methods are not inlined: an inlined method has no code of its
 # own, and the perf map names only the method it was inlined into. And they
@@ -95,6 +113,8 @@ out=$(python3 "$CHECK" "$FP_TMP/fp.pb.gz" "$JDIR/out/fp.truth" --callers) || fp_
 fp_ok "[frame pointers] $out"
 out=$(java_status fp "$LAST_PID") || fp_fail "[frame pointers] $out"
 fp_ok "[frame pointers] $out"
+out=$(frame_pointers fp "$LAST_PID" true) || fp_fail "[frame pointers] $out"
+fp_ok "[frame pointers] $out"
 grep -q "^java of $LAST_PID: HotSpot, compiled methods named from the perf map" "$FP_TMP/fp.status.txt" ||
   fp_fail "the text status has no java line: $(grep java "$FP_TMP/fp.status.txt")"
 # The trigger is removed; the socket and the map are the JVM's own (it is gone: they may stay).
@@ -102,8 +122,13 @@ grep -q "^java of $LAST_PID: HotSpot, compiled methods named from the perf map" 
 
 # ---- 2. without frame pointers -----------------------------------------------------------
 run nofp root
-out=$(python3 "$CHECK" "$FP_TMP/nofp.pb.gz" "$JDIR/out/nofp.truth") || fp_fail "[no frame pointers] $out"
+out=$(python3 "$CHECK" "$FP_TMP/nofp.pb.gz" "$JDIR/out/nofp.truth" --no-frame-pointers) ||
+  fp_fail "[no frame pointers] $out"
 fp_ok "[no frame pointers] $out"
+out=$(frame_pointers nofp "$LAST_PID" false) || fp_fail "[no frame pointers] $out"
+fp_ok "[no frame pointers] $out"
+grep -q "^java of $LAST_PID: .*without -XX:+PreserveFramePointer, stacks end at their first compiled method" \
+  "$FP_TMP/nofp.status.txt" || fp_fail "the text status does not say the stacks end: $(grep java "$FP_TMP/nofp.status.txt")"
 
 # ---- 3. nobody's JVM ------------------------------------------------------------------------
 run nobody nobody -XX:+PreserveFramePointer "${NOINLINE[@]}"
@@ -186,4 +211,18 @@ helpers=$( (pgrep -P "$FP_AGENT_PID" || true) | wc -l)
 ((helpers == 0)) || fp_fail "$helpers helper processes of the agent are left: $(pgrep -a -P "$FP_AGENT_PID")"
 fp_ctl status >/dev/null || fp_fail "the agent does not answer after the JVM exited"
 fp_ok "a JVM that exits while a request is pending: $(stall_failed); no helper left"
+
+# ---- 7. a method compiled late --------------------------------------------------------------
+SECONDS_RUN=36 LATE=20 run late root -XX:+PreserveFramePointer "${NOINLINE[@]}"
+out=$(python3 "$CHECK" "$FP_TMP/late.pb.gz" "$JDIR/out/late.truth" --callers) || fp_fail "[late] $out"
+[[ $out == *"gamma "* ]] || fp_fail "[late] gamma() is not among the methods checked: $out"
+fp_ok "[late] $out"
+out=$(python3 - "$FP_TMP/late.status" "$LAST_PID" <<'PY'
+import json, sys
+j = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]["java"]
+print("%d requests, %d answered" % (j["requests"], j["answered"]))
+assert j["answered"] >= 2 and j["failed"] == 0, j
+PY
+) || fp_fail "[late] the JVM was not asked again: $out"
+fp_ok "[late] asked again for the method compiled late: $out"
 fp_stop_agent

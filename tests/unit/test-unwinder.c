@@ -6,7 +6,8 @@
  * and a copy of its stack, and the unwinder, with the tables the agent's
  * own symbol cache compiles from /proc/self/exe and libc, must name every
  * caller up to main and libc's __libc_start_main. A copy cut short ends as
- * stack_copy_short; in dwarf mode a frame without CFI ends the walk.
+ * stack_copy_short; in dwarf mode a frame without CFI ends the walk, and in
+ * JIT code known to keep no frame pointer too.
  */
 #include "cfi.h"
 #include "fp-test.h"
@@ -92,6 +93,14 @@ static void anon_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
         (void)userdata;
         (void)ip;
         *ret = (struct fp_unwind_code){0};
+}
+
+/* JIT code compiled without frame pointers (a JVM without -XX:+PreserveFramePointer). */
+static void anon_code_no_fp(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
+{
+        (void)userdata;
+        (void)ip;
+        *ret = (struct fp_unwind_code){.no_frame_pointer = true};
 }
 
 static void no_tables(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
@@ -191,6 +200,24 @@ int main(void)
                 fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
                                no_tables, &c, ips, 64, &res);
                 FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_ROOT);
+        }
+        /*
+         * JIT code known to keep no frame pointer: the walk ends at it, its
+         * frame kept, and says why; rbp (a good-looking chain here) is not
+         * followed to a caller.
+         */
+        {
+                const uint64_t words[6] = {0, 0, 0x7ffd00000020, 0x7f0000002000, 0, 0};
+                const struct fp_unwind_regs fr = {
+                    .ip = 0x7f0000001000, .sp = 0x7ffd00000000, .bp = 0x7ffd00000010};
+                fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
+                               anon_code, &c, ips, 64, &res);
+                FP_CHECK(res.n >= 2 && ips[1] == 0x7f0000002000); /* followed, without the flag */
+                fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
+                               anon_code_no_fp, &c, ips, 64, &res);
+                FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_NO_FP);
+                FP_CHECK_EQ_INT(res.n, 1);
+                FP_CHECK(ips[0] == 0x7f0000001000);
         }
 
         /* No tables at all: dwarf gives up at once, after the leaf. */

@@ -7,9 +7,11 @@
 // CPU time (the thread's CPU clock) and shared() its time per caller; at
 // the end it writes OUT, JSON: {"tid": N, "cpu_ns": N, "iterations": N,
 // "functions": {name: ns}, "callers": {name: ns}}. It prints its pid, waits for GO
-// (when given), runs SECONDS, and then writes OUT.
+// (when given; "-": none), runs SECONDS, and then writes OUT. With LATE,
+// gamma() (work(300000)) joins the loop LATE seconds into the run: a method
+// first called, and so compiled, long after the others.
 //
-//   java [-XX:+PreserveFramePointer] Shares OUT SECONDS [GO]
+//   java [-XX:+PreserveFramePointer] Shares OUT SECONDS [GO [LATE]]
 import java.io.FileWriter;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
@@ -51,6 +53,12 @@ public class Shares {
         account(FUNCTIONS, "beta", clock() - t);
     }
 
+    static void gamma() {
+        long t = clock();
+        sink += work(300000);
+        account(FUNCTIONS, "gamma", clock() - t);
+    }
+
     static void shared(String caller) {
         long t = clock();
         sink += work(50000);
@@ -71,18 +79,22 @@ public class Shares {
     public static void main(String[] args) throws Exception {
         String out = args[0];
         double seconds = Double.parseDouble(args[1]);
-        String go = args.length > 2 ? args[2] : null;
+        String go = args.length > 2 && !args[2].equals("-") ? args[2] : null;
+        double late = args.length > 3 ? Double.parseDouble(args[3]) : -1;
         System.out.println(ProcessHandle.current().pid());
         System.out.flush();
         while (go != null && !Files.exists(Paths.get(go)))
             Thread.sleep(1);
-        long end = System.nanoTime() + (long) (seconds * 1e9);
+        long begin = System.nanoTime(), end = begin + (long) (seconds * 1e9);
+        long gammaFrom = late < 0 ? Long.MAX_VALUE : begin + (long) (late * 1e9);
         long start = clock(), iterations = 0;
         while (System.nanoTime() < end) {
             alpha();
             beta();
             callerOne();
             callerTwo();
+            if (System.nanoTime() >= gammaFrom)
+                gamma();
             iterations++;
         }
         long cpu = clock() - start;
