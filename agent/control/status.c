@@ -118,6 +118,50 @@ static void uint_fields(struct fp_json *j, const struct uint_field *f, size_t n)
 
 #define UINT_FIELDS(j, a) uint_fields((j), (a), sizeof(a) / sizeof((a)[0]))
 
+/*
+ * A JVM's names (jvmnames.h), an object left open for more keys; why: its
+ * refusal or last failure.
+ */
+static void jvm_json(struct fp_json *j, const struct fp_jvm_names_status *st, const char *why)
+{
+        const struct uint_field jf[] = {
+            {"requests", st->requests}, {"answered", st->answered}, {"failed", st->failed}};
+
+        fp_json_begin_object(j);
+        fp_json_key(j, "names");
+        fp_json_string(j, st->state > 0 ? "perf map (Compiler.perfmap, asked)" : "refused");
+        UINT_FIELDS(j, jf);
+        fp_json_key(j, "pending");
+        fp_json_bool(j, st->pending);
+        fp_json_key(j, "why");
+        fp_json_string(j, why);
+        /* -XX:+PreserveFramePointer: true, false, or null (not known). */
+        fp_json_key(j, "frame_pointers");
+        if (st->frame_pointers >= 0)
+                fp_json_bool(j, st->frame_pointers > 0);
+        else
+                fp_json_null(j);
+}
+
+/* A JVM's "java of PID" line; tier: " (host tier)" or "". */
+static void jvm_text(FILE *out, pid_t pid, const char *tier, const struct fp_jvm_names_status *jv,
+                     const char *why)
+{
+        if (jv->state < 0)
+                fprintf(out, "java of %d%s: not asked: %s\n", (int)pid, tier, why);
+        else if (jv->state > 0)
+                fprintf(out,
+                        "java of %d%s: HotSpot, compiled methods named from the perf map it writes "
+                        "when asked (Compiler.perfmap): %" PRIu64 " requests, %" PRIu64
+                        " answered, %" PRIu64 " failed%s%s%s\n",
+                        (int)pid, tier, jv->requests, jv->answered, jv->failed,
+                        why[0] ? "; last: " : "", why,
+                        jv->frame_pointers == 0
+                            ? "; without -XX:+PreserveFramePointer, stacks end at their first "
+                              "compiled method (jit_no_frame_pointer)"
+                            : "");
+}
+
 /* "off_cpu": a target's or the host tier's off-CPU figures, null when it has none (period 0). */
 static void offcpu_json(struct fp_json *j, uint64_t period, const struct fp_target_stats *st)
 {
@@ -247,24 +291,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         /* A JVM: how its compiled methods are named, or why it is not asked; null: none. */
         fp_json_key(j, "java");
         if (ts->jvm.state) {
-                const struct uint_field jf[] = {{"requests", ts->jvm.requests},
-                                                {"answered", ts->jvm.answered},
-                                                {"failed", ts->jvm.failed}};
-                fp_json_begin_object(j);
-                fp_json_key(j, "names");
-                fp_json_string(j, ts->jvm.state > 0 ? "perf map (Compiler.perfmap, asked)"
-                                                    : "refused");
-                UINT_FIELDS(j, jf);
-                fp_json_key(j, "pending");
-                fp_json_bool(j, ts->jvm.pending);
-                fp_json_key(j, "why");
-                fp_json_string(j, ts->jvm.why);
-                /* -XX:+PreserveFramePointer: true, false, or null (not known). */
-                fp_json_key(j, "frame_pointers");
-                if (ts->jvm.frame_pointers >= 0)
-                        fp_json_bool(j, ts->jvm.frame_pointers > 0);
-                else
-                        fp_json_null(j);
+                jvm_json(j, &ts->jvm, ts->jvm.why);
                 fp_json_end_object(j);
         } else {
                 fp_json_null(j);
@@ -618,6 +645,20 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 fp_json_uint(&j, h->python_records_unclaimed);
                 python_stacks_json(&j, &h->python, h->python_on, true, h->python_attach_failed);
                 fp_json_end_object(&j);
+                /* Its JVMs (the first FP_HOST_STATUS_JVMS), as a target's "java". */
+                fp_json_key(&j, "jvms");
+                fp_json_uint(&j, h->jvms);
+                fp_json_key(&j, "java");
+                fp_json_begin_array(&j);
+                for (unsigned i = 0; i < h->n_jvm; i++) {
+                        jvm_json(&j, &h->jvm[i].st, h->jvm[i].why);
+                        fp_json_key(&j, "pid");
+                        fp_json_int(&j, h->jvm[i].pid);
+                        fp_json_key(&j, "comm");
+                        fp_json_string(&j, h->jvm[i].comm);
+                        fp_json_end_object(&j);
+                }
+                fp_json_end_array(&j);
                 offcpu_json(&j, st->host_cfg.off_cpu_period, &h->st);
                 if (st->host_cfg.off_cpu_period) {
                         const struct uint_field ho[] = {
@@ -788,6 +829,8 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 i ? ", " : "; not kept: ", st->host_drops[i].reason,
                                 st->host_drops[i].count);
                 fputc('\n', out);
+                for (unsigned i = 0; i < h->n_jvm; i++)
+                        jvm_text(out, h->jvm[i].pid, " (host tier)", &h->jvm[i].st, h->jvm[i].why);
                 if (h->python_procs || h->python.samples) {
                         fprintf(out, "host tier python: %u processes running CPython now",
                                 h->python_procs);
@@ -952,23 +995,8 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
         }
         /* The JVMs, and how their compiled methods are named. */
-        for (size_t i = 0; i < st->n_targets; i++) {
-                const struct fp_target_jvm_status *jv = &st->targets[i].jvm;
-                if (jv->state < 0)
-                        fprintf(out, "java of %d: not asked: %s\n", (int)st->targets[i].pid,
-                                jv->why);
-                else if (jv->state > 0)
-                        fprintf(out,
-                                "java of %d: HotSpot, compiled methods named from the perf map "
-                                "it writes when asked (Compiler.perfmap): %" PRIu64
-                                " requests, %" PRIu64 " answered, %" PRIu64 " failed%s%s%s\n",
-                                (int)st->targets[i].pid, jv->requests, jv->answered, jv->failed,
-                                jv->why[0] ? "; last: " : "", jv->why,
-                                jv->frame_pointers == 0
-                                    ? "; without -XX:+PreserveFramePointer, stacks end at "
-                                      "their first compiled method (jit_no_frame_pointer)"
-                                    : "");
-        }
+        for (size_t i = 0; i < st->n_targets; i++)
+                jvm_text(out, st->targets[i].pid, "", &st->targets[i].jvm, st->targets[i].jvm.why);
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < st->n_targets; i++) {
                 const struct fp_core_target_status *ts = &st->targets[i];

@@ -225,7 +225,7 @@ struct fp_core_target_status {
         bool python_stacks_found; /* its CPython is read: python_st counts */
         struct fp_pyframes_stats python_st;
         uint64_t python_attach_failed;
-        struct fp_target_jvm_status jvm; /* a JVM asked for its methods' names */
+        struct fp_jvm_names_status jvm; /* a JVM asked for its methods' names */
 };
 
 struct fp_core_rule_status {

@@ -79,6 +79,8 @@ struct fp_host_proc {
         struct thread_name *threads;
         size_t n_threads, cap_threads;
         struct fp_perfmap *perfmap; /* its runtime's JIT names, read on a first anonymous frame */
+        struct fp_jvm_names *jvm;   /* a JVM's (looked for at a miss in the map) */
+        size_t jvm_looked_maps;     /* its mappings when last looked at for one */
         struct fp_pyproc py;        /* whether it runs a CPython, and its frames' names */
         struct fp_host_proc *older; /* the same pid's previous generation */
         struct fp_host_proc *next;  /* the pid bucket's chain (newest generations only) */
@@ -136,8 +138,9 @@ struct fp_host {
         struct cgroup_name *cgroups; /* sorted by id */
         size_t n_cgroups, cap_cgroups;
         uint64_t cgroup_scan_ns;
-        uint64_t last_time; /* the newest record or sample time applied */
-        unsigned perfmaps;  /* generations holding a perf map */
+        uint64_t last_time;            /* the newest record or sample time applied */
+        unsigned perfmaps;             /* generations holding a perf map */
+        struct fp_jvm_group jvm_group; /* the tier's JVM requests: one at a time */
         bool in_round;
         struct fp_host_stats hs, hs_bucketed;
         struct fp_perf_config off_pcfg; /* how off-CPU stacks are walked: copies, user only */
@@ -264,6 +267,10 @@ static void proc_free(struct fp_host_proc *p)
 {
         if (!p)
                 return;
+        if (p->jvm) {
+                fp_jvm_names_free(p->jvm);
+                free(p->jvm);
+        }
         if (p->perfmap) {
                 fp_perfmap_free(p->perfmap);
                 p->host->perfmaps--;
@@ -887,6 +894,7 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
                 return -ENOMEM;
         }
         h->base = base;
+        h->jvm_group.max = 1;
         h->cache = cache;
         h->cfg = *cfg;
         h->covered = covered;
@@ -1001,6 +1009,20 @@ void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
         ret->python_on = h->pystack != NULL;
         ret->python = h->py_gone;
         ret->python_attach_failed = h->py_attach_failed;
+        for (size_t i = 0; i < h->n_procs; i++) {
+                const struct fp_host_proc *p = h->procs[i];
+                if (!p->jvm || p->end_ns != UINT64_MAX)
+                        continue;
+                ret->jvms++;
+                if (ret->n_jvm == FP_HOST_STATUS_JVMS)
+                        continue;
+                struct fp_host_jvm *j = &ret->jvm[ret->n_jvm++];
+                j->pid = p->pid;
+                snprintf(j->comm, sizeof(j->comm), "%s", p->comm);
+                fp_jvm_names_status(p->jvm, &j->st);
+                snprintf(j->why, sizeof(j->why), "%s", j->st.why);
+                j->st.why = NULL; /* (the copy is read) */
+        }
         for (size_t i = 0; i < h->n_procs; i++) {
                 struct fp_pyframes_stats ps;
                 if (!h->procs[i]->py.py)
@@ -1146,6 +1168,33 @@ const char *fp_host_proc_jit_name(struct fp_host_proc *p, uint64_t addr)
         return name;
 }
 
+/*
+ * JIT code the process's map does not name: a live JVM is asked for a new
+ * one (jvmnames.h). Whether it is one (it maps libjvm.so and can be asked;
+ * whether its compiled code keeps a frame pointer) is looked at on a miss
+ * once it has mappings not looked at before.
+ */
+static void jvm_miss(struct fp_host_proc *p)
+{
+        struct fp_host *h = p->host;
+
+        if (p->end_ns != UINT64_MAX)
+                return;
+        if (!p->jvm && fp_maps_count(p->maps) != p->jvm_looked_maps) {
+                const char *lib = fp_maps_live_file(p->maps, "libjvm.so");
+                p->jvm_looked_maps = fp_maps_count(p->maps);
+                if (!lib || !(p->jvm = malloc(sizeof(*p->jvm))))
+                        return;
+                fp_jvm_names_init(p->jvm, h->base, &h->jvm_group, p->pid, p->comm,
+                                  FP_HOST_JVM_EVERY_NS, FP_HOST_JVM_EVERY_MAX_NS);
+                fp_jvm_names_look(p->jvm, lib);
+                p->walk.jit_no_fp = p->off_walk.jit_no_fp =
+                    p->jvm->state > 0 && p->jvm->frame_pointers == 0;
+        }
+        if (p->jvm)
+                fp_jvm_names_miss(p->jvm);
+}
+
 static const char *jit_warm(void *proc, uint64_t addr)
 {
         struct fp_host_proc *p = proc;
@@ -1167,7 +1216,10 @@ static const char *jit_warm(void *proc, uint64_t addr)
                         return NULL;
                 h->perfmaps++;
         }
-        return fp_perfmap_lookup(p->perfmap, addr);
+        const char *name = fp_perfmap_lookup(p->perfmap, addr);
+        if (!name)
+                jvm_miss(p);
+        return name;
 }
 
 const char *fp_host_proc_thread_name(const struct fp_host_proc *p, pid_t tid)

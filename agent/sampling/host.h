@@ -30,6 +30,7 @@
  */
 #pragma once
 
+#include "jvmnames.h"
 #include "pyframes.h"
 #include "samplestats.h"
 
@@ -65,6 +66,23 @@ struct fp_host_config {
         uint64_t off_cpu_period; /* ns; 0: no off-CPU time (the core feeds the records) */
 };
 
+/* A JVM of the tier, as status shows it (jvmnames.h). */
+struct fp_host_jvm {
+        pid_t pid;
+        char comm[16];
+        struct fp_jvm_names_status st;
+        char why[240]; /* st.why, copied */
+};
+#define FP_HOST_STATUS_JVMS 16 /* JVMs status lists (the first found) */
+/*
+ * A JVM of the tier is asked for its perf map as a target is, but one
+ * request of the tier at a time, and the wait after each answer doubles
+ * from FP_HOST_JVM_EVERY_NS to FP_HOST_JVM_EVERY_MAX_NS: the tier is the
+ * cheap view of every process, and a JVM compiles most while it warms up.
+ */
+#define FP_HOST_JVM_EVERY_NS     2000000000ULL
+#define FP_HOST_JVM_EVERY_MAX_NS 60000000000ULL
+
 struct fp_host_stats {
         struct fp_target_stats st; /* samples kept, losses and unwinding, as a target's */
         uint64_t idle;             /* samples of an idle CPU: not kept */
@@ -86,6 +104,9 @@ struct fp_host_stats {
         unsigned procs;                    /* generations kept now */
         unsigned cpus;                     /* CPUs with their events open */
         unsigned cgroups;                  /* cgroup paths known */
+        unsigned jvms; /* live generations that map libjvm.so and were looked at */
+        struct fp_host_jvm jvm[FP_HOST_STATUS_JVMS];
+        unsigned n_jvm;
 };
 
 /* Whether a per-thread target profiles process pid (its samples are then the target's). */

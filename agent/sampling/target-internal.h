@@ -67,22 +67,6 @@ struct fp_thread {
         struct event *ev_sampler, *ev_sideband, *ev_starter;
 };
 
-/*
- * A JVM target's names (target-jvm.c): whether it is one that can be asked
- * (jvmattach.h), and the request under way.
- */
-struct fp_target_jvm {
-        int state;     /* 0: not a JVM (or not looked), 1: asked on misses, -1: refused */
-        char why[240]; /* a refusal, or the last failure */
-        struct fp_jvm_request req;
-        struct event *ev;    /* req.fd readable */
-        uint64_t next_ns;    /* not asked again before (CLOCK_MONOTONIC) */
-        uint64_t backoff_ns; /* after a failure: doubled each time, up to JVM_BACKOFF_MAX_NS */
-        unsigned silent;     /* requests in a row whose JVM never started its listener */
-        uint64_t requests, answered, failed;
-        int frame_pointers; /* its compiled code keeps them: 1, 0, or -errno (not known) */
-};
-
 struct fp_target {
         struct event_base *base;
         struct fp_symcache *cache;
@@ -98,7 +82,8 @@ struct fp_target {
         pid_t bonus_tid;            /* while a ring drains: its first sample of this thread */
         uint64_t bonus;             /* counts for this much more (see start_group()) */
         struct fp_perfmap *perfmap; /* JIT names (perfmap.h), read on the first anonymous frame */
-        struct fp_target_jvm jvm;   /* a HotSpot JVM asked for its perf map (target-jvm.c) */
+        struct fp_jvm_names jvm;    /* a HotSpot JVM asked for its perf map (target-jvm.c) */
+        size_t jvm_looked_maps;     /* its mappings when last looked at for one */
         struct fp_agg *agg;
         struct event *ev_rescan;
         struct fp_target_stats st;

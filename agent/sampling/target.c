@@ -52,7 +52,8 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->base = base;
         t->cache = cache;
         t->pid = pid;
-        t->jvm.req.fd = -1;
+        fp_jvm_names_init(&t->jvm, base, NULL, pid, "", FP_TARGET_JVM_EVERY_NS,
+                          FP_TARGET_JVM_EVERY_NS);
         t->cfg = *cfg;
         t->starttime = fp_proc_stat(pid, NULL);
         t->st.state = FP_TARGET_RUNNING;

@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include "jvmnames.h"
 #include "perf.h"
 #include "samplestats.h"
 
@@ -117,14 +118,8 @@ void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns,
  * failure ("" none); requests made, answered (the JVM wrote its map),
  * failed; pending: one is under way.
  */
-struct fp_target_jvm_status {
-        int state;
-        const char *why;
-        uint64_t requests, answered, failed;
-        bool pending;
-        int frame_pointers; /* -XX:+PreserveFramePointer: 1, 0, or -errno (not known) */
-};
-void fp_target_jvm_status(const struct fp_target *t, struct fp_target_jvm_status *ret);
+#define FP_TARGET_JVM_EVERY_NS 2000000000ULL /* a target's JVM: between two answered requests */
+void fp_target_jvm_status(const struct fp_target *t, struct fp_jvm_names_status *ret);
 
 struct fp_offcpu_record;
 struct fp_offcpu_target;

@@ -26,11 +26,17 @@
 #      the request and exits without answering: the request counted as
 #      failed, none pending, no helper process left, the agent answering;
 #   7. a method first called 20 s into the run, and compiled then: named
-#      once the JVM has been asked again, its share within 5 points.
+#      once the JVM has been asked again, its share within 5 points;
+#   8. a rule (--exe of the JVM's launcher): the JVM it starts at its exec,
+#      before libjvm.so is mapped, is asked once it is, and named;
+#   9. the host tier (no target): the JVM is found and asked, named, and
+#      listed in the tier's status;
+#  10. --off-cpu: a thread parked in LockSupport.parkNanos (Parks.java)
+#      shows Parks.waiter() below it, named.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=java
-fp_init 460
+fp_init 560
 command -v javac >/dev/null && command -v java >/dev/null ||
   fp_fail "missing OpenJDK (Debian's openjdk-17-jdk-headless: scripts/deps.sh installs it)"
 CHECK=$FP_SRC/tests/integration/java_check.py
@@ -39,7 +45,8 @@ JDIR=$(mktemp -d /tmp/fp-java.XXXXXX)
 fp_on_exit "rm -rf '$JDIR'"
 chmod 755 "$JDIR"
 mkdir -p "$JDIR/cls" "$JDIR/out"
-javac -d "$JDIR/cls" "$FP_SRC/tests/workloads/java/Shares.java" || fp_fail "javac failed"
+javac -d "$JDIR/cls" "$FP_SRC/tests/workloads/java/Shares.java" "$FP_SRC/tests/workloads/java/Parks.java" ||
+  fp_fail "javac failed"
 chmod -R a+rX "$JDIR/cls"
 chown nobody "$JDIR/out"
 
@@ -225,4 +232,81 @@ assert j["answered"] >= 2 and j["failed"] == 0, j
 PY
 ) || fp_fail "[late] the JVM was not asked again: $out"
 fp_ok "[late] asked again for the method compiled late: $out"
+
+# ---- 8. a rule --------------------------------------------------------------------------------
+JAVA_EXE=$(readlink -f "$(command -v java)")
+out=$(fp_ctl start --exe "$JAVA_EXE" --service javarule --freq 499) || fp_fail "start --exe $JAVA_EXE failed: $out"
+rule=$(sed -n 's/^rule \([0-9]*\):.*/\1/p' <<<"$out")
+[[ -n $rule ]] || fp_fail "start --exe did not answer with a rule id: $out"
+java -XX:+PreserveFramePointer "${NOINLINE[@]}" -cp "$JDIR/cls" Shares "$JDIR/out/rule.truth" 10 \
+  >"$FP_TMP/rule.out" 2>"$FP_TMP/rule.err" &
+fp_track "$!"
+fp_wait_for 30 test -s "$FP_TMP/rule.out" || fp_fail "the rule's JVM did not start: $(cat "$FP_TMP/rule.err")"
+pid=$(head -1 "$FP_TMP/rule.out")
+fp_on_exit "rm -f /tmp/perf-$pid.map"
+fp_wait_for 40 test -s "$JDIR/out/rule.truth" || fp_fail "the rule's JVM wrote no truth"
+fp_ctl status --json >"$FP_TMP/rule.status" || fp_fail "status failed"
+fp_ctl dump --service javarule -o "$FP_TMP/rule.pb.gz" >/dev/null || fp_fail "dump --service javarule failed"
+out=$(python3 "$CHECK" "$FP_TMP/rule.pb.gz" "$JDIR/out/rule.truth") || fp_fail "[rule] $out"
+fp_ok "[rule --exe $JAVA_EXE] $out"
+out=$(java_status rule "$pid") || fp_fail "[rule] $out"
+fp_ok "[rule] $out"
+fp_ctl stop --rule "$rule" >/dev/null || fp_fail "stop --rule $rule failed"
+
+# ---- 9. the host tier -------------------------------------------------------------------------
+fp_ctl start --host --freq 199 >/dev/null || fp_fail "start --host failed"
+java -XX:+PreserveFramePointer "${NOINLINE[@]}" -cp "$JDIR/cls" Shares "$JDIR/out/host.truth" 12 \
+  >"$FP_TMP/host.out" 2>"$FP_TMP/host.err" &
+fp_track "$!"
+fp_wait_for 30 test -s "$FP_TMP/host.out" || fp_fail "the host tier's JVM did not start: $(cat "$FP_TMP/host.err")"
+pid=$(head -1 "$FP_TMP/host.out")
+fp_on_exit "rm -f /tmp/perf-$pid.map"
+host_jvm() {
+  fp_status_json | python3 -c 'import json, sys
+h = json.load(sys.stdin)["host_tier"]
+j = [j for j in h["java"] if j["pid"] == int(sys.argv[1])]
+print("%d JVMs; this one: %s" % (h["jvms"], j and "%s, %d requests, %d answered, %d failed, frame pointers %s" % (
+    j[0]["names"], j[0]["requests"], j[0]["answered"], j[0]["failed"], j[0]["frame_pointers"])))
+sys.exit(0 if j and j[0]["answered"] >= 1 and j[0]["failed"] == 0 and j[0]["frame_pointers"] else 1)' "$1"
+}
+fp_wait_for 30 host_jvm "$pid" >/dev/null || fp_fail "[host tier] the JVM was not asked: $(host_jvm "$pid")"
+fp_ok "[host tier] status: $(host_jvm "$pid")"
+fp_ctl status | grep -q "^java of $pid (host tier): HotSpot" ||
+  fp_fail "[host tier] the text status has no java line: $(fp_ctl status | grep java)"
+fp_wait_for 40 test -s "$JDIR/out/host.truth" || fp_fail "the host tier's JVM wrote no truth"
+fp_ctl dump --host -o "$FP_TMP/host.pb.gz" >/dev/null || fp_fail "dump --host failed"
+fp_ctl stop --host >/dev/null || fp_fail "stop --host failed"
+out=$(python3 "$CHECK" "$FP_TMP/host.pb.gz" "$JDIR/out/host.truth") || fp_fail "[host tier] $out"
+fp_ok "[host tier] $out"
+
+# ---- 10. off-CPU: a parked thread -----------------------------------------------------------------
+java -XX:+PreserveFramePointer -cp "$JDIR/cls" Parks 12 "$FP_TMP/parks.go" >"$FP_TMP/parks.out" 2>"$FP_TMP/parks.err" &
+fp_track "$!"
+fp_wait_for 30 bash -c '[[ $(wc -l <"$0") -ge 2 ]]' "$FP_TMP/parks.out" ||
+  fp_fail "Parks did not start: $(cat "$FP_TMP/parks.err")"
+pid=$(sed -n 1p "$FP_TMP/parks.out")
+tid=$(sed -n 2p "$FP_TMP/parks.out")
+fp_on_exit "rm -f /tmp/perf-$pid.map"
+touch "$FP_TMP/parks.go"
+sleep 3
+fp_ctl start "$pid" --freq 99 --off-cpu --off-cpu-period 1000000 >/dev/null || fp_fail "start --off-cpu of Parks failed"
+sleep 6
+fp_ctl dump "$pid" --event off-cpu -o "$FP_TMP/parks.pb.gz" >/dev/null || fp_fail "dump --event off-cpu failed"
+fp_ctl stop "$pid" >/dev/null || true
+out=$(python3 - "$FP_TMP/parks.pb.gz" "$tid" "$FP_SRC/tests/integration" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+import pprofraw
+rows = pprofraw.lines_by_thread(pprofraw.load(sys.argv[1])).get(int(sys.argv[2]), [])
+total = sum(n for n, _ in rows)
+names = [(n, [f for f, _, _ in lines]) for n, lines in rows]
+waiter = sum(n for n, fs in names if any("Parks.waiter" in f for f in fs))
+parked = sum(n for n, fs in names if any("Parks.waiter" in f for f in fs) and
+             any("LockSupport.park" in f for f in fs[:next(i for i, f in enumerate(fs) if "Parks.waiter" in f)]))
+print("%d of %d off-CPU samples of the parked thread under Parks.waiter(), %d of them in LockSupport.park*"
+      % (waiter, total, parked))
+assert total >= 200 and waiter >= 0.9 * total and parked >= 0.5 * waiter
+PY
+) || fp_fail "[off-CPU] $out"
+fp_ok "[off-CPU, a parked thread] $out"
 fp_stop_agent

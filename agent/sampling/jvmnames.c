@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A process's JVM names asked for; see jvmnames.h.
+ */
+#include "jvmnames.h"
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <string.h>
+
+void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
+                       pid_t pid, const char *comm, uint64_t every_ns, uint64_t every_max_ns)
+{
+        *j =
+            (struct fp_jvm_names){.base = base,
+                                  .group = group,
+                                  .pid = pid,
+                                  .every_ns = every_ns,
+                                  .every_max_ns = every_max_ns > every_ns ? every_max_ns : every_ns,
+                                  .wait_ns = every_ns,
+                                  .req = {.fd = -1},
+                                  .frame_pointers = -ENOENT};
+        snprintf(j->comm, sizeof(j->comm), "%s", comm);
+}
+
+int fp_jvm_names_look(struct fp_jvm_names *j, const char *libjvm)
+{
+        int r;
+
+        fp_jvm_names_free(j);
+        j->state = 0;
+        j->why[0] = 0;
+        j->next_ns = 0;
+        j->backoff_ns = 0;
+        j->wait_ns = j->every_ns;
+        j->frame_pointers = -ENOENT;
+        r = fp_jvm_check(j->pid, libjvm, j->why, sizeof(j->why));
+        if (r > 0) {
+                j->state = 1;
+                j->frame_pointers = fp_jvm_frame_pointers(j->pid);
+        } else if (r < 0) {
+                j->state = -1;
+                fp_log(LOG_WARNING, "%s", j->why);
+        }
+        return j->state;
+}
+
+/*
+ * A request failed (-e, err): said the first time, and not made again
+ * before the back-off, or at all once the JVM's listener never started
+ * FP_JVM_SILENT_MAX times in a row.
+ */
+static void failed(struct fp_jvm_names *j, int e, const char *err, uint64_t now)
+{
+        if (!j->failed++)
+                fp_log(LOG_WARNING, "java: %d (%s): asking for its compiled methods' names: %s",
+                       (int)j->pid, j->comm, err);
+        snprintf(j->why, sizeof(j->why), "%s", err);
+        j->silent = e == -ETIMEDOUT ? j->silent + 1 : 0;
+        if (j->silent >= FP_JVM_SILENT_MAX) {
+                j->state = -1;
+                snprintf(j->why, sizeof(j->why),
+                         "its attach listener never started in %d requests "
+                         "(-XX:+DisableAttachMechanism?): not asked again, since each made it "
+                         "print a thread dump",
+                         FP_JVM_SILENT_MAX);
+                fp_log(LOG_WARNING, "java: %d (%s): %s", (int)j->pid, j->comm, j->why);
+                return;
+        }
+        j->backoff_ns = j->backoff_ns ? j->backoff_ns * 2 : FP_JVM_BACKOFF_MIN_NS;
+        if (j->backoff_ns > FP_JVM_BACKOFF_MAX_NS)
+                j->backoff_ns = FP_JVM_BACKOFF_MAX_NS;
+        j->next_ns = now + j->backoff_ns;
+}
+
+/* The request's event gone, and its place in the group. */
+static void request_done(struct fp_jvm_names *j)
+{
+        if (j->ev) {
+                event_free(j->ev);
+                j->ev = NULL;
+        }
+        if (j->group && j->group->pending)
+                j->group->pending--;
+}
+
+static void on_answer(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_jvm_names *j = arg;
+        uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+        char err[sizeof(j->why)];
+        (void)fd;
+        (void)what;
+
+        request_done(j);
+        int r = fp_jvm_request_finish(&j->req, err, sizeof(err));
+        if (r == 0) {
+                j->answered++;
+                j->backoff_ns = 0;
+                j->silent = 0;
+                j->next_ns = now + j->wait_ns;
+                j->wait_ns = j->wait_ns * 2 < j->every_max_ns ? j->wait_ns * 2 : j->every_max_ns;
+                return;
+        }
+        failed(j, r, err, now);
+}
+
+void fp_jvm_names_miss(struct fp_jvm_names *j)
+{
+        char err[sizeof(j->why)] = "out of memory";
+        uint64_t now;
+
+        if (j->state != 1 || j->ev ||
+            (j->group && j->group->max && j->group->pending >= j->group->max))
+                return;
+        now = fp_now_ns(CLOCK_MONOTONIC);
+        if (now < j->next_ns)
+                return;
+        j->requests++;
+        j->next_ns = now + j->wait_ns; /* (a failure to start backs off below) */
+        if (fp_jvm_request_perfmap(j->pid, &j->req, err, sizeof(err)) < 0 ||
+            !(j->ev = event_new(j->base, j->req.fd, EV_READ, on_answer, j)) ||
+            event_add(j->ev, NULL) < 0) {
+                if (j->ev) {
+                        event_free(j->ev);
+                        j->ev = NULL;
+                }
+                fp_jvm_request_cancel(&j->req);
+                failed(j, -EAGAIN, err, now);
+                return;
+        }
+        if (j->group)
+                j->group->pending++;
+}
+
+void fp_jvm_names_free(struct fp_jvm_names *j)
+{
+        if (j->ev)
+                request_done(j);
+        if (j->req.helper || j->req.fd >= 0)
+                fp_jvm_request_cancel(&j->req);
+}
+
+void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_status *ret)
+{
+        *ret = (struct fp_jvm_names_status){.state = j->state,
+                                            .why = j->why,
+                                            .requests = j->requests,
+                                            .answered = j->answered,
+                                            .failed = j->failed,
+                                            .pending = j->ev != NULL,
+                                            .frame_pointers = j->frame_pointers};
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One process's JVM names (jvmattach.h), for a target and for a process of
+ * the host tier alike: whether it is a HotSpot JVM that can be asked, the
+ * perf-map request under way, and when it may be asked again.
+ *
+ * A process whose samples land in JIT code its perf map does not name
+ * (methods compile all the time) is asked to write it anew: at first at
+ * most every every_ns after an answer, the wait doubling with each answer
+ * up to every_max_ns (a JVM compiles most while it warms up), and after a
+ * failure not before a back-off that
+ * doubles from FP_JVM_BACKOFF_MIN_NS to FP_JVM_BACKOFF_MAX_NS. A JVM whose
+ * attach listener never starts (-XX:+DisableAttachMechanism: each signal
+ * only prints a thread dump) is not asked after FP_JVM_SILENT_MAX such
+ * requests. A refusal or the first failure is logged once per process.
+ * Requests of one group (the host tier's processes) can share a bound on
+ * how many are under way at once.
+ *
+ * Single-threaded: the agent's event loop.
+ */
+#pragma once
+
+#include "jvmattach.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FP_JVM_BACKOFF_MIN_NS 5000000000ULL   /* after a first failure */
+#define FP_JVM_BACKOFF_MAX_NS 300000000000ULL /* at most */
+#define FP_JVM_SILENT_MAX     2
+
+struct event_base;
+struct event;
+
+/* Requests under way in a group, and how many may be (0: no bound). */
+struct fp_jvm_group {
+        unsigned pending, max;
+};
+
+struct fp_jvm_names {
+        struct event_base *base;
+        struct fp_jvm_group *group; /* NULL: none */
+        pid_t pid;
+        char comm[16];
+        uint64_t every_ns, every_max_ns; /* between two requests that were answered */
+        uint64_t wait_ns;                /* the next such wait */
+        int state;     /* 0: not a JVM (or not looked), 1: asked on misses, -1: refused */
+        char why[240]; /* a refusal, or the last failure */
+        struct fp_jvm_request req;
+        struct event *ev;    /* req.fd readable */
+        uint64_t next_ns;    /* not asked again before (CLOCK_MONOTONIC) */
+        uint64_t backoff_ns; /* after a failure: doubled each time, up to the bound */
+        unsigned silent;     /* requests in a row whose JVM never started its listener */
+        uint64_t requests, answered, failed;
+        int frame_pointers; /* its compiled code keeps them: 1, 0, or -errno (not known) */
+};
+
+/* What status shows of one. */
+struct fp_jvm_names_status {
+        int state;
+        const char *why;
+        uint64_t requests, answered, failed;
+        bool pending;
+        int frame_pointers; /* -XX:+PreserveFramePointer: 1, 0, or -errno (not known) */
+};
+
+void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
+                       pid_t pid, const char *comm, uint64_t every_ns, uint64_t every_max_ns);
+/*
+ * Looks at the process anew (at its start, after an exec): libjvm is the
+ * path of its libjvm.so mapping (NULL: none). A request under way is
+ * given up. Returns the new state.
+ */
+int fp_jvm_names_look(struct fp_jvm_names *j, const char *libjvm);
+/* A sample in JIT code its map does not name: asks, when it is one to ask and it is due. */
+void fp_jvm_names_miss(struct fp_jvm_names *j);
+/* Gives up a request under way (kills its helper). */
+void fp_jvm_names_free(struct fp_jvm_names *j);
+void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_status *ret);
