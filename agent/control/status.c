@@ -141,6 +141,12 @@ static void jvm_json(struct fp_json *j, const struct fp_jvm_names_status *st, co
                 fp_json_bool(j, st->frame_pointers > 0);
         else
                 fp_json_null(j);
+        /* Interpreted methods named from the JVM's memory (hotspot.h). */
+        const struct uint_field mf[] = {{"interpreted_named", st->methods_named},
+                                        {"interpreted_failed", st->methods_failed}};
+        UINT_FIELDS(j, mf);
+        fp_json_key(j, "interpreted_why");
+        fp_json_string(j, st->interpreted_why ? st->interpreted_why : "");
 }
 
 /* A JVM's "java of PID" line; tier: " (host tier)" or "". */
@@ -153,9 +159,12 @@ static void jvm_text(FILE *out, pid_t pid, const char *tier, const struct fp_jvm
                 fprintf(out,
                         "java of %d%s: HotSpot, compiled methods named from the perf map it writes "
                         "when asked (Compiler.perfmap): %" PRIu64 " requests, %" PRIu64
-                        " answered, %" PRIu64 " failed%s%s%s\n",
+                        " answered, %" PRIu64 " failed%s%s; interpreted methods %" PRIu64
+                        " named from its memory%s%s%s\n",
                         (int)pid, tier, jv->requests, jv->answered, jv->failed,
-                        why[0] ? "; last: " : "", why,
+                        why[0] ? "; last: " : "", why, jv->methods_named,
+                        jv->interpreted_why && jv->interpreted_why[0] ? ", not read: " : "",
+                        jv->interpreted_why ? jv->interpreted_why : "",
                         jv->frame_pointers == 0
                             ? "; without -XX:+PreserveFramePointer, stacks end at their first "
                               "compiled method (jit_no_frame_pointer)"
@@ -651,7 +660,9 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 fp_json_key(&j, "java");
                 fp_json_begin_array(&j);
                 for (unsigned i = 0; i < h->n_jvm; i++) {
-                        jvm_json(&j, &h->jvm[i].st, h->jvm[i].why);
+                        struct fp_jvm_names_status js = h->jvm[i].st;
+                        js.interpreted_why = h->jvm[i].interpreted_why;
+                        jvm_json(&j, &js, h->jvm[i].why);
                         fp_json_key(&j, "pid");
                         fp_json_int(&j, h->jvm[i].pid);
                         fp_json_key(&j, "comm");
@@ -829,8 +840,11 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 i ? ", " : "; not kept: ", st->host_drops[i].reason,
                                 st->host_drops[i].count);
                 fputc('\n', out);
-                for (unsigned i = 0; i < h->n_jvm; i++)
-                        jvm_text(out, h->jvm[i].pid, " (host tier)", &h->jvm[i].st, h->jvm[i].why);
+                for (unsigned i = 0; i < h->n_jvm; i++) {
+                        struct fp_jvm_names_status js = h->jvm[i].st;
+                        js.interpreted_why = h->jvm[i].interpreted_why;
+                        jvm_text(out, h->jvm[i].pid, " (host tier)", &js, h->jvm[i].why);
+                }
                 if (h->python_procs || h->python.samples) {
                         fprintf(out, "host tier python: %u processes running CPython now",
                                 h->python_procs);

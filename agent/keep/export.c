@@ -48,6 +48,7 @@ struct frame_desc {
         const struct fp_mapping *mapping; /* NULL: none */
         const char *build_id;             /* "" when unknown */
         uint64_t limit;                   /* mapping end for the profile */
+        bool no_address;                  /* an interpreted Java method: no code address */
         char buf[512];
 };
 
@@ -64,21 +65,25 @@ static const char *host_jit_name(void *ctx, uint64_t addr)
         return fp_host_proc_jit_name(ctx, addr);
 }
 
-/* What names a process's frames: its mappings, JIT code, Python code (NULL: none). */
+/*
+ * What names a process's frames: its mappings, JIT code, interpreted Java
+ * methods (ctx: jit_ctx), Python code (NULL: none).
+ */
 struct namer {
         struct fp_maps *maps;
         jit_name_fn jit;
+        const char *(*java)(void *ctx, uint64_t method);
         void *jit_ctx;
         const struct fp_pyframes *py;
 };
 
-enum { KIND_KERNEL = FP_SYM_SOURCES, KIND_JIT, KIND_PYTHON, KIND_UNNAMED };
+enum { KIND_KERNEL = FP_SYM_SOURCES, KIND_JIT, KIND_JAVA, KIND_PYTHON, KIND_UNNAMED };
 
 static uint64_t names_by_kind[FP_EXPORT_NAME_KINDS];
 
 const char *fp_export_name_kind(int kind)
 {
-        static const char *const extra[] = {"kernel", "jit", "python", "unnamed"};
+        static const char *const extra[] = {"kernel", "jit", "java", "python", "unnamed"};
 
         if (kind < FP_SYM_SOURCES)
                 return fp_sym_source_name((enum fp_sym_source)kind);
@@ -106,6 +111,16 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
         d->start_line = d->line = 0;
         d->build_id = "";
         d->limit = 0;
+        d->no_address = false;
+        if (f->flags & FP_FRAME_JAVA) {
+                /* An interpreted method: a name, no code address of its own. */
+                d->function = nm->java ? nm->java(nm->jit_ctx, f->addr) : NULL;
+                count_name(d->function ? KIND_JAVA : KIND_UNNAMED);
+                if (!d->function)
+                        d->function = "Interpreter";
+                d->no_address = true;
+                return;
+        }
         if (f->flags & FP_FRAME_PYTHON) {
                 struct fp_pyframe_name pn = {.function = "[python]"};
                 if (nm->py)
@@ -179,7 +194,7 @@ static size_t describe_all(const struct namer *nm, const struct fp_frame *f, str
         const char *inl[FP_GOPCLN_MAX_INLINE];
         size_t n = 0;
 
-        if (f->mapping && room > 1 && !(f->flags & FP_FRAME_PYTHON))
+        if (f->mapping && room > 1 && !(f->flags & (FP_FRAME_PYTHON | FP_FRAME_JAVA)))
                 n = fp_maps_inlined(nm->maps, f->mapping, f->addr, inl,
                                     room - 1 < FP_GOPCLN_MAX_INLINE ? room - 1
                                                                     : FP_GOPCLN_MAX_INLINE);
@@ -201,6 +216,7 @@ static struct namer target_namer(struct fp_target *t)
 
         return (struct namer){.maps = fp_target_maps(t),
                               .jit = target_jit_name,
+                              .java = fp_target_java_method,
                               .jit_ctx = t,
                               .py = fp_target_python(t, &on, &attach_failed)};
 }
@@ -209,6 +225,7 @@ static struct namer host_namer(struct fp_host_proc *p)
 {
         return (struct namer){.maps = fp_host_proc_maps(p),
                               .jit = host_jit_name,
+                              .java = fp_host_proc_java_method,
                               .jit_ctx = p,
                               .py = fp_host_proc_python(p)};
 }
@@ -223,7 +240,7 @@ static struct fp_store_frame store_frame(const struct frame_desc *d, const struc
                                        .mapping_start = d->mapping ? d->mapping->start : 0,
                                        .mapping_limit = d->limit,
                                        .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
-                                       .address = d->filename ? 0 : f->addr,
+                                       .address = d->filename || d->no_address ? 0 : f->addr,
                                        .filename = d->filename,
                                        .line = d->line};
 }
@@ -269,7 +286,7 @@ static int frame_location(struct fp_pprof *p, const struct frame_desc *d, const 
                                    &function_id);
         if (r < 0)
                 return r;
-        if (d->filename) /* a Python frame: a line, no address */
+        if (d->filename || d->no_address) /* Python, interpreted Java: a function, no address */
                 return fp_pprof_location_at(p, mapping_id, 0, function_id, d->line, ret_loc);
         return fp_pprof_location(p, mapping_id, f->addr, function_id, ret_loc);
 }

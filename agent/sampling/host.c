@@ -325,6 +325,7 @@ static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t star
                                         .st = &h->hs.st,
                                         .may_reload = true,
                                         .jit_name = jit_warm,
+                                        .java_method = fp_host_proc_java_method,
                                         .jit_ctx = p};
         p->off_walk = p->walk;
         p->off_walk.cfg = &h->off_pcfg;
@@ -1021,7 +1022,9 @@ void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
                 snprintf(j->comm, sizeof(j->comm), "%s", p->comm);
                 fp_jvm_names_status(p->jvm, &j->st);
                 snprintf(j->why, sizeof(j->why), "%s", j->st.why);
-                j->st.why = NULL; /* (the copy is read) */
+                snprintf(j->interpreted_why, sizeof(j->interpreted_why), "%s",
+                         j->st.interpreted_why);
+                j->st.why = j->st.interpreted_why = NULL; /* (the copies are read) */
         }
         for (size_t i = 0; i < h->n_procs; i++) {
                 struct fp_pyframes_stats ps;
@@ -1193,6 +1196,13 @@ static void jvm_miss(struct fp_host_proc *p)
         }
         if (p->jvm)
                 fp_jvm_names_miss(p->jvm);
+}
+
+const char *fp_host_proc_java_method(void *proc, uint64_t method)
+{
+        struct fp_host_proc *p = proc;
+
+        return p->jvm ? fp_jvm_names_method(p->jvm, p->maps, method) : NULL;
 }
 
 static const char *jit_warm(void *proc, uint64_t addr)

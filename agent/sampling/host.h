@@ -70,8 +70,9 @@ struct fp_host_config {
 struct fp_host_jvm {
         pid_t pid;
         char comm[16];
-        struct fp_jvm_names_status st;
-        char why[240]; /* st.why, copied */
+        struct fp_jvm_names_status st; /* its why and interpreted_why NULL: */
+        char why[240];                 /* st.why, copied */
+        char interpreted_why[200];     /* st.interpreted_why, copied */
 };
 #define FP_HOST_STATUS_JVMS 16 /* JVMs status lists (the first found) */
 /*
@@ -181,6 +182,8 @@ const char *fp_host_proc_cgroup(struct fp_host_proc *p);
 const char *fp_host_proc_thread_name(const struct fp_host_proc *p, pid_t tid);
 /* The runtime's name (its /tmp/perf-PID.map, perfmap.h) of JIT code at addr, or NULL. */
 const char *fp_host_proc_jit_name(struct fp_host_proc *p, uint64_t addr);
+/* The name of an interpreted Java method (FP_FRAME_JAVA's Method*), or NULL (proc: p). */
+const char *fp_host_proc_java_method(void *proc, uint64_t method);
 
 /* A count of samples lost for one reason (reason: a static string or the tier's own). */
 struct fp_host_drop {

@@ -4,6 +4,7 @@
  */
 #include "jvmnames.h"
 #include "log.h"
+#include "maps.h"
 #include "util.h"
 
 #include <errno.h>
@@ -136,8 +137,34 @@ void fp_jvm_names_miss(struct fp_jvm_names *j)
                 j->group->pending++;
 }
 
+const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, uint64_t method)
+{
+        if (j->state != 1)
+                return NULL;
+        if (!j->hotspot && !j->hotspot_tried) {
+                const struct fp_mapping *x = fp_maps_live_mapping(maps, "libjvm.so");
+                char path[4096];
+                j->hotspot_tried = true;
+                snprintf(j->hotspot_why, sizeof(j->hotspot_why), "libjvm.so is not mapped");
+                if (x && snprintf(path, sizeof(path), "/proc/%d/root%s", (int)j->pid, x->path) <
+                             (int)sizeof(path)) {
+                        j->hotspot_why[0] = 0;
+                        if (fp_hotspot_open(j->pid, path, x->start, x->pgoff, &j->hotspot,
+                                            j->hotspot_why, sizeof(j->hotspot_why)) < 0)
+                                fp_log(LOG_WARNING,
+                                       "java: %d (%s): its interpreted methods stay unnamed: %s",
+                                       (int)j->pid, j->comm, j->hotspot_why);
+                }
+        }
+        return fp_hotspot_method(j->hotspot, method);
+}
+
 void fp_jvm_names_free(struct fp_jvm_names *j)
 {
+        fp_hotspot_free(j->hotspot);
+        j->hotspot = NULL;
+        j->hotspot_tried = false;
+        j->hotspot_why[0] = 0;
         if (j->ev)
                 request_done(j);
         if (j->req.helper || j->req.fd >= 0)
@@ -152,5 +179,9 @@ void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_statu
                                             .answered = j->answered,
                                             .failed = j->failed,
                                             .pending = j->ev != NULL,
-                                            .frame_pointers = j->frame_pointers};
+                                            .frame_pointers = j->frame_pointers,
+                                            .interpreted_why = j->hotspot_why};
+        size_t failed = 0;
+        ret->methods_named = fp_hotspot_n_named(j->hotspot, &failed);
+        ret->methods_failed = failed;
 }

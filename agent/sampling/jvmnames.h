@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include "hotspot.h"
 #include "jvmattach.h"
 
 #include <stdbool.h>
@@ -32,6 +33,7 @@
 
 struct event_base;
 struct event;
+struct fp_maps;
 
 /* Requests under way in a group, and how many may be (0: no bound). */
 struct fp_jvm_group {
@@ -54,6 +56,10 @@ struct fp_jvm_names {
         unsigned silent;     /* requests in a row whose JVM never started its listener */
         uint64_t requests, answered, failed;
         int frame_pointers; /* its compiled code keeps them: 1, 0, or -errno (not known) */
+        /* Its interpreted methods' names (hotspot.h), read from its memory once asked. */
+        struct fp_hotspot *hotspot;
+        bool hotspot_tried;
+        char hotspot_why[200]; /* why they cannot be read ("" while they can) */
 };
 
 /* What status shows of one. */
@@ -63,6 +69,8 @@ struct fp_jvm_names_status {
         uint64_t requests, answered, failed;
         bool pending;
         int frame_pointers; /* -XX:+PreserveFramePointer: 1, 0, or -errno (not known) */
+        uint64_t methods_named, methods_failed; /* interpreted methods (Method* values) */
+        const char *interpreted_why;            /* why they are not named ("" when they are) */
 };
 
 void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
@@ -75,6 +83,13 @@ void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct f
 int fp_jvm_names_look(struct fp_jvm_names *j, const char *libjvm);
 /* A sample in JIT code its map does not name: asks, when it is one to ask and it is due. */
 void fp_jvm_names_miss(struct fp_jvm_names *j);
-/* Gives up a request under way (kills its helper). */
+/*
+ * The name of an interpreted method of the JVM (a Method* its interpreter
+ * keeps), read from its memory (hotspot.h, the layouts read at the first
+ * call; maps: its mappings, for libjvm.so); NULL when not one that can be
+ * asked, or unknown.
+ */
+const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, uint64_t method);
+/* Gives up a request under way (kills its helper) and what was read of its methods. */
 void fp_jvm_names_free(struct fp_jvm_names *j);
 void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_status *ret);

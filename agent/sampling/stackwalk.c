@@ -9,6 +9,7 @@
  * (host.c). It calls only the stages below: maps, unwinding and symbols.
  */
 #include "stackwalk.h"
+#include "hotspot.h"
 #include "maps.h"
 #include "symbols.h"
 #include "unwind.h"
@@ -55,6 +56,10 @@ void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n)
         bool reloaded = false;
 
         for (uint32_t i = 0; i < n; i++) {
+                if (frames[i].flags & FP_FRAME_JAVA) {
+                        (void)w->java_method(w->jit_ctx, frames[i].addr); /* read while it lives */
+                        continue;
+                }
                 if (frames[i].flags) /* synthetic: [kernel], [truncated], ... */
                         continue;
                 frames[i].mapping = find_mapping(w, frames[i].addr, &reloaded);
@@ -70,6 +75,24 @@ void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n)
         }
 }
 
+/*
+ * Whether JIT code named name (NULL: not named yet) may be a compiled
+ * method, which without -XX:+PreserveFramePointer keeps no frame pointer:
+ * a JVM's perf map names one "RET Class.method(ARGS)", while the
+ * interpreter and the stubs that call into Java ("Interpreter",
+ * "StubRoutines (1)") keep theirs with or without the flag.
+ */
+static bool compiled_method(const char *name)
+{
+        size_t n = name ? strlen(name) : 0;
+        const char *paren = name ? strchr(name, '(') : NULL;
+
+        if (!name)
+                return true;
+        return paren && name[n - 1] == ')' && memchr(name, ' ', (size_t)(paren - name)) &&
+               memchr(name, '.', (size_t)(paren - name));
+}
+
 /* The unwinder's view of a code address: its mapping's CFI table, or none. */
 static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
 {
@@ -83,11 +106,9 @@ static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
         if (!idx)
                 return;
         x = fp_maps_get(w->maps, idx);
-        if (x->kind == FP_MAPPING_ANON && w->jit_no_fp) {
-                /* The interpreter keeps its frame pointer with or without the flag. */
-                const char *name = w->jit_name ? w->jit_name(w->jit_ctx, ip) : NULL;
-                ret->no_frame_pointer = !name || strcmp(name, "Interpreter") != 0;
-        }
+        if (x->kind == FP_MAPPING_ANON && w->jit_no_fp)
+                ret->no_frame_pointer =
+                    compiled_method(w->jit_name ? w->jit_name(w->jit_ctx, ip) : NULL);
         if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)
                 return;
         ret->file_backed = true;
@@ -108,6 +129,31 @@ static struct fp_frame code_frame(uint32_t n, uint64_t ip)
 }
 
 /*
+ * Frame n at code address ip whose rbp was bp: an interpreted Java method
+ * (FP_FRAME_JAVA, its Method*) when ip is a JVM's interpreter and the
+ * frame's method slot is in the stack copy, else a code frame.
+ */
+static struct fp_frame user_frame(struct fp_stackwalk *w, const struct fp_perf_sample *s,
+                                  uint32_t n, uint64_t ip, uint64_t bp)
+{
+        uint64_t at = bp + (uint64_t)(int64_t)HOTSPOT_FRAME_METHOD_OFFSET, method = 0;
+        const char *name;
+
+        if (!w->java_method || !s->stack || at < s->user_sp || at - s->user_sp > s->stack_size ||
+            s->stack_size - (at - s->user_sp) < 8)
+                return code_frame(n, ip);
+        uint32_t idx = fp_maps_find(w->maps, ip);
+        struct fp_mapping *x = idx ? fp_maps_get(w->maps, idx) : NULL;
+        if (!x || x->kind != FP_MAPPING_ANON || !(name = w->jit_name(w->jit_ctx, ip)) ||
+            strcmp(name, "Interpreter") != 0)
+                return code_frame(n, ip);
+        memcpy(&method, s->stack + (at - s->user_sp), 8);
+        if (!method)
+                return code_frame(n, ip);
+        return (struct fp_frame){.addr = method, .flags = FP_FRAME_JAVA};
+}
+
+/*
  * The user part of a sample's stack into f (n frames so far), from the
  * stack copy (auto, dwarf), or from the kernel's frame-pointer callchain
  * with the leaf fixed up (fp). Returns the new n.
@@ -116,7 +162,7 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                             struct fp_frame *f, uint32_t n, const uint64_t *chain, size_t n_chain)
 {
         struct fp_unwind_regs regs = {s->user_ip, s->user_sp, s->user_bp};
-        uint64_t ips[FP_STACKWALK_MAX_FRAMES];
+        uint64_t ips[FP_STACKWALK_MAX_FRAMES], bps[FP_STACKWALK_MAX_FRAMES];
         size_t n_ips = 0;
 
         w->st->stack_bytes += s->stack_size;
@@ -136,7 +182,7 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
         } else {
                 struct fp_unwind_result res;
                 fp_unwind_user(w->cfg->unwind, &regs, s->stack, s->stack_size, lookup_code, w, ips,
-                               FP_STACKWALK_MAX_FRAMES - n - 1, &res);
+                               bps, FP_STACKWALK_MAX_FRAMES - n - 1, &res);
                 n_ips = res.n;
                 w->st->frames_cfi += res.by_cfi;
                 w->st->frames_fp += res.by_fp;
@@ -154,7 +200,7 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                         w->st->unwind_failed++;
                 }
                 for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES - 1; i++, n++)
-                        f[n] = code_frame(n, ips[i]);
+                        f[n] = user_frame(w, s, n, ips[i], bps[i]);
                 if (res.end != FP_UNWIND_END_ROOT)
                         f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
                 return n;

@@ -82,6 +82,13 @@ struct fp_stackwalk {
          * frame, counted as jit_no_fp, instead of following rbp.
          */
         bool jit_no_fp;
+        /*
+         * Names an interpreted Java method (the Method* an interpreter frame
+         * keeps; ctx: jit_ctx), or NULL: a HotSpot JVM's interpreter frames
+         * become FP_FRAME_JAVA frames, named as the arrive (the JVM's memory
+         * is read while it lives) and at export. NULL: none are made.
+         */
+        const char *(*java_method)(void *ctx, uint64_t method);
         uint64_t maps_reload_ns;     /* the last such re-read */
         uint64_t maps_reload_gap_ns; /* until the next may be (0: FP_MAPS_RELOAD_GAP_MIN_NS) */
         uint64_t maps_reloads;       /* re-reads so far */

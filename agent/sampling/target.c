@@ -78,6 +78,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                                         .st = &t->st,
                                         .may_reload = true,
                                         .jit_name = fp_target_jit_warm,
+                                        .java_method = fp_target_java_method,
                                         .jit_ctx = t};
         t->agg = fp_agg_new(t->cfg.n_members);
         if (t->agg)
@@ -92,6 +93,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                 return -ENOMEM;
         }
         t->off_walk.jit_name = fp_target_jit_warm; /* its off-CPU stacks' JIT frames too */
+        t->off_walk.java_method = fp_target_java_method;
         t->off_walk.jit_ctx = t;
         r = fp_maps_load_proc(t->maps);
         if (r < 0) {
@@ -299,6 +301,13 @@ int fp_target_next_bucket(struct fp_target *t)
 struct fp_maps *fp_target_maps(struct fp_target *t)
 {
         return t->maps;
+}
+
+const char *fp_target_java_method(void *target, uint64_t method)
+{
+        struct fp_target *t = target;
+
+        return fp_jvm_names_method(&t->jvm, t->maps, method);
 }
 
 const char *fp_target_jit_warm(void *target, uint64_t addr)

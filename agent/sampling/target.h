@@ -223,6 +223,8 @@ struct fp_maps *fp_target_maps(struct fp_target *t);
 const char *fp_target_jit_name(struct fp_target *t, uint64_t addr);
 /* The same, not counted as a named frame: the stack walk's look as samples arrive (target: t). */
 const char *fp_target_jit_warm(void *target, uint64_t addr);
+/* The name of an interpreted Java method (FP_FRAME_JAVA's Method*), or NULL (target: t). */
+const char *fp_target_java_method(void *target, uint64_t method);
 /* The name of thread tid, "" when the target never had such a thread. */
 const char *fp_target_thread_name(struct fp_target *t, pid_t tid);
 /* Counts samples lost elsewhere (queue_full, store_write_failed) into the next bucket. */

@@ -470,15 +470,22 @@ void fp_maps_read_python_files(struct fp_maps *m)
         }
 }
 
-const char *fp_maps_live_file(const struct fp_maps *m, const char *name)
+const struct fp_mapping *fp_maps_live_mapping(const struct fp_maps *m, const char *name)
 {
         for (size_t i = 0; i < m->n_live; i++) {
                 const struct fp_mapping *x = m->all[m->live[i] - 1];
                 const char *base = x ? strrchr(x->path, '/') : NULL;
                 if (x && x->kind == FP_MAPPING_FILE && base && strcmp(base + 1, name) == 0)
-                        return x->path;
+                        return x;
         }
         return NULL;
+}
+
+const char *fp_maps_live_file(const struct fp_maps *m, const char *name)
+{
+        const struct fp_mapping *x = fp_maps_live_mapping(m, name);
+
+        return x ? x->path : NULL;
 }
 
 struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx)

@@ -108,7 +108,9 @@ struct fp_py_binary;
  * CPython from a process's first sample on.
  */
 void fp_maps_read_python_files(struct fp_maps *m);
-/* The path of a live file mapping whose file is named name (its last component), or NULL. */
+/* A live file mapping whose file is named name (its last component), or NULL. */
+const struct fp_mapping *fp_maps_live_mapping(const struct fp_maps *m, const char *name);
+/* The path of such a mapping, or NULL. */
 const char *fp_maps_live_file(const struct fp_maps *m, const char *name);
 int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
                    const char **ret_why);

@@ -87,7 +87,7 @@ static bool row_cfa(const struct fp_cfi_row *row, uint64_t pc, uint64_t sp, uint
 
 void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint8_t *stack,
                     uint64_t stack_size, fp_unwind_lookup_fn lookup, void *userdata, uint64_t *ips,
-                    size_t max, struct fp_unwind_result *ret)
+                    uint64_t *bps, size_t max, struct fp_unwind_result *ret)
 {
         struct copy c = {stack, regs->sp, stack ? stack_size : 0, 0};
         uint64_t pc = regs->ip, sp = regs->sp, bp = regs->bp;
@@ -100,6 +100,8 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                 uint64_t cfa, ra, nbp = bp;
                 bool guessed = false; /* a frame pointer followed in anonymous code (JIT) */
 
+                if (bps)
+                        bps[r.n] = bp;
                 ips[r.n++] = pc;
                 if (r.n == max)
                         break;

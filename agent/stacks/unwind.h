@@ -95,11 +95,13 @@ struct fp_unwind_result {
 /*
  * Unwinds the user stack whose registers are regs and whose top stack_size
  * bytes (from regs->sp up) are at stack, writing at most max addresses to
- * ips. mode is FP_UNWIND_AUTO or FP_UNWIND_DWARF.
+ * ips and, when bps is not NULL, each frame's rbp as the walk had it to bps
+ * (where an interpreter keeps its frame's facts). mode is FP_UNWIND_AUTO
+ * or FP_UNWIND_DWARF.
  */
 void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint8_t *stack,
                     uint64_t stack_size, fp_unwind_lookup_fn lookup, void *userdata, uint64_t *ips,
-                    size_t max, struct fp_unwind_result *ret);
+                    uint64_t *bps, size_t max, struct fp_unwind_result *ret);
 
 /*
  * The leaf fix-up of a frame-pointer callchain (fp mode): the return

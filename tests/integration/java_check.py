@@ -14,13 +14,15 @@ Checks, exit 1 at the first that fails:
     unwound back into Java);
   * no stack has a Shares method at its root: one not unwound past a
     compiled method (no frame pointer there) ends at [truncated];
-  * with --callers (frame pointers kept: -XX:+PreserveFramePointer):
+  * with --callers (frame pointers kept: -XX:+PreserveFramePointer, or
+    every method interpreted: -Xint):
     alpha(), beta() and shared() within 5 points of their measured shares,
     and shared() split between callerOne() and callerTwo() within 10
     points of the measured split;
   * with --no-frame-pointers (the JVM's default): every stack ends at
     [truncated] right below its first Shares method, which is compiled
-    code that keeps no frame pointer: no caller is guessed.
+    code that keeps no frame pointer: no caller is guessed (main() aside:
+    it may still run in the interpreter, which keeps its frame pointer).
 Prints one line of figures.
 """
 
@@ -89,7 +91,7 @@ def main():
         ended = guessed = 0
         for n, lines in rows:
             at = next((i for i, (f, _, _) in enumerate(lines) if method(f)), None)
-            if at is None:
+            if at is None or method(lines[at][0]) == "main":
                 continue
             if at + 1 < len(lines) and lines[at + 1][0] == "[truncated]":
                 ended += n

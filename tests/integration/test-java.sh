@@ -15,7 +15,8 @@
 #   2. without it: the methods still named, and every stack ends at
 #      [truncated] below its first compiled method (no frame pointer to
 #      follow: no caller guessed), counted as jit_no_frame_pointer;
-#   3. a JVM run as nobody, profiled by root: asked as nobody, named;
+#   3. a JVM run as nobody, profiled by root: asked as nobody, named; and
+#      profiled at nobody's own request (its agentctl start): the same;
 #   4. a process that maps a file named libjvm.so and does not catch
 #      SIGQUIT: refused in one line, never signalled (it lives on), its
 #      samples kept;
@@ -32,11 +33,15 @@
 #   9. the host tier (no target): the JVM is found and asked, named, and
 #      listed in the tier's status;
 #  10. --off-cpu: a thread parked in LockSupport.parkNanos (Parks.java)
-#      shows Parks.waiter() below it, named.
+#      shows Parks.waiter() below it, named;
+#  11. every method interpreted (-Xint, no frame pointers asked for): each
+#      named from the JVM's memory (hotspot.h) as the perf map names
+#      compiled code, the shares and the caller split right, the stacks to
+#      their root, and status counts the methods named.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=java
-fp_init 560
+fp_init 640
 command -v javac >/dev/null && command -v java >/dev/null ||
   fp_fail "missing OpenJDK (Debian's openjdk-17-jdk-headless: scripts/deps.sh installs it)"
 CHECK=$FP_SRC/tests/integration/java_check.py
@@ -71,7 +76,12 @@ run() {
   fp_on_exit "rm -f /tmp/perf-$pid.map" # the JVM's map, which it leaves
   runuser -u "$user" -- touch "$JDIR/out/$name.go"
   sleep 3
-  fp_ctl start "$pid" --freq 499 >/dev/null || fp_fail "start $name failed"
+  if [[ -n ${AS_NOBODY:-} ]]; then # nobody's own agentctl: it may profile its own process
+    fp_timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$JDIR/agentctl" \
+      --socket "$FP_SOCK" start "$pid" --freq 499 >/dev/null || fp_fail "start $name as nobody failed"
+  else
+    fp_ctl start "$pid" --freq 499 >/dev/null || fp_fail "start $name failed"
+  fi
   fp_wait_for $((${SECONDS_RUN:-12} + 28)) test -s "$JDIR/out/$name.truth" ||
     fp_fail "$name wrote no truth: $(cat "$FP_TMP/$name.err")"
   fp_wait_for 15 bash -c '! kill -0 "$0" 2>/dev/null' "$pid"
@@ -145,6 +155,12 @@ out=$(java_status nobody "$LAST_PID") || fp_fail "[nobody's JVM] $out"
 fp_ok "[nobody's JVM] $out"
 owner=$(stat -c %U "/tmp/perf-$LAST_PID.map" 2>/dev/null || echo none)
 [[ $owner == nobody ]] || fp_fail "nobody's JVM: its perf map is owned by $owner, not nobody"
+install -m 0755 "$FP_AGENTCTL" "$JDIR/agentctl"
+AS_NOBODY=1 run byself nobody -XX:+PreserveFramePointer "${NOINLINE[@]}"
+out=$(python3 "$CHECK" "$FP_TMP/byself.pb.gz" "$JDIR/out/byself.truth") || fp_fail "[nobody's JVM, by nobody] $out"
+fp_ok "[nobody's JVM, started by nobody] $out"
+out=$(java_status byself "$LAST_PID") || fp_fail "[nobody's JVM, by nobody] $out"
+fp_ok "[nobody's JVM, started by nobody] $out"
 
 # ---- 4. a libjvm.so that is not a JVM ------------------------------------------------------
 mkdir -p "$FP_TMP/fake"
@@ -309,4 +325,21 @@ assert total >= 200 and waiter >= 0.9 * total and parked >= 0.5 * waiter
 PY
 ) || fp_fail "[off-CPU] $out"
 fp_ok "[off-CPU, a parked thread] $out"
+
+# ---- 11. interpreted methods -----------------------------------------------------------------
+run interpreted root -Xint
+out=$(python3 "$CHECK" "$FP_TMP/interpreted.pb.gz" "$JDIR/out/interpreted.truth" --callers) ||
+  fp_fail "[interpreted] $out"
+fp_ok "[interpreted] $out"
+out=$(python3 - "$FP_TMP/interpreted.status" "$LAST_PID" <<'PY'
+import json, sys
+t = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]
+j, u = t["java"], t["unwind"]
+print("%d interpreted methods named, %d not (%s); %d of %d samples to their root"
+      % (j["interpreted_named"], j["interpreted_failed"], j["interpreted_why"] or "-",
+         u["samples_to_root"], t["samples"]))
+assert j["interpreted_named"] >= 5 and not j["interpreted_why"] and u["samples_to_root"] >= 0.95 * t["samples"]
+PY
+) || fp_fail "[interpreted] $out"
+fp_ok "[interpreted] $out"
 fp_stop_agent

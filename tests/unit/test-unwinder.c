@@ -148,7 +148,7 @@ int main(void)
         chain_a(0);
         FP_CHECK_EQ_INT(fp_maps_load_proc(c.maps), 0);
 
-        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, snap.size, lookup, &c, ips, 64,
+        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, snap.size, lookup, &c, ips, NULL, 64,
                        &res);
         names(&c, ips, res.n, buf, sizeof(buf));
         printf("auto: %s (end %d, %u by CFI, %u by frame pointer)\n", buf, res.end, res.by_cfi,
@@ -161,26 +161,28 @@ int main(void)
         /* What it read of the copy is all it needs: that much reaches the root, less does not. */
         uint64_t reach = res.reach;
         FP_CHECK(reach >= 64 && reach <= snap.size);
-        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, reach, lookup, &c, ips, 64, &res);
+        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, reach, lookup, &c, ips, NULL, 64,
+                       &res);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_ROOT);
         FP_CHECK_EQ_INT(res.reach, reach);
-        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, reach - 8, lookup, &c, ips, 64,
+        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, reach - 8, lookup, &c, ips, NULL, 64,
                        &res);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_STACK_SHORT);
         printf("reach: %" PRIu64 " bytes of the copy\n", reach);
 
-        fp_unwind_user(FP_UNWIND_DWARF, &snap.regs, snap.stack, snap.size, lookup, &c, ips, 64,
-                       &res);
+        fp_unwind_user(FP_UNWIND_DWARF, &snap.regs, snap.stack, snap.size, lookup, &c, ips, NULL,
+                       64, &res);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_ROOT);
         FP_CHECK_EQ_INT(res.by_fp, 0);
 
         /* A copy cut short: the walk stops, and says why. */
-        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, 24, lookup, &c, ips, 64, &res);
+        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, 24, lookup, &c, ips, NULL, 64, &res);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_STACK_SHORT);
         FP_CHECK(res.n >= 1 && res.n < 4);
 
         /* Room for three addresses: the deepest three, then "depth". */
-        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, snap.size, lookup, &c, ips, 3, &res);
+        fp_unwind_user(FP_UNWIND_AUTO, &snap.regs, snap.stack, snap.size, lookup, &c, ips, NULL, 3,
+                       &res);
         FP_CHECK_EQ_INT(res.n, 3);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_DEPTH);
 
@@ -195,10 +197,10 @@ int main(void)
                 const struct fp_unwind_regs fr = {
                     .ip = 0x7f0000001000, .sp = 0x7ffd00000000, .bp = 0x7ffd00000010};
                 fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
-                               anon_code, &c, ips, 64, &res);
+                               anon_code, &c, ips, NULL, 64, &res);
                 FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_FAILED);
                 fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
-                               no_tables, &c, ips, 64, &res);
+                               no_tables, &c, ips, NULL, 64, &res);
                 FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_ROOT);
         }
         /*
@@ -211,18 +213,18 @@ int main(void)
                 const struct fp_unwind_regs fr = {
                     .ip = 0x7f0000001000, .sp = 0x7ffd00000000, .bp = 0x7ffd00000010};
                 fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
-                               anon_code, &c, ips, 64, &res);
+                               anon_code, &c, ips, NULL, 64, &res);
                 FP_CHECK(res.n >= 2 && ips[1] == 0x7f0000002000); /* followed, without the flag */
                 fp_unwind_user(FP_UNWIND_AUTO, &fr, (const uint8_t *)words, sizeof(words),
-                               anon_code_no_fp, &c, ips, 64, &res);
+                               anon_code_no_fp, &c, ips, NULL, 64, &res);
                 FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_NO_FP);
                 FP_CHECK_EQ_INT(res.n, 1);
                 FP_CHECK(ips[0] == 0x7f0000001000);
         }
 
         /* No tables at all: dwarf gives up at once, after the leaf. */
-        fp_unwind_user(FP_UNWIND_DWARF, &snap.regs, snap.stack, snap.size, no_tables, &c, ips, 64,
-                       &res);
+        fp_unwind_user(FP_UNWIND_DWARF, &snap.regs, snap.stack, snap.size, no_tables, &c, ips, NULL,
+                       64, &res);
         FP_CHECK_EQ_INT(res.end, FP_UNWIND_END_FAILED);
         FP_CHECK_EQ_INT(res.n, 1);
         /*
