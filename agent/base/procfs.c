@@ -50,6 +50,19 @@ uint64_t fp_proc_stat(pid_t pid, char *ret_state)
         return st;
 }
 
+uint64_t fp_proc_age_ns(pid_t pid)
+{
+        uint64_t start = fp_proc_stat(pid, NULL);
+        long hz = sysconf(_SC_CLK_TCK);
+        struct timespec boot;
+
+        if (!start || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+                return 0;
+        uint64_t now = (uint64_t)boot.tv_sec * 1000000000ULL + (uint64_t)boot.tv_nsec;
+        uint64_t at = start * (1000000000ULL / (uint64_t)hz);
+        return now > at ? now - at : 1;
+}
+
 int fp_proc_owner(pid_t pid, uid_t *ret)
 {
         char path[64];

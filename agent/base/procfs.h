@@ -18,6 +18,8 @@ int fp_proc_read_line(const char *path, char *buf, size_t len);
  * when gone; *ret_state (when non-NULL) gets the state letter (R, S, Z, ...).
  */
 uint64_t fp_proc_stat(pid_t pid, char *ret_state);
+/* How long process pid has run (since its start, CLOCK_BOOTTIME), in ns; 0 when gone. */
+uint64_t fp_proc_age_ns(pid_t pid);
 /* The owner (uid of /proc/PID). -errno when the process is gone. */
 int fp_proc_owner(pid_t pid, uid_t *ret);
 /* Events the kernel counts per thread, as the software perf events of their names count them. */

@@ -81,6 +81,7 @@ struct fp_host_proc {
         struct fp_perfmap *perfmap; /* its runtime's JIT names, read on a first anonymous frame */
         struct fp_jvm_names *jvm;   /* a JVM's (looked for at a miss in the map) */
         size_t jvm_looked_maps;     /* its mappings when last looked at for one */
+        uint64_t jvm_answers_read;  /* its answers its perf map was looked at after */
         struct fp_pyproc py;        /* whether it runs a CPython, and its frames' names */
         struct fp_host_proc *older; /* the same pid's previous generation */
         struct fp_host_proc *next;  /* the pid bucket's chain (newest generations only) */
@@ -1188,11 +1189,11 @@ static void jvm_miss(struct fp_host_proc *p)
                 p->jvm_looked_maps = fp_maps_count(p->maps);
                 if (!lib || !(p->jvm = malloc(sizeof(*p->jvm))))
                         return;
-                fp_jvm_names_init(p->jvm, h->base, &h->jvm_group, p->pid, p->comm,
-                                  FP_HOST_JVM_EVERY_NS, FP_HOST_JVM_EVERY_MAX_NS);
+                const struct fp_jvm_pace pace = {FP_HOST_JVM_EVERY_NS, FP_HOST_JVM_EVERY_MAX_NS, 0,
+                                                 0};
+                fp_jvm_names_init(p->jvm, h->base, &h->jvm_group, p->pid, p->comm, &pace);
                 fp_jvm_names_look(p->jvm, lib);
-                p->walk.jit_no_fp = p->off_walk.jit_no_fp =
-                    p->jvm->state > 0 && p->jvm->frame_pointers == 0;
+                p->walk.jvm = p->off_walk.jvm = p->jvm;
         }
         if (p->jvm)
                 fp_jvm_names_miss(p->jvm);
@@ -1225,6 +1226,11 @@ static const char *jit_warm(void *proc, uint64_t addr)
                 if (!(p->perfmap = fp_perfmap_new(p->pid)))
                         return NULL;
                 h->perfmaps++;
+        }
+        /* The JVM answered since the last look: its new map is read at this miss. */
+        if (p->jvm && p->jvm->answered != p->jvm_answers_read) {
+                p->jvm_answers_read = p->jvm->answered;
+                fp_perfmap_recheck(p->perfmap);
         }
         const char *name = fp_perfmap_lookup(p->perfmap, addr);
         if (!name)

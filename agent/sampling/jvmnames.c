@@ -5,30 +5,39 @@
 #include "jvmnames.h"
 #include "log.h"
 #include "maps.h"
+#include "procfs.h"
 #include "util.h"
 
 #include <errno.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#define JVM_RETRY_NS 1000000000ULL /* a miss while a request is under way: looked at again */
 
 void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
-                       pid_t pid, const char *comm, uint64_t every_ns, uint64_t every_max_ns)
+                       pid_t pid, const char *comm, const struct fp_jvm_pace *pace)
 {
-        *j =
-            (struct fp_jvm_names){.base = base,
-                                  .group = group,
-                                  .pid = pid,
-                                  .every_ns = every_ns,
-                                  .every_max_ns = every_max_ns > every_ns ? every_max_ns : every_ns,
-                                  .wait_ns = every_ns,
-                                  .req = {.fd = -1},
-                                  .frame_pointers = -ENOENT};
+        *j = (struct fp_jvm_names){.base = base,
+                                   .group = group,
+                                   .pid = pid,
+                                   .pace = *pace,
+                                   .wait_ns = pace->every_ns,
+                                   .req = {.fd = -1},
+                                   .frame_pointers = -ENOENT};
         snprintf(j->comm, sizeof(j->comm), "%s", comm);
+        if (j->pace.every_max_ns < j->pace.every_ns)
+                j->pace.every_max_ns = j->pace.every_ns;
+        if (j->pace.burst > FP_JVM_BURST_MAX)
+                j->pace.burst = FP_JVM_BURST_MAX;
 }
+
+static void ask_later(struct fp_jvm_names *j, uint64_t now, uint64_t when);
 
 int fp_jvm_names_look(struct fp_jvm_names *j, const char *libjvm)
 {
+        char *lib = libjvm ? strdup(libjvm) : NULL;
         int r;
 
         fp_jvm_names_free(j);
@@ -36,16 +45,24 @@ int fp_jvm_names_look(struct fp_jvm_names *j, const char *libjvm)
         j->why[0] = 0;
         j->next_ns = 0;
         j->backoff_ns = 0;
-        j->wait_ns = j->every_ns;
+        j->wait_ns = j->pace.every_ns;
         j->frame_pointers = -ENOENT;
-        r = fp_jvm_check(j->pid, libjvm, j->why, sizeof(j->why));
+        r = fp_jvm_check(j->pid, lib, j->why, sizeof(j->why));
         if (r > 0) {
                 j->state = 1;
                 j->frame_pointers = fp_jvm_frame_pointers(j->pid);
+        } else if (r == -EPERM && lib && fp_proc_age_ns(j->pid) < FP_JVM_YOUNG_NS) {
+                /* Young: it may not have set up its handlers yet. */
+                uint64_t now = fp_now_ns(CLOCK_MONOTONIC);
+                snprintf(j->why, sizeof(j->why), "not yet: it does not catch SIGQUIT yet");
+                j->libjvm = lib;
+                lib = NULL;
+                ask_later(j, now, now + FP_JVM_LOOK_AGAIN_NS);
         } else if (r < 0) {
                 j->state = -1;
                 fp_log(LOG_WARNING, "%s", j->why);
         }
+        free(lib);
         return j->state;
 }
 
@@ -103,10 +120,50 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
                 j->backoff_ns = 0;
                 j->silent = 0;
                 j->next_ns = now + j->wait_ns;
-                j->wait_ns = j->wait_ns * 2 < j->every_max_ns ? j->wait_ns * 2 : j->every_max_ns;
+                j->wait_ns =
+                    j->wait_ns * 2 < j->pace.every_max_ns ? j->wait_ns * 2 : j->pace.every_max_ns;
                 return;
         }
         failed(j, r, err, now);
+}
+
+/* Whether process pid has exited (its first interpreted frames may be read after). */
+static bool gone(pid_t pid)
+{
+        char path[32];
+
+        snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+        return access(path, F_OK) < 0 && errno == ENOENT;
+}
+
+static void on_later(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_jvm_names *j = arg;
+        (void)fd;
+        (void)what;
+
+        if (gone(j->pid))
+                return;
+        if (j->state == 0 && j->libjvm) {
+                char *lib = j->libjvm; /* (look takes a copy) */
+                j->libjvm = NULL;
+                fp_jvm_names_look(j, lib);
+                free(lib);
+                return;
+        }
+        fp_jvm_names_miss(j);
+}
+
+/* A miss that may not be asked for now: asked for at when (or later, when it may be). */
+static void ask_later(struct fp_jvm_names *j, uint64_t now, uint64_t when)
+{
+        uint64_t wait = when > now ? when - now : 0;
+        struct timeval tv = {(time_t)(wait / 1000000000ULL), (long)(wait % 1000000000ULL / 1000)};
+
+        if (!j->later && !(j->later = evtimer_new(j->base, on_later, j)))
+                return;
+        if (!evtimer_pending(j->later, NULL))
+                (void)evtimer_add(j->later, &tv);
 }
 
 void fp_jvm_names_miss(struct fp_jvm_names *j)
@@ -114,12 +171,27 @@ void fp_jvm_names_miss(struct fp_jvm_names *j)
         char err[sizeof(j->why)] = "out of memory";
         uint64_t now;
 
-        if (j->state != 1 || j->ev ||
-            (j->group && j->group->max && j->group->pending >= j->group->max))
+        if (j->state != 1)
                 return;
         now = fp_now_ns(CLOCK_MONOTONIC);
-        if (now < j->next_ns)
+        /* A request under way, or the group's bound: ask once it may be. */
+        if (j->ev || (j->group && j->group->max && j->group->pending >= j->group->max)) {
+                ask_later(j, now, (j->next_ns > now ? j->next_ns : now) + JVM_RETRY_NS);
                 return;
+        }
+        /* Not before the wait after the last answer, nor past the window's burst. */
+        uint64_t when = j->next_ns;
+        if (j->pace.burst && j->n_recent >= j->pace.burst) {
+                uint64_t oldest = j->recent[j->n_recent % j->pace.burst];
+                if (oldest + j->pace.window_ns > when)
+                        when = oldest + j->pace.window_ns;
+        }
+        if (now < when) {
+                ask_later(j, now, when);
+                return;
+        }
+        if (j->pace.burst)
+                j->recent[j->n_recent++ % j->pace.burst] = now;
         j->requests++;
         j->next_ns = now + j->wait_ns; /* (a failure to start backs off below) */
         if (fp_jvm_request_perfmap(j->pid, &j->req, err, sizeof(err)) < 0 ||
@@ -150,7 +222,8 @@ const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, ui
                              (int)sizeof(path)) {
                         j->hotspot_why[0] = 0;
                         if (fp_hotspot_open(j->pid, path, x->start, x->pgoff, &j->hotspot,
-                                            j->hotspot_why, sizeof(j->hotspot_why)) < 0)
+                                            j->hotspot_why, sizeof(j->hotspot_why)) < 0 &&
+                            !gone(j->pid))
                                 fp_log(LOG_WARNING,
                                        "java: %d (%s): its interpreted methods stay unnamed: %s",
                                        (int)j->pid, j->comm, j->hotspot_why);
@@ -161,6 +234,12 @@ const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, ui
 
 void fp_jvm_names_free(struct fp_jvm_names *j)
 {
+        if (j->later) {
+                event_free(j->later);
+                j->later = NULL;
+        }
+        free(j->libjvm);
+        j->libjvm = NULL;
         fp_hotspot_free(j->hotspot);
         j->hotspot = NULL;
         j->hotspot_tried = false;

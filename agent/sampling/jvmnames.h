@@ -5,14 +5,18 @@
  * perf-map request under way, and when it may be asked again.
  *
  * A process whose samples land in JIT code its perf map does not name
- * (methods compile all the time) is asked to write it anew: at first at
- * most every every_ns after an answer, the wait doubling with each answer
- * up to every_max_ns (a JVM compiles most while it warms up), and after a
- * failure not before a back-off that
- * doubles from FP_JVM_BACKOFF_MIN_NS to FP_JVM_BACKOFF_MAX_NS. A JVM whose
+ * (methods compile all the time) is asked to write it anew, at the pace
+ * its struct fp_jvm_pace sets: after an answer not before a wait that
+ * doubles from every_ns up to every_max_ns (a JVM compiles most while it
+ * warms up), and at most burst requests in any window_ns. After a failure
+ * it is not asked before a back-off that doubles from
+ * FP_JVM_BACKOFF_MIN_NS to FP_JVM_BACKOFF_MAX_NS. A JVM whose
  * attach listener never starts (-XX:+DisableAttachMechanism: each signal
  * only prints a thread dump) is not asked after FP_JVM_SILENT_MAX such
- * requests. A refusal or the first failure is logged once per process.
+ * requests. A miss that comes before the process may be asked again is
+ * not forgotten: the request is made when it may be (code compiled just
+ * after an answer would otherwise stay unnamed until another miss). A
+ * refusal or the first failure is logged once per process.
  * Requests of one group (the host tier's processes) can share a bound on
  * how many are under way at once.
  *
@@ -30,10 +34,25 @@
 #define FP_JVM_BACKOFF_MIN_NS 5000000000ULL   /* after a first failure */
 #define FP_JVM_BACKOFF_MAX_NS 300000000000ULL /* at most */
 #define FP_JVM_SILENT_MAX     2
+/*
+ * A JVM maps libjvm.so some time before it catches SIGQUIT: a process
+ * younger than this that does not catch it yet is looked at again every
+ * FP_JVM_LOOK_AGAIN_NS, and refused only once it is older.
+ */
+#define FP_JVM_YOUNG_NS      5000000000ULL
+#define FP_JVM_LOOK_AGAIN_NS 500000000ULL
 
 struct event_base;
 struct event;
 struct fp_maps;
+
+/* How often a process may be asked (see above); burst 0: no window. */
+#define FP_JVM_BURST_MAX 8
+struct fp_jvm_pace {
+        uint64_t every_ns, every_max_ns;
+        unsigned burst; /* at most FP_JVM_BURST_MAX */
+        uint64_t window_ns;
+};
 
 /* Requests under way in a group, and how many may be (0: no bound). */
 struct fp_jvm_group {
@@ -45,12 +64,16 @@ struct fp_jvm_names {
         struct fp_jvm_group *group; /* NULL: none */
         pid_t pid;
         char comm[16];
-        uint64_t every_ns, every_max_ns; /* between two requests that were answered */
-        uint64_t wait_ns;                /* the next such wait */
+        struct fp_jvm_pace pace;
+        uint64_t wait_ns;                  /* the next wait after an answer */
+        uint64_t recent[FP_JVM_BURST_MAX]; /* the last pace.burst requests' times, a ring */
+        uint64_t n_recent;                 /* requests made, for the ring */
         int state;     /* 0: not a JVM (or not looked), 1: asked on misses, -1: refused */
+        char *libjvm;  /* its libjvm.so, while it is looked at again (young) */
         char why[240]; /* a refusal, or the last failure */
         struct fp_jvm_request req;
         struct event *ev;    /* req.fd readable */
+        struct event *later; /* a miss to ask for when it may be (armed: one waits) */
         uint64_t next_ns;    /* not asked again before (CLOCK_MONOTONIC) */
         uint64_t backoff_ns; /* after a failure: doubled each time, up to the bound */
         unsigned silent;     /* requests in a row whose JVM never started its listener */
@@ -74,7 +97,7 @@ struct fp_jvm_names_status {
 };
 
 void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
-                       pid_t pid, const char *comm, uint64_t every_ns, uint64_t every_max_ns);
+                       pid_t pid, const char *comm, const struct fp_jvm_pace *pace);
 /*
  * Looks at the process anew (at its start, after an exec): libjvm is the
  * path of its libjvm.so mapping (NULL: none). A request under way is

@@ -10,6 +10,7 @@
  */
 #include "stackwalk.h"
 #include "hotspot.h"
+#include "jvmnames.h"
 #include "maps.h"
 #include "symbols.h"
 #include "unwind.h"
@@ -106,7 +107,8 @@ static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
         if (!idx)
                 return;
         x = fp_maps_get(w->maps, idx);
-        if (x->kind == FP_MAPPING_ANON && w->jit_no_fp)
+        if (x->kind == FP_MAPPING_ANON && w->jvm && w->jvm->state > 0 &&
+            w->jvm->frame_pointers == 0)
                 ret->no_frame_pointer =
                     compiled_method(w->jit_name ? w->jit_name(w->jit_ctx, ip) : NULL);
         if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)

@@ -21,6 +21,7 @@
 #define FP_STACKWALK_MAX_FRAMES 512
 
 struct fp_maps;
+struct fp_jvm_names;
 
 /*
  * The stack copy fitted to the stacks a target has (auto and dwarf): the
@@ -77,11 +78,12 @@ struct fp_stackwalk {
         const char *(*jit_name)(void *ctx, uint64_t addr);
         void *jit_ctx;
         /*
-         * The process's JIT code keeps no frame pointer (a JVM without
-         * -XX:+PreserveFramePointer): a walk ends at its first compiled
-         * frame, counted as jit_no_fp, instead of following rbp.
+         * The process's JVM (jvmnames.h), or NULL: when its compiled code
+         * keeps no frame pointer (no -XX:+PreserveFramePointer), a walk
+         * ends at its first compiled frame, counted as jit_no_fp, instead
+         * of following rbp.
          */
-        bool jit_no_fp;
+        const struct fp_jvm_names *jvm;
         /*
          * Names an interpreted Java method (the Method* an interpreter frame
          * keeps; ctx: jit_ctx), or NULL: a HotSpot JVM's interpreter frames

@@ -3,9 +3,9 @@
  * A JVM target's compiled methods named (jvmnames.h): a target whose
  * process maps libjvm.so and can be asked is asked for its perf map when
  * one of its samples lands in JIT code the map it has does not name, at
- * most every FP_TARGET_JVM_EVERY_NS. The map the JVM writes is read by
+ * the pace target.h sets (FP_TARGET_JVM_*). The map the JVM writes is read by
  * perfmap.c at the next miss. Its stacks end at the first compiled method
- * when the JVM keeps no frame pointer there (stackwalk.h: jit_no_fp).
+ * when the JVM keeps no frame pointer there (stackwalk.h: jvm).
  *
  * Part of the target module: called by target.c (start, free, JIT
  * lookups) and threads.c (an exec).
@@ -20,11 +20,6 @@ void fp_target_jvm_look(struct fp_target *t)
         t->jvm_looked_maps = fp_maps_count(t->maps);
         snprintf(t->jvm.comm, sizeof(t->jvm.comm), "%s", t->comm);
         fp_jvm_names_look(&t->jvm, fp_maps_live_file(t->maps, "libjvm.so"));
-        /*
-         * Without -XX:+PreserveFramePointer compiled methods use rbp as any
-         * register: a walk ends at them rather than follow it.
-         */
-        t->walk.jit_no_fp = t->off_walk.jit_no_fp = t->jvm.state > 0 && t->jvm.frame_pointers == 0;
 }
 
 void fp_target_jvm_miss(struct fp_target *t)

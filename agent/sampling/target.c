@@ -52,8 +52,9 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->base = base;
         t->cache = cache;
         t->pid = pid;
-        fp_jvm_names_init(&t->jvm, base, NULL, pid, "", FP_TARGET_JVM_EVERY_NS,
-                          FP_TARGET_JVM_EVERY_NS);
+        const struct fp_jvm_pace pace = {FP_TARGET_JVM_EVERY_NS, FP_TARGET_JVM_EVERY_NS,
+                                         FP_TARGET_JVM_BURST, FP_TARGET_JVM_WINDOW_NS};
+        fp_jvm_names_init(&t->jvm, base, NULL, pid, "", &pace);
         t->cfg = *cfg;
         t->starttime = fp_proc_stat(pid, NULL);
         t->st.state = FP_TARGET_RUNNING;
@@ -79,6 +80,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                                         .may_reload = true,
                                         .jit_name = fp_target_jit_warm,
                                         .java_method = fp_target_java_method,
+                                        .jvm = &t->jvm,
                                         .jit_ctx = t};
         t->agg = fp_agg_new(t->cfg.n_members);
         if (t->agg)
@@ -94,6 +96,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         }
         t->off_walk.jit_name = fp_target_jit_warm; /* its off-CPU stacks' JIT frames too */
         t->off_walk.java_method = fp_target_java_method;
+        t->off_walk.jvm = &t->jvm;
         t->off_walk.jit_ctx = t;
         r = fp_maps_load_proc(t->maps);
         if (r < 0) {
@@ -318,6 +321,11 @@ const char *fp_target_jit_warm(void *target, uint64_t addr)
 
         if (!t->perfmap)
                 t->perfmap = fp_perfmap_new(t->pid);
+        /* The JVM answered since the last look: its new map is read at this miss. */
+        if (t->perfmap && t->jvm.answered != t->jvm_answers_read) {
+                t->jvm_answers_read = t->jvm.answered;
+                fp_perfmap_recheck(t->perfmap);
+        }
         name = t->perfmap ? fp_perfmap_lookup(t->perfmap, addr) : NULL;
         if (!name)
                 fp_target_jvm_miss(t); /* a JVM's newly compiled code: ask it, if due */

@@ -332,6 +332,11 @@ static const struct entry *find(const struct fp_perfmap *m, uint64_t addr)
         return best;
 }
 
+void fp_perfmap_recheck(struct fp_perfmap *m)
+{
+        m->checked_ns = 0;
+}
+
 const char *fp_perfmap_lookup(struct fp_perfmap *m, uint64_t addr)
 {
         const struct entry *x = find(m, addr);

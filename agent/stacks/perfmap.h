@@ -60,6 +60,11 @@ int fp_perfmap_load(struct fp_perfmap *m, const char *path);
 
 /* The name of the code at addr, or NULL. May re-read the file (see above). */
 const char *fp_perfmap_lookup(struct fp_perfmap *m, uint64_t addr);
+/*
+ * The next miss looks at the file at once, whenever the last look was: the
+ * runtime was just asked to write it anew (a JVM's answer, jvmnames.h).
+ */
+void fp_perfmap_recheck(struct fp_perfmap *m);
 
 /* How often the file was read (whole or from where the last read stopped). */
 uint64_t fp_perfmap_reads(const struct fp_perfmap *m);

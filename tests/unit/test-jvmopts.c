@@ -68,10 +68,10 @@ int main(void)
         /* An unterminated last argument or variable is read to its end. */
         FP_CHECK_EQ_INT(fps("java|-cp", ""), 0);
 
-        /* A real process: /proc's own command line and environment. */
+        /* A real process: /proc's own command line and environment (the flag in the latter). */
         pid_t child = fork();
         if (child == 0) {
-                char *argv[] = {"sleep", "-XX:+PreserveFramePointer", "30", NULL};
+                char *argv[] = {"sleep", "30", NULL};
                 char *envp[] = {"JAVA_TOOL_OPTIONS=-XX:+PreserveFramePointer", NULL};
                 execve("/bin/sleep", argv, envp);
                 _exit(127);
