@@ -29,8 +29,7 @@ void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct f
         snprintf(j->comm, sizeof(j->comm), "%s", comm);
         if (j->pace.every_max_ns < j->pace.every_ns)
                 j->pace.every_max_ns = j->pace.every_ns;
-        if (j->pace.burst > FP_JVM_BURST_MAX)
-                j->pace.burst = FP_JVM_BURST_MAX;
+        j->bucket_ns = j->pace.burst * j->pace.refill_ns; /* full */
 }
 
 static void ask_later(struct fp_jvm_names *j, uint64_t now, uint64_t when);
@@ -179,19 +178,25 @@ void fp_jvm_names_miss(struct fp_jvm_names *j)
                 ask_later(j, now, (j->next_ns > now ? j->next_ns : now) + JVM_RETRY_NS);
                 return;
         }
-        /* Not before the wait after the last answer, nor past the window's burst. */
+        /* Not before the wait after the last answer, nor with the bucket empty. */
         uint64_t when = j->next_ns;
-        if (j->pace.burst && j->n_recent >= j->pace.burst) {
-                uint64_t oldest = j->recent[j->n_recent % j->pace.burst];
-                if (oldest + j->pace.window_ns > when)
-                        when = oldest + j->pace.window_ns;
+        if (j->pace.burst) {
+                uint64_t cap = j->pace.burst * j->pace.refill_ns;
+                if (!j->filled_ns)
+                        j->filled_ns = now;
+                j->bucket_ns += now - j->filled_ns;
+                j->bucket_ns = j->bucket_ns < cap ? j->bucket_ns : cap;
+                j->filled_ns = now;
+                if (j->bucket_ns < j->pace.refill_ns &&
+                    now + (j->pace.refill_ns - j->bucket_ns) > when)
+                        when = now + (j->pace.refill_ns - j->bucket_ns);
         }
         if (now < when) {
                 ask_later(j, now, when);
                 return;
         }
         if (j->pace.burst)
-                j->recent[j->n_recent++ % j->pace.burst] = now;
+                j->bucket_ns -= j->pace.refill_ns;
         j->requests++;
         j->next_ns = now + j->wait_ns; /* (a failure to start backs off below) */
         if (fp_jvm_request_perfmap(j->pid, &j->req, err, sizeof(err)) < 0 ||

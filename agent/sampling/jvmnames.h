@@ -8,7 +8,8 @@
  * (methods compile all the time) is asked to write it anew, at the pace
  * its struct fp_jvm_pace sets: after an answer not before a wait that
  * doubles from every_ns up to every_max_ns (a JVM compiles most while it
- * warms up), and at most burst requests in any window_ns. After a failure
+ * warms up), and from a bucket of burst requests that refills one every
+ * refill_ns (a burst at once, then one every refill_ns). After a failure
  * it is not asked before a back-off that doubles from
  * FP_JVM_BACKOFF_MIN_NS to FP_JVM_BACKOFF_MAX_NS. A JVM whose
  * attach listener never starts (-XX:+DisableAttachMechanism: each signal
@@ -46,12 +47,11 @@ struct event_base;
 struct event;
 struct fp_maps;
 
-/* How often a process may be asked (see above); burst 0: no window. */
-#define FP_JVM_BURST_MAX 8
+/* How often a process may be asked (see above); burst 0: no bucket. */
 struct fp_jvm_pace {
         uint64_t every_ns, every_max_ns;
-        unsigned burst; /* at most FP_JVM_BURST_MAX */
-        uint64_t window_ns;
+        unsigned burst;
+        uint64_t refill_ns;
 };
 
 /* Requests under way in a group, and how many may be (0: no bound). */
@@ -65,12 +65,12 @@ struct fp_jvm_names {
         pid_t pid;
         char comm[16];
         struct fp_jvm_pace pace;
-        uint64_t wait_ns;                  /* the next wait after an answer */
-        uint64_t recent[FP_JVM_BURST_MAX]; /* the last pace.burst requests' times, a ring */
-        uint64_t n_recent;                 /* requests made, for the ring */
-        int state;     /* 0: not a JVM (or not looked), 1: asked on misses, -1: refused */
-        char *libjvm;  /* its libjvm.so, while it is looked at again (young) */
-        char why[240]; /* a refusal, or the last failure */
+        uint64_t wait_ns;   /* the next wait after an answer */
+        uint64_t bucket_ns; /* what the bucket holds: refill_ns a request */
+        uint64_t filled_ns; /* when it was last filled up to now */
+        int state;          /* 0: not a JVM (or not looked), 1: asked on misses, -1: refused */
+        char *libjvm;       /* its libjvm.so, while it is looked at again (young) */
+        char why[240];      /* a refusal, or the last failure */
         struct fp_jvm_request req;
         struct event *ev;    /* req.fd readable */
         struct event *later; /* a miss to ask for when it may be (armed: one waits) */

@@ -53,7 +53,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         t->cache = cache;
         t->pid = pid;
         const struct fp_jvm_pace pace = {FP_TARGET_JVM_EVERY_NS, FP_TARGET_JVM_EVERY_NS,
-                                         FP_TARGET_JVM_BURST, FP_TARGET_JVM_WINDOW_NS};
+                                         FP_TARGET_JVM_BURST, FP_TARGET_JVM_REFILL_NS};
         fp_jvm_names_init(&t->jvm, base, NULL, pid, "", &pace);
         t->cfg = *cfg;
         t->starttime = fp_proc_stat(pid, NULL);

@@ -120,14 +120,14 @@ void fp_target_thread_cpu(struct fp_target *t, pid_t tid, uint64_t cpu_ns,
  */
 /*
  * A target's JVM (jvmnames.h): at least FP_TARGET_JVM_EVERY_NS after an
- * answer, and at most FP_TARGET_JVM_BURST requests in any
- * FP_TARGET_JVM_WINDOW_NS, so that code compiled in a burst (a JVM warming
- * up) is named before its bucket is written, at the cost of one request
- * every 2 s at most over time.
+ * answer, FP_TARGET_JVM_BURST requests at once and then one every
+ * FP_TARGET_JVM_REFILL_NS: code compiled in a burst (a JVM warming up) is
+ * named before its bucket is written, and over time a JVM is asked every
+ * 2 s at most.
  */
 #define FP_TARGET_JVM_EVERY_NS  250000000ULL
-#define FP_TARGET_JVM_BURST     5
-#define FP_TARGET_JVM_WINDOW_NS 10000000000ULL
+#define FP_TARGET_JVM_BURST     3
+#define FP_TARGET_JVM_REFILL_NS 2000000000ULL
 void fp_target_jvm_status(const struct fp_target *t, struct fp_jvm_names_status *ret);
 
 struct fp_offcpu_record;

@@ -8,7 +8,7 @@
 #   - nothing (its iterations: the baseline);
 #   - fleetprof at BENCH_FREQ Hz: the JVM asked for its perf map
 #     (Compiler.perfmap through its attach socket) whenever samples land in
-#     JIT code the map does not name, at most five times in any 10 s;
+#     JIT code the map does not name (three at once, then every 2 s);
 #   - perf record -g at the same rate, with the map written by
 #     `jcmd PID Compiler.perfmap` at the end (perf's way).
 #
