@@ -141,8 +141,9 @@ static struct fp_frame user_frame(struct fp_stackwalk *w, const struct fp_perf_s
         uint64_t at = bp + (uint64_t)(int64_t)HOTSPOT_FRAME_METHOD_OFFSET, method = 0;
         const char *name;
 
-        if (!w->java_method || !s->stack || at < s->user_sp || at - s->user_sp > s->stack_size ||
-            s->stack_size - (at - s->user_sp) < 8)
+        /* (Only a JVM's: no other process pays a look per frame.) */
+        if (!w->java_method || !w->jvm || w->jvm->state <= 0 || !s->stack || at < s->user_sp ||
+            at - s->user_sp > s->stack_size || s->stack_size - (at - s->user_sp) < 8)
                 return code_frame(n, ip);
         uint32_t idx = fp_maps_find(w->maps, ip);
         struct fp_mapping *x = idx ? fp_maps_get(w->maps, idx) : NULL;
