@@ -43,6 +43,7 @@
 #include <libelf.h>
 #include <link.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -715,22 +716,36 @@ int fp_symtab_offset_to_vaddr(const struct fp_symtab *t, uint64_t file_offset, u
         return -ENOENT;
 }
 
-const char *fp_symtab_lookup(const struct fp_symtab *t, uint64_t vaddr, uint64_t *ret_start)
+/*
+ * The index of the first of n sorted entries (of size bytes each, each
+ * beginning with its uint64_t start) that starts after vaddr.
+ */
+_Static_assert(offsetof(struct range, start) == 0 && offsetof(struct inl_range, start) == 0,
+               "first_after() reads each entry's start at its beginning");
+static size_t first_after(const void *entries, size_t n, size_t size, uint64_t vaddr)
 {
-        size_t lo = 0, hi;
-        const struct range *r;
+        size_t lo = 0, hi = n;
 
-        if (!t)
-                return NULL;
-        hi = t->n_ranges;
-        while (lo < hi) { /* first range starting after vaddr */
+        while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
-
-                if (t->ranges[mid].start <= vaddr)
+                uint64_t start;
+                memcpy(&start, (const char *)entries + mid * size, sizeof(start));
+                if (start <= vaddr)
                         lo = mid + 1;
                 else
                         hi = mid;
         }
+        return lo;
+}
+
+const char *fp_symtab_lookup(const struct fp_symtab *t, uint64_t vaddr, uint64_t *ret_start)
+{
+        const struct range *r;
+        size_t lo;
+
+        if (!t)
+                return NULL;
+        lo = first_after(t->ranges, t->n_ranges, sizeof(*t->ranges), vaddr);
         if (lo == 0)
                 return NULL;
         r = &t->ranges[lo - 1];
@@ -743,15 +758,8 @@ const char *fp_symtab_lookup(const struct fp_symtab *t, uint64_t vaddr, uint64_t
 
 size_t fp_symtab_inlined(const struct fp_symtab *t, uint64_t vaddr, const char **names, size_t max)
 {
-        size_t lo = 0, hi = t ? t->n_inl : 0;
+        size_t lo = t ? first_after(t->inl, t->n_inl, sizeof(*t->inl), vaddr) : 0;
 
-        while (lo < hi) { /* first range starting after vaddr */
-                size_t mid = lo + (hi - lo) / 2;
-                if (t->inl[mid].start <= vaddr)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
         if (lo == 0 || vaddr - t->inl[lo - 1].start >= t->inl[lo - 1].size)
                 return 0;
         const uint32_t *chain = &t->inl_chains[t->inl[lo - 1].chain];

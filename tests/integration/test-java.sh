@@ -252,17 +252,23 @@ PY
 ) || fp_fail "[late] the JVM was not asked again: $out"
 fp_ok "[late] asked again for the method compiled late: $out"
 
+# launch NAME SECONDS: Shares (frame pointers kept) for SECONDS, not profiled by
+# PID (a rule or the host tier finds it); its pid in $pid.
+launch() {
+  java -XX:+PreserveFramePointer "${NOINLINE[@]}" -cp "$JDIR/cls" Shares "$JDIR/out/$1.truth" "$2" \
+    >"$FP_TMP/$1.out" 2>"$FP_TMP/$1.err" &
+  fp_track "$!"
+  fp_wait_for 30 test -s "$FP_TMP/$1.out" || fp_fail "$1's JVM did not start: $(cat "$FP_TMP/$1.err")"
+  pid=$(head -1 "$FP_TMP/$1.out")
+  fp_on_exit "rm -f /tmp/perf-$pid.map"
+}
+
 # ---- 8. a rule --------------------------------------------------------------------------------
 JAVA_EXE=$(readlink -f "$(command -v java)")
 out=$(fp_ctl start --exe "$JAVA_EXE" --service javarule --freq 499) || fp_fail "start --exe $JAVA_EXE failed: $out"
 rule=$(sed -n 's/^rule \([0-9]*\):.*/\1/p' <<<"$out")
 [[ -n $rule ]] || fp_fail "start --exe did not answer with a rule id: $out"
-java -XX:+PreserveFramePointer "${NOINLINE[@]}" -cp "$JDIR/cls" Shares "$JDIR/out/rule.truth" 10 \
-  >"$FP_TMP/rule.out" 2>"$FP_TMP/rule.err" &
-fp_track "$!"
-fp_wait_for 30 test -s "$FP_TMP/rule.out" || fp_fail "the rule's JVM did not start: $(cat "$FP_TMP/rule.err")"
-pid=$(head -1 "$FP_TMP/rule.out")
-fp_on_exit "rm -f /tmp/perf-$pid.map"
+launch rule 10
 fp_wait_for 40 test -s "$JDIR/out/rule.truth" || fp_fail "the rule's JVM wrote no truth"
 fp_ctl status --json >"$FP_TMP/rule.status" || fp_fail "status failed"
 fp_ctl dump --service javarule -o "$FP_TMP/rule.pb.gz" >/dev/null || fp_fail "dump --service javarule failed"
@@ -274,12 +280,7 @@ fp_ctl stop --rule "$rule" >/dev/null || fp_fail "stop --rule $rule failed"
 
 # ---- 9. the host tier -------------------------------------------------------------------------
 fp_ctl start --host --freq 199 >/dev/null || fp_fail "start --host failed"
-java -XX:+PreserveFramePointer "${NOINLINE[@]}" -cp "$JDIR/cls" Shares "$JDIR/out/host.truth" 12 \
-  >"$FP_TMP/host.out" 2>"$FP_TMP/host.err" &
-fp_track "$!"
-fp_wait_for 30 test -s "$FP_TMP/host.out" || fp_fail "the host tier's JVM did not start: $(cat "$FP_TMP/host.err")"
-pid=$(head -1 "$FP_TMP/host.out")
-fp_on_exit "rm -f /tmp/perf-$pid.map"
+launch host 12
 host_jvm() {
   fp_status_json | python3 -c 'import json, sys
 h = json.load(sys.stdin)["host_tier"]
