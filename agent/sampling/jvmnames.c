@@ -226,9 +226,10 @@ const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, ui
                 if (x && snprintf(path, sizeof(path), "/proc/%d/root%s", (int)j->pid, x->path) <
                              (int)sizeof(path)) {
                         j->hotspot_why[0] = 0;
-                        if (fp_hotspot_open(j->pid, path, x->start, x->pgoff, &j->hotspot,
-                                            j->hotspot_why, sizeof(j->hotspot_why)) < 0 &&
-                            !gone(j->pid))
+                        /* (A process that exited, or exits now, has nothing to say.) */
+                        int r = fp_hotspot_open(j->pid, path, x->start, x->pgoff, &j->hotspot,
+                                                j->hotspot_why, sizeof(j->hotspot_why));
+                        if (r < 0 && r != -ESRCH && !gone(j->pid))
                                 fp_log(LOG_WARNING,
                                        "java: %d (%s): its interpreted methods stay unnamed: %s",
                                        (int)j->pid, j->comm, j->hotspot_why);

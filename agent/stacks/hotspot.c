@@ -223,9 +223,10 @@ int fp_hotspot_open(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
                 return r;
         for (size_t i = 0; i < N; i++)
                 if (!peek_u64(pid, at[i], &v[i])) {
+                        int e = errno ? errno : EIO;
                         snprintf(why, len, "cannot read the JVM's memory (%s): %s", names[i],
-                                 strerror(errno ? errno : EIO));
-                        return -EIO;
+                                 strerror(e));
+                        return e == ESRCH ? -ESRCH : -EIO;
                 }
         if (!(h = calloc(1, sizeof(*h))))
                 return -ENOMEM;

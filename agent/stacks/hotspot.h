@@ -38,7 +38,7 @@ struct fp_hotspot;
 /*
  * Reads the layouts of the JVM pid from its libjvm.so (path as the process
  * sees it, mapped at start from file offset pgoff). 0 and *ret, or -errno
- * with one line in why.
+ * with one line in why (-ESRCH: the process is gone).
  */
 int fp_hotspot_open(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
                     struct fp_hotspot **ret, char *why, size_t len);

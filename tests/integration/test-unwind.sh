@@ -144,8 +144,9 @@ spin = chain = wrong = 0
 for line in open(sys.argv[1]):
     st, n = line.rstrip("\n").rsplit(" ", 1)
     n, f = int(n), st.split(";")
-    # An interrupt's time, or the runtime's (a preemption), on top of the frame it stopped.
-    while f and (f[-1] == "[kernel]" or f[-1].startswith("runtime.")):
+    # An interrupt's time, or the runtime's (a preemption) or code named later than the
+    # sample's export (FILE+0xOFFSET), on top of the frame it stopped.
+    while f and (f[-1] == "[kernel]" or f[-1].startswith("runtime.") or "+0x" in f[-1]):
         f.pop()
     if "main.spin" not in f:
         continue
