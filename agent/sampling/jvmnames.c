@@ -76,7 +76,9 @@ static void failed(struct fp_jvm_names *j, int e, const char *err, uint64_t now)
                 fp_log(LOG_WARNING, "java: %d (%s): asking for its compiled methods' names: %s",
                        (int)j->pid, j->comm, err);
         snprintf(j->why, sizeof(j->why), "%s", err);
-        j->silent = e == -ETIMEDOUT ? j->silent + 1 : 0;
+        /* Signalled and never answered (the listener never started, or the helper ran out of
+         * time waiting): each such signal may have printed a thread dump. */
+        j->silent = e == -ETIMEDOUT || e == -ETIME ? j->silent + 1 : 0;
         if (j->silent >= FP_JVM_SILENT_MAX) {
                 j->state = -1;
                 snprintf(j->why, sizeof(j->why),
