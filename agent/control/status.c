@@ -118,11 +118,8 @@ static void uint_fields(struct fp_json *j, const struct uint_field *f, size_t n)
 
 #define UINT_FIELDS(j, a) uint_fields((j), (a), sizeof(a) / sizeof((a)[0]))
 
-/*
- * A JVM's names (jvmnames.h), an object left open for more keys; why: its
- * refusal or last failure.
- */
-static void jvm_json(struct fp_json *j, const struct fp_jvm_names_status *st, const char *why)
+/* A JVM's names (jvmnames.h), an object left open for more keys. */
+static void jvm_json(struct fp_json *j, const struct fp_jvm_names_status *st)
 {
         const struct uint_field jf[] = {
             {"requests", st->requests}, {"answered", st->answered}, {"failed", st->failed}};
@@ -134,7 +131,7 @@ static void jvm_json(struct fp_json *j, const struct fp_jvm_names_status *st, co
         fp_json_key(j, "pending");
         fp_json_bool(j, st->pending);
         fp_json_key(j, "why");
-        fp_json_string(j, why);
+        fp_json_string(j, st->why);
         /* -XX:+PreserveFramePointer: true, false, or null (not known). */
         fp_json_key(j, "frame_pointers");
         if (st->frame_pointers >= 0)
@@ -146,15 +143,14 @@ static void jvm_json(struct fp_json *j, const struct fp_jvm_names_status *st, co
                                         {"interpreted_failed", st->methods_failed}};
         UINT_FIELDS(j, mf);
         fp_json_key(j, "interpreted_why");
-        fp_json_string(j, st->interpreted_why ? st->interpreted_why : "");
+        fp_json_string(j, st->interpreted_why);
 }
 
 /* A JVM's "java of PID" line; tier: " (host tier)" or "". */
-static void jvm_text(FILE *out, pid_t pid, const char *tier, const struct fp_jvm_names_status *jv,
-                     const char *why)
+static void jvm_text(FILE *out, pid_t pid, const char *tier, const struct fp_jvm_names_status *jv)
 {
         if (jv->state < 0)
-                fprintf(out, "java of %d%s: not asked: %s\n", (int)pid, tier, why);
+                fprintf(out, "java of %d%s: not asked: %s\n", (int)pid, tier, jv->why);
         else if (jv->state > 0)
                 fprintf(out,
                         "java of %d%s: HotSpot, compiled methods named from the perf map it writes "
@@ -162,9 +158,8 @@ static void jvm_text(FILE *out, pid_t pid, const char *tier, const struct fp_jvm
                         " answered, %" PRIu64 " failed%s%s; interpreted methods %" PRIu64
                         " named from its memory%s%s%s\n",
                         (int)pid, tier, jv->requests, jv->answered, jv->failed,
-                        why[0] ? "; last: " : "", why, jv->methods_named,
-                        jv->interpreted_why && jv->interpreted_why[0] ? ", not read: " : "",
-                        jv->interpreted_why ? jv->interpreted_why : "",
+                        jv->why[0] ? "; last: " : "", jv->why, jv->methods_named,
+                        jv->interpreted_why[0] ? ", not read: " : "", jv->interpreted_why,
                         jv->frame_pointers == 0
                             ? "; without -XX:+PreserveFramePointer, stacks end at their first "
                               "compiled method (jit_no_frame_pointer)"
@@ -300,7 +295,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         /* A JVM: how its compiled methods are named, or why it is not asked; null: none. */
         fp_json_key(j, "java");
         if (ts->jvm.state) {
-                jvm_json(j, &ts->jvm, ts->jvm.why);
+                jvm_json(j, &ts->jvm);
                 fp_json_end_object(j);
         } else {
                 fp_json_null(j);
@@ -660,9 +655,7 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 fp_json_key(&j, "java");
                 fp_json_begin_array(&j);
                 for (unsigned i = 0; i < h->n_jvm; i++) {
-                        struct fp_jvm_names_status js = h->jvm[i].st;
-                        js.interpreted_why = h->jvm[i].interpreted_why;
-                        jvm_json(&j, &js, h->jvm[i].why);
+                        jvm_json(&j, &h->jvm[i].st);
                         fp_json_key(&j, "pid");
                         fp_json_int(&j, h->jvm[i].pid);
                         fp_json_key(&j, "comm");
@@ -840,11 +833,8 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 i ? ", " : "; not kept: ", st->host_drops[i].reason,
                                 st->host_drops[i].count);
                 fputc('\n', out);
-                for (unsigned i = 0; i < h->n_jvm; i++) {
-                        struct fp_jvm_names_status js = h->jvm[i].st;
-                        js.interpreted_why = h->jvm[i].interpreted_why;
-                        jvm_text(out, h->jvm[i].pid, " (host tier)", &js, h->jvm[i].why);
-                }
+                for (unsigned i = 0; i < h->n_jvm; i++)
+                        jvm_text(out, h->jvm[i].pid, " (host tier)", &h->jvm[i].st);
                 if (h->python_procs || h->python.samples) {
                         fprintf(out, "host tier python: %u processes running CPython now",
                                 h->python_procs);
@@ -1010,7 +1000,7 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
         }
         /* The JVMs, and how their compiled methods are named. */
         for (size_t i = 0; i < st->n_targets; i++)
-                jvm_text(out, st->targets[i].pid, "", &st->targets[i].jvm, st->targets[i].jvm.why);
+                jvm_text(out, st->targets[i].pid, "", &st->targets[i].jvm);
         /* Every sample that could not be kept, by reason. */
         for (size_t i = 0; i < st->n_targets; i++) {
                 const struct fp_core_target_status *ts = &st->targets[i];

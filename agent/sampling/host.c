@@ -81,7 +81,6 @@ struct fp_host_proc {
         struct fp_perfmap *perfmap; /* its runtime's JIT names, read on a first anonymous frame */
         struct fp_jvm_names *jvm;   /* a JVM's (looked for at a miss in the map) */
         size_t jvm_looked_maps;     /* its mappings when last looked at for one */
-        uint64_t jvm_answers_read;  /* its answers its perf map was looked at after */
         struct fp_pyproc py;        /* whether it runs a CPython, and its frames' names */
         struct fp_host_proc *older; /* the same pid's previous generation */
         struct fp_host_proc *next;  /* the pid bucket's chain (newest generations only) */
@@ -1022,10 +1021,6 @@ void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
                 j->pid = p->pid;
                 snprintf(j->comm, sizeof(j->comm), "%s", p->comm);
                 fp_jvm_names_status(p->jvm, &j->st);
-                snprintf(j->why, sizeof(j->why), "%s", j->st.why);
-                snprintf(j->interpreted_why, sizeof(j->interpreted_why), "%s",
-                         j->st.interpreted_why);
-                j->st.why = j->st.interpreted_why = NULL; /* (the copies are read) */
         }
         for (size_t i = 0; i < h->n_procs; i++) {
                 struct fp_pyframes_stats ps;
@@ -1227,12 +1222,7 @@ static const char *jit_warm(void *proc, uint64_t addr)
                         return NULL;
                 h->perfmaps++;
         }
-        /* The JVM answered since the last look: its new map is read at this miss. */
-        if (p->jvm && p->jvm->answered != p->jvm_answers_read) {
-                p->jvm_answers_read = p->jvm->answered;
-                fp_perfmap_recheck(p->perfmap);
-        }
-        const char *name = fp_perfmap_lookup(p->perfmap, addr);
+        const char *name = fp_jvm_names_jit(p->jvm, p->perfmap, addr);
         if (!name)
                 jvm_miss(p);
         return name;

@@ -70,9 +70,7 @@ struct fp_host_config {
 struct fp_host_jvm {
         pid_t pid;
         char comm[16];
-        struct fp_jvm_names_status st; /* its why and interpreted_why NULL: */
-        char why[240];                 /* st.why, copied */
-        char interpreted_why[200];     /* st.interpreted_why, copied */
+        struct fp_jvm_names_status st;
 };
 #define FP_HOST_STATUS_JVMS 16 /* JVMs status lists (the first found) */
 /*

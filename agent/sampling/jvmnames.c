@@ -5,6 +5,7 @@
 #include "jvmnames.h"
 #include "log.h"
 #include "maps.h"
+#include "perfmap.h"
 #include "procfs.h"
 #include "util.h"
 
@@ -261,14 +262,23 @@ void fp_jvm_names_free(struct fp_jvm_names *j)
 void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_status *ret)
 {
         *ret = (struct fp_jvm_names_status){.state = j->state,
-                                            .why = j->why,
                                             .requests = j->requests,
                                             .answered = j->answered,
                                             .failed = j->failed,
                                             .pending = j->ev != NULL,
-                                            .frame_pointers = j->frame_pointers,
-                                            .interpreted_why = j->hotspot_why};
+                                            .frame_pointers = j->frame_pointers};
+        snprintf(ret->why, sizeof(ret->why), "%s", j->why);
+        snprintf(ret->interpreted_why, sizeof(ret->interpreted_why), "%s", j->hotspot_why);
         size_t failed = 0;
         ret->methods_named = fp_hotspot_n_named(j->hotspot, &failed);
         ret->methods_failed = failed;
+}
+
+const char *fp_jvm_names_jit(struct fp_jvm_names *j, struct fp_perfmap *m, uint64_t addr)
+{
+        if (j && j->answered != j->answers_read) {
+                j->answers_read = j->answered;
+                fp_perfmap_recheck(m);
+        }
+        return fp_perfmap_lookup(m, addr);
 }

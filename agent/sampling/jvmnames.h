@@ -78,7 +78,8 @@ struct fp_jvm_names {
         uint64_t backoff_ns; /* after a failure: doubled each time, up to the bound */
         unsigned silent;     /* requests in a row whose JVM never started its listener */
         uint64_t requests, answered, failed;
-        int frame_pointers; /* its compiled code keeps them: 1, 0, or -errno (not known) */
+        uint64_t answers_read; /* answers the perf map was looked at after */
+        int frame_pointers;    /* its compiled code keeps them: 1, 0, or -errno (not known) */
         /* Its interpreted methods' names (hotspot.h), read from its memory once asked. */
         struct fp_hotspot *hotspot;
         bool hotspot_tried;
@@ -88,12 +89,12 @@ struct fp_jvm_names {
 /* What status shows of one. */
 struct fp_jvm_names_status {
         int state;
-        const char *why;
+        char why[240]; /* a refusal, or the last failure */
         uint64_t requests, answered, failed;
         bool pending;
         int frame_pointers; /* -XX:+PreserveFramePointer: 1, 0, or -errno (not known) */
         uint64_t methods_named, methods_failed; /* interpreted methods (Method* values) */
-        const char *interpreted_why;            /* why they are not named ("" when they are) */
+        char interpreted_why[200];              /* why they are not named ("" when they are) */
 };
 
 void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
@@ -116,3 +117,10 @@ const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, ui
 /* Gives up a request under way (kills its helper) and what was read of its methods. */
 void fp_jvm_names_free(struct fp_jvm_names *j);
 void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_status *ret);
+/*
+ * The name of JIT code at addr in the process's perf map m, or NULL; the
+ * first lookup after each answer reads the map anew, whenever it was last
+ * read. j: the process's JVM, or NULL when it is not known as one.
+ */
+struct fp_perfmap;
+const char *fp_jvm_names_jit(struct fp_jvm_names *j, struct fp_perfmap *m, uint64_t addr);

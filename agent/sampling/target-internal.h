@@ -84,7 +84,6 @@ struct fp_target {
         struct fp_perfmap *perfmap; /* JIT names (perfmap.h), read on the first anonymous frame */
         struct fp_jvm_names jvm;    /* a HotSpot JVM asked for its perf map (target-jvm.c) */
         size_t jvm_looked_maps;     /* its mappings when last looked at for one */
-        uint64_t jvm_answers_read;  /* its answers its perf map was looked at after */
         struct fp_agg *agg;
         struct event *ev_rescan;
         struct fp_target_stats st;

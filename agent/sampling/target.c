@@ -321,12 +321,7 @@ const char *fp_target_jit_warm(void *target, uint64_t addr)
 
         if (!t->perfmap)
                 t->perfmap = fp_perfmap_new(t->pid);
-        /* The JVM answered since the last look: its new map is read at this miss. */
-        if (t->perfmap && t->jvm.answered != t->jvm_answers_read) {
-                t->jvm_answers_read = t->jvm.answered;
-                fp_perfmap_recheck(t->perfmap);
-        }
-        name = t->perfmap ? fp_perfmap_lookup(t->perfmap, addr) : NULL;
+        name = t->perfmap ? fp_jvm_names_jit(&t->jvm, t->perfmap, addr) : NULL;
         if (!name)
                 fp_target_jvm_miss(t); /* a JVM's newly compiled code: ask it, if due */
         return name;

@@ -16,18 +16,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* src (at most 511 bytes) into dst with each '|' a NUL; its length. */
+static size_t nul_separated(char dst[512], const char *src)
+{
+        size_t n = strlen(src);
+
+        for (size_t i = 0; i <= n; i++)
+                dst[i] = src[i] == '|' ? 0 : src[i];
+        return n;
+}
+
 /* cmd and env are NUL-separated lists written with '|' for the NULs. */
 static int fps(const char *cmd, const char *env)
 {
         char c[512], e[512];
-        size_t cl = strlen(cmd), el = strlen(env);
+        size_t cl = nul_separated(c, cmd), el = nul_separated(e, env);
 
-        memcpy(c, cmd, cl + 1);
-        memcpy(e, env, el + 1);
-        for (size_t i = 0; i < cl; i++)
-                c[i] = c[i] == '|' ? 0 : c[i];
-        for (size_t i = 0; i < el; i++)
-                e[i] = e[i] == '|' ? 0 : e[i];
         return fp_jvm_frame_pointers_in(c, cl, e, el);
 }
 
