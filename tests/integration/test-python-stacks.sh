@@ -32,7 +32,7 @@ WL=$FP_SRC/tests/workloads/python/shares.py
 SECS=${PYSTACKS_SECONDS:-20}
 
 # ended PID: PID has exited (gone, or a zombie its parent has not reaped).
-ended() { ! kill -0 "$1" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$1/stat") == Z ]]; }
+ended() { [[ $(fp_proc_state "$1") =~ ^(Z|)$ ]]; }
 
 # run NAME PYTHON [start options]: the workload under PYTHON, profiled; leaves
 # $FP_TMP/NAME.pb.gz, NAME.truth, NAME.status, and its pid in LAST_PID.
