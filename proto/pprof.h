@@ -272,4 +272,23 @@ int fp_flame_prune(struct fp_flame *f, size_t max_nodes);
  * "children":[...]}, children heaviest first; no recursion, any depth.
  */
 int fp_flame_write_json(const struct fp_flame *f, bool diff, fp_write_fn w, void *ctx);
+/*
+ * The tree as Pyroscope's flame graph draws it (its querier API's levels):
+ * every node once, level by level from the root (level 0), left to right
+ * within a level. A node's x is where it starts from the graph's left
+ * edge, in each value set: its own self comes first, then its children,
+ * heaviest first, so a child lies within its parent. name indexes
+ * fp_flame_name(). fn's negative return stops the walk and is returned;
+ * else 0, or -ENOMEM.
+ */
+struct fp_flame_bar {
+        size_t level;
+        uint32_t name;
+        int64_t x[2], total[2], self[2];
+};
+typedef int (*fp_flame_bar_fn)(void *ctx, const struct fp_flame_bar *b);
+int fp_flame_levels(const struct fp_flame *f, fp_flame_bar_fn fn, void *ctx);
+/* The names the bars index ("all" is the root's); out of range: "". */
+size_t fp_flame_n_names(const struct fp_flame *f);
+const char *fp_flame_name(const struct fp_flame *f, size_t i);
 int fp_pprof_write_folded(const struct fp_pprof *p, size_t value_index, FILE *out);

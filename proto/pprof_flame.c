@@ -325,19 +325,21 @@ static int cmp_child(const void *a, const void *b, void *ctx)
         return strcmp(fp_pp_str(f->names, x->name), fp_pp_str(f->names, y->name));
 }
 
-int fp_flame_write_json(const struct fp_flame *f, bool diff, fp_write_fn w, void *ctx)
+/*
+ * Each node's children, heaviest first, in one array: node i's are
+ * kids[kid_off[i]] .. kids[kid_off[i + 1] - 1]. 0 or -ENOMEM.
+ */
+static int sorted_children(const struct fp_flame *f, uint32_t **ret_kids, size_t **ret_off)
 {
-        /* Children sorted once into one array: node i's are kids[kid_off[i] ..]. */
         uint32_t *kids = fp_pp_calloc(f->n_nodes, sizeof(*kids));
         size_t *kid_off = fp_pp_calloc(f->n_nodes + 1, sizeof(*kid_off));
         size_t *cursor = fp_pp_calloc(f->n_nodes, sizeof(*cursor));
-        uint32_t *stack = fp_pp_calloc(f->n_nodes, sizeof(*stack));
-        size_t depth = 0;
-        int r = 0;
 
-        if (!kids || !kid_off || !cursor || !stack) {
-                r = -ENOMEM;
-                goto out;
+        if (!kids || !kid_off || !cursor) {
+                free(kids);
+                free(kid_off);
+                free(cursor);
+                return -ENOMEM;
         }
         for (size_t i = 1; i < f->n_nodes; i++)
                 kid_off[f->nodes[i].parent + 1]++;
@@ -347,11 +349,28 @@ int fp_flame_write_json(const struct fp_flame *f, bool diff, fp_write_fn w, void
                 cursor[i] = kid_off[i];
         for (size_t i = 1; i < f->n_nodes; i++)
                 kids[cursor[f->nodes[i].parent]++] = (uint32_t)i;
-        for (size_t i = 0; i < f->n_nodes; i++) {
+        for (size_t i = 0; i < f->n_nodes; i++)
                 qsort_r(kids + kid_off[i], kid_off[i + 1] - kid_off[i], sizeof(*kids), cmp_child,
                         (void *)f);
-                cursor[i] = kid_off[i];
+        free(cursor);
+        *ret_kids = kids;
+        *ret_off = kid_off;
+        return 0;
+}
+
+int fp_flame_write_json(const struct fp_flame *f, bool diff, fp_write_fn w, void *ctx)
+{
+        uint32_t *kids = NULL, *stack = fp_pp_calloc(f->n_nodes, sizeof(*stack));
+        size_t *kid_off = NULL, *cursor = fp_pp_calloc(f->n_nodes, sizeof(*cursor));
+        size_t depth = 0;
+        int r = 0;
+
+        if (!stack || !cursor || sorted_children(f, &kids, &kid_off) < 0) {
+                r = -ENOMEM;
+                goto out;
         }
+        for (size_t i = 0; i < f->n_nodes; i++)
+                cursor[i] = kid_off[i];
         /* Depth first without recursion: stacks can be thousands of frames deep. */
         open_node(f, 0, diff, w, ctx);
         stack[depth++] = 0;
@@ -373,5 +392,84 @@ out:
         free(kid_off);
         free(cursor);
         free(stack);
+        return r;
+}
+
+size_t fp_flame_n_names(const struct fp_flame *f)
+{
+        return f->names->n_strs;
+}
+
+const char *fp_flame_name(const struct fp_flame *f, size_t i)
+{
+        return i < f->names->n_strs ? fp_pp_str(f->names, (uint32_t)i) : "";
+}
+
+int fp_flame_levels(const struct fp_flame *f, fp_flame_bar_fn fn, void *ctx)
+{
+        /* Preorder: a level's nodes come out left to right in it. */
+        uint32_t *kids = NULL, *order = fp_pp_calloc(f->n_nodes, sizeof(*order));
+        uint32_t *stack = fp_pp_calloc(f->n_nodes, sizeof(*stack));
+        size_t *kid_off = NULL, *level = fp_pp_calloc(f->n_nodes, sizeof(*level));
+        size_t *by_level = NULL, *level_off = NULL, n = 0, depth = 0, max_level = 0;
+        int64_t(*x)[2] = fp_pp_calloc(f->n_nodes, sizeof(*x));
+        int r = 0;
+
+        if (!order || !stack || !level || !x || sorted_children(f, &kids, &kid_off) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        stack[depth++] = 0;
+        while (depth) {
+                uint32_t i = stack[--depth];
+                order[n++] = i;
+                if (level[i] > max_level)
+                        max_level = level[i];
+                /* Its self first, then its children, heaviest first (pushed in reverse). */
+                int64_t next[2] = {x[i][0] + f->nodes[i].self[0], x[i][1] + f->nodes[i].self[1]};
+                for (size_t k = kid_off[i]; k < kid_off[i + 1]; k++) {
+                        uint32_t c = kids[k];
+                        level[c] = level[i] + 1;
+                        for (int s = 0; s < 2; s++) {
+                                x[c][s] = next[s];
+                                next[s] += f->nodes[c].total[s];
+                        }
+                }
+                for (size_t k = kid_off[i + 1]; k > kid_off[i]; k--)
+                        stack[depth++] = kids[k - 1];
+        }
+        /* Bucketed by level, keeping the preorder within each. */
+        by_level = fp_pp_calloc(n, sizeof(*by_level));
+        level_off = fp_pp_calloc(max_level + 2, sizeof(*level_off));
+        if (!by_level || !level_off) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (size_t k = 0; k < n; k++)
+                level_off[level[order[k]] + 1]++;
+        for (size_t l = 0; l <= max_level; l++)
+                level_off[l + 1] += level_off[l];
+        for (size_t k = 0; k < n; k++)
+                by_level[level_off[level[order[k]]]++] = order[k];
+        for (size_t k = 0; k < n && r >= 0; k++) {
+                const struct flame_node *nd = &f->nodes[by_level[k]];
+                struct fp_flame_bar b = {
+                    .level = level[by_level[k]],
+                    .name = nd->name,
+                    .x = {x[by_level[k]][0], x[by_level[k]][1]},
+                    .total = {nd->total[0], nd->total[1]},
+                    .self = {nd->self[0], nd->self[1]},
+                };
+                r = fn(ctx, &b);
+        }
+out:
+        free(kids);
+        free(kid_off);
+        free(order);
+        free(stack);
+        free(level);
+        free(by_level);
+        free(level_off);
+        free(x);
         return r;
 }

@@ -65,6 +65,18 @@ if ! grep -qs "\"version\": \"$PW_VERSION\"" "$PW_DIR/node_modules/playwright-co
     "playwright-core@$PW_VERSION" >/dev/null
 fi
 
+# A real Connect client for the collector's query API (tests/integration/test-grafana.sh):
+# @connectrpc/connect over @connectrpc/connect-node, messages by @bufbuild/protobuf.
+CONNECT_VERSION=2.3.0
+BUFPB_VERSION=2.17.0
+if ! grep -qs "\"version\": \"$CONNECT_VERSION\"" "$PW_DIR/node_modules/@connectrpc/connect-node/package.json" ||
+  ! grep -qs "\"version\": \"$BUFPB_VERSION\"" "$PW_DIR/node_modules/@bufbuild/protobuf/package.json"; then
+  echo "deps: installing @connectrpc/connect $CONNECT_VERSION, @bufbuild/protobuf $BUFPB_VERSION into $PW_DIR"
+  mkdir -p "$PW_DIR"
+  npm install --silent --no-audit --no-fund --prefix "$PW_DIR" "@connectrpc/connect@$CONNECT_VERSION" \
+    "@connectrpc/connect-node@$CONNECT_VERSION" "@bufbuild/protobuf@$BUFPB_VERSION" >/dev/null
+fi
+
 # @pyroscope/nodejs, a real Pyroscope client: tests/integration/test-pyroscope.sh
 # profiles a Node.js program with it and pushes to the collector's /ingest.
 PYRO_VERSION=0.6.4

@@ -1892,6 +1892,12 @@ int fp_ch_list_series(struct fp_ch *c, const struct fp_store_filter *f, fp_store
                         se.event = x->event;
                         se.service = x->service;
                         se.container = x->container;
+                        se.count_type = x->types[0];
+                        se.count_unit = x->types[1];
+                        se.value_type = x->types[2];
+                        se.value_unit = x->types[3];
+                        se.period_type = x->period_type;
+                        se.period_unit = x->period_unit;
                         r = fn(userdata, &se);
                         n++;
                 }

@@ -145,7 +145,8 @@ int fp_store_drop_totals(struct fp_store *s, const struct fp_store_filter *f, fp
 static const char series_sql[] =
     "SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config, t.active, e.name,"
     " min(b.start_ns), max(b.start_ns + b.length_ns), count(DISTINCT b.id), sum(bs.count),"
-    " sum(bs.value), t.service, t.container"
+    " sum(bs.value), t.service, t.container, e.count_type, e.count_unit, e.value_type,"
+    " e.value_unit, e.period_type, e.period_unit"
     " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
     " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
     " JOIN events e ON e.id = bs.event_id"
@@ -187,6 +188,12 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
                     .value = (uint64_t)sqlite3_column_int64(st, 12),
                     .service = fp_store_col_text(st, 13),
                     .container = fp_store_col_text(st, 14),
+                    .count_type = fp_store_col_text(st, 15),
+                    .count_unit = fp_store_col_text(st, 16),
+                    .value_type = fp_store_col_text(st, 17),
+                    .value_unit = fp_store_col_text(st, 18),
+                    .period_type = fp_store_col_text(st, 19),
+                    .period_unit = fp_store_col_text(st, 20),
                 };
                 r = fn(userdata, &se);
                 if (r < 0)

@@ -448,6 +448,8 @@ struct fp_store_series {
         const char *comm, *exe, *config;
         bool active;
         const char *event;
+        /* The event's sample types (fp_store_event's): count, value, period. */
+        const char *count_type, *count_unit, *value_type, *value_unit, *period_type, *period_unit;
         const char *service;       /* "": none */
         const char *container;     /* "": none */
         int64_t first_ns, last_ns; /* start of its first bucket, end of its last */

@@ -21,7 +21,7 @@ struct fp_backend;
 struct fp_coll_writeq_result;
 struct fp_dbgi;
 
-#define FP_COLL_MAX_ROUTES 24
+#define FP_COLL_MAX_ROUTES 40
 
 /* The cookie the web page keeps the read token in (--read-token-file). */
 #define FP_COLL_READ_COOKIE "fleetprof_read"

@@ -8,10 +8,12 @@
  * becomes the field of its parent.
  */
 #include "pbjson.h"
+#include "json.h"
 #include "pbwire.h"
 #include "util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,10 +306,43 @@ static int jdouble(struct jcur *c, uint64_t *ret)
         return 0;
 }
 
-/* A scalar of a kind that is a varint or fixed64 (into *v, *fixed telling which). */
-static int jscalar(struct jcur *c, enum fp_pbj_kind k, uint64_t *v)
+/* An enum's value: its name (one of f's), or its number. */
+static int jenum(struct jcur *c, const struct fp_pbj_field *f, uint64_t *ret)
 {
-        return k == FP_PBJ_BOOL ? jbool(c, v) : k == FP_PBJ_DOUBLE ? jdouble(c, v) : jint(c, v);
+        char *s;
+        size_t n;
+        int r;
+
+        if (!jpeek(c, '"'))
+                return jint(c, ret);
+        if ((r = jstring(c, &s, &n)) < 0)
+                return r;
+        for (size_t i = 0; f->enum_names && f->enum_names[i]; i++)
+                if (strcmp(s, f->enum_names[i]) == 0) {
+                        free(s);
+                        *ret = i;
+                        return 0;
+                }
+        char *end;
+        errno = 0;
+        *ret = strtoull(s, &end, 10);
+        r = errno || !*s || *end ? -EINVAL : 0;
+        free(s);
+        if (r < 0) {
+                char what[96];
+                snprintf(what, sizeof(what), "%s is not one of its values", f->json);
+                return jfail(c, what);
+        }
+        return 0;
+}
+
+/* A scalar of a kind that is a varint or fixed64. */
+static int jscalar(struct jcur *c, const struct fp_pbj_field *f, uint64_t *v)
+{
+        return f->kind == FP_PBJ_BOOL     ? jbool(c, v)
+               : f->kind == FP_PBJ_DOUBLE ? jdouble(c, v)
+               : f->kind == FP_PBJ_ENUM   ? jenum(c, f, v)
+                                          : jint(c, v);
 }
 
 struct jmsg {
@@ -360,7 +395,7 @@ static int jvalue(struct jcur *c, const struct fp_pbj_field *f, struct pbout *o)
         case FP_PBJ_SKIP:
                 return jskip(c);
         default:
-                if ((r = jscalar(c, f->kind, &v)) < 0)
+                if ((r = jscalar(c, f, &v)) < 0)
                         return r;
                 if (f->kind == FP_PBJ_FIXED64 || f->kind == FP_PBJ_DOUBLE) {
                         out_fixed64(o, f->number, v);
@@ -393,7 +428,7 @@ static int jrep_element(struct jcur *c, void *arg)
         case FP_PBJ_SKIP:
                 return jvalue(c, rp->f, rp->o);
         default:
-                if ((r = jscalar(c, rp->f->kind, &v)) < 0)
+                if ((r = jscalar(c, rp->f, &v)) < 0)
                         return r;
                 if (rp->f->kind == FP_PBJ_FIXED64 || rp->f->kind == FP_PBJ_DOUBLE)
                         out_le64(&rp->packed, v);
@@ -459,4 +494,167 @@ int fp_pbjson_read(const uint8_t *body, size_t len, const struct fp_pbj_msg *roo
         *ret = o.buf ? o.buf : calloc(1, 1);
         *ret_len = o.len;
         return *ret ? 0 : fp_errf(err, errlen, -ENOMEM, "out of memory");
+}
+
+/* ---- binary to JSON ---- */
+
+#define WRITE_MAX_DEPTH 12 /* each a JSON object and an array: within FP_JSON_MAX_DEPTH */
+
+static int wmessage(struct pb m, const struct fp_pbj_msg *t, struct fp_json *j, int depth);
+
+/* One scalar of field f (wire value v) as JSON. */
+static void wscalar(const struct fp_pbj_field *f, uint64_t v, struct fp_json *j)
+{
+        char num[32];
+        double d;
+
+        switch (f->kind) {
+        case FP_PBJ_BOOL:
+                fp_json_bool(j, v != 0);
+                return;
+        case FP_PBJ_DOUBLE:
+                memcpy(&d, &v, sizeof(d));
+                fp_json_double(j, d, 6);
+                return;
+        case FP_PBJ_ENUM:
+                for (size_t i = 0; f->enum_names && f->enum_names[i]; i++)
+                        if (i == v) {
+                                fp_json_string(j, f->enum_names[i]);
+                                return;
+                        }
+                fp_json_int(j, (int64_t)v);
+                return;
+        case FP_PBJ_INT:
+                snprintf(num, sizeof(num), "%" PRId64, (int64_t)v);
+                fp_json_string(j, num);
+                return;
+        default: /* FP_PBJ_UINT, FP_PBJ_FIXED64 */
+                snprintf(num, sizeof(num), "%" PRIu64, v);
+                fp_json_string(j, num);
+                return;
+        }
+}
+
+static void wbase64(const struct pb *sub, struct fp_json *j)
+{
+        size_t n = (size_t)(sub->end - sub->p);
+        char *out = malloc(4 * ((n + 2) / 3) + 1);
+
+        if (!out) {
+                fp_json_string(j, "");
+                return;
+        }
+        EVP_EncodeBlock((unsigned char *)out, sub->p, (int)n);
+        fp_json_string(j, out);
+        free(out);
+}
+
+/* One occurrence of field f: wire type wt, value v or bytes sub. */
+static int wvalue(const struct fp_pbj_field *f, unsigned wt, uint64_t v, struct pb sub,
+                  struct fp_json *j, int depth)
+{
+        switch (f->kind) {
+        case FP_PBJ_MSG:
+                return wt == WT_LEN ? wmessage(sub, f->msg, j, depth + 1) : -EBADMSG;
+        case FP_PBJ_STRING:
+                if (wt != WT_LEN)
+                        return -EBADMSG;
+                {
+                        size_t n = (size_t)(sub.end - sub.p);
+                        char *s = malloc(n + 1);
+                        if (!s)
+                                return -ENOMEM;
+                        memcpy(s, sub.p, n);
+                        s[n] = 0;
+                        fp_json_string(j, s); /* escaped and made valid UTF-8 */
+                        free(s);
+                }
+                return 0;
+        case FP_PBJ_BYTES:
+                if (wt != WT_LEN)
+                        return -EBADMSG;
+                wbase64(&sub, j);
+                return 0;
+        default:
+                if (wt == WT_LEN) {
+                        if (!f->repeated)
+                                return -EBADMSG;
+                        /* Packed: each element of sub. */
+                        bool fixed = f->kind == FP_PBJ_FIXED64 || f->kind == FP_PBJ_DOUBLE;
+                        while (sub.p < sub.end) {
+                                uint64_t e = 0;
+                                if (fixed) {
+                                        if (sub.end - sub.p < 8)
+                                                return -EBADMSG;
+                                        for (int k = 7; k >= 0; k--)
+                                                e = e << 8 | sub.p[k];
+                                        sub.p += 8;
+                                } else if (pb_varint(&sub, &e) < 0) {
+                                        return -EBADMSG;
+                                }
+                                wscalar(f, e, j);
+                        }
+                        return 0;
+                }
+                wscalar(f, v, j);
+                return 0;
+        }
+}
+
+static int wmessage(struct pb m, const struct fp_pbj_msg *t, struct fp_json *j, int depth)
+{
+        if (depth > WRITE_MAX_DEPTH)
+                return -EBADMSG;
+        fp_json_begin_object(j);
+        for (size_t i = 0; i < t->n_fields; i++) {
+                const struct fp_pbj_field *f = &t->fields[i];
+                struct pb c = m, sub = {0}, last_sub = {0};
+                uint32_t num;
+                unsigned wt, last_wt = 0;
+                uint64_t v, last_v = 0;
+                bool any = false;
+                int r;
+
+                if (f->kind == FP_PBJ_SKIP)
+                        continue;
+                while (c.p < c.end) {
+                        if (pb_field(&c, &num, &wt, &v, &sub) < 0)
+                                return -EBADMSG;
+                        if (num != f->number)
+                                continue;
+                        if (!f->repeated) {
+                                /* The last one counts (as a decoder merges them). */
+                                last_wt = wt;
+                                last_v = v;
+                                last_sub = sub;
+                                any = true;
+                                continue;
+                        }
+                        if (!any) {
+                                fp_json_key(j, f->json);
+                                fp_json_begin_array(j);
+                                any = true;
+                        }
+                        if ((r = wvalue(f, wt, v, sub, j, depth)) < 0)
+                                return r;
+                }
+                if (any && f->repeated) {
+                        fp_json_end_array(j);
+                } else if (any) {
+                        fp_json_key(j, f->json);
+                        if ((r = wvalue(f, last_wt, last_v, last_sub, j, depth)) < 0)
+                                return r;
+                }
+        }
+        fp_json_end_object(j);
+        return 0;
+}
+
+int fp_pbjson_write(const uint8_t *buf, size_t len, const struct fp_pbj_msg *root, fp_write_fn w,
+                    void *ctx)
+{
+        struct fp_json j;
+
+        fp_json_init(&j, w, ctx);
+        return wmessage((struct pb){buf, buf + len}, root, &j, 0);
 }

@@ -911,7 +911,7 @@ static int add_one(struct pb profile, void *arg)
 
 #define F(json, proto, n, kind, rep, msg)                                                          \
         {                                                                                          \
-                json, proto, n, FP_PBJ_##kind, rep, msg                                            \
+                json, proto, n, FP_PBJ_##kind, rep, msg, NULL                                      \
         }
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

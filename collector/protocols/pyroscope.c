@@ -459,22 +459,22 @@ static int connect_label(struct pb c, struct fp_coll_labels *sr, char *err, size
 /* ---- Connect's JSON: the PushRequest's fields (pbjson.h) ---- */
 
 static const struct fp_pbj_field label_fields[] = {
-    {"name", NULL, 1, FP_PBJ_STRING, false, NULL},
-    {"value", NULL, 2, FP_PBJ_STRING, false, NULL},
+    {"name", NULL, 1, FP_PBJ_STRING, false, NULL, NULL},
+    {"value", NULL, 2, FP_PBJ_STRING, false, NULL, NULL},
 };
 static const struct fp_pbj_msg label_msg = {"a LabelPair", label_fields, 2};
 static const struct fp_pbj_field sample_fields[] = {
-    {"rawProfile", "raw_profile", 1, FP_PBJ_BYTES, false, NULL},
-    {"ID", "id", 2, FP_PBJ_STRING, false, NULL},
+    {"rawProfile", "raw_profile", 1, FP_PBJ_BYTES, false, NULL, NULL},
+    {"ID", "id", 2, FP_PBJ_STRING, false, NULL, NULL},
 };
 static const struct fp_pbj_msg sample_msg = {"a RawSample", sample_fields, 2};
 static const struct fp_pbj_field series_fields[] = {
-    {"labels", NULL, 1, FP_PBJ_MSG, true, &label_msg},
-    {"samples", NULL, 2, FP_PBJ_MSG, true, &sample_msg},
+    {"labels", NULL, 1, FP_PBJ_MSG, true, &label_msg, NULL},
+    {"samples", NULL, 2, FP_PBJ_MSG, true, &sample_msg, NULL},
 };
 static const struct fp_pbj_msg series_msg = {"a RawProfileSeries", series_fields, 2};
 static const struct fp_pbj_field push_fields[] = {
-    {"series", NULL, 1, FP_PBJ_MSG, true, &series_msg},
+    {"series", NULL, 1, FP_PBJ_MSG, true, &series_msg, NULL},
 };
 static const struct fp_pbj_msg push_msg = {"a PushRequest", push_fields, 1};
 

@@ -16,6 +16,7 @@
 #include "gate.h"
 #include "otlp.h"
 #include "pyroscope.h"
+#include "querier.h"
 #include "debuginfod.h"
 
 #include <errno.h>
@@ -86,10 +87,12 @@ static bool cookie(struct evhttp_request *req, const char *name, char *buf, size
 }
 
 /*
- * With --read-token-file, a read needs that token: as a bearer token, or
- * (the web page, which asks for it once) in the fleetprof_read cookie.
+ * With --read-token-file, a read needs that token: as a bearer token, as
+ * basic authentication's password (Grafana's data sources send it so),
+ * or (the web page, which asks for it once) in the fleetprof_read
+ * cookie. connect: refused in Connect's terms.
  */
-static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req)
+static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req, bool connect)
 {
         const char *h;
         char value[512];
@@ -99,13 +102,18 @@ static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req
         h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
         if (h && strncasecmp(h, "Bearer ", 7) == 0 && fp_coll_token_equal(h + 7, s->read_token))
                 return true;
+        if (h && strncasecmp(h, "Basic ", 6) == 0 && fp_coll_auth_ok(h, s->read_token))
+                return true;
         if (cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value)) &&
             fp_coll_token_equal(value, s->read_token))
                 return true;
-        fp_coll_reply_error(req, 401,
-                            h || cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value))
-                                ? "wrong read token"
-                                : "reads need the read token (Authorization: Bearer ...)");
+        const char *why = h || cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value))
+                              ? "wrong read token"
+                              : "reads need the read token (Authorization: Bearer ...)";
+        if (connect)
+                fp_coll_connect_error(req, "unauthenticated", "%s", why);
+        else
+                fp_coll_reply_error(req, 401, "%s", why);
         return false;
 }
 
@@ -115,7 +123,10 @@ static void on_request(struct evhttp_request *req, void *arg)
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
         enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-        /* auth: W an agent's upload (--token-file), R a read (--read-token-file), - none. */
+        /*
+         * auth: W an agent's upload (--token-file), R a read (--read-token-file), Q the same
+         * in Connect's terms, - none.
+         */
         static const struct {
                 const char *path;
                 enum evhttp_cmd_type cmd;
@@ -140,6 +151,19 @@ static void on_request(struct evhttp_request *req, void *arg)
             {"/ui/", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
             {"/ui/app.js", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
             {"/ui/app.css", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
+            /* Pyroscope's query API over Connect (querier.h): Q, a read refused in Connect's terms.
+             */
+            {"/querier.v1.QuerierService/ProfileTypes", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
+            {"/querier.v1.QuerierService/LabelNames", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
+            {"/querier.v1.QuerierService/LabelValues", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
+            {"/querier.v1.QuerierService/Series", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
+            {"/querier.v1.QuerierService/SelectMergeStacktraces", EVHTTP_REQ_POST, 'Q',
+             fp_coll_querier},
+            {"/querier.v1.QuerierService/SelectMergeProfile", EVHTTP_REQ_POST, 'Q',
+             fp_coll_querier},
+            {"/querier.v1.QuerierService/SelectSeries", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
+            {"/querier.v1.QuerierService/Diff", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
+            {"/settings.v1.SettingsService/Get", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
         };
         _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 
@@ -162,10 +186,11 @@ static void on_request(struct evhttp_request *req, void *arg)
                 s->st.by_route[i].path = routes[i].path;
                 s->st.by_route[i].n++;
                 if ((routes[i].auth == 'W' && !authorized(s, req)) ||
-                    (routes[i].auth == 'R' && !read_authorized(s, req)))
+                    ((routes[i].auth == 'R' || routes[i].auth == 'Q') &&
+                     !read_authorized(s, req, routes[i].auth == 'Q')))
                         return;
                 /* A read's queries stop at its time budget (503 with the reason). */
-                if (routes[i].auth == 'R')
+                if (routes[i].auth == 'R' || routes[i].auth == 'Q')
                         fp_backend_set_deadline(s->store, (int64_t)fp_now_ns(CLOCK_MONOTONIC) +
                                                               (int64_t)s->max_read_ns);
                 routes[i].fn(s, req);
