@@ -50,6 +50,7 @@ const char *const fp_coll_gate_reason_names[FP_GATE_N_REASONS] = {
     [FP_GATE_HEAD_LARGE] = "head_too_large",
     [FP_GATE_BUSY] = "busy",
     [FP_GATE_PEER_BUSY] = "peer_busy",
+    [FP_GATE_QUERY_LARGE] = "query_too_large",
     [FP_GATE_SLOW] = "slow",
     [FP_GATE_FLOOD] = "flood",
     [FP_GATE_SHED] = "shed",
@@ -68,6 +69,7 @@ static const struct {
     [FP_GATE_HEAD_LARGE] = {431, "request head too large"},
     [FP_GATE_BUSY] = {503, "too many connections; try again later"},
     [FP_GATE_PEER_BUSY] = {429, "too many connections from this address; try again later"},
+    [FP_GATE_QUERY_LARGE] = {413, "a query's body is larger than 4 MiB"},
 };
 
 /* ---- the judge ---- */
@@ -120,6 +122,22 @@ static bool request_line_ok(const char *l, size_t len)
                 return false;
         len -= (size_t)(sp2 + 1 - l);
         return len == 8 && memcmp(sp2 + 1, "HTTP/1.", 7) == 0 && (sp2[8] == '0' || sp2[8] == '1');
+}
+
+/* Whether the request line's target is a call of the query API. */
+static bool query_call(const char *line, size_t len)
+{
+        static const char *const paths[] = FP_COLL_GATE_QUERY_PATHS;
+        const char *target = memchr(line, ' ', len);
+
+        if (!target)
+                return false;
+        target++;
+        len -= (size_t)(target - line);
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+                if (len > strlen(paths[i]) && memcmp(target, paths[i], strlen(paths[i])) == 0)
+                        return true;
+        return false;
 }
 
 void fp_coll_gate_judge(const char *head, size_t len, const char *token,
@@ -205,6 +223,17 @@ void fp_coll_gate_judge(const char *head, size_t len, const char *token,
                 v->reason = FP_GATE_NO_BODY;
                 return;
         }
+        if (query_call(head, v->line_len)) {
+                /*
+                 * A query: a small body, its token the server's to check (the read
+                 * token, refused in the query API's own terms). Chunked: capped as it passes.
+                 */
+                v->query = true;
+                if (v->body > FP_COLL_GATE_QUERY_BODY)
+                        v->reason = FP_GATE_QUERY_LARGE;
+                v->pass_rest = seen[H_TE] > 0;
+                return;
+        }
         if (token && !(seen[H_AUTH] && fp_coll_auth_ok(vals[H_AUTH], token))) {
                 v->reason = seen[H_AUTH] && (strncasecmp(vals[H_AUTH], "Bearer ", 7) == 0 ||
                                              strncasecmp(vals[H_AUTH], "Basic ", 6) == 0)
@@ -235,6 +264,7 @@ struct conn {
         bool busy;     /* moving bytes: the watch's own changes are not new input */
         bool held_ref; /* a reference on bev until admit() */
         uint64_t body_left;
+        uint64_t pass_left;  /* PASS of a chunked query: bytes it may still pass (0: no cap) */
         int refuse;          /* -1, or the reason to refuse the next request with */
         bool counted_peer;   /* counted in g->peers */
         bool hung;           /* hung up: closing, not counted as open */
@@ -545,7 +575,8 @@ static void judge_head(struct conn *c, size_t hlen, size_t eol, struct evbuffer 
         if (c->refuse >= 0 && v.reason < 0)
                 v.reason = c->refuse;
         /* Past the cap, uploads with the token go before everyone else: the rest wait (503). */
-        if (v.reason < 0 && !v.body && !v.pass_rest && c->g->open - c->g->hung > c->g->max_conns)
+        bool upload = (v.body || v.pass_rest) && !v.query;
+        if (v.reason < 0 && !upload && c->g->open - c->g->hung > c->g->max_conns)
                 v.reason = FP_GATE_BUSY;
         if (v.reason >= 0) {
                 refuse(c, h, v.line_len, v.line_ok, v.reason, dst);
@@ -553,11 +584,12 @@ static void judge_head(struct conn *c, size_t hlen, size_t eol, struct evbuffer 
                 pass_head(h, hlen + eol, dst);
                 c->in_request = true;
                 /* An upload that passed the judge (with the token, when there is one). */
-                if (v.body || v.pass_rest)
+                if (upload)
                         c->trust = 2;
                 else if (c->trust == 0)
                         c->trust = 1;
                 c->body_left = v.body;
+                c->pass_left = v.pass_rest && v.query ? FP_COLL_GATE_QUERY_BODY : 0;
                 c->state = v.pass_rest ? PASS : v.body ? BODY : HEAD;
                 evtimer_del(c->timer);
                 if (c->state == BODY)
@@ -649,7 +681,17 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
                 return;
         c->last_input = fp_now_ns(CLOCK_MONOTONIC);
         c->busy = true;
-        if (c->state != PASS) {
+        if (c->state == PASS && c->pass_left) {
+                /* A chunked query: its bytes counted as they pass, the connection's rest too. */
+                if (info->n_added > c->pass_left) {
+                        evbuffer_remove_buffer(in, c->tmp, len - info->n_added);
+                        evbuffer_drain(in, evbuffer_get_length(in));
+                        evbuffer_add_buffer(in, c->tmp);
+                        hang_up(c, FP_GATE_QUERY_LARGE);
+                } else {
+                        c->pass_left -= info->n_added;
+                }
+        } else if (c->state != PASS) {
                 if (evbuffer_get_length(c->held) == 0 && c->state == HEAD && c->refuse < 0 &&
                     c->trust > 0)
                         arm(c, FP_COLL_GATE_HEAD_S); /* a later head's first byte */

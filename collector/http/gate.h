@@ -16,7 +16,13 @@
  * (fp_coll_gate_answer()) and closes. So:
  *
  *   - a body is taken only with a POST, and (with --token-file) only with
- *     the upload token: 401 from the headers, the body never read;
+ *     the upload token: 401 from the headers, the body never read; but a
+ *     call of the query API over Connect (read/querier.h: its paths start
+ *     with FP_COLL_GATE_QUERY_PATHS) takes a body of at most
+ *     FP_COLL_GATE_QUERY_BODY bytes without it (413 from a Content-Length
+ *     past it; a chunked body, as Connect's Node.js client sends, is
+ *     counted as it passes and the connection closed past it), and the
+ *     server checks its read token, to refuse it in Connect's terms;
  *   - a connection's first head must arrive within FP_COLL_GATE_HEAD_S
  *     seconds of its accept, any later one within as long from its first
  *     byte, and a body at FP_COLL_GATE_MIN_RATE bytes a second after a
@@ -49,13 +55,19 @@ struct bufferevent;
 struct evhttp_request;
 struct fp_coll_gate;
 
-#define FP_COLL_GATE_HEADER   "X-Fleetprof-Gate"
-#define FP_COLL_GATE_MAX_HEAD (64 << 10) /* bytes of a request's head (as evhttp's limit) */
-#define FP_COLL_GATE_HEAD_S   5          /* seconds to a head's end, see above */
-#define FP_COLL_GATE_IDLE_MS  1000       /* idle this long, a bodiless client's may be shed */
-#define FP_COLL_GATE_YOUNG_MS 250        /* younger than this, no connection is shed */
-#define FP_COLL_GATE_BODY_S   30         /* grace for a body, then ... */
-#define FP_COLL_GATE_MIN_RATE (16 << 10) /* ... bytes a second on average */
+#define FP_COLL_GATE_HEADER     "X-Fleetprof-Gate"
+#define FP_COLL_GATE_MAX_HEAD   (64 << 10) /* bytes of a request's head (as evhttp's limit) */
+#define FP_COLL_GATE_HEAD_S     5          /* seconds to a head's end, see above */
+#define FP_COLL_GATE_IDLE_MS    1000       /* idle this long, a bodiless client's may be shed */
+#define FP_COLL_GATE_YOUNG_MS   250        /* younger than this, no connection is shed */
+#define FP_COLL_GATE_BODY_S     30         /* grace for a body, then ... */
+#define FP_COLL_GATE_MIN_RATE   (16 << 10) /* ... bytes a second on average */
+#define FP_COLL_GATE_QUERY_BODY (4 << 20)  /* a query's body, see above */
+/* The paths of the query API's calls: their services. */
+#define FP_COLL_GATE_QUERY_PATHS                                                                   \
+        {                                                                                          \
+                "/querier.v1.QuerierService/", "/settings.v1.SettingsService/"                     \
+        }
 
 /* Why a connection or request was refused; the index of its counter. */
 enum fp_coll_gate_reason {
@@ -66,6 +78,7 @@ enum fp_coll_gate_reason {
         FP_GATE_HEAD_LARGE,   /* 431: a head past FP_COLL_GATE_MAX_HEAD */
         FP_GATE_BUSY,         /* 503: --max-connections reached */
         FP_GATE_PEER_BUSY,    /* 429: --max-connections-per-ip reached */
+        FP_GATE_QUERY_LARGE,  /* 413: a query's body too large */
         FP_GATE_SLOW,         /* closed: a head or body too slow */
         FP_GATE_FLOOD,        /* closed at once: far past --max-connections */
         FP_GATE_SHED,         /* closed to make room for a new one (see above) */
@@ -111,6 +124,7 @@ struct fp_coll_gate_verdict {
         uint64_t body;   /* bytes of body that follow (Content-Length) */
         size_t line_len; /* length of the request line */
         bool line_ok;    /* the request line reads METHOD SP TARGET SP HTTP/1.x */
+        bool query;      /* a call of the query API (its body no upload) */
 };
 void fp_coll_gate_judge(const char *head, size_t len, const char *token,
                         struct fp_coll_gate_verdict *v);

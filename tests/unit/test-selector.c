@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The query API's parts that need no server: label selectors
+ * (collector/read/selector.c), protobuf JSON written from binary by a
+ * message's table (collector/http/pbjson.c), and the flame graph walked
+ * level by level as Pyroscope's FlameGraph lays it out
+ * (proto/pprof_flame.c, fp_flame_levels).
+ */
+#include "fp-test.h"
+#include "pbjson.h"
+#include "pbwire.h"
+#include "pprof.h"
+#include "selector.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A series' labels for the matcher: "name=value" pairs. */
+struct labels {
+        const char *const *kv;
+};
+
+static const char *label(void *ctx, const char *name)
+{
+        const struct labels *l = ctx;
+        for (const char *const *p = l->kv; *p; p++) {
+                size_t n = strlen(name);
+                if (strncmp(*p, name, n) == 0 && (*p)[n] == '=')
+                        return *p + n + 1;
+        }
+        return "";
+}
+
+/* Whether text parses and selects the labels kv. -1: it does not parse. */
+static int selects(const char *text, const char *const *kv)
+{
+        struct fp_selector s;
+        struct labels l = {kv};
+        char err[256];
+
+        if (fp_sel_parse(text, &s, err, sizeof(err)) < 0)
+                return -1;
+        int r = fp_sel_match(&s, label, &l);
+        fp_sel_free(&s);
+        return r;
+}
+
+static void test_selectors(void)
+{
+        static const char *const api[] = {"service_name=api", "host=web-1", "pid=42", NULL};
+        static const char *const db[] = {"service_name=db", "host=db-1", "container=c0ffee", NULL};
+        char err[256];
+        struct fp_selector s;
+
+        FP_CHECK_EQ_INT(selects(NULL, api), 1);
+        FP_CHECK_EQ_INT(selects("", api), 1);
+        FP_CHECK_EQ_INT(selects(" { } ", api), 1);
+        FP_CHECK_EQ_INT(selects("{service_name=\"api\"}", api), 1);
+        FP_CHECK_EQ_INT(selects("{service_name=\"api\"}", db), 0);
+        FP_CHECK_EQ_INT(selects("{service_name!=\"api\"}", db), 1);
+        FP_CHECK_EQ_INT(selects("{service_name!=\"api\"}", api), 0);
+        /* Anchored at both ends, as Prometheus' are. */
+        FP_CHECK_EQ_INT(selects("{host=~\"web-.*\"}", api), 1);
+        FP_CHECK_EQ_INT(selects("{host=~\"web\"}", api), 0);
+        FP_CHECK_EQ_INT(selects("{host=~\"eb-1\"}", api), 0);
+        FP_CHECK_EQ_INT(selects("{host!~\"web-.*\"}", db), 1);
+        FP_CHECK_EQ_INT(selects("{host!~\"web-.*\"}", api), 0);
+        FP_CHECK_EQ_INT(selects("{host=~\"web-1|db-1\", service_name=\"db\"}", db), 1);
+        FP_CHECK_EQ_INT(selects("{host=~\"web-1|db-1\", service_name=\"db\"}", api), 0);
+        /* A label a series lacks reads as "". */
+        FP_CHECK_EQ_INT(selects("{container=\"\"}", api), 1);
+        FP_CHECK_EQ_INT(selects("{container=\"\"}", db), 0);
+        FP_CHECK_EQ_INT(selects("{container!=\"\"}", db), 1);
+        FP_CHECK_EQ_INT(selects("{container=~\".+\"}", api), 0);
+        /* Quotes, escapes, a trailing comma, spaces. */
+        FP_CHECK_EQ_INT(selects("{ service_name = 'api' , }", api), 1);
+        FP_CHECK_EQ_INT(selects("{service_name=`api`}", api), 1);
+        static const char *const odd[] = {"path=a\"b\\c\nd", NULL};
+        FP_CHECK_EQ_INT(selects("{path=\"a\\\"b\\\\c\\nd\"}", odd), 1);
+        FP_CHECK_EQ_INT(selects("{path=`a\"b\\c\nd`}", odd), 1);
+        FP_CHECK(fp_sel_parse("{a=\"1\", b=~\"x\", a=\"2\"}", &s, err, sizeof(err)) == 0);
+        FP_CHECK_EQ_STR(fp_sel_equal(&s, "a"), "1");
+        FP_CHECK(fp_sel_equal(&s, "b") == NULL);
+        fp_sel_free(&s);
+
+        /* Malformed: each one line, nothing to free. */
+        static const char *const bad[] = {
+            "service_name=\"api\"", /* no braces */
+            "{service_name=\"api\"",
+            "{service_name=\"api}",
+            "{service_name=api}",
+            "{service_name==\"api\"}",
+            "{service_name~\"api\"}",
+            "{=\"api\"}",
+            "{1abc=\"x\"}",
+            "{a=\"x\" b=\"y\"}",
+            "{a=\"x\"} trailing",
+            "{a=~\"(\"}",
+            "{a=~\"[z-a]\"}",
+            "{a=\"\\q\"}",
+            "{a=\"x\",,}",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                err[0] = 0;
+                int r = fp_sel_parse(bad[i], &s, err, sizeof(err));
+                FP_CHECK(r == -EINVAL);
+                FP_CHECK(err[0] && !strchr(err, '\n'));
+                if (r == 0)
+                        fprintf(stderr, "parsed: %s\n", bad[i]);
+        }
+        /* Bounds: too many matchers, too long a text, name or expression. */
+        char big[FP_SEL_MAX_TEXT + 64];
+        size_t n = (size_t)snprintf(big, sizeof(big), "{");
+        for (int i = 0; i <= FP_SEL_MAX_MATCHERS; i++)
+                n += (size_t)snprintf(big + n, sizeof(big) - n, "a%d=\"x\",", i);
+        snprintf(big + n, sizeof(big) - n, "}");
+        FP_CHECK(fp_sel_parse(big, &s, err, sizeof(err)) == -EINVAL && strstr(err, "matchers"));
+        memset(big, ' ', sizeof(big) - 1);
+        big[sizeof(big) - 1] = 0;
+        FP_CHECK(fp_sel_parse(big, &s, err, sizeof(err)) == -EINVAL);
+        char name[FP_SEL_MAX_NAME + 16] = "{";
+        memset(name + 1, 'n', FP_SEL_MAX_NAME + 1);
+        strcpy(name + FP_SEL_MAX_NAME + 2, "=\"\"}");
+        FP_CHECK(fp_sel_parse(name, &s, err, sizeof(err)) == -EINVAL);
+        char re[FP_SEL_MAX_REGEX + 32];
+        n = (size_t)snprintf(re, sizeof(re), "{a=~\"");
+        memset(re + n, 'x', FP_SEL_MAX_REGEX + 1);
+        strcpy(re + n + FP_SEL_MAX_REGEX + 1, "\"}");
+        FP_CHECK(fp_sel_parse(re, &s, err, sizeof(err)) == -EINVAL && strstr(err, "longer"));
+}
+
+/* ---- JSON from binary ---- */
+
+static const char *const colors[] = {"RED", "GREEN", NULL};
+static const struct fp_pbj_field inner_f[] = {
+    {"name", NULL, 1, FP_PBJ_STRING, false, NULL, NULL},
+    {"values", NULL, 2, FP_PBJ_INT, true, NULL, NULL},
+};
+static const struct fp_pbj_msg inner = {"an Inner", inner_f, 2};
+static const struct fp_pbj_field outer_f[] = {
+    {"items", NULL, 1, FP_PBJ_MSG, true, &inner, NULL},
+    {"total", NULL, 2, FP_PBJ_INT, false, NULL, NULL},
+    {"ratio", NULL, 3, FP_PBJ_DOUBLE, false, NULL, NULL},
+    {"color", NULL, 4, FP_PBJ_ENUM, false, NULL, colors},
+    {"ok", NULL, 5, FP_PBJ_BOOL, false, NULL, NULL},
+    {"blob", NULL, 6, FP_PBJ_BYTES, false, NULL, NULL},
+    {"ids", NULL, 7, FP_PBJ_UINT, true, NULL, NULL},
+};
+static const struct fp_pbj_msg outer = {"an Outer", outer_f, 7};
+
+static void to_json(const uint8_t *buf, size_t len, char *out, size_t outlen, int *ret)
+{
+        FILE *f = fmemopen(out, outlen, "w");
+        *ret = fp_pbjson_write(buf, len, &outer, fp_write_file, f);
+        fclose(f);
+}
+
+static void test_json(void)
+{
+        struct pbout o = {0}, m = {0}, packed = {0};
+        char json[1024];
+        double d = 0.5;
+        uint64_t bits;
+        int r;
+
+        out_str(&m, 1, "a\"b");
+        out_varint(&packed, 3);
+        out_varint(&packed, (uint64_t)-2); /* an int64 of -2 */
+        out_len(&m, 2, packed.buf, packed.len);
+        out_msg(&o, 1, &m);
+        out_str(&m, 1, "second");
+        out_uint(&m, 2, 7); /* unpacked */
+        out_msg(&o, 1, &m);
+        out_uint(&o, 2, 5);
+        out_uint(&o, 2, 9000000000ULL); /* the last one counts */
+        memcpy(&bits, &d, sizeof(bits));
+        out_fixed64(&o, 3, bits);
+        out_uint(&o, 4, 1);
+        out_uint(&o, 5, 1);
+        out_len(&o, 6, "hi!", 3);
+        out_uint(&o, 7, UINT64_MAX);
+        out_uint(&o, 99, 1); /* unknown: left out */
+        to_json(o.buf, o.len, json, sizeof(json), &r);
+        FP_CHECK_EQ_INT(r, 0);
+        FP_CHECK_EQ_STR(json,
+                        "{\"items\":[{\"name\":\"a\\\"b\",\"values\":[\"3\",\"-2\"]},"
+                        "{\"name\":\"second\",\"values\":[\"7\"]}],\"total\":\"9000000000\","
+                        "\"ratio\":0.500000,\"color\":\"GREEN\",\"ok\":true,\"blob\":\"aGkh\","
+                        "\"ids\":[\"18446744073709551615\"]}");
+        /* Not such a message: a truncated field, a string where a number is, a packed single. */
+        to_json(o.buf, o.len - 1, json, sizeof(json), &r);
+        FP_CHECK_EQ_INT(r, -EBADMSG);
+        o.len = 0;
+        out_str(&o, 2, "x");
+        to_json(o.buf, o.len, json, sizeof(json), &r);
+        FP_CHECK_EQ_INT(r, -EBADMSG);
+        /* Read back: the JSON into binary and again into JSON, the same text. */
+        uint8_t *bin;
+        size_t bin_len;
+        char err[256], again[1024];
+        const char *in = "{\"items\":[{\"name\":\"x\",\"values\":[\"1\",2]}],\"color\":\"RED\","
+                         "\"ok\":true,\"total\":\"-4\"}";
+        r = fp_pbjson_read((const uint8_t *)in, strlen(in), &outer, &bin, &bin_len, err,
+                           sizeof(err));
+        FP_CHECK_EQ_INT(r, 0);
+        if (r == 0) {
+                to_json(bin, bin_len, again, sizeof(again), &r);
+                FP_CHECK_EQ_STR(again, "{\"items\":[{\"name\":\"x\",\"values\":[\"1\",\"2\"]}],"
+                                       "\"total\":\"-4\",\"color\":\"RED\",\"ok\":true}");
+                free(bin);
+        }
+        in = "{\"color\":\"BLUE\"}";
+        FP_CHECK(fp_pbjson_read((const uint8_t *)in, strlen(in), &outer, &bin, &bin_len, err,
+                                sizeof(err)) == -EINVAL);
+        FP_CHECK(strstr(err, "color") != NULL);
+        free(o.buf);
+        free(m.buf);
+        free(packed.buf);
+}
+
+/* ---- the flame graph by levels ---- */
+
+struct bars {
+        struct fp_flame_bar b[64];
+        size_t n;
+};
+
+static int on_bar(void *ctx, const struct fp_flame_bar *b)
+{
+        struct bars *bs = ctx;
+        if (bs->n < 64)
+                bs->b[bs->n++] = *b;
+        return 0;
+}
+
+static void test_levels(void)
+{
+        /* main;a;x 5, main;a 2, main;b 3, other 1: leaf first in pprof. */
+        struct fp_pprof *p = fp_pprof_new();
+        struct fp_flame *f = NULL;
+        struct bars bs = {0};
+        const char *stacks[][4] = {
+            {"x", "a", "main", NULL}, {"a", "main", NULL}, {"b", "main", NULL}, {"other", NULL}};
+        int64_t counts[] = {5, 2, 3, 1};
+
+        FP_CHECK(p && fp_pprof_add_sample_type(p, "samples", "count") == 0);
+        for (size_t i = 0; i < 4; i++) {
+                uint64_t locs[4];
+                size_t n = 0;
+                for (; stacks[i][n]; n++) {
+                        uint64_t fn = 0;
+                        FP_CHECK(fp_pprof_function(p, stacks[i][n], "", &fn) == 0);
+                        FP_CHECK(fp_pprof_location(p, 0, 0x1000 + 16 * fn, fn, &locs[n]) == 0);
+                }
+                FP_CHECK(fp_pprof_add_sample(p, locs, n, &counts[i], NULL, 0) == 0);
+        }
+        FP_CHECK(fp_flame_new(&f) == 0);
+        FP_CHECK(fp_flame_add(f, p, 0, 0) == 0);
+        FP_CHECK(fp_flame_levels(f, on_bar, &bs) == 0);
+        /* Level by level; in each, left to right; a node's self first, then its children heaviest
+         * first. */
+        static const struct {
+                size_t level;
+                const char *name;
+                int64_t x, total, self;
+        } want[] = {
+            {0, "all", 0, 11, 0}, {1, "main", 0, 10, 0}, {1, "other", 10, 1, 1},
+            {2, "a", 0, 7, 2},    {2, "b", 7, 3, 3},     {3, "x", 2, 5, 5},
+        };
+        FP_CHECK_EQ_INT(bs.n, 6);
+        for (size_t i = 0; i < 6 && i < bs.n; i++) {
+                FP_CHECK_EQ_INT(bs.b[i].level, want[i].level);
+                FP_CHECK_EQ_STR(fp_flame_name(f, bs.b[i].name), want[i].name);
+                FP_CHECK_EQ_INT(bs.b[i].x[0], want[i].x);
+                FP_CHECK_EQ_INT(bs.b[i].total[0], want[i].total);
+                FP_CHECK_EQ_INT(bs.b[i].self[0], want[i].self);
+        }
+        FP_CHECK_EQ_STR(fp_flame_name(f, 100000), "");
+        fp_flame_free(f);
+        fp_pprof_free(p);
+}
+
+int main(void)
+{
+        test_selectors();
+        test_json();
+        test_levels();
+        return FP_TEST_DONE();
+}
