@@ -26,6 +26,8 @@ int fp_backend_open(const char *spec, const char *credentials_file, uint64_t max
                 r = fp_store_open(spec, max_bytes, &b->sq, err, errlen);
         else
                 r = fp_store_open_readonly(spec, &b->sq, err, errlen);
+        if (r >= 0 && b->sq)
+                fp_store_set_rollups(b->sq, true); /* a collector's: summaries kept and read */
         if (r < 0) {
                 free(b);
                 return r;
@@ -110,4 +112,9 @@ int fp_backend_host_costs(struct fp_backend *b, const struct fp_store_filter *f,
 int fp_backend_stats(struct fp_backend *b, struct fp_store_stats *ret)
 {
         return b->ch ? fp_ch_stats(b->ch, ret) : fp_store_stats(b->sq, ret);
+}
+
+int fp_backend_rollup_step(struct fp_backend *b, int64_t now_ns, int64_t grace_ns)
+{
+        return b->ch ? 0 : fp_store_rollup_step(b->sq, now_ns, grace_ns);
 }

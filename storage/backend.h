@@ -52,3 +52,8 @@ int fp_backend_timeline(struct fp_backend *b, const struct fp_store_filter *f, f
 int fp_backend_host_costs(struct fp_backend *b, const struct fp_store_filter *f,
                           fp_store_host_cost_fn fn, void *userdata);
 int fp_backend_stats(struct fp_backend *b, struct fp_store_stats *ret);
+/*
+ * One step of keeping the summaries (SQLite: fp_store_rollup_step(); ClickHouse keeps
+ * none): 1 when it did one, 0 when none is due, or -errno.
+ */
+int fp_backend_rollup_step(struct fp_backend *b, int64_t now_ns, int64_t grace_ns);

@@ -24,9 +24,12 @@ struct q_event {
         int64_t period;
 };
 
+/* A series in one bucket, or in one summary (span: an hour or a day, rollup.c). */
 struct q_match {
         int64_t bucket, target, event;
-        int64_t start_ns, length_ns;
+        int64_t start_ns,
+            length_ns;            /* the buckets' time (a summary's: from its first to its last) */
+        int64_t span, span_start; /* a summary's; span 0: a bucket */
 };
 
 struct q_target {
@@ -228,37 +231,235 @@ static size_t wall_matches(struct query *q)
  * profile). *ret_ref gets the event whose sample types the profile takes
  * (NULL: nothing matched).
  */
-static int find_matches(struct query *q, const struct fp_store_filter *f,
-                        const struct q_event **ret_ref)
+/*
+ * Adds the rows of st (bucket or span start, target, event, start_ns,
+ * length_ns) as matches of span (0: buckets), but those keep() refuses.
+ */
+static int add_matches(struct query *q, sqlite3_stmt *st, int64_t span,
+                       bool (*keep)(struct query *q, const struct q_match *m, void *ud), void *ud)
 {
-        static const char sql[] =
-            "SELECT bs.bucket_id, bs.target_id, bs.event_id, b.start_ns, b.length_ns"
-            " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
-            " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
-            " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " ORDER BY bs.bucket_id, bs.event_id";
-        const struct q_event *ref = NULL;
-        sqlite3_stmt *st = NULL;
-        size_t kept = 0;
-        int rc, r = fp_store_prepare(q->s, sql, &st);
+        int rc, r = 0;
 
-        *ret_ref = NULL;
-        if (r < 0)
-                return r;
-        fp_store_bind_filter(st, f);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct q_match m = {.bucket = sqlite3_column_int64(st, 0),
+                                    .target = sqlite3_column_int64(st, 1),
+                                    .event = sqlite3_column_int64(st, 2),
+                                    .start_ns = sqlite3_column_int64(st, 3),
+                                    .length_ns = sqlite3_column_int64(st, 4)};
+                if (span) {
+                        m.span = span;
+                        m.span_start = m.bucket;
+                        m.bucket = 0;
+                }
+                if (keep && !keep(q, &m, ud))
+                        continue;
                 if (fp_grow((void **)&q->matches, &q->cap_matches, q->n_matches + 1,
                             sizeof(*q->matches)) < 0) {
                         r = oom(q);
                         break;
                 }
-                q->matches[q->n_matches++] =
-                    (struct q_match){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                                     sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
-                                     sqlite3_column_int64(st, 4)};
+                q->matches[q->n_matches++] = m;
         }
         if (r == 0 && rc != SQLITE_DONE)
                 r = fp_store_db_fail(q->s, rc, "find matching buckets");
+        return r;
+}
+
+/* The buckets f selects, as matches (keep: as add_matches()). */
+static int raw_matches(struct query *q, const struct fp_store_filter *f,
+                       bool (*keep)(struct query *q, const struct q_match *m, void *ud), void *ud)
+{
+        static const char sql[] =
+            "SELECT bs.bucket_id, bs.target_id, bs.event_id, b.start_ns, b.length_ns"
+            " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+            " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
+            " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND " FILTER_START
+            " ORDER BY bs.bucket_id, bs.event_id";
+        sqlite3_stmt *st = NULL;
+        int r = fp_store_prepare(q->s, sql, &st);
+
+        if (r < 0)
+                return r;
+        fp_store_bind_filter(st, f);
+        r = add_matches(q, st, 0, keep, ud);
         sqlite3_finalize(st);
+        return r;
+}
+
+/* A series' day or hour: (target, event, span start), for the sets below. */
+struct series_span {
+        int64_t target, event, start;
+};
+
+struct span_set {
+        struct series_span *v;
+        size_t n, cap;
+};
+
+static int cmp_span(const void *a, const void *b)
+{
+        const struct series_span *x = a, *y = b;
+        if (x->target != y->target)
+                return x->target < y->target ? -1 : 1;
+        if (x->event != y->event)
+                return x->event < y->event ? -1 : 1;
+        return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static bool span_in(const struct span_set *set, int64_t target, int64_t event, int64_t start)
+{
+        struct series_span k = {target, event, start};
+        return set->n && bsearch(&k, set->v, set->n, sizeof(k), cmp_span);
+}
+
+/* An hour's summary whose day's summary is read instead is left out. */
+static bool hour_not_in_day(struct query *q, const struct q_match *m, void *ud)
+{
+        (void)q;
+        return !span_in(ud, m->target, m->event, m->span_start - m->span_start % FP_STORE_DAY_NS);
+}
+
+/* A bucket of a marked hour: only the series marked (the others' are in their summaries). */
+static bool marked_series(struct query *q, const struct q_match *m, void *ud)
+{
+        (void)q;
+        return span_in(ud, m->target, m->event, m->start_ns - m->start_ns % FP_STORE_HOUR_NS);
+}
+
+/* The summaries of span starting in [from, to) of the targets f selects, as matches. */
+static int summary_matches(struct query *q, const struct fp_store_filter *f, int64_t span,
+                           int64_t from, int64_t to, struct span_set *covered,
+                           bool (*keep)(struct query *q, const struct q_match *m, void *ud),
+                           void *ud)
+{
+        static const char sql[] =
+            "SELECT r.start_ns, r.target_id, r.event_id, r.first_ns, r.last_ns - r.first_ns"
+            " FROM rollups r JOIN targets t ON t.id = r.target_id JOIN hosts h ON h.id = t.host_id"
+            " WHERE r.span_ns = ?20 AND r.start_ns >= ?21 AND r.start_ns < ?22 AND " FILTER_TARGETS;
+        sqlite3_stmt *st = NULL;
+        size_t before = q->n_matches;
+        int r = fp_store_prepare(q->s, sql, &st);
+
+        if (r < 0)
+                return r;
+        fp_store_bind_filter(st, f);
+        sqlite3_bind_int64(st, 20, span);
+        sqlite3_bind_int64(st, 21, from);
+        sqlite3_bind_int64(st, 22, to);
+        r = add_matches(q, st, span, keep, ud);
+        sqlite3_finalize(st);
+        for (size_t i = before; r == 0 && covered && i < q->n_matches; i++) {
+                if (fp_grow((void **)&covered->v, &covered->cap, covered->n + 1,
+                            sizeof(*covered->v)) < 0)
+                        return oom(q);
+                covered->v[covered->n++] = (struct series_span){
+                    q->matches[i].target, q->matches[i].event, q->matches[i].span_start};
+        }
+        if (covered && covered->n)
+                qsort(covered->v, covered->n, sizeof(*covered->v), cmp_span);
+        return r;
+}
+
+/*
+ * The matches of a range of whole hours read from summaries (rollup.c):
+ * the buckets that start in [since, H0) and [H1, until) as they are; in
+ * [H0, H1), each series' day summary where it has one, else its hours'
+ * summaries, and the buckets of its marked hours (not summarised yet).
+ * The same buckets as raw_matches() over the whole range, merged once.
+ */
+static int summarised_matches(struct query *q, const struct fp_store_filter *f, int64_t h0,
+                              int64_t h1)
+{
+        int64_t d0 = (h0 + FP_STORE_DAY_NS - 1) / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
+        int64_t d1 = h1 / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
+        struct span_set days = {0}, marked = {0};
+        struct fp_store_filter edge = *f;
+        sqlite3_stmt *st = NULL;
+        int rc, r;
+
+        /* The ragged ends. */
+        edge.until_ns = h0;
+        r = raw_matches(q, &edge, NULL, NULL);
+        edge = *f;
+        edge.start_from_ns = h1;
+        if (r == 0)
+                r = raw_matches(q, &edge, NULL, NULL);
+        /* Whole days, then the hours their days do not cover. */
+        if (r == 0 && d1 > d0)
+                r = summary_matches(q, f, FP_STORE_DAY_NS, d0, d1, &days, NULL, NULL);
+        if (r == 0)
+                r = summary_matches(q, f, FP_STORE_HOUR_NS, h0, h1, NULL, hour_not_in_day, &days);
+        /* Marked hours: their marked series' buckets. */
+        if (r == 0)
+                r = fp_store_prepare(q->s,
+                                     "SELECT start_ns, target_id, event_id FROM rollup_dirty"
+                                     " WHERE span_ns = ?1 AND start_ns >= ?2 AND start_ns < ?3"
+                                     " ORDER BY start_ns",
+                                     &st);
+        if (r == 0) {
+                sqlite3_bind_int64(st, 1, FP_STORE_HOUR_NS);
+                sqlite3_bind_int64(st, 2, h0);
+                sqlite3_bind_int64(st, 3, h1);
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                        if (fp_grow((void **)&marked.v, &marked.cap, marked.n + 1,
+                                    sizeof(*marked.v)) < 0) {
+                                r = oom(q);
+                                break;
+                        }
+                        marked.v[marked.n++] = (struct series_span){sqlite3_column_int64(st, 1),
+                                                                    sqlite3_column_int64(st, 2),
+                                                                    sqlite3_column_int64(st, 0)};
+                }
+                if (r == 0 && rc != SQLITE_DONE)
+                        r = fp_store_db_fail(q->s, rc, "find marked hours");
+        }
+        sqlite3_finalize(st);
+        if (r == 0 && marked.n) {
+                struct series_span *hours = malloc(marked.n * sizeof(*hours));
+                size_t n_hours = 0;
+                if (!hours)
+                        r = oom(q);
+                /* Each marked hour's buckets once (the marks came sorted by hour). */
+                for (size_t i = 0; r == 0 && i < marked.n; i++)
+                        if (!n_hours || hours[n_hours - 1].start != marked.v[i].start)
+                                hours[n_hours++] = marked.v[i];
+                qsort(marked.v, marked.n, sizeof(*marked.v), cmp_span);
+                for (size_t i = 0; r == 0 && i < n_hours; i++) {
+                        edge = *f;
+                        edge.since_ns = hours[i].start;
+                        edge.start_from_ns = hours[i].start;
+                        edge.until_ns = hours[i].start + FP_STORE_HOUR_NS;
+                        r = raw_matches(q, &edge, marked_series, &marked);
+                }
+                free(hours);
+        }
+        free(days.v);
+        free(marked.v);
+        return r;
+}
+
+/*
+ * Finds the matching (bucket, target, event) rows and keeps those of one
+ * event name: f->event, else the event stored first (or those of the wall
+ * profile). *ret_ref gets the event whose sample types the profile takes
+ * (NULL: nothing matched). A range of whole hours on a collector's store
+ * reads summaries where it can.
+ */
+static int find_matches(struct query *q, const struct fp_store_filter *f,
+                        const struct q_event **ret_ref)
+{
+        const struct q_event *ref = NULL;
+        size_t kept = 0;
+        int64_t h0 = (f->since_ns + FP_STORE_HOUR_NS - 1) / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
+        int64_t h1 = f->until_ns / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
+        int r;
+
+        *ret_ref = NULL;
+        if (q->s->rollups && f->since_ns > 0 && f->until_ns > 0 && h1 > h0 && !f->bucket_min &&
+            !f->bucket_max && !f->start_from_ns)
+                r = summarised_matches(q, f, h0, h1);
+        else
+                r = raw_matches(q, f, NULL, NULL);
         if (r < 0)
                 return r;
 
@@ -398,12 +599,17 @@ static int add_one(void *userdata, const struct fp_store_sample *e)
 /* Sums the samples of the matching (bucket, target, event) series per (thread, stack). */
 static int aggregate(struct query *q)
 {
-        sqlite3_stmt *st = NULL;
+        sqlite3_stmt *raw = NULL, *sum = NULL, *st;
         int r = fp_store_prepare(q->s,
                                  "SELECT data FROM series_samples"
                                  " WHERE bucket_id = ?1 AND target_id = ?2 AND event_id = ?3",
-                                 &st);
+                                 &raw);
 
+        if (r == 0 && q->s->rollups)
+                r = fp_store_prepare(q->s,
+                                     "SELECT data FROM rollups WHERE span_ns = ?4 AND start_ns = ?1"
+                                     " AND target_id = ?2 AND event_id = ?3",
+                                     &sum);
         q->agg = calloc(q->n_threads ? q->n_threads : 1, sizeof(*q->agg));
         if (r == 0 && !q->agg)
                 r = oom(q);
@@ -414,9 +620,16 @@ static int aggregate(struct query *q)
                 const struct q_match *m = &q->matches[i];
                 int rc;
 
-                sqlite3_bind_int64(st, 1, m->bucket);
+                st = m->span ? sum : raw;
+                if (!st) {
+                        r = fp_store_db_failf(q->s, -EINVAL, "a summary read without summaries");
+                        break;
+                }
+                sqlite3_bind_int64(st, 1, m->span ? m->span_start : m->bucket);
                 sqlite3_bind_int64(st, 2, m->target);
                 sqlite3_bind_int64(st, 3, m->event);
+                if (m->span)
+                        sqlite3_bind_int64(st, 4, m->span);
                 while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
                         r = fp_store_samples_decode(sqlite3_column_blob(st, 0),
                                                     (size_t)sqlite3_column_bytes(st, 0), add_one,
@@ -434,7 +647,8 @@ static int aggregate(struct query *q)
                         r = fp_store_db_fail(q->s, rc, "read samples");
                 sqlite3_reset(st);
         }
-        sqlite3_finalize(st);
+        sqlite3_finalize(raw);
+        sqlite3_finalize(sum);
         return r;
 }
 

@@ -48,6 +48,7 @@ void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f)
                 sqlite3_bind_text(st, 13, f->config_word, -1, SQLITE_STATIC);
         else
                 sqlite3_bind_null(st, 13);
+        sqlite3_bind_int64(st, 14, f->start_from_ns);
 }
 
 const char *fp_store_col_text(sqlite3_stmt *st, int i)
@@ -153,6 +154,38 @@ static const char series_sql[] =
     " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"
     " GROUP BY bs.target_id, e.name ORDER BY h.name, t.pid, t.starttime, e.name";
 
+/*
+ * The same from summaries (rollup.c) for the whole hours [?20, ?21) and
+ * days [?23, ?24) of a range: the buckets of its ragged ends and of its
+ * marked hours, each series' day summaries, and its hour summaries but
+ * those of a day it has a summary of (as profile.c reads them).
+ */
+static const char series_summarised_sql[] =
+    "WITH parts (target_id, event_id, first_ns, last_ns, buckets, count, value) AS ("
+    " SELECT bs.target_id, bs.event_id, b.start_ns, b.start_ns + b.length_ns, 1, bs.count,"
+    " bs.value FROM buckets b JOIN bucket_series bs ON bs.bucket_id = b.id"
+    " WHERE (b.start_ns < ?20 AND b.start_ns + b.length_ns > ?5)"
+    " OR (b.start_ns >= ?21 AND b.start_ns < ?6)"
+    " UNION ALL SELECT target_id, event_id, first_ns, last_ns, buckets, count, value"
+    " FROM rollups WHERE span_ns = ?22 AND start_ns >= ?23 AND start_ns < ?24"
+    " UNION ALL SELECT r.target_id, r.event_id, r.first_ns, r.last_ns, r.buckets, r.count,"
+    " r.value FROM rollups r WHERE r.span_ns = ?25 AND r.start_ns >= ?20 AND r.start_ns < ?21"
+    " AND NOT (r.start_ns >= ?23 AND r.start_ns < ?24 AND EXISTS (SELECT 1 FROM rollups d"
+    " WHERE d.span_ns = ?22 AND d.start_ns = r.start_ns - r.start_ns % ?22"
+    " AND d.target_id = r.target_id AND d.event_id = r.event_id))"
+    " UNION ALL SELECT bs.target_id, bs.event_id, b.start_ns, b.start_ns + b.length_ns, 1,"
+    " bs.count, bs.value FROM rollup_dirty m JOIN buckets b ON b.start_ns >= m.start_ns"
+    " AND b.start_ns < m.start_ns + m.span_ns JOIN bucket_series bs ON bs.bucket_id = b.id"
+    " AND bs.target_id = m.target_id AND bs.event_id = m.event_id"
+    " WHERE m.span_ns = ?25 AND m.start_ns >= ?20 AND m.start_ns < ?21)"
+    " SELECT h.name, t.pid, t.starttime, t.comm, t.exe, t.config, t.active, e.name,"
+    " min(p.first_ns), max(p.last_ns), sum(p.buckets), sum(p.count), sum(p.value), t.service,"
+    " t.container, e.count_type, e.count_unit, e.value_type, e.value_unit, e.period_type,"
+    " e.period_unit FROM parts p JOIN targets t ON t.id = p.target_id"
+    " JOIN hosts h ON h.id = t.host_id JOIN events e ON e.id = p.event_id"
+    " WHERE " FILTER_TARGETS " AND (?10 IS NULL OR e.name = ?10)"
+    " GROUP BY p.target_id, e.name ORDER BY h.name, t.pid, t.starttime, e.name";
+
 int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp_store_series_fn fn,
                          void *userdata)
 {
@@ -162,13 +195,29 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
 
         if (!f)
                 f = &none;
+        int64_t h0 = (f->since_ns + FP_STORE_HOUR_NS - 1) / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
+        int64_t h1 = f->until_ns / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
+        bool summarised = s->rollups && f->since_ns > 0 && f->until_ns > 0 && h1 > h0 &&
+                          !f->bucket_min && !f->bucket_max && !f->start_from_ns;
         r = fp_store_read_begin(s);
         if (r < 0)
                 return r;
-        r = fp_store_prepare(s, series_sql, &st);
+        r = fp_store_prepare(s, summarised ? series_summarised_sql : series_sql, &st);
         if (r < 0)
                 goto out;
         fp_store_bind_filter(st, f);
+        if (summarised) {
+                int64_t d0 = (h0 + FP_STORE_DAY_NS - 1) / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
+                int64_t d1 = h1 / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
+                if (d1 < d0)
+                        d1 = d0;
+                sqlite3_bind_int64(st, 20, h0);
+                sqlite3_bind_int64(st, 21, h1);
+                sqlite3_bind_int64(st, 22, FP_STORE_DAY_NS);
+                sqlite3_bind_int64(st, 23, d0);
+                sqlite3_bind_int64(st, 24, d1);
+                sqlite3_bind_int64(st, 25, FP_STORE_HOUR_NS);
+        }
         if (f->event)
                 sqlite3_bind_text(st, 10, f->event, -1, SQLITE_STATIC);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -252,7 +252,11 @@ static int delete_bucket(struct fp_store *s, int64_t bucket)
         static const enum fp_store_stmt_id del[] = {FP_STMT_DELETE_SAMPLES, FP_STMT_DELETE_DROPS,
                                                     FP_STMT_DELETE_SERIES, FP_STMT_DELETE_KEYS,
                                                     FP_STMT_DELETE_BUCKET};
+        /* Its series' summaries go with it, to be made again of what is left. */
+        int r = fp_store_rollup_touch_bucket(s, bucket);
 
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < sizeof(del) / sizeof(del[0]); i++) {
                 sqlite3_stmt *st = ST(s, del[i]);
                 sqlite3_bind_int64(st, 1, bucket);

@@ -182,15 +182,35 @@
  *                  configuration file), resumed by a restarted agent. spec
  *                  is the rule as its start request (agent/rule.h owns
  *                  the text). The collector leaves this table empty.
+ * rollups        id INTEGER PRIMARY KEY, span_ns, start_ns, target_id ->
+ *                targets, event_id -> events, first_ns, last_ns, buckets,
+ *                count, value, data
+ *                UNIQUE (span_ns, start_ns, target_id, event_id)
+ *                  A summary (a collector's store, rollup.c): the samples
+ *                  of one series over the buckets that start in [start_ns,
+ *                  start_ns + span_ns), an hour or a day (UTC), merged per
+ *                  (thread, stack) and encoded as series_samples' data;
+ *                  first_ns and last_ns span those buckets, count and
+ *                  value sum them. A day's is made from its hours'.
+ * rollup_dirty   span_ns, start_ns, target_id, event_id    PRIMARY KEY (all)
+ *                  An hour or day of a series whose buckets changed (a
+ *                  write, an eviction) since it was summarised: its
+ *                  summary is gone, and it is summarised again once the
+ *                  hour or day has ended (a day once its hours have).
+ *                  Marked in the transaction that changes the buckets, so
+ *                  a crash between the two leaves the mark.
+ *                A series' hour is thus summarised, marked, or without
+ *                buckets; a day's summary stands for its hours'.
  *
  * Versions. A file whose user_version is this build's is used as is; an
  * older one is migrated step by step in one transaction (1 -> 2: the
  * outbox is added and the samples table's rows are encoded into
  * series_samples; 2 -> 3: targets gain their service, and rules come; 3 -> 4:
- * buckets gain the agent's cost; 4 -> 5: targets gain their guard); a newer one, or a file of
- * another application, is refused with -EPROTO, and so is an older one opened read-only. A file
- * that is not a database or fails PRAGMA quick_check at open is renamed to PATH.corrupt-UNIXTIME
- * (with its -wal and -shm) and a new store created.
+ * buckets gain the agent's cost; 4 -> 5: targets gain their guard; ... 9 -> 10: buckets are
+ * indexed by start, and summaries come, every hour and day of the buckets marked); a newer one, or
+ * a file of another application, is refused with -EPROTO, and so is an older one opened read-only.
+ * A file that is not a database or fails PRAGMA quick_check at open is renamed to
+ * PATH.corrupt-UNIXTIME (with its -wal and -shm) and a new store created.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -461,6 +481,34 @@ static const struct {
      "DROP INDEX frames_by_place;"
      "CREATE UNIQUE INDEX frames_by_place ON frames (mapping_id, offset, function_id, line);",
      NULL, NULL},
+    /* 9 -> 10: buckets found by time; summaries of each series' hours and days (rollup.c). */
+    {"CREATE INDEX buckets_by_start ON buckets (start_ns);"
+     "CREATE TABLE rollups ("
+     " id INTEGER PRIMARY KEY,"
+     " span_ns INTEGER NOT NULL,"
+     " start_ns INTEGER NOT NULL,"
+     " target_id INTEGER NOT NULL,"
+     " event_id INTEGER NOT NULL,"
+     " first_ns INTEGER NOT NULL,"
+     " last_ns INTEGER NOT NULL,"
+     " buckets INTEGER NOT NULL,"
+     " count INTEGER NOT NULL,"
+     " value INTEGER NOT NULL,"
+     " data BLOB NOT NULL,"
+     " UNIQUE (span_ns, start_ns, target_id, event_id));"
+     "CREATE TABLE rollup_dirty ("
+     " span_ns INTEGER NOT NULL,"
+     " start_ns INTEGER NOT NULL,"
+     " target_id INTEGER NOT NULL,"
+     " event_id INTEGER NOT NULL,"
+     " PRIMARY KEY (span_ns, start_ns, target_id, event_id)) WITHOUT ROWID;"
+     "INSERT OR IGNORE INTO rollup_dirty SELECT 3600000000000, b.start_ns - b.start_ns % "
+     "3600000000000,"
+     " bs.target_id, bs.event_id FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id;"
+     "INSERT OR IGNORE INTO rollup_dirty SELECT 86400000000000,"
+     " b.start_ns - b.start_ns % 86400000000000, bs.target_id, bs.event_id"
+     " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id;",
+     NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -595,6 +643,13 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
     [FP_STMT_OUTBOX_DELETE] = "DELETE FROM outbox WHERE id = ?1",
     [FP_STMT_OUTBOX_OLDEST] = "SELECT id FROM outbox ORDER BY id LIMIT 1",
     [FP_STMT_OUTBOX_EXPIRED] = "SELECT id FROM outbox WHERE to_ns <= ?1 ORDER BY id LIMIT 64",
+    [FP_STMT_ROLLUP_DIRTY] = "INSERT OR IGNORE INTO rollup_dirty (span_ns, start_ns, target_id,"
+                             " event_id) VALUES (?1, ?2, ?3, ?4)",
+    [FP_STMT_ROLLUP_FORGET] = "DELETE FROM rollups WHERE span_ns = ?1 AND start_ns = ?2"
+                              " AND target_id = ?3 AND event_id = ?4",
+    [FP_STMT_BUCKET_SERIES_LIST] = "SELECT bs.target_id, bs.event_id, b.start_ns"
+                                   " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
+                                   " WHERE bs.bucket_id = ?1",
 };
 
 /*

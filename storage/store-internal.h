@@ -295,6 +295,9 @@ enum fp_store_stmt_id {
         FP_STMT_OUTBOX_DELETE,
         FP_STMT_OUTBOX_OLDEST,
         FP_STMT_OUTBOX_EXPIRED,
+        FP_STMT_ROLLUP_DIRTY,
+        FP_STMT_ROLLUP_FORGET,
+        FP_STMT_BUCKET_SERIES_LIST,
         FP_STMT__MAX
 };
 
@@ -315,6 +318,7 @@ struct fp_store {
         uint64_t evicted_buckets;
         unsigned read_depth; /* nested read transactions (query.c) */
         int64_t deadline_ns; /* CLOCK_MONOTONIC past which statements stop; 0: none */
+        bool rollups;        /* summaries kept (rollup.c): writes mark what they change */
         char errmsg[512];
 };
 
@@ -328,6 +332,25 @@ struct fp_store {
 #define FILTER_BUCKETS                                                                             \
         "(?5 = 0 OR b.start_ns + b.length_ns > ?5) AND (?6 = 0 OR b.start_ns < ?6)"                \
         " AND (?7 = 0 OR b.id >= ?7) AND (?8 = 0 OR b.id <= ?8)"
+
+/* Buckets that start at or after ?14 (0: any), beside FILTER_BUCKETS (fp_store_filter's
+ * start_from_ns). */
+#define FILTER_START "(?14 = 0 OR b.start_ns >= ?14)"
+
+/*
+ * Summaries (rollup.c): the samples of one series (target, event) over an
+ * hour or a day of bucket starts, merged.
+ */
+#define FP_STORE_HOUR_NS (3600LL * 1000000000LL)
+#define FP_STORE_DAY_NS  (24 * FP_STORE_HOUR_NS)
+/*
+ * Inside the caller's write transaction: the hour and the day of start_ns
+ * of series (target, event) changed: their summaries go, and they are
+ * marked to be summarised again. Only when s->rollups.
+ */
+int fp_store_rollup_touch(struct fp_store *s, int64_t target, int64_t event, int64_t start_ns);
+/* The same for every series of a bucket about to be deleted. */
+int fp_store_rollup_touch_bucket(struct fp_store *s, int64_t bucket);
 
 /* Binds f to a statement whose WHERE clause holds FILTER_TARGETS and FILTER_BUCKETS. */
 void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f);

@@ -431,6 +431,8 @@ static int write_series(struct writer *w, const struct sample_ref *refs, size_t 
         sqlite3_bind_int64(st, 4, count > INT64_MAX ? INT64_MAX : (int64_t)count);
         sqlite3_bind_int64(st, 5, value > INT64_MAX ? INT64_MAX : (int64_t)value);
         CHECK_RC(s, fp_store_db_step_done(st), "store sample totals");
+        if ((r = fp_store_rollup_touch(s, refs[0].target, refs[0].event, b->start_ns)) < 0)
+                return r;
         if (n == 0)
                 return 0; /* a declared series without samples: the totals row only */
         r = fp_store_samples_encode(scratch, n, &data, &len);

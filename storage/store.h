@@ -248,7 +248,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 9
+#define FP_STORE_SCHEMA_VERSION 10
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 
@@ -352,6 +352,26 @@ int fp_store_gc(struct fp_store *s);
  */
 int fp_store_expire(struct fp_store *s, int64_t before_ns);
 
+/* ---- summaries ---- */
+
+/*
+ * Keeps summaries (a collector's store): each series' samples over an hour
+ * and over a day of bucket starts, merged once, which profiles of whole
+ * hours and days read in place of their buckets (fp_store_query_pprof()
+ * gives the same profile either way). Writes and evictions mark what they
+ * change; fp_store_rollup_step() summarises it again.
+ */
+void fp_store_set_rollups(struct fp_store *s, bool on);
+/*
+ * Summarises one marked hour (every series of it), else one marked day
+ * whose hours are all summarised, of those that ended grace_ns before
+ * now_ns, in a transaction of its own. Returns 1 when it did, 0 when
+ * nothing is due, or -errno.
+ */
+int fp_store_rollup_step(struct fp_store *s, int64_t now_ns, int64_t grace_ns);
+/* Marked hours and days waiting, and summaries kept. */
+int fp_store_rollup_counts(struct fp_store *s, uint64_t *ret_marked, uint64_t *ret_kept);
+
 /* ---- queries ---- */
 
 /*
@@ -380,6 +400,8 @@ struct fp_store_filter {
         const char *thread_name;
         int64_t since_ns, until_ns;
         int64_t bucket_min, bucket_max;
+        /* Buckets that start at or after this only (0: any); SQLite's profiles only. */
+        int64_t start_from_ns;
         /*
          * Which tier's series: FP_STORE_TIER_ANY, _HOST (the host tier's
          * series of many processes, stored with pid 0) or _TARGETS (one

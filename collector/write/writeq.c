@@ -201,10 +201,29 @@ static void write_group(struct fp_coll_writeq *q, struct job **jobs, size_t n)
                 fp_log(LOG_ERR, "Failed to store %zu uploads: %s", n, q->error);
 }
 
+/*
+ * One step of keeping the store's summaries (an hour or a day of every
+ * series), while nothing waits to be written: true when there may be
+ * more. Called without the lock.
+ */
+static bool summarise(struct fp_coll_writeq *q)
+{
+        int r = fp_backend_rollup_step(q->store, (int64_t)fp_now_ns(CLOCK_REALTIME),
+                                       FP_COLL_WRITEQ_SUMMARY_GRACE_NS);
+
+        if (r < 0)
+                fp_log(LOG_ERR, "Failed to summarise the store: %s", fp_backend_errmsg(q->store));
+        return r > 0;
+}
+
 static void *thread_main(void *arg)
 {
         struct fp_coll_writeq *q = arg;
-        int64_t next_expiry = 0; /* CLOCK_REALTIME ns; 0: now */
+        int64_t next_expiry = 0;   /* CLOCK_REALTIME ns; 0: now */
+        int64_t next_summary = 0;  /* the same, for summaries */
+        int64_t last_write = 0;    /* CLOCK_MONOTONIC ns of the last group written */
+        int64_t last_summary = 0;  /* ... and of the last summarising step */
+        bool summaries_due = true; /* a write (or the start) may have marked some */
 
         pthread_mutex_lock(&q->lock);
         for (;;) {
@@ -219,16 +238,42 @@ static void *thread_main(void *arg)
                 }
                 if (!q->todo && q->stopping && q->decoder_stopped)
                         break;
-                if (!q->todo) {
-                        if (q->retention_s) {
-                                struct timespec ts = {.tv_sec = next_expiry / 1000000000LL,
-                                                      .tv_nsec = next_expiry % 1000000000LL};
-                                pthread_cond_timedwait(&q->wake, &q->lock, &ts);
-                        } else {
-                                pthread_cond_wait(&q->wake, &q->lock);
-                        }
+                int64_t mono = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+                bool quiet = mono - last_write >= FP_COLL_WRITEQ_SUMMARY_QUIET_NS ||
+                             mono - last_summary >= FP_COLL_WRITEQ_SUMMARY_BUSY_NS;
+                if (!q->todo && !q->stopping && quiet &&
+                    (summaries_due || (int64_t)fp_now_ns(CLOCK_REALTIME) >= next_summary)) {
+                        /*
+                         * Summaries, a step at a time, when uploads pause (a step
+                         * now and then under a steady stream of them).
+                         */
+                        pthread_mutex_unlock(&q->lock);
+                        summaries_due = summarise(q);
+                        last_summary = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+                        if (!summaries_due)
+                                next_summary = (int64_t)fp_now_ns(CLOCK_REALTIME) +
+                                               FP_COLL_WRITEQ_SUMMARY_EVERY_NS;
+                        pthread_mutex_lock(&q->lock);
                         continue;
                 }
+                if (!q->todo && q->stopping) {
+                        pthread_cond_wait(&q->wake, &q->lock); /* for the decoder to stop */
+                        continue;
+                }
+                if (!q->todo) {
+                        int64_t wake = next_summary;
+                        if (summaries_due) /* until uploads have paused (CLOCK_REALTIME) */
+                                wake = (int64_t)fp_now_ns(CLOCK_REALTIME) +
+                                       FP_COLL_WRITEQ_SUMMARY_QUIET_NS - (mono - last_write);
+                        if (q->retention_s && next_expiry < wake)
+                                wake = next_expiry;
+                        struct timespec ts = {.tv_sec = wake / 1000000000LL,
+                                              .tv_nsec = wake % 1000000000LL};
+                        pthread_cond_timedwait(&q->wake, &q->lock, &ts);
+                        continue;
+                }
+                summaries_due = true;
+                last_write = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
                 /*
                  * On ClickHouse (linger) uploads already received join the
                  * group: the writer waits while the decoder is still on

@@ -44,6 +44,17 @@ struct fp_store_batch;
 #define FP_COLL_WRITEQ_GATHER_NS (50 * 1000000LL)
 /* On ClickHouse, a group waits while the last upload joined it less than this ago. */
 #define FP_COLL_WRITEQ_LINGER_GAP_NS (5 * 1000000LL)
+/*
+ * Summaries (SQLite, store.h): once uploads have paused for QUIET (or
+ * BUSY after its last step, under a stream that never pauses), the
+ * writer thread summarises marked hours and days, a step at a time,
+ * once they ended GRACE ago (a late upload marks its hour again); with
+ * nothing marked, it looks again EVERY.
+ */
+#define FP_COLL_WRITEQ_SUMMARY_GRACE_NS (120 * 1000000000LL)
+#define FP_COLL_WRITEQ_SUMMARY_EVERY_NS (60 * 1000000000LL)
+#define FP_COLL_WRITEQ_SUMMARY_QUIET_NS (1000 * 1000000LL)
+#define FP_COLL_WRITEQ_SUMMARY_BUSY_NS  (10 * 1000000000LL)
 
 /*
  * Starts the threads with store (taken over, also on failure), the
