@@ -205,6 +205,44 @@ for q in "" "host=alpha" "process=racer" "pid=102&event=page-faults" "host=beta&
   [[ $q != *off-cpu* ]] || fp_pprof -tags "$FP_TMP/ch.pb.gz" 2>/dev/null | grep -q "runqueue" ||
     fp_fail "profile ?$q from ClickHouse has no wait label"
 done
+# The query API (Grafana's, read/querier.c) answers the same from both stores: its
+# listings, and each profile type's flame graph (bars decoded to names, canonical).
+qapi() { curl -sf -H 'Content-Type: application/json' -d "$3" "$1/querier.v1.QuerierService/$2"; }
+qcanon() {
+  python3 -c 'import json,sys
+d = json.load(sys.stdin)
+fg = d.get("flamegraph")
+if fg is None:
+    for k, v in d.items():
+        if isinstance(v, list):
+            v.sort(key=json.dumps)
+    print(json.dumps(d, sort_keys=True))
+    sys.exit()
+bars = []
+for lv, level in enumerate(fg.get("levels", [])):
+    vals, x = [int(v) for v in level.get("values", [])], 0
+    for i in range(0, len(vals), 4):
+        x += vals[i]
+        bars.append((lv, x, vals[i + 1], vals[i + 2], fg["names"][vals[i + 3]]))
+        x += vals[i + 1]
+print(json.dumps([fg.get("total"), sorted(bars)]))'
+}
+for call in 'ProfileTypes {}' 'LabelNames {}' 'LabelValues {"name":"service_name"}' 'LabelValues {"name":"host"}' \
+  'Series {"labelNames":["service_name","host","pid","__profile_type__"]}'; do
+  a=$(qapi "$B" ${call%% *} "${call#* }" | qcanon) || fp_fail "query API ${call%% *} on ClickHouse failed"
+  b=$(qapi "$S" ${call%% *} "${call#* }" | qcanon) || fp_fail "query API ${call%% *} on SQLite failed"
+  [[ $a == "$b" ]] || fp_fail "query API $call differs: ClickHouse ${a:0:400} SQLite ${b:0:400}"
+done
+types=$(qapi "$S" ProfileTypes '{}' | fp_json_get '" ".join(t["ID"] for t in d["profileTypes"])')
+for t in $types; do
+  for sel in '{}' '{host=~\"alpha|beta\", service_name!=\"nothing\"}'; do
+    req="{\"profileTypeID\":\"$t\",\"labelSelector\":\"$sel\"}"
+    a=$(qapi "$B" SelectMergeStacktraces "$req" | qcanon) || fp_fail "SelectMergeStacktraces $t on ClickHouse failed"
+    b=$(qapi "$S" SelectMergeStacktraces "$req" | qcanon) || fp_fail "SelectMergeStacktraces $t on SQLite failed"
+    [[ $a == "$b" ]] || fp_fail "the flame graph of $t $sel differs: ClickHouse ${a:0:300} SQLite ${b:0:300}"
+  done
+done
+fp_ok "the query API answers the same from ClickHouse and SQLite: listings, and the flame graphs of $(wc -w <<<"$types") profile types"
 copies=$(fp_ch_query "SELECT uniqExact(upload) FROM fleetprof.buckets WHERE key = 'race-key'")
 fp_log "the raced upload was written $copies time(s) before the key was seen"
 racer=$(curl -sf "$B/api/v1/series?process=racer" | fp_json_get 'd["series"][0]["samples"]')
