@@ -4,13 +4,14 @@
  *
  *   collector-bench --url URL --profile FILE... [--token-file FILE] [--cacert FILE]
  *                   [--concurrency N] [--uploads N] [--get PATH] [--run-id ID]
- *                   [--protocol native|pyroscope|connect|otlp]
+ *                   [--protocol native|pyroscope|connect|otlp] [--key-salt S]
  *
  * N simulated agents (--concurrency) each send uploads one after another,
  * over libcurl's multi interface on one thread, until --uploads requests
  * were made in all. Agent i is host "bench-ID-i", pid 1000 + i; its k-th
  * upload covers the minute [k, k+1) after 2026-01-01 and carries a unique
- * Idempotency-Key, so every upload is stored. With several --profile
+ * Idempotency-Key (ending in --key-salt, so that the same uploads sent
+ * again with another salt are stored again), so every upload is stored. With several --profile
  * FILEs (up to 64) the uploads take them in turn (agent i's k-th upload
  * sends file (i + k) mod n), so that stores see different profiles, as
  * from a real fleet, rather than one repeated. With --get PATH it GETs
@@ -50,12 +51,12 @@ struct agent {
 };
 
 static struct {
-        const char *url, *profile[64], *token_file, *cacert, *get, *run_id, *protocol;
+        const char *url, *profile[64], *token_file, *cacert, *get, *run_id, *protocol, *key_salt;
         unsigned concurrency, uploads, n_profiles;
         char *body[64];
         size_t body_len[64];
         char *token;
-} opt = {.concurrency = 8, .uploads = 200, .run_id = "r", .protocol = "native"};
+} opt = {.concurrency = 8, .uploads = 200, .run_id = "r", .protocol = "native", .key_salt = ""};
 
 static double *latencies;
 static unsigned n_started, n_done, n_ok, n_failed, status_counts[6];
@@ -281,8 +282,8 @@ static void start(CURLM *multi, struct agent *a)
                          "&agent=bench&drops=throttled:1",
                          opt.url, opt.run_id, a->index, 1000 + a->index, from,
                          (int64_t)(from + 60 * 1000000000LL));
-                snprintf(hdr, sizeof(hdr), "Idempotency-Key: bench-%s-%d-%u", opt.run_id, a->index,
-                         a->seq);
+                snprintf(hdr, sizeof(hdr), "Idempotency-Key: bench-%s-%d-%u%s", opt.run_id,
+                         a->index, a->seq, opt.key_salt);
                 a->headers = curl_slist_append(a->headers, hdr);
                 a->headers = curl_slist_append(a->headers, "Expect:");
                 a->headers =
@@ -318,10 +319,12 @@ static int cmp_double(const void *x, const void *y)
 
 static void usage(FILE *f)
 {
-        fprintf(f, "Usage: collector-bench --url URL --profile FILE... [--token-file FILE]\n"
-                   "                       [--cacert FILE] [--concurrency N] [--uploads N]\n"
-                   "                       [--get PATH] [--run-id ID]\n"
-                   "                       [--protocol native|pyroscope|connect|otlp]\n");
+        fprintf(
+            f,
+            "Usage: collector-bench --url URL --profile FILE... [--token-file FILE]\n"
+            "                       [--cacert FILE] [--concurrency N] [--uploads N]\n"
+            "                       [--get PATH] [--run-id ID]\n"
+            "                       [--protocol native|pyroscope|connect|otlp] [--key-salt S]\n");
 }
 
 int main(int argc, char **argv)
@@ -355,6 +358,8 @@ int main(int argc, char **argv)
                         opt.protocol = v;
                 else if (strcmp(a, "--run-id") == 0)
                         opt.run_id = v;
+                else if (strcmp(a, "--key-salt") == 0)
+                        opt.key_salt = v;
                 else if (strcmp(a, "--concurrency") == 0)
                         opt.concurrency = (unsigned)strtoul(v, NULL, 10);
                 else if (strcmp(a, "--uploads") == 0)
