@@ -637,22 +637,49 @@ static bool matches_any(struct slabels *l, const struct fp_selector *sels, size_
 
 /* ---- string sets (sorted on output) ---- */
 
+/* Strings, each once: a vector, and an open-addressing index of it (a power of two). */
 struct strset {
         char **v;
         size_t n, cap;
+        uint32_t *index; /* slot -> position in v + 1; 0: empty */
+        size_t slots;
 };
+
+static uint64_t str_hash(const char *x)
+{
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+        for (; *x; x++)
+                h = (h ^ (uint8_t)*x) * 1099511628211ULL;
+        return h;
+}
 
 static int strset_add(struct strset *s, const char *x)
 {
-        for (size_t i = 0; i < s->n; i++)
-                if (strcmp(s->v[i], x) == 0)
+        if (2 * (s->n + 1) > s->slots) {
+                size_t slots = s->slots ? 2 * s->slots : 64;
+                uint32_t *index = calloc(slots, sizeof(*index));
+                if (!index)
+                        return -ENOMEM;
+                for (size_t i = 0; i < s->n; i++) {
+                        size_t k = str_hash(s->v[i]) & (slots - 1);
+                        while (index[k])
+                                k = (k + 1) & (slots - 1);
+                        index[k] = (uint32_t)i + 1;
+                }
+                free(s->index);
+                s->index = index;
+                s->slots = slots;
+        }
+        size_t k = str_hash(x) & (s->slots - 1);
+        for (; s->index[k]; k = (k + 1) & (s->slots - 1))
+                if (strcmp(s->v[s->index[k] - 1], x) == 0)
                         return 0;
         if (s->n >= MAX_TARGETS)
                 return -E2BIG;
         if (fp_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0 ||
             !(s->v[s->n] = strdup(x)))
                 return -ENOMEM;
-        s->n++;
+        s->index[k] = (uint32_t)++s->n;
         return 0;
 }
 
@@ -666,12 +693,16 @@ static void strset_free(struct strset *s)
         for (size_t i = 0; i < s->n; i++)
                 free(s->v[i]);
         free(s->v);
+        free(s->index);
         memset(s, 0, sizeof(*s));
 }
 
-/* The strings, sorted, as repeated field f. */
+/* The strings, sorted, as repeated field f (the set is done with). */
 static void strset_out(struct strset *s, struct pbout *o, uint32_t f)
 {
+        free(s->index); /* sorting moves what it points at */
+        s->index = NULL;
+        s->slots = 0;
         if (s->n)
                 qsort(s->v, s->n, sizeof(*s->v), cmp_str);
         for (size_t i = 0; i < s->n; i++)
@@ -758,16 +789,20 @@ static int on_values(void *ud, const struct fp_store_series *se)
 
         if (r < 0)
                 return r;
-        if (matches_any(&l, w->sels, w->n_sels)) {
-                if (strcmp(w->name, "__profile_type__") == 0) {
-                        r = strset_add(&w->set, l.types[0]);
-                        if (r >= 0)
-                                r = strset_add(&w->set, l.types[1]);
-                } else {
-                        const char *v = slabel(&l, w->name);
-                        if (v && *v)
-                                r = strset_add(&w->set, v);
+        if (strcmp(w->name, "__profile_type__") == 0) {
+                /* Each of its two types that the matchers select. */
+                for (int vi = 0; vi < 2 && r >= 0; vi++) {
+                        bool ok = w->n_sels == 0;
+                        l.vi = vi;
+                        for (size_t i = 0; i < w->n_sels && !ok; i++)
+                                ok = fp_sel_match(&w->sels[i], slabel, &l);
+                        if (ok)
+                                r = strset_add(&w->set, l.types[vi]);
                 }
+        } else if (matches_any(&l, w->sels, w->n_sels)) {
+                const char *v = slabel(&l, w->name);
+                if (v && *v)
+                        r = strset_add(&w->set, v);
         }
         slabels_free(&l);
         return r;

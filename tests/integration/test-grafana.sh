@@ -179,6 +179,10 @@ for mode in binary json; do
   threads=$(chk get "$FP_TMP/threads" '" ".join(d.get("names", []))')
   [[ $threads == *spin-0* && $threads == *spin-1* && $threads != *"$PYCOMM"* ]] ||
     fp_fail "[$mode] LabelValues(thread_name) of spin is '$threads'"
+  call $mode $Q.LabelValues "{\"name\":\"__profile_type__\",\"matchers\":[\"{__profile_type__=~\\\".*:cpu:nanoseconds:.*\\\"}\"],\"start\":\"$FROM\",\"end\":\"$TO\"}" >"$FP_TMP/ptypes" ||
+    fp_fail "[$mode] LabelValues(__profile_type__): $(cat "$FP_TMP/ptypes")"
+  [[ $(chk get "$FP_TMP/ptypes" '" ".join(d.get("names", []))') == "$CPU" ]] ||
+    fp_fail "[$mode] LabelValues(__profile_type__) of the cpu types: $(cat "$FP_TMP/ptypes")"
   fp_ok "[$mode] ProfileTypes: $(wc -w <<<"$ids") types; services: $services; spin's threads: $threads"
 
   # ---- 2. the flame graph, the merged profile, the series ----
