@@ -384,7 +384,8 @@ int fp_store_stats(struct fp_store *s, struct fp_store_stats *ret)
             " (SELECT coalesce(max(start_ns + length_ns), 0) FROM buckets),"
             " (SELECT count(*) FROM outbox), (SELECT coalesce(sum(length(body)), 0) FROM outbox),"
             " (SELECT min(t) FROM (SELECT min(from_ns) AS t FROM outbox UNION ALL"
-            "  SELECT min(start_ns) FROM buckets WHERE uploaded_ns IS NULL))";
+            "  SELECT min(start_ns) FROM buckets WHERE uploaded_ns IS NULL)),"
+            " (SELECT count(*) FROM rollups), (SELECT count(*) FROM rollup_dirty)";
         struct fp_store_stats st = {.max_bytes = s->budget};
         sqlite3_stmt *q = NULL;
         int64_t pages = 0, free_pages = 0;
@@ -412,6 +413,8 @@ int fp_store_stats(struct fp_store *s, struct fp_store_stats *ret)
         st.mappings = (uint64_t)sqlite3_column_int64(q, 8);
         st.first_ns = sqlite3_column_int64(q, 9);
         st.last_ns = sqlite3_column_int64(q, 10);
+        st.summaries = (uint64_t)sqlite3_column_int64(q, 14);
+        st.summaries_marked = (uint64_t)sqlite3_column_int64(q, 15);
         st.outbox_uploads = (uint64_t)sqlite3_column_int64(q, 11);
         st.outbox_bytes = (uint64_t)sqlite3_column_int64(q, 12);
         st.oldest_waiting_ns = sqlite3_column_int64(q, 13);

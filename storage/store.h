@@ -653,5 +653,7 @@ struct fp_store_stats {
         uint64_t targets, threads, events, stacks, frames, functions, mappings;
         int64_t first_ns, last_ns; /* range of the stored buckets, 0 when empty */
         uint64_t evicted_buckets;  /* by this handle, since it was opened */
+        /* Summaries (rollup.c): kept, and hours and days marked to be made again. */
+        uint64_t summaries, summaries_marked;
 };
 int fp_store_stats(struct fp_store *s, struct fp_store_stats *ret);

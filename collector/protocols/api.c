@@ -526,6 +526,13 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
         fp_prom_family(&p, "fleetprof_collector_store_buckets", "gauge",
                        "Uploads (buckets) in the store.");
         fp_prom_value(&p, "fleetprof_collector_store_buckets", NULL, NULL, (double)ss.buckets);
+        fp_prom_family(&p, "fleetprof_collector_store_summaries", "gauge",
+                       "Summaries of a series' hour or day kept (SQLite), and hours and days "
+                       "marked to be summarised again.");
+        fp_prom_value(&p, "fleetprof_collector_store_summaries", "state", "kept",
+                      (double)ss.summaries);
+        fp_prom_value(&p, "fleetprof_collector_store_summaries", "state", "marked",
+                      (double)ss.summaries_marked);
         fp_prom_family(&p, "fleetprof_collector_store_up", "gauge",
                        "1 when the store could be read for these figures.");
         fp_prom_value(&p, "fleetprof_collector_store_up", NULL, NULL, r < 0 ? 0 : 1);

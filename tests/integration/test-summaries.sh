@@ -64,7 +64,11 @@ done
 fp_wait_for 120 bash -c "[[ \$(python3 -c 'import sqlite3; print(sqlite3.connect(\"file:$DB?mode=ro\", uri=True).execute(\"SELECT count(*) FROM rollup_dirty\").fetchone()[0])') == 0 ]]" ||
   fp_fail "the summaries were not finished: $(marked) marked and kept"
 read -r m k < <(marked)
-fp_ok "12 hosts x 26 h of uploads, the collector killed $kills times while summarising: $k summaries, none marked"
+curl -sf "$url/metrics" | grep -q "^fleetprof_collector_store_summaries{state=\"kept\"} $k\$" ||
+  fp_fail "/metrics does not say $k summaries kept: $(curl -sf "$url/metrics" | grep summaries)"
+curl -sf "$url/metrics" | grep -q '^fleetprof_collector_store_summaries{state="marked"} 0$' ||
+  fp_fail "/metrics does not say none is marked"
+fp_ok "12 hosts x 26 h of uploads, the collector killed $kills times while summarising: $k summaries, none marked (and /metrics says so)"
 
 # ---- 2. the same as the buckets ----
 # The buckets, read without summaries: the store file itself.
