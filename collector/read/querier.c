@@ -17,6 +17,7 @@
 #include "querier.h"
 #include "backend.h"
 #include "debuginfod.h"
+#include "filter.h"
 #include "foreign.h"
 #include "http.h"
 #include "pbjson.h"
@@ -31,6 +32,7 @@
 #include <event2/keyvalq_struct.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <sys/queue.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1613,6 +1615,220 @@ static int run_settings(struct call *c)
 {
         (void)c; /* no settings are kept: an empty list */
         return 0;
+}
+
+/* ---- /pyroscope/render: the flame graph as Pyroscope's older API answers it ---- */
+
+/* A bar as flamebearer JSON: [x offset, total, self, name] (rows of a level). */
+struct bearer {
+        struct evbuffer *b;
+        size_t at;
+        bool first_level, first_bar;
+        int64_t end, max_self;
+};
+
+static int on_bearer_bar(void *ctx, const struct fp_flame_bar *bar)
+{
+        struct bearer *br = ctx;
+
+        if (br->first_level || bar->level != br->at) {
+                evbuffer_add_printf(br->b, "%s[", br->first_level ? "" : "],");
+                br->first_level = false;
+                br->first_bar = true;
+                br->at = bar->level;
+                br->end = 0;
+        }
+        evbuffer_add_printf(br->b, "%s%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu32,
+                            br->first_bar ? "" : ",", bar->x[0] - br->end, bar->total[0],
+                            bar->self[0], bar->name);
+        br->first_bar = false;
+        br->end = bar->x[0] + bar->total[0];
+        if (bar->self[0] > br->max_self)
+                br->max_self = bar->self[0];
+        return 0;
+}
+
+/* A render time: now, now-1h, Unix seconds or milliseconds, or the collector's own forms. */
+static int render_time(const char *v, int64_t now_ns, int64_t *ret_ms)
+{
+        int64_t ns;
+        size_t digits = strspn(v, "0123456789");
+
+        if (strncmp(v, "now-", 4) == 0)
+                v += 3; /* "-1h": relative to now */
+        if (digits >= 13 && !v[digits]) {
+                *ret_ms = strtoll(v, NULL, 10);
+                return 0;
+        }
+        if (fp_coll_parse_time(v, now_ns, &ns) < 0)
+                return -EINVAL;
+        *ret_ms = ns / MS_NS;
+        return 0;
+}
+
+/* The timeline's points: samples per step (the series' count or value, as the type says). */
+struct render_line {
+        int64_t start_ms, step_ms;
+        size_t n;
+        double *v;
+        int vi;
+};
+
+static int on_render_point(void *ud, const struct fp_store_point *pt)
+{
+        struct render_line *l = ud;
+        int64_t k = (pt->start_ns / MS_NS - l->start_ms) / l->step_ms;
+
+        if (k < 0)
+                k = 0;
+        if ((size_t)k >= l->n)
+                k = (int64_t)l->n - 1;
+        l->v[k] += (double)(l->vi ? pt->value : pt->count);
+        return 0;
+}
+
+void fp_coll_pyro_render(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const char *qs = uri ? evhttp_uri_get_query(uri) : NULL;
+        int64_t now_ns = (int64_t)fp_now_ns(CLOCK_REALTIME), max_nodes = DEFAULT_MAX_NODES;
+        struct call c = {.s = s, .req = req, .json = true};
+        struct evkeyvalq q;
+        struct evkeyval *kv;
+        const char *query = NULL, *from = "now-1h", *until = "now";
+        struct selection sel = {0};
+        struct fp_pprof *p = NULL;
+        struct render_line line = {0};
+        int r = 0;
+
+        TAILQ_INIT(&q);
+        if (evhttp_parse_query_str(qs ? qs : "", &q) < 0) {
+                fp_coll_reply_error(req, 400, "the query string is malformed");
+                return;
+        }
+        TAILQ_FOREACH(kv, &q, next)
+        {
+                if (strcmp(kv->key, "query") == 0)
+                        query = kv->value;
+                else if (strcmp(kv->key, "from") == 0)
+                        from = kv->value;
+                else if (strcmp(kv->key, "until") == 0)
+                        until = kv->value;
+                else if (strcmp(kv->key, "max-nodes") == 0 || strcmp(kv->key, "maxNodes") == 0) {
+                        uint64_t n;
+                        if (fp_parse_uint(kv->value, 2, LIMIT_MAX_NODES, &n) < 0) {
+                                r = -EINVAL;
+                                fp_coll_reply_error(req, 400, "parameter '%s' must be 2 to %d",
+                                                    kv->key, LIMIT_MAX_NODES);
+                                break;
+                        }
+                        max_nodes = (int64_t)n;
+                } else if (strcmp(kv->key, "format") == 0) {
+                        if (strcmp(kv->value, "json") != 0) {
+                                r = -EINVAL;
+                                fp_coll_reply_error(req, 400, "only format=json is served");
+                                break;
+                        }
+                } else if (strcmp(kv->key, "groupBy") != 0 && strcmp(kv->key, "aggregation") != 0) {
+                        r = -EINVAL;
+                        fp_coll_reply_error(req, 400,
+                                            "unknown parameter '%.64s' (known: query, from, until, "
+                                            "max-nodes, format, groupBy, aggregation)",
+                                            kv->key);
+                        break;
+                }
+        }
+        if (r == 0 && !query) {
+                r = -EINVAL;
+                fp_coll_reply_error(req, 400, "parameter 'query' (TYPE{SELECTOR}) is missing");
+        }
+        if (r == 0 && (render_time(from, now_ns, &c.q.start_ms) < 0 ||
+                       render_time(until, now_ns, &c.q.end_ms) < 0 || c.q.end_ms <= c.q.start_ms)) {
+                r = -EINVAL;
+                fp_coll_reply_error(req, 400,
+                                    "'from' and 'until' must be times (now-1h, Unix seconds or "
+                                    "milliseconds), 'from' first");
+        }
+        if (r == 0) {
+                const char *brace = strchr(query, '{');
+                size_t tl = brace ? (size_t)(brace - query) : strlen(query);
+                c.q.type = strndup(query, tl);
+                c.q.selector = strdup(brace ? brace : "");
+                if (!c.q.type || !c.q.selector) {
+                        r = -ENOMEM;
+                        fp_coll_reply_error(req, 503, "out of memory");
+                }
+        }
+        /* Selection errors come as Connect's JSON, with their status. */
+        if (r == 0)
+                r = select_targets(&c, &c.q, NULL, 0, &sel);
+        if (r == 0)
+                r = merged(&c, &sel, &p);
+        struct fp_flame *f = NULL;
+        struct evbuffer *b = evbuffer_new();
+        if (r == 0 &&
+            (!b || fp_flame_new(&f) < 0 || (p && fp_flame_add(f, p, (size_t)sel.vi, 0) < 0) ||
+             fp_flame_prune(f, (size_t)max_nodes) < 0)) {
+                r = -ENOMEM;
+                fp_coll_reply_error(req, 503, "out of memory");
+        }
+        if (r == 0) {
+                /* The timeline: 10 s steps, wider over long ranges (at most 1000 points). */
+                line.start_ms = c.q.start_ms;
+                line.step_ms = 10000;
+                while ((c.q.end_ms - c.q.start_ms) / line.step_ms >= 1000)
+                        line.step_ms *= 2;
+                line.n = (size_t)((c.q.end_ms - c.q.start_ms) / line.step_ms) + 1;
+                line.vi = sel.vi;
+                line.v = calloc(line.n, sizeof(*line.v));
+                for (size_t i = 0; line.v && r == 0 && i < sel.n; i++) {
+                        struct fp_store_filter tf;
+                        target_filter(&sel, &sel.t[i], &tf);
+                        r = fp_backend_timeline(s->store, &tf, on_render_point, &line);
+                        r = r < 0 ? store_fail(&c, r) : 0; /* (else the points it gave) */
+                }
+                if (!line.v) {
+                        r = -ENOMEM;
+                        fp_coll_reply_error(req, 503, "out of memory");
+                }
+        }
+        if (r == 0) {
+                struct bearer br = {.b = b, .first_level = true};
+                const char *unit = "";
+                if (p)
+                        fp_pprof_sample_type(p, (size_t)sel.vi, &unit);
+                evbuffer_add_printf(b, "{\"version\":1,\"flamebearer\":{\"names\":[");
+                for (size_t i = 0; i < fp_flame_n_names(f); i++) {
+                        evbuffer_add_printf(b, "%s", i ? "," : "");
+                        fp_escape_json_evb(b, strcmp(fp_flame_name(f, i), "all") == 0
+                                                  ? "total"
+                                                  : fp_flame_name(f, i));
+                }
+                evbuffer_add_printf(b, "],\"levels\":[");
+                fp_flame_levels(f, on_bearer_bar, &br);
+                evbuffer_add_printf(b, "%s],\"numTicks\":%" PRId64 ",\"maxSelf\":%" PRId64 "},",
+                                    br.first_level ? "" : "]", fp_flame_total(f, 0), br.max_self);
+                evbuffer_add_printf(b,
+                                    "\"metadata\":{\"format\":\"single\",\"spyName\":\"fleetprof\","
+                                    "\"sampleRate\":100,\"units\":");
+                fp_escape_json_evb(b, strcmp(unit, "count") == 0 ? "samples" : unit);
+                evbuffer_add_printf(b, ",\"name\":");
+                fp_escape_json_evb(b, query);
+                evbuffer_add_printf(b, "},\"timeline\":{\"startTime\":%" PRId64 ",\"samples\":[",
+                                    c.q.start_ms / 1000);
+                for (size_t i = 0; i < line.n; i++)
+                        evbuffer_add_printf(b, "%s%.0f", i ? "," : "", line.v[i]);
+                evbuffer_add_printf(b, "],\"durationDelta\":%" PRId64 "}}\n", line.step_ms / 1000);
+                fp_coll_reply(req, 200, "application/json", b);
+        }
+        free(line.v);
+        if (b)
+                evbuffer_free(b);
+        fp_flame_free(f);
+        fp_pprof_free(p);
+        selection_free(&sel);
+        query_free(&c.q);
+        evhttp_clear_headers(&q);
 }
 
 /* ---- dispatch ---- */

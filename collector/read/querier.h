@@ -35,6 +35,15 @@ struct fp_coll_server;
 
 void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req);
 /*
+ * GET /pyroscope/render?query=TYPE{SELECTOR}&from=&until=[&max-nodes=N]:
+ * Pyroscope's older render API (Profiles Drilldown's): the selection's
+ * flame graph as flamebearer JSON (names; levels of [x offset, total,
+ * self, name]; numTicks; maxSelf), metadata, and its timeline (samples
+ * per durationDelta seconds from startTime). Times: now, now-1h, Unix
+ * seconds or milliseconds, or the collector's own forms.
+ */
+void fp_coll_pyro_render(struct fp_coll_server *s, struct evhttp_request *req);
+/*
  * A Connect error, {"code","message"}, with the HTTP status of code
  * (invalid_argument 400, unauthenticated 401, not_found 404, ...).
  */

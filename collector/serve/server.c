@@ -164,6 +164,7 @@ static void on_request(struct evhttp_request *req, void *arg)
             {"/querier.v1.QuerierService/SelectSeries", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
             {"/querier.v1.QuerierService/Diff", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
             {"/settings.v1.SettingsService/Get", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
+            {"/pyroscope/render", EVHTTP_REQ_GET, 'R', fp_coll_pyro_render},
         };
         _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 

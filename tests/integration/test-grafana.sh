@@ -24,7 +24,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=grafana
-fp_init 300
+fp_init 800
 NODE_MODULES=/var/cache/fleetprof-test/node_modules
 [[ -d $NODE_MODULES/@connectrpc/connect-node && -d $NODE_MODULES/@pyroscope/nodejs ]] ||
   fp_fail "missing @connectrpc/connect-node or @pyroscope/nodejs in $NODE_MODULES (scripts/deps.sh installs them)"
@@ -270,6 +270,28 @@ for mode in binary json; do
   [[ $(chk flame "$FP_TMP/again" | cut -d' ' -f1) == "$total_all" ]] || fp_fail "[$mode] the answer changed after the errors"
   fp_ok "[$mode] errors are Connect errors; the same answer after them; basic authentication with the read token"
 done
+
+# Profiles Drilldown's older render API: the same flame graph as flamebearer JSON, and its timeline.
+curl -sf -H "Authorization: $BEARER" -G "$URL/pyroscope/render" --data-urlencode "query=$CPU{service_name=\"spin\"}" \
+  --data-urlencode "from=$((FROM / 1000))" --data-urlencode "until=$TO" --data-urlencode "format=json" -o "$FP_TMP/render" ||
+  fp_fail "/pyroscope/render failed: $(curl -s -H "Authorization: $BEARER" "$URL/pyroscope/render?query=x")"
+render=$(python3 - "$FP_TMP/render" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+fb = d["flamebearer"]
+names = set()
+for level in fb["levels"]:
+    assert len(level) % 4 == 0, level
+    names |= {fb["names"][level[i + 3]] for i in range(0, len(level), 4)}
+assert fb["levels"][0][1] == fb["numTicks"], (fb["levels"][0], fb["numTicks"])
+print(fb["numTicks"], round(sum(d["timeline"]["samples"])), "spin_inner" in names, d["metadata"]["units"])
+PY
+) || fp_fail "/pyroscope/render's answer is not a flamebearer: $(head -c 300 "$FP_TMP/render")"
+[[ $render == "$t_eq $t_eq True nanoseconds" ]] ||
+  fp_fail "/pyroscope/render of spin: '$render', want numTicks and timeline $t_eq, spin_inner, nanoseconds"
+code=$(curl -s -o "$FP_TMP/e6" -w '%{http_code}' -H "Authorization: $BEARER" "$URL/pyroscope/render?query=$CPU&from=now-1h&until=now&bogus=1")
+[[ $code == 400 ]] || fp_fail "/pyroscope/render with an unknown parameter: HTTP $code"
+fp_ok "/pyroscope/render: spin's flame graph as flamebearer JSON, $t_eq ns, its timeline the same"
 
 # The wire, below the client: a body that is not the request, a wrong Content-Type, gzip.
 code=$(curl -s -o "$FP_TMP/e1" -w '%{http_code}' -H "Authorization: $BEARER" -H 'Content-Type: application/proto' \
