@@ -367,11 +367,10 @@ static int summary_matches(struct query *q, const struct fp_store_filter *f, int
  * summaries, and the buckets of its marked hours (not summarised yet).
  * The same buckets as raw_matches() over the whole range, merged once.
  */
-static int summarised_matches(struct query *q, const struct fp_store_filter *f, int64_t h0,
-                              int64_t h1)
+static int summarised_matches(struct query *q, const struct fp_store_filter *f,
+                              const struct fp_store_span *sp)
 {
-        int64_t d0 = (h0 + FP_STORE_DAY_NS - 1) / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
-        int64_t d1 = h1 / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
+        int64_t h0 = sp->h0, h1 = sp->h1, d0 = sp->d0, d1 = sp->d1;
         struct span_set days = {0}, marked = {0};
         struct fp_store_filter edge = *f;
         sqlite3_stmt *st = NULL;
@@ -450,14 +449,12 @@ static int find_matches(struct query *q, const struct fp_store_filter *f,
 {
         const struct q_event *ref = NULL;
         size_t kept = 0;
-        int64_t h0 = (f->since_ns + FP_STORE_HOUR_NS - 1) / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
-        int64_t h1 = f->until_ns / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
+        struct fp_store_span sp;
         int r;
 
         *ret_ref = NULL;
-        if (q->s->rollups && f->since_ns > 0 && f->until_ns > 0 && h1 > h0 && !f->bucket_min &&
-            !f->bucket_max && !f->start_from_ns)
-                r = summarised_matches(q, f, h0, h1);
+        if (fp_store_rollup_range(q->s, f, &sp))
+                r = summarised_matches(q, f, &sp);
         else
                 r = raw_matches(q, f, NULL, NULL);
         if (r < 0)

@@ -195,10 +195,8 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
 
         if (!f)
                 f = &none;
-        int64_t h0 = (f->since_ns + FP_STORE_HOUR_NS - 1) / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
-        int64_t h1 = f->until_ns / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS;
-        bool summarised = s->rollups && f->since_ns > 0 && f->until_ns > 0 && h1 > h0 &&
-                          !f->bucket_min && !f->bucket_max && !f->start_from_ns;
+        struct fp_store_span sp;
+        bool summarised = fp_store_rollup_range(s, f, &sp);
         r = fp_store_read_begin(s);
         if (r < 0)
                 return r;
@@ -207,15 +205,11 @@ int fp_store_list_series(struct fp_store *s, const struct fp_store_filter *f, fp
                 goto out;
         fp_store_bind_filter(st, f);
         if (summarised) {
-                int64_t d0 = (h0 + FP_STORE_DAY_NS - 1) / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
-                int64_t d1 = h1 / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
-                if (d1 < d0)
-                        d1 = d0;
-                sqlite3_bind_int64(st, 20, h0);
-                sqlite3_bind_int64(st, 21, h1);
+                sqlite3_bind_int64(st, 20, sp.h0);
+                sqlite3_bind_int64(st, 21, sp.h1);
                 sqlite3_bind_int64(st, 22, FP_STORE_DAY_NS);
-                sqlite3_bind_int64(st, 23, d0);
-                sqlite3_bind_int64(st, 24, d1);
+                sqlite3_bind_int64(st, 23, sp.d0);
+                sqlite3_bind_int64(st, 24, sp.d1);
                 sqlite3_bind_int64(st, 25, FP_STORE_HOUR_NS);
         }
         if (f->event)

@@ -285,55 +285,37 @@ static int write_summaries(struct fp_store *s, int64_t span, int64_t start, stru
         return r;
 }
 
-/* Summarises the marked series of the hour at start from its buckets. */
-static int summarise_hour(struct fp_store *s, int64_t start, struct accs *a)
+/*
+ * Summarises the marked series of the hour or day (span) at start: an
+ * hour from its buckets, a day from its hours' summaries.
+ */
+static int summarise(struct fp_store *s, int64_t span, int64_t start, struct accs *a)
 {
+        /* Rows (target, event, first_ns, last_ns, buckets, count, value, data) in [?1, ?2). */
+        static const char hour_sql[] =
+            "SELECT bs.target_id, bs.event_id, b.start_ns, b.start_ns + b.length_ns, 1,"
+            " bs.count, bs.value, ss.data FROM buckets b"
+            " JOIN bucket_series bs ON bs.bucket_id = b.id"
+            " LEFT JOIN series_samples ss ON ss.bucket_id = bs.bucket_id"
+            " AND ss.target_id = bs.target_id AND ss.event_id = bs.event_id"
+            " WHERE b.start_ns >= ?1 AND b.start_ns < ?2";
+        static const char day_sql[] =
+            "SELECT target_id, event_id, first_ns, last_ns, buckets, count, value, data"
+            " FROM rollups WHERE span_ns = " FP_STORE_HOUR_NS_SQL
+            " AND start_ns >= ?1 AND start_ns < ?2";
         sqlite3_stmt *st = NULL;
-        int r = load_marks(s, FP_STORE_HOUR_NS, start, a);
+        int r = load_marks(s, span, start, a);
 
         if (r == 0)
-                r = fp_store_prepare(
-                    s,
-                    "SELECT bs.target_id, bs.event_id, b.start_ns, b.start_ns + b.length_ns, 1,"
-                    " bs.count, bs.value, ss.data FROM buckets b"
-                    " JOIN bucket_series bs ON bs.bucket_id = b.id"
-                    " LEFT JOIN series_samples ss ON ss.bucket_id = bs.bucket_id"
-                    " AND ss.target_id = bs.target_id AND ss.event_id = bs.event_id"
-                    " WHERE b.start_ns >= ?1 AND b.start_ns < ?2",
-                    &st);
+                r = fp_store_prepare(s, span == FP_STORE_HOUR_NS ? hour_sql : day_sql, &st);
         if (r == 0) {
                 sqlite3_bind_int64(st, 1, start);
-                sqlite3_bind_int64(st, 2, start + FP_STORE_HOUR_NS);
+                sqlite3_bind_int64(st, 2, start + span);
                 r = merge_rows(s, st, a);
         }
         sqlite3_finalize(st);
         if (r == 0)
-                r = write_summaries(s, FP_STORE_HOUR_NS, start, a);
-        return r;
-}
-
-/* Summarises the marked series of the day at start from its hours' summaries. */
-static int summarise_day(struct fp_store *s, int64_t start, struct accs *a)
-{
-        sqlite3_stmt *st = NULL;
-        int r = load_marks(s, FP_STORE_DAY_NS, start, a);
-
-        if (r == 0)
-                r = fp_store_prepare(
-                    s,
-                    "SELECT target_id, event_id, first_ns, last_ns, buckets, count,"
-                    " value, data FROM rollups WHERE span_ns = ?1"
-                    " AND start_ns >= ?2 AND start_ns < ?3",
-                    &st);
-        if (r == 0) {
-                sqlite3_bind_int64(st, 1, FP_STORE_HOUR_NS);
-                sqlite3_bind_int64(st, 2, start);
-                sqlite3_bind_int64(st, 3, start + FP_STORE_DAY_NS);
-                r = merge_rows(s, st, a);
-        }
-        sqlite3_finalize(st);
-        if (r == 0)
-                r = write_summaries(s, FP_STORE_DAY_NS, start, a);
+                r = write_summaries(s, span, start, a);
         return r;
 }
 
@@ -386,8 +368,7 @@ int fp_store_rollup_step(struct fp_store *s, int64_t now_ns, int64_t grace_ns)
                 return r;
         r = next_due(s, now_ns - grace_ns, &span, &start);
         if (r == 1)
-                r = span == FP_STORE_HOUR_NS ? summarise_hour(s, start, &a)
-                                             : summarise_day(s, start, &a);
+                r = summarise(s, span, start, &a);
         if (r == -ENOMEM)
                 r = fp_store_db_failf(s, -ENOMEM, "Failed to summarise: out of memory");
         if (r < 0) {

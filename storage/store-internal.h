@@ -341,8 +341,9 @@ struct fp_store {
  * Summaries (rollup.c): the samples of one series (target, event) over an
  * hour or a day of bucket starts, merged.
  */
-#define FP_STORE_HOUR_NS (3600LL * 1000000000LL)
-#define FP_STORE_DAY_NS  (24 * FP_STORE_HOUR_NS)
+#define FP_STORE_HOUR_NS     (3600LL * 1000000000LL)
+#define FP_STORE_HOUR_NS_SQL "3600000000000" /* the same, in SQL text */
+#define FP_STORE_DAY_NS      (24 * FP_STORE_HOUR_NS)
 /*
  * Inside the caller's write transaction: the hour and the day of start_ns
  * of series (target, event) changed: their summaries go, and they are
@@ -351,6 +352,31 @@ struct fp_store {
 int fp_store_rollup_touch(struct fp_store *s, int64_t target, int64_t event, int64_t start_ns);
 /* The same for every series of a bucket about to be deleted. */
 int fp_store_rollup_touch_bucket(struct fp_store *s, int64_t bucket);
+/*
+ * Whether a read of f takes summaries (profile.c, query.c): a collector's
+ * store, a closed range of buckets by time only, holding a whole hour.
+ * Then the whole hours [h0, h1) and the whole days [d0, d1) inside it
+ * (d1 == d0: none).
+ */
+struct fp_store_span {
+        int64_t h0, h1, d0, d1;
+};
+static inline bool fp_store_rollup_range(const struct fp_store *s, const struct fp_store_filter *f,
+                                         struct fp_store_span *ret)
+{
+        struct fp_store_span r = {
+            .h0 = (f->since_ns + FP_STORE_HOUR_NS - 1) / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS,
+            .h1 = f->until_ns / FP_STORE_HOUR_NS * FP_STORE_HOUR_NS,
+        };
+
+        r.d0 = (r.h0 + FP_STORE_DAY_NS - 1) / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
+        r.d1 = r.h1 / FP_STORE_DAY_NS * FP_STORE_DAY_NS;
+        if (r.d1 < r.d0)
+                r.d1 = r.d0;
+        *ret = r;
+        return s->rollups && f->since_ns > 0 && f->until_ns > 0 && r.h1 > r.h0 && !f->bucket_min &&
+               !f->bucket_max && !f->start_from_ns;
+}
 
 /* Binds f to a statement whose WHERE clause holds FILTER_TARGETS and FILTER_BUCKETS. */
 void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f);

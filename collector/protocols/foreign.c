@@ -275,14 +275,9 @@ static void on_conn_closed(void *arg)
         pd->evcon = NULL;
 }
 
-/* Connect's error codes by HTTP status, and its error body. */
-static void connect_error(struct evhttp_request *req, int status, const char *msg)
+void fp_coll_connect_reply(struct evhttp_request *req, int status, const char *code,
+                           const char *msg)
 {
-        const char *code = status == 400 || status == 415 ? "invalid_argument"
-                           : status == 401                ? "unauthenticated"
-                           : status == 413                ? "resource_exhausted"
-                           : status == 503                ? "unavailable"
-                                                          : "internal";
         struct evbuffer *b = evbuffer_new();
 
         if (!b)
@@ -292,6 +287,18 @@ static void connect_error(struct evhttp_request *req, int status, const char *ms
         evbuffer_add_printf(b, "}\n");
         fp_coll_reply(req, status, "application/json", b);
         evbuffer_free(b);
+}
+
+/* Connect's error codes by HTTP status. */
+static void connect_error(struct evhttp_request *req, int status, const char *msg)
+{
+        const char *code = status == 400 || status == 415 ? "invalid_argument"
+                           : status == 401                ? "unauthenticated"
+                           : status == 413                ? "resource_exhausted"
+                           : status == 503                ? "unavailable"
+                                                          : "internal";
+
+        fp_coll_connect_reply(req, status, code, msg);
 }
 
 /*

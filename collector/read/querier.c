@@ -49,21 +49,6 @@
 
 /* ---- errors ---- */
 
-/* The error with an HTTP status of its own (415 for a Content-Type, as Connect has it). */
-static void connect_error_status(struct evhttp_request *req, const char *code, int status,
-                                 const char *msg)
-{
-        struct evbuffer *b = evbuffer_new();
-
-        if (!b)
-                return fp_coll_reply_error(req, status, "%s", msg);
-        evbuffer_add_printf(b, "{\"code\":\"%s\",\"message\":", code);
-        fp_escape_json_evb(b, msg);
-        evbuffer_add_printf(b, "}\n");
-        fp_coll_reply(req, status, "application/json", b);
-        evbuffer_free(b);
-}
-
 void fp_coll_connect_error(struct evhttp_request *req, const char *code, const char *fmt, ...)
 {
         static const struct {
@@ -84,7 +69,7 @@ void fp_coll_connect_error(struct evhttp_request *req, const char *code, const c
         for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
                 if (strcmp(codes[i].code, code) == 0)
                         status = codes[i].status;
-        connect_error_status(req, code, status, msg);
+        fp_coll_connect_reply(req, status, code, msg);
 }
 
 /* ---- the messages, for JSON (pbjson.h) ---- */
@@ -1902,9 +1887,9 @@ void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req)
                 c.json = true;
         else if (!ct || !((ct_len == 17 && strncmp(ct, "application/proto", 17) == 0) ||
                           (ct_len == 22 && strncmp(ct, "application/x-protobuf", 22) == 0)))
-                return connect_error_status(req, "invalid_argument", 415,
-                                            "Content-Type must be application/proto or "
-                                            "application/json (Connect's unary calls)");
+                return fp_coll_connect_reply(req, 415, "invalid_argument",
+                                             "Content-Type must be application/proto or "
+                                             "application/json (Connect's unary calls)");
         if (ver && strcmp(ver, "1") != 0)
                 return fp_coll_connect_error(req, "invalid_argument",
                                              "Connect-Protocol-Version must be 1");
