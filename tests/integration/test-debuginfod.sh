@@ -5,7 +5,8 @@
 #   1. A stripped C++ program (namespaces, a template, two overloads), its
 #      debug file served only by Debian's debuginfod on 127.0.0.1, profiled
 #      by a real agent uploading to a SQLite collector with --debuginfod:
-#      the pprof, /top and the flame graph name its functions demangled,
+#      the pprof, /top, the flame graph and Grafana's query API (Connect:
+#      SelectMergeStacktraces, SelectMergeProfile) name its functions demangled,
 #      with their symbols as system names, where the agent's own dump has
 #      offsets, as does the web page in chromium; the totals do not
 #      change; /metrics counts the fetch.
@@ -130,6 +131,29 @@ ok = all(k in seen and "main" in seen[k] for k in ("demo::mix(int)", "demo::mix(
 print("flame graph: total %d of %s, overloads under main: %s" % (root["total"], sys.argv[2], ok))
 sys.exit(0 if ok and root["total"] == int(sys.argv[2]) else 1)
 PY
+# Grafana's query API (Connect, JSON) names them too: the flame graph and the pprof.
+connect() { # connect METHOD FILE: the JSON request of this program's CPU profile, last hour
+  local now=$(($(date +%s) * 1000))
+  curl -sf -H 'Content-Type: application/json' -o "$2" "$URL/querier.v1.QuerierService/$1" -d \
+    "{\"profileTypeID\":\"cpu-clock:cpu:nanoseconds:cpu:nanoseconds\",\"labelSelector\":\"{pid=\\\"$WPID\\\"}\",\"start\":\"$((now - 3600000))\",\"end\":\"$now\"}"
+}
+connect SelectMergeStacktraces "$FP_TMP/fg.json" || fp_fail "no SelectMergeStacktraces"
+python3 - "$FP_TMP/fg.json" <<'PY' || fp_fail "SelectMergeStacktraces does not name the overloads"
+import json, sys
+fg = json.load(open(sys.argv[1]))["flamegraph"]
+names = set(fg["names"])
+print("SelectMergeStacktraces: %s" % sorted(n for n in names if n.startswith("demo::")))
+sys.exit(0 if {"demo::mix(int)", "demo::mix(double)"} <= names and not any(n.startswith("stripped+0x") for n in names) else 1)
+PY
+connect SelectMergeProfile "$FP_TMP/smp.json" || fp_fail "no SelectMergeProfile"
+python3 - "$FP_TMP/smp.json" <<'PY' || fp_fail "SelectMergeProfile does not name the overloads with their symbols"
+import json, sys
+p = json.load(open(sys.argv[1]))
+st = p["stringTable"]
+fns = {st[int(f.get("name", 0))]: st[int(f.get("systemName", 0))] for f in p["function"]}
+print("SelectMergeProfile: %s" % sorted((n, s) for n, s in fns.items() if n.startswith("demo::mix")))
+sys.exit(0 if fns.get("demo::mix(int)") == "_ZN4demo3mixEi" and fns.get("demo::mix(double)") == "_ZN4demo3mixEd" else 1)
+PY
 # The web page, in chromium, draws the names the collector gave.
 NODE_PATH=/var/cache/fleetprof-test/node_modules fp_timeout 90 node "$INTEG/webview.js" "$URL" "pid=$WPID" \
   >"$FP_TMP/page.json" 2>"$FP_TMP/page.err" || fp_fail "the web page did not load: $(tail -3 "$FP_TMP/page.err")"
@@ -144,7 +168,7 @@ PY
 [[ $(metric fleetprof_collector_debuginfod_cache_bytes) -gt 0 ]] || fp_fail "/metrics counts no cache bytes"
 curl -sf "$URL/metrics" >"$FP_TMP/metrics.txt"
 python3 "$INTEG/promcheck.py" "$FP_TMP/metrics.txt" >/dev/null || fp_fail "/metrics is not valid: $(python3 "$INTEG/promcheck.py" "$FP_TMP/metrics.txt" 2>&1 | tail -1)"
-fp_ok "collector names the stripped program from debuginfod: demo::mix(int)/(double) with their symbols; /top, the flame graph and the page too; $ta samples"
+fp_ok "collector names the stripped program from debuginfod: demo::mix(int)/(double) with their symbols; /top, the flame graph, the query API and the page too; $ta samples"
 fp_stop_collector
 
 # ---- 2. the server down, then back; the disk cache --------------------------
