@@ -29,6 +29,7 @@ profile() {
   fp_ctl dump "$pid" --format folded -o "$FP_TMP/$name.folded" >/dev/null || fp_fail "folded dump of $name failed"
   fp_ctl stop "$pid" >/dev/null 2>&1 || true
   fp_kill "$pid"
+  PIDS[$name]=$pid
   fp_pprof -raw -symbolize=none "$FP_TMP/$name.pb.gz" >"$FP_TMP/$name.raw" 2>&1 ||
     fp_fail "go tool pprof -raw rejected the $name profile: $(head -3 "$FP_TMP/$name.raw")"
 }
@@ -63,12 +64,17 @@ PY
     fp_fail "$1: $2 is not the hot function under its system name"
 }
 
-fp_start_agent
+declare -A PIDS WANT
+PORT=$(fp_free_port)
+URL=http://127.0.0.1:$PORT
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/collector.db"
+fp_start_agent --bucket 1 --collector "$URL" --upload-interval 5
 parts=0
 if command -v g++ >/dev/null; then
   g++ -O1 -o "$FP_TMP/cxxnames" "$NAMES/cxxnames.cc" || fp_fail "g++ failed"
   profile cxx "$FP_TMP/cxxnames"
   check cxx "demo::Worker<int>::spin(int)" "_ZN4demo6WorkerIiE4spinEi"
+  WANT[cxx]="demo::Worker<int>::spin(int)"
   fp_ok "C++: demo::Worker<int>::spin(int), its symbol _ZN4demo6WorkerIiE4spinEi kept as the system name"
   parts=$((parts + 1))
 else
@@ -79,12 +85,54 @@ if command -v rustc >/dev/null; then
   rustc -O -C symbol-mangling-version=v0 -o "$FP_TMP/rust-v0" "$NAMES/rustnames.rs" || fp_fail "rustc (v0) failed"
   profile rust-legacy "$FP_TMP/rust-legacy"
   check rust-legacy "rustnames::work::spin" "_ZN9rustnames4work4spin17h[0-9a-f]{16}E"
+  WANT[rust-legacy]="rustnames::work::spin"
   profile rust-v0 "$FP_TMP/rust-v0"
   check rust-v0 "rustnames::work::spin" "_RNvNtCs[0-9A-Za-z_]+_9rustnames4work4spin"
+  WANT[rust-v0]="rustnames::work::spin"
   fp_ok "Rust: rustnames::work::spin from its legacy and its v0 symbol"
   parts=$((parts + 1))
 else
   fp_log "SKIP: Rust (no rustc)"
 fi
+
+# The collector's reads show what the agent named: its pprof keeps each
+# hot function's symbol, its flame graph and its page (chromium) the name.
+fp_ctl flush >/dev/null || fp_fail "flush failed"
+for name in "${!WANT[@]}"; do
+  pid=${PIDS[$name]} want=${WANT[$name]}
+  curl -sf -o "$FP_TMP/$name.coll.pb.gz" "$URL/api/v1/profile?pid=$pid" || fp_fail "$name: no profile from the collector"
+  python3 - "$FP_TMP/$name.coll.pb.gz" "$want" "$FP_SRC/tests/integration" <<'PY' || fp_fail "$name: the collector's pprof lost the symbol of $want"
+import sys
+sys.path.insert(0, sys.argv[3])
+import pprofraw
+p = pprofraw.load(sys.argv[1])
+systems = {sn for loc in p.locations.values() for (fn, _, _), sn in zip(loc.lines, loc.system_names) if fn == sys.argv[2]}
+print("collector pprof: %r as %s" % (sys.argv[2], sorted(systems)))
+sys.exit(0 if systems and all(s.startswith(("_Z", "_R")) for s in systems) else 1)
+PY
+  curl -sf -o "$FP_TMP/$name.flame.json" "$URL/api/v1/flamegraph?pid=$pid" || fp_fail "$name: no flame graph"
+  python3 - "$FP_TMP/$name.flame.json" "$want" <<'PY' || fp_fail "$name: the flame graph lacks $want, or shows a symbol"
+import json, re, sys
+def walk(n):
+    yield n["name"]
+    for c in n.get("children", []):
+        yield from walk(c)
+names = set(walk(json.load(open(sys.argv[1]))["tree"]))
+mangled = sorted(n for n in names if re.match(r"_[ZR]", n))
+print("flame graph: %r %s; mangled: %s" % (sys.argv[2], sys.argv[2] in names, mangled[:3]))
+sys.exit(0 if sys.argv[2] in names and not mangled else 1)
+PY
+  NODE_PATH=/var/cache/fleetprof-test/node_modules fp_timeout 90 node "$FP_SRC/tests/integration/webview.js" "$URL" "pid=$pid" \
+    >"$FP_TMP/$name.page.json" 2>"$FP_TMP/$name.page.err" || fp_fail "$name: the web page did not load: $(tail -3 "$FP_TMP/$name.page.err")"
+  python3 - "$FP_TMP/$name.page.json" "$want" <<'PY' || fp_fail "$name: the web page does not draw $want"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+names = {b["name"] for b in d["drawn"]}
+print("page: %d boxes, %r drawn: %s" % (len(d["drawn"]), sys.argv[2], sys.argv[2] in names))
+sys.exit(0 if not d["errors"] and sys.argv[2] in names and not any(re.match(r"_[ZR]", n) for n in names) else 1)
+PY
+done
+((${#WANT[@]} == 0)) || fp_ok "the collector's pprof keeps the symbols; its flame graph and web page show ${!WANT[*]} demangled"
 fp_ok "done ($parts of 2 languages)"
 fp_stop_agent
+fp_stop_collector
