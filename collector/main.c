@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <malloc.h>
 #include <openssl/ssl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -117,6 +118,15 @@ int main(int argc, char **argv)
         fp_coll_config_from(conf, &c);
         fit_connections(&c);
         signal(SIGPIPE, SIG_IGN);
+        /*
+         * A fleet's profile is built in arrays of tens of MB, grown as it
+         * is read. Left to glibc, each would be mapped afresh, copied at
+         * every doubling and unmapped after: on a VM the page faults cost
+         * half the read (0.97 s of the day of 100 hosts, 0.48 s with
+         * this). Kept in the heap and reused, up to 256 MiB idle.
+         */
+        mallopt(M_MMAP_THRESHOLD, 128 << 20);
+        mallopt(M_TRIM_THRESHOLD, 256 << 20);
         base = event_base_new();
         if (!base) {
                 fp_log(LOG_ERR, "Failed to create the event loop");

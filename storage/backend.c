@@ -114,7 +114,16 @@ int fp_backend_stats(struct fp_backend *b, struct fp_store_stats *ret)
         return b->ch ? fp_ch_stats(b->ch, ret) : fp_store_stats(b->sq, ret);
 }
 
+void fp_backend_set_summaries(struct fp_backend *b, bool on)
+{
+        if (b->ch)
+                fp_ch_set_summaries(b->ch, on);
+        else
+                fp_store_set_rollup_reads(b->sq, on);
+}
+
 int fp_backend_rollup_step(struct fp_backend *b, int64_t now_ns, int64_t grace_ns)
 {
-        return b->ch ? 0 : fp_store_rollup_step(b->sq, now_ns, grace_ns);
+        return b->ch ? fp_ch_rollup_step(b->ch, now_ns, grace_ns)
+                     : fp_store_rollup_step(b->sq, now_ns, grace_ns);
 }

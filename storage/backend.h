@@ -53,7 +53,13 @@ int fp_backend_host_costs(struct fp_backend *b, const struct fp_store_filter *f,
                           fp_store_host_cost_fn fn, void *userdata);
 int fp_backend_stats(struct fp_backend *b, struct fp_store_stats *ret);
 /*
- * One step of keeping the summaries (SQLite: fp_store_rollup_step(); ClickHouse keeps
- * none): 1 when it did one, 0 when none is due, or -errno.
+ * One step of keeping the summaries (fp_store_rollup_step(), fp_ch_rollup_step()): 1 when
+ * it did one, 0 when none is due, or -errno.
  */
+/*
+ * Whether summaries are read and made (on when opened). Off, every read
+ * takes the raw rows and none is made; writes still mark what they change
+ * (SQLite), so that what was kept stays true for a later start with them on.
+ */
+void fp_backend_set_summaries(struct fp_backend *b, bool on);
 int fp_backend_rollup_step(struct fp_backend *b, int64_t now_ns, int64_t grace_ns);

@@ -2,7 +2,7 @@
 /*
  * The collector's store on ClickHouse (clickhouse.h), over HTTP.
  *
- * Schema (version 4), in the database the URL names. Every table is a
+ * Schema (version 6), in the database the URL names. Every table is a
  * ReplacingMergeTree: a row written twice (two collectors storing one
  * retried upload, or a dictionary row each collector writes once) is
  * collapsed by ClickHouse's merges, and until then every read groups by
@@ -44,6 +44,8 @@
  *                store's hashes, store-internal.h).
  *   costs        (day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus)
  *   meta         (version, written_ns): the schema version.
+ *   rollups, rollup_drops, rollup_builds: summaries of whole hours and
+ *                days (schema version 6), written and chosen by ch-rollup.c.
  *
  * Time: hour = start_ns / 3600 s and day = start_ns / 86400 s of the
  * upload (not of each bucket in it). Tables of samples are partitioned by
@@ -58,6 +60,7 @@
  * lightweight deletes; RowBinary both ways; ids in the query text.
  */
 #include "clickhouse.h"
+#include "ch-internal.h"
 #include "store-internal.h"
 #include "pprof.h"
 
@@ -71,332 +74,10 @@
 #include <sys/random.h>
 #include <time.h>
 
-#define HOUR_NS           3600000000000LL
-#define DAY_NS            86400000000000LL
-#define CONNECT_TIMEOUT_S 5L
-#define WRITE_TIMEOUT_S   20L
-#define READ_TIMEOUT_S    30L
-#define MAX_ANSWER        ((size_t)1 << 30) /* bytes of one answer */
 #define IDS_PER_QUERY     8000              /* ids in one IN (...) list: under max_query_size */
 #define WRITTEN_MAX       ((size_t)1 << 20) /* dictionary rows remembered as written */
 #define UPKEEP_EVERY_NS   (10 * 1000000000LL)
 #define FP_CH_SEED_SERIES 0x6a09e667f3bcc909ULL /* written_before()'s table of series rows */
-
-/* ---- growing buffers ---- */
-
-struct buf {
-        char *p;
-        size_t n, cap;
-        bool oom;
-};
-
-static void buf_need(struct buf *b, size_t more)
-{
-        if (b->oom)
-                return;
-        if (fp_grow((void **)&b->p, &b->cap, b->n + more + 1, 1) < 0)
-                b->oom = true;
-}
-
-static void buf_add(struct buf *b, const void *data, size_t len)
-{
-        buf_need(b, len);
-        if (b->oom)
-                return;
-        memcpy(b->p + b->n, data, len);
-        b->n += len;
-        b->p[b->n] = 0;
-}
-
-static void __attribute__((format(printf, 2, 3))) buf_printf(struct buf *b, const char *fmt, ...)
-{
-        va_list ap;
-        int n;
-
-        va_start(ap, fmt);
-        n = vsnprintf(NULL, 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-                b->oom = true;
-                return;
-        }
-        buf_need(b, (size_t)n);
-        if (b->oom)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-        b->n += (size_t)n;
-}
-
-/* A SQL string literal: quotes and backslashes escaped, control bytes as \xHH. */
-static void buf_lit(struct buf *b, const char *s)
-{
-        buf_add(b, "'", 1);
-        for (; *s; s++) {
-                unsigned char ch = (unsigned char)*s;
-                if (ch == '\'' || ch == '\\')
-                        buf_printf(b, "\\%c", ch);
-                else if (ch < 0x20 || ch == 0x7f)
-                        buf_printf(b, "\\x%02x", ch);
-                else
-                        buf_add(b, s, 1);
-        }
-        buf_add(b, "'", 1);
-}
-
-/* RowBinary: little-endian integers, strings and arrays prefixed by a LEB128 length. */
-static void rb_uint(struct buf *b, uint64_t v, size_t bytes)
-{
-        uint8_t w[8];
-        for (size_t i = 0; i < bytes; i++)
-                w[i] = (uint8_t)(v >> (8 * i));
-        buf_add(b, w, bytes);
-}
-
-static void rb_len(struct buf *b, uint64_t n)
-{
-        uint8_t w[10];
-        size_t k = 0;
-        do {
-                w[k] = (uint8_t)(n & 0x7f);
-                n >>= 7;
-                if (n)
-                        w[k] |= 0x80;
-                k++;
-        } while (n);
-        buf_add(b, w, k);
-}
-
-static void rb_str(struct buf *b, const char *s)
-{
-        size_t n = s ? strlen(s) : 0;
-        rb_len(b, n);
-        buf_add(b, s ? s : "", n);
-}
-
-/* A sample's thread_name column: the name, and "\0" wait when it waited. */
-static void rb_thread(struct buf *b, const char *name, const char *wait)
-{
-        size_t n = strlen(name), w = strlen(wait);
-        rb_len(b, w ? n + 1 + w : n);
-        buf_add(b, name, n);
-        if (w) {
-                buf_add(b, "", 1);
-                buf_add(b, wait, w);
-        }
-}
-
-/* Reading RowBinary: strings are NUL-terminated in place (moved over their length). */
-struct rd {
-        uint8_t *p, *end;
-        bool bad;
-};
-
-static uint64_t rd_uint(struct rd *r, size_t bytes)
-{
-        uint64_t v = 0;
-        if (r->bad || (size_t)(r->end - r->p) < bytes) {
-                r->bad = true;
-                return 0;
-        }
-        for (size_t i = 0; i < bytes; i++)
-                v |= (uint64_t)r->p[i] << (8 * i);
-        r->p += bytes;
-        return v;
-}
-
-static uint64_t rd_len(struct rd *r)
-{
-        uint64_t v = 0;
-        for (unsigned shift = 0; shift < 64; shift += 7) {
-                if (r->bad || r->p >= r->end) {
-                        r->bad = true;
-                        return 0;
-                }
-                uint8_t c = *r->p++;
-                v |= (uint64_t)(c & 0x7f) << shift;
-                if (!(c & 0x80))
-                        return v;
-        }
-        r->bad = true;
-        return 0;
-}
-
-/* A string and its length (it may hold NULs). */
-static const char *rd_str_len(struct rd *r, size_t *ret_len)
-{
-        uint8_t *start = r->p;
-        uint64_t n = rd_len(r);
-        *ret_len = 0;
-        if (r->bad || (uint64_t)(r->end - r->p) < n) {
-                r->bad = true;
-                return "";
-        }
-        memmove(start, r->p, n); /* the length took at least one byte: room for the NUL */
-        start[n] = 0;
-        r->p += n;
-        *ret_len = n;
-        return (const char *)start;
-}
-
-static const char *rd_str(struct rd *r)
-{
-        size_t n;
-        return rd_str_len(r, &n);
-}
-
-/* A reader of c's last answer (struct fp_ch is defined below). */
-#define ANSWER(c)                                                                                  \
-        ((struct rd){(uint8_t *)(c)->answer.p, (uint8_t *)(c)->answer.p + (c)->answer.n, false})
-
-#define RD_U8(r)  ((uint8_t)rd_uint((r), 1))
-#define RD_U32(r) ((uint32_t)rd_uint((r), 4))
-#define RD_I32(r) ((int32_t)(uint32_t)rd_uint((r), 4))
-#define RD_U64(r) rd_uint((r), 8)
-#define RD_I64(r) ((int64_t)rd_uint((r), 8))
-
-/* ---- the connection ---- */
-
-struct fp_ch {
-        CURL *curl;
-        char *base;     /* http(s)://host:port/ */
-        char *hostport; /* for messages */
-        char db[64];
-        char *user, *password;
-        bool writer, ready;
-        uint64_t max_bytes;
-        int64_t next_upkeep_ns;
-        struct fp_store_map written; /* (day, id) of dictionary rows this handle stored */
-        struct buf answer;
-        char errmsg[512];
-        int64_t deadline_ns; /* CLOCK_MONOTONIC; 0: none (fp_ch_set_deadline()) */
-};
-
-static int failf(struct fp_ch *c, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int failf(struct fp_ch *c, int r, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
-        va_end(ap);
-        return r;
-}
-
-static int oom(struct fp_ch *c)
-{
-        return failf(c, -ENOMEM, "ClickHouse store: out of memory");
-}
-
-static size_t on_answer(char *data, size_t size, size_t nmemb, void *userdata)
-{
-        struct fp_ch *c = userdata;
-        size_t n = size * nmemb;
-
-        if (c->answer.n + n > MAX_ANSWER)
-                return 0; /* curl fails the transfer: the answer is too large */
-        buf_add(&c->answer, data, n);
-        return c->answer.oom ? 0 : n;
-}
-
-/* The first line of ClickHouse's error text, without its stack trace. */
-static void error_line(const struct buf *a, char *out, size_t len)
-{
-        size_t n = a->p ? strcspn(a->p, "\r\n") : 0;
-        const char *s = a->p ? a->p : "";
-        const char *st = strstr(s, ", Stack trace");
-        if (st && (size_t)(st - s) < n)
-                n = (size_t)(st - s);
-        snprintf(out, len, "%.*s", (int)(n < 300 ? n : 300), s);
-}
-
-/*
- * One request: insert_sql set sends body as the INSERT's data (the query
- * in the URL); else body is the query. The answer lands in c->answer.
- */
-static int request(struct fp_ch *c, const char *insert_sql, const void *body, size_t len,
-                   long timeout_s)
-{
-        struct buf url = {0};
-        char curl_err[CURL_ERROR_SIZE] = "", line[320];
-        long code = 0;
-        CURLcode cr;
-
-        c->answer.n = 0;
-        c->answer.oom = false;
-        if (c->answer.p)
-                c->answer.p[0] = 0;
-        buf_printf(&url, "%s?wait_end_of_query=1", c->base); /* every name is qualified */
-        if (insert_sql) {
-                char *q = curl_easy_escape(c->curl, insert_sql, 0);
-                if (!q) {
-                        free(url.p);
-                        return oom(c);
-                }
-                buf_printf(&url, "&query=%s", q);
-                curl_free(q);
-        }
-        if (url.oom) {
-                free(url.p);
-                return oom(c);
-        }
-        curl_easy_setopt(c->curl, CURLOPT_URL, url.p);
-        curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        long timeout_ms = timeout_s * 1000;
-        if (c->deadline_ns) {
-                int64_t left = (c->deadline_ns - (int64_t)fp_now_ns(CLOCK_MONOTONIC)) / 1000000;
-                if (left < timeout_ms)
-                        timeout_ms = left > 1 ? (long)left : 1;
-        }
-        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-        curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, curl_err);
-        cr = curl_easy_perform(c->curl);
-        curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
-        free(url.p);
-        if (cr != CURLE_OK) {
-                int r = cr == CURLE_OPERATION_TIMEDOUT             ? -ETIMEDOUT
-                        : cr == CURLE_WRITE_ERROR && c->answer.oom ? -ENOMEM
-                        : cr == CURLE_WRITE_ERROR                  ? -EFBIG
-                        : cr == CURLE_COULDNT_RESOLVE_HOST         ? -EHOSTUNREACH
-                                                                   : -ECONNREFUSED;
-                c->ready = c->ready && r != -ECONNREFUSED && r != -EHOSTUNREACH;
-                return failf(c, r, "ClickHouse at %s: %s", c->hostport,
-                             curl_err[0] ? curl_err : curl_easy_strerror(cr));
-        }
-        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
-        if (code != 200) {
-                error_line(&c->answer, line, sizeof(line));
-                if (code == 401 || code == 403 || strstr(line, "Code: 516") ||
-                    strstr(line, "Code: 192") || strstr(line, "Code: 193"))
-                        return failf(c, -EACCES, "ClickHouse at %s refused the credentials: %s",
-                                     c->hostport, line);
-                return failf(c, -EIO, "ClickHouse at %s: HTTP %ld: %s", c->hostport, code, line);
-        }
-        return 0;
-}
-
-static int exec_sql(struct fp_ch *c, const struct buf *sql, long timeout_s)
-{
-        if (sql->oom)
-                return oom(c);
-        return request(c, NULL, sql->p, sql->n, timeout_s);
-}
-
-static int insert(struct fp_ch *c, const char *table, const char *columns, const struct buf *rows)
-{
-        char sql[512];
-
-        if (rows->oom)
-                return oom(c);
-        if (!rows->n)
-                return 0;
-        snprintf(sql, sizeof(sql), "INSERT INTO %s.%s (%s) FORMAT RowBinary", c->db, table,
-                 columns);
-        return request(c, sql, rows->p, rows->n, WRITE_TIMEOUT_S);
-}
 
 /* ---- schema ---- */
 
@@ -514,6 +195,24 @@ static void buf_sql(struct buf *q, const char *tmpl, const char *db)
         buf_printf(q, "%s", tmpl);
 }
 
+/*
+ * 5 -> 6: summaries (ch-rollup.c): each hour's and day's samples merged
+ * once, and the summaries written whole with what they hold.
+ */
+static const struct schema_step schema_v6[] = {
+    {"rollups", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.rollups (hour UInt32, build UInt64, series_id UInt64,"
+     " tid Int32, thread_name String, stack_id UInt64, count UInt64, value UInt64) " RMT
+     " PARTITION BY hour ORDER BY (build, series_id, tid, thread_name, stack_id)"},
+    {"rollup_drops", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.rollup_drops (hour UInt32, build UInt64, target_id UInt64,"
+     " reason String, count UInt64) " RMT " PARTITION BY hour ORDER BY (build, target_id, reason)"},
+    {"rollup_builds", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.rollup_builds (hour UInt32, span UInt8, build UInt64,"
+     " uploads UInt64, fingerprint UInt64, built_ns Int64) " RMT
+     " PARTITION BY hour ORDER BY (hour, span, build)"},
+};
+
 /* Each version's statements; a later version appends its ALTERs here. */
 static const struct {
         const struct schema_step *steps;
@@ -525,9 +224,12 @@ static const struct {
     {schema_v3, sizeof(schema_v3) / sizeof(schema_v3[0]), NULL},
     {NULL, 0, resort_samples},
     {schema_v5, sizeof(schema_v5) / sizeof(schema_v5[0]), NULL},
+    {schema_v6, sizeof(schema_v6) / sizeof(schema_v6[0]), NULL},
 };
 
-static const char *const hour_tables[] = {"samples", "buckets", "drops", "upload_keys"};
+/* Summaries first: a read never takes a summary whose rows are gone. */
+static const char *const hour_tables[] = {"rollup_builds", "rollups", "rollup_drops", "samples",
+                                          "buckets",       "drops",   "upload_keys"};
 static const char *const day_tables[] = {"series",    "stacks",   "frames",
                                          "functions", "mappings", "costs"};
 #define N_HOUR_TABLES (sizeof(hour_tables) / sizeof(hour_tables[0]))
@@ -539,15 +241,16 @@ static int schema_version(struct fp_ch *c, int64_t *ret)
         int r;
 
         buf_printf(&q, "SELECT toInt64(max(version)) FROM %s.meta FORMAT RowBinary", c->db);
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
         struct rd rd = ANSWER(c);
         *ret = RD_I64(&rd);
-        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer to a version query",
-                              c->hostport)
-                      : 0;
+        return rd.bad
+                   ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer to a version query",
+                                 c->hostport)
+                   : 0;
 }
 
 /*
@@ -574,7 +277,7 @@ static int resort_state(struct fp_ch *c, struct resort_state *st)
                    " WHERE database = '%s' AND name IN ('samples', 'samples_v3', 'samples_v4')"
                    " FORMAT RowBinary",
                    c->db);
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
@@ -594,8 +297,8 @@ static int resort_state(struct fp_ch *c, struct resort_state *st)
                 else
                         st->v4 = true;
         }
-        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about its tables",
-                              c->hostport)
+        return rd.bad ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about its tables",
+                                    c->hostport)
                       : 0;
 }
 
@@ -612,22 +315,23 @@ static int copy_old_samples(struct fp_ch *c)
                            " AND table = 'samples_v3' AND active ORDER BY partition_id LIMIT 1"
                            " FORMAT RowBinary",
                            c->db);
-                r = exec_sql(c, &q, READ_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
                 q.n = 0;
                 if (r < 0)
                         break;
                 struct rd rd = ANSWER(c);
                 if (rd.p == rd.end) {
                         buf_printf(&q, "DROP TABLE IF EXISTS %s.samples_v3", c->db);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                         break;
                 }
                 char id[24];
                 const char *got = rd_str(&rd);
                 if (rd.bad || strlen(got) >= sizeof(id) ||
                     strspn(got, "0123456789") != strlen(got)) {
-                        r = failf(c, -EIO, "ClickHouse at %s: unexpected partition of samples_v3",
-                                  c->hostport);
+                        r = fp_ch_failf(c, -EIO,
+                                        "ClickHouse at %s: unexpected partition of samples_v3",
+                                        c->hostport);
                         break;
                 }
                 memcpy(id, got, strlen(got) + 1);
@@ -635,12 +339,12 @@ static int copy_old_samples(struct fp_ch *c)
                            "INSERT INTO %s.samples (" SAMPLES_NAMES ") SELECT " SAMPLES_NAMES
                            " FROM %s.samples_v3 WHERE hour = %s",
                            c->db, c->db, id);
-                r = exec_sql(c, &q, RESORT_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, RESORT_TIMEOUT_S);
                 q.n = 0;
                 if (r == 0) {
                         buf_printf(&q, "ALTER TABLE %s.samples_v3 DROP PARTITION ID '%s'", c->db,
                                    id);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                         q.n = 0;
                 }
                 if (r < 0)
@@ -694,38 +398,39 @@ static int resort_samples(struct fp_ch *c)
                 if (st.samples == SAMPLES_OTHER || (st.samples == SAMPLES_NEW && !st.v3 && !st.v4))
                         break;
                 if (++passes > RESORT_PASSES) {
-                        r = failf(c, -EAGAIN,
-                                  "ClickHouse at %s: the samples table's migration did not settle"
-                                  " in %d steps (other collectors migrating it?)",
-                                  c->hostport, RESORT_PASSES);
+                        r = fp_ch_failf(
+                            c, -EAGAIN,
+                            "ClickHouse at %s: the samples table's migration did not settle"
+                            " in %d steps (other collectors migrating it?)",
+                            c->hostport, RESORT_PASSES);
                         break;
                 }
                 if (st.samples == SAMPLES_NONE && st.v3) {
                         buf_printf(&q, "RENAME TABLE %s.samples_v3 TO %s.samples", c->db, c->db);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                 } else if (st.samples == SAMPLES_NONE) {
                         /* Between the halves of another's rename, or gone. */
-                        r = failf(c, -EIO, "ClickHouse at %s: table %s.samples is missing",
-                                  c->hostport, c->db);
+                        r = fp_ch_failf(c, -EIO, "ClickHouse at %s: table %s.samples is missing",
+                                        c->hostport, c->db);
                 } else if (st.samples == SAMPLES_OLD) {
                         buf_printf(&q,
                                    "CREATE TABLE IF NOT EXISTS %s.samples_v4 (" SAMPLES_COLUMNS
                                    ") " RMT " PARTITION BY hour ORDER BY (" SAMPLES_SORT ")",
                                    c->db);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                         if (r == 0) {
                                 q.n = 0;
                                 buf_printf(&q,
                                            "RENAME TABLE %s.samples TO %s.samples_v3,"
                                            " %s.samples_v4 TO %s.samples",
                                            c->db, c->db, c->db, c->db);
-                                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                                r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                         }
                 } else if (st.v3) {
                         r = copy_old_samples(c);
                 } else {
                         buf_printf(&q, "DROP TABLE IF EXISTS %s.samples_v4", c->db);
-                        r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                        r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                 }
                 if (r == 0)
                         continue;
@@ -734,10 +439,11 @@ static int resort_samples(struct fp_ch *c)
                 if (++failures == RESORT_FAILURES) {
                         char last[sizeof(c->errmsg)];
                         snprintf(last, sizeof(last), "%s", c->errmsg);
-                        r = failf(c, -EAGAIN,
-                                  "the samples table's migration did not settle: %d steps failed,"
-                                  " the last: %s",
-                                  RESORT_FAILURES, last);
+                        r = fp_ch_failf(
+                            c, -EAGAIN,
+                            "the samples table's migration did not settle: %d steps failed,"
+                            " the last: %s",
+                            RESORT_FAILURES, last);
                         break;
                 }
                 struct timespec ts = {0, RESORT_BACKOFF_NS * failures}; /* under 1 s */
@@ -763,14 +469,14 @@ static int schema_has(struct fp_ch *c, const char *table, const char *column)
                            "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
                            " AND name = '%s' FORMAT RowBinary",
                            c->db, table);
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
         struct rd rd = ANSWER(c);
         uint64_t n = RD_U64(&rd);
-        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about its tables",
-                              c->hostport)
+        return rd.bad ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about its tables",
+                                    c->hostport)
                       : n > 0;
 }
 
@@ -792,7 +498,7 @@ static int run_step(struct fp_ch *c, const struct schema_step *step)
                         break; /* there (1), or the question failed */
                 q.n = 0;
                 buf_sql(&q, step->sql, c->db);
-                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                 if (r != -EIO)
                         break;
                 char last[sizeof(c->errmsg)];
@@ -803,7 +509,7 @@ static int run_step(struct fp_ch *c, const struct schema_step *step)
                         break;
                 }
                 if (++failures == RESORT_FAILURES) {
-                        r = failf(c, -EIO, "%s", last);
+                        r = fp_ch_failf(c, -EIO, "%s", last);
                         break;
                 }
                 struct timespec ts = {0, RESORT_BACKOFF_NS * failures}; /* under 1 s */
@@ -824,14 +530,14 @@ static int setup(struct fp_ch *c)
                 return 0;
         if (c->writer) {
                 buf_printf(&q, "CREATE DATABASE IF NOT EXISTS %s", c->db);
-                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                 q.n = 0;
                 if (r == -EIO) { /* made by another collector at the same moment? */
                         buf_printf(&q,
                                    "SELECT toUInt64(count()) FROM system.databases"
                                    " WHERE name = '%s' FORMAT RowBinary",
                                    c->db);
-                        if (exec_sql(c, &q, READ_TIMEOUT_S) == 0) {
+                        if (fp_ch_exec(c, &q, READ_TIMEOUT_S) == 0) {
                                 struct rd rd = ANSWER(c);
                                 if (RD_U64(&rd) == 1 && !rd.bad)
                                         r = 0;
@@ -845,45 +551,47 @@ static int setup(struct fp_ch *c)
         }
         r = schema_version(c, &version);
         if (r == -EIO && !c->writer) {
-                r = failf(c, -EIO,
-                          "ClickHouse at %s: database '%s' has no fleetprof schema yet (%s)",
-                          c->hostport, c->db, c->errmsg);
+                r = fp_ch_failf(c, -EIO,
+                                "ClickHouse at %s: database '%s' has no fleetprof schema yet (%s)",
+                                c->hostport, c->db, c->errmsg);
                 goto out;
         }
         if (r < 0)
                 goto out;
         if (version > FP_CH_SCHEMA_VERSION) {
-                r = failf(c, -EPROTO,
-                          "ClickHouse database '%s' holds schema version %" PRId64
-                          ", newer than this collector's %d: upgrade the collector",
-                          c->db, version, FP_CH_SCHEMA_VERSION);
+                r = fp_ch_failf(c, -EPROTO,
+                                "ClickHouse database '%s' holds schema version %" PRId64
+                                ", newer than this collector's %d: upgrade the collector",
+                                c->db, version, FP_CH_SCHEMA_VERSION);
                 goto out;
         }
         if (!c->writer && version < FP_CH_SCHEMA_VERSION) {
-                r = failf(c, -EIO,
-                          "ClickHouse database '%s' is not set up yet (version %" PRId64 ")", c->db,
-                          version);
+                r = fp_ch_failf(c, -EIO,
+                                "ClickHouse database '%s' is not set up yet (version %" PRId64 ")",
+                                c->db, version);
                 goto out;
         }
         if (version == 0) {
                 /* A database of someone else's tables is not ours to fill. */
-                buf_printf(&q,
-                           "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
-                           " AND name NOT IN ('meta', 'series', 'buckets', 'samples', 'drops',"
-                           " 'upload_keys', 'stacks', 'frames', 'functions', 'mappings', 'costs',"
-                           " 'samples_v3', 'samples_v4')"
-                           " FORMAT RowBinary",
-                           c->db);
-                r = exec_sql(c, &q, READ_TIMEOUT_S);
+                buf_printf(
+                    &q,
+                    "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
+                    " AND name NOT IN ('meta', 'series', 'buckets', 'samples', 'drops',"
+                    " 'upload_keys', 'stacks', 'frames', 'functions', 'mappings', 'costs',"
+                    " 'samples_v3', 'samples_v4', 'rollups', 'rollup_drops', 'rollup_builds')"
+                    " FORMAT RowBinary",
+                    c->db);
+                r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
                 q.n = 0;
                 if (r < 0)
                         goto out;
                 struct rd rd = ANSWER(c);
                 if (RD_U64(&rd) != 0) {
-                        r = failf(c, -EPROTO,
-                                  "ClickHouse database '%s' holds tables fleetprof did not create:"
-                                  " name a database of its own",
-                                  c->db);
+                        r = fp_ch_failf(
+                            c, -EPROTO,
+                            "ClickHouse database '%s' holds tables fleetprof did not create:"
+                            " name a database of its own",
+                            c->db);
                         goto out;
                 }
         }
@@ -895,7 +603,7 @@ static int setup(struct fp_ch *c)
                         goto out;
                 buf_printf(&q, "INSERT INTO %s.meta VALUES (%" PRId64 ", %" PRId64 ")", c->db, v,
                            (int64_t)fp_now_ns(CLOCK_REALTIME));
-                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
                 q.n = 0;
                 if (r < 0)
                         goto out;
@@ -1023,7 +731,7 @@ int fp_ch_open(const char *url, const char *credentials_file, uint64_t max_bytes
         curl_easy_setopt(c->curl, CURLOPT_USERNAME, c->user);
         curl_easy_setopt(c->curl, CURLOPT_PASSWORD, c->password);
         curl_easy_setopt(c->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_answer);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, fp_ch_on_answer);
         curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
         curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
         curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
@@ -1069,6 +777,8 @@ void fp_ch_close(struct fp_ch *c)
                 free(c->password);
         }
         fp_store_map_free(&c->written);
+        fp_store_map_free(&c->rollup_seen);
+        fp_store_map_free(&c->rollup_days_seen);
         free(c->answer.p);
         free(c);
 }
@@ -1194,7 +904,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
         }
         if (r < 0) {
                 free(ss);
-                return oom(c);
+                return fp_ch_oom(c);
         }
         for (size_t i = 0; i < n_ss; i++) {
                 const struct fp_batch_target *t = &b->targets[ss[i].target];
@@ -1361,7 +1071,7 @@ static int known_keys(struct fp_ch *c, const struct fp_store_batch *const *batch
                    where.p ? where.p : "");
         q.oom = q.oom || where.oom;
         free(where.p);
-        r = any ? exec_sql(c, &q, READ_TIMEOUT_S) : 0;
+        r = any ? fp_ch_exec(c, &q, READ_TIMEOUT_S) : 0;
         free(q.p);
         if (r < 0 || !any)
                 return r;
@@ -1372,8 +1082,8 @@ static int known_keys(struct fp_ch *c, const struct fp_store_batch *const *batch
                         if (batches[i]->key && strcmp(batches[i]->key, key) == 0)
                                 results[i] = -EALREADY;
         }
-        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer to a key query",
-                              c->hostport)
+        return rd.bad ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer to a key query",
+                                    c->hostport)
                       : 0;
 }
 
@@ -1390,7 +1100,7 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
         for (size_t i = 0; i < n; i++)
                 results[i] = 0;
         if (!c->writer)
-                return failf(c, -EROFS, "ClickHouse store: opened for reads only");
+                return fp_ch_failf(c, -EROFS, "ClickHouse store: opened for reads only");
         if ((r = setup(c)) < 0 || (r = known_keys(c, batches, n, results)) < 0)
                 goto fail;
         for (size_t i = 0; i < n; i++) {
@@ -1405,31 +1115,35 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
          * in between leaves rows a retry writes again (reads count them
          * once), never a key without its samples.
          */
-        if ((r = insert(c, "mappings",
-                        "day, mapping_id, file, build_id, memory_start, memory_limit, file_offset",
-                        &w.mappings)) < 0 ||
-            (r = insert(c, "functions", "day, function_id, name, system_name, filename",
-                        &w.functions)) < 0 ||
-            (r = insert(c, "frames", "day, frame_id, mapping_id, function_id, address, line",
-                        &w.frames)) < 0 ||
-            (r = insert(c, "stacks", "day, stack_id, frames", &w.stacks)) < 0 ||
-            (r = insert(c, "series",
-                        "day, series_id, target_id, host, pid, starttime, comm, exe, config,"
-                        " active, service, event, count_type, count_unit, value_type,"
-                        " value_unit, period_type, period_unit, period, version, written_ns,"
-                        " container",
-                        &w.series)) < 0 ||
-            (r = insert(c, "samples",
-                        "hour, start_ns, series_id, length_ns, upload, stack_id, tid,"
-                        " thread_name, count, value",
-                        &w.samples)) < 0 ||
-            (r = insert(c, "drops", "hour, start_ns, length_ns, upload, target_id, reason, count",
-                        &w.drops)) < 0 ||
-            (r = insert(c, "costs", "day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus",
-                        &w.costs)) < 0 ||
-            (r = insert(c, "buckets",
-                        "hour, upload, series_id, start_ns, length_ns, count, value, rows, key",
-                        &w.buckets)) < 0)
+        if ((r = fp_ch_insert(
+                 c, "mappings",
+                 "day, mapping_id, file, build_id, memory_start, memory_limit, file_offset",
+                 &w.mappings)) < 0 ||
+            (r = fp_ch_insert(c, "functions", "day, function_id, name, system_name, filename",
+                              &w.functions)) < 0 ||
+            (r = fp_ch_insert(c, "frames", "day, frame_id, mapping_id, function_id, address, line",
+                              &w.frames)) < 0 ||
+            (r = fp_ch_insert(c, "stacks", "day, stack_id, frames", &w.stacks)) < 0 ||
+            (r = fp_ch_insert(c, "series",
+                              "day, series_id, target_id, host, pid, starttime, comm, exe, config,"
+                              " active, service, event, count_type, count_unit, value_type,"
+                              " value_unit, period_type, period_unit, period, version, written_ns,"
+                              " container",
+                              &w.series)) < 0 ||
+            (r = fp_ch_insert(c, "samples",
+                              "hour, start_ns, series_id, length_ns, upload, stack_id, tid,"
+                              " thread_name, count, value",
+                              &w.samples)) < 0 ||
+            (r = fp_ch_insert(c, "drops",
+                              "hour, start_ns, length_ns, upload, target_id, reason, count",
+                              &w.drops)) < 0 ||
+            (r = fp_ch_insert(c, "costs",
+                              "day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus",
+                              &w.costs)) < 0 ||
+            (r = fp_ch_insert(
+                 c, "buckets",
+                 "hour, upload, series_id, start_ns, length_ns, count, value, rows, key",
+                 &w.buckets)) < 0)
                 goto fail;
         rows_free(&w);
         if (c->max_bytes && (int64_t)fp_now_ns(CLOCK_MONOTONIC) >= c->next_upkeep_ns) {
@@ -1470,7 +1184,7 @@ static int load_parts(struct fp_ch *c, struct part **ret, size_t *ret_n)
                    " WHERE database = '%s' AND active AND table != 'meta'"
                    " GROUP BY table, partition_id FORMAT RowBinary",
                    c->db);
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
@@ -1499,7 +1213,7 @@ static int load_parts(struct fp_ch *c, struct part **ret, size_t *ret_n)
                 if (k == n) {
                         if (fp_grow((void **)&v, &cap, n + 1, sizeof(*v)) < 0) {
                                 free(v);
-                                return oom(c);
+                                return fp_ch_oom(c);
                         }
                         v[n++] = p;
                 } else {
@@ -1509,8 +1223,8 @@ static int load_parts(struct fp_ch *c, struct part **ret, size_t *ret_n)
         }
         if (rd.bad) {
                 free(v);
-                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about parts",
-                             c->hostport);
+                return fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about parts",
+                                   c->hostport);
         }
         *ret = v;
         *ret_n = n;
@@ -1527,7 +1241,7 @@ static int drop_partition(struct fp_ch *c, const struct part *p)
         for (size_t i = 0; i < n && r == 0; i++) {
                 q.n = 0;
                 buf_printf(&q, "ALTER TABLE %s.%s DROP PARTITION ID '%s'", c->db, tables[i], p->id);
-                r = exec_sql(c, &q, WRITE_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, WRITE_TIMEOUT_S);
         }
         free(q.p);
         return r;
@@ -1590,6 +1304,23 @@ static int upkeep(struct fp_ch *c, int64_t before_ns)
         if (r == 0 && deleted)
                 fp_store_map_clear(&c->written);
         return r < 0 ? r : (int)(deleted > INT32_MAX ? INT32_MAX : deleted);
+}
+
+void fp_ch_set_summaries(struct fp_ch *c, bool on)
+{
+        c->rollups_off = !on;
+}
+
+int fp_ch_rollup_step(struct fp_ch *c, int64_t now_ns, int64_t grace_ns)
+{
+        int r;
+
+        c->errmsg[0] = 0;
+        if (!c->writer || c->rollups_off)
+                return 0;
+        if ((r = setup(c)) < 0)
+                return r;
+        return fp_ch_rollups_keep(c, now_ns, grace_ns);
 }
 
 int fp_ch_expire(struct fp_ch *c, int64_t before_ns)
@@ -1731,12 +1462,92 @@ static void time_where(struct buf *q, const struct fp_store_filter *f, const cha
                            hour_of(f->until_ns));
 }
 
+/* What load_metas() learns of each series' buckets in the range. */
+enum metas_want {
+        METAS_SERIES, /* nothing: the series only */
+        METAS_RANGE,  /* matched, first_ns and last_ns */
+        METAS_TOTALS, /* those, and uploads, count and value (each upload once) */
+};
+
+/* One buckets row: an upload's sums for one series. */
+struct bucket_row {
+        uint64_t series_id, upload;
+        int64_t start_ns, length_ns;
+        uint64_t count, value;
+};
+
+static int bucket_row_cmp(const void *a, const void *b)
+{
+        const struct bucket_row *x = a, *y = b;
+        if (x->start_ns != y->start_ns)
+                return x->start_ns < y->start_ns ? -1 : 1;
+        return x->series_id < y->series_id ? -1 : x->series_id > y->series_id;
+}
+
+/*
+ * The buckets rows in f's range of the series the SQL in series (" IN
+ * (...)") selects, each (series, upload) once, sorted by start and series.
+ * Rows written twice (a retry, a race) are told apart here rather than
+ * grouped by upload in ClickHouse, which costs more than the rows.
+ */
+static int load_bucket_rows(struct fp_ch *c, const struct fp_store_filter *f,
+                            const struct buf *series, struct bucket_row **ret, size_t *ret_n)
+{
+        struct fp_store_map seen = {0};
+        struct bucket_row *v = NULL;
+        size_t n = 0, cap = 0;
+        struct buf q = {0};
+        int r;
+
+        buf_printf(&q,
+                   "SELECT series_id, upload, start_ns, length_ns, count, value FROM %s.buckets"
+                   " WHERE series_id%s",
+                   c->db, series->p ? series->p : " IN (0)");
+        q.oom = q.oom || series->oom;
+        time_where(&q, f, "length_ns");
+        buf_printf(&q, " FORMAT RowBinary");
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
+        free(q.p);
+        struct rd rd = ANSWER(c);
+        while (r == 0 && rd.p < rd.end && !rd.bad) {
+                struct bucket_row x;
+                x.series_id = RD_U64(&rd);
+                x.upload = RD_U64(&rd);
+                x.start_ns = RD_I64(&rd);
+                x.length_ns = RD_I64(&rd);
+                x.count = RD_U64(&rd);
+                x.value = RD_U64(&rd);
+                uint64_t key = fp_store_hash_nonzero(fp_store_hash_step(x.series_id, x.upload));
+                if (rd.bad || fp_store_map_get(&seen, key))
+                        continue;
+                if (fp_store_map_put(&seen, key, 0, 0) < 0 ||
+                    fp_grow((void **)&v, &cap, n + 1, sizeof(*v)) < 0)
+                        r = fp_ch_oom(c);
+                else
+                        v[n++] = x;
+        }
+        if (r == 0 && rd.bad)
+                r = fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about buckets",
+                                c->hostport);
+        fp_store_map_free(&seen);
+        if (r < 0) {
+                free(v);
+                return r;
+        }
+        if (n)
+                qsort(v, n, sizeof(*v), bucket_row_cmp);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
 /*
  * Loads the series f selects (with_event: of f->event only), with what
- * their buckets in f's time range hold; matched marks those with buckets.
+ * want asks of their buckets in f's time range; matched marks those with
+ * buckets (METAS_RANGE, METAS_TOTALS).
  */
 static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool with_event,
-                      struct metas *m)
+                      enum metas_want want, struct metas *m)
 {
         struct buf q = {0};
         int r;
@@ -1748,7 +1559,7 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
         meta_from(c, &q);
         meta_where(&q, f, with_event);
         buf_printf(&q, " FORMAT RowBinary");
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
@@ -1758,7 +1569,7 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
         c->answer = (struct buf){0};
         while (rd.p < rd.end && !rd.bad) {
                 if (fp_grow((void **)&m->v, &m->cap, m->n + 1, sizeof(*m->v)) < 0)
-                        return oom(c);
+                        return fp_ch_oom(c);
                 struct meta *x = &m->v[m->n];
                 *x = (struct meta){.series_id = RD_U64(&rd)};
                 x->target_id = RD_U64(&rd);
@@ -1778,29 +1589,55 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
                 x->period = RD_I64(&rd);
                 x->container = rd_str(&rd);
                 if (!rd.bad && fp_store_map_put(&m->idx, x->series_id, m->n + 1, 0) < 0)
-                        return oom(c);
+                        return fp_ch_oom(c);
                 m->n++;
         }
         if (rd.bad)
-                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about series",
-                             c->hostport);
-        if (!m->n)
+                return fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about series",
+                                   c->hostport);
+        if (!m->n || want == METAS_SERIES)
                 return 0;
 
-        /* What each series' uploads in the range hold, each upload counted once. */
+        struct buf in = {0};
+        buf_printf(&in, " IN (SELECT series_id FROM ");
+        meta_from(c, &in);
+        meta_where(&in, f, with_event);
+        buf_printf(&in, ")");
+        if (want == METAS_TOTALS) {
+                /* Each upload counted once. */
+                struct bucket_row *rows = NULL;
+                size_t n_rows = 0;
+                r = load_bucket_rows(c, f, &in, &rows, &n_rows);
+                free(in.p);
+                for (size_t i = 0; r == 0 && i < n_rows; i++) {
+                        struct fp_store_map_entry *e = fp_store_map_get(&m->idx, rows[i].series_id);
+                        if (!e)
+                                continue;
+                        struct meta *x = &m->v[e->a - 1];
+                        int64_t end = rows[i].start_ns + rows[i].length_ns;
+                        if (!x->matched || rows[i].start_ns < x->first_ns)
+                                x->first_ns = rows[i].start_ns;
+                        if (!x->matched || end > x->last_ns)
+                                x->last_ns = end;
+                        x->matched = true;
+                        x->uploads++;
+                        x->count += rows[i].count;
+                        x->value += rows[i].value;
+                }
+                free(rows);
+                return r;
+        }
+        /* The first and last of each series' uploads: a row written twice changes neither. */
         q = (struct buf){0};
         buf_printf(&q,
-                   "SELECT series_id, min(s), max(e), toUInt64(count()), toUInt64(sum(c)),"
-                   " toUInt64(sum(v)) FROM (SELECT series_id, upload, any(start_ns) AS s,"
-                   " any(start_ns + length_ns) AS e, any(count) AS c, any(value) AS v"
-                   " FROM %s.buckets WHERE series_id IN (SELECT series_id FROM ",
-                   c->db);
-        meta_from(c, &q);
-        meta_where(&q, f, with_event);
-        buf_printf(&q, ")");
+                   "SELECT series_id, min(start_ns), max(start_ns + length_ns) FROM %s.buckets"
+                   " WHERE series_id%s",
+                   c->db, in.p ? in.p : "");
+        q.oom = q.oom || in.oom;
+        free(in.p);
         time_where(&q, f, "length_ns");
-        buf_printf(&q, " GROUP BY series_id, upload) GROUP BY series_id FORMAT RowBinary");
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        buf_printf(&q, " GROUP BY series_id FORMAT RowBinary");
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
@@ -1808,7 +1645,6 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
         while (rd.p < rd.end && !rd.bad) {
                 uint64_t sid = RD_U64(&rd);
                 int64_t first = RD_I64(&rd), last = RD_I64(&rd);
-                uint64_t uploads = RD_U64(&rd), count = RD_U64(&rd), value = RD_U64(&rd);
                 struct fp_store_map_entry *e = fp_store_map_get(&m->idx, sid);
                 if (rd.bad || !e)
                         continue;
@@ -1816,13 +1652,10 @@ static int load_metas(struct fp_ch *c, const struct fp_store_filter *f, bool wit
                 x->matched = true;
                 x->first_ns = first;
                 x->last_ns = last;
-                x->uploads = uploads;
-                x->count = count;
-                x->value = value;
         }
         if (rd.bad)
-                return failf(c, -EIO, "ClickHouse at %s: unexpected answer about buckets",
-                             c->hostport);
+                return fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about buckets",
+                                   c->hostport);
         return 0;
 }
 
@@ -1843,7 +1676,7 @@ static int start_read(struct fp_ch *c, const struct fp_store_filter *f)
 {
         c->errmsg[0] = 0;
         if (f && (f->bucket_min || f->bucket_max))
-                return failf(c, -EINVAL, "ClickHouse store: bucket ids do not apply");
+                return fp_ch_failf(c, -EINVAL, "ClickHouse store: bucket ids do not apply");
         return setup(c);
 }
 
@@ -1856,7 +1689,8 @@ int fp_ch_list_series(struct fp_ch *c, const struct fp_store_filter *f, fp_store
 
         if (!f)
                 f = &none;
-        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0)
+        if ((r = start_read(c, f)) < 0 ||
+            (r = load_metas(c, f, true, f->no_totals ? METAS_RANGE : METAS_TOTALS, &m)) < 0)
                 goto out;
         if (m.n)
                 qsort(m.v, m.n, sizeof(*m.v), meta_cmp);
@@ -1914,45 +1748,39 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
         struct fp_store_filter none = {0};
         struct metas m = {0};
         struct buf q = {0};
+        struct bucket_row *rows = NULL;
+        size_t n_rows = 0;
         int n = 0, r;
 
         if (!f)
                 f = &none;
         bool wall = f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0;
         struct meta wall_ref = {.event = FP_STORE_WALL_EVENT};
-        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, !wall, &m)) < 0 || !m.n)
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, !wall, METAS_SERIES, &m)) < 0 ||
+            !m.n)
                 goto out;
-        buf_printf(
-            &q,
-            "SELECT series_id, any(start_ns) AS s, any(length_ns), toUInt64(any(count)),"
-            " toUInt64(any(value)) FROM %s.buckets WHERE series_id IN (SELECT series_id FROM ",
-            c->db);
+        buf_printf(&q, " IN (SELECT series_id FROM ");
         meta_from(c, &q);
         meta_where(&q, f, !wall);
         if (wall)
                 event_where(c, &q, f, &wall_ref);
         buf_printf(&q, ")");
-        time_where(&q, f, "length_ns");
-        buf_printf(&q, " GROUP BY series_id, upload ORDER BY s, series_id FORMAT RowBinary");
-        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
+        if ((r = load_bucket_rows(c, f, &q, &rows, &n_rows)) < 0)
                 goto out;
-        struct rd rd = ANSWER(c);
-        while (rd.p < rd.end && !rd.bad && r >= 0) {
-                uint64_t sid = RD_U64(&rd);
-                struct fp_store_point pt = {.start_ns = RD_I64(&rd), .length_ns = RD_I64(&rd)};
-                pt.count = RD_U64(&rd);
-                pt.value = RD_U64(&rd);
-                struct fp_store_map_entry *e = fp_store_map_get(&m.idx, sid);
-                if (rd.bad || !e)
+        for (size_t i = 0; i < n_rows && r >= 0; i++) {
+                struct fp_store_map_entry *e = fp_store_map_get(&m.idx, rows[i].series_id);
+                if (!e)
                         continue;
+                struct fp_store_point pt = {.start_ns = rows[i].start_ns,
+                                            .length_ns = rows[i].length_ns,
+                                            .count = rows[i].count,
+                                            .value = rows[i].value};
                 pt.event = wall ? FP_STORE_WALL_EVENT : m.v[e->a - 1].event;
                 r = fn(userdata, &pt);
                 n++;
         }
-        if (r >= 0 && rd.bad)
-                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about a time line",
-                          c->hostport);
 out:
+        free(rows);
         free(q.p);
         metas_free(&m);
         return r < 0 ? r : n;
@@ -1964,7 +1792,7 @@ static int target_index(struct fp_ch *c, const struct metas *m, struct fp_store_
         for (size_t i = 0; i < m->n; i++)
                 if (!fp_store_map_get(ret, m->v[i].target_id) &&
                     fp_store_map_put(ret, m->v[i].target_id, i + 1, 0) < 0)
-                        return oom(c);
+                        return fp_ch_oom(c);
         return 0;
 }
 
@@ -1988,28 +1816,39 @@ int fp_ch_drop_totals(struct fp_ch *c, const struct fp_store_filter *f, fp_store
         struct fp_store_filter none = {0};
         struct metas m = {0};
         struct fp_store_map seen = {0};
-        struct buf q = {0};
+        struct buf q = {0}, targets = {0};
+        struct fp_ch_plan plan = {0};
         struct drop_row *rows = NULL;
         size_t n_rows = 0, cap_rows = 0;
         int n = 0, r;
 
         if (!f)
                 f = &none;
-        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, false, &m)) < 0 || !m.n ||
-            (r = target_index(c, &m, &seen)) < 0)
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, false, METAS_SERIES, &m)) < 0 ||
+            !m.n || (r = target_index(c, &m, &seen)) < 0 ||
+            (r = fp_ch_read_plan(c, f->since_ns, f->until_ns, &plan)) < 0)
                 goto out;
+        /* The raw rows (each upload once) of the hours no summary the plan takes covers. */
+        buf_printf(&targets, "target_id IN (SELECT m_target FROM ");
+        meta_from(c, &targets);
+        meta_where(&targets, f, false);
+        buf_printf(&targets, ")");
         buf_printf(&q,
-                   "SELECT target_id, reason, toUInt64(sum(c)) FROM (SELECT target_id, upload,"
-                   " reason, any(count) AS c FROM %s.drops WHERE target_id IN (SELECT m_target"
-                   " FROM ",
-                   c->db);
-        meta_from(c, &q);
-        meta_where(&q, f, false);
-        buf_printf(&q, ")");
+                   "SELECT target_id, reason, toUInt64(sum(c)) FROM (SELECT target_id, reason,"
+                   " any(count) AS c FROM %s.drops WHERE %s",
+                   c->db, targets.p ? targets.p : "0");
         time_where(&q, f, "length_ns");
-        buf_printf(&q, " GROUP BY target_id, upload, reason) GROUP BY target_id, reason"
-                       " FORMAT RowBinary");
-        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
+        buf_printf(&q, "%s GROUP BY target_id, upload, reason", plan.raw.p ? plan.raw.p : "");
+        if (plan.n_builds)
+                buf_printf(&q,
+                           " UNION ALL SELECT target_id, reason, count AS c FROM %s.rollup_drops"
+                           " WHERE hour >= %" PRIu32 " AND hour < %" PRIu32
+                           " AND build IN (%s) AND %s",
+                           c->db, plan.first_hour, plan.end_hour, plan.builds.p,
+                           targets.p ? targets.p : "0");
+        buf_printf(&q, ") GROUP BY target_id, reason FORMAT RowBinary");
+        q.oom = q.oom || targets.oom;
+        if ((r = fp_ch_exec(c, &q, READ_TIMEOUT_S)) < 0)
                 goto out;
         struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad) {
@@ -2020,13 +1859,14 @@ int fp_ch_drop_totals(struct fp_ch *c, const struct fp_store_filter *f, fp_store
                 if (rd.bad || !e)
                         continue;
                 if (fp_grow((void **)&rows, &cap_rows, n_rows + 1, sizeof(*rows)) < 0) {
-                        r = oom(c);
+                        r = fp_ch_oom(c);
                         goto out;
                 }
                 rows[n_rows++] = (struct drop_row){e->a - 1, reason, count};
         }
         if (rd.bad) {
-                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about drops", c->hostport);
+                r = fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about drops",
+                                c->hostport);
                 goto out;
         }
         if (n_rows)
@@ -2045,6 +1885,8 @@ int fp_ch_drop_totals(struct fp_ch *c, const struct fp_store_filter *f, fp_store
 out:
         free(rows);
         free(q.p);
+        free(targets.p);
+        fp_ch_plan_free(&plan);
         fp_store_map_free(&seen);
         metas_free(&m);
         return r < 0 ? r : n;
@@ -2061,7 +1903,7 @@ int fp_ch_host_costs(struct fp_ch *c, const struct fp_store_filter *f, fp_store_
 
         if (!f)
                 f = &none;
-        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, &m)) < 0 || !m.n)
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, true, METAS_RANGE, &m)) < 0 || !m.n)
                 goto out;
         buf_printf(&q,
                    "SELECT host, toUInt64(sum(cpu)), toUInt64(max(rss)), toUInt32(max(cpus)),"
@@ -2091,7 +1933,7 @@ int fp_ch_host_costs(struct fp_ch *c, const struct fp_store_filter *f, fp_store_
                 buf_printf(&q, " AND from_ns < %" PRId64, f->until_ns);
         buf_printf(&q, " GROUP BY host, from_ns, to_ns) GROUP BY host ORDER BY host"
                        " FORMAT RowBinary");
-        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
+        if ((r = fp_ch_exec(c, &q, READ_TIMEOUT_S)) < 0)
                 goto out;
         struct rd rd = ANSWER(c);
         while (rd.p < rd.end && !rd.bad && r >= 0) {
@@ -2106,7 +1948,8 @@ int fp_ch_host_costs(struct fp_ch *c, const struct fp_store_filter *f, fp_store_
                 n++;
         }
         if (r >= 0 && rd.bad)
-                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about costs", c->hostport);
+                r = fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about costs",
+                                c->hostport);
 out:
         free(q.p);
         metas_free(&m);
@@ -2127,9 +1970,10 @@ int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret)
                    " toUInt64((SELECT uniqExact(target_id) FROM %s.series)),"
                    " toUInt64((SELECT sum(bytes_on_disk) FROM system.parts WHERE database = '%s'"
                    " AND active)), toInt64((SELECT min(start_ns) FROM %s.buckets)),"
-                   " toInt64((SELECT max(start_ns + length_ns) FROM %s.buckets)) FORMAT RowBinary",
-                   c->db, c->db, c->db, c->db, c->db);
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+                   " toInt64((SELECT max(start_ns + length_ns) FROM %s.buckets)),"
+                   " toUInt64((SELECT count() FROM %s.rollup_builds)) FORMAT RowBinary",
+                   c->db, c->db, c->db, c->db, c->db, c->db);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
@@ -2139,11 +1983,14 @@ int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret)
         ret->file_bytes = ret->live_bytes = RD_U64(&rd);
         ret->first_ns = RD_I64(&rd);
         ret->last_ns = RD_I64(&rd);
+        ret->summaries = RD_U64(&rd);
         if (!ret->buckets)
                 ret->first_ns = ret->last_ns = 0;
-        return rd.bad ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about the store",
-                              c->hostport)
-                      : 0;
+        if (rd.bad)
+                return fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about the store",
+                                   c->hostport);
+        return fp_ch_rollups_unsummarised(c, (int64_t)fp_now_ns(CLOCK_REALTIME),
+                                          &ret->summaries_marked);
 }
 
 /* ---- the merged profile ---- */
@@ -2183,13 +2030,13 @@ static void prof_free(struct prof *x)
 
 static int pprof_fail(struct fp_ch *c, int r)
 {
-        return failf(c, r, "Failed to build a profile: %s", strerror(-r));
+        return fp_ch_failf(c, r, "Failed to build a profile: %s", strerror(-r));
 }
 
 static int need_add(struct prof *x, uint64_t id)
 {
         if (fp_grow((void **)&x->need, &x->cap_need, x->n_need + 1, sizeof(*x->need)) < 0)
-                return oom(x->c);
+                return fp_ch_oom(x->c);
         x->need[x->n_need++] = id;
         return 0;
 }
@@ -2214,7 +2061,7 @@ static int fetch(struct prof *x, const char *table, const char *id_col, const ch
                 for (size_t i = off; i < end; i++)
                         buf_printf(&q, "%s%" PRIu64, i > off ? ", " : "", x->need[i]);
                 buf_printf(&q, ") LIMIT 1 BY %s FORMAT RowBinary", id_col);
-                r = exec_sql(c, &q, READ_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
                 free(q.p);
                 if (r < 0)
                         break;
@@ -2222,8 +2069,8 @@ static int fetch(struct prof *x, const char *table, const char *id_col, const ch
                 while (r == 0 && rd.p < rd.end && !rd.bad)
                         r = row(x, &rd);
                 if (r == 0 && rd.bad)
-                        r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about %s",
-                                  c->hostport, table);
+                        r = fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about %s",
+                                        c->hostport, table);
         }
         x->n_need = 0;
         return r;
@@ -2244,11 +2091,11 @@ static int stack_row(struct prof *x, struct rd *rd)
         }
         if (fp_grow((void **)&x->frame_ids, &x->cap_frame_ids, off + n + 1, sizeof(*x->frame_ids)) <
             0)
-                return oom(x->c);
+                return fp_ch_oom(x->c);
         for (uint64_t i = 0; i < n; i++)
                 x->frame_ids[x->n_frame_ids++] = RD_U64(rd);
         if (fp_store_map_put(&x->stack_locs, id, off + 1, n) < 0)
-                return oom(x->c);
+                return fp_ch_oom(x->c);
         return 0;
 }
 
@@ -2262,7 +2109,7 @@ static int function_row(struct prof *x, struct rd *rd)
                 return 0;
         if ((r = fp_pprof_function_full(x->p, name, system_name, filename, 0, &pid)) < 0)
                 return pprof_fail(x->c, r);
-        return fp_store_map_put(&x->function_ids, id, pid, 0) < 0 ? oom(x->c) : 0;
+        return fp_store_map_put(&x->function_ids, id, pid, 0) < 0 ? fp_ch_oom(x->c) : 0;
 }
 
 static int mapping_row(struct prof *x, struct rd *rd)
@@ -2276,7 +2123,7 @@ static int mapping_row(struct prof *x, struct rd *rd)
                 return 0;
         if ((r = fp_pprof_mapping(x->p, start, limit, offset, file, build_id, &pid)) < 0)
                 return pprof_fail(x->c, r);
-        return fp_store_map_put(&x->mapping_ids, id, pid, 0) < 0 ? oom(x->c) : 0;
+        return fp_store_map_put(&x->mapping_ids, id, pid, 0) < 0 ? fp_ch_oom(x->c) : 0;
 }
 
 static int frame_row(struct prof *x, struct rd *rd)
@@ -2289,7 +2136,7 @@ static int frame_row(struct prof *x, struct rd *rd)
         if (rd->bad)
                 return 0;
         if (fp_grow((void **)&x->frames, &x->cap_frames, x->n_frames + 1, sizeof(*x->frames)) < 0)
-                return oom(x->c);
+                return fp_ch_oom(x->c);
         x->frames[x->n_frames++] = f;
         return 0;
 }
@@ -2303,7 +2150,7 @@ static int resolve_frames(struct prof *x)
         for (size_t i = 0; i < x->n_frame_ids && r == 0; i++)
                 if (!fp_store_map_get(&seen, x->frame_ids[i])) {
                         r = fp_store_map_put(&seen, x->frame_ids[i], 1, 0) < 0
-                                ? oom(x->c)
+                                ? fp_ch_oom(x->c)
                                 : need_add(x, x->frame_ids[i]);
                 }
         fp_store_map_free(&seen);
@@ -2333,10 +2180,10 @@ static int resolve_frames(struct prof *x)
                     f->function ? fp_store_map_get(&x->function_ids, f->function) : NULL;
                 uint64_t loc;
                 if ((f->mapping && !me) || (f->function && !fe)) {
-                        r = failf(x->c, -EBADMSG,
-                                  "ClickHouse store is inconsistent: frame %" PRIu64
-                                  " names a missing %s",
-                                  f->id, f->mapping && !me ? "mapping" : "function");
+                        r = fp_ch_failf(x->c, -EBADMSG,
+                                        "ClickHouse store is inconsistent: frame %" PRIu64
+                                        " names a missing %s",
+                                        f->id, f->mapping && !me ? "mapping" : "function");
                         break;
                 }
                 r = fp_pprof_location_at(x->p, me ? me->a : 0, f->address, fe ? fe->a : 0, f->line,
@@ -2344,15 +2191,15 @@ static int resolve_frames(struct prof *x)
                 if (r < 0)
                         r = pprof_fail(x->c, r);
                 else if (fp_store_map_put(&x->frame_locs, f->id, loc, 0) < 0)
-                        r = oom(x->c);
+                        r = fp_ch_oom(x->c);
         }
         for (size_t i = 0; i < x->n_frame_ids && r == 0; i++) {
                 struct fp_store_map_entry *e = fp_store_map_get(&x->frame_locs, x->frame_ids[i]);
                 if (!e)
-                        return failf(x->c, -EBADMSG,
-                                     "ClickHouse store is inconsistent: frame %" PRIu64
-                                     " is missing",
-                                     x->frame_ids[i]);
+                        return fp_ch_failf(x->c, -EBADMSG,
+                                           "ClickHouse store is inconsistent: frame %" PRIu64
+                                           " is missing",
+                                           x->frame_ids[i]);
                 x->frame_ids[i] = e->a;
         }
         return r;
@@ -2381,7 +2228,7 @@ static int first_event(struct fp_ch *c, const struct metas *m, const struct meta
                    " FROM %s.series GROUP BY event, count_type, count_unit, value_type,"
                    " value_unit ORDER BY min(written_ns), event FORMAT RowBinary",
                    c->db);
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
         if (r < 0)
                 return r;
@@ -2399,9 +2246,9 @@ static int first_event(struct fp_ch *c, const struct metas *m, const struct meta
                                 *ret = y;
                 }
         }
-        return rd.bad
-                   ? failf(c, -EIO, "ClickHouse at %s: unexpected answer about events", c->hostport)
-                   : 0;
+        return rd.bad ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about events",
+                                    c->hostport)
+                      : 0;
 }
 
 /*
@@ -2461,10 +2308,11 @@ static int set_types(struct fp_ch *c, struct fp_pprof *p, const struct meta *ref
                                        ref->period, &differ);
 
         if (differ)
-                return failf(c, -EINVAL,
-                             "Failed to query the store: the profile's sample types differ from "
-                             "event '%s''s",
-                             ref->event);
+                return fp_ch_failf(
+                    c, -EINVAL,
+                    "Failed to query the store: the profile's sample types differ from "
+                    "event '%s''s",
+                    ref->event);
         return r < 0 ? pprof_fail(c, r) : 0;
 }
 
@@ -2475,33 +2323,52 @@ static int add_drop_comments(struct fp_ch *c, const struct fp_store_filter *f, s
 
         if (r < 0) {
                 fp_store_reasons_comment(&rs, NULL); /* frees */
-                return r == -ENOMEM && !c->errmsg[0] ? oom(c) : r;
+                return r == -ENOMEM && !c->errmsg[0] ? fp_ch_oom(c) : r;
         }
         r = fp_store_reasons_comment(&rs, p);
         return r < 0 ? pprof_fail(c, r) : 0;
 }
 
-/* The WHERE of the samples of f's series of ref's event, in f's time range. */
-static void samples_where(struct fp_ch *c, const struct fp_store_filter *f, const struct meta *ref,
-                          bool threads, struct buf *q)
+/* Samples of threads named f->thread_name only (off-CPU: with any wait). */
+static void thread_where(struct buf *q, const struct fp_store_filter *f)
 {
-        buf_printf(q, " FROM %s.samples WHERE series_id IN (SELECT series_id FROM ", c->db);
+        static const char *const waits[] = FP_STORE_WAITS;
+
+        if (!f->thread_name)
+                return;
+        buf_printf(q, " AND thread_name IN (");
+        buf_lit(q, f->thread_name);
+        for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+                buf_printf(q, ", concat(");
+                buf_lit(q, f->thread_name);
+                buf_printf(q, ", '\\0%s')", waits[i]);
+        }
+        buf_printf(q, ")");
+}
+
+/* The series of f of ref's event: "series_id IN (...)". */
+static void series_in(struct fp_ch *c, const struct fp_store_filter *f, const struct meta *ref,
+                      struct buf *q)
+{
+        buf_printf(q, "series_id IN (SELECT series_id FROM ");
         meta_from(c, q);
         meta_where(q, f, false);
         event_where(c, q, f, ref);
         buf_printf(q, ")");
+}
+
+/* The WHERE of the samples of f's series of ref's event, in f's time range, less the hours
+ * the plan's summaries cover. */
+static void samples_where(struct fp_ch *c, const struct fp_store_filter *f, const struct meta *ref,
+                          const struct fp_ch_plan *plan, bool threads, struct buf *q)
+{
+        buf_printf(q, " FROM %s.samples WHERE ", c->db);
+        series_in(c, f, ref, q);
         time_where(q, f, "length_ns");
-        if (threads && f->thread_name) {
-                static const char *const waits[] = FP_STORE_WAITS;
-                buf_printf(q, " AND thread_name IN (");
-                buf_lit(q, f->thread_name);
-                for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
-                        buf_printf(q, ", concat(");
-                        buf_lit(q, f->thread_name);
-                        buf_printf(q, ", '\\0%s')", waits[i]);
-                }
-                buf_printf(q, ")");
-        }
+        if (plan->raw.p)
+                buf_printf(q, "%s", plan->raw.p);
+        if (threads)
+                thread_where(q, f);
 }
 
 #define MAX_DUPLICATES 2000 /* uploads named in a query; past them every row is deduplicated */
@@ -2513,36 +2380,34 @@ static void samples_where(struct fp_ch *c, const struct fp_store_filter *f, cons
  * list as "(series, upload), ..." and returns how many, or -errno.
  */
 static int duplicated_uploads(struct fp_ch *c, const struct fp_store_filter *f,
-                              const struct meta *ref, struct buf *list)
+                              const struct meta *ref, const struct fp_ch_plan *plan,
+                              struct buf *list)
 {
         struct fp_store_map expected = {0};
         struct buf q = {0};
         int n = 0, r;
 
-        buf_printf(&q,
-                   "SELECT series_id, upload, toUInt64(max(rows)) FROM %s.buckets"
-                   " WHERE series_id IN (SELECT series_id FROM ",
+        buf_printf(&q, "SELECT series_id, upload, toUInt64(max(rows)) FROM %s.buckets WHERE ",
                    c->db);
-        meta_from(c, &q);
-        meta_where(&q, f, false);
-        event_where(c, &q, f, ref);
-        buf_printf(&q, ")");
+        series_in(c, f, ref, &q);
         time_where(&q, f, "length_ns");
+        if (plan->raw.p)
+                buf_printf(&q, "%s", plan->raw.p);
         buf_printf(&q, " GROUP BY series_id, upload FORMAT RowBinary");
-        r = exec_sql(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         struct rd rd = ANSWER(c);
         while (r == 0 && rd.p < rd.end && !rd.bad) {
                 uint64_t sid = RD_U64(&rd), upload = RD_U64(&rd), rows = RD_U64(&rd);
                 uint64_t key = fp_store_hash_nonzero(fp_store_hash_step(sid, upload));
                 if (!rd.bad && fp_store_map_put(&expected, key, rows, 0) < 0)
-                        r = oom(c);
+                        r = fp_ch_oom(c);
         }
         q.n = 0;
         if (r == 0) {
                 buf_printf(&q, "SELECT series_id, upload, toUInt64(count())");
-                samples_where(c, f, ref, false, &q);
+                samples_where(c, f, ref, plan, false, &q);
                 buf_printf(&q, " GROUP BY series_id, upload FORMAT RowBinary");
-                r = exec_sql(c, &q, READ_TIMEOUT_S);
+                r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         }
         rd = ANSWER(c);
         while (r == 0 && rd.p < rd.end && !rd.bad) {
@@ -2557,48 +2422,84 @@ static int duplicated_uploads(struct fp_ch *c, const struct fp_store_filter *f,
                 n++;
         }
         if (r == 0 && rd.bad)
-                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about uploads",
-                          c->hostport);
+                r = fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about uploads",
+                                c->hostport);
         free(q.p);
         fp_store_map_free(&expected);
         return r < 0 ? r : n;
 }
 
 /*
- * The query of the summed samples: rows of uploads written once are summed
- * as they are; those of uploads written more than once are grouped per row
- * first (any() of the copies), which is what costs.
+ * The query of the summed samples (series_id, tid, thread_name, stack_id,
+ * count, value, and 1 when the key was summed alone): the samples of the
+ * hours the plan's summaries do not cover (rows of uploads written once as
+ * they are; those of uploads written more than once grouped per row first,
+ * any() of the copies, which is what costs) and the summaries' rows,
+ * summed per key. ClickHouse (18.16 as much as later) sums by one 64-bit
+ * key far faster than by the four columns, so the key's hash is grouped by
+ * unless exact, and a second hash of each group's rows says whether two
+ * keys met in one (never seen; then the caller asks again, exact). One
+ * summary's rows come after the sum as they are: each key once, and the
+ * profile adds equal samples up.
  */
 static int samples_query(struct fp_ch *c, const struct fp_store_filter *f, const struct meta *ref,
-                         struct buf *q)
+                         const struct fp_ch_plan *plan, bool exact, struct buf *q)
 {
         struct buf dups = {0};
-        int n = duplicated_uploads(c, f, ref, &dups);
+        int n = duplicated_uploads(c, f, ref, plan, &dups);
 
         if (n < 0) {
                 free(dups.p);
                 return n;
         }
-        buf_printf(q, "SELECT series_id, tid, thread_name, stack_id, toUInt64(sum(c)),"
-                      " toUInt64(sum(v)) FROM (");
+        if (exact)
+                buf_printf(q, "SELECT series_id, tid, thread_name, stack_id, toUInt64(sum(c)),"
+                              " toUInt64(sum(v)), toUInt8(1) FROM (");
+        else
+                buf_printf(q, "SELECT any(series_id), any(tid), any(thread_name), any(stack_id),"
+                              " toUInt64(sum(c)), toUInt64(sum(v)), toUInt8(min(h) = max(h))"
+                              " FROM (SELECT series_id, tid, thread_name, stack_id, c, v,"
+                              " farmHash64(series_id, tid, thread_name, stack_id) AS h FROM (");
         if (n <= MAX_DUPLICATES) {
                 buf_printf(q, "SELECT series_id, tid, thread_name, stack_id, count AS c,"
                               " value AS v");
-                samples_where(c, f, ref, true, q);
+                samples_where(c, f, ref, plan, true, q);
                 if (n)
                         buf_printf(q, " AND (series_id, upload) NOT IN (%s) UNION ALL", dups.p);
         }
         if (n) {
                 buf_printf(q, " SELECT series_id, tid, thread_name, stack_id, any(count) AS c,"
                               " any(value) AS v");
-                samples_where(c, f, ref, true, q);
+                samples_where(c, f, ref, plan, true, q);
                 if (n <= MAX_DUPLICATES)
                         buf_printf(q, " AND (series_id, upload) IN (%s)", dups.p);
                 buf_printf(q, " GROUP BY series_id, upload, stack_id, tid, thread_name");
         }
-        buf_printf(q, ") GROUP BY series_id, tid, thread_name, stack_id FORMAT RowBinary");
+        /* The summaries' rows: in the sum when there are several, else after it. */
+        struct buf sums = {0};
+        if (plan->n_builds) {
+                buf_printf(&sums,
+                           " UNION ALL SELECT series_id, tid, thread_name, stack_id, count AS c,"
+                           " value AS v%s FROM %s.rollups WHERE hour >= %" PRIu32
+                           " AND hour < %" PRIu32 " AND build IN (%s) AND ",
+                           plan->n_builds > 1 ? "" : ", toUInt8(1)", c->db, plan->first_hour,
+                           plan->end_hour, plan->builds.p);
+                series_in(c, f, ref, &sums);
+                thread_where(&sums, f);
+        }
+        if (plan->n_builds > 1)
+                buf_add(q, sums.p, sums.n);
+        if (exact)
+                buf_printf(q, ") GROUP BY series_id, tid, thread_name, stack_id");
+        else
+                buf_printf(q, ")) GROUP BY cityHash64(series_id, tid, thread_name, stack_id)");
+        if (plan->n_builds == 1)
+                buf_add(q, sums.p, sums.n);
+        buf_printf(q, " FORMAT RowBinary");
+        q->oom = q->oom || sums.oom;
+        free(sums.p);
         free(dups.p);
-        return q->oom ? oom(c) : 0;
+        return q->oom ? fp_ch_oom(c) : 0;
 }
 
 int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct fp_pprof *p)
@@ -2610,6 +2511,7 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
         size_t n_rows = 0, cap_rows = 0;
         const struct meta *ref = NULL;
         struct buf q = {0};
+        struct fp_ch_plan plan = {0};
         uint8_t *answer = NULL;
         int64_t start = INT64_MAX, end = INT64_MIN;
         bool with_host = false;
@@ -2621,7 +2523,7 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 f = &none;
         bool wall = f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0;
         struct meta wall_ref;
-        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, !wall, &m)) < 0)
+        if ((r = start_read(c, f)) < 0 || (r = load_metas(c, f, !wall, METAS_RANGE, &m)) < 0)
                 goto out;
         /* The reference event: f->event, else the one stored first (or the wall profile's). */
         if (wall)
@@ -2654,46 +2556,63 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
         x.day_min = day_of(start);
         x.day_max = day_of(end);
 
-        /* The samples, summed per (series, thread, stack) inside ClickHouse. */
-        if ((r = samples_query(c, f, ref, &q)) < 0)
+        /* The samples, summed per (series, thread, stack) inside ClickHouse, of whole hours
+         * and days from their summaries; again, exact, if two keys met in one sum. */
+        if ((r = fp_ch_read_plan(c, f->since_ns, f->until_ns, &plan)) < 0)
                 goto out;
-        if ((r = exec_sql(c, &q, READ_TIMEOUT_S)) < 0)
-                goto out;
-        answer = (uint8_t *)c->answer.p; /* the thread names point into it */
-        struct rd rd = {answer, answer + c->answer.n, false};
-        c->answer = (struct buf){0};
         struct fp_store_map stacks_seen = {0};
-        while (rd.p < rd.end && !rd.bad) {
-                struct sample_row s;
-                uint64_t sid = RD_U64(&rd);
-                s.tid = RD_I32(&rd);
-                size_t column_len = 0;
-                s.thread_name = rd_str_len(&rd, &column_len);
-                /* "name\0wait" (rb_thread()): the wait follows the name's NUL. */
-                size_t name_len = strlen(s.thread_name);
-                s.wait = name_len < column_len ? s.thread_name + name_len + 1 : "";
-                s.stack = RD_U64(&rd);
-                s.count = RD_U64(&rd);
-                s.value = RD_U64(&rd);
-                struct fp_store_map_entry *e = fp_store_map_get(&m.idx, sid);
-                /* Only the series chosen above (the wall profile's query is wider). */
-                if (rd.bad || !e || !m.v[e->a - 1].matched)
-                        continue;
-                s.meta = e->a - 1;
-                if (fp_grow((void **)&rows, &cap_rows, n_rows + 1, sizeof(*rows)) < 0 ||
-                    (!fp_store_map_get(&stacks_seen, s.stack) &&
-                     (fp_store_map_put(&stacks_seen, s.stack, 1, 0) < 0 ||
-                      need_add(&x, s.stack) < 0))) {
+        struct rd rd = {NULL, NULL, false};
+        for (int pass = 0; pass < 2; pass++) {
+                bool exact = pass == 1, collided = false;
+                n_rows = 0;
+                x.n_need = 0;
+                fp_store_map_clear(&stacks_seen);
+                free(answer);
+                answer = NULL;
+                q.n = 0;
+                if ((r = samples_query(c, f, ref, &plan, exact, &q)) < 0 ||
+                    (r = fp_ch_exec(c, &q, READ_TIMEOUT_S)) < 0) {
                         fp_store_map_free(&stacks_seen);
-                        r = oom(c);
                         goto out;
                 }
-                rows[n_rows++] = s;
+                answer = (uint8_t *)c->answer.p; /* the thread names point into it */
+                rd = (struct rd){answer, answer + c->answer.n, false};
+                c->answer = (struct buf){0};
+                while (rd.p < rd.end && !rd.bad && !collided) {
+                        struct sample_row s;
+                        uint64_t sid = RD_U64(&rd);
+                        s.tid = RD_I32(&rd);
+                        size_t column_len = 0;
+                        s.thread_name = rd_str_len(&rd, &column_len);
+                        /* "name\0wait" (rb_thread()): the wait follows the name's NUL. */
+                        size_t name_len = strlen(s.thread_name);
+                        s.wait = name_len < column_len ? s.thread_name + name_len + 1 : "";
+                        s.stack = RD_U64(&rd);
+                        s.count = RD_U64(&rd);
+                        s.value = RD_U64(&rd);
+                        collided = RD_U8(&rd) == 0 && !rd.bad;
+                        struct fp_store_map_entry *e = fp_store_map_get(&m.idx, sid);
+                        /* Only the series chosen above (the wall profile's query is wider). */
+                        if (rd.bad || collided || !e || !m.v[e->a - 1].matched)
+                                continue;
+                        s.meta = e->a - 1;
+                        if (fp_grow((void **)&rows, &cap_rows, n_rows + 1, sizeof(*rows)) < 0 ||
+                            (!fp_store_map_get(&stacks_seen, s.stack) &&
+                             (fp_store_map_put(&stacks_seen, s.stack, 1, 0) < 0 ||
+                              need_add(&x, s.stack) < 0))) {
+                                fp_store_map_free(&stacks_seen);
+                                r = fp_ch_oom(c);
+                                goto out;
+                        }
+                        rows[n_rows++] = s;
+                }
+                if (!collided)
+                        break;
         }
         fp_store_map_free(&stacks_seen);
         if (rd.bad) {
-                r = failf(c, -EIO, "ClickHouse at %s: unexpected answer about samples",
-                          c->hostport);
+                r = fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about samples",
+                                c->hostport);
                 goto out;
         }
         if ((r = fetch(&x, "stacks", "stack_id", "frames", stack_row)) < 0 ||
@@ -2708,9 +2627,10 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                 int64_t values[2] = {s->count > INT64_MAX ? INT64_MAX : (int64_t)s->count,
                                      s->value > INT64_MAX ? INT64_MAX : (int64_t)s->value};
                 if (!e) {
-                        r = failf(c, -EBADMSG,
-                                  "ClickHouse store is inconsistent: stack %" PRIu64 " is missing",
-                                  s->stack);
+                        r = fp_ch_failf(c, -EBADMSG,
+                                        "ClickHouse store is inconsistent: stack %" PRIu64
+                                        " is missing",
+                                        s->stack);
                         goto out;
                 }
                 n_labels = fp_store_sample_labels(labels, s->tid, s->thread_name, s->wait, t->pid,
@@ -2733,6 +2653,7 @@ out:
         free(rows);
         free(answer);
         free(q.p);
+        fp_ch_plan_free(&plan);
         prof_free(&x);
         metas_free(&m);
         return r;

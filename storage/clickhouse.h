@@ -37,7 +37,7 @@
 struct fp_ch;
 struct fp_pprof;
 
-#define FP_CH_SCHEMA_VERSION 5
+#define FP_CH_SCHEMA_VERSION 6
 #define FP_CH_DEFERRED       2 /* fp_ch_open(): not set up for now; see below */
 
 /* True when spec names a ClickHouse store (clickhouse:// or clickhouses://). */
@@ -70,6 +70,14 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
  * ended at or before before_ns. Returns the uploads deleted, or -errno.
  */
 int fp_ch_expire(struct fp_ch *c, int64_t before_ns);
+/*
+ * Summaries (ch-rollup.c): one step of keeping each ended hour's and
+ * day's samples merged (grace_ns after its end), which profiles of whole
+ * hours and days read. 1 when it did some, 0 when none is due, or -errno.
+ */
+/* Whether summaries are read and made (on when opened). */
+void fp_ch_set_summaries(struct fp_ch *c, bool on);
+int fp_ch_rollup_step(struct fp_ch *c, int64_t now_ns, int64_t grace_ns);
 
 /* The reads, with the meaning store.h gives them (bucket_min/max do not apply). */
 int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct fp_pprof *p);
@@ -81,5 +89,10 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
                    void *userdata);
 int fp_ch_host_costs(struct fp_ch *c, const struct fp_store_filter *f, fp_store_host_cost_fn fn,
                      void *userdata);
-/* buckets (uploads), targets, file_bytes (the tables' parts on disk), first_ns, last_ns. */
+/*
+ * buckets (uploads), targets, file_bytes (the tables' parts on disk),
+ * first_ns, last_ns; summaries: hours and days summarised (ClickHouse
+ * counts a summary of all series as one), summaries_marked: ended hours
+ * whose buckets no summary holds as they are (to be summarised).
+ */
 int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret);

@@ -24,6 +24,11 @@ void fp_store_set_rollups(struct fp_store *s, bool on)
         s->rollups = on;
 }
 
+void fp_store_set_rollup_reads(struct fp_store *s, bool on)
+{
+        s->rollups_unread = !on;
+}
+
 int fp_store_rollup_touch(struct fp_store *s, int64_t target, int64_t event, int64_t start_ns)
 {
         static const int64_t spans[] = {FP_STORE_HOUR_NS, FP_STORE_DAY_NS};
@@ -361,7 +366,7 @@ int fp_store_rollup_step(struct fp_store *s, int64_t now_ns, int64_t grace_ns)
         int64_t span = 0, start = 0;
         int r;
 
-        if (s->readonly)
+        if (s->readonly || !s->rollups || s->rollups_unread)
                 return 0;
         r = fp_store_db_begin(s);
         if (r < 0)

@@ -319,6 +319,7 @@ struct fp_store {
         unsigned read_depth; /* nested read transactions (query.c) */
         int64_t deadline_ns; /* CLOCK_MONOTONIC past which statements stop; 0: none */
         bool rollups;        /* summaries kept (rollup.c): writes mark what they change */
+        bool rollups_unread; /* ... but neither read nor made (fp_store_set_rollup_reads()) */
         char errmsg[512];
 };
 
@@ -374,8 +375,8 @@ static inline bool fp_store_rollup_range(const struct fp_store *s, const struct 
         if (r.d1 < r.d0)
                 r.d1 = r.d0;
         *ret = r;
-        return s->rollups && f->since_ns > 0 && f->until_ns > 0 && r.h1 > r.h0 && !f->bucket_min &&
-               !f->bucket_max && !f->start_from_ns;
+        return s->rollups && !s->rollups_unread && f->since_ns > 0 && f->until_ns > 0 &&
+               r.h1 > r.h0 && !f->bucket_min && !f->bucket_max && !f->start_from_ns;
 }
 
 /* Binds f to a statement whose WHERE clause holds FILTER_TARGETS and FILTER_BUCKETS. */

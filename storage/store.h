@@ -368,6 +368,11 @@ void fp_store_set_rollups(struct fp_store *s, bool on);
  * now_ns, in a transaction of its own. Returns 1 when it did, 0 when
  * nothing is due, or -errno.
  */
+/*
+ * Off: reads take buckets only and fp_store_rollup_step() makes nothing;
+ * writes still mark (with rollups on), so kept summaries stay true.
+ */
+void fp_store_set_rollup_reads(struct fp_store *s, bool on);
 int fp_store_rollup_step(struct fp_store *s, int64_t now_ns, int64_t grace_ns);
 /* Marked hours and days waiting, and summaries kept. */
 int fp_store_rollup_counts(struct fp_store *s, uint64_t *ret_marked, uint64_t *ret_kept);
@@ -402,6 +407,9 @@ struct fp_store_filter {
         int64_t bucket_min, bucket_max;
         /* Buckets that start at or after this only (0: any); SQLite's profiles only. */
         int64_t start_from_ns;
+        /* Listings: the series only, their totals (buckets, count, value) left 0 where that
+         * is cheaper (ClickHouse). */
+        bool no_totals;
         /*
          * Which tier's series: FP_STORE_TIER_ANY, _HOST (the host tier's
          * series of many processes, stored with pid 0) or _TARGETS (one

@@ -26,6 +26,7 @@ struct fp_coll_config {
         unsigned max_connections, max_connections_per_ip;
         uint64_t store_max_mb;
         uint64_t retention_s; /* 0: keep until the byte budget evicts */
+        bool summaries;       /* summaries kept and read (off: every read from the raw rows) */
         /* debuginfod servers as given (none: $DEBUGINFOD_URLS; "none": off) */
         const char *const *debuginfod;
         size_t n_debuginfod;

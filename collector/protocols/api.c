@@ -527,8 +527,9 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                        "Uploads (buckets) in the store.");
         fp_prom_value(&p, "fleetprof_collector_store_buckets", NULL, NULL, (double)ss.buckets);
         fp_prom_family(&p, "fleetprof_collector_store_summaries", "gauge",
-                       "Summaries of a series' hour or day kept (SQLite), and hours and days "
-                       "marked to be summarised again.");
+                       "Summaries kept (SQLite: of a series' hour or day; ClickHouse: of an hour "
+                       "or day of every series), and hours and days to be summarised again "
+                       "(ClickHouse: hours).");
         fp_prom_value(&p, "fleetprof_collector_store_summaries", "state", "kept",
                       (double)ss.summaries);
         fp_prom_value(&p, "fleetprof_collector_store_summaries", "state", "marked",

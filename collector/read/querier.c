@@ -889,6 +889,7 @@ static int run_listing(struct call *c, fp_store_series_fn fn, struct walk *w)
         w->c = c;
         w->q = &c->q;
         w->out = &c->out;
+        f.no_totals = true; /* names and labels only */
         r = fp_backend_list_series(c->s->store, &f, fn, w);
         if (r < 0 && !c->answered)
                 r = store_fail(c, r);
@@ -1125,6 +1126,7 @@ static int select_targets(struct call *c, const struct query *q, char **group_by
         }
         s->group_by = group_by;
         s->n_group_by = n_group_by;
+        s->base.no_totals = true; /* which series, not their sums */
         r = fp_backend_list_series(c->s->store, &s->base, on_select, s);
         if (r == -E2BIG)
                 return fail(c, "resource_exhausted", "the selection holds more than %d series",
@@ -1134,7 +1136,7 @@ static int select_targets(struct call *c, const struct query *q, char **group_by
         if (s->listed)
                 return 0;
         /* Nothing in range: a type that exists elsewhere in time is an empty answer. */
-        struct fp_store_filter any = {.event = s->event};
+        struct fp_store_filter any = {.event = s->event, .no_totals = true};
         size_t n = s->n;
         r = fp_backend_list_series(c->s->store, &any, on_select, s);
         if (r < 0)
@@ -1544,6 +1546,7 @@ static int thread_names(struct call *c, struct walk *w)
                 return r;
         /* Each event's series that match, merged, and their samples' thread names read. */
         struct walk ev = {.sels = w->sels, .n_sels = w->n_sels, .name = "event"};
+        f.no_totals = true;
         r = fp_backend_list_series(c->s->store, &f, on_values, &ev);
         for (size_t e = 0; r >= 0 && e < ev.set.n; e++) {
                 struct query q = {.start_ms = c->q.start_ms, .end_ms = c->q.end_ms};

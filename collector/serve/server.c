@@ -333,6 +333,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         if (r > 0)
                 fp_log(LOG_WARNING, "%s", err);
+        fp_backend_set_summaries(wstore, c->summaries);
         r = fp_coll_writeq_new(base, wstore, c->retention_s, (size_t)c->max_profile_mb << 20,
                                (size_t)c->max_queue_mb << 20, &s->writeq);
         if (r < 0) {
@@ -345,6 +346,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         if (r > 0 && !fp_backend_is_clickhouse(s->store))
                 fp_log(LOG_WARNING, "%s", err);
+        fp_backend_set_summaries(s->store, c->summaries);
         s->http = evhttp_new(base);
         if (!s->http) {
                 fp_errf(err, errlen, 0, "Failed to create the HTTP server");

@@ -9,15 +9,18 @@
 #   2. The load: BENCH_HOSTS (default 100) hosts, each uploading one profile
 #      a minute for BENCH_DAYS (default 1; 7 for a week) days, through
 #      collector-bench (one simulated agent per host), into a fresh
-#      SQLite collector: uploads/s, the store's size; then the time until
-#      every hour and day is summarised, and the summaries' size.
+#      collector on SQLite (BENCH_STORE=sqlite, the default) or on a
+#      ClickHouse server of its own (BENCH_STORE=clickhouse): uploads/s,
+#      the store's size; then the time until every hour and day is
+#      summarised, and the summaries' size.
 #   3. Each query kind, timed (best of 3): the merged profile and flame
 #      graph of all hosts over the whole range and over its first day, one
 #      host's day, one hour of all hosts, and the query API's calls
 #      (SelectMergeStacktraces, SelectSeries, Series, LabelValues,
-#      ProfileTypes); beside the merged day of all hosts read from its
-#      buckets in the same invocation (agentctl dump --store: the same
-#      store code without summaries), with the ratio, and the two totals,
+#      ProfileTypes); beside the whole range of all hosts read without
+#      summaries in the same invocation (SQLite: agentctl dump --store, the
+#      same store code; ClickHouse: a second collector on the same
+#      database with --no-summaries), with the ratio, and the two totals,
 #      which must be equal.
 #
 # Figures only: it never fails on a time (exit non-zero only when something
@@ -26,6 +29,8 @@ set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
 FP_TEST_NAME=fleet-query
 HOSTS=${BENCH_HOSTS:-100}
+STORE=${BENCH_STORE:-sqlite}
+[[ $STORE == sqlite || $STORE == clickhouse ]] || fp_fail "BENCH_STORE is sqlite or clickhouse, not $STORE"
 DAYS=${BENCH_DAYS:-1}
 UPLOADS=$((HOSTS * DAYS * 1440))
 fp_init $((600 + UPLOADS / 200))
@@ -49,20 +54,37 @@ echo "upload: manystacks, 20 s at 99 Hz: $distinct distinct samples, $(stat -c %
 port=$(fp_free_port)
 url=http://127.0.0.1:$port
 echo "bench-$$" >"$FP_TMP/token"
-fp_start_collector "$url" --listen "127.0.0.1:$port" --store "$FP_TMP/c.db" \
+store=$FP_TMP/c.db
+if [[ $STORE == clickhouse ]]; then
+  fp_start_clickhouse "$FP_TMP/ch"
+  store=clickhouse://127.0.0.1:$FP_CH_PORT/fleet
+  chq() { curl -sf "http://127.0.0.1:$FP_CH_PORT/" --data-binary "$1"; }
+fi
+fp_start_collector "$url" --listen "127.0.0.1:$port" --store "$store" \
   --token-file "$FP_TMP/token" --store-max-mb 65536 --max-read-ms 120000
 out=$("$BENCH" --url "$url" --profile "$FP_TMP/profile.pb.gz" --token-file "$FP_TMP/token" \
   --concurrency "$HOSTS" --uploads "$UPLOADS" --run-id f) || fp_fail "the load failed: $out"
 figure() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 echo "load: $HOSTS hosts x $DAYS day(s) x 1440 uploads: $(figure rate "$out") uploads/s, p99 $(figure p99_ms "$out") ms"
-# Summaries: the collector builds them once uploads pause; wait for none marked.
+# Summaries: the collector builds them once uploads pause; wait for all.
 t0=$(date +%s.%N)
-marked() { python3 -c 'import sqlite3,sys; c=sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True); print(c.execute("SELECT count(*) FROM rollup_dirty").fetchone()[0])' "$FP_TMP/c.db"; }
-until [[ $(marked) == 0 ]]; do sleep 1; done
-t1=$(date +%s.%N)
-read -r n_sum sum_bytes < <(python3 -c 'import sqlite3,sys; c=sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True); print(*c.execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM rollups").fetchone())' "$FP_TMP/c.db")
-db=$(($(stat -c %s "$FP_TMP/c.db") + $(stat -c %s "$FP_TMP/c.db-wal" 2>/dev/null || echo 0)))
-echo "summaries: $n_sum of them built in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s after the load; $((sum_bytes / 1024)) KiB of samples, $(awk -v a="$sum_bytes" -v b="$db" 'BEGIN {printf "%.1f", 100 * a / b}')% of the store's $((db / 1048576)) MiB"
+if [[ $STORE == sqlite ]]; then
+  marked() { python3 -c 'import sqlite3,sys; c=sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True); print(c.execute("SELECT count(*) FROM rollup_dirty").fetchone()[0])' "$FP_TMP/c.db"; }
+  until [[ $(marked) == 0 ]]; do sleep 1; done
+  t1=$(date +%s.%N)
+  read -r n_sum sum_bytes < <(python3 -c 'import sqlite3,sys; c=sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True); print(*c.execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM rollups").fetchone())' "$FP_TMP/c.db")
+  db=$(($(stat -c %s "$FP_TMP/c.db") + $(stat -c %s "$FP_TMP/c.db-wal" 2>/dev/null || echo 0)))
+else
+  # Every hour and every day with buckets has its summary.
+  done_sql="SELECT (SELECT uniqExact(hour) FROM fleet.buckets) = (SELECT uniqExact(hour) FROM fleet.rollup_builds WHERE span = 1) AND (SELECT uniqExact(intDiv(hour, 24)) FROM fleet.buckets) = (SELECT uniqExact(hour) FROM fleet.rollup_builds WHERE span = 24)"
+  until [[ $(chq "$done_sql") == 1 ]]; do sleep 1; done
+  t1=$(date +%s.%N)
+  n_sum=$(chq "SELECT count() FROM fleet.rollup_builds")
+  chq "OPTIMIZE TABLE fleet.rollups FINAL" >/dev/null || true
+  sum_bytes=$(chq "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = 'fleet' AND active AND table IN ('rollups', 'rollup_builds')")
+  db=$(chq "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = 'fleet' AND active")
+fi
+echo "summaries: $n_sum of them built in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s after the load; $((sum_bytes / 1024)) KiB, $(awk -v a="$sum_bytes" -v b="$db" 'BEGIN {printf "%.1f", 100 * a / b}')% of the store's $((db / 1048576)) MiB"
 
 # ---- 3. queries ----
 day=2026-01-01T00:00:00Z
@@ -101,18 +123,32 @@ connect "LabelValues(host), the whole range" LabelValues "{\"name\":\"host\",$ra
 connect "ProfileTypes, the whole range" ProfileTypes "{$range}"
 timed "/api/v1/series, the whole range" "$url/api/v1/series?from=$day&to=$end"
 
-# The peer: the same day read from its buckets (the store file, no summaries), same totals.
-now=$(date +%s)
-since=$(((now - $(date -u -d 2026-01-01 +%s)) / 3600 + 1))
+# The peer: the whole range read without summaries, same totals.
 best=
-for _ in 1 2 3; do
-  t0=$(date +%s.%N)
-  "$FP_AGENTCTL" dump --store "$FP_TMP/c.db" --since "${since}h" -o "$FP_TMP/raw.pb.gz" 2>"$FP_TMP/raw.err" ||
-    fp_fail "agentctl dump --store failed: $(cat "$FP_TMP/raw.err")"
-  t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')
-  best=$(awk -v a="$t" -v b="${best:-1e9}" 'BEGIN {print (a < b) ? a : b}')
-done
+if [[ $STORE == sqlite ]]; then
+  peer="agentctl dump --store"
+  now=$(date +%s)
+  since=$(((now - $(date -u -d 2026-01-01 +%s)) / 3600 + 1))
+  for _ in 1 2 3; do
+    t0=$(date +%s.%N)
+    "$FP_AGENTCTL" dump --store "$FP_TMP/c.db" --since "${since}h" -o "$FP_TMP/raw.pb.gz" 2>"$FP_TMP/raw.err" ||
+      fp_fail "agentctl dump --store failed: $(cat "$FP_TMP/raw.err")"
+    t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')
+    best=$(awk -v a="$t" -v b="${best:-1e9}" 'BEGIN {print (a < b) ? a : b}')
+  done
+else
+  peer="a collector with --no-summaries"
+  port2=$(fp_free_port)
+  "$COLLECTOR" --listen "127.0.0.1:$port2" --store "$store" --token-file "$FP_TMP/token" \
+    --no-summaries --max-read-ms 600000 >>"$FP_TMP/collector2.log" 2>&1 &
+  fp_track $!
+  fp_wait_for 15 curl -sf "http://127.0.0.1:$port2/healthz" -o /dev/null || fp_fail "the second collector did not start"
+  url=http://127.0.0.1:$port2
+  timed "(no summaries) merged profile, all hosts, the whole range" "$url/api/v1/profile?from=$day&to=$end"
+  best=$LAST
+  curl -s "$url/api/v1/profile?from=$day&to=$end" -o "$FP_TMP/raw.pb.gz"
+fi
 a=$(fp_profile_total "$FP_TMP/whole.pb.gz" cpu)
 b=$(fp_profile_total "$FP_TMP/raw.pb.gz" cpu)
-[[ $a == "$b" ]] || fp_fail "the summarised range's total $a is not its buckets' $b"
-echo "peer: all hosts over the whole range read from the buckets (agentctl dump --store): $(printf '%.3f' "$best") s; from summaries ${whole_s} s (x$(awk -v a="$best" -v b="$whole_s" 'BEGIN {printf "%.1f", a / b}') faster); the same total, $a ns"
+[[ $a == "$b" ]] || fp_fail "the summarised range's total $a is not the raw rows' $b"
+echo "peer: all hosts over the whole range without summaries ($peer): $(printf '%.3f' "$best") s; from summaries ${whole_s} s (x$(awk -v a="$best" -v b="$whole_s" 'BEGIN {printf "%.1f", a / b}') faster); the same total, $a ns"
