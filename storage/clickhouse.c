@@ -1771,11 +1771,20 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
                 struct fp_store_map_entry *e = fp_store_map_get(&m.idx, rows[i].series_id);
                 if (!e)
                         continue;
+                const struct meta *x = &m.v[e->a - 1];
                 struct fp_store_point pt = {.start_ns = rows[i].start_ns,
                                             .length_ns = rows[i].length_ns,
                                             .count = rows[i].count,
                                             .value = rows[i].value};
-                pt.event = wall ? FP_STORE_WALL_EVENT : m.v[e->a - 1].event;
+                pt.event = wall ? FP_STORE_WALL_EVENT : x->event;
+                if (f->by_series) {
+                        pt.host = x->host;
+                        pt.pid = x->pid;
+                        pt.starttime = x->starttime;
+                        pt.comm = x->comm;
+                        pt.service = x->service;
+                        pt.container = x->container;
+                }
                 r = fn(userdata, &pt);
                 n++;
         }

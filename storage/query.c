@@ -251,30 +251,37 @@ out:
         return r < 0 ? r : n;
 }
 
-static const char timeline_sql[] =
-    "SELECT b.start_ns, b.length_ns, e.name, sum(bs.count), sum(bs.value)"
-    " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
-    " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
-    " JOIN events e ON e.id = bs.event_id"
-    " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"
-    " GROUP BY b.id, e.name ORDER BY b.start_ns, b.id";
+/* A time line's points, per bucket and event (GROUP: ", t.id" for one per series too). */
+#define TIMELINE_SQL(GROUP)                                                                        \
+        "SELECT b.start_ns, b.length_ns, e.name, sum(bs.count), sum(bs.value), h.name, t.pid,"     \
+        " t.starttime, t.comm, t.service, t.container"                                             \
+        " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"                             \
+        " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"                  \
+        " JOIN events e ON e.id = bs.event_id"                                                     \
+        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"       \
+        " GROUP BY b.id, e.name" GROUP " ORDER BY b.start_ns, b.id"
+static const char timeline_sql[] = TIMELINE_SQL("");
+static const char timeline_series_sql[] = TIMELINE_SQL(", t.id");
 
 /*
  * The wall profile's (FP_STORE_WALL_EVENT): off-CPU and CPU time of the
  * targets with off-CPU, and wall time a client stored as such.
  */
-static const char timeline_wall_sql[] =
-    "SELECT b.start_ns, b.length_ns, '" FP_STORE_WALL_EVENT "', sum(bs.count), sum(bs.value)"
-    " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
-    " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
-    " JOIN events e ON e.id = bs.event_id"
-    " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND ?10 IS NOT NULL"
-    " AND e.value_unit = 'nanoseconds' AND (e.name = '" FP_STORE_OFFCPU_EVENT "'"
-    " OR e.name = '" FP_STORE_WALL_EVENT "'"
-    " OR (e.name IN ('cpu-clock', 'task-clock') AND EXISTS (SELECT 1 FROM bucket_series o"
-    " JOIN events oe ON oe.id = o.event_id WHERE o.target_id = bs.target_id"
-    " AND oe.name = '" FP_STORE_OFFCPU_EVENT "')))"
-    " GROUP BY b.id ORDER BY b.start_ns, b.id";
+#define TIMELINE_WALL_SQL(GROUP)                                                                   \
+        "SELECT b.start_ns, b.length_ns, '" FP_STORE_WALL_EVENT "', sum(bs.count), sum(bs.value)," \
+        " h.name, t.pid, t.starttime, t.comm, t.service, t.container"                              \
+        " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"                             \
+        " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"                  \
+        " JOIN events e ON e.id = bs.event_id"                                                     \
+        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND ?10 IS NOT NULL"                     \
+        " AND e.value_unit = 'nanoseconds' AND (e.name = '" FP_STORE_OFFCPU_EVENT "'"              \
+        " OR e.name = '" FP_STORE_WALL_EVENT "'"                                                   \
+        " OR (e.name IN ('cpu-clock', 'task-clock') AND EXISTS (SELECT 1 FROM bucket_series o"     \
+        " JOIN events oe ON oe.id = o.event_id WHERE o.target_id = bs.target_id"                   \
+        " AND oe.name = '" FP_STORE_OFFCPU_EVENT "')))"                                            \
+        " GROUP BY b.id" GROUP " ORDER BY b.start_ns, b.id"
+static const char timeline_wall_sql[] = TIMELINE_WALL_SQL("");
+static const char timeline_wall_series_sql[] = TIMELINE_WALL_SQL(", t.id");
 
 int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_store_point_fn fn,
                       void *userdata)
@@ -289,7 +296,10 @@ int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_st
         if (r < 0)
                 return r;
         bool wall = f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0;
-        r = fp_store_prepare(s, wall ? timeline_wall_sql : timeline_sql, &st);
+        r = fp_store_prepare(s,
+                             wall ? (f->by_series ? timeline_wall_series_sql : timeline_wall_sql)
+                                  : (f->by_series ? timeline_series_sql : timeline_sql),
+                             &st);
         if (r < 0)
                 goto out;
         fp_store_bind_filter(st, f);
@@ -303,6 +313,14 @@ int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_st
                     .count = (uint64_t)sqlite3_column_int64(st, 3),
                     .value = (uint64_t)sqlite3_column_int64(st, 4),
                 };
+                if (f->by_series) {
+                        pt.host = fp_store_col_text(st, 5);
+                        pt.pid = (pid_t)sqlite3_column_int64(st, 6);
+                        pt.starttime = (uint64_t)sqlite3_column_int64(st, 7);
+                        pt.comm = fp_store_col_text(st, 8);
+                        pt.service = fp_store_col_text(st, 9);
+                        pt.container = fp_store_col_text(st, 10);
+                }
                 r = fn(userdata, &pt);
                 if (r < 0)
                         break;

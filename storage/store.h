@@ -410,6 +410,9 @@ struct fp_store_filter {
         /* Listings: the series only, their totals (buckets, count, value) left 0 where that
          * is cheaper (ClickHouse). */
         bool no_totals;
+        /* Time lines: a point per bucket and series, which says its process (one read where
+         * a caller would make one per process). */
+        bool by_series;
         /*
          * Which tier's series: FP_STORE_TIER_ANY, _HOST (the host tier's
          * series of many processes, stored with pid 0) or _TARGETS (one
@@ -499,11 +502,19 @@ struct fp_store_point {
         int64_t start_ns, length_ns;
         const char *event;
         uint64_t count, value;
+        /*
+         * With fp_store_filter.by_series, the process of the series (a host
+         * tier's: pid 0 with its comm, service and container); else NULL, 0.
+         */
+        const char *host, *comm, *service, *container;
+        pid_t pid;
+        uint64_t starttime;
 };
 typedef int (*fp_store_point_fn)(void *userdata, const struct fp_store_point *pt);
 /*
- * Calls fn for each (bucket, event) with samples matching f, in time
- * order (f->event: that event only). Returns the number of calls.
+ * Calls fn for each (bucket, event) with samples matching f (f->by_series:
+ * each (bucket, event, series)), in time order (f->event: that event only).
+ * Returns the number of calls.
  */
 int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_store_point_fn fn,
                       void *userdata);

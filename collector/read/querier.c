@@ -670,6 +670,17 @@ static int strset_add(struct strset *s, const char *x)
         return 0;
 }
 
+/* x's position in s + 1, or 0 when s lacks it. */
+static size_t strset_find(const struct strset *s, const char *x)
+{
+        if (!s->slots)
+                return 0;
+        for (size_t k = str_hash(x) & (s->slots - 1); s->index[k]; k = (k + 1) & (s->slots - 1))
+                if (strcmp(s->v[s->index[k] - 1], x) == 0)
+                        return s->index[k];
+        return 0;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
         return strcmp(*(char *const *)a, *(char *const *)b);
@@ -1402,7 +1413,25 @@ struct points {
         struct group *g;
         size_t n_groups, cap_groups;
         struct group *cur; /* the series' group, during its timeline */
+        /* One time line of every series: each target's process key, and its group. */
+        struct strset keys;
+        size_t *key_group; /* position in keys -> index into g */
 };
+
+/* A process's key: its host, pid and start; a host tier's (pid 0) also its comm, service and
+ * container. */
+static void process_key(char *buf, size_t len, const char *host, pid_t pid, uint64_t starttime,
+                        const char *comm, const char *service, const char *container)
+{
+        if (pid)
+                snprintf(buf, len, "%s\x1f%d\x1f%" PRIu64, host, (int)pid, starttime);
+        else
+                snprintf(buf, len,
+                         "%s\x1f"
+                         "0\x1f%s\x1f%s\x1f%s",
+                         host, comm ? comm : "", service ? service : "",
+                         container ? container : "");
+}
 
 static int on_point(void *ud, const struct fp_store_point *pt)
 {
@@ -1419,6 +1448,23 @@ static int on_point(void *ud, const struct fp_store_point *pt)
         ps->cur->n[k]++;
         ps->cur->total += v;
         return 0;
+}
+
+static int on_point(void *ud, const struct fp_store_point *pt);
+
+/* A point of one time line of every series: to its process's group (none: not selected). */
+static int on_series_point(void *ud, const struct fp_store_point *pt)
+{
+        struct points *ps = ud;
+        char key[1024];
+
+        process_key(key, sizeof(key), pt->host ? pt->host : "", pt->pid, pt->starttime, pt->comm,
+                    pt->service, pt->container);
+        size_t at = strset_find(&ps->keys, key);
+        if (!at)
+                return 0;
+        ps->cur = &ps->g[ps->key_group[at - 1]];
+        return on_point(ud, pt);
 }
 
 static struct group *group_for(struct points *ps, const char *key)
@@ -1481,6 +1527,14 @@ static int run_select_series(struct call *c)
                 selection_free(&s);
                 return r;
         }
+        /*
+         * One time line of every series the store listed under the selection's base, each
+         * point to its process's group (those not selected: nowhere), where one per process
+         * would cost a read each.
+         */
+        bool one = s.n > 1;
+        if (one && !(ps.key_group = calloc(s.n, sizeof(*ps.key_group))))
+                r = fail(c, "resource_exhausted", "out of memory");
         for (size_t i = 0; i < s.n && r >= 0; i++) {
                 struct fp_store_filter f;
                 target_filter(&s, &s.t[i], &f);
@@ -1489,7 +1543,28 @@ static int run_select_series(struct call *c)
                                  "too many groups of points: take a longer step or fewer groups");
                         break;
                 }
+                if (one) {
+                        /* The process's points go to its group (a key met twice: the first's). */
+                        char key[1024];
+                        const struct target *t = &s.t[i];
+                        process_key(key, sizeof(key), t->host, t->pid, t->starttime, t->comm,
+                                    t->service, t->container);
+                        size_t known = ps.keys.n;
+                        if (strset_add(&ps.keys, key) < 0)
+                                r = fail(c, "resource_exhausted", "out of memory");
+                        else if (ps.keys.n > known)
+                                ps.key_group[ps.keys.n - 1] = (size_t)(ps.cur - ps.g);
+                        continue;
+                }
                 r = fp_backend_timeline(c->s->store, &f, on_point, &ps);
+                if (r < 0)
+                        r = store_fail(c, r);
+        }
+        if (one && r >= 0) {
+                struct fp_store_filter f = s.base;
+                f.thread_name = NULL; /* time lines sum whole series */
+                f.by_series = true;
+                r = fp_backend_timeline(c->s->store, &f, on_series_point, &ps);
                 if (r < 0)
                         r = store_fail(c, r);
         }
@@ -1531,6 +1606,8 @@ static int run_select_series(struct call *c)
                 free(ps.g[i].n);
         }
         free(ps.g);
+        strset_free(&ps.keys);
+        free(ps.key_group);
         selection_free(&s);
         return r < 0 ? r : 0;
 }
