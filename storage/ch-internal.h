@@ -221,6 +221,7 @@ struct fp_ch {
         /* Summaries (ch-rollup.c), the writer's: */
         struct fp_store_map rollup_seen;      /* hour + 1 -> (second looked at, look number) */
         struct fp_store_map rollup_days_seen; /* day + 1 -> (last look number then) */
+        struct fp_store_map rollup_forget;    /* replaced summaries: (hour, span) -> when */
         uint64_t rollup_looks, rollup_waiting, rollup_built;
         bool rollups_off; /* neither read nor made (fp_ch_set_summaries()) */
 };

@@ -1,23 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Summaries of the ClickHouse store (ch-internal.h): the samples of every
- * series over an hour of uploads (the hour partition, by upload start)
- * and over a day, merged once, which profiles of whole hours and days
- * read in place of their samples (clickhouse.c's fp_ch_query_pprof()).
+ * Summaries of the ClickHouse store (ch-internal.h): the samples and
+ * drops of every series over an hour of uploads (the hour partition, by
+ * upload start) and over a day, merged once, which profiles of whole
+ * hours and days read in place of their raw rows (clickhouse.c's
+ * fp_ch_query_pprof() and fp_ch_drop_totals(), through fp_ch_read_plan()).
  *
- * Tables (schema version 6, both partitioned by hour, so that retention
+ * Tables (schema version 6, all partitioned by hour, so that retention
  * and the byte budget drop a summary with its hour; a day's summary lives
  * in its first hour's partition and goes with it):
  *
  *   rollups        (hour, build, series_id, tid, thread_name, stack_id,
- *                  count, value): one summary's rows, each (series,
+ *                  count, value): one summary's samples, each (series,
  *                  thread, stack) once per build.
+ *   rollup_drops   (hour, build, target_id, reason, count): its drops.
  *   rollup_builds  (hour, span, build, uploads, fingerprint, built_ns):
  *                  a summary that was written whole (its rows first, this
  *                  row last: a collector killed half-way leaves rows no
  *                  read takes), span 1 (an hour) or 24 (a day), and what
- *                  it summarised: how many (series, upload) bucket rows
- *                  its hours held, and the sum of their hashes.
+ *                  it summarised: how many bucket rows its hours held (a
+ *                  row written twice and not merged yet counts twice), and
+ *                  the sum of their hashes.
  *
  * There is no transaction to mark what a write changes, and several
  * collectors may write one database: a summary instead says which
@@ -30,7 +33,7 @@
  * bucket says it wrote). The fingerprint is taken before the summary's
  * rows are read, so a summary never holds less than it says.
  *
- * The writer (fp_ch_rollup_step(), from the collector's writer thread
+ * The writer (fp_ch_rollups_keep(), from the collector's writer thread
  * when uploads pause) looks for hour partitions of buckets changed since
  * it last looked (system.parts), checks each ended hour against its
  * summaries, and writes what is missing: an hour from its samples, a
@@ -349,8 +352,17 @@ static uint64_t new_build_id(void)
         return id ? id : 1;
 }
 
-/* Deletes the summaries of (hour, span) other than keep, once keep is STALE_AFTER old:
- * 1 when some wait for that, else 0 or -errno. */
+/* The key of (hour, span) in c->rollup_forget. */
+static uint64_t forget_key(uint32_t hour, uint8_t span)
+{
+        return ((uint64_t)hour + 1) << 8 | span;
+}
+
+/*
+ * Deletes the summaries of (hour, span) other than keep once keep is
+ * STALE_AFTER old; before, notes when to come back (c->rollup_forget).
+ * 0 or -errno.
+ */
 static int forget_replaced(struct fp_ch *c, const struct builds *bs, uint32_t hour, uint8_t span,
                            const struct build *keep, int64_t now_ns)
 {
@@ -368,8 +380,12 @@ static int forget_replaced(struct fp_ch *c, const struct builds *bs, uint32_t ho
         if (!n)
                 return 0;
         if (now_ns - keep->built_ns < STALE_AFTER_NS) {
+                /* A read may have chosen them: later. */
                 free(ids.p);
-                return 1; /* a read may have chosen them: later */
+                return fp_store_map_put(&c->rollup_forget, forget_key(hour, span),
+                                        (uint64_t)(keep->built_ns + STALE_AFTER_NS), 0) < 0
+                           ? fp_ch_oom(c)
+                           : 0;
         }
         static const char *const tables[] = {"rollup_builds", "rollups", "rollup_drops"};
         for (size_t i = 0; i < 3 && r == 0; i++) {
@@ -500,8 +516,7 @@ static int keep_hour(struct fp_ch *c, uint32_t h, int64_t now_ns, bool *ret_sett
                 c->rollup_built++;
         }
         r = x ? forget_replaced(c, &bs, h, SPAN_HOUR, x, now_ns) : 0;
-        if (r >= 0)
-                *ret_settled = r == 0;
+        *ret_settled = r >= 0;
 out:
         free(src.p);
         free(drops.p);
@@ -557,14 +572,18 @@ static int keep_day(struct fp_ch *c, uint32_t d, int64_t now_ns, bool *ret_settl
                 c->rollup_built++;
         }
         r = x ? forget_replaced(c, &bs, h0, SPAN_DAY, x, now_ns) : 0;
-        if (r >= 0)
-                *ret_settled = r == 0;
+        *ret_settled = r >= 0;
 out:
         free(src.p);
         free(drops.p);
         free(ids.p);
         free(bs.v);
         return r < 0 ? r : 1;
+}
+
+static bool not_key(const struct fp_store_map_entry *e, void *ud)
+{
+        return e->key != *(const uint64_t *)ud;
 }
 
 int fp_ch_rollups_keep(struct fp_ch *c, int64_t now_ns, int64_t grace_ns)
@@ -608,6 +627,23 @@ int fp_ch_rollups_keep(struct fp_ch *c, int64_t now_ns, int64_t grace_ns)
                                    c->hostport);
         c->rollup_waiting = waiting;
         bool settled;
+        /* Summaries replaced long enough ago to be deleted (the hour or day looked at again). */
+        for (size_t i = 0; i < c->rollup_forget.cap; i++) {
+                struct fp_store_map_entry *e = &c->rollup_forget.e[i];
+                if (!e->key || (int64_t)e->a > now_ns)
+                        continue;
+                uint64_t key = e->key, retry = (uint64_t)(now_ns + STALE_AFTER_NS);
+                uint32_t h = (uint32_t)(key >> 8) - 1;
+                e->a = retry; /* if deleting fails, again later */
+                r = (key & 0xff) == SPAN_DAY ? keep_day(c, h / SPAN_DAY, now_ns, &settled)
+                                             : keep_hour(c, h, now_ns, &settled);
+                /* Done unless a newer replacement set a time of its own. */
+                const struct fp_store_map_entry *again = fp_store_map_get(&c->rollup_forget, key);
+                if (r >= 0 && again && again->a == retry &&
+                    fp_store_map_filter(&c->rollup_forget, not_key, &key) < 0)
+                        r = fp_ch_oom(c);
+                return r;
+        }
         if (due_hour != UINT32_MAX) {
                 r = keep_hour(c, due_hour, now_ns, &settled);
                 /* Looked at (a: when, b: the look's number; its day is due after it). */

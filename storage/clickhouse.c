@@ -779,6 +779,7 @@ void fp_ch_close(struct fp_ch *c)
         fp_store_map_free(&c->written);
         fp_store_map_free(&c->rollup_seen);
         fp_store_map_free(&c->rollup_days_seen);
+        fp_store_map_free(&c->rollup_forget);
         free(c->answer.p);
         free(c);
 }
