@@ -1782,9 +1782,6 @@ int fp_ch_timeline(struct fp_ch *c, const struct fp_store_filter *f, fp_store_po
                         pt.host = x->host;
                         pt.pid = x->pid;
                         pt.starttime = x->starttime;
-                        pt.comm = x->comm;
-                        pt.service = x->service;
-                        pt.container = x->container;
                 }
                 r = fn(userdata, &pt);
                 n++;

@@ -254,7 +254,7 @@ out:
 /* A time line's points, per bucket and event (GROUP: ", t.id" for one per series too). */
 #define TIMELINE_SQL(GROUP)                                                                        \
         "SELECT b.start_ns, b.length_ns, e.name, sum(bs.count), sum(bs.value), h.name, t.pid,"     \
-        " t.starttime, t.comm, t.service, t.container"                                             \
+        " t.starttime"                                                                             \
         " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"                             \
         " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"                  \
         " JOIN events e ON e.id = bs.event_id"                                                     \
@@ -269,7 +269,7 @@ static const char timeline_series_sql[] = TIMELINE_SQL(", t.id");
  */
 #define TIMELINE_WALL_SQL(GROUP)                                                                   \
         "SELECT b.start_ns, b.length_ns, '" FP_STORE_WALL_EVENT "', sum(bs.count), sum(bs.value)," \
-        " h.name, t.pid, t.starttime, t.comm, t.service, t.container"                              \
+        " h.name, t.pid, t.starttime"                                                              \
         " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"                             \
         " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"                  \
         " JOIN events e ON e.id = bs.event_id"                                                     \
@@ -317,9 +317,6 @@ int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_st
                         pt.host = fp_store_col_text(st, 5);
                         pt.pid = (pid_t)sqlite3_column_int64(st, 6);
                         pt.starttime = (uint64_t)sqlite3_column_int64(st, 7);
-                        pt.comm = fp_store_col_text(st, 8);
-                        pt.service = fp_store_col_text(st, 9);
-                        pt.container = fp_store_col_text(st, 10);
                 }
                 r = fn(userdata, &pt);
                 if (r < 0)

@@ -502,11 +502,8 @@ struct fp_store_point {
         int64_t start_ns, length_ns;
         const char *event;
         uint64_t count, value;
-        /*
-         * With fp_store_filter.by_series, the process of the series (a host
-         * tier's: pid 0 with its comm, service and container); else NULL, 0.
-         */
-        const char *host, *comm, *service, *container;
+        /* With fp_store_filter.by_series, the process of the series; else NULL, 0. */
+        const char *host;
         pid_t pid;
         uint64_t starttime;
 };
