@@ -269,14 +269,15 @@ static int add_matches(struct query *q, sqlite3_stmt *st, int64_t span,
 static int raw_matches(struct query *q, const struct fp_store_filter *f,
                        bool (*keep)(struct query *q, const struct q_match *m, void *ud), void *ud)
 {
-        static const char sql[] =
-            "SELECT bs.bucket_id, bs.target_id, bs.event_id, b.start_ns, b.length_ns"
-            " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"
-            " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"
-            " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND " FILTER_START
-            " ORDER BY bs.bucket_id, bs.event_id";
+#define RAW_SQL(REACH)                                                                             \
+        "SELECT bs.bucket_id, bs.target_id, bs.event_id, b.start_ns, b.length_ns"                  \
+        " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"                             \
+        " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"                  \
+        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND " FILTER_START REACH                 \
+        " ORDER BY bs.bucket_id, bs.event_id"
+        static const char sql[] = RAW_SQL(""), range_sql[] = RAW_SQL(" AND " FILTER_REACH);
         sqlite3_stmt *st = NULL;
-        int r = fp_store_prepare(q->s, sql, &st);
+        int r = fp_store_prepare(q->s, f->since_ns > 0 && f->until_ns > 0 ? range_sql : sql, &st);
 
         if (r < 0)
                 return r;

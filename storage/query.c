@@ -32,6 +32,8 @@ void fp_store_bind_filter(sqlite3_stmt *st, const struct fp_store_filter *f)
         else
                 sqlite3_bind_null(st, 4);
         sqlite3_bind_int64(st, 5, f->since_ns);
+        sqlite3_bind_int64(st, 15,
+                           f->since_ns); /* FILTER_REACH's (a statement without it: ignored) */
         sqlite3_bind_int64(st, 6, f->until_ns);
         sqlite3_bind_int64(st, 7, f->bucket_min);
         sqlite3_bind_int64(st, 8, f->bucket_max);
@@ -89,20 +91,24 @@ int fp_store_prepare(struct fp_store *s, const char *sql, sqlite3_stmt **ret)
 
 /* ---- drop totals ---- */
 
-static const char drops_sql[] =
-    "SELECT h.name, t.pid, t.starttime, t.comm, x.reason, sum(x.count) FROM ("
-    " SELECT d.target_id AS target_id, d.reason AS reason, d.count AS count"
-    " FROM drops d JOIN buckets b ON b.id = d.bucket_id WHERE " FILTER_BUCKETS
-    " UNION ALL SELECT target_id, reason, count FROM carried_drops WHERE ?6 = 0 AND ?8 = 0"
-    ") x JOIN targets t ON t.id = x.target_id JOIN hosts h ON h.id = t.host_id"
-    " WHERE " FILTER_TARGETS " GROUP BY x.target_id, x.reason"
-    " ORDER BY h.name, t.pid, t.starttime, x.reason";
+/* The drops of f's buckets (REACH: " AND " FILTER_REACH for a range with both ends). */
+#define DROPS_SQL(REACH)                                                                           \
+        "SELECT h.name, t.pid, t.starttime, t.comm, x.reason, sum(x.count) FROM ("                 \
+        " SELECT d.target_id AS target_id, d.reason AS reason, d.count AS count"                   \
+        " FROM drops d JOIN buckets b ON b.id = d.bucket_id WHERE " FILTER_BUCKETS REACH           \
+        " UNION ALL SELECT target_id, reason, count FROM carried_drops WHERE ?6 = 0 AND ?8 = 0"    \
+        ") x JOIN targets t ON t.id = x.target_id JOIN hosts h ON h.id = t.host_id"                \
+        " WHERE " FILTER_TARGETS " GROUP BY x.target_id, x.reason"                                 \
+        " ORDER BY h.name, t.pid, t.starttime, x.reason"
+static const char drops_sql[] = DROPS_SQL("");
+static const char drops_range_sql[] = DROPS_SQL(" AND " FILTER_REACH);
 
 int fp_store_drop_rows(struct fp_store *s, const struct fp_store_filter *f, fp_store_drop_fn fn,
                        void *userdata)
 {
         sqlite3_stmt *st = NULL;
-        int n = 0, rc, r = fp_store_prepare(s, drops_sql, &st);
+        bool range = f->since_ns > 0 && f->until_ns > 0;
+        int n = 0, rc, r = fp_store_prepare(s, range ? drops_range_sql : drops_sql, &st);
 
         if (r < 0)
                 return r;

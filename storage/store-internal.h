@@ -337,6 +337,15 @@ struct fp_store {
 /* Buckets that start at or after ?14 (0: any), beside FILTER_BUCKETS (fp_store_filter's
  * start_from_ns). */
 #define FILTER_START "(?14 = 0 OR b.start_ns >= ?14)"
+/*
+ * Beside FILTER_BUCKETS, of a range with both ends (since_ns, until_ns
+ * set): the buckets that can reach into it, by start: from ?15 (since_ns)
+ * less the longest bucket (buckets_by_length), to until_ns. It lets SQLite
+ * find them by buckets_by_start, where FILTER_BUCKETS' terms that a zero
+ * turns off cannot; a query of all time is better served without it.
+ */
+#define FILTER_REACH                                                                               \
+        "b.start_ns >= ?15 - (SELECT ifnull(max(length_ns), 0) FROM buckets) AND b.start_ns < ?6"
 
 /*
  * Summaries (rollup.c): the samples of one series (target, event) over an

@@ -248,7 +248,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 10
+#define FP_STORE_SCHEMA_VERSION 11
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 

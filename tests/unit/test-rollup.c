@@ -38,9 +38,9 @@ static const struct fp_store_event cpu_clock = {
 };
 
 /* Bucket i of target pid: a few stacks of a pool, on two threads, counts that vary. */
-static struct fp_store_batch *make_batch(int64_t start, pid_t pid, unsigned i)
+static struct fp_store_batch *make_batch(int64_t start, int64_t length, pid_t pid, unsigned i)
 {
-        struct fp_store_batch *b = fp_store_batch_new(start, 60 * SEC);
+        struct fp_store_batch *b = fp_store_batch_new(start, length);
         struct fp_store_target t = {.host = pid % 2 ? "host-a" : "host-b",
                                     .pid = pid,
                                     .starttime = 1000 + (uint64_t)pid,
@@ -74,7 +74,7 @@ static struct fp_store_batch *make_batch(int64_t start, pid_t pid, unsigned i)
 
 static void write_both(struct fp_store *a, struct fp_store *b, int64_t start, pid_t pid, unsigned i)
 {
-        struct fp_store_batch *x = make_batch(start, pid, i);
+        struct fp_store_batch *x = make_batch(start, 60 * SEC, pid, i);
         FP_CHECK(fp_store_write_batch(a, x) == 0);
         FP_CHECK(fp_store_write_batch(b, x) == 0);
         fp_store_batch_free(x);
@@ -242,6 +242,25 @@ int main(void)
         compared += compare(a, b, "late upload");
         summarise_all(a);
         compared += compare(a, b, "late upload summarised");
+
+        /*
+         * A bucket of five hours (a pushed profile can be long): a range inside it, of no
+         * whole hour, finds it by its start (FILTER_REACH: the longest bucket's length back).
+         */
+        for (int k = 0; k < 2; k++) {
+                struct fp_store *s = k ? b : a;
+                struct fp_store_batch *x = make_batch(T0 + 40 * HOUR, 5 * HOUR, 77, 7);
+                FP_CHECK(fp_store_write_batch(s, x) == 0);
+                fp_store_batch_free(x);
+                struct fp_store_filter f = {.pid = 77,
+                                            .since_ns = T0 + 43 * HOUR + 10 * 60 * SEC,
+                                            .until_ns = T0 + 43 * HOUR + 40 * 60 * SEC};
+                char *text = profile_text(s, &f);
+                FP_CHECK(strstr(text, "leaf_") != NULL);
+                free(text);
+        }
+        summarise_all(a);
+        compared += compare(a, b, "a long bucket");
 
         /* Retention: the oldest day and a half go, and their summaries with them. */
         FP_CHECK(fp_store_expire(a, T0 + 36 * HOUR) > 0);
