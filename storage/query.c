@@ -257,37 +257,45 @@ out:
         return r < 0 ? r : n;
 }
 
-/* A time line's points, per bucket and event (GROUP: ", t.id" for one per series too). */
-#define TIMELINE_SQL(GROUP)                                                                        \
+/*
+ * A time line's points, per bucket and event (GROUP: ", t.id" for one per series too; REACH:
+ * " AND " FILTER_REACH for a range with both ends).
+ */
+#define TIMELINE_SQL(GROUP, REACH)                                                                 \
         "SELECT b.start_ns, b.length_ns, e.name, sum(bs.count), sum(bs.value), h.name, t.pid,"     \
         " t.starttime"                                                                             \
         " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"                             \
         " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"                  \
         " JOIN events e ON e.id = bs.event_id"                                                     \
-        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)"       \
+        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND (?10 IS NULL OR e.name = ?10)" REACH \
         " GROUP BY b.id, e.name" GROUP " ORDER BY b.start_ns, b.id"
-static const char timeline_sql[] = TIMELINE_SQL("");
-static const char timeline_series_sql[] = TIMELINE_SQL(", t.id");
 
 /*
  * The wall profile's (FP_STORE_WALL_EVENT): off-CPU and CPU time of the
  * targets with off-CPU, and wall time a client stored as such.
  */
-#define TIMELINE_WALL_SQL(GROUP)                                                                   \
+#define TIMELINE_WALL_SQL(GROUP, REACH)                                                            \
         "SELECT b.start_ns, b.length_ns, '" FP_STORE_WALL_EVENT "', sum(bs.count), sum(bs.value)," \
         " h.name, t.pid, t.starttime"                                                              \
         " FROM bucket_series bs JOIN buckets b ON b.id = bs.bucket_id"                             \
         " JOIN targets t ON t.id = bs.target_id JOIN hosts h ON h.id = t.host_id"                  \
         " JOIN events e ON e.id = bs.event_id"                                                     \
-        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND ?10 IS NOT NULL"                     \
+        " WHERE " FILTER_TARGETS " AND " FILTER_BUCKETS " AND ?10 IS NOT NULL" REACH               \
         " AND e.value_unit = 'nanoseconds' AND (e.name = '" FP_STORE_OFFCPU_EVENT "'"              \
         " OR e.name = '" FP_STORE_WALL_EVENT "'"                                                   \
         " OR (e.name IN ('cpu-clock', 'task-clock') AND EXISTS (SELECT 1 FROM bucket_series o"     \
         " JOIN events oe ON oe.id = o.event_id WHERE o.target_id = bs.target_id"                   \
         " AND oe.name = '" FP_STORE_OFFCPU_EVENT "')))"                                            \
         " GROUP BY b.id" GROUP " ORDER BY b.start_ns, b.id"
-static const char timeline_wall_sql[] = TIMELINE_WALL_SQL("");
-static const char timeline_wall_series_sql[] = TIMELINE_WALL_SQL(", t.id");
+#define REACH " AND " FILTER_REACH
+/* [wall][by series][a range with both ends] */
+static const char *const timeline_sqls[2][2][2] = {
+    {{TIMELINE_SQL("", ""), TIMELINE_SQL("", REACH)},
+     {TIMELINE_SQL(", t.id", ""), TIMELINE_SQL(", t.id", REACH)}},
+    {{TIMELINE_WALL_SQL("", ""), TIMELINE_WALL_SQL("", REACH)},
+     {TIMELINE_WALL_SQL(", t.id", ""), TIMELINE_WALL_SQL(", t.id", REACH)}},
+};
+#undef REACH
 
 int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_store_point_fn fn,
                       void *userdata)
@@ -302,10 +310,8 @@ int fp_store_timeline(struct fp_store *s, const struct fp_store_filter *f, fp_st
         if (r < 0)
                 return r;
         bool wall = f->event && strcmp(f->event, FP_STORE_WALL_EVENT) == 0;
-        r = fp_store_prepare(s,
-                             wall ? (f->by_series ? timeline_wall_series_sql : timeline_wall_sql)
-                                  : (f->by_series ? timeline_series_sql : timeline_sql),
-                             &st);
+        r = fp_store_prepare(
+            s, timeline_sqls[wall][f->by_series][f->since_ns > 0 && f->until_ns > 0], &st);
         if (r < 0)
                 goto out;
         fp_store_bind_filter(st, f);

@@ -287,10 +287,26 @@ static void test_starter_big_stack(void)
                 }
                 FP_CHECK(tid > 0);
                 FP_CHECK_EQ_INT(fp_target_thread_born(t, tid, 0), 0);
-                /* 200 ms of the loop: the spinner's first period is 1 ms at most. */
-                struct timeval tv = {0, 200000};
-                event_base_loopexit(base, &tv);
-                event_base_dispatch(base);
+                /*
+                 * The loop until the spinner has run 120 ms of CPU since it was attached (5 s
+                 * at most): its first period is 1 ms at most. Wall time is not CPU time on a
+                 * busy machine (200 ms of the loop beside a CPU-bound job once gave the
+                 * spinner under 50 ms).
+                 */
+                clockid_t cid;
+                struct timespec ts0 = {0}, ts;
+                FP_CHECK_EQ_INT(pthread_getcpuclockid(th, &cid), 0);
+                FP_CHECK_EQ_INT(clock_gettime(cid, &ts0), 0);
+                for (int round = 0; round < 50; round++) {
+                        struct timeval tv = {0, 100000};
+                        event_base_loopexit(base, &tv);
+                        event_base_dispatch(base);
+                        if (clock_gettime(cid, &ts) == 0 &&
+                            (ts.tv_sec - ts0.tv_sec) * 1000 +
+                                    (ts.tv_nsec - ts0.tv_nsec) / 1000000 >=
+                                120)
+                                break;
+                }
                 fp_target_drain(t);
                 fp_target_stats(t, &st);
                 fprintf(stderr, "starter with 32 KiB copies: %llu first samples, %llu samples\n",
