@@ -234,6 +234,8 @@ int fp_ch_oom(struct fp_ch *c);
 size_t fp_ch_on_answer(char *data, size_t size, size_t nmemb, void *userdata);
 /* Runs the SQL in sql (its answer in c->answer): 0 or -errno. */
 int fp_ch_exec(struct fp_ch *c, const struct buf *sql, long timeout_s);
+/* The one number (UInt64 or Int64) the SQL in sql answers; about names it in an error. */
+int fp_ch_query_number(struct fp_ch *c, const struct buf *sql, const char *about, uint64_t *ret);
 /* INSERT INTO table (columns) of RowBinary rows (none: nothing sent): 0 or -errno. */
 int fp_ch_insert(struct fp_ch *c, const char *table, const char *columns, const struct buf *rows);
 

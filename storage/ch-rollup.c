@@ -203,20 +203,18 @@ static int first_raw_hour(struct fp_ch *c, int64_t since_ns, int64_t until_ns, u
         struct buf q = {0};
         int r;
 
+        uint64_t longest;
+
         buf_printf(&q,
-                   "SELECT toInt64(max(length_ns)) FROM %s.buckets WHERE hour <= %" PRIu32
+                   "SELECT toUInt64(max(length_ns)) FROM %s.buckets WHERE hour <= %" PRIu32
                    " FORMAT RowBinary",
                    c->db, until_ns > 0 ? (uint32_t)(until_ns / HOUR_NS) : UINT32_MAX);
-        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_query_number(c, &q, "uploads", &longest);
         free(q.p);
         if (r < 0)
                 return r;
-        struct rd rd = ANSWER(c);
-        int64_t longest = RD_I64(&rd);
-        if (rd.bad || longest < 0)
-                return fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about uploads",
-                                   c->hostport);
-        *ret = longest < since_ns ? (uint32_t)((since_ns - longest) / HOUR_NS) : 0;
+        *ret =
+            longest < (uint64_t)since_ns ? (uint32_t)((since_ns - (int64_t)longest) / HOUR_NS) : 0;
         return 0;
 }
 
@@ -331,15 +329,9 @@ int fp_ch_rollups_unsummarised(struct fp_ch *c, int64_t now_ns, uint64_t *ret)
                    ") WHERE (hour, n, s) NOT IN (SELECT hour, uploads, fingerprint FROM"
                    " %s.rollup_builds WHERE span = %d) FORMAT RowBinary",
                    c->db, SPAN_HOUR);
-        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
+        r = fp_ch_query_number(c, &q, "summaries", ret);
         free(q.p);
-        if (r < 0)
-                return r;
-        struct rd rd = ANSWER(c);
-        *ret = RD_U64(&rd);
-        return rd.bad ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about summaries",
-                                    c->hostport)
-                      : 0;
+        return r;
 }
 
 /* ---- writing ---- */

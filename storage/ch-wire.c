@@ -137,3 +137,16 @@ int fp_ch_insert(struct fp_ch *c, const char *table, const char *columns, const 
                  columns);
         return request(c, sql, rows->p, rows->n, WRITE_TIMEOUT_S);
 }
+
+int fp_ch_query_number(struct fp_ch *c, const struct buf *sql, const char *about, uint64_t *ret)
+{
+        int r = fp_ch_exec(c, sql, READ_TIMEOUT_S);
+
+        if (r < 0)
+                return r;
+        struct rd rd = ANSWER(c);
+        *ret = RD_U64(&rd);
+        return rd.bad ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about %s",
+                                    c->hostport, about)
+                      : 0;
+}

@@ -469,15 +469,10 @@ static int schema_has(struct fp_ch *c, const char *table, const char *column)
                            "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
                            " AND name = '%s' FORMAT RowBinary",
                            c->db, table);
-        r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
+        uint64_t n;
+        r = fp_ch_query_number(c, &q, "its tables", &n);
         free(q.p);
-        if (r < 0)
-                return r;
-        struct rd rd = ANSWER(c);
-        uint64_t n = RD_U64(&rd);
-        return rd.bad ? fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about its tables",
-                                    c->hostport)
-                      : n > 0;
+        return r < 0 ? r : n > 0;
 }
 
 /*
