@@ -222,7 +222,7 @@ struct fp_ch {
         struct fp_store_map rollup_seen;      /* hour + 1 -> (second looked at, look number) */
         struct fp_store_map rollup_days_seen; /* day + 1 -> (last look number then) */
         struct fp_store_map rollup_forget;    /* replaced summaries: (hour, span) -> when */
-        uint64_t rollup_looks, rollup_waiting, rollup_built;
+        uint64_t rollup_looks;
         bool rollups_off; /* neither read nor made (fp_ch_set_summaries()) */
 };
 
@@ -245,13 +245,13 @@ int fp_ch_insert(struct fp_ch *c, const char *table, const char *columns, const 
  * How a read of [since_ns, until_ns) takes its rows: builds, the ids of
  * the summaries it reads ("" when none); raw, what the WHERE of the raw
  * rows (samples, drops) adds: the first hour an upload reaching into the
- * range can be of, and the hours the summaries cover left out
- * (" AND hour >= ... AND NOT (hour ...)"); hours, how many they cover;
+ * range can be of and, when summaries are read, the hours they leave as
+ * ranges (" AND hour >= ... AND ((hour >= ... AND hour < ...) OR ...)");
  * [first_hour, end_hour) the whole hours of the range.
  */
 struct fp_ch_plan {
         struct buf builds, raw;
-        size_t n_builds, hours;
+        size_t n_builds;
         uint32_t first_hour, end_hour;
 };
 /* The plan, with the summaries whose hours' buckets say what they hold (none when they are

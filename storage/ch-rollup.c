@@ -110,7 +110,9 @@ static int fingerprints(struct fp_ch *c, uint32_t a, uint32_t b, struct fingerpr
         struct rd rd = ANSWER(c);
         while (r == 0 && rd.p < rd.end && !rd.bad) {
                 uint32_t h = RD_U32(&rd);
-                struct fingerprint fp = {RD_U64(&rd), RD_U64(&rd)};
+                struct fingerprint fp;
+                fp.uploads = RD_U64(&rd); /* in turn: an initializer list is not sequenced */
+                fp.sum = RD_U64(&rd);
                 if (!rd.bad && h >= a && h < b)
                         fps[h - a] = fp;
         }
@@ -299,8 +301,6 @@ int fp_ch_read_plan(struct fp_ch *c, int64_t since_ns, int64_t until_ns, struct 
                 covered[h - a] = true;
         }
         /* What the raw rows are read for: the hours not covered. */
-        for (uint32_t h = a; h < b; h++)
-                ret->hours += covered[h - a];
         if (ret->n_builds)
                 raw_ranges(&ret->raw, lo, (uint32_t)(until_ns / HOUR_NS) + 1, a, b, covered);
         ret->first_hour = a;
@@ -505,7 +505,6 @@ static int keep_hour(struct fp_ch *c, uint32_t h, int64_t now_ns, bool *ret_sett
                     (r = write_build(c, h, SPAN_HOUR, fp, src.p, drops.p, &bs)) < 0)
                         goto out;
                 x = &bs.v[bs.n - 1];
-                c->rollup_built++;
         }
         r = x ? forget_replaced(c, &bs, h, SPAN_HOUR, x, now_ns) : 0;
         *ret_settled = r >= 0;
@@ -561,7 +560,6 @@ static int keep_day(struct fp_ch *c, uint32_t d, int64_t now_ns, bool *ret_settl
                 if ((r = write_build(c, h0, SPAN_DAY, fp, src.p, drops.p, &bs)) < 0)
                         goto out;
                 x = &bs.v[bs.n - 1];
-                c->rollup_built++;
         }
         r = x ? forget_replaced(c, &bs, h0, SPAN_DAY, x, now_ns) : 0;
         *ret_settled = r >= 0;
@@ -582,7 +580,6 @@ int fp_ch_rollups_keep(struct fp_ch *c, int64_t now_ns, int64_t grace_ns)
 {
         struct buf q = {0};
         uint32_t due_hour = UINT32_MAX, due_day = UINT32_MAX;
-        uint64_t waiting = 0;
         /*
          * A change in the seconds before a look may not be visible to it yet: a look
          * counts for changes before LOOK_MARGIN_S ahead of it.
@@ -610,14 +607,12 @@ int fp_ch_rollups_keep(struct fp_ch *c, int64_t now_ns, int64_t grace_ns)
                 struct fp_store_map_entry *e = fp_store_map_get(&c->rollup_seen, (uint64_t)h + 1);
                 if (e && e->a > changed_s)
                         continue; /* looked at after its last change */
-                waiting++;
                 if (h < due_hour)
                         due_hour = h;
         }
         if (rd.bad)
                 return fp_ch_failf(c, -EIO, "ClickHouse at %s: unexpected answer about parts",
                                    c->hostport);
-        c->rollup_waiting = waiting;
         bool settled;
         /* Summaries replaced long enough ago to be deleted (the hour or day looked at again). */
         for (size_t i = 0; i < c->rollup_forget.cap; i++) {
