@@ -145,8 +145,11 @@ for line in open(sys.argv[1]):
     st, n = line.rstrip("\n").rsplit(" ", 1)
     n, f = int(n), st.split(";")
     # An interrupt's time, or the runtime's (a preemption) or code named later than the
-    # sample's export (FILE+0xOFFSET), on top of the frame it stopped.
-    while f and (f[-1] == "[kernel]" or f[-1].startswith("runtime.") or "+0x" in f[-1]):
+    # sample's export (FILE+0xOFFSET), on top of the frame it stopped. gogo (a
+    # file-local assembly symbol of the runtime) switches stacks: a sample inside it,
+    # after it loaded the goroutine's stack pointer, unwinds through a return address
+    # that is not yet there ([unknown]) into the preempted goroutine.
+    while f and (f[-1] in ("[kernel]", "gogo", "[unknown]") or f[-1].startswith("runtime.") or "+0x" in f[-1]):
         f.pop()
     if "main.spin" not in f:
         continue
