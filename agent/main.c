@@ -67,6 +67,8 @@ static const struct fp_conf_key agent_keys[] = {
      "no per-CPU bridge: new threads are sampled from when their own events open"},
     {"no-python", FP_CONF_BOOL, "false", 0, 0, NULL,
      "read no Python stacks: CPython processes show the interpreter's frames only"},
+    {"java-names", FP_CONF_STRING, "code-cache", 0, 0, "code-cache|perf-map",
+     "a JVM's compiled methods: read from its code cache, or only from the perf map it is asked for"},
     {"metrics-listen", FP_CONF_STRING, NULL, 0, 0, "ADDR:PORT",
      "serve the agent's metrics on GET /metrics here (Prometheus)"},
     {"host", FP_CONF_BOOL, "false", 0, 0, NULL,
@@ -87,6 +89,14 @@ static int check_first_period(const char *value, char *err, size_t err_len)
 {
         if (strcmp(value, "random") != 0 && strcmp(value, "full") != 0)
                 return fp_errf(err, err_len, -EINVAL, "not random or full");
+        return 0;
+}
+
+/* --java-names: code-cache or perf-map. */
+static int check_java_names(const char *value, char *err, size_t err_len)
+{
+        if (strcmp(value, "code-cache") != 0 && strcmp(value, "perf-map") != 0)
+                return fp_errf(err, err_len, -EINVAL, "not code-cache or perf-map");
         return 0;
 }
 
@@ -193,6 +203,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .no_python = fp_conf_bool(conf, "no-python"),
             .max_threads = (unsigned)fp_conf_uint(conf, "max-threads"),
             .first_period_full = strcmp(fp_conf_string(conf, "first-period"), "full") == 0,
+            .java_perf_map_only = strcmp(fp_conf_string(conf, "java-names"), "perf-map") == 0,
             .keep_exited_s = (unsigned)fp_conf_uint(conf, "keep-exited"),
             .host = fp_conf_bool(conf, "host"),
             .host_cfg = {.freq = fp_conf_uint(conf, "host-freq"),
@@ -233,6 +244,8 @@ int main(int argc, char **argv)
                 r = fp_conf_set_check(conf, "metrics-listen", check_listen);
         if (r == 0)
                 r = fp_conf_set_check(conf, "first-period", check_first_period);
+        if (r == 0)
+                r = fp_conf_set_check(conf, "java-names", check_java_names);
         if (r < 0) {
                 fp_log(LOG_ERR, "Failed to set up the settings: %s", strerror(-r));
                 return 1;

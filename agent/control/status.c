@@ -126,7 +126,19 @@ static void jvm_json(struct fp_json *j, const struct fp_jvm_names_status *st)
 
         fp_json_begin_object(j);
         fp_json_key(j, "names");
-        fp_json_string(j, st->state > 0 ? "perf map (Compiler.perfmap, asked)" : "refused");
+        fp_json_string(j, st->state <= 0   ? "refused"
+                          : st->code_cache ? "code cache (read from its memory)"
+                                           : "perf map (Compiler.perfmap, asked)");
+        /* Compiled code read from its code cache (hotspot.h): why not, and what was read. */
+        fp_json_key(j, "code_cache_why");
+        fp_json_string(j, st->code_why);
+        const struct uint_field cf[] = {{"code_lookups", st->code.lookups},
+                                        {"code_blobs_read", st->code.blobs_read},
+                                        {"code_not_found", st->code.not_found},
+                                        {"code_inlined", st->code.inlined},
+                                        {"code_scopes_failed", st->code.scopes_failed},
+                                        {"code_frames_unknown", st->code.frames_unknown}};
+        UINT_FIELDS(j, cf);
         UINT_FIELDS(j, jf);
         fp_json_key(j, "pending");
         fp_json_bool(j, st->pending);
@@ -151,19 +163,29 @@ static void jvm_text(FILE *out, pid_t pid, const char *tier, const struct fp_jvm
 {
         if (jv->state < 0)
                 fprintf(out, "java of %d%s: not asked: %s\n", (int)pid, tier, jv->why);
+        else if (jv->state > 0 && jv->code_cache)
+                fprintf(out,
+                        "java of %d%s: HotSpot, compiled methods named and unwound from its code "
+                        "cache, with what they inlined (%" PRIu64 " blobs read, %" PRIu64
+                        " lookups with inlined methods, %" PRIu64
+                        " compiled frames whose caller is not known); interpreted methods "
+                        "%" PRIu64 " named from its memory\n",
+                        (int)pid, tier, jv->code.blobs_read, jv->code.inlined,
+                        jv->code.frames_unknown, jv->methods_named);
         else if (jv->state > 0)
                 fprintf(out,
                         "java of %d%s: HotSpot, compiled methods named from the perf map it writes "
                         "when asked (Compiler.perfmap): %" PRIu64 " requests, %" PRIu64
                         " answered, %" PRIu64 " failed%s%s; interpreted methods %" PRIu64
-                        " named from its memory%s%s%s\n",
+                        " named from its memory%s%s%s%s%s\n",
                         (int)pid, tier, jv->requests, jv->answered, jv->failed,
                         jv->why[0] ? "; last: " : "", jv->why, jv->methods_named,
                         jv->interpreted_why[0] ? ", not read: " : "", jv->interpreted_why,
                         jv->frame_pointers == 0
                             ? "; without -XX:+PreserveFramePointer, stacks end at their first "
                               "compiled method (jit_no_frame_pointer)"
-                            : "");
+                            : "",
+                        jv->code_why[0] ? "; code cache not read: " : "", jv->code_why);
 }
 
 /* "off_cpu": a target's or the host tier's off-CPU figures, null when it has none (period 0). */
@@ -382,6 +404,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         const struct uint_field uw[] = {
             {"frames_cfi", st->frames_cfi},
             {"frames_fp", st->frames_fp},
+            {"frames_java", st->frames_java},
             {"samples_to_root", st->unwound_root},
             {"unwind_failed", st->unwind_failed},
             {"stack_copy_short", st->stack_copy_short},

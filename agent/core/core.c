@@ -12,6 +12,7 @@
 #include "core-internal.h"
 #include "bridge.h"
 #include "export.h"
+#include "jvmnames.h"
 #include "maps.h"
 #include "offcpu.h"
 #include "pystack.h"
@@ -1049,6 +1050,7 @@ int fp_core_new(struct event_base *base, const struct fp_core_options *opt, stru
         }
         s->base = base;
         s->opt = *opt;
+        fp_jvm_names_set_code_cache(!opt->java_perf_map_only);
         if (!s->opt.bucket_seconds)
                 s->opt.bucket_seconds = 10;
         s->start_ns = fp_now_ns(CLOCK_MONOTONIC);

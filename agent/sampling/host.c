@@ -326,6 +326,7 @@ static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t star
                                         .may_reload = true,
                                         .jit_name = jit_warm,
                                         .java_method = fp_host_proc_java_method,
+                                        .java_code = fp_host_proc_java_code,
                                         .jit_ctx = p};
         p->off_walk = p->walk;
         p->off_walk.cfg = &h->off_pcfg;
@@ -1191,7 +1192,7 @@ static void jvm_miss(struct fp_host_proc *p)
                 p->walk.jvm = p->off_walk.jvm = p->jvm;
         }
         if (p->jvm)
-                fp_jvm_names_miss(p->jvm);
+                fp_jvm_names_miss(p->jvm, p->maps);
 }
 
 const char *fp_host_proc_java_method(void *proc, uint64_t method)
@@ -1199,6 +1200,17 @@ const char *fp_host_proc_java_method(void *proc, uint64_t method)
         struct fp_host_proc *p = proc;
 
         return p->jvm ? fp_jvm_names_method(p->jvm, p->maps, method) : NULL;
+}
+
+int fp_host_proc_java_code(void *proc, uint64_t pc, bool leaf, struct fp_hotspot_code *ret)
+{
+        struct fp_host_proc *p = proc;
+
+        if (!p->jvm) {
+                *ret = (struct fp_hotspot_code){0};
+                return 0;
+        }
+        return fp_jvm_names_code(p->jvm, p->maps, pc, leaf, ret);
 }
 
 static const char *jit_warm(void *proc, uint64_t addr)

@@ -182,6 +182,9 @@ const char *fp_host_proc_thread_name(const struct fp_host_proc *p, pid_t tid);
 const char *fp_host_proc_jit_name(struct fp_host_proc *p, uint64_t addr);
 /* The name of an interpreted Java method (FP_FRAME_JAVA's Method*), or NULL (proc: p). */
 const char *fp_host_proc_java_method(void *proc, uint64_t method);
+/* What the process's JVM's code cache says of pc (jvmnames.h's fp_jvm_names_code()). */
+struct fp_hotspot_code;
+int fp_host_proc_java_code(void *proc, uint64_t pc, bool leaf, struct fp_hotspot_code *ret);
 
 /* A count of samples lost for one reason (reason: a static string or the tier's own). */
 struct fp_host_drop {

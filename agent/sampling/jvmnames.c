@@ -17,6 +17,12 @@
 
 #define JVM_RETRY_NS 1000000000ULL /* a miss while a request is under way: looked at again */
 
+/*
+ * Whether compiled code is read from code caches (the agent's java-names
+ * setting, made once at its start; off: from perf maps only).
+ */
+static bool code_cache_on = true;
+
 void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
                        pid_t pid, const char *comm, const struct fp_jvm_pace *pace)
 {
@@ -34,6 +40,7 @@ void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct f
 }
 
 static void ask_later(struct fp_jvm_names *j, uint64_t now, uint64_t when);
+static void miss(struct fp_jvm_names *j);
 
 int fp_jvm_names_look(struct fp_jvm_names *j, const char *libjvm)
 {
@@ -153,7 +160,7 @@ static void on_later(evutil_socket_t fd, short what, void *arg)
                 free(lib);
                 return;
         }
-        fp_jvm_names_miss(j);
+        miss(j);
 }
 
 /* A miss that may not be asked for now: asked for at when (or later, when it may be). */
@@ -168,7 +175,8 @@ static void ask_later(struct fp_jvm_names *j, uint64_t now, uint64_t when)
                 (void)evtimer_add(j->later, &tv);
 }
 
-void fp_jvm_names_miss(struct fp_jvm_names *j)
+/* A miss of a JVM that is asked: asks when it is due. */
+static void miss(struct fp_jvm_names *j)
 {
         char err[sizeof(j->why)] = "out of memory";
         uint64_t now;
@@ -217,7 +225,8 @@ void fp_jvm_names_miss(struct fp_jvm_names *j)
                 j->group->pending++;
 }
 
-const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, uint64_t method)
+/* j's JVM's layouts (hotspot.h), read at the first need; NULL when they cannot be. */
+static struct fp_hotspot *hotspot(struct fp_jvm_names *j, struct fp_maps *maps)
 {
         if (j->state != 1)
                 return NULL;
@@ -234,11 +243,55 @@ const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, ui
                                                 j->hotspot_why, sizeof(j->hotspot_why));
                         if (r < 0 && r != -ESRCH && !gone(j->pid))
                                 fp_log(LOG_WARNING,
-                                       "java: %d (%s): its interpreted methods stay unnamed: %s",
+                                       "java: %d (%s): its methods are not read from its memory: "
+                                       "%s",
                                        (int)j->pid, j->comm, j->hotspot_why);
                 }
         }
-        return fp_hotspot_method(j->hotspot, method);
+        return j->hotspot;
+}
+
+/* Whether j's compiled code is read from its code cache (then its perf map is not asked for). */
+static bool reads_code(struct fp_jvm_names *j, struct fp_maps *maps)
+{
+        struct fp_hotspot *h;
+
+        if (!code_cache_on || !(h = hotspot(j, maps)))
+                return false;
+        if (!j->code_tried) {
+                j->code_tried = true;
+                j->code_ok = fp_hotspot_code_ok(h);
+                if (!j->code_ok && !gone(j->pid))
+                        fp_log(LOG_WARNING, "java: %d (%s): %s", (int)j->pid, j->comm,
+                               fp_hotspot_code_why(h));
+        }
+        return j->code_ok;
+}
+
+void fp_jvm_names_miss(struct fp_jvm_names *j, struct fp_maps *maps)
+{
+        /* Code its code cache does not hold is no Java method: no perf map names it either. */
+        if (j->state == 1 && !reads_code(j, maps))
+                miss(j);
+}
+
+void fp_jvm_names_set_code_cache(bool on)
+{
+        code_cache_on = on;
+}
+
+const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, uint64_t method)
+{
+        return fp_hotspot_method(hotspot(j, maps), method);
+}
+
+int fp_jvm_names_code(struct fp_jvm_names *j, struct fp_maps *maps, uint64_t pc, bool leaf,
+                      struct fp_hotspot_code *ret)
+{
+        *ret = (struct fp_hotspot_code){0};
+        if (!reads_code(j, maps))
+                return 0;
+        return fp_hotspot_code_at(j->hotspot, pc, leaf, ret);
 }
 
 void fp_jvm_names_free(struct fp_jvm_names *j)
@@ -253,6 +306,7 @@ void fp_jvm_names_free(struct fp_jvm_names *j)
         j->hotspot = NULL;
         j->hotspot_tried = false;
         j->hotspot_why[0] = 0;
+        j->code_tried = j->code_ok = false;
         if (j->ev)
                 request_done(j);
         if (j->req.helper || j->req.fd >= 0)
@@ -272,10 +326,23 @@ void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_statu
         size_t failed = 0;
         ret->methods_named = fp_hotspot_n_named(j->hotspot, &failed);
         ret->methods_failed = failed;
+        ret->code_cache = j->code_ok;
+        snprintf(ret->code_why, sizeof(ret->code_why), "%s",
+                 !code_cache_on ? "off (java-names = perf-map)"
+                 : j->code_tried && !j->code_ok
+                     ? (j->hotspot ? fp_hotspot_code_why(j->hotspot) : j->hotspot_why)
+                     : "");
+        fp_hotspot_code_stats(j->code_ok ? j->hotspot : NULL, &ret->code);
 }
 
 const char *fp_jvm_names_jit(struct fp_jvm_names *j, struct fp_perfmap *m, uint64_t addr)
 {
+        struct fp_hotspot_code code;
+
+        /* The code cache names its stubs and the interpreter; a compiled method, its own. */
+        if (j && j->code_ok && fp_hotspot_code_at(j->hotspot, addr, false, &code) > 0)
+                return code.compiled ? fp_hotspot_method(j->hotspot, code.methods[code.n_methods - 1])
+                                     : code.name;
         if (j && j->answered != j->answers_read) {
                 j->answers_read = j->answered;
                 fp_perfmap_recheck(m);

@@ -84,6 +84,8 @@ struct fp_jvm_names {
         struct fp_hotspot *hotspot;
         bool hotspot_tried;
         char hotspot_why[200]; /* why they cannot be read ("" while they can) */
+        /* Its compiled code read from its code cache (hotspot.h): tried once, at the first need. */
+        bool code_tried, code_ok;
 };
 
 /* What status shows of one. */
@@ -95,6 +97,9 @@ struct fp_jvm_names_status {
         int frame_pointers; /* -XX:+PreserveFramePointer: 1, 0, or -errno (not known) */
         uint64_t methods_named, methods_failed; /* interpreted methods (Method* values) */
         char interpreted_why[200];              /* why they are not named ("" when they are) */
+        bool code_cache;     /* compiled code named from the code cache (else the perf map) */
+        char code_why[200];  /* why not ("" when it is, or not tried yet) */
+        struct fp_hotspot_code_stats code;
 };
 
 void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct fp_jvm_group *group,
@@ -105,8 +110,25 @@ void fp_jvm_names_init(struct fp_jvm_names *j, struct event_base *base, struct f
  * given up. Returns the new state.
  */
 int fp_jvm_names_look(struct fp_jvm_names *j, const char *libjvm);
-/* A sample in JIT code its map does not name: asks, when it is one to ask and it is due. */
-void fp_jvm_names_miss(struct fp_jvm_names *j);
+/*
+ * A sample in JIT code its map does not name: asks, when it is one to ask
+ * and it is due, and its compiled code is not read from its code cache
+ * (maps: its mappings, for libjvm.so).
+ */
+void fp_jvm_names_miss(struct fp_jvm_names *j, struct fp_maps *maps);
+/*
+ * Whether JVMs' compiled code is read from their code caches (the default)
+ * or named from perf maps only (java-names = perf-map): one setting for
+ * the agent, made at its start.
+ */
+void fp_jvm_names_set_code_cache(bool on);
+/*
+ * What the JVM's code cache says of code address pc (hotspot.h's
+ * fp_hotspot_code_at()): 1 and *ret, or 0 when it does not say (not a JVM
+ * whose code cache is read, or no blob there), -ESRCH when it is gone.
+ */
+int fp_jvm_names_code(struct fp_jvm_names *j, struct fp_maps *maps, uint64_t pc, bool leaf,
+                      struct fp_hotspot_code *ret);
 /*
  * The name of an interpreted method of the JVM (a Method* its interpreter
  * keeps), read from its memory (hotspot.h, the layouts read at the first
@@ -118,9 +140,11 @@ const char *fp_jvm_names_method(struct fp_jvm_names *j, struct fp_maps *maps, ui
 void fp_jvm_names_free(struct fp_jvm_names *j);
 void fp_jvm_names_status(const struct fp_jvm_names *j, struct fp_jvm_names_status *ret);
 /*
- * The name of JIT code at addr in the process's perf map m, or NULL; the
- * first lookup after each answer reads the map anew, whenever it was last
- * read. j: the process's JVM, or NULL when it is not known as one.
+ * The name of JIT code at addr: from the JVM's code cache when it is read
+ * (a stub's or the interpreter's blob name, a compiled method's name), else
+ * from the process's perf map m, or NULL; the first lookup after each
+ * answer reads the map anew, whenever it was last read. j: the process's
+ * JVM, or NULL when it is not known as one.
  */
 struct fp_perfmap;
 const char *fp_jvm_names_jit(struct fp_jvm_names *j, struct fp_perfmap *m, uint64_t addr);

@@ -107,10 +107,25 @@ static void lookup_code(void *userdata, uint64_t ip, struct fp_unwind_code *ret)
         if (!idx)
                 return;
         x = fp_maps_get(w->maps, idx);
-        if (x->kind == FP_MAPPING_ANON && w->jvm && w->jvm->state > 0 &&
-            w->jvm->frame_pointers == 0)
-                ret->no_frame_pointer =
-                    compiled_method(w->jit_name ? w->jit_name(w->jit_ctx, ip) : NULL);
+        if (x->kind == FP_MAPPING_ANON && w->jvm && w->jvm->state > 0) {
+                struct fp_hotspot_code code;
+                if (w->java_code && w->java_code(w->jit_ctx, ip, ip == w->leaf_ip, &code) > 0) {
+                        /* A compiled method's frame by its size; unknown ones end the walk. */
+                        if (code.frame == FP_HOTSPOT_FRAME_SIZE) {
+                                ret->has_row = true;
+                                ret->row = (struct fp_cfi_row){
+                                    .cfa = FP_CFI_CFA_SP,
+                                    .cfa_off = (int32_t)code.cfa,
+                                    .rbp_off = (int16_t)code.rbp_off,
+                                    .flags = code.rbp_saved ? FP_CFI_RBP_SAVED : 0};
+                        }
+                        ret->no_frame_pointer = code.frame == FP_HOTSPOT_FRAME_UNKNOWN;
+                        return;
+                }
+                if (w->jvm->frame_pointers == 0)
+                        ret->no_frame_pointer =
+                            compiled_method(w->jit_name ? w->jit_name(w->jit_ctx, ip) : NULL);
+        }
         if (x->kind != FP_MAPPING_FILE && x->kind != FP_MAPPING_VDSO)
                 return;
         ret->file_backed = true;
@@ -131,29 +146,50 @@ static struct fp_frame code_frame(uint32_t n, uint64_t ip)
 }
 
 /*
- * Frame n at code address ip whose rbp was bp: an interpreted Java method
- * (FP_FRAME_JAVA, its Method*) when ip is a JVM's interpreter and the
- * frame's method slot is in the stack copy, else a code frame.
+ * The frames of user frame i of a sample, at code address ip whose rbp was
+ * bp, into f from n on (at most max): a JVM's compiled method becomes its
+ * methods' FP_FRAME_JAVA frames (their Method*), what was inlined there
+ * first; an interpreted method its own, when ip is the JVM's interpreter and
+ * the frame's method slot is in the stack copy; anything else a code frame.
+ * Returns the new n.
  */
-static struct fp_frame user_frame(struct fp_stackwalk *w, const struct fp_perf_sample *s,
-                                  uint32_t n, uint64_t ip, uint64_t bp)
+static uint32_t user_frame(struct fp_stackwalk *w, const struct fp_perf_sample *s,
+                           struct fp_frame *f, uint32_t n, uint32_t max, size_t i, uint64_t ip,
+                           uint64_t bp)
 {
         uint64_t at = bp + (uint64_t)(int64_t)HOTSPOT_FRAME_METHOD_OFFSET, method = 0;
-        const char *name;
+        struct fp_hotspot_code code;
+        const char *name = NULL;
 
         /* (Only a JVM's: no other process pays a look per frame.) */
-        if (!w->java_method || !w->jvm || w->jvm->state <= 0 || !s->stack || at < s->user_sp ||
-            at - s->user_sp > s->stack_size || s->stack_size - (at - s->user_sp) < 8)
-                return code_frame(n, ip);
+        if (!w->java_method || !w->jvm || w->jvm->state <= 0)
+                goto native;
         uint32_t idx = fp_maps_find(w->maps, ip);
         struct fp_mapping *x = idx ? fp_maps_get(w->maps, idx) : NULL;
-        if (!x || x->kind != FP_MAPPING_ANON || !(name = w->jit_name(w->jit_ctx, ip)) ||
-            strcmp(name, "Interpreter") != 0)
-                return code_frame(n, ip);
+        if (!x || x->kind != FP_MAPPING_ANON)
+                goto native;
+        if (w->java_code && w->java_code(w->jit_ctx, ip, i == 0, &code) > 0) {
+                if (code.compiled) {
+                        for (unsigned k = 0; k < code.n_methods && n < max; k++)
+                                f[n++] = (struct fp_frame){.addr = code.methods[k],
+                                                           .flags = FP_FRAME_JAVA};
+                        return n;
+                }
+                name = code.name;
+        } else if (w->jit_name) {
+                name = w->jit_name(w->jit_ctx, ip);
+        }
+        if (!name || strcmp(name, "Interpreter") != 0 || !s->stack || at < s->user_sp ||
+            at - s->user_sp > s->stack_size || s->stack_size - (at - s->user_sp) < 8)
+                goto native;
         memcpy(&method, s->stack + (at - s->user_sp), 8);
         if (!method)
-                return code_frame(n, ip);
-        return (struct fp_frame){.addr = method, .flags = FP_FRAME_JAVA};
+                goto native;
+        f[n++] = (struct fp_frame){.addr = method, .flags = FP_FRAME_JAVA};
+        return n;
+native:
+        f[n] = code_frame(n, ip);
+        return n + 1;
 }
 
 /*
@@ -184,11 +220,13 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                 }
         } else {
                 struct fp_unwind_result res;
+                w->leaf_ip = s->user_ip;
                 fp_unwind_user(w->cfg->unwind, &regs, s->stack, s->stack_size, lookup_code, w, ips,
                                bps, FP_STACKWALK_MAX_FRAMES - n - 1, &res);
                 n_ips = res.n;
                 w->st->frames_cfi += res.by_cfi;
                 w->st->frames_fp += res.by_fp;
+                w->st->frames_java += res.by_given;
                 if (res.end == FP_UNWIND_END_ROOT) {
                         w->st->unwound_root++;
                         w->fit.roots++;
@@ -202,8 +240,8 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                 } else {
                         w->st->unwind_failed++;
                 }
-                for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES - 1; i++, n++)
-                        f[n] = user_frame(w, s, n, ips[i], bps[i]);
+                for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES - 1; i++)
+                        n = user_frame(w, s, f, n, FP_STACKWALK_MAX_FRAMES - 1, i, ips[i], bps[i]);
                 if (res.end != FP_UNWIND_END_ROOT)
                         f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
                 return n;

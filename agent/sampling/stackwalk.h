@@ -22,6 +22,7 @@
 
 struct fp_maps;
 struct fp_jvm_names;
+struct fp_hotspot_code;
 
 /*
  * The stack copy fitted to the stacks a target has (auto and dwarf): the
@@ -91,6 +92,16 @@ struct fp_stackwalk {
          * is read while it lives) and at export. NULL: none are made.
          */
         const char *(*java_method)(void *ctx, uint64_t method);
+        /*
+         * What a JVM's code cache says of a code address (ctx: jit_ctx;
+         * jvmnames.h's fp_jvm_names_code()), or NULL. A compiled Java
+         * method's frame is stepped by its size and becomes FP_FRAME_JAVA
+         * frames, the methods inlined there and its own; the interpreter is
+         * known by its blob. Where it says nothing, the perf map's names
+         * decide as above.
+         */
+        int (*java_code)(void *ctx, uint64_t pc, bool leaf, struct fp_hotspot_code *ret);
+        uint64_t leaf_ip;            /* the user leaf of the sample being walked */
         uint64_t maps_reload_ns;     /* the last such re-read */
         uint64_t maps_reload_gap_ns; /* until the next may be (0: FP_MAPS_RELOAD_GAP_MIN_NS) */
         uint64_t maps_reloads;       /* re-reads so far */

@@ -33,7 +33,7 @@ void fp_target_jvm_miss(struct fp_target *t)
          */
         if (t->jvm.state == 0 && fp_maps_count(t->maps) != t->jvm_looked_maps)
                 fp_target_jvm_look(t);
-        fp_jvm_names_miss(&t->jvm);
+        fp_jvm_names_miss(&t->jvm, t->maps);
 }
 
 void fp_target_jvm_free(struct fp_target *t)

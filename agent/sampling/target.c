@@ -80,6 +80,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                                         .may_reload = true,
                                         .jit_name = fp_target_jit_warm,
                                         .java_method = fp_target_java_method,
+                                        .java_code = fp_target_java_code,
                                         .jvm = &t->jvm,
                                         .jit_ctx = t};
         t->agg = fp_agg_new(t->cfg.n_members);
@@ -96,6 +97,7 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
         }
         t->off_walk.jit_name = fp_target_jit_warm; /* its off-CPU stacks' JIT frames too */
         t->off_walk.java_method = fp_target_java_method;
+        t->off_walk.java_code = fp_target_java_code;
         t->off_walk.jvm = &t->jvm;
         t->off_walk.jit_ctx = t;
         r = fp_maps_load_proc(t->maps);
@@ -311,6 +313,13 @@ const char *fp_target_java_method(void *target, uint64_t method)
         struct fp_target *t = target;
 
         return fp_jvm_names_method(&t->jvm, t->maps, method);
+}
+
+int fp_target_java_code(void *target, uint64_t pc, bool leaf, struct fp_hotspot_code *ret)
+{
+        struct fp_target *t = target;
+
+        return fp_jvm_names_code(&t->jvm, t->maps, pc, leaf, ret);
 }
 
 const char *fp_target_jit_warm(void *target, uint64_t addr)

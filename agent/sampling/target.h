@@ -234,6 +234,9 @@ const char *fp_target_jit_name(struct fp_target *t, uint64_t addr);
 const char *fp_target_jit_warm(void *target, uint64_t addr);
 /* The name of an interpreted Java method (FP_FRAME_JAVA's Method*), or NULL (target: t). */
 const char *fp_target_java_method(void *target, uint64_t method);
+/* What the target's JVM's code cache says of pc (jvmnames.h's fp_jvm_names_code()). */
+struct fp_hotspot_code;
+int fp_target_java_code(void *target, uint64_t pc, bool leaf, struct fp_hotspot_code *ret);
 /* The name of thread tid, "" when the target never had such a thread. */
 const char *fp_target_thread_name(struct fp_target *t, pid_t tid);
 /* Counts samples lost elsewhere (queue_full, store_write_failed) into the next bucket. */

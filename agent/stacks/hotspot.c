@@ -2,7 +2,7 @@
 /*
  * Interpreted Java methods named from a HotSpot JVM's memory; see hotspot.h.
  */
-#include "hotspot.h"
+#include "hotspot-internal.h"
 #include "elfread.h"
 #include "util.h"
 
@@ -20,45 +20,45 @@
 #define ENTRY_MAX_STRIDE  256
 #define TABLE_NAME_MAX    80 /* a type or field name read */
 
-/* What is read of the layouts: a field's offset, or a type's size. */
-enum {
-        F_METHOD_CONST,    /* Method::_constMethod */
-        F_CONST_CONSTANTS, /* ConstMethod::_constants */
-        F_CONST_NAME,      /* ConstMethod::_name_index */
-        F_CONST_SIGNATURE, /* ConstMethod::_signature_index */
-        F_POOL_HOLDER,     /* ConstantPool::_pool_holder */
-        F_POOL_LENGTH,     /* ConstantPool::_length */
-        F_KLASS_NAME,      /* Klass::_name */
-        F_SYMBOL_LENGTH,   /* Symbol::_length */
-        F_SYMBOL_BODY,     /* Symbol::_body */
-        N_FIELDS
+static const char *const fields[N_FIELDS][2] = {
+    {"Method", "_constMethod"},
+    {"ConstMethod", "_constants"},
+    {"ConstMethod", "_name_index"},
+    {"ConstMethod", "_signature_index"},
+    {"ConstantPool", "_pool_holder"},
+    {"ConstantPool", "_length"},
+    {"Klass", "_name"},
+    {"Symbol", "_length"},
+    {"Symbol", "_body"},
+    {"CodeCache", "_heaps"},
+    {"GrowableArrayBase", "_len"},
+    {"GrowableArray<int>", "_data"},
+    {"CodeHeap", "_memory"},
+    {"CodeHeap", "_segmap"},
+    {"CodeHeap", "_log2_segment_size"},
+    {"VirtualSpace", "_low"},
+    {"VirtualSpace", "_high"},
+    {"HeapBlock", "_header"},
+    {"HeapBlock::Header", "_used"},
+    {"CodeBlob", "_name"},
+    {"CodeBlob", "_frame_complete_offset"},
+    {"CodeBlob", "_frame_size"},
+    {"CodeBlob", "_code_begin"},
+    {"CodeBlob", "_code_end"},
+    {"CompiledMethod", "_method"},
+    {"CompiledMethod", "_scopes_data_begin"},
+    {"nmethod", "_stub_offset"},
+    {"nmethod", "_metadata_offset"},
+    {"nmethod", "_scopes_pcs_offset"},
+    {"nmethod", "_dependencies_offset"},
+    {"nmethod", "_verified_entry_point"},
+    {"nmethod", "_compile_id"},
+    {"PcDesc", "_pc_offset"},
+    {"PcDesc", "_scope_decode_offset"},
 };
-static const char *const fields[N_FIELDS][2] = {{"Method", "_constMethod"},
-                                                {"ConstMethod", "_constants"},
-                                                {"ConstMethod", "_name_index"},
-                                                {"ConstMethod", "_signature_index"},
-                                                {"ConstantPool", "_pool_holder"},
-                                                {"ConstantPool", "_length"},
-                                                {"Klass", "_name"},
-                                                {"Symbol", "_length"},
-                                                {"Symbol", "_body"}};
+static const char *const types[N_TYPES] = {"ConstantPool", "HeapBlock", "PcDesc", "nmethod"};
 
-struct method {
-        uint64_t method; /* 0: a free slot */
-        char *name;      /* NULL: it gave none */
-};
-
-struct fp_hotspot {
-        pid_t pid;
-        uint64_t off[N_FIELDS];
-        unsigned found;     /* the fields found: 1 << F_... */
-        uint64_t pool_size; /* sizeof(ConstantPool): its entries follow it */
-        struct method *slots;
-        size_t n_slots, n_used, n_named, n_failed;
-};
-
-/* len bytes at addr in the JVM; false when they cannot all be read. */
-static bool peek(pid_t pid, uint64_t addr, void *buf, size_t len)
+bool fp_hotspot_peek(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
         struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
 
@@ -67,11 +67,10 @@ static bool peek(pid_t pid, uint64_t addr, void *buf, size_t len)
 
 static bool peek_u64(pid_t pid, uint64_t addr, uint64_t *ret)
 {
-        return peek(pid, addr, ret, sizeof(*ret));
+        return fp_hotspot_peek(pid, addr, ret, sizeof(*ret));
 }
 
-/* A NUL-terminated string at addr (at most len - 1 bytes, read page by page). */
-static bool peek_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
+bool fp_hotspot_peek_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
 {
         size_t n = 0;
 
@@ -79,7 +78,7 @@ static bool peek_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
                 size_t chunk = 4096 - ((addr + n) & 4095);
                 if (chunk > len - 1 - n)
                         chunk = len - 1 - n;
-                if (!peek(pid, addr + n, buf + n, chunk))
+                if (!fp_hotspot_peek(pid, addr + n, buf + n, chunk))
                         return false;
                 void *nul = memchr(buf + n, 0, chunk);
                 if (nul)
@@ -144,39 +143,60 @@ static int exported(const char *path, uint64_t start, uint64_t pgoff, const char
 }
 
 /*
- * Walks one of the JVM's tables (VMStructs or VMTypes) at table: entries
- * of stride bytes, ended by one whose type name is NULL; for each, its
- * type name (at name_off), its second string (at second_off, or none) and
- * its number (at value_off) go to fn.
+ * One of the JVM's tables (VMStructs or VMTypes): entries of stride bytes,
+ * ended by one whose type name is NULL. Each has its type name (at
+ * name_off), a second string (a field's name, at second_off, when
+ * has_second) and its number (at value_off); a VMStructs entry whose flag
+ * at static_off is set (has_static) is a static field, whose number is its
+ * address (at addr_off).
  */
+struct table {
+        uint64_t at, stride, name_off, second_off, value_off, static_off, addr_off;
+        bool has_second, has_static;
+};
+
 typedef void (*entry_fn)(struct fp_hotspot *h, const char *type, const char *second,
                          uint64_t value);
-static int walk(struct fp_hotspot *h, uint64_t table, uint64_t stride, uint64_t name_off,
-                uint64_t second_off, bool has_second, uint64_t value_off, entry_fn fn)
+
+static bool table_ok(const struct table *t)
+{
+        uint64_t last = t->stride - 8;
+
+        return t->at && t->stride >= 8 && t->stride <= ENTRY_MAX_STRIDE && t->name_off <= last &&
+               t->value_off <= last && (!t->has_second || t->second_off <= last) &&
+               (!t->has_static || (t->static_off <= t->stride - 4 && t->addr_off <= last));
+}
+
+/* Calls fn with each entry's strings and number. */
+static int walk(struct fp_hotspot *h, const struct table *t, entry_fn fn)
 {
         uint8_t chunk[TABLE_CHUNK * ENTRY_MAX_STRIDE];
 
-        if (!table || stride < 8 || stride > ENTRY_MAX_STRIDE || name_off > stride - 8 ||
-            value_off > stride - 8 || (has_second && second_off > stride - 8))
+        if (!table_ok(t))
                 return -EINVAL;
         for (uint64_t i = 0; i < TABLE_MAX_ENTRIES; i += TABLE_CHUNK) {
                 /* A chunk past the table's last page is read entry by entry. */
-                bool whole = peek(h->pid, table + i * stride, chunk, TABLE_CHUNK * stride);
+                bool whole =
+                    fp_hotspot_peek(h->pid, t->at + i * t->stride, chunk, TABLE_CHUNK * t->stride);
                 for (uint64_t k = 0; k < TABLE_CHUNK; k++) {
-                        const uint8_t *e = chunk + k * stride;
+                        const uint8_t *e = chunk + k * t->stride;
                         uint64_t type_p, second_p = 0, value;
+                        int32_t is_static = 0;
                         char type[TABLE_NAME_MAX], second[TABLE_NAME_MAX] = "";
-                        if (!whole &&
-                            !peek(h->pid, table + (i + k) * stride, chunk + k * stride, stride))
+                        if (!whole && !fp_hotspot_peek(h->pid, t->at + (i + k) * t->stride,
+                                                       chunk + k * t->stride, t->stride))
                                 return -EIO;
-                        memcpy(&type_p, e + name_off, 8);
+                        memcpy(&type_p, e + t->name_off, 8);
                         if (!type_p)
                                 return 0;
-                        if (has_second)
-                                memcpy(&second_p, e + second_off, 8);
-                        memcpy(&value, e + value_off, 8);
-                        if (!peek_cstr(h->pid, type_p, type, sizeof(type)) ||
-                            (second_p && !peek_cstr(h->pid, second_p, second, sizeof(second))))
+                        if (t->has_second)
+                                memcpy(&second_p, e + t->second_off, 8);
+                        if (t->has_static)
+                                memcpy(&is_static, e + t->static_off, 4);
+                        memcpy(&value, e + (is_static ? t->addr_off : t->value_off), 8);
+                        if (!fp_hotspot_peek_cstr(h->pid, type_p, type, sizeof(type)) ||
+                            (second_p &&
+                             !fp_hotspot_peek_cstr(h->pid, second_p, second, sizeof(second))))
                                 continue;
                         fn(h, type, second, value);
                 }
@@ -189,15 +209,16 @@ static void take_field(struct fp_hotspot *h, const char *type, const char *field
         for (int i = 0; i < N_FIELDS; i++)
                 if (strcmp(type, fields[i][0]) == 0 && strcmp(field, fields[i][1]) == 0) {
                         h->off[i] = off;
-                        h->found |= 1u << i;
+                        h->found |= 1ull << i;
                 }
 }
 
 static void take_type(struct fp_hotspot *h, const char *type, const char *unused, uint64_t size)
 {
         (void)unused;
-        if (strcmp(type, "ConstantPool") == 0)
-                h->pool_size = size;
+        for (int i = 0; i < N_TYPES; i++)
+                if (strcmp(type, types[i]) == 0)
+                        h->size[i] = size;
 }
 
 int fp_hotspot_open(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
@@ -209,6 +230,8 @@ int fp_hotspot_open(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
             "gHotSpotVMStructEntryTypeNameOffset",
             "gHotSpotVMStructEntryFieldNameOffset",
             "gHotSpotVMStructEntryOffsetOffset",
+            "gHotSpotVMStructEntryIsStaticOffset",
+            "gHotSpotVMStructEntryAddressOffset",
             "gHotSpotVMTypes",
             "gHotSpotVMTypeEntryArrayStride",
             "gHotSpotVMTypeEntryTypeNameOffset",
@@ -231,12 +254,23 @@ int fp_hotspot_open(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
         if (!(h = calloc(1, sizeof(*h))))
                 return -ENOMEM;
         h->pid = pid;
-        r = walk(h, v[0], v[1], v[2], v[3], true, v[4], take_field);
+        const struct table structs = {.at = v[0],
+                                      .stride = v[1],
+                                      .name_off = v[2],
+                                      .second_off = v[3],
+                                      .value_off = v[4],
+                                      .static_off = v[5],
+                                      .addr_off = v[6],
+                                      .has_second = true,
+                                      .has_static = true};
+        const struct table vmtypes = {
+            .at = v[7], .stride = v[8], .name_off = v[9], .value_off = v[10]};
+        r = walk(h, &structs, take_field);
         if (r >= 0)
-                r = walk(h, v[5], v[6], v[7], 0, false, v[8], take_type);
-        if (r >= 0 && h->found != (1u << N_FIELDS) - 1)
+                r = walk(h, &vmtypes, take_type);
+        if (r >= 0 && (h->found & ((1ull << N_NAME_FIELDS) - 1)) != (1ull << N_NAME_FIELDS) - 1)
                 r = -ENOENT;
-        if (r < 0 || !h->pool_size || h->pool_size > 4096) {
+        if (r < 0 || !h->size[T_CONSTANT_POOL] || h->size[T_CONSTANT_POOL] > 4096) {
                 snprintf(why, len, "the JVM's VMStructs do not give what names a method");
                 free(h);
                 return r < 0 ? r : -ENOENT;
@@ -249,6 +283,7 @@ void fp_hotspot_free(struct fp_hotspot *h)
 {
         if (!h)
                 return;
+        fp_hotspot_code_free(h);
         for (size_t i = 0; i < h->n_slots; i++)
                 free(h->slots[i].name);
         free(h->slots);
@@ -260,8 +295,8 @@ static bool symbol(const struct fp_hotspot *h, uint64_t sym, char *out, size_t l
 {
         uint16_t n;
 
-        if (!peek(h->pid, sym + h->off[F_SYMBOL_LENGTH], &n, sizeof(n)) || n == 0 || n >= len ||
-            !peek(h->pid, sym + h->off[F_SYMBOL_BODY], out, n))
+        if (!fp_hotspot_peek(h->pid, sym + h->off[F_SYMBOL_LENGTH], &n, sizeof(n)) || n == 0 || n >= len ||
+            !fp_hotspot_peek(h->pid, sym + h->off[F_SYMBOL_BODY], out, n))
                 return false;
         out[n] = 0;
         for (size_t i = 0; i < n; i++)
@@ -349,14 +384,14 @@ static char *read_method(const struct fp_hotspot *h, uint64_t method)
 
         if (!peek_u64(h->pid, method + h->off[F_METHOD_CONST], &cm) ||
             !peek_u64(h->pid, cm + h->off[F_CONST_CONSTANTS], &cp) ||
-            !peek(h->pid, cm + h->off[F_CONST_NAME], &ni, sizeof(ni)) ||
-            !peek(h->pid, cm + h->off[F_CONST_SIGNATURE], &si, sizeof(si)) ||
-            !peek(h->pid, cp + h->off[F_POOL_LENGTH], &pool_len, sizeof(pool_len)) ||
+            !fp_hotspot_peek(h->pid, cm + h->off[F_CONST_NAME], &ni, sizeof(ni)) ||
+            !fp_hotspot_peek(h->pid, cm + h->off[F_CONST_SIGNATURE], &si, sizeof(si)) ||
+            !fp_hotspot_peek(h->pid, cp + h->off[F_POOL_LENGTH], &pool_len, sizeof(pool_len)) ||
             ni >= pool_len || si >= pool_len ||
             !peek_u64(h->pid, cp + h->off[F_POOL_HOLDER], &holder) ||
             !peek_u64(h->pid, holder + h->off[F_KLASS_NAME], &kname) ||
-            !peek_u64(h->pid, cp + h->pool_size + (uint64_t)ni * 8, &name_sym) ||
-            !peek_u64(h->pid, cp + h->pool_size + (uint64_t)si * 8, &sig_sym) ||
+            !peek_u64(h->pid, cp + h->size[T_CONSTANT_POOL] + (uint64_t)ni * 8, &name_sym) ||
+            !peek_u64(h->pid, cp + h->size[T_CONSTANT_POOL] + (uint64_t)si * 8, &sig_sym) ||
             !symbol(h, kname, cls, sizeof(cls)) || !symbol(h, name_sym, name, sizeof(name)) ||
             !symbol(h, sig_sym, sig, sizeof(sig)))
                 return NULL;
@@ -375,7 +410,7 @@ const char *fp_hotspot_method(struct fp_hotspot *h, uint64_t method)
                 if (h->n_used >= FP_HOTSPOT_MAX_METHODS)
                         return NULL;
                 size_t n = h->n_slots ? 2 * h->n_slots : 256;
-                struct method *slots = calloc(n, sizeof(*slots));
+                struct fp_hotspot_method_slot *slots = calloc(n, sizeof(*slots));
                 if (!slots)
                         return NULL;
                 for (size_t i = 0; i < h->n_slots; i++) {
@@ -395,7 +430,7 @@ const char *fp_hotspot_method(struct fp_hotspot *h, uint64_t method)
         for (; h->slots[j].method; j = (j + 1) & (h->n_slots - 1))
                 if (h->slots[j].method == method)
                         return h->slots[j].name;
-        h->slots[j] = (struct method){method, read_method(h, method)};
+        h->slots[j] = (struct fp_hotspot_method_slot){method, read_method(h, method)};
         h->n_used++;
         if (h->slots[j].name)
                 h->n_named++;

@@ -106,7 +106,9 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                 if (r.n == max)
                         break;
                 lookup(userdata, r.n == 1 ? pc : pc - 1, &code);
-                if (code.cfi)
+                if (code.has_row)
+                        row = &code.row;
+                else if (code.cfi)
                         row = fp_cfi_find(code.cfi, code.vaddr);
                 if (row && row->cfa != FP_CFI_NONE) {
                         if (row->flags & FP_CFI_RA_UNDEFINED) {
@@ -129,7 +131,12 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                                 r.end = FP_UNWIND_END_STACK_SHORT;
                                 break;
                         }
-                        r.by_cfi++;
+                        /* (A row given for JIT code: no thread's root is there.) */
+                        guessed = code.has_row;
+                        if (code.has_row)
+                                r.by_given++;
+                        else
+                                r.by_cfi++;
                 } else if (mode == FP_UNWIND_DWARF) {
                         r.end = FP_UNWIND_END_FAILED;
                         break;
@@ -159,9 +166,11 @@ void fp_unwind_user(unsigned mode, const struct fp_unwind_regs *regs, const uint
                 }
                 /*
                  * A zero return address ends the stack at its root, unless
-                 * it was read through a frame pointer in JIT code, which may
-                 * not keep one (a JVM without -XX:+PreserveFramePointer):
-                 * there rbp is any register, and what it points at anything.
+                 * it was read in JIT code, which is never a thread's root:
+                 * through a frame pointer JIT code may not keep (a JVM
+                 * without -XX:+PreserveFramePointer: rbp is any register,
+                 * and what it points at anything), or by a row the lookup
+                 * gave.
                  */
                 if (ra == 0) {
                         r.end = guessed ? FP_UNWIND_END_FAILED : FP_UNWIND_END_ROOT;

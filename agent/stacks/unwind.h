@@ -77,6 +77,13 @@ struct fp_unwind_code {
          * follow rbp, which holds any value, to a wrong caller.
          */
         bool no_frame_pointer;
+        /*
+         * A row given for this address itself (has_row), when no table
+         * holds its code: a JVM's compiled method, whose frame size its
+         * code cache tells. It is used as a CFI row would be.
+         */
+        bool has_row;
+        struct fp_cfi_row row;
 };
 
 typedef void (*fp_unwind_lookup_fn)(void *userdata, uint64_t ip, struct fp_unwind_code *ret);
@@ -89,6 +96,7 @@ struct fp_unwind_result {
         size_t n; /* addresses written: ips[0] the leaf, then return addresses */
         enum fp_unwind_end end;
         unsigned by_cfi, by_fp; /* frames stepped with a CFI row, with the frame pointer */
+        unsigned by_given;      /* frames stepped with a row the lookup gave (has_row) */
         uint64_t reach;         /* bytes of the stack copy (from sp up) the unwind read */
 };
 

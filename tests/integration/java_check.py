@@ -19,7 +19,10 @@ Checks, exit 1 at the first that fails:
     alpha(), beta() and shared() within 5 points of their measured shares,
     and shared() split between callerOne() and callerTwo() within 10
     points of the measured split;
-  * with --no-frame-pointers (the JVM's default): every stack ends at
+  * with --inlined (the JVM's code cache read, methods inlined): work()
+    right below each of alpha(), beta() and shared() in at least 80% of
+    its samples, whether it was inlined there or not;
+  * with --no-frame-pointers (the JVM's default, its perf map only): every stack ends at
     [truncated] right below its first Shares method, which is compiled
     code that keeps no frame pointer: no caller is guessed (main() aside:
     it may still run in the interpreter, which keeps its frame pointer).
@@ -50,6 +53,7 @@ def main():
     ap.add_argument("truth")
     ap.add_argument("--callers", action="store_true")
     ap.add_argument("--no-frame-pointers", action="store_true")
+    ap.add_argument("--inlined", action="store_true")
     a = ap.parse_args()
     truth = json.load(open(a.truth))
     rows = pprofraw.lines_by_thread(pprofraw.load(a.profile)).get(truth["tid"], [])
@@ -87,6 +91,13 @@ def main():
             fail("shared() under callerTwo in %.1f%% of its samples, the program measured %.1f%%"
                  % (got, want))
         figures.append("shared() under callerTwo %.1f%% (truth %.1f%%)" % (got, want))
+    if a.inlined:
+        for fn in ("alpha", "beta", "shared"):
+            mine = sum(n for n, ms in stacks if fn in ms)
+            under = sum(n for n, ms in stacks if fn in ms and ms.index(fn) > 0 and ms[ms.index(fn) - 1] == "work")
+            figures.append("work() below %s() in %d of its %d samples" % (fn, under, mine))
+            if under < 0.8 * mine:
+                fail(figures[-1])
     if a.no_frame_pointers:
         ended = guessed = 0
         for n, lines in rows:

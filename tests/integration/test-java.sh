@@ -55,7 +55,8 @@ javac -d "$JDIR/cls" "$FP_SRC/tests/workloads/java/Shares.java" "$FP_SRC/tests/w
 chmod -R a+rX "$JDIR/cls"
 chown nobody "$JDIR/out"
 
-fp_start_agent
+# Parts 1-7: compiled methods named from the perf map the JVM is asked for.
+fp_start_agent --java-names perf-map
 
 # run NAME USER [java options]: Shares under USER for $SECONDS_RUN s (12), with gamma()
 # from $LATE s on when set, profiled at 499 Hz from 3 s on (warmed up); leaves
@@ -100,6 +101,24 @@ t = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.a
 j = t["java"]
 print("status: %s, %d requests, %d answered, %d failed" % (j["names"], j["requests"], j["answered"], j["failed"]))
 assert j["names"].startswith("perf map") and j["answered"] >= 1 and j["failed"] == 0, j
+PY
+}
+
+# code_status NAME PID: the target's "java" object, checked: its code cache read, never
+# asked; and its stacks: to their root, a compiled frame's caller unknown in 1% at most.
+code_status() {
+  python3 - "$FP_TMP/$1.status" "$2" <<'PY'
+import json, sys
+t = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]
+j, u = t["java"], t["unwind"]
+print("status: %s, %d requests, %d blobs read, %d lookups with inlined methods, %d scope chains "
+      "that did not hold; %d of %d samples to their root, %d frames by a compiled method's size, "
+      "%d stacks ended at a compiled frame"
+      % (j["names"], j["requests"], j["code_blobs_read"], j["code_inlined"], j["code_scopes_failed"],
+         u["samples_to_root"], t["samples"], u["frames_java"], u["jit_no_frame_pointer"]))
+assert j["names"].startswith("code cache") and j["requests"] == 0 and not j["code_cache_why"], j
+assert j["code_blobs_read"] >= 1 and j["code_scopes_failed"] == 0, j
+assert u["samples_to_root"] >= 0.97 * t["samples"] and u["jit_no_frame_pointer"] <= 0.01 * t["samples"], u
 PY
 }
 
@@ -155,12 +174,6 @@ out=$(java_status nobody "$LAST_PID") || fp_fail "[nobody's JVM] $out"
 fp_ok "[nobody's JVM] $out"
 owner=$(stat -c %U "/tmp/perf-$LAST_PID.map" 2>/dev/null || echo none)
 [[ $owner == nobody ]] || fp_fail "nobody's JVM: its perf map is owned by $owner, not nobody"
-install -m 0755 "$FP_AGENTCTL" "$JDIR/agentctl"
-AS_NOBODY=1 run byself nobody -XX:+PreserveFramePointer "${NOINLINE[@]}"
-out=$(python3 "$CHECK" "$FP_TMP/byself.pb.gz" "$JDIR/out/byself.truth") || fp_fail "[nobody's JVM, by nobody] $out"
-fp_ok "[nobody's JVM, started by nobody] $out"
-out=$(java_status byself "$LAST_PID") || fp_fail "[nobody's JVM, by nobody] $out"
-fp_ok "[nobody's JVM, started by nobody] $out"
 
 # ---- 4. a libjvm.so that is not a JVM ------------------------------------------------------
 mkdir -p "$FP_TMP/fake"
@@ -254,6 +267,44 @@ PY
 ) || fp_fail "[late] the JVM was not asked again: $out"
 fp_ok "[late] asked again for the method compiled late: $out"
 
+# ---- from here on: compiled code read from the JVM's code cache (the default) -----------------
+fp_stop_agent
+fp_start_agent
+
+# ---- 12. the JVM's defaults: no frame pointers, tiered compilation, inlining -------------------
+# Each compiled frame's caller found by its size; methods inlined into others (work() into
+# alpha(), shared() into callerTwo()...) shown where the JVM says they were.
+run defaults root
+out=$(python3 "$CHECK" "$FP_TMP/defaults.pb.gz" "$JDIR/out/defaults.truth" --callers --inlined) ||
+  fp_fail "[code cache, the JVM's defaults] $out"
+fp_ok "[code cache, the JVM's defaults] $out"
+out=$(code_status defaults "$LAST_PID") || fp_fail "[code cache, the JVM's defaults] $out"
+[[ $out =~ \ ([0-9]+)\ lookups\ with\ inlined && ${BASH_REMATCH[1]} -ge 1 ]] ||
+  fp_fail "[code cache, the JVM's defaults] no inlined method was found: $out"
+fp_ok "[code cache, the JVM's defaults] $out"
+grep -q "^java of $LAST_PID: HotSpot, compiled methods named and unwound from its code cache" \
+  "$FP_TMP/defaults.status.txt" || fp_fail "the text status has no java line: $(grep java "$FP_TMP/defaults.status.txt")"
+[[ ! -e /tmp/.attach_pid$LAST_PID && ! -e /tmp/perf-$LAST_PID.map ]] ||
+  fp_fail "the JVM whose code cache is read was asked for its perf map"
+
+# ---- 13. nobody's JVM, profiled at nobody's own request, its code cache read -------------------
+install -m 0755 "$FP_AGENTCTL" "$JDIR/agentctl"
+AS_NOBODY=1 run byself nobody "${NOINLINE[@]}"
+out=$(python3 "$CHECK" "$FP_TMP/byself.pb.gz" "$JDIR/out/byself.truth" --callers) ||
+  fp_fail "[nobody's JVM, by nobody] $out"
+fp_ok "[nobody's JVM, started by nobody] $out"
+out=$(code_status byself "$LAST_PID") || fp_fail "[nobody's JVM, by nobody] $out"
+fp_ok "[nobody's JVM, started by nobody] $out"
+
+# ---- 14. a method compiled late, tiered: named as sampled, with no request --------------------
+SECONDS_RUN=36 LATE=20 run latecode root
+out=$(python3 "$CHECK" "$FP_TMP/latecode.pb.gz" "$JDIR/out/latecode.truth" --callers --inlined) ||
+  fp_fail "[late, code cache] $out"
+[[ $out == *"gamma "* ]] || fp_fail "[late, code cache] gamma() is not among the methods checked: $out"
+fp_ok "[late, code cache] $out"
+out=$(code_status latecode "$LAST_PID") || fp_fail "[late, code cache] $out"
+fp_ok "[late, code cache] $out"
+
 # launch NAME SECONDS: Shares (frame pointers kept) for SECONDS, not profiled by
 # PID (a rule or the host tier finds it); its pid in $pid.
 launch() {
@@ -276,7 +327,7 @@ fp_ctl status --json >"$FP_TMP/rule.status" || fp_fail "status failed"
 fp_ctl dump --service javarule -o "$FP_TMP/rule.pb.gz" >/dev/null || fp_fail "dump --service javarule failed"
 out=$(python3 "$CHECK" "$FP_TMP/rule.pb.gz" "$JDIR/out/rule.truth") || fp_fail "[rule] $out"
 fp_ok "[rule --exe $JAVA_EXE] $out"
-out=$(java_status rule "$pid") || fp_fail "[rule] $out"
+out=$(code_status rule "$pid") || fp_fail "[rule] $out"
 fp_ok "[rule] $out"
 fp_ctl stop --rule "$rule" >/dev/null || fp_fail "stop --rule $rule failed"
 
@@ -287,11 +338,12 @@ host_jvm() {
   fp_status_json | python3 -c 'import json, sys
 h = json.load(sys.stdin)["host_tier"]
 j = [j for j in h["java"] if j["pid"] == int(sys.argv[1])]
-print("%d JVMs; this one: %s" % (h["jvms"], j and "%s, %d requests, %d answered, %d failed, frame pointers %s" % (
-    j[0]["names"], j[0]["requests"], j[0]["answered"], j[0]["failed"], j[0]["frame_pointers"])))
-sys.exit(0 if j and j[0]["answered"] >= 1 and j[0]["failed"] == 0 and j[0]["frame_pointers"] else 1)' "$1"
+print("%d JVMs; this one: %s" % (h["jvms"], j and "%s, %d requests, %d blobs read, frame pointers %s" % (
+    j[0]["names"], j[0]["requests"], j[0]["code_blobs_read"], j[0]["frame_pointers"])))
+sys.exit(0 if j and j[0]["names"].startswith("code cache") and j[0]["code_blobs_read"] >= 1 and
+         j[0]["requests"] == 0 and j[0]["frame_pointers"] else 1)' "$1"
 }
-fp_wait_for 30 host_jvm "$pid" >/dev/null || fp_fail "[host tier] the JVM was not asked: $(host_jvm "$pid")"
+fp_wait_for 30 host_jvm "$pid" >/dev/null || fp_fail "[host tier] the JVM's code cache was not read: $(host_jvm "$pid")"
 fp_ok "[host tier] status: $(host_jvm "$pid")"
 fp_ctl status | grep -q "^java of $pid (host tier): HotSpot" ||
   fp_fail "[host tier] the text status has no java line: $(fp_ctl status | grep java)"
