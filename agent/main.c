@@ -68,7 +68,8 @@ static const struct fp_conf_key agent_keys[] = {
     {"no-python", FP_CONF_BOOL, "false", 0, 0, NULL,
      "read no Python stacks: CPython processes show the interpreter's frames only"},
     {"java-names", FP_CONF_STRING, "code-cache", 0, 0, "code-cache|perf-map",
-     "a JVM's compiled methods: read from its code cache, or only from the perf map it is asked for"},
+     "a JVM's compiled methods: read from its code cache, or only from the perf map it is asked "
+     "for"},
     {"metrics-listen", FP_CONF_STRING, NULL, 0, 0, "ADDR:PORT",
      "serve the agent's metrics on GET /metrics here (Prometheus)"},
     {"host", FP_CONF_BOOL, "false", 0, 0, NULL,

@@ -53,7 +53,7 @@ struct fp_core_options {
         bool no_python;         /* --no-python: no Python stacks read (pystack.h) */
         bool first_period_full; /* --first-period full: no random first period (perf's way) */
         bool java_perf_map_only; /* --java-names perf-map: JVMs' code caches not read */
-        unsigned keep_exited_s; /* --keep-exited: an exited PID target stays this long, 0: 60 */
+        unsigned keep_exited_s;  /* --keep-exited: an exited PID target stays this long, 0: 60 */
         /* The host tier from the start (host = on; --host ...), and how. */
         bool host;
         struct fp_host_config host_cfg;

@@ -258,12 +258,13 @@ static bool reads_code(struct fp_jvm_names *j, struct fp_maps *maps)
 
         if (!code_cache_on || !(h = hotspot(j, maps)))
                 return false;
-        if (!j->code_tried) {
-                j->code_tried = true;
+        /* (Not yet readable: a JVM still starting. Its perf map serves meanwhile.) */
+        if (!j->code_ok) {
                 j->code_ok = fp_hotspot_code_ok(h);
-                if (!j->code_ok && !gone(j->pid))
+                if (!j->code_ok && !j->code_tried && !gone(j->pid))
                         fp_log(LOG_WARNING, "java: %d (%s): %s", (int)j->pid, j->comm,
                                fp_hotspot_code_why(h));
+                j->code_tried = true;
         }
         return j->code_ok;
 }
@@ -341,8 +342,9 @@ const char *fp_jvm_names_jit(struct fp_jvm_names *j, struct fp_perfmap *m, uint6
 
         /* The code cache names its stubs and the interpreter; a compiled method, its own. */
         if (j && j->code_ok && fp_hotspot_code_at(j->hotspot, addr, false, &code) > 0)
-                return code.compiled ? fp_hotspot_method(j->hotspot, code.methods[code.n_methods - 1])
-                                     : code.name;
+                return code.compiled
+                           ? fp_hotspot_method(j->hotspot, code.methods[code.n_methods - 1])
+                           : code.name;
         if (j && j->answered != j->answers_read) {
                 j->answers_read = j->answered;
                 fp_perfmap_recheck(m);

@@ -97,8 +97,8 @@ struct fp_jvm_names_status {
         int frame_pointers; /* -XX:+PreserveFramePointer: 1, 0, or -errno (not known) */
         uint64_t methods_named, methods_failed; /* interpreted methods (Method* values) */
         char interpreted_why[200];              /* why they are not named ("" when they are) */
-        bool code_cache;     /* compiled code named from the code cache (else the perf map) */
-        char code_why[200];  /* why not ("" when it is, or not tried yet) */
+        bool code_cache;    /* compiled code named from the code cache (else the perf map) */
+        char code_why[200]; /* why not ("" when it is, or not tried yet) */
         struct fp_hotspot_code_stats code;
 };
 

@@ -42,14 +42,14 @@ struct fp_target_stats {
         uint64_t jit_no_fp;             /* at JIT code compiled without frame pointers */
         uint64_t unwound_root;          /* samples whose user stack reached the root */
         uint64_t frames_cfi, frames_fp; /* user frames stepped by CFI row, by frame pointer */
-        uint64_t frames_java; /* by a compiled Java method's size (its JVM's code cache) */
-        uint64_t leaf_fixups;           /* fp mode: a frameless leaf's caller put back */
-        uint64_t stack_bytes;           /* user-stack bytes the kernel copied, in all */
-        uint64_t stack_resizes;         /* times the copy's size was fitted (stackwalk.h) */
-        uint64_t stack_resize_failed;   /* thread reopens for it that failed (old size kept) */
-        uint64_t jit_frames;            /* frames named from a perf map */
-        uint64_t ring_bytes;            /* memory the live threads' perf rings map */
-        uint64_t ring_wakes;            /* times a thread's sampling ring woke the agent */
+        uint64_t frames_java;         /* by a compiled Java method's size (its JVM's code cache) */
+        uint64_t leaf_fixups;         /* fp mode: a frameless leaf's caller put back */
+        uint64_t stack_bytes;         /* user-stack bytes the kernel copied, in all */
+        uint64_t stack_resizes;       /* times the copy's size was fitted (stackwalk.h) */
+        uint64_t stack_resize_failed; /* thread reopens for it that failed (old size kept) */
+        uint64_t jit_frames;          /* frames named from a perf map */
+        uint64_t ring_bytes;          /* memory the live threads' perf rings map */
+        uint64_t ring_wakes;          /* times a thread's sampling ring woke the agent */
         /*
          * Random first periods (threads.c): threads whose first sample
          * came in it, and samples its event took in the moment before the

@@ -19,12 +19,13 @@
 #define SEGMAP_CHUNK       256          /* segment map bytes read at once */
 #define SEGMAP_MAX_STEPS   4096
 #define SEGMENT_FREE       0xff
-#define BLOB_READ_MAX      1024        /* HeapBlock and nmethod, at most */
-#define NAMES_KNOWN        32          /* blob name pointers remembered */
-#define MAX_PCDESCS        65536       /* of one nmethod */
-#define MAX_SCOPES_BYTES   (1u << 20)  /* of one nmethod */
-#define MAX_METADATA       65536       /* of one nmethod */
-#define PROLOGUE_MAX_BYTES 64          /* read from the verified entry */
+#define BLOB_READ_MAX      1024          /* HeapBlock and nmethod, at most */
+#define NAMES_KNOWN        32            /* blob name pointers remembered */
+#define MAX_PCDESCS        65536         /* of one nmethod */
+#define MAX_SCOPES_BYTES   (1u << 20)    /* of one nmethod */
+#define MAX_METADATA       65536         /* of one nmethod */
+#define PROLOGUE_MAX_BYTES 64            /* read from the verified entry */
+#define CODE_RETRY_NS      1000000000ULL /* heaps not readable yet: tried again after */
 
 struct heap {
         uint64_t low, high, segmap;
@@ -129,8 +130,9 @@ static bool code_fields(const struct fp_hotspot *h, char *why, size_t len)
 {
         for (int f = N_NAME_FIELDS; f < N_FIELDS; f++)
                 if (!has(h, f)) {
-                        snprintf(why, len, "the JVM's VMStructs give no %s field: compiled code "
-                                           "is named from its perf map",
+                        snprintf(why, len,
+                                 "the JVM's VMStructs give no %s field: compiled code "
+                                 "is named from its perf map",
                                  f == F_CODE_HEAPS ? "CodeCache::_heaps" : "code cache");
                         return false;
                 }
@@ -143,16 +145,28 @@ static bool code_fields(const struct fp_hotspot *h, char *why, size_t len)
         return true;
 }
 
+/*
+ * h's code cache, set up at the first call. Fields the JVM does not give
+ * are final; heaps that cannot be read yet (a JVM still starting) are
+ * tried again CODE_RETRY_NS later.
+ */
 static struct fp_hotspot_code_cache *cache(struct fp_hotspot *h)
 {
         struct fp_hotspot_code_cache *c;
+        uint64_t now;
         int r;
 
-        if (h->code || h->code_tried)
+        if (h->code)
                 return h->code;
-        h->code_tried = true;
-        if (!code_fields(h, h->code_why, sizeof(h->code_why)))
+        now = fp_now_ns(CLOCK_MONOTONIC);
+        if (h->code_tried && (h->code_final || now < h->code_retry_ns))
                 return NULL;
+        h->code_tried = true;
+        h->code_retry_ns = now + CODE_RETRY_NS;
+        if (!code_fields(h, h->code_why, sizeof(h->code_why))) {
+                h->code_final = true;
+                return NULL;
+        }
         if (!(c = calloc(1, sizeof(*c)))) {
                 snprintf(h->code_why, sizeof(h->code_why), "out of memory");
                 return NULL;
@@ -160,9 +174,11 @@ static struct fp_hotspot_code_cache *cache(struct fp_hotspot *h)
         if ((r = read_heaps(h, c)) < 0 || !c->n_heaps) {
                 snprintf(h->code_why, sizeof(h->code_why), "cannot read the JVM's code heaps: %s",
                          r < 0 ? strerror(-r) : "none");
+                h->code_final = r == -ESRCH;
                 free(c);
                 return NULL;
         }
+        h->code_why[0] = 0;
         h->code = c;
         return c;
 }
@@ -284,8 +300,7 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
             !field(buf, n, hb + h->off[F_BLOB_CODE_END], &b->end, 8) ||
             !field(buf, n, hb + h->off[F_BLOB_FRAME_COMPLETE], &complete, 4) ||
             !field(buf, n, hb + h->off[F_BLOB_FRAME_SIZE], &frame_words, 4) || !b->name_p ||
-            b->code_begin < b->start || b->end <= b->code_begin ||
-            b->end - b->start > (256u << 20))
+            b->code_begin < b->start || b->end <= b->code_begin || b->end - b->start > (256u << 20))
                 return false;
         b->kind = kind_of(h, c, b->name_p, &name);
         b->complete = complete >= 0 ? b->code_begin + (uint64_t)complete : b->end;
@@ -330,8 +345,7 @@ static void read_scopes(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, s
             (scopes - meta) / 8 > MAX_METADATA || (deps - pcs) / pcdesc > MAX_PCDESCS ||
             pcs - scopes > MAX_SCOPES_BYTES)
                 return;
-        size_t n_pcs = (deps - pcs) / pcdesc, n_meta = (scopes - meta) / 8,
-               n_scopes = pcs - scopes;
+        size_t n_pcs = (deps - pcs) / pcdesc, n_meta = (scopes - meta) / 8, n_scopes = pcs - scopes;
         uint8_t *raw = malloc(deps - pcs ? deps - pcs : 1);
         b->pcs = malloc(n_pcs * 8 + 1);
         b->scopes = malloc(n_scopes + 1);
@@ -440,13 +454,7 @@ static size_t nop_length(const uint8_t *p, size_t n)
         return len <= n ? len : 0;
 }
 
-/*
- * Steps the prologue from the verified entry (code, n bytes of it) up to
- * upto bytes in: what HotSpot's compilers emit there (a stack bang, push
- * rbp, mov rbp,rsp, sub rsp, mov [rsp+d],rbp, add rbp, nops). False when
- * another instruction comes first.
- */
-static bool prologue(const uint8_t *p, size_t n, size_t upto, struct fp_hotspot_code *r)
+bool fp_hotspot_prologue(const uint8_t *p, size_t n, size_t upto, struct fp_hotspot_code *r)
 {
         size_t at = 0, len;
         int32_t d;
@@ -521,7 +529,7 @@ static void leaf_frame(struct fp_hotspot *h, const struct blob *b, uint64_t pc,
                 size_t upto = pc - b->verified_entry, n = upto + 16;
                 if (upto > PROLOGUE_MAX_BYTES ||
                     !fp_hotspot_peek(h->pid, b->verified_entry, code, n) ||
-                    !prologue(code, n, upto, r))
+                    !fp_hotspot_prologue(code, n, upto, r))
                         r->frame = FP_HOTSPOT_FRAME_UNKNOWN;
                 return;
         }
@@ -547,8 +555,7 @@ static void leaf_frame(struct fp_hotspot *h, const struct blob *b, uint64_t pc,
  * JVM that is gone changes its code no more, and what was read of it holds
  * (its last samples are named after it exits).
  */
-static bool still_there(struct fp_hotspot *h, struct fp_hotspot_code_cache *c,
-                        const struct blob *b)
+static bool still_there(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, const struct blob *b)
 {
         struct blob now;
 
@@ -632,8 +639,8 @@ static struct blob *find(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, 
                         if (pc >= c->heaps[i].low && pc < c->heaps[i].high)
                                 x = &c->heaps[i];
         }
-        if (!x || !(block = block_of(h, x, pc)) || !read_blob(h, c, block, &b) ||
-            pc < b.start || pc >= b.end)
+        if (!x || !(block = block_of(h, x, pc)) || !read_blob(h, c, block, &b) || pc < b.start ||
+            pc >= b.end)
                 return NULL;
         c->st.blobs_read++;
         b.checked_ns = now;

@@ -75,8 +75,9 @@ struct fp_hotspot {
         struct fp_hotspot_method_slot *slots;
         size_t n_slots, n_used, n_named, n_failed;
         struct fp_hotspot_code_cache *code; /* NULL until first asked, or when it cannot be */
-        bool code_tried;
-        char code_why[160]; /* why compiled code is not read ("" while it is) */
+        bool code_tried, code_final; /* final: never readable (fields missing, process gone) */
+        uint64_t code_retry_ns;      /* not tried again before (CLOCK_MONOTONIC) */
+        char code_why[160];          /* why compiled code is not read ("" while it is) */
 };
 
 /* len bytes at addr in the JVM; false when they cannot all be read. */

@@ -295,8 +295,8 @@ static bool symbol(const struct fp_hotspot *h, uint64_t sym, char *out, size_t l
 {
         uint16_t n;
 
-        if (!fp_hotspot_peek(h->pid, sym + h->off[F_SYMBOL_LENGTH], &n, sizeof(n)) || n == 0 || n >= len ||
-            !fp_hotspot_peek(h->pid, sym + h->off[F_SYMBOL_BODY], out, n))
+        if (!fp_hotspot_peek(h->pid, sym + h->off[F_SYMBOL_LENGTH], &n, sizeof(n)) || n == 0 ||
+            n >= len || !fp_hotspot_peek(h->pid, sym + h->off[F_SYMBOL_BODY], out, n))
                 return false;
         out[n] = 0;
         for (size_t i = 0; i < n; i++)

@@ -96,7 +96,7 @@ struct fp_hotspot_code {
 /* Counts of the code cache's reads. */
 struct fp_hotspot_code_stats {
         uint64_t lookups, blobs_read, not_found;
-        uint64_t inlined; /* lookups that found methods inlined */
+        uint64_t inlined;       /* lookups that found methods inlined */
         uint64_t scopes_failed; /* a chain of scopes that did not hold together: its method alone */
         uint64_t frames_unknown; /* compiled frames whose caller could not be told */
         uint64_t dropped;        /* cache flushes (full) */
@@ -109,7 +109,17 @@ struct fp_hotspot_code_stats {
  * where the thread was; else it is a return address.
  */
 int fp_hotspot_code_at(struct fp_hotspot *h, uint64_t pc, bool leaf, struct fp_hotspot_code *ret);
-/* Whether the code cache can be read (tried at the first call). */
+/*
+ * The frame at upto bytes into a compiled method's prologue, whose code
+ * from its verified entry on is p (n bytes, n >= upto): steps what
+ * HotSpot's compilers emit there (a stack bang, push rbp, mov rbp,rsp,
+ * sub rsp, mov [rsp+d],rbp, add rbp, nops) into r's cfa and rbp_saved,
+ * rbp_off. False when another instruction comes first, or upto is not
+ * where one starts.
+ */
+bool fp_hotspot_prologue(const uint8_t *p, size_t n, size_t upto, struct fp_hotspot_code *r);
+/* Whether the code cache can be read (tried at the first call, again a second later when not yet).
+ */
 bool fp_hotspot_code_ok(struct fp_hotspot *h);
 /* Why compiled code is not read ("" while it is, or before it was tried). */
 const char *fp_hotspot_code_why(const struct fp_hotspot *h);

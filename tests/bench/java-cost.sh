@@ -6,16 +6,19 @@
 # -XX:+PreserveFramePointer, run in the same invocation under each of:
 #
 #   - nothing (its iterations: the baseline);
-#   - fleetprof at BENCH_FREQ Hz: the JVM asked for its perf map
-#     (Compiler.perfmap through its attach socket) whenever samples land in
-#     JIT code the map does not name (three at once, then every 2 s);
+#   - fleetprof at BENCH_FREQ Hz reading the JVM's code cache (the
+#     default: compiled methods named as sampled, from its memory);
+#   - fleetprof at BENCH_FREQ Hz with java-names = perf-map: the JVM asked
+#     for its perf map (Compiler.perfmap through its attach socket)
+#     whenever samples land in JIT code the map does not name (three at
+#     once, then every 2 s);
 #   - perf record -g at the same rate, with the map written by
 #     `jcmd PID Compiler.perfmap` at the end (perf's way).
 #
-# Figures: the program's slowdown against the baseline; the requests made
-# and answered; the perf map's size; the share of the main thread's
-# samples with their leaf in JIT code named, by fleetprof and by perf
-# (perf report on the same map). Figures only; it never fails on a time.
+# Figures: the program's slowdown against the baseline; the agent's CPU
+# time; the requests made and answered; the perf map's size; the code
+# blobs read; the share of the main thread's samples with their leaf in
+# JIT code named, by fleetprof and by perf (perf report on the same map). Figures only; it never fails on a time.
 # Environment: BENCH_SECONDS (default 12), BENCH_FREQ (default 99).
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
@@ -58,14 +61,22 @@ run() {
 }
 
 base=$(run base none)
-fp_start_agent --store none
-fp_it=$(run fp fp)
-fpid=$(cat "$FP_TMP/fp.pid")
-fp_ctl dump "$fpid" -o "$FP_TMP/fp.pb.gz" >/dev/null || fp_fail "dump failed"
-req=$(fp_status_json | python3 -c 'import json,sys
+# profiled TAG [agent options]: fleetprof's run; sets it_TAG, req_TAG, blobs_TAG,
+# named_TAG, map_TAG, cpu_TAG (the agent's CPU seconds over the run).
+profiled() {
+  local tag=$1 fpid
+  shift
+  fp_start_agent --store none "$@"
+  local t0
+  t0=$(awk '{print $14 + $15}' "/proc/$FP_AGENT_PID/stat")
+  printf -v "it_$tag" %s "$(run "$tag" fp)"
+  fpid=$(cat "$FP_TMP/$tag.pid")
+  fp_ctl dump "$fpid" -o "$FP_TMP/$tag.pb.gz" >/dev/null || fp_fail "dump failed"
+  printf -v "cpu_$tag" %s "$(awk -v t0="$t0" -v hz="$(getconf CLK_TCK)" '{printf "%.2f s", ($14 + $15 - t0) / hz}' "/proc/$FP_AGENT_PID/stat")"
+  read -r "req_$tag" "blobs_$tag" < <(fp_status_json | python3 -c 'import json,sys
 t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]["java"]
-print("%d/%d" % (t["answered"], t["requests"]))' "$fpid")
-fp_named=$(python3 - "$FP_TMP/fp.pb.gz" "$FP_TMP/fp.truth" "$FP_SRC/tests/integration" <<'PY'
+print("%d/%d %d" % (t["answered"], t["requests"], t["code_blobs_read"]))' "$fpid")
+  printf -v "named_$tag" %s "$(python3 - "$FP_TMP/$tag.pb.gz" "$FP_TMP/$tag.truth" "$FP_SRC/tests/integration" <<'PY'
 import json, sys
 sys.path.insert(0, sys.argv[3])
 import pprofraw
@@ -75,10 +86,13 @@ jit = sum(n for n, l in rows if l and ("(" in l[0][0] and "::" not in l[0][0] or
 named = sum(n for n, l in rows if l and "(" in l[0][0] and "::" not in l[0][0])
 print("%.1f%%" % (100.0 * named / max(1, jit)))
 PY
-)
-map_kb=$(($(stat -c %s "/tmp/perf-$fpid.map" 2>/dev/null || echo 0) / 1024))
-fp_stop_agent
-rm -f "/tmp/perf-$fpid.map"
+)"
+  printf -v "map_$tag" %s "$(($(stat -c %s "/tmp/perf-$fpid.map" 2>/dev/null || echo 0) / 1024)) KiB"
+  fp_stop_agent
+  rm -f "/tmp/perf-$fpid.map"
+}
+profiled code
+profiled map --java-names perf-map
 
 perf_it=- perf_named=-
 if command -v perf >/dev/null; then
@@ -92,9 +106,11 @@ fi
 pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0 && a != "-") printf "%.1f%%", 100 * (b - a) / b; else print "-"}'; }
 echo
 echo "== Java names: cost at $FREQ Hz, $SECS s, $(java -version 2>&1 | head -1) ($(nproc) cores) =="
-printf '%-48s %16s %16s\n' "" "fleetprof" "perf record -g"
-printf '%-48s %16s %16s\n' "program's iterations (unprofiled: $base)" "$fp_it" "$perf_it"
-printf '%-48s %16s %16s\n' "slowdown against unprofiled" "$(pct "$fp_it" "$base")" "$(pct "$perf_it" "$base")"
-printf '%-48s %16s %16s\n' "name requests answered/made" "$req" "1 (jcmd, at the end)"
-printf '%-48s %16s %16s\n' "perf map written by the JVM" "${map_kb} KiB" "-"
-printf '%-48s %16s %16s\n' "JIT leaves named (main thread; perf: all)" "$fp_named" "$perf_named"
+printf '%-44s %14s %14s %16s\n' "" "code cache" "perf map" "perf record -g"
+printf '%-44s %14s %14s %16s\n' "program's iterations (unprofiled: $base)" "$it_code" "$it_map" "$perf_it"
+printf '%-44s %14s %14s %16s\n' "slowdown against unprofiled" "$(pct "$it_code" "$base")" "$(pct "$it_map" "$base")" "$(pct "$perf_it" "$base")"
+printf '%-44s %14s %14s %16s\n' "the profiler's CPU time (agent; perf: -)" "$cpu_code" "$cpu_map" "-"
+printf '%-44s %14s %14s %16s\n' "name requests answered/made" "$req_code" "$req_map" "1 (jcmd, end)"
+printf '%-44s %14s %14s %16s\n' "perf map written by the JVM" "$map_code" "$map_map" "-"
+printf '%-44s %14s %14s %16s\n' "code blobs read from its memory" "$blobs_code" "$blobs_map" "-"
+printf '%-44s %14s %14s %16s\n' "JIT leaves named (main thread; perf: all)" "$named_code" "$named_map" "$perf_named"

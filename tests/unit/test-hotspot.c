@@ -62,6 +62,97 @@ static bool find_mapping(pid_t pid, const char *name, char *path, size_t len, ui
         return found;
 }
 
+/* The frame upto bytes into prologue p: cfa and the rbp slot (0: not saved), or refused (cfa 0). */
+static void prologue_is(const uint8_t *p, size_t n, size_t upto, uint32_t cfa, int32_t rbp_off)
+{
+        struct fp_hotspot_code r = {0};
+        bool ok = fp_hotspot_prologue(p, n, upto, &r);
+
+        if (!cfa) {
+                FP_CHECK(!ok);
+                return;
+        }
+        FP_CHECK(ok);
+        FP_CHECK_EQ_INT((int)r.cfa, (int)cfa);
+        FP_CHECK_EQ_INT(r.rbp_saved ? r.rbp_off : 0, rbp_off);
+}
+
+/*
+ * Prologues as OpenJDK 17's compilers emit them (read from a live JVM's
+ * code cache): C2 without a stack bang (sub rsp; mov [rsp+0x20],rbp), C1
+ * with one (mov [rsp-0x14000],eax; push rbp; sub rsp,0x30), and with
+ * -XX:+PreserveFramePointer (push rbp; mov rbp,rsp; sub rsp).
+ */
+static void prologues(void)
+{
+        static const uint8_t c2[] = {0x48, 0x81, 0xec, 0x28, 0x00, 0x00, 0x00,
+                                     0x48, 0x89, 0x6c, 0x24, 0x20, 0x85, 0xf6};
+        static const uint8_t c1[] = {0x89, 0x84, 0x24, 0x00, 0xc0, 0xfe, 0xff,
+                                     0x55, 0x48, 0x83, 0xec, 0x30, 0x48, 0xbf};
+        static const uint8_t pfp[] = {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x55, 0x48,
+                                      0x8b, 0xec, 0x48, 0x83, 0xec, 0x10, 0x90};
+        static const uint8_t other[] = {0xe8, 0x3b, 0xf0, 0x75, 0x15, 0x55};
+
+        prologue_is(c2, sizeof(c2), 0, 8, 0);  /* at the entry: nothing pushed */
+        prologue_is(c2, sizeof(c2), 7, 48, 0); /* after sub rsp,0x28 */
+        prologue_is(c2, sizeof(c2), 12, 48, -16);
+        prologue_is(c2, sizeof(c2), 3, 0, 0); /* inside an instruction */
+        prologue_is(c1, sizeof(c1), 7, 8, 0); /* after the stack bang */
+        prologue_is(c1, sizeof(c1), 8, 16, -16);
+        prologue_is(c1, sizeof(c1), 12, 64, -16);
+        prologue_is(c1, sizeof(c1), 14, 0, 0);  /* past the prologue: movabs */
+        prologue_is(pfp, sizeof(pfp), 6, 8, 0); /* a nop */
+        prologue_is(pfp, sizeof(pfp), 10, 16, -16);
+        prologue_is(pfp, sizeof(pfp), 14, 32, -16);
+        prologue_is(pfp, sizeof(pfp), 15, 32, -16);
+        prologue_is(other, sizeof(other), 0, 8, 0);
+        prologue_is(other, sizeof(other), 6, 0, 0); /* a call: not a prologue's */
+}
+
+/*
+ * The live JVM's code cache: every 4 KiB of its code heaps looked up; what
+ * is found holds the address, the interpreter is among it, and addresses
+ * outside the heaps find nothing.
+ */
+static void code_cache(struct fp_hotspot *h, uint64_t junk)
+{
+        uint64_t low[8], high[8];
+        size_t n = fp_hotspot_code_heaps(h, low, high, 8), found = 0, interpreter = 0;
+        struct fp_hotspot_code c;
+
+        /* (A JVM just started may not have set its heaps up: tried again a second later.) */
+        for (int i = 0; i < 100 && !fp_hotspot_code_ok(h); i++)
+                usleep(50000);
+        n = fp_hotspot_code_heaps(h, low, high, 8);
+        FP_CHECK(n >= 1);
+        FP_CHECK(fp_hotspot_code_ok(h));
+        FP_CHECK_EQ_STR(fp_hotspot_code_why(h), "");
+        for (size_t i = 0; i < n && i < 8; i++)
+                for (uint64_t pc = low[i]; pc < high[i]; pc += 4096) {
+                        int r = fp_hotspot_code_at(h, pc, true, &c);
+                        FP_CHECK(r == 0 || r == 1);
+                        if (r != 1)
+                                continue;
+                        found++;
+                        FP_CHECK(c.compiled || c.name != NULL);
+                        if (!c.compiled && strcmp(c.name, "Interpreter") == 0) {
+                                interpreter++;
+                                FP_CHECK(c.frame == FP_HOTSPOT_FRAME_RBP);
+                        }
+                        if (c.compiled)
+                                FP_CHECK(c.n_methods >= 1 && c.methods[c.n_methods - 1]);
+                }
+        printf("# the code cache: %zu heaps, %zu addresses in blobs, %zu in the interpreter\n", n,
+               found, interpreter);
+        FP_CHECK(found >= 1 && interpreter >= 1);
+        FP_CHECK_EQ_INT(fp_hotspot_code_at(h, 0, true, &c), 0);
+        FP_CHECK_EQ_INT(fp_hotspot_code_at(h, junk, false, &c), 0);
+        FP_CHECK_EQ_INT(fp_hotspot_code_at(h, UINT64_MAX - 7, false, &c), 0);
+        struct fp_hotspot_code_stats st;
+        fp_hotspot_code_stats(h, &st);
+        FP_CHECK(st.lookups >= found + 3 && st.blobs_read >= 1 && st.scopes_failed == 0);
+}
+
 int main(void)
 {
         char why[256] = "";
@@ -70,6 +161,7 @@ int main(void)
         uint64_t start, pgoff;
 
         elf_version(EV_CURRENT);
+        prologues();
         format_is("Shares", "alpha", "()V", "void Shares.alpha()");
         format_is("Shares", "work", "(I)J", "long Shares.work(int)");
         format_is("java.util.HashMap", "merge",
@@ -157,6 +249,7 @@ int main(void)
                     "# a live JVM's layouts read; %zu values that are no method's gave no name\n",
                     failed);
                 FP_CHECK(failed >= 5);
+                code_cache(h, stack);
                 fp_hotspot_free(h);
         }
         kill(jvm, SIGKILL);
