@@ -2,21 +2,22 @@
 # SPDX-License-Identifier: MIT
 #
 # Java methods named in the profile, with nothing added to the JVM's command
-# line: a target whose process maps libjvm.so and catches SIGQUIT is asked,
-# through HotSpot's attach socket, to write its perf map (Compiler.perfmap)
-# when its samples land in JIT code the map it has does not name
-# (jvmattach.h, target-jvm.c). On tests/workloads/java/Shares.java, checked
-# against what it measured of itself (java_check.py):
+# line, on tests/workloads/java/Shares.java, checked against what it
+# measured of itself (java_check.py).
+#
+# Parts 1-7, the agent run with java-names = perf-map: a target whose
+# process maps libjvm.so and catches SIGQUIT is asked, through HotSpot's
+# attach socket, to write its perf map (Compiler.perfmap) when its samples
+# land in JIT code the map it has does not name (jvmattach.h, jvmnames.c):
 #   1. with -XX:+PreserveFramePointer: 90% of the main thread's samples in a
-#      named Shares method and 5% at most with their leaf in JIT code not named, the methods' shares within 5 points, shared()
-#      split between its two callers within 10 points; status counts the
-#      requests, none failed, and nothing is left in the JVM's /tmp but its
-#      map;
+#      named Shares method and 5% at most with their leaf in JIT code not
+#      named, the methods' shares within 5 points, shared() split between
+#      its two callers within 10 points; status counts the requests, none
+#      failed, and nothing is left in the JVM's /tmp but its map;
 #   2. without it: the methods still named, and every stack ends at
 #      [truncated] below its first compiled method (no frame pointer to
 #      follow: no caller guessed), counted as jit_no_frame_pointer;
-#   3. a JVM run as nobody, profiled by root: asked as nobody, named; and
-#      profiled at nobody's own request (its agentctl start): the same;
+#   3. a JVM run as nobody, profiled by root: asked as nobody, named;
 #   4. a process that maps a file named libjvm.so and does not catch
 #      SIGQUIT: refused in one line once 5 s old (a young JVM may not catch
 #      it yet), never signalled (it lives on), its samples kept;
@@ -27,14 +28,23 @@
 #      the request and exits without answering: the request counted as
 #      failed, none pending, no helper process left, the agent answering;
 #   7. a method first called 20 s into the run, and compiled then: named
-#      once the JVM has been asked again, its share within 5 points;
-#   8. a rule (--exe of the JVM's launcher): the JVM it starts at its exec,
-#      before libjvm.so is mapped, is asked once it is, and named;
-#   9. the host tier (no target): the JVM is found and asked, named, and
-#      listed in the tier's status;
-#  10. --off-cpu: a thread parked in LockSupport.parkNanos (Parks.java)
+#      once the JVM has been asked again, its share within 5 points.
+# Parts 8-14, the agent's default: compiled code read from the JVM's code
+# cache (hotspot-code.c), never asked for a perf map:
+#   8. the JVM's defaults (no frame pointers, tiered compilation, inlining):
+#      the shares and the caller split as in 1, every compiled frame's
+#      caller found by its size (97% of stacks to their root, 1% at most
+#      ending at a compiled frame), work() below each method it was inlined
+#      into, inlined methods counted; status says "code cache";
+#   9. nobody's JVM, profiled at nobody's own request (its agentctl start);
+#  10. a method first called 20 s into the run: named as sampled;
+#  11. a rule (--exe of the JVM's launcher): the JVM it starts at its exec,
+#      before libjvm.so is mapped, is read once it is, and named;
+#  12. the host tier (no target): the JVM found, read and listed in the
+#      tier's status;
+#  13. --off-cpu: a thread parked in LockSupport.parkNanos (Parks.java)
 #      shows Parks.waiter() below it, named;
-#  11. every method interpreted (-Xint, no frame pointers asked for): each
+#  14. every method interpreted (-Xint, no frame pointers asked for): each
 #      named from the JVM's memory (hotspot.h) as the perf map names
 #      compiled code, the shares and the caller split right, the stacks to
 #      their root, and status counts the methods named.
@@ -271,7 +281,7 @@ fp_ok "[late] asked again for the method compiled late: $out"
 fp_stop_agent
 fp_start_agent
 
-# ---- 12. the JVM's defaults: no frame pointers, tiered compilation, inlining -------------------
+# ---- 8. the JVM's defaults: no frame pointers, tiered compilation, inlining -------------------
 # Each compiled frame's caller found by its size; methods inlined into others (work() into
 # alpha(), shared() into callerTwo()...) shown where the JVM says they were.
 run defaults root
@@ -287,7 +297,7 @@ grep -q "^java of $LAST_PID: HotSpot, compiled methods named and unwound from it
 [[ ! -e /tmp/.attach_pid$LAST_PID && ! -e /tmp/perf-$LAST_PID.map ]] ||
   fp_fail "the JVM whose code cache is read was asked for its perf map"
 
-# ---- 13. nobody's JVM, profiled at nobody's own request, its code cache read -------------------
+# ---- 9. nobody's JVM, profiled at nobody's own request, its code cache read -------------------
 install -m 0755 "$FP_AGENTCTL" "$JDIR/agentctl"
 AS_NOBODY=1 run byself nobody "${NOINLINE[@]}"
 out=$(python3 "$CHECK" "$FP_TMP/byself.pb.gz" "$JDIR/out/byself.truth" --callers) ||
@@ -296,7 +306,7 @@ fp_ok "[nobody's JVM, started by nobody] $out"
 out=$(code_status byself "$LAST_PID") || fp_fail "[nobody's JVM, by nobody] $out"
 fp_ok "[nobody's JVM, started by nobody] $out"
 
-# ---- 14. a method compiled late, tiered: named as sampled, with no request --------------------
+# ---- 10. a method compiled late, tiered: named as sampled, with no request --------------------
 SECONDS_RUN=36 LATE=20 run latecode root
 out=$(python3 "$CHECK" "$FP_TMP/latecode.pb.gz" "$JDIR/out/latecode.truth" --callers --inlined) ||
   fp_fail "[late, code cache] $out"
@@ -316,7 +326,7 @@ launch() {
   fp_on_exit "rm -f /tmp/perf-$pid.map"
 }
 
-# ---- 8. a rule --------------------------------------------------------------------------------
+# ---- 11. a rule --------------------------------------------------------------------------------
 JAVA_EXE=$(readlink -f "$(command -v java)")
 out=$(fp_ctl start --exe "$JAVA_EXE" --service javarule --freq 499) || fp_fail "start --exe $JAVA_EXE failed: $out"
 rule=$(sed -n 's/^rule \([0-9]*\):.*/\1/p' <<<"$out")
@@ -331,7 +341,7 @@ out=$(code_status rule "$pid") || fp_fail "[rule] $out"
 fp_ok "[rule] $out"
 fp_ctl stop --rule "$rule" >/dev/null || fp_fail "stop --rule $rule failed"
 
-# ---- 9. the host tier -------------------------------------------------------------------------
+# ---- 12. the host tier -------------------------------------------------------------------------
 fp_ctl start --host --freq 199 >/dev/null || fp_fail "start --host failed"
 launch host 12
 host_jvm() {
@@ -353,7 +363,7 @@ fp_ctl stop --host >/dev/null || fp_fail "stop --host failed"
 out=$(python3 "$CHECK" "$FP_TMP/host.pb.gz" "$JDIR/out/host.truth") || fp_fail "[host tier] $out"
 fp_ok "[host tier] $out"
 
-# ---- 10. off-CPU: a parked thread -----------------------------------------------------------------
+# ---- 13. off-CPU: a parked thread -----------------------------------------------------------------
 java -XX:+PreserveFramePointer -cp "$JDIR/cls" Parks 12 "$FP_TMP/parks.go" >"$FP_TMP/parks.out" 2>"$FP_TMP/parks.err" &
 fp_track "$!"
 fp_wait_for 30 bash -c '[[ $(wc -l <"$0") -ge 2 ]]' "$FP_TMP/parks.out" ||
@@ -384,7 +394,7 @@ PY
 ) || fp_fail "[off-CPU] $out"
 fp_ok "[off-CPU, a parked thread] $out"
 
-# ---- 11. interpreted methods -----------------------------------------------------------------
+# ---- 14. interpreted methods -----------------------------------------------------------------
 run interpreted root -Xint
 out=$(python3 "$CHECK" "$FP_TMP/interpreted.pb.gz" "$JDIR/out/interpreted.truth" --callers) ||
   fp_fail "[interpreted] $out"
