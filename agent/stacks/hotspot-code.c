@@ -304,6 +304,9 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
                 return false;
         b->kind = kind_of(h, c, b->name_p, &name);
         b->complete = complete >= 0 ? b->code_begin + (uint64_t)complete : b->end;
+        /* (A stub's frame size, when it has one: where it calls into the VM, its frame is whole.) */
+        if (frame_words >= 2 && frame_words <= (1 << 16))
+                b->frame_bytes = (uint32_t)frame_words * 8;
         if (b->kind == BLOB_OTHER)
                 return true;
         if (n < hb + h->size[T_NMETHOD] ||
@@ -667,7 +670,18 @@ int fp_hotspot_code_at(struct fp_hotspot *h, uint64_t pc, bool leaf, struct fp_h
                 for (size_t i = 0; i < c->n_names; i++)
                         if (c->names[i].p == b->name_p)
                                 ret->name = c->names[i].name;
+                /*
+                 * A stub with a frame size (a runtime stub's, a blob's that
+                 * saves registers) is stepped by it where it called out, as
+                 * HotSpot steps it; the rest keep a frame pointer.
+                 */
                 ret->frame = FP_HOTSPOT_FRAME_RBP;
+                if (!leaf && b->frame_bytes) {
+                        ret->frame = FP_HOTSPOT_FRAME_SIZE;
+                        ret->cfa = b->frame_bytes;
+                        ret->rbp_saved = true;
+                        ret->rbp_off = -16;
+                }
                 return 1;
         }
         ret->compiled = true;
