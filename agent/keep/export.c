@@ -113,11 +113,11 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
         d->limit = 0;
         d->no_address = false;
         if (f->flags & FP_FRAME_JAVA) {
-                /* An interpreted method: a name, no code address of its own. */
+                /* A Java method (its Method*): a name, no code address of its own. */
                 d->function = nm->java ? nm->java(nm->jit_ctx, f->addr) : NULL;
                 count_name(d->function ? KIND_JAVA : KIND_UNNAMED);
                 if (!d->function)
-                        d->function = "Interpreter";
+                        d->function = "[java]"; /* its method could not be read */
                 d->no_address = true;
                 return;
         }

@@ -45,7 +45,7 @@ struct fp_frame {
 #define FP_FRAME_THREAD_START 16u
 /* a Python function's frame (pyframes.h): addr is its code object's entry << 32 | its line */
 #define FP_FRAME_PYTHON 32u
-/* an interpreted Java method's frame (hotspot.h): addr is its Method* in the JVM */
+/* a Java method's frame, interpreted or compiled (hotspot.h): addr is its Method* in the JVM */
 #define FP_FRAME_JAVA 64u
 
 struct fp_agg_entry {

@@ -304,7 +304,8 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
                 return false;
         b->kind = kind_of(h, c, b->name_p, &name);
         b->complete = complete >= 0 ? b->code_begin + (uint64_t)complete : b->end;
-        /* (A stub's frame size, when it has one: where it calls into the VM, its frame is whole.) */
+        /* (A stub's frame size, when it has one: where it calls into the VM, its frame is whole.)
+         */
         if (frame_words >= 2 && frame_words <= (1 << 16))
                 b->frame_bytes = (uint32_t)frame_words * 8;
         if (b->kind == BLOB_OTHER)

@@ -47,7 +47,14 @@
 #  14. every method interpreted (-Xint, no frame pointers asked for): each
 #      named from the JVM's memory (hotspot.h) as the perf map names
 #      compiled code, the shares and the caller split right, the stacks to
-#      their root, and status counts the methods named.
+#      their root, and status counts the methods named;
+#  15. processes that lie about their code cache (hostilejvm with
+#      tests/workloads/java/fakejvm.c as its libjvm.so): segment maps that
+#      lead back one segment at a time, a blob with a 512 KiB frame and a
+#      scope that is its own sender, a heap with no blob, a VMStructs
+#      table with no end. Each is sampled on, its samples kept and cut
+#      short where they must be, nothing named it does not say, the agent
+#      answering; the table with no end is refused in one line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=java
@@ -410,4 +417,48 @@ assert j["interpreted_named"] >= 5 and not j["interpreted_why"] and u["samples_t
 PY
 ) || fp_fail "[interpreted] $out"
 fp_ok "[interpreted] $out"
+
+# ---- 15. processes that lie about their code cache -------------------------------------------
+for mode in loops free endless; do
+  "$FP_BUILD/tests/hostilejvm" "$FP_BUILD/tests/fakejvm/libjvm.so" "$mode" >"$FP_TMP/hostile-$mode.out" 2>&1 &
+  fp_track "$!"
+  fp_wait_for 20 test -s "$FP_TMP/hostile-$mode.out" || fp_fail "hostilejvm $mode did not start"
+  pid=$(head -1 "$FP_TMP/hostile-$mode.out")
+  fp_on_exit "rm -f /tmp/perf-$pid.map /tmp/.attach_pid$pid"
+  fp_ctl start "$pid" --freq 199 >/dev/null || fp_fail "start of hostilejvm $mode failed"
+  sleep 4
+  fp_status_json >"$FP_TMP/hostile-$mode.status" || fp_fail "status failed with hostilejvm $mode"
+  fp_ctl dump "$pid" --format folded >"$FP_TMP/hostile-$mode.folded" || fp_fail "dump of hostilejvm $mode failed"
+  kill -0 "$pid" 2>/dev/null || fp_fail "hostilejvm $mode died"
+  out=$(python3 - "$FP_TMP/hostile-$mode.status" "$pid" "$mode" "$FP_TMP/hostile-$mode.folded" <<'PY'
+import json, sys
+t = [t for t in json.load(open(sys.argv[1]))["targets"] if t["pid"] == int(sys.argv[2])][0]
+j, mode = t["java"], sys.argv[3]
+stacks = {}
+for line in open(sys.argv[4]):
+    st, n = line.rsplit(" ", 1)
+    stacks[st] = stacks.get(st, 0) + int(n)
+total = sum(stacks.values())
+cut = sum(n for s, n in stacks.items() if s.startswith("[truncated]"))
+print("%s: %d samples kept, %d cut short; %s; %d blobs read, %d not found, %d scope chains refused; %s"
+      % (mode, total, cut, j["names"], j["code_blobs_read"], j["code_not_found"], j["code_scopes_failed"],
+         j["why"] or j["interpreted_why"] or "-"))
+assert total >= 200 and cut >= 0.95 * total, "samples not kept, or not cut short"
+if mode == "loops":
+    # Its one blob read (no more: a cached blob), its scope refused, its method unnamed.
+    assert j["names"].startswith("code cache") and j["code_blobs_read"] >= 1 and j["code_scopes_failed"] >= 100, j
+    assert all(s.split(";")[1:2] in (["[java]"],) for s in stacks), sorted(stacks)
+elif mode == "free":
+    assert j["names"].startswith("code cache") and j["code_blobs_read"] == 0 and j["code_not_found"] >= 100, j
+    assert j["requests"] == 0, j
+else:
+    assert j["names"].startswith("perf map") and "VMStructs do not give" in j["interpreted_why"], j
+PY
+  ) || fp_fail "[a code cache that lies] $out"
+  fp_ok "[a code cache that lies] $out"
+  fp_ctl stop "$pid" >/dev/null || true
+  kill "$pid" 2>/dev/null || true
+done
+said=$(grep -c "java: $pid (hostilejvm): its methods are not read from its memory" "$FP_TMP/agent.log" || true)
+[[ $said == 1 ]] || fp_fail "the table with no end was logged $said times, not once"
 fp_stop_agent
