@@ -40,6 +40,13 @@ fp_start_agent
 # MODE, and leaves its folded profile in $FP_TMP/NAME.folded. The share
 # checks sample at 4 kHz: 20,000 samples put the binomial noise of a 40%
 # share at 0.35 points, well inside the 1.5 points they allow.
+# samples_at_least PID N: the target PID has N samples or more.
+samples_at_least() {
+  fp_status_json | python3 -c 'import json, sys
+t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])]
+sys.exit(0 if t and t[0]["samples"] >= int(sys.argv[2]) else 1)' "$1" "$2"
+}
+
 profile() {
   local name=$1 secs=$2 mode=$3
   shift 3
@@ -50,6 +57,8 @@ profile() {
   fp_ctl start "$pid" --freq "${HZ:-999}" --unwind "$mode" >/dev/null || fp_fail "start $name failed"
   touch "$FP_TMP/$name.go"
   sleep "$secs"
+  # On a busy machine the target runs less: on until it has MIN_SAMPLES (20 s at most).
+  [[ -n ${MIN_SAMPLES:-} ]] && fp_wait_for 20 samples_at_least "$pid" "$MIN_SAMPLES"
   fp_ctl dump "$pid" --format folded >"$FP_TMP/$name.folded" || fp_fail "dump $name failed"
   fp_ctl status --json >"$FP_TMP/$name.status" || fp_fail "status failed"
   fp_ctl stop "$pid" >/dev/null || true
@@ -203,7 +212,7 @@ fp_ok "[jit] $out"
 # lay in the row's flags, where 11 read as "return address undefined": each
 # such sample ended there, a lone frame counted as reaching the root.)
 for v in plt ibt; do
-  profile "plt-$v" 3 auto "$FP_BUILD/tests/pltcall-$v" --seconds 5 --go "$FP_TMP/plt-$v.go"
+  MIN_SAMPLES=1200 profile "plt-$v" 3 auto "$FP_BUILD/tests/pltcall-$v" --seconds 25 --go "$FP_TMP/plt-$v.go"
   out=$(python3 - "$FP_TMP/plt-$v.folded" "$FP_TMP/plt-$v.status" "$LAST_PID" <<'PY'
 import json, sys
 stacks = {}
@@ -296,8 +305,12 @@ for ((i = 0; i < 15; i++)); do
   sleep 1
 done
 ((shorts1 > shorts0)) || fp_fail "samples that ran out of the copy were not counted: $(unwind_of)"
-sleep 3
-read -r copy2 _ shorts2 roots2 samples2 <<<"$(unwind_of)"
+# 1000 samples more (on a busy machine the loop runs less: 20 s at most).
+for ((i = 0; i < 200; i++)); do
+  read -r copy2 _ shorts2 roots2 samples2 <<<"$(unwind_of)"
+  ((samples2 - samples1 >= 1000)) && break
+  sleep 0.1
+done
 python3 - "$shorts1" "$shorts2" "$roots1" "$roots2" "$samples1" "$samples2" <<'PY' || fp_fail "after growing: $(unwind_of)"
 import sys
 s1, s2, r1, r2, n1, n2 = map(int, sys.argv[1:])
