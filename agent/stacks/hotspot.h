@@ -70,8 +70,8 @@ const char *fp_hotspot_method(struct fp_hotspot *h, uint64_t method);
  */
 #define FP_HOTSPOT_MAX_INLINE    16 /* methods of one compiled frame */
 #define FP_HOTSPOT_CODE_CHECK_NS 500000000ULL
-#define FP_HOTSPOT_MAX_BLOBS     8192
-#define FP_HOTSPOT_CODE_BYTES    (16u << 20) /* of blobs' scopes held, at most */
+#define FP_HOTSPOT_MAX_BLOBS     4096
+#define FP_HOTSPOT_CODE_BYTES    (4u << 20) /* of blobs' scopes held, at most (a JVM) */
 
 enum fp_hotspot_frame {
         FP_HOTSPOT_FRAME_UNKNOWN, /* its caller cannot be told */
