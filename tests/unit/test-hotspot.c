@@ -117,31 +117,39 @@ static void prologues(void)
 static void code_cache(struct fp_hotspot *h, uint64_t junk)
 {
         uint64_t low[8], high[8];
-        size_t n = fp_hotspot_code_heaps(h, low, high, 8), found = 0, interpreter = 0;
+        size_t n = 0, found = 0, interpreter = 0;
         struct fp_hotspot_code c;
 
-        /* (A JVM just started may not have set its heaps up: tried again a second later.) */
-        for (int i = 0; i < 100 && !fp_hotspot_code_ok(h); i++)
-                usleep(50000);
-        n = fp_hotspot_code_heaps(h, low, high, 8);
+        /*
+         * (A JVM just started may not have set its heaps up, nor generated its
+         * interpreter yet: looked at again, for 10 s at most.)
+         */
+        for (int round = 0; round < 100 && !interpreter; round++) {
+                if (round)
+                        usleep(100000);
+                if (!fp_hotspot_code_ok(h))
+                        continue;
+                n = fp_hotspot_code_heaps(h, low, high, 8);
+                found = 0;
+                for (size_t i = 0; i < n && i < 8; i++)
+                        for (uint64_t pc = low[i]; pc < high[i]; pc += 4096) {
+                                int r = fp_hotspot_code_at(h, pc, true, &c);
+                                FP_CHECK(r == 0 || r == 1);
+                                if (r != 1)
+                                        continue;
+                                found++;
+                                FP_CHECK(c.compiled || c.name != NULL);
+                                if (!c.compiled && strcmp(c.name, "Interpreter") == 0) {
+                                        interpreter++;
+                                        FP_CHECK(c.frame == FP_HOTSPOT_FRAME_RBP);
+                                }
+                                if (c.compiled)
+                                        FP_CHECK(c.n_methods >= 1 && c.methods[c.n_methods - 1]);
+                        }
+        }
         FP_CHECK(n >= 1);
         FP_CHECK(fp_hotspot_code_ok(h));
         FP_CHECK_EQ_STR(fp_hotspot_code_why(h), "");
-        for (size_t i = 0; i < n && i < 8; i++)
-                for (uint64_t pc = low[i]; pc < high[i]; pc += 4096) {
-                        int r = fp_hotspot_code_at(h, pc, true, &c);
-                        FP_CHECK(r == 0 || r == 1);
-                        if (r != 1)
-                                continue;
-                        found++;
-                        FP_CHECK(c.compiled || c.name != NULL);
-                        if (!c.compiled && strcmp(c.name, "Interpreter") == 0) {
-                                interpreter++;
-                                FP_CHECK(c.frame == FP_HOTSPOT_FRAME_RBP);
-                        }
-                        if (c.compiled)
-                                FP_CHECK(c.n_methods >= 1 && c.methods[c.n_methods - 1]);
-                }
         printf("# the code cache: %zu heaps, %zu addresses in blobs, %zu in the interpreter\n", n,
                found, interpreter);
         FP_CHECK(found >= 1 && interpreter >= 1);
