@@ -285,7 +285,7 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
         size_t hb = h->size[T_HEAP_BLOCK], n = hb + h->size[T_NMETHOD];
         uint8_t used = 0;
         int32_t complete = 0, frame_words = 0, stub = 0;
-        const char *name;
+        const char *name; /* (kind_of's; the blob keeps its name's pointer) */
 
         *b = (struct blob){.start = block + hb};
         /* A blob other than an nmethod may end before an nmethod would: read what there is. */
@@ -304,8 +304,7 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
                 return false;
         b->kind = kind_of(h, c, b->name_p, &name);
         b->complete = complete >= 0 ? b->code_begin + (uint64_t)complete : b->end;
-        /* (A stub's frame size, when it has one: where it calls into the VM, its frame is whole.)
-         */
+        /* A stub's frame size, when it has one: where it calls out, its frame is whole. */
         if (frame_words >= 2 && frame_words <= (1 << 16))
                 b->frame_bytes = (uint32_t)frame_words * 8;
         if (b->kind == BLOB_OTHER)
