@@ -58,7 +58,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=java
-fp_init 640
+fp_init 840
 command -v javac >/dev/null && command -v java >/dev/null ||
   fp_fail "missing OpenJDK (Debian's openjdk-17-jdk-headless: scripts/deps.sh installs it)"
 CHECK=$FP_SRC/tests/integration/java_check.py
