@@ -29,7 +29,7 @@
 #      failed, none pending, no helper process left, the agent answering;
 #   7. a method first called 20 s into the run, and compiled then: named
 #      once the JVM has been asked again, its share within 5 points.
-# Parts 8-14, the agent's default: compiled code read from the JVM's code
+# Parts 8-15, the agent's default: compiled code read from the JVM's code
 # cache (hotspot-code.c), never asked for a perf map:
 #   8. the JVM's defaults (no frame pointers, tiered compilation, inlining):
 #      the shares and the caller split as in 1, every compiled frame's
