@@ -118,8 +118,7 @@ int fp_hotspot_code_at(struct fp_hotspot *h, uint64_t pc, bool leaf, struct fp_h
  * where one starts.
  */
 bool fp_hotspot_prologue(const uint8_t *p, size_t n, size_t upto, struct fp_hotspot_code *r);
-/* Whether the code cache can be read (tried at the first call, again a second later when not yet).
- */
+/* Whether the code cache can be read (tried at once, and a second later while it is not yet). */
 bool fp_hotspot_code_ok(struct fp_hotspot *h);
 /* Why compiled code is not read ("" while it is, or before it was tried). */
 const char *fp_hotspot_code_why(const struct fp_hotspot *h);

@@ -14,6 +14,8 @@ source "$(dirname "$0")/lib.sh"
 fp_init 200
 command -v node >/dev/null || fp_fail "node is not installed (scripts/deps.sh installs nodejs)"
 fp_start_agent
+# (Node writes V8's isolate logs to its working directory: the test's own.)
+cd "$FP_TMP"
 
 RUNS=${FP_JIT_RUNS:-4}
 for ((run = 1; run <= RUNS; run++)); do
