@@ -38,7 +38,11 @@ struct blob {
         uint64_t start, end; /* [the blob, its code's end): what a pc finds it by */
         uint64_t code_begin, verified_entry, complete, stubs;
         uint64_t name_p, method;
+        const char *name; /* its name as kind_of() keeps it (while h lives) */
         int32_t compile_id;
+        /* An nmethod's metadata, PcDescs and their end (from the blob), its scopes data. */
+        int32_t metadata_off, pcs_off, deps_off;
+        uint64_t scopes_data;
         uint32_t frame_bytes;
         enum blob_kind kind;
         uint64_t checked_ns;
@@ -58,7 +62,7 @@ struct known_name {
 
 struct fp_hotspot_code_cache {
         struct heap heaps[MAX_HEAPS];
-        size_t n_heaps, all_heaps;
+        size_t n_heaps;
         uint64_t heaps_read_ns;
         struct blob *blobs; /* sorted by start, not overlapping */
         size_t n_blobs, cap_blobs;
@@ -71,11 +75,6 @@ struct fp_hotspot_code_cache {
 static bool has(const struct fp_hotspot *h, int f)
 {
         return h->found & (1ull << f);
-}
-
-static bool peek_u64(const struct fp_hotspot *h, uint64_t addr, uint64_t *ret)
-{
-        return fp_hotspot_peek(h->pid, addr, ret, sizeof(*ret));
 }
 
 static bool peek_i32(const struct fp_hotspot *h, uint64_t addr, int32_t *ret)
@@ -98,23 +97,23 @@ static int read_heaps(struct fp_hotspot *h, struct fp_hotspot_code_cache *c)
         int32_t len;
 
         c->heaps_read_ns = fp_now_ns(CLOCK_MONOTONIC);
-        if (!peek_u64(h, h->off[F_CODE_HEAPS], &array) || !array ||
+        if (!fp_hotspot_peek_u64(h->pid, h->off[F_CODE_HEAPS], &array) || !array ||
             !peek_i32(h, array + h->off[F_ARRAY_LEN], &len) ||
-            !peek_u64(h, array + h->off[F_ARRAY_DATA], &data) || len <= 0 || len > 64)
+            !fp_hotspot_peek_u64(h->pid, array + h->off[F_ARRAY_DATA], &data) || len <= 0 ||
+            len > 64)
                 return errno == ESRCH ? -ESRCH : -EIO;
         c->n_heaps = 0;
-        c->all_heaps = (size_t)len;
         for (int32_t i = 0; i < len && c->n_heaps < MAX_HEAPS; i++) {
                 uint64_t heap, mem, seg;
                 struct heap x;
                 int32_t log2;
-                if (!peek_u64(h, data + 8 * (uint64_t)i, &heap) || !heap)
+                if (!fp_hotspot_peek_u64(h->pid, data + 8 * (uint64_t)i, &heap) || !heap)
                         return -EIO;
                 mem = heap + h->off[F_HEAP_MEMORY];
                 seg = heap + h->off[F_HEAP_SEGMAP];
-                if (!peek_u64(h, mem + h->off[F_SPACE_LOW], &x.low) ||
-                    !peek_u64(h, mem + h->off[F_SPACE_HIGH], &x.high) ||
-                    !peek_u64(h, seg + h->off[F_SPACE_LOW], &x.segmap) ||
+                if (!fp_hotspot_peek_u64(h->pid, mem + h->off[F_SPACE_LOW], &x.low) ||
+                    !fp_hotspot_peek_u64(h->pid, mem + h->off[F_SPACE_HIGH], &x.high) ||
+                    !fp_hotspot_peek_u64(h->pid, seg + h->off[F_SPACE_LOW], &x.segmap) ||
                     !peek_i32(h, heap + h->off[F_HEAP_LOG2_SEGMENT], &log2))
                         return -EIO;
                 if (log2 < 4 || log2 > 20 || x.high < x.low || !x.segmap)
@@ -196,7 +195,6 @@ static void drop_all(struct fp_hotspot_code_cache *c)
         for (size_t i = 0; i < c->n_blobs; i++)
                 blob_release(c, &c->blobs[i]);
         c->n_blobs = 0;
-        c->st.dropped++;
 }
 
 void fp_hotspot_code_free(struct fp_hotspot *h)
@@ -285,7 +283,6 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
         size_t hb = h->size[T_HEAP_BLOCK], n = hb + h->size[T_NMETHOD];
         uint8_t used = 0;
         int32_t complete = 0, frame_words = 0, stub = 0;
-        const char *name; /* (kind_of's; the blob keeps its name's pointer) */
 
         *b = (struct blob){.start = block + hb};
         /* A blob other than an nmethod may end before an nmethod would: read what there is. */
@@ -302,7 +299,7 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
             !field(buf, n, hb + h->off[F_BLOB_FRAME_SIZE], &frame_words, 4) || !b->name_p ||
             b->code_begin < b->start || b->end <= b->code_begin || b->end - b->start > (256u << 20))
                 return false;
-        b->kind = kind_of(h, c, b->name_p, &name);
+        b->kind = kind_of(h, c, b->name_p, &b->name);
         b->complete = complete >= 0 ? b->code_begin + (uint64_t)complete : b->end;
         /* A stub's frame size, when it has one: where it calls out, its frame is whole. */
         if (frame_words >= 2 && frame_words <= (1 << 16))
@@ -313,8 +310,12 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
             !field(buf, n, hb + h->off[F_COMPILED_METHOD], &b->method, 8) ||
             !field(buf, n, hb + h->off[F_NMETHOD_COMPILE_ID], &b->compile_id, 4) ||
             !field(buf, n, hb + h->off[F_NMETHOD_VERIFIED_ENTRY], &b->verified_entry, 8) ||
-            !field(buf, n, hb + h->off[F_NMETHOD_STUB], &stub, 4) || !b->method || stub <= 0 ||
-            frame_words <= 1 || frame_words > (1 << 16))
+            !field(buf, n, hb + h->off[F_NMETHOD_STUB], &stub, 4) ||
+            !field(buf, n, hb + h->off[F_NMETHOD_METADATA], &b->metadata_off, 4) ||
+            !field(buf, n, hb + h->off[F_NMETHOD_SCOPES_PCS], &b->pcs_off, 4) ||
+            !field(buf, n, hb + h->off[F_NMETHOD_DEPENDENCIES], &b->deps_off, 4) ||
+            !field(buf, n, hb + h->off[F_COMPILED_SCOPES_DATA], &b->scopes_data, 8) || !b->method ||
+            stub <= 0 || frame_words <= 1 || frame_words > (1 << 16))
                 return false;
         b->frame_bytes = (uint32_t)frame_words * 8;
         b->stubs = b->start + (uint64_t)stub;
@@ -326,19 +327,11 @@ static bool read_blob(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, uin
 /* Reads what the scopes of nmethod b need: its PcDescs, scopes data and metadata. */
 static void read_scopes(struct fp_hotspot *h, struct fp_hotspot_code_cache *c, struct blob *b)
 {
-        uint8_t buf[BLOB_READ_MAX];
-        size_t hb = h->size[T_HEAP_BLOCK], n = hb + h->size[T_NMETHOD];
-        int32_t meta_off, pcs_off, deps_off;
-        uint64_t scopes;
+        int32_t meta_off = b->metadata_off, pcs_off = b->pcs_off, deps_off = b->deps_off;
+        uint64_t scopes = b->scopes_data;
         uint64_t pcdesc = h->size[T_PCDESC];
 
         b->scopes_read = true;
-        if (!fp_hotspot_peek(h->pid, b->start - hb, buf, n) ||
-            !field(buf, n, hb + h->off[F_NMETHOD_METADATA], &meta_off, 4) ||
-            !field(buf, n, hb + h->off[F_NMETHOD_SCOPES_PCS], &pcs_off, 4) ||
-            !field(buf, n, hb + h->off[F_NMETHOD_DEPENDENCIES], &deps_off, 4) ||
-            !field(buf, n, hb + h->off[F_COMPILED_SCOPES_DATA], &scopes, 8))
-                return;
         uint64_t meta = b->start + (uint64_t)(int64_t)meta_off;
         uint64_t pcs = b->start + (uint64_t)(int64_t)pcs_off;
         uint64_t deps = b->start + (uint64_t)(int64_t)deps_off;
@@ -666,10 +659,7 @@ int fp_hotspot_code_at(struct fp_hotspot *h, uint64_t pc, bool leaf, struct fp_h
                 return err == -ESRCH ? -ESRCH : 0;
         }
         if (b->kind == BLOB_OTHER || pc < b->code_begin) {
-                ret->name = "[code cache]";
-                for (size_t i = 0; i < c->n_names; i++)
-                        if (c->names[i].p == b->name_p)
-                                ret->name = c->names[i].name;
+                ret->name = b->name;
                 /*
                  * A stub with a frame size (a runtime stub's, a blob's that
                  * saves registers) is stepped by it where it called out, as

@@ -82,6 +82,8 @@ struct fp_hotspot {
 
 /* len bytes at addr in the JVM; false when they cannot all be read. */
 bool fp_hotspot_peek(pid_t pid, uint64_t addr, void *buf, size_t len);
+/* The 8 bytes at addr, as fp_hotspot_peek() reads them. */
+bool fp_hotspot_peek_u64(pid_t pid, uint64_t addr, uint64_t *ret);
 /* A NUL-terminated string at addr (at most len - 1 bytes, read page by page). */
 bool fp_hotspot_peek_cstr(pid_t pid, uint64_t addr, char *buf, size_t len);
 /* Frees what hotspot-code.c holds of h. */

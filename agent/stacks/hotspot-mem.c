@@ -16,6 +16,11 @@ bool fp_hotspot_peek(pid_t pid, uint64_t addr, void *buf, size_t len)
         return addr && process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len;
 }
 
+bool fp_hotspot_peek_u64(pid_t pid, uint64_t addr, uint64_t *ret)
+{
+        return fp_hotspot_peek(pid, addr, ret, sizeof(*ret));
+}
+
 bool fp_hotspot_peek_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
 {
         size_t n = 0;

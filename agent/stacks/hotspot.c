@@ -62,11 +62,6 @@ static const char *const fields[N_FIELDS][2] = {
 };
 static const char *const types[N_TYPES] = {"ConstantPool", "HeapBlock", "PcDesc", "nmethod"};
 
-static bool peek_u64(pid_t pid, uint64_t addr, uint64_t *ret)
-{
-        return fp_hotspot_peek(pid, addr, ret, sizeof(*ret));
-}
-
 /* The addresses of libjvm.so's exported variables named in names (in the process). */
 static int exported(const char *path, uint64_t start, uint64_t pgoff, const char *const *names,
                     size_t n, uint64_t *ret, char *why, size_t len)
@@ -223,7 +218,7 @@ int fp_hotspot_open(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
         if ((r = exported(path, start, pgoff, names, N, at, why, len)) < 0)
                 return r;
         for (size_t i = 0; i < N; i++)
-                if (!peek_u64(pid, at[i], &v[i])) {
+                if (!fp_hotspot_peek_u64(pid, at[i], &v[i])) {
                         int e = errno ? errno : EIO;
                         snprintf(why, len, "cannot read the JVM's memory (%s): %s", names[i],
                                  strerror(e));
@@ -360,16 +355,18 @@ static char *read_method(const struct fp_hotspot *h, uint64_t method)
         int32_t pool_len;
         char cls[256], name[256], sig[FP_HOTSPOT_MAX_NAME], out[FP_HOTSPOT_MAX_NAME];
 
-        if (!peek_u64(h->pid, method + h->off[F_METHOD_CONST], &cm) ||
-            !peek_u64(h->pid, cm + h->off[F_CONST_CONSTANTS], &cp) ||
+        if (!fp_hotspot_peek_u64(h->pid, method + h->off[F_METHOD_CONST], &cm) ||
+            !fp_hotspot_peek_u64(h->pid, cm + h->off[F_CONST_CONSTANTS], &cp) ||
             !fp_hotspot_peek(h->pid, cm + h->off[F_CONST_NAME], &ni, sizeof(ni)) ||
             !fp_hotspot_peek(h->pid, cm + h->off[F_CONST_SIGNATURE], &si, sizeof(si)) ||
             !fp_hotspot_peek(h->pid, cp + h->off[F_POOL_LENGTH], &pool_len, sizeof(pool_len)) ||
             ni >= pool_len || si >= pool_len ||
-            !peek_u64(h->pid, cp + h->off[F_POOL_HOLDER], &holder) ||
-            !peek_u64(h->pid, holder + h->off[F_KLASS_NAME], &kname) ||
-            !peek_u64(h->pid, cp + h->size[T_CONSTANT_POOL] + (uint64_t)ni * 8, &name_sym) ||
-            !peek_u64(h->pid, cp + h->size[T_CONSTANT_POOL] + (uint64_t)si * 8, &sig_sym) ||
+            !fp_hotspot_peek_u64(h->pid, cp + h->off[F_POOL_HOLDER], &holder) ||
+            !fp_hotspot_peek_u64(h->pid, holder + h->off[F_KLASS_NAME], &kname) ||
+            !fp_hotspot_peek_u64(h->pid, cp + h->size[T_CONSTANT_POOL] + (uint64_t)ni * 8,
+                                 &name_sym) ||
+            !fp_hotspot_peek_u64(h->pid, cp + h->size[T_CONSTANT_POOL] + (uint64_t)si * 8,
+                                 &sig_sym) ||
             !symbol(h, kname, cls, sizeof(cls)) || !symbol(h, name_sym, name, sizeof(name)) ||
             !symbol(h, sig_sym, sig, sizeof(sig)))
                 return NULL;

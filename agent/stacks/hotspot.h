@@ -99,7 +99,6 @@ struct fp_hotspot_code_stats {
         uint64_t inlined;       /* lookups that found methods inlined */
         uint64_t scopes_failed; /* a chain of scopes that did not hold together: its method alone */
         uint64_t frames_unknown; /* compiled frames whose caller could not be told */
-        uint64_t dropped;        /* cache flushes (full) */
 };
 
 /*
