@@ -146,7 +146,7 @@ static struct fp_frame code_frame(uint32_t n, uint64_t ip)
 }
 
 /*
- * The frames of user frame i of a sample, at code address ip whose rbp was
+ * The frames of a user frame of a sample, at code address ip whose rbp was
  * bp, into f from n on (at most max): a JVM's compiled method becomes its
  * methods' FP_FRAME_JAVA frames (their Method*), what was inlined there
  * first; an interpreted method its own, when ip is the JVM's interpreter and
@@ -154,8 +154,7 @@ static struct fp_frame code_frame(uint32_t n, uint64_t ip)
  * Returns the new n.
  */
 static uint32_t user_frame(struct fp_stackwalk *w, const struct fp_perf_sample *s,
-                           struct fp_frame *f, uint32_t n, uint32_t max, size_t i, uint64_t ip,
-                           uint64_t bp)
+                           struct fp_frame *f, uint32_t n, uint32_t max, uint64_t ip, uint64_t bp)
 {
         uint64_t at = bp + (uint64_t)(int64_t)HOTSPOT_FRAME_METHOD_OFFSET, method = 0;
         struct fp_hotspot_code code;
@@ -168,7 +167,8 @@ static uint32_t user_frame(struct fp_stackwalk *w, const struct fp_perf_sample *
         struct fp_mapping *x = idx ? fp_maps_get(w->maps, idx) : NULL;
         if (!x || x->kind != FP_MAPPING_ANON)
                 goto native;
-        if (w->java_code && w->java_code(w->jit_ctx, ip, i == 0, &code) > 0) {
+        /* (Its names only: the frame was stepped already, a leaf's code read then.) */
+        if (w->java_code && w->java_code(w->jit_ctx, ip, false, &code) > 0) {
                 if (code.compiled) {
                         for (unsigned k = 0; k < code.n_methods && n < max; k++)
                                 f[n++] = (struct fp_frame){.addr = code.methods[k],
@@ -241,7 +241,7 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                         w->st->unwind_failed++;
                 }
                 for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES - 1; i++)
-                        n = user_frame(w, s, f, n, FP_STACKWALK_MAX_FRAMES - 1, i, ips[i], bps[i]);
+                        n = user_frame(w, s, f, n, FP_STACKWALK_MAX_FRAMES - 1, ips[i], bps[i]);
                 if (res.end != FP_UNWIND_END_ROOT)
                         f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
                 return n;
