@@ -18,6 +18,32 @@ void fp_write_evbuffer(void *ctx, const void *data, size_t len)
         evbuffer_add(ctx, data, len);
 }
 
+size_t fp_utf8_put(char *out, uint32_t c)
+{
+        if ((c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
+                c = 0xfffd;
+        if (c < 0x80) {
+                out[0] = (char)c;
+                return 1;
+        }
+        if (c < 0x800) {
+                out[0] = (char)(0xc0 | c >> 6);
+                out[1] = (char)(0x80 | (c & 0x3f));
+                return 2;
+        }
+        if (c < 0x10000) {
+                out[0] = (char)(0xe0 | c >> 12);
+                out[1] = (char)(0x80 | (c >> 6 & 0x3f));
+                out[2] = (char)(0x80 | (c & 0x3f));
+                return 3;
+        }
+        out[0] = (char)(0xf0 | c >> 18);
+        out[1] = (char)(0x80 | (c >> 12 & 0x3f));
+        out[2] = (char)(0x80 | (c >> 6 & 0x3f));
+        out[3] = (char)(0x80 | (c & 0x3f));
+        return 4;
+}
+
 size_t fp_utf8_len(const unsigned char *s)
 {
         size_t n;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct evbuffer;
@@ -32,6 +33,11 @@ void fp_write_evbuffer(void *ctx, const void *data, size_t len);
 size_t fp_utf8_len(const unsigned char *s);
 /* Whether the whole string is valid UTF-8. */
 int fp_utf8_valid(const char *s);
+/*
+ * Code point c as UTF-8 into out (room for 4 bytes): how many bytes. A
+ * surrogate or a value past U+10FFFF is written as U+FFFD.
+ */
+size_t fp_utf8_put(char *out, uint32_t c);
 
 /* s as a JSON string, quotes included; NULL is "". */
 void fp_escape_json(fp_write_fn w, void *ctx, const char *s);

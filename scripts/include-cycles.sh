@@ -12,9 +12,14 @@
 #      half is shared only by the files of that module, which live together);
 #   3. in agent/ and collector/, a file includes a header of a stage folder
 #      above its own: the stages run, top to bottom, control core keep
-#      sampling stacks base in agent/ and serve read protocols http names write
-#      in collector/ (each CMakeLists.txt says what each holds), and the
-#      files at the top (main.c) sit above them all.
+#      sampling runtimes stacks base in agent/ and serve read protocols http
+#      names write in collector/ (each CMakeLists.txt says what each holds),
+#      and the files at the top (main.c) sit above them all; a stage's
+#      sub-folders are of its stage;
+#   4. a file of a stage's sub-folder includes a header of another
+#      sub-folder of that stage (agent/runtimes/python/ and hotspot/: each
+#      runtime stands on the stage's own files and those below, never on
+#      another runtime).
 #
 # With -v it prints each folder's edges first.
 #
@@ -32,7 +37,7 @@ dirs=("$@")
 exec python3 - "$verbose" "${dirs[@]}" <<'PY'
 import os, re, sys
 verbose = sys.argv[1] == "1"
-STAGES = {"agent": ["control", "core", "keep", "sampling", "stacks", "base"],
+STAGES = {"agent": ["control", "core", "keep", "sampling", "runtimes", "stacks", "base"],
           "collector": ["serve", "read", "protocols", "http", "names", "write"]}
 status = 0
 
@@ -59,7 +64,8 @@ for d in sys.argv[2:]:
 
     def rank(sub):
         # Top-level files rank above every stage; an unknown folder is not ranked.
-        return -1 if sub == "" else (order.index(sub) if sub in order else None)
+        stage = sub.split("/")[0]
+        return -1 if sub == "" else (order.index(stage) if stage in order else None)
 
     for m, paths in mods.items():
         for p in paths:
@@ -77,6 +83,9 @@ for d in sys.argv[2:]:
                         fail(f"{p}: {d}/{home[m] if a is None else home[target]}/ is not one of {d}'s stages")
                     elif b < a:
                         fail(f"{p}: includes {home[target]}/{inc}.h, a stage above {home[m]}/")
+                    elif (a == b and "/" in home[m] and "/" in home[target] and
+                          home[m].split("/")[1] != home[target].split("/")[1]):
+                        fail(f"{p}: includes {home[target]}/{inc}.h, of another part of {home[m].split('/')[0]}/")
     if verbose:
         for m in sorted(edges, key=lambda m: (rank(home[m]) if order else 0, home[m], m)):
             where = f"{home[m]}/" if home[m] else ""

@@ -1341,7 +1341,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 st.symbol_sources[i] = fp_symcache_n_by_source(s->cache, (enum fp_sym_source)i);
         st.symbol_files_loading = fp_symcache_n_loading(s->cache);
         fp_export_names(st.frames_named);
-        st.python_files = fp_symcache_n_python(s->cache, &st.python_refused);
+        st.python_files = fp_py_n_files(s->cache, &st.python_refused);
         st.bucket_seconds = s->opt.bucket_seconds;
         st.store_path = s->opt.store_path;
         if (s->opt.store_path) {
@@ -1428,8 +1428,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 fp_target_attach_latency(t, &ts->latency);
                 ts->n_drops = target_drops(s, t, ts->drops, FP_CORE_MAX_DROPS);
                 uint64_t bias;
-                ts->python =
-                    fp_maps_python(fp_target_maps(t), &ts->python_bin, &bias, &ts->python_why);
+                ts->python = fp_py_find(fp_target_maps(t), &ts->python_bin, &bias, &ts->python_why);
                 struct fp_pyframes *py =
                     fp_target_python(t, &ts->python_stacks_on, &ts->python_attach_failed);
                 ts->python_stacks_found = py != NULL;

@@ -8,7 +8,6 @@
 #include "procfs.h"
 #include "symbols.h"
 #include "log.h"
-#include "python.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,9 +32,8 @@ struct fp_maps {
         uint64_t fuse_dev; /* the last anonymous device on_fuse() looked up */
         bool fuse_dev_known, fuse_dev_is;
         bool owner_known;
-        uint32_t owner;         /* the process's user, for whom its files are read */
-        struct fp_py_binary py; /* fp_maps_python()'s last answer */
-        char py_why[512];
+        uint32_t owner;                   /* the process's user, for whom its files are read */
+        void *runtime[FP_SYM_INSPECTORS]; /* what each runtime keeps of the process */
 };
 
 struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache)
@@ -61,6 +59,11 @@ void fp_maps_free(struct fp_maps *m)
         free(m->all);
         free(m->index);
         free(m->live);
+        for (size_t i = 0; i < FP_SYM_INSPECTORS; i++) {
+                if (m->runtime[i] && fp_sym_inspectors[i] && fp_sym_inspectors[i]->free_state)
+                        fp_sym_inspectors[i]->free_state(m->runtime[i]);
+                free(m->runtime[i]);
+        }
         free(m);
 }
 
@@ -422,52 +425,44 @@ size_t fp_maps_inlined(struct fp_maps *m, uint32_t idx, uint64_t addr, const cha
         return fp_symtab_inlined(x->symtab, vaddr, names, max);
 }
 
-int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
-                   const char **ret_why)
+size_t fp_maps_n_live(const struct fp_maps *m)
 {
-        char why[sizeof(m->py_why)];
-        int found = 0;
-
-        /*
-         * Live mappings, whose tables are already read: a CPython's own file
-         * is among the first a sample hits.
-         */
-        for (size_t i = 0; i < m->n_live; i++) {
-                const struct fp_mapping *x = m->all[m->live[i] - 1];
-                const struct fp_py_facts *f = x && x->symtab ? fp_symtab_python(x->symtab) : NULL;
-                struct fp_py_binary b;
-                int py = f ? fp_py_judge(f, x->path, &b, why, sizeof(why)) : 0;
-                uint64_t vaddr;
-                if (py > 0 && fp_symtab_offset_to_vaddr(x->symtab, x->pgoff, &vaddr) == 0) {
-                        m->py = b;
-                        *ret_bin = &m->py;
-                        *ret_bias = x->start - vaddr;
-                        return 1;
-                }
-                if (py < 0 && !found) {
-                        /* Said once per file: its processes' samples stay native-only. */
-                        if (!fp_symtab_python_refusal_said(x->symtab)) {
-                                fp_log(LOG_WARNING, "python: %s; its samples stay native-only",
-                                       why);
-                                fp_symcache_count_python_refusal(m->cache);
-                        }
-                        snprintf(m->py_why, sizeof(m->py_why), "%s", why);
-                        *ret_why = m->py_why;
-                        found = -1;
-                }
-        }
-        return found;
+        return m->n_live;
 }
 
-void fp_maps_read_python_files(struct fp_maps *m)
+const struct fp_mapping *fp_maps_live_at(const struct fp_maps *m, size_t i)
+{
+        return i < m->n_live ? m->all[m->live[i] - 1] : NULL;
+}
+
+void fp_maps_read_files_named(struct fp_maps *m, const char *part)
 {
         for (size_t i = 0; i < m->n_live; i++) {
                 struct fp_mapping *x = m->all[m->live[i] - 1];
                 const char *base = x ? strrchr(x->path, '/') : NULL;
                 if (x && x->kind == FP_MAPPING_FILE && !x->symtab_tried &&
-                    strstr(base ? base + 1 : x->path, "python"))
+                    strstr(base ? base + 1 : x->path, part))
                         load_symtab(m, x);
         }
+}
+
+struct fp_symcache *fp_maps_symcache(const struct fp_maps *m)
+{
+        return m->cache;
+}
+
+pid_t fp_maps_pid(const struct fp_maps *m)
+{
+        return m->pid;
+}
+
+void *fp_maps_runtime_state(struct fp_maps *m, size_t which, size_t size)
+{
+        if (which >= FP_SYM_INSPECTORS)
+                return NULL;
+        if (!m->runtime[which])
+                m->runtime[which] = calloc(1, size);
+        return m->runtime[which];
 }
 
 const struct fp_mapping *fp_maps_live_mapping(const struct fp_maps *m, const char *name)

@@ -94,23 +94,28 @@ size_t fp_maps_inlined(struct fp_maps *m, uint32_t idx, uint64_t addr, const cha
  * waiting for it; later calls find it once read).
  */
 struct fp_symtab *fp_maps_symtab(struct fp_maps *m, uint32_t idx);
+/* The live mappings, in address order: i from 0 below fp_maps_n_live(). */
+size_t fp_maps_n_live(const struct fp_maps *m);
+const struct fp_mapping *fp_maps_live_at(const struct fp_maps *m, size_t i);
 /*
- * Whether the process runs a CPython interpreter, of the files whose
- * symbols are read (python.h, each judged under the name the process maps
- * it by): 1 with *ret_bin and its load bias (what its addresses are above
- * the file's); -1 with *ret_why (one line, logged once per file) when one
- * was refused; 0 neither. Both live until the next call.
+ * Reads the symbols of the live file mappings whose file name (its last
+ * component) holds part now, not at their first sample: a runtime found
+ * by its files (fp_symtab_facts()) is then known from a process's first
+ * sample on.
  */
-struct fp_py_binary;
+void fp_maps_read_files_named(struct fp_maps *m, const char *part);
+/* The symbol cache m reads its files through. */
+struct fp_symcache *fp_maps_symcache(const struct fp_maps *m);
+/* The process m is of. */
+pid_t fp_maps_pid(const struct fp_maps *m);
 /*
- * Reads the symbols of the live file mappings whose name holds "python"
- * now (not at their first sample), so that fp_maps_python() can tell a
- * CPython from a process's first sample on.
+ * What runtime `which` (the slot of its inspector, symbols.h) keeps of this
+ * process: size bytes, zeroed at the first call, owned by m and freed with
+ * it (the same size at every call; the inspector's free_state() first, if
+ * it has one). NULL when out of memory.
  */
-void fp_maps_read_python_files(struct fp_maps *m);
+void *fp_maps_runtime_state(struct fp_maps *m, size_t which, size_t size);
 /* A live file mapping whose file is named name (its last component), or NULL. */
 const struct fp_mapping *fp_maps_live_mapping(const struct fp_maps *m, const char *name);
 /* The path of such a mapping, or NULL. */
 const char *fp_maps_live_file(const struct fp_maps *m, const char *name);
-int fp_maps_python(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
-                   const char **ret_why);

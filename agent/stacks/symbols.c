@@ -33,7 +33,6 @@
 #include "debugfile.h"
 #include "elfread.h"
 #include "gopclntab.h"
-#include "python.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -99,9 +98,9 @@ struct fp_symtab {
         size_t n_inl_chains;
         char *inl_names; /* each name once, NUL-terminated */
         size_t inl_names_len;
-        bool py_inspected; /* a process's file: py holds what it says of CPython */
-        struct fp_py_facts py;
-        bool py_refusal_said; /* its refusal (under some name) was logged */
+        /* A process's file: what each runtime's inspector read in it (symbols.h) */
+        void *facts[FP_SYM_INSPECTORS];
+        bool refusal_said[FP_SYM_INSPECTORS]; /* a refusal (under some name) was logged */
 };
 
 /* ---- builder: symbols as collected, before sorting and flattening ---- */
@@ -581,6 +580,19 @@ static struct fp_symtab *symtab_alloc(void)
         return t;
 }
 
+/* What each runtime's inspector reads in elf, into t (only -ENOMEM is an error). */
+static int inspect_runtimes(Elf *elf, struct fp_symtab *t)
+{
+        for (size_t i = 0; i < FP_SYM_INSPECTORS && fp_sym_inspectors[i]; i++) {
+                const struct fp_sym_inspector *in = fp_sym_inspectors[i];
+                t->facts[i] = calloc(1, in->facts_size);
+                if (!t->facts[i])
+                        return -ENOMEM;
+                in->inspect(elf, t->facts[i]);
+        }
+        return 0;
+}
+
 /*
  * Builds a symtab from an open ELF whose build ID (possibly "") was already
  * read. The caller keeps elf; *ret is a new reference.
@@ -620,11 +632,9 @@ int fp_sym_load_elf(Elf *elf, const char *build_id, const struct fp_sym_origin *
                 r = load_cfi(elf, dbg.elf, t);
         if (r >= 0 && !vdso)
                 r = load_inlined(elf, t);
-        /* A file of a process (not the vdso): what it says of CPython. */
-        if (r >= 0 && origin) {
-                fp_py_inspect(elf, &t->py);
-                t->py_inspected = true;
-        }
+        /* A file of a process (not the vdso): what it says of each runtime. */
+        if (r >= 0 && origin)
+                r = inspect_runtimes(elf, t);
         fp_debug_close(&dbg);
         if (r < 0) {
                 fp_symtab_unref(t);
@@ -660,6 +670,8 @@ void fp_symtab_unref(struct fp_symtab *t)
         free(t->inl);
         free(t->inl_chains);
         free(t->inl_names);
+        for (size_t i = 0; i < FP_SYM_INSPECTORS; i++)
+                free(t->facts[i]);
         free(t);
 }
 
@@ -960,14 +972,23 @@ int fp_sym_load_vdso(struct fp_symtab **ret)
         return fp_sym_load_elf(elf, bid, NULL, NULL, true, ret);
 }
 
-const struct fp_py_facts *fp_symtab_python(const struct fp_symtab *t)
+size_t fp_sym_inspector_slot(const struct fp_sym_inspector *in)
 {
-        return t && t->py_inspected ? &t->py : NULL;
+        for (size_t i = 0; i < FP_SYM_INSPECTORS && fp_sym_inspectors[i]; i++)
+                if (fp_sym_inspectors[i] == in)
+                        return i;
+        return FP_SYM_INSPECTORS;
 }
 
-bool fp_symtab_python_refusal_said(struct fp_symtab *t)
+const void *fp_symtab_facts(const struct fp_symtab *t, size_t which)
 {
-        return __atomic_exchange_n(&t->py_refusal_said, true, __ATOMIC_ACQ_REL);
+        return t && which < FP_SYM_INSPECTORS ? t->facts[which] : NULL;
+}
+
+bool fp_symtab_refusal_said(struct fp_symtab *t, size_t which)
+{
+        return which >= FP_SYM_INSPECTORS ||
+               __atomic_exchange_n(&t->refusal_said[which], true, __ATOMIC_ACQ_REL);
 }
 
 enum fp_sym_source fp_symtab_source(const struct fp_symtab *t)

@@ -26,6 +26,8 @@
 
 #include "debugfile.h"
 
+#include <libelf.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -137,10 +139,13 @@ int fp_symcache_get_kernel(struct fp_symcache *c, struct fp_symtab **ret);
 size_t fp_symcache_n_loaded(const struct fp_symcache *c);
 /* Of those, the object files whose names came from source (debugfile.h). */
 size_t fp_symcache_n_by_source(const struct fp_symcache *c, enum fp_sym_source source);
-/* Of those, CPython interpreters (python.h: with _PyRuntime); *ret_refused: refused. */
-size_t fp_symcache_n_python(const struct fp_symcache *c, size_t *ret_refused);
-/* Counts a file refused as Python (once per file: fp_symtab_python_refusal_said()). */
-void fp_symcache_count_python_refusal(struct fp_symcache *c);
+/*
+ * Of those, the files inspector `which` found its runtime in (is_runtime());
+ * *ret_refused: those refused as such (fp_symcache_count_refusal()).
+ */
+size_t fp_symcache_n_runtime(const struct fp_symcache *c, size_t which, size_t *ret_refused);
+/* Counts a file refused by inspector `which` (once a file: fp_symtab_refusal_said()). */
+void fp_symcache_count_refusal(struct fp_symcache *c, size_t which);
 /*
  * The cache keeps at most max files' tables (default FP_SYMCACHE_MAX_FILES)
  * besides those a mapping still holds: past it, adding one forgets every
@@ -180,11 +185,30 @@ const struct fp_cfi *fp_symtab_cfi(const struct fp_symtab *t);
 const char *fp_symtab_build_id(const struct fp_symtab *t);
 /* Where t's names came from: its .symtab, a debug file, MiniDebugInfo, or only .dynsym. */
 enum fp_sym_source fp_symtab_source(const struct fp_symtab *t);
-struct fp_py_facts;
-/* What t's file says of CPython (python.h), NULL when not a process's file. */
-const struct fp_py_facts *fp_symtab_python(const struct fp_symtab *t);
-/* Whether a refusal of t's file was said already; marks it said. */
-bool fp_symtab_python_refusal_said(struct fp_symtab *t);
+/*
+ * What language runtimes read in a process's file when its table is made
+ * (runtimes/): once a file, shared by every process that maps it, under
+ * any name. Each runtime that is recognised by its files has an inspector
+ * in fp_sym_inspectors[] (NULL-terminated, at most FP_SYM_INSPECTORS),
+ * which runtimes/runtimes.c defines: this floor calls it without knowing
+ * which runtime it is.
+ */
+#define FP_SYM_INSPECTORS 8
+struct fp_sym_inspector {
+        const char *name;  /* the runtime's, as logs say it */
+        size_t facts_size; /* what inspect() fills in */
+        void (*inspect)(Elf *elf, void *facts);
+        bool (*is_runtime)(const void *facts); /* the file holds the runtime itself */
+        /* Frees what a process's state (maps.h: fp_maps_runtime_state()) holds, or NULL. */
+        void (*free_state)(void *state);
+};
+extern const struct fp_sym_inspector *const fp_sym_inspectors[];
+/* The slot of in in fp_sym_inspectors[], FP_SYM_INSPECTORS when it has none. */
+size_t fp_sym_inspector_slot(const struct fp_sym_inspector *in);
+/* What inspector `which` read in t's file, NULL when t is not a process's file. */
+const void *fp_symtab_facts(const struct fp_symtab *t, size_t which);
+/* Whether inspector `which`'s refusal of t's file was said already; marks it said. */
+bool fp_symtab_refusal_said(struct fp_symtab *t, size_t which);
 size_t fp_symtab_n_symbols(const struct fp_symtab *t);
 /*
  * Symbol i (0 <= i < fp_symtab_n_symbols, in address order, one name per

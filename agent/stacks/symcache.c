@@ -22,7 +22,6 @@
  */
 #include "symbols-internal.h"
 
-#include "python.h"
 #include "log.h"
 #include "procfs.h"
 
@@ -67,8 +66,9 @@ struct fp_symcache {
         struct map by_path;
         struct fp_symtab *vdso, *kernel;
         size_t n_loaded;
-        size_t by_source[FP_SYM_SOURCES];    /* of n_loaded's files: where their names came from */
-        size_t python_files, python_refused; /* CPython interpreters among them, and refused */
+        size_t by_source[FP_SYM_SOURCES]; /* of n_loaded's files: where their names came from */
+        /* Of those, files each runtime's inspector found its runtime in, and refused */
+        size_t runtime_files[FP_SYM_INSPECTORS], runtime_refused[FP_SYM_INSPECTORS];
         size_t max_files;
         char *debug_dir;
         struct charge *charges;
@@ -322,17 +322,18 @@ size_t fp_symcache_n_loaded(const struct fp_symcache *c)
         return c ? c->n_loaded : 0;
 }
 
-size_t fp_symcache_n_python(const struct fp_symcache *c, size_t *ret_refused)
+size_t fp_symcache_n_runtime(const struct fp_symcache *c, size_t which, size_t *ret_refused)
 {
+        bool ok = c && which < FP_SYM_INSPECTORS;
         if (ret_refused)
-                *ret_refused = c ? c->python_refused : 0;
-        return c ? c->python_files : 0;
+                *ret_refused = ok ? c->runtime_refused[which] : 0;
+        return ok ? c->runtime_files[which] : 0;
 }
 
-void fp_symcache_count_python_refusal(struct fp_symcache *c)
+void fp_symcache_count_refusal(struct fp_symcache *c, size_t which)
 {
-        if (c)
-                c->python_refused++;
+        if (c && which < FP_SYM_INSPECTORS)
+                c->runtime_refused[which]++;
 }
 
 size_t fp_symcache_n_by_source(const struct fp_symcache *c, enum fp_sym_source source)
@@ -757,8 +758,10 @@ static int install(struct fp_symcache *c, struct fp_symload *j, struct fp_symtab
                 }
                 c->n_loaded++;
                 c->by_source[fp_symtab_source(j->tab)]++;
-                const struct fp_py_facts *py = fp_symtab_python(j->tab);
-                c->python_files += py && py->runtime;
+                for (size_t i = 0; i < FP_SYM_INSPECTORS && fp_sym_inspectors[i]; i++) {
+                        const void *f = fp_symtab_facts(j->tab, i);
+                        c->runtime_files[i] += f && fp_sym_inspectors[i]->is_runtime(f);
+                }
         }
         r = remember_path(c, j->paths[j->won], &j->st, j->tab);
         if (r < 0)

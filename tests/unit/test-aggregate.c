@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the sample aggregator (agent/sampling/aggregate.c): identical
+ * Unit tests of the sample aggregator (agent/stacks/aggregate.c): identical
  * stacks of one thread merge, anything that differs (a frame, the thread,
  * the maps epoch, the synthetic kernel flag) does not, the resolve
  * callback runs once per distinct stack, a large number of distinct

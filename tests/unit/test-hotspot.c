@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of interpreted Java methods' names (agent/stacks/hotspot.c):
+ * Unit tests of interpreted Java methods' names (agent/runtimes/hotspot/hotspot.c):
  * JVM signatures written as the perf map writes a method, malformed ones
  * refused; a library that is not libjvm.so refused in one line; and, with
  * a real JVM (Debian's OpenJDK, when installed), its VMStructs read and

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of how a JVM's options are read for -XX:+PreserveFramePointer
- * (agent/stacks/jvmattach.c): from a command line and an environment as
+ * (agent/runtimes/hotspot/jvmattach.c): from a command line and an environment as
  * /proc gives them, HotSpot's order kept (JAVA_TOOL_OPTIONS, then
  * JDK_JAVA_OPTIONS, the command line up to the main class, then
  * _JAVA_OPTIONS; the last one wins), program arguments and option values

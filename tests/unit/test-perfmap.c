@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of perf map reading (agent/stacks/perfmap.c), with real
+ * Unit tests of perf map reading (agent/runtimes/perfmap.c), with real
  * processes writing their own /tmp/perf-PID.map:
  *
  * - a map that grows while it is read: a half-written last line is not

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of how Python stack records meet their samples and are
- * spliced into the native stacks (agent/sampling/pyframes.c), with records
+ * spliced into the native stacks (agent/runtimes/python/pyframes.c), with records
  * made here as the BPF program writes them:
  *   - samples read out of time order (the host tier reads its CPUs' rings
  *     one after another) each find their own record;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of CPython recognition (agent/stacks/python.c):
+ * Unit tests of CPython recognition (agent/runtimes/python/python.c):
  *   - every layout field against the DWARF of each pyenv build of 3.8 to
  *     3.13 present (gdb's offsetof), where pyenv and gdb are installed;
  *   - Debian's /usr/bin/python3.11 (non-PIE, stripped, Py_Version in

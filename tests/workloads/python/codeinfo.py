@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 #
 # The code objects of a module built here, described by Python itself for
-# test-python (agent/stacks/python.c reads them through this process's
+# test-python (agent/runtimes/python/python.c reads them through this process's
 # memory and must agree): for each function its code object's address
 # (CPython's id()), its name as the agent should give it (co_qualname from
 # 3.11, else co_name), its file and first line, and the line of every

@@ -47,6 +47,8 @@ struct fp_frame {
 #define FP_FRAME_PYTHON 32u
 /* a Java method's frame, interpreted or compiled (hotspot.h): addr is its Method* in the JVM */
 #define FP_FRAME_JAVA 64u
+/* a language runtime's function (runtimes/runtimes.h): addr is the runtime's entry of it */
+#define FP_FRAME_RUNTIME 128u
 
 struct fp_agg_entry {
         uint64_t hash;

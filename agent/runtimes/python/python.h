@@ -138,3 +138,30 @@ int fp_py_line(const struct fp_py_layout *l, const struct fp_py_code *c, uint64_
  * object's address). UINT64_MAX when it cannot be one.
  */
 uint64_t fp_py_instr_offset(const struct fp_py_layout *l, uint64_t code, uint64_t instr);
+
+/* ---- in a process (maps.h, symbols.h) ---- */
+
+struct fp_maps;
+struct fp_symcache;
+struct fp_sym_inspector;
+
+/* What CPython reads in each process's file (symbols.h): its fp_py_facts. */
+extern const struct fp_sym_inspector fp_py_inspector;
+
+/*
+ * Whether the process runs a CPython interpreter, of the files whose
+ * symbols are read (each judged under the name the process maps it by):
+ * 1 with *ret_bin and its load bias (what its addresses are above the
+ * file's); -1 with *ret_why (one line, logged once per file) when one was
+ * refused; 0 neither. Both live as long as m, until the next call.
+ */
+int fp_py_find(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
+               const char **ret_why);
+/*
+ * Reads the symbols of the live file mappings whose name holds "python"
+ * now (not at their first sample), so that fp_py_find() can tell a
+ * CPython from a process's first sample on.
+ */
+void fp_py_read_files(struct fp_maps *m);
+/* CPython interpreters among the files c read; *ret_refused: those refused. */
+size_t fp_py_n_files(const struct fp_symcache *c, size_t *ret_refused);

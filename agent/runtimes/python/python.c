@@ -7,12 +7,17 @@
  */
 #include "python.h"
 
+#include "escape.h"
+#include "rtelf.h"
+#include "log.h"
+#include "maps.h"
+#include "symbols.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #define NONE (-1)
 
@@ -129,54 +134,31 @@ const struct fp_py_layout *fp_py_layout_of(int minor)
  * The defined symbols of elf's .symtab and .dynsym named names[i], in one
  * pass over them: found[i] says whether, ret[i] holds the first such.
  */
+struct find {
+        const char *const *names;
+        size_t n_names;
+        GElf_Sym *ret;
+        bool *found;
+};
+
+static void find_one(void *userdata, const char *name, const GElf_Sym *s)
+{
+        struct find *f = userdata;
+
+        for (size_t k = 0; k < f->n_names; k++)
+                if (!f->found[k] && strcmp(name, f->names[k]) == 0) {
+                        f->ret[k] = *s;
+                        f->found[k] = true;
+                }
+}
+
 static void find_symbols(Elf *elf, const char *const *names, size_t n_names, GElf_Sym *ret,
                          bool *found)
 {
-        Elf_Scn *scn = NULL;
-        GElf_Shdr sh;
+        struct find f = {names, n_names, ret, found};
 
         memset(found, 0, n_names * sizeof(*found));
-        while ((scn = elf_nextscn(elf, scn))) {
-                if (!gelf_getshdr(scn, &sh) ||
-                    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
-                        continue;
-                Elf_Data *d = elf_getdata(scn, NULL);
-                size_t n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
-                for (size_t i = 0; d && i < n; i++) {
-                        GElf_Sym s;
-                        const char *sn;
-                        if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
-                                continue;
-                        sn = elf_strptr(elf, sh.sh_link, s.st_name);
-                        for (size_t k = 0; sn && k < n_names; k++)
-                                if (!found[k] && strcmp(sn, names[k]) == 0) {
-                                        ret[k] = s;
-                                        found[k] = true;
-                                }
-                }
-        }
-}
-
-/* The 8 bytes at link-time address vaddr, from the section holding them. */
-static bool read_u64(Elf *elf, uint64_t vaddr, uint64_t *ret)
-{
-        Elf_Scn *scn = NULL;
-        GElf_Shdr sh;
-
-        while ((scn = elf_nextscn(elf, scn))) {
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-                    !(sh.sh_flags & SHF_ALLOC))
-                        continue;
-                if (vaddr < sh.sh_addr || vaddr + 8 > sh.sh_addr + sh.sh_size)
-                        continue;
-                Elf_Data *d = elf_getdata(scn, NULL);
-                uint64_t off = vaddr - sh.sh_addr;
-                if (!d || !d->d_buf || off + 8 > d->d_size)
-                        return false;
-                memcpy(ret, (const char *)d->d_buf + off, 8);
-                return true;
-        }
-        return false;
+        fp_rt_elf_symbols(elf, find_one, &f);
 }
 
 /* The minor version in a file name: python3.X or libpython3.X..., else -1. */
@@ -232,7 +214,7 @@ void fp_py_inspect(Elf *elf, struct fp_py_facts *ret)
         find_symbols(elf, names, N, s, found);
         if (found[RUNTIME])
                 ret->runtime = s[RUNTIME].st_value;
-        if (found[VERSION] && !read_u64(elf, s[VERSION].st_value, &ret->version))
+        if (found[VERSION] && !fp_rt_elf_read(elf, s[VERSION].st_value, &ret->version, 8))
                 ret->version = 0;
         if (found[EVAL]) {
                 ret->eval_start = s[EVAL].st_value;
@@ -309,12 +291,7 @@ int fp_py_detect(const char *path, Elf *elf, struct fp_py_binary *ret, char *why
 
 static int peek(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-        struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-
-        if (n == (ssize_t)len)
-                return 0;
-        return n < 0 && errno != EFAULT ? -errno : -EFAULT;
+        return fp_rt_peek(pid, addr, buf, len);
 }
 
 int fp_py_threads(pid_t pid, const struct fp_py_binary *b, uint64_t bias, fp_py_thread_fn fn,
@@ -381,23 +358,9 @@ static int read_str(pid_t pid, const struct fp_py_layout *l, uint64_t obj, char 
                                          ? (uint32_t)(buf[k] | buf[k + 1] << 8)
                                          : (uint32_t)(buf[k] | buf[k + 1] << 8 | buf[k + 2] << 16 |
                                                       (uint32_t)buf[k + 3] << 24);
-                        if (c < 0x80) {
-                                out[n++] = (char)c;
-                        } else if (c < 0x800) {
-                                out[n++] = (char)(0xc0 | c >> 6);
-                                out[n++] = (char)(0x80 | (c & 0x3f));
-                        } else if (c < 0x10000) {
-                                out[n++] = (char)(0xe0 | c >> 12);
-                                out[n++] = (char)(0x80 | (c >> 6 & 0x3f));
-                                out[n++] = (char)(0x80 | (c & 0x3f));
-                        } else if (c < 0x110000) {
-                                out[n++] = (char)(0xf0 | c >> 18);
-                                out[n++] = (char)(0x80 | (c >> 12 & 0x3f));
-                                out[n++] = (char)(0x80 | (c >> 6 & 0x3f));
-                                out[n++] = (char)(0x80 | (c & 0x3f));
-                        } else {
+                        if (c >= 0x110000)
                                 return -EFAULT;
-                        }
+                        n += fp_utf8_put(out + n, c); /* (a lone surrogate as U+FFFD) */
                         if (c == 0)
                                 return -EFAULT; /* no name holds a NUL */
                 }
@@ -551,4 +514,77 @@ int fp_py_line(const struct fp_py_layout *l, const struct fp_py_code *c, uint64_
                 addr = end;
         }
         return 0;
+}
+
+/* ---- in a process ---- */
+
+static void inspect(Elf *elf, void *facts)
+{
+        fp_py_inspect(elf, facts);
+}
+
+static bool is_runtime(const void *facts)
+{
+        return ((const struct fp_py_facts *)facts)->runtime != 0;
+}
+
+const struct fp_sym_inspector fp_py_inspector = {"python", sizeof(struct fp_py_facts), inspect,
+                                                 is_runtime, NULL};
+
+/* What fp_py_find() keeps of a process: its last answer. */
+struct py_state {
+        struct fp_py_binary bin;
+        char why[512];
+};
+
+int fp_py_find(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
+               const char **ret_why)
+{
+        size_t slot = fp_sym_inspector_slot(&fp_py_inspector);
+        struct py_state *st = fp_maps_runtime_state(m, slot, sizeof(*st));
+        char why[sizeof(st->why)];
+        int found = 0;
+
+        if (!st)
+                return 0;
+        /*
+         * Live mappings, whose tables are already read: a CPython's own file
+         * is among the first a sample hits.
+         */
+        for (size_t i = 0; i < fp_maps_n_live(m); i++) {
+                const struct fp_mapping *x = fp_maps_live_at(m, i);
+                const struct fp_py_facts *f =
+                    x && x->symtab ? fp_symtab_facts(x->symtab, slot) : NULL;
+                struct fp_py_binary b;
+                int py = f ? fp_py_judge(f, x->path, &b, why, sizeof(why)) : 0;
+                uint64_t vaddr;
+                if (py > 0 && fp_symtab_offset_to_vaddr(x->symtab, x->pgoff, &vaddr) == 0) {
+                        st->bin = b;
+                        *ret_bin = &st->bin;
+                        *ret_bias = x->start - vaddr;
+                        return 1;
+                }
+                if (py < 0 && !found) {
+                        /* Said once per file: its processes' samples stay native-only. */
+                        if (!fp_symtab_refusal_said(x->symtab, slot)) {
+                                fp_log(LOG_WARNING, "python: %s; its samples stay native-only",
+                                       why);
+                                fp_symcache_count_refusal(fp_maps_symcache(m), slot);
+                        }
+                        snprintf(st->why, sizeof(st->why), "%s", why);
+                        *ret_why = st->why;
+                        found = -1;
+                }
+        }
+        return found;
+}
+
+void fp_py_read_files(struct fp_maps *m)
+{
+        fp_maps_read_files_named(m, "python");
+}
+
+size_t fp_py_n_files(const struct fp_symcache *c, size_t *ret_refused)
+{
+        return fp_symcache_n_runtime(c, fp_sym_inspector_slot(&fp_py_inspector), ret_refused);
 }

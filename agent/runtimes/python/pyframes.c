@@ -599,9 +599,9 @@ bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, stru
         if (pp->refused || (pp->check_ns && time < pp->check_ns + FP_PYPROC_CHECK_NS))
                 return false;
         if (!pp->check_ns)
-                fp_maps_read_python_files(m); /* a first look: the interpreter's file read now */
+                fp_py_read_files(m); /* a first look: the interpreter's file read now */
         pp->check_ns = time;
-        int r = fp_maps_python(m, &b, &bias, &why);
+        int r = fp_py_find(m, &b, &bias, &why);
         if (r < 0)
                 pp->refused = true; /* said once per file; its samples stay native-only */
         if (r <= 0)

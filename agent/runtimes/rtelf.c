@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* A file's symbols and data, a process's memory, for the runtimes (rtelf.h). */
+#include "rtelf.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+void fp_rt_elf_symbols(Elf *elf, void (*fn)(void *userdata, const char *name, const GElf_Sym *s),
+                       void *userdata)
+{
+        Elf_Scn *scn = NULL;
+        GElf_Shdr sh;
+
+        while ((scn = elf_nextscn(elf, scn))) {
+                if (!gelf_getshdr(scn, &sh) ||
+                    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+                        continue;
+                Elf_Data *d = elf_getdata(scn, NULL);
+                size_t n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+                for (size_t i = 0; d && i < n; i++) {
+                        GElf_Sym s;
+                        const char *name;
+                        if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
+                                continue;
+                        name = elf_strptr(elf, sh.sh_link, s.st_name);
+                        if (name)
+                                fn(userdata, name, &s);
+                }
+        }
+}
+
+bool fp_rt_elf_read(Elf *elf, uint64_t vaddr, void *buf, size_t len)
+{
+        Elf_Scn *scn = NULL;
+        GElf_Shdr sh;
+
+        while ((scn = elf_nextscn(elf, scn))) {
+                if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC))
+                        continue;
+                if (vaddr < sh.sh_addr || vaddr + len > sh.sh_addr + sh.sh_size)
+                        continue;
+                if (sh.sh_type == SHT_NOBITS) {
+                        memset(buf, 0, len);
+                        return true;
+                }
+                if (sh.sh_type != SHT_PROGBITS)
+                        return false;
+                Elf_Data *d = elf_getdata(scn, NULL);
+                uint64_t off = vaddr - sh.sh_addr;
+                if (!d || !d->d_buf || off + len > d->d_size)
+                        return false;
+                memcpy(buf, (const char *)d->d_buf + off, len);
+                return true;
+        }
+        return false;
+}
+
+int fp_rt_peek(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+        struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+        if (n == (ssize_t)len)
+                return 0;
+        return n < 0 && errno != EFAULT ? -errno : -EFAULT;
+}
