@@ -36,11 +36,35 @@ fp_ok() { printf '%s: ok: %s\n' "$FP_TEST_NAME" "$*"; }
 # fp_fail MESSAGE: report the failure (with the agent's log tail) and exit 1.
 fp_fail() {
   printf '%s: FAIL: %s\n' "$FP_TEST_NAME" "$*" >&2
+  [[ -n $FP_TMP && -s $FP_TMP/cpu.mark ]] &&
+    echo "--- the host since the test began: $(fp_cpu_since "$FP_TMP/cpu.mark" text) ---" >&2
   if [[ -n $FP_TMP && -s $FP_TMP/agent.log ]]; then
     echo "--- last lines of the agent log ---" >&2
     tail -n 25 "$FP_TMP/agent.log" >&2
   fi
   exit 1
+}
+
+# fp_cpu_mark FILE: note the host's CPU times (/proc/stat) in FILE.
+fp_cpu_mark() { head -1 /proc/stat >"$1"; }
+
+# fp_cpu_since FILE [text]: the share of the host's CPU time since fp_cpu_mark FILE
+# that its hypervisor took (steal: a vCPU that was not running while its
+# thread thought it was; Linux leaves it out of threads' CPU clocks); with
+# "text", that and how busy the host was, as a phrase.
+fp_cpu_since() {
+  python3 - "$(cat "$1")" "$(head -1 /proc/stat)" "${2:-}" <<'PY'
+import sys
+a = [int(x) for x in sys.argv[1].split()[1:9]]
+b = [int(x) for x in sys.argv[2].split()[1:9]]
+d = [y - x for x, y in zip(a, b)]
+total = sum(d) or 1
+steal, idle = d[7] / total, (d[3] + d[4]) / total
+if sys.argv[3] == "text":
+    print("%.1f%% of its CPU time stolen by the hypervisor, %.0f%% busy" % (steal * 100, (1 - idle - steal) * 100))
+else:
+    print("%.4f" % steal)
+PY
 }
 
 # fp_track PID...: stop these processes when the test exits.
@@ -115,6 +139,7 @@ fp_init() {
   local budget=${1:-240}
   FP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/fp-${FP_TEST_NAME}.XXXXXX")
   chmod 755 "$FP_TMP"
+  fp_cpu_mark "$FP_TMP/cpu.mark"
   FP_SOCK=$FP_TMP/agent.sock
   trap fp_cleanup EXIT
   trap 'fp_fail "interrupted"' INT

@@ -21,7 +21,8 @@ Checks, each printed, exit 1 when one fails:
     off-CPU): within --runq-tolerance (0.05) of runq_ns; --tolerance-of
     gives one thread a tolerance of its own; --wakeup-skew THREAD=US lets
     that thread's profile exceed its truth by US microseconds more per
-    call (see below);
+    call (see below); and each thread's profile may fall short of its truth
+    by twice the steal its CPU time met (see below);
   * --reason THREAD=REASON:SHARE: at least SHARE of that thread's time in
     its function carries wait=REASON; for sleep and uninterruptible, of
     its time asleep (less its run-queue waits, which grow with the
@@ -41,6 +42,17 @@ scheduler's trace points, which the profile reads, see more waiting than
 that CPU clock leaves: on one such run, `perf sched timehist` found 2.37 s
 of waits and scheduling delays for w-disk where its CPU clock left 1.83 s,
 and the profile found 1.99 s in wait_disk.
+
+Why steal: on a VM whose host is busy, the hypervisor stops a vCPU while
+a thread runs on it. Linux leaves that stolen time out of the thread's
+CPU clock (paravirtual steal accounting), so wall time less CPU time
+counts it as waiting; the scheduler, and so the profile, rightly does
+not. The workload notes the host's steal per busy second over its window
+(host_steal_per_busy) and each thread's CPU time inside its measured
+calls (cpu_ns): their product is about the steal in that thread's truth.
+It is what a thread that burns CPU in its calls (w-disk: the kernel's
+write path) needs: on a CI run whose host was loaded, w-disk's profile
+came out at 0.88 of its truth twice, in two tests, every sleeper exact.
 """
 
 import argparse
@@ -69,7 +81,9 @@ def main():
 
     p = pprofraw.load(a.profile)
     vi = p.value_index("off-cpu")
-    truth = json.load(open(a.truth))["threads"]
+    whole = json.load(open(a.truth))
+    truth = whole["threads"]
+    steal_per_busy = whole.get("host_steal_per_busy", 0.0)
     only = set(a.only.split(",")) if a.only else None
     by = collections.defaultdict(collections.Counter)  # thread -> wait -> ns in its function
     callers = collections.defaultdict(collections.Counter)  # function -> caller -> samples
@@ -102,15 +116,17 @@ def main():
             name, _, us = spec.partition("=")
             if name == th and not spinner:
                 skew_ns = float(us) * 1000 * t["calls"]
+        steal_ns = 0 if spinner else 2 * t.get("cpu_ns", 0) * steal_per_busy
         ratio = got / want if want else 0.0
-        ok = want * (1 - tol) <= got <= want * (1 + tol) + skew_ns
+        ok = want * (1 - tol) - steal_ns <= got <= want * (1 + tol) + skew_ns
         rows[th] = {"function": t["function"], "truth_ns": want, "profile_ns": got,
                     "ratio": round(ratio, 4), "by_wait": dict(by[th])}
         print("%-10s %-13s truth %8.3f s  profile %8.3f s  ratio %.3f  %s  %s" % (
             th, t["function"], want / 1e9, got / 1e9, ratio,
             " ".join("%s=%.3f" % (k, v / 1e9) for k, v in sorted(by[th].items())),
             ("ok" if ok else "OFF BY MORE THAN %.0f%%" % (tol * 100)) +
-            (" (%.3f s of wake-up skew allowed)" % (skew_ns / 1e9) if skew_ns else "")))
+            (" (%.3f s of wake-up skew allowed)" % (skew_ns / 1e9) if skew_ns else "") +
+            (" (%.3f s of steal allowed)" % (steal_ns / 1e9) if steal_ns >= 1e6 else "")))
         if not ok:
             bad.append("%s: %.3f of the truth" % (th, ratio))
     for spec in a.reason:

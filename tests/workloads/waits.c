@@ -28,8 +28,16 @@
  * to --truth FILE (atomically):
  *
  *   {"pid": P, "seconds": S,
+ *    "host_steal_per_busy": F,
  *    "threads": {"w-sleep": {"function": "wait_sleep", "off_ns": N,
- *                            "calls": K, "runq_ns": R}, ...}}
+ *                            "calls": K, "runq_ns": R, "cpu_ns": C}, ...}}
+ *
+ * cpu_ns is the CPU time inside the measured calls. host_steal_per_busy is
+ * the host's time stolen by its hypervisor per second of its busy time over
+ * the window (/proc/stat): a thread's CPU clock leaves out the time its
+ * vCPU was stolen while it ran (Linux's paravirtual steal accounting), so
+ * its wall time less its CPU time holds about cpu_ns times that of steal,
+ * which no profile of off-CPU time sees, nor should.
  *
  * The PID is printed first on stdout. --ready FILE is written once every
  * thread is named and waiting for --wait-for-start FILE (when given) or
@@ -72,7 +80,7 @@ static volatile sig_atomic_t got_signal;
 
 struct measure {
         const char *function, *thread;
-        uint64_t off_ns, calls;
+        uint64_t off_ns, calls, cpu_ns;
         bool on;
         uint64_t run_delay[2]; /* schedstat's run-queue wait at the start and the end */
 };
@@ -107,6 +115,22 @@ static void read_schedstat(struct measure *mm, int at)
                 fclose(f);
 }
 
+/* The host's busy and stolen CPU time so far (/proc/stat's first line), in its ticks. */
+static void host_cpu(unsigned long long *busy, unsigned long long *steal)
+{
+        unsigned long long v[8] = {0};
+        FILE *f = fopen("/proc/stat", "r");
+        *busy = *steal = 0;
+        if (!f)
+                return;
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]) == 8) {
+                *busy = v[0] + v[1] + v[2] + v[5] + v[6];
+                *steal = v[7];
+        }
+        fclose(f);
+}
+
 static bool running(void)
 {
         return !atomic_load(&stop_now) && !got_signal;
@@ -127,6 +151,7 @@ static bool running(void)
                 uint64_t off = (w1 - w0) > (c1 - c0) ? (w1 - w0) - (c1 - c0) : 0;                  \
                 if (running()) {                                                                   \
                         (mm)->off_ns += off;                                                       \
+                        (mm)->cpu_ns += c1 - c0;                                                   \
                         (mm)->calls++;                                                             \
                 }                                                                                  \
         } while (0)
@@ -371,7 +396,7 @@ int main(int argc, char **argv)
         for (int i = 0; wanted("spin_contend") && i < opt_spinners; i++) {
                 struct measure *mm = &m[M_SPIN0 + i];
                 snprintf(spin_names[i], sizeof(spin_names[i]), "w-spin-%d", i);
-                *mm = (struct measure){"spin_contend", spin_names[i], 0, 0, true, {0, 0}};
+                *mm = (struct measure){"spin_contend", spin_names[i], 0, 0, 0, true, {0, 0}};
                 pthread_create(&th[n_th++], NULL, spinner, mm);
                 expect++;
         }
@@ -381,6 +406,8 @@ int main(int argc, char **argv)
                 write_file(opt_ready, "ready\n");
         while (opt_start && access(opt_start, F_OK) < 0 && !got_signal)
                 usleep(2000);
+        unsigned long long busy0, steal0, busy1, steal1;
+        host_cpu(&busy0, &steal0);
         uint64_t t0 = now_ns(CLOCK_MONOTONIC);
         atomic_store(&go, 1);
         while (!got_signal &&
@@ -388,23 +415,28 @@ int main(int argc, char **argv)
                 usleep(5000);
         atomic_store(&stop_now, 1);
         double seconds = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+        host_cpu(&busy1, &steal1);
+        double steal_per_busy =
+            busy1 > busy0 ? (double)(steal1 - steal0) / (double)(busy1 - busy0) : 0;
         for (int i = 0; i < n_th; i++)
                 pthread_join(th[i], NULL);
 
         char *out = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&out, &len);
-        fprintf(f, "{\"pid\": %d, \"seconds\": %.3f, \"threads\": {", (int)getpid(), seconds);
+        fprintf(f, "{\"pid\": %d, \"seconds\": %.3f, \"host_steal_per_busy\": %.4f, \"threads\": {",
+                (int)getpid(), seconds, steal_per_busy);
         bool first_fn = true;
         for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
                 if (!m[i].on)
                         continue;
                 fprintf(f,
                         "%s\"%s\": {\"function\": \"%s\", \"off_ns\": %llu, \"calls\": %llu, "
-                        "\"runq_ns\": %llu}",
+                        "\"runq_ns\": %llu, \"cpu_ns\": %llu}",
                         first_fn ? "" : ", ", m[i].thread, m[i].function,
                         (unsigned long long)m[i].off_ns, (unsigned long long)m[i].calls,
-                        (unsigned long long)(m[i].run_delay[1] - m[i].run_delay[0]));
+                        (unsigned long long)(m[i].run_delay[1] - m[i].run_delay[0]),
+                        (unsigned long long)m[i].cpu_ns);
                 first_fn = false;
         }
         fprintf(f, "}}\n");
