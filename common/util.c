@@ -32,6 +32,45 @@ int fp_errf(char *err, size_t len, int r, const char *fmt, ...)
         return r;
 }
 
+static _Thread_local struct {
+        bool on, exceeded;
+        uint64_t max, used;
+} budget;
+
+void fp_budget_begin(uint64_t bytes)
+{
+        budget.on = true;
+        budget.exceeded = false;
+        budget.max = bytes;
+        budget.used = 0;
+}
+
+bool fp_budget_charge(size_t n)
+{
+        if (!budget.on)
+                return true;
+        if (budget.exceeded || n > budget.max - budget.used) {
+                budget.exceeded = true;
+                return false;
+        }
+        budget.used += n;
+        return true;
+}
+
+bool fp_budget_exceeded(void)
+{
+        return budget.on && budget.exceeded;
+}
+
+uint64_t fp_budget_end(void)
+{
+        uint64_t used = budget.used;
+
+        budget.on = false;
+        budget.exceeded = false;
+        return used;
+}
+
 int fp_grow(void *arr, size_t *cap, size_t need, size_t elem)
 {
         void **p = arr;
@@ -45,6 +84,8 @@ int fp_grow(void *arr, size_t *cap, size_t need, size_t elem)
                 n *= 2;
         }
         if (elem && n > SIZE_MAX / elem)
+                return -ENOMEM;
+        if (!fp_budget_charge((n - *cap) * elem))
                 return -ENOMEM;
         void *q = realloc(*p, n * elem);
         if (!q)

@@ -51,6 +51,23 @@ int fp_errf(char *err, size_t len, int r, const char *fmt, ...)
 int fp_grow(void *arr, size_t *cap, size_t need, size_t elem);
 
 /*
+ * A thread's memory allowance for the work at hand: the collector's reads,
+ * so that no request can take the process's memory. Between
+ * fp_budget_begin(bytes) and fp_budget_end(), fp_budget_charge(n) counts
+ * n bytes and fails (charging nothing) once the total would pass the
+ * allowance; from then on fp_budget_exceeded() is true. fp_grow() and the
+ * pprof builder's allocations (proto/) charge what they add, and through
+ * them the stores' rows and ClickHouse's answers. Frees are not credited:
+ * the bound is on what the work allocated, so it holds however the work
+ * frees. Outside a budget (and on every other thread) each charge succeeds.
+ */
+void fp_budget_begin(uint64_t bytes);
+bool fp_budget_charge(size_t n);
+bool fp_budget_exceeded(void);
+/* Ends the budget: the bytes it charged. */
+uint64_t fp_budget_end(void);
+
+/*
  * Writes all len bytes of buf to fd, again after EINTR and short writes:
  * 0, or -errno with errno set (EIO for a write that wrote nothing).
  */

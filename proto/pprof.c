@@ -13,12 +13,14 @@
  * in pprof_text.c.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
 #include "pprof-internal.h"
+#include "util.h"
 
 long fp_pp_alloc_countdown = -1;
 
@@ -31,17 +33,25 @@ static bool alloc_fails(void)
 
 void *fp_pp_malloc(size_t size)
 {
-        return alloc_fails() ? NULL : malloc(size ? size : 1);
+        return alloc_fails() || !fp_budget_charge(size) ? NULL : malloc(size ? size : 1);
 }
 
 void *fp_pp_calloc(size_t n, size_t size)
 {
-        return alloc_fails() ? NULL : calloc(n ? n : 1, size ? size : 1);
+        if (n && size > SIZE_MAX / n)
+                return NULL;
+        return alloc_fails() || !fp_budget_charge(n * size) ? NULL
+                                                            : calloc(n ? n : 1, size ? size : 1);
 }
 
+/* What a realloc adds to the thread's budget (util.h): the bytes past ptr's block. */
 void *fp_pp_realloc(void *ptr, size_t size)
 {
-        return alloc_fails() ? NULL : realloc(ptr, size ? size : 1);
+        size_t had = ptr ? malloc_usable_size(ptr) : 0;
+
+        if (alloc_fails() || (size > had && !fp_budget_charge(size - had)))
+                return NULL;
+        return realloc(ptr, size ? size : 1);
 }
 
 void *fp_pp_grow(void *ptr, size_t *cap, size_t need, size_t elem)

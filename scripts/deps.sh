@@ -21,7 +21,7 @@ packages=(
   build-essential cmake pkg-config clang llvm libclang-rt-14-dev clang-format git
   libevent-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler
   protobuf-compiler
-  libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev liblzma-dev libiberty-dev
+  libcurl4-openssl-dev libssl-dev libbpf-dev bpftool zlib1g-dev libelf-dev libdw-dev liblzma-dev libiberty-dev libre2-dev
   golang-go linux-perf bpfcc-tools time python3 procps util-linux binutils
   rpm man-db groff-base libcap2-bin xz-utils perl
   chromium fonts-dejavu-core nodejs bindfs e2fsprogs

@@ -10,6 +10,7 @@
 struct fp_backend {
         struct fp_store *sq; /* one of the two */
         struct fp_ch *ch;
+        int64_t deadline_ns; /* fp_backend_set_deadline()'s */
 };
 
 int fp_backend_open(const char *spec, const char *credentials_file, uint64_t max_bytes, bool writer,
@@ -52,6 +53,7 @@ bool fp_backend_is_clickhouse(const struct fp_backend *b)
 
 void fp_backend_set_deadline(struct fp_backend *b, int64_t deadline_ns)
 {
+        b->deadline_ns = deadline_ns;
         if (b->ch)
                 fp_ch_set_deadline(b->ch, deadline_ns);
         else
@@ -126,4 +128,9 @@ int fp_backend_rollup_step(struct fp_backend *b, int64_t now_ns, int64_t grace_n
 {
         return b->ch ? fp_ch_rollup_step(b->ch, now_ns, grace_ns)
                      : fp_store_rollup_step(b->sq, now_ns, grace_ns);
+}
+
+int64_t fp_backend_deadline(const struct fp_backend *b)
+{
+        return b->deadline_ns;
 }

@@ -25,6 +25,8 @@ struct fp_pprof;
 
 /* Reads stop at CLOCK_MONOTONIC deadline_ns (0: none), failing with -ETIMEDOUT. */
 void fp_backend_set_deadline(struct fp_backend *b, int64_t deadline_ns);
+/* The deadline reads have now (0: none): what comes after the store's part keeps it too. */
+int64_t fp_backend_deadline(const struct fp_backend *b);
 /*
  * Opens spec (a path or a clickhouse:// URL); credentials_file applies to
  * ClickHouse only. Returns 0; or a positive value with a line in err to

@@ -30,6 +30,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -54,6 +55,8 @@ const char *const fp_coll_gate_reason_names[FP_GATE_N_REASONS] = {
     [FP_GATE_SLOW] = "slow",
     [FP_GATE_FLOOD] = "flood",
     [FP_GATE_SHED] = "shed",
+    [FP_GATE_READ_UNAUTHORIZED] = "read_unauthorized",
+    [FP_GATE_QUERIES_BUSY] = "query_bodies_busy",
 };
 
 /* Status and message of each refusal the server answers. */
@@ -70,6 +73,9 @@ static const struct {
     [FP_GATE_BUSY] = {503, "too many connections; try again later"},
     [FP_GATE_PEER_BUSY] = {429, "too many connections from this address; try again later"},
     [FP_GATE_QUERY_LARGE] = {413, "a query's body is larger than 4 MiB"},
+    [FP_GATE_READ_UNAUTHORIZED] = {401, "a query's body needs the read token (Authorization: "
+                                        "Bearer ...); the body was dropped unread"},
+    [FP_GATE_QUERIES_BUSY] = {503, "too many query bodies on their way; try again later"},
 };
 
 /* ---- the judge ---- */
@@ -95,7 +101,7 @@ static bool value_append(char *buf, size_t *n, size_t cap, const char *v, size_t
         return true;
 }
 
-enum { H_OTHER, H_AUTH, H_LENGTH, H_TE, H_N };
+enum { H_OTHER, H_AUTH, H_LENGTH, H_TE, H_COOKIE, H_N };
 
 static int header_kind(const char *key, size_t len)
 {
@@ -103,6 +109,7 @@ static int header_kind(const char *key, size_t len)
             [H_AUTH] = "Authorization",
             [H_LENGTH] = "Content-Length",
             [H_TE] = "Transfer-Encoding",
+            [H_COOKIE] = "Cookie",
         };
         for (int k = H_AUTH; k < H_N; k++)
                 if (strlen(names[k]) == len && strncasecmp(key, names[k], len) == 0)
@@ -140,9 +147,26 @@ static bool query_call(const char *line, size_t len)
         return false;
 }
 
-void fp_coll_gate_judge(const char *head, size_t len, const char *token,
+/*
+ * Keeps a header's value (value_append()); a Cookie too long to keep is
+ * only forgotten (its token is then not found), anything else is a head
+ * the gate cannot read.
+ */
+static bool keep_value(int kind, char *buf, size_t *n, size_t cap, const char *v, size_t len,
+                       bool cont, bool *ret_lost)
+{
+        if (value_append(buf, n, cap, v, len, cont))
+                return true;
+        if (kind != H_COOKIE)
+                return false;
+        *ret_lost = true;
+        return true;
+}
+
+void fp_coll_gate_judge(const char *head, size_t len, const char *token, const char *read_token,
                         struct fp_coll_gate_verdict *v)
 {
+        bool cookie_lost = false;
         char vals[H_N][4096];
         size_t vlen[H_N] = {0};
         int seen[H_N] = {0};
@@ -172,8 +196,8 @@ void fp_coll_gate_judge(const char *head, size_t len, const char *token,
                                 return;
                         }
                         if (last > H_OTHER && seen[last] == 1 &&
-                            !value_append(vals[last], &vlen[last], sizeof(vals[last]), p, l,
-                                          true)) {
+                            !keep_value(last, vals[last], &vlen[last], sizeof(vals[last]), p, l,
+                                        true, &cookie_lost)) {
                                 v->reason = FP_GATE_BAD_HEAD;
                                 return;
                         }
@@ -185,8 +209,9 @@ void fp_coll_gate_judge(const char *head, size_t len, const char *token,
                         }
                         last = header_kind(p, (size_t)(colon - p));
                         if (last > H_OTHER && ++seen[last] == 1 &&
-                            !value_append(vals[last], &vlen[last], sizeof(vals[last]), colon + 1,
-                                          l - (size_t)(colon + 1 - p), false)) {
+                            !keep_value(last, vals[last], &vlen[last], sizeof(vals[last]),
+                                        colon + 1, l - (size_t)(colon + 1 - p), false,
+                                        &cookie_lost)) {
                                 v->reason = FP_GATE_BAD_HEAD;
                                 return;
                         }
@@ -225,13 +250,20 @@ void fp_coll_gate_judge(const char *head, size_t len, const char *token,
         }
         if (query_call(head, v->line_len)) {
                 /*
-                 * A query: a small body, its token the server's to check (the read
-                 * token, refused in the query API's own terms). Chunked: capped as it passes.
+                 * A query: a small body, and with a read token only with that token
+                 * (read as the server reads it: fp_coll_read_auth()). Chunked: capped
+                 * as it passes.
                  */
                 v->query = true;
                 if (v->body > FP_COLL_GATE_QUERY_BODY)
                         v->reason = FP_GATE_QUERY_LARGE;
+                else if (read_token &&
+                         fp_coll_read_auth(seen[H_AUTH] ? vals[H_AUTH] : NULL,
+                                           seen[H_COOKIE] && !cookie_lost ? vals[H_COOKIE] : NULL,
+                                           read_token) <= 0)
+                        v->reason = FP_GATE_READ_UNAUTHORIZED;
                 v->pass_rest = seen[H_TE] > 0;
+                v->chunked = seen[H_TE] && strcasecmp(vals[H_TE], "chunked") == 0;
                 return;
         }
         if (token && !(seen[H_AUTH] && fp_coll_auth_ok(vals[H_AUTH], token))) {
@@ -247,7 +279,12 @@ void fp_coll_gate_judge(const char *head, size_t len, const char *token,
 
 /* ---- connections ---- */
 
-enum state { ADMIT, HEAD, BODY, PASS, DISCARD };
+enum state { ADMIT, HEAD, BODY, PASS, DRAIN, DISCARD };
+/* Where a DRAIN of a chunked body is: a chunk's size line, its data (and CRLF), the trailer. */
+#define DRAIN_MAX_LINE 1024       /* bytes of a chunk's size line or a trailer's line */
+#define DRAIN_FRAMING  (64 << 10) /* bytes of chunked framing past the body's own */
+#define DRAIN_MARK     ";drain"   /* after the refusal's reason: keep the connection */
+enum chunk_at { CH_SIZE, CH_DATA, CH_TRAILER };
 
 struct conn {
         struct conn *prev, *next;
@@ -261,15 +298,19 @@ struct conn {
         size_t scanned; /* bytes of held already split into complete lines */
         size_t lines;
         enum state state;
-        bool busy;     /* moving bytes: the watch's own changes are not new input */
-        bool held_ref; /* a reference on bev until admit() */
-        uint64_t body_left;
-        uint64_t pass_left;  /* PASS of a chunked query: bytes it may still pass (0: no cap) */
-        int refuse;          /* -1, or the reason to refuse the next request with */
-        bool counted_peer;   /* counted in g->peers */
-        bool hung;           /* hung up: closing, not counted as open */
-        unsigned char trust; /* 0: no head passed yet; 1: bodiless requests; 2: an upload */
-        bool in_request;     /* a head passed, and the server has not written an answer since */
+        bool busy;          /* moving bytes: the watch's own changes are not new input */
+        bool held_ref;      /* a reference on bev until admit() */
+        uint64_t body_left; /* BODY, DRAIN: bytes of it still to come (DRAIN: of a chunk) */
+        uint64_t drained;   /* DRAIN: bytes of the refused body so far */
+        bool drain_chunked; /* DRAIN: the body is chunked (chunk_at says where) */
+        enum chunk_at chunk_at;
+        uint64_t pass_left;   /* PASS of a chunked query: bytes it may still pass (0: no cap) */
+        int refuse;           /* -1, or the reason to refuse the next request with */
+        bool counted_peer;    /* counted in g->peers */
+        bool hung;            /* hung up: closing, not counted as open */
+        unsigned char trust;  /* 0: no head passed yet; 1: bodiless requests; 2: an upload */
+        bool in_request;      /* a head passed, and the server has not written an answer since */
+        uint64_t query_bytes; /* of the query bodies it let in that are not answered yet */
         struct evbuffer_cb_entry *out_watch; /* on bev's output */
         uint64_t last_input; /* CLOCK_MONOTONIC ns of its last bytes (or its accept) */
         uint64_t since;      /* CLOCK_MONOTONIC ns of its accept */
@@ -280,11 +321,14 @@ struct conn {
 
 struct fp_coll_gate {
         struct event_base *base;
-        const char *token;
+        const char *token, *read_token;
         unsigned max_conns, max_per_peer;
         struct conn *conns, *tail; /* newest first */
         size_t open, hung;
-        struct peer *peers; /* connections per address: open addressing, cap_peers a power of 2 */
+        uint64_t query_bytes; /* every connection's query_bytes */
+        uint64_t released;    /* query bytes answered or closed since the last trim */
+        struct event *trim;   /* gives the heap's free pages back, after large query bodies */
+        struct peer *peers;   /* connections per address: open addressing, cap_peers a power of 2 */
         size_t cap_peers, used_peers;
         uint64_t refused[FP_GATE_N_REASONS];
 };
@@ -377,6 +421,37 @@ static void peer_uncount(struct fp_coll_gate *g, const struct sockaddr_storage *
                 p->n--;
 }
 
+/*
+ * The query bodies c holds are answered (or c closed): evhttp frees them
+ * once the answer is written. The collector keeps freed memory for its
+ * next read (main.c's mallopt()), so megabytes of query bodies would stay
+ * resident; once every body is gone and at least a whole query's worth
+ * went, the heap's free pages are given back a second later.
+ */
+static void release_query(struct conn *c)
+{
+        struct fp_coll_gate *g = c->g;
+        struct timeval tv = {.tv_sec = 1};
+
+        g->query_bytes -= c->query_bytes;
+        g->released += c->query_bytes;
+        c->query_bytes = 0;
+        if (g->trim && g->query_bytes == 0 && g->released >= FP_COLL_GATE_QUERY_BODY &&
+            !evtimer_pending(g->trim, NULL))
+                evtimer_add(g->trim, &tv);
+}
+
+static void on_trim(evutil_socket_t fd, short what, void *arg)
+{
+        struct fp_coll_gate *g = arg;
+
+        (void)fd, (void)what;
+        if (g->query_bytes)
+                return; /* the next release schedules it again */
+        malloc_trim(0);
+        g->released = 0;
+}
+
 static void arm(struct conn *c, int seconds)
 {
         struct timeval tv = {.tv_sec = seconds};
@@ -414,6 +489,7 @@ static void conn_free(struct conn *c)
                 c->g->tail = c->prev;
         c->g->open--;
         c->g->hung -= c->hung;
+        release_query(c);
         if (c->counted_peer)
                 peer_uncount(c->g, &c->peer);
         conn_release(c);
@@ -519,12 +595,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         (void)fd, (void)what;
         if (c->state == ADMIT)
                 (void)admit(c);
-        else if (c->state == HEAD || c->state == BODY)
+        else if (c->state == HEAD || c->state == BODY || c->state == DRAIN ||
+                 (c->state == PASS && c->query_bytes))
                 hang_up(c, c->refuse >= 0 ? c->refuse : FP_GATE_SLOW);
 }
 
 /* Writes the refusal's head for evhttp: the request line (when it reads as one), the mark. */
-static void refuse(struct conn *c, const char *line, size_t len, bool line_ok, int why,
+static void refuse(struct conn *c, const char *line, size_t len, bool line_ok, int why, bool drain,
                    struct evbuffer *dst)
 {
         c->g->refused[why]++;
@@ -532,8 +609,8 @@ static void refuse(struct conn *c, const char *line, size_t len, bool line_ok, i
                 evbuffer_add(dst, line, len);
         else
                 evbuffer_add_printf(dst, "GET / HTTP/1.1");
-        evbuffer_add_printf(dst, "\r\n" FP_COLL_GATE_HEADER ": %d\r\nContent-Length: 0\r\n\r\n",
-                            why);
+        evbuffer_add_printf(dst, "\r\n" FP_COLL_GATE_HEADER ": %d%s\r\nContent-Length: 0\r\n\r\n",
+                            why, drain ? DRAIN_MARK : "");
         c->state = DISCARD;
         evtimer_del(c->timer);
 }
@@ -571,18 +648,39 @@ static void judge_head(struct conn *c, size_t hlen, size_t eol, struct evbuffer 
                 hang_up(c, FP_GATE_FLOOD);
                 return;
         }
-        fp_coll_gate_judge(h, hlen, c->g->token, &v);
+        fp_coll_gate_judge(h, hlen, c->g->token, c->g->read_token, &v);
         if (c->refuse >= 0 && v.reason < 0)
                 v.reason = c->refuse;
         /* Past the cap, uploads with the token go before everyone else: the rest wait (503). */
         bool upload = (v.body || v.pass_rest) && !v.query;
         if (v.reason < 0 && !upload && c->g->open - c->g->hung > c->g->max_conns)
                 v.reason = FP_GATE_BUSY;
+        /* Query bodies are buffered whole by evhttp: all of them together are bounded. */
+        uint64_t query = v.query ? (v.pass_rest ? FP_COLL_GATE_QUERY_BODY : v.body) : 0;
+        if (v.reason < 0 && query && c->g->query_bytes + query > FP_COLL_GATE_QUERY_INFLIGHT)
+                v.reason = FP_GATE_QUERIES_BUSY;
         if (v.reason >= 0) {
-                refuse(c, h, v.line_len, v.line_ok, v.reason, dst);
+                /*
+                 * A query refused for its token: its body (bounded as any query's) is read
+                 * and dropped, not buffered, and the connection kept, so that the client,
+                 * still sending it, reads its 401 rather than a reset.
+                 */
+                bool drain = v.reason == FP_GATE_READ_UNAUTHORIZED &&
+                             ((v.body && !v.pass_rest) || v.chunked);
+                refuse(c, h, v.line_len, v.line_ok, v.reason, drain, dst);
+                if (drain) {
+                        c->state = DRAIN;
+                        c->drain_chunked = v.chunked;
+                        c->chunk_at = CH_SIZE;
+                        c->body_left = v.chunked ? 0 : v.body;
+                        c->drained = 0;
+                        arm(c, FP_COLL_GATE_QUERY_BODY_S);
+                }
         } else {
                 pass_head(h, hlen + eol, dst);
                 c->in_request = true;
+                c->query_bytes += query;
+                c->g->query_bytes += query;
                 /* An upload that passed the judge (with the token, when there is one). */
                 if (upload)
                         c->trust = 2;
@@ -592,7 +690,10 @@ static void judge_head(struct conn *c, size_t hlen, size_t eol, struct evbuffer 
                 c->pass_left = v.pass_rest && v.query ? FP_COLL_GATE_QUERY_BODY : 0;
                 c->state = v.pass_rest ? PASS : v.body ? BODY : HEAD;
                 evtimer_del(c->timer);
-                if (c->state == BODY)
+                /* A query's body holds a share of the bound on them all: it comes at once. */
+                if (query)
+                        arm(c, FP_COLL_GATE_QUERY_BODY_S);
+                else if (c->state == BODY)
                         arm(c, FP_COLL_GATE_BODY_S + (int)(v.body / FP_COLL_GATE_MIN_RATE));
         }
         evbuffer_drain(c->held, hlen + eol);
@@ -627,11 +728,80 @@ static bool read_head(struct conn *c, struct evbuffer *dst)
 
                 if (line && h[line - 1] == '\r')
                         line--;
-                refuse(c, h, line, line && request_line_ok(h, line), FP_GATE_HEAD_LARGE, dst);
+                refuse(c, h, line, line && request_line_ok(h, line), FP_GATE_HEAD_LARGE, false,
+                       dst);
                 evbuffer_drain(c->held, n);
                 return true;
         }
         return false;
+}
+
+/*
+ * Drops what c->held has of a refused query's body (DRAIN). Returns true
+ * when the body ended (c back in HEAD, for its next request) or the
+ * connection was hung up; false when it needs more bytes. A chunked body
+ * is followed by its framing: size lines of at most 1 KiB, the data and
+ * its CRLF, the trailer up to its blank line; in all at most a query's
+ * FP_COLL_GATE_QUERY_BODY bytes.
+ */
+static bool drain_body(struct conn *c)
+{
+        bool ended = false;
+
+        while (!ended) {
+                if (c->body_left) {
+                        size_t n = evbuffer_get_length(c->held);
+                        if (n == 0)
+                                return false;
+                        if (n > c->body_left)
+                                n = (size_t)c->body_left;
+                        evbuffer_drain(c->held, n);
+                        c->body_left -= n;
+                        c->drained += n;
+                        ended = !c->body_left && !c->drain_chunked;
+                        continue;
+                }
+                size_t eol, len;
+                struct evbuffer_ptr e = evbuffer_search_eol(c->held, NULL, &eol, EVBUFFER_EOL_CRLF);
+                if (e.pos < 0) {
+                        if (evbuffer_get_length(c->held) <= DRAIN_MAX_LINE)
+                                return false;
+                        hang_up(c, FP_GATE_BAD_HEAD);
+                        return true;
+                }
+                len = (size_t)e.pos;
+                char line[DRAIN_MAX_LINE + 1] = "";
+                if (len <= DRAIN_MAX_LINE)
+                        evbuffer_copyout(c->held, line, len);
+                evbuffer_drain(c->held, len + eol);
+                c->drained += len + eol;
+                if (len > DRAIN_MAX_LINE) {
+                        hang_up(c, FP_GATE_BAD_HEAD);
+                        return true;
+                }
+                if (c->chunk_at == CH_TRAILER) {
+                        ended = len == 0; /* the blank line that ends the body */
+                } else if (c->chunk_at == CH_DATA) {
+                        c->chunk_at = CH_SIZE; /* the CRLF after a chunk's data */
+                } else {
+                        char *end;
+                        unsigned long long size = strtoull(line, &end, 16);
+                        if (end == line || (*end && *end != ';' && *end != ' ' && *end != '\t') ||
+                            size > FP_COLL_GATE_QUERY_BODY) {
+                                hang_up(c, FP_GATE_BAD_HEAD);
+                                return true;
+                        }
+                        c->chunk_at = size ? CH_DATA : CH_TRAILER;
+                        c->body_left = size;
+                }
+                if (c->drained > FP_COLL_GATE_QUERY_BODY + DRAIN_FRAMING) {
+                        hang_up(c, FP_GATE_QUERY_LARGE);
+                        return true;
+                }
+        }
+        c->state = HEAD;
+        arm(c, FP_COLL_GATE_HEAD_S); /* its next head, if any */
+        return true;
 }
 
 /* Lets through what c->held's bytes allow, into in (evhttp's input). */
@@ -659,6 +829,10 @@ static void let_through(struct conn *c, struct evbuffer *in)
                 case PASS:
                         evbuffer_add_buffer(in, c->held);
                         return;
+                case DRAIN:
+                        if (!drain_body(c))
+                                return;
+                        break;
                 case DISCARD:
                         evbuffer_drain(c->held, evbuffer_get_length(c->held));
                         return;
@@ -715,8 +889,10 @@ static void on_output(struct evbuffer *out, const struct evbuffer_cb_info *info,
         struct conn *c = arg;
 
         (void)out;
-        if (info->n_added)
+        if (info->n_added) {
                 c->in_request = false;
+                release_query(c);
+        }
 }
 
 struct bufferevent *fp_coll_gate_wrap(struct fp_coll_gate *g, struct bufferevent *bev)
@@ -767,7 +943,7 @@ void fp_coll_gate_on_close(struct fp_coll_gate *g, struct evhttp_connection *evc
                 }
 }
 
-bool fp_coll_gate_answer(struct evhttp_request *req)
+bool fp_coll_gate_refusal(struct evhttp_request *req, int *ret_code, const char **ret_msg)
 {
         const char *mark =
             evhttp_find_header(evhttp_request_get_input_headers(req), FP_COLL_GATE_HEADER);
@@ -778,22 +954,31 @@ bool fp_coll_gate_answer(struct evhttp_request *req)
         why = atoi(mark);
         if (why < 0 || why >= FP_GATE_N_REASONS || !answers[why].code)
                 why = FP_GATE_BAD_HEAD;
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-        if (why == FP_GATE_BUSY || why == FP_GATE_PEER_BUSY)
+        /* A drained refusal keeps its connection (judge_head()); every other one closes. */
+        if (!strstr(mark, DRAIN_MARK))
+                evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        if (why == FP_GATE_BUSY || why == FP_GATE_PEER_BUSY || why == FP_GATE_QUERIES_BUSY)
                 evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        fp_coll_reply_error(req, answers[why].code, "%s", answers[why].msg);
+        *ret_code = answers[why].code;
+        *ret_msg = answers[why].msg;
         return true;
 }
 
-int fp_coll_gate_new(struct event_base *base, const char *upload_token, unsigned max_conns,
-                     unsigned max_per_peer, struct fp_coll_gate **ret)
+int fp_coll_gate_new(struct event_base *base, const char *upload_token, const char *read_token,
+                     unsigned max_conns, unsigned max_per_peer, struct fp_coll_gate **ret)
 {
         struct fp_coll_gate *g = calloc(1, sizeof(*g));
 
         if (!g)
                 return -ENOMEM;
+        g->trim = evtimer_new(base, on_trim, g);
+        if (!g->trim) {
+                free(g);
+                return -ENOMEM;
+        }
         g->base = base;
         g->token = upload_token;
+        g->read_token = read_token;
         g->max_conns = max_conns;
         g->max_per_peer = max_per_peer;
         *ret = g;
@@ -806,6 +991,8 @@ void fp_coll_gate_free(struct fp_coll_gate *g)
                 return;
         while (g->conns) /* not yet admitted when evhttp_free() freed them */
                 conn_free(g->conns);
+        if (g->trim)
+                event_free(g->trim);
         free(g->peers);
         free(g);
 }

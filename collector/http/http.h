@@ -41,6 +41,7 @@ struct fp_coll_stats {
                 uint64_t n;
         } by_route[FP_COLL_MAX_ROUTES];
         uint64_t not_found;
+        uint64_t reads_over_memory; /* reads stopped at --max-read-mb */
 };
 
 struct fp_coll_server {
@@ -53,9 +54,10 @@ struct fp_coll_server {
         struct fp_backend *store;      /* read-only: the loop thread's queries */
         struct fp_dbgi *names;         /* debuginfod.h; NULL: no debuginfod */
         uint64_t store_max_bytes;
-        uint64_t max_read_ns; /* one read's time budget (--max-read-ms) */
-        char *token;          /* NULL: no authentication */
-        char *read_token;     /* NULL: reads are open */
+        uint64_t max_read_ns;    /* one read's time budget (--max-read-ms) */
+        uint64_t max_read_bytes; /* one read's memory budget (--max-read-mb) */
+        char *token;             /* NULL: no authentication */
+        char *read_token;        /* NULL: reads are open */
         bool tls;
         char listen[128]; /* what is served, for logs and the page */
         struct fp_coll_stats st;
@@ -75,7 +77,38 @@ bool fp_coll_token_equal(const char *a, const char *b);
  * clients send it.
  */
 bool fp_coll_auth_ok(const char *header, const char *token);
+/*
+ * The value of cookie name in a Cookie header (NULL: none), percent-decoded
+ * (the page sets it with encodeURIComponent), into buf; false when absent.
+ */
+bool fp_coll_cookie(const char *header, const char *name, char *buf, size_t len);
+/*
+ * Whether a read carries the read token: as a bearer token, as basic
+ * authentication's password (Grafana's data sources send it so) or in
+ * the FP_COLL_READ_COOKIE cookie (the web page). 1: it does; 0: none of
+ * them is there; -1: one is, with another token. authorization and
+ * cookie are the headers' values, NULL when absent. The gate (at a
+ * query's head) and the server (at every read) both decide by it.
+ */
+int fp_coll_read_auth(const char *authorization, const char *cookie, const char *token);
 
+/*
+ * The bounds of one read, which the server sets around it on the loop
+ * thread: its memory (fp_budget_begin() of max_bytes, util.h) and how its
+ * errors read (connect: Connect's, else {"error"}). While its memory
+ * budget is exceeded, fp_coll_reply() answers the budget's error (503, or
+ * Connect's resource_exhausted) instead of what it was given, so no
+ * answer is built from a read that was refused memory. fp_coll_read_end()
+ * says whether the read ran past its budget.
+ */
+void fp_coll_read_begin(uint64_t max_bytes, bool connect);
+bool fp_coll_read_end(void);
+
+/* Connect's error body, {"code","message"}, with this HTTP status. */
+void fp_coll_connect_reply(struct evhttp_request *req, int status, const char *code,
+                           const char *msg);
+/* The Connect error code of an HTTP status the collector answers with. */
+const char *fp_coll_connect_code(int status);
 /* Sends {"error": "..."} with the status code. */
 void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -23,6 +23,7 @@ struct fp_coll_config {
         uint64_t max_profile_mb; /* decompressed upload size */
         uint64_t max_queue_mb;   /* bodies waiting to be decoded and stored */
         uint64_t max_read_ms;    /* one read's time budget */
+        uint64_t max_read_mb;    /* one read's memory budget */
         unsigned max_connections, max_connections_per_ip;
         uint64_t store_max_mb;
         uint64_t retention_s; /* 0: keep until the byte budget evicts */

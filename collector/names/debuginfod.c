@@ -2,15 +2,18 @@
 /*
  * Names at the collector from debuginfod servers (see debuginfod.h).
  *
- * The table of builds: one entry per build ID a query met, in a chained
- * hash, each in one state:
+ * The table of builds: one entry per build a query queued (or an earlier
+ * run cached), in a chained hash, each in one state:
  *
  *   NONE     never fetched, or evicted: the next query queues it
  *   DISK     cached by an earlier run, symbols not loaded: queued likewise
  *   QUEUED   in the fetcher's queue or being fetched
  *   READY    cached, symbols loaded (syms)
  *   FAILED   no server gave it; queued again after retry_at
- *   REFUSED  not a build ID: never asked for
+ *
+ * Only builds the fetcher was asked for have entries (a valid ID met by a
+ * read, within the reads' quota of new builds): the table stays within
+ * MAX_BUILDS, failures being forgotten first once it is full.
  *
  * The cache directory holds ID.debug (the debug file) and ID.head (the
  * executable's first bytes) of each DISK or READY build, and .tmp-* files
@@ -34,17 +37,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define ID_MAX      129 /* 64 bytes of hex and the NUL */
-#define MAX_BUILDS  1000000
-#define QUEUE_MAX   4096
-#define WHY_MAX     200
-#define CONNECT_MAX 10 /* seconds to connect, within the timeout */
+#define ID_MAX         129 /* 64 bytes of hex and the NUL */
+#define MAX_BUILDS     65536
+#define QUEUE_MAX      4096
+#define NEW_PER_READ   64 /* builds one read may queue: the rest wait for later reads */
+#define WHY_MAX        200
+#define CONNECT_MAX    10  /* seconds to connect, within the timeout */
+#define REDIRECTS_MAX  3   /* hops within a server's own origin */
+#define SAY_PER_MINUTE 20  /* failure lines; the rest are counted in one line */
+#define DEADLINE_EVERY 256 /* locations named between looks at the read's deadline */
+#define REFUSED_SAID   256 /* junk build IDs remembered as said (a fixed cost) */
 
-enum state { NONE, DISK, QUEUED, READY, FAILED, REFUSED };
+enum state { NONE, DISK, QUEUED, READY, FAILED };
 
 struct entry {
         char id[ID_MAX];
@@ -72,7 +81,55 @@ struct fp_dbgi {
         size_t q_head, q_len;
         uint64_t disk_bytes, cache_builds, symbol_bytes;
         struct fp_dbgi_stats st;
+        int64_t say_since_ns; /* the minute failure lines are counted in */
+        uint64_t said, unsaid;
+        uint64_t refused_said[REFUSED_SAID]; /* hashes of junk IDs said, by their low bits */
 };
+
+/* ---- what the log says ---- */
+
+/*
+ * Under the lock: whether one more failure line may be logged now (at
+ * most SAY_PER_MINUTE a minute, so that reads that meet thousands of
+ * unknown builds cannot flood the log); the lines of a minute left unsaid
+ * are counted in one line at the first failure after it.
+ */
+static bool may_say(struct fp_dbgi *d)
+{
+        int64_t now = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+
+        if (now - d->say_since_ns >= 60 * 1000000000ll) {
+                if (d->unsaid)
+                        fp_log(LOG_WARNING,
+                               "debuginfod: %" PRIu64 " more builds not named in the last minute "
+                               "(not logged one by one; /metrics counts them)",
+                               d->unsaid);
+                d->say_since_ns = now;
+                d->said = d->unsaid = 0;
+        }
+        if (d->said < SAY_PER_MINUTE) {
+                d->said++;
+                return true;
+        }
+        d->unsaid++;
+        return false;
+}
+
+/*
+ * What a log line may show of a string a client or a server chose: up to
+ * max of its characters, each that is not a letter, a digit or one of
+ * "-._:/" as '?', "..." after when cut. A build ID or a URL then never
+ * writes a newline, an escape sequence or a forged line into the log.
+ */
+static const char *shown(const char *s, size_t max, char *buf, size_t len)
+{
+        size_t n = 0;
+
+        for (; s[n] && n < max && n + 4 < len; n++)
+                buf[n] = isalnum((unsigned char)s[n]) || strchr("-._:/", s[n]) ? s[n] : '?';
+        snprintf(buf + n, len - n, "%s", s[n] ? "..." : "");
+        return buf;
+}
 
 /* ---- the table ---- */
 
@@ -92,11 +149,34 @@ static struct entry *find(struct fp_dbgi *d, const char *id)
         return NULL;
 }
 
+/*
+ * Under the lock, with the table full: forgets the builds it keeps only
+ * as failures (FAILED) or as evicted (NONE), which a later read queues
+ * again as it would a build never met.
+ */
+static void forget_failures(struct fp_dbgi *d)
+{
+        for (size_t i = 0; i < d->cap; i++) {
+                for (struct entry **at = &d->tab[i]; *at;) {
+                        struct entry *e = *at;
+                        if (e->state == FAILED || e->state == NONE) {
+                                *at = e->next;
+                                free(e);
+                                d->n--;
+                        } else {
+                                at = &e->next;
+                        }
+                }
+        }
+}
+
 /* A new entry for id (lower-case, valid length), NULL when out of memory or full. */
 static struct entry *add(struct fp_dbgi *d, const char *id)
 {
         struct entry *e;
 
+        if (d->n >= MAX_BUILDS)
+                forget_failures(d);
         if (d->n >= MAX_BUILDS)
                 return NULL;
         if (d->n + 1 > d->cap / 2) {
@@ -161,10 +241,13 @@ static void drop_files(struct fp_dbgi *d, struct entry *e)
         e->disk_bytes = 0;
 }
 
-/* Under the lock: evicts least recently used builds (not keep) past the budget. */
+/*
+ * Under the lock: evicts least recently used builds (not keep) while the
+ * files on disk, or the symbols loaded in memory, are past the budget.
+ */
 static void evict(struct fp_dbgi *d, const struct entry *keep)
 {
-        while (d->disk_bytes > d->c.cache_bytes) {
+        while (d->disk_bytes > d->c.cache_bytes || d->symbol_bytes > d->c.cache_bytes) {
                 struct entry *old = NULL;
 
                 for (size_t i = 0; i < d->cap; i++)
@@ -301,14 +384,45 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
         return __atomic_load_n(&d->stop, __ATOMIC_RELAXED) ? 1 : 0;
 }
 
+/* The length of url's origin: "scheme://host[:port]", without the path. */
+static size_t origin_len(const char *url)
+{
+        const char *host = strstr(url, "://");
+
+        host = host ? host + 3 : url;
+        return (size_t)(host - url) + strcspn(host, "/?#");
+}
+
+/* Whether to is within from's origin (the same scheme, host and port, case aside). */
+static bool same_origin(const char *from, const char *to)
+{
+        size_t n = origin_len(from);
+
+        return origin_len(to) == n && strncasecmp(from, to, n) == 0;
+}
+
+/* Empties k for the next answer (a redirect's body went into it). */
+static int sink_reset(struct sink *k)
+{
+        k->n = 0;
+        k->full = false;
+        if (k->fd >= 0 && (ftruncate(k->fd, 0) < 0 || lseek(k->fd, 0, SEEK_SET) < 0)) {
+                k->error = true;
+                return -1;
+        }
+        return 0;
+}
+
 /*
- * GET url/buildid/id/kind into k. 1 when it came (whole, or the head
- * full), 0 when the server has no such file (404), -1 with why otherwise.
+ * GET url/buildid/id/kind into k, following redirects only within url's
+ * origin (a server that sends the collector elsewhere on its network is
+ * not followed). 1 when it came (whole, or the head full), 0 when the
+ * server has no such file (404), -1 with why otherwise.
  */
 static int get(struct fp_dbgi *d, CURL *curl, const char *url, const char *id, const char *kind,
                struct sink *k, char *why, size_t whylen)
 {
-        char full[2048], errbuf[CURL_ERROR_SIZE] = "";
+        char full[2048], errbuf[CURL_ERROR_SIZE] = "", show[80];
         size_t ul = strlen(url);
         long code = 0;
         CURLcode rc;
@@ -318,30 +432,51 @@ static int get(struct fp_dbgi *d, CURL *curl, const char *url, const char *id, c
         if (snprintf(full, sizeof(full), "%.*s/buildid/%s/%s", (int)ul, url, id, kind) >=
             (int)sizeof(full))
                 return fp_errf(why, whylen, -1, "%s: the URL is too long", url);
-        curl_easy_reset(curl);
-        curl_easy_setopt(curl, CURLOPT_URL, full);
-        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)d->c.timeout_s);
-        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT,
-                         (long)(d->c.timeout_s < CONNECT_MAX ? d->c.timeout_s : CONNECT_MAX));
-        curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 3L);
+        for (int hop = 0;; hop++) {
+                char *next = NULL;
+
+                curl_easy_reset(curl);
+                curl_easy_setopt(curl, CURLOPT_URL, full);
+                curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+                curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)d->c.timeout_s);
+                curl_easy_setopt(
+                    curl, CURLOPT_CONNECTTIMEOUT,
+                    (long)(d->c.timeout_s < CONNECT_MAX ? d->c.timeout_s : CONNECT_MAX));
+                curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L); /* followed below, or not */
 #if LIBCURL_VERSION_NUM >= 0x075500
-        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+                curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
-        curl_easy_setopt(curl, CURLOPT_USERAGENT, "fleetprof-collector");
-        curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
-        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, take);
-        curl_easy_setopt(curl, CURLOPT_WRITEDATA, k);
-        curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(curl, CURLOPT_XFERINFODATA, d);
-        if (k->fd >= 0)
-                curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)k->max);
-        rc = curl_easy_perform(curl);
-        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+                curl_easy_setopt(curl, CURLOPT_USERAGENT, "fleetprof-collector");
+                curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");
+                curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+                curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, take);
+                curl_easy_setopt(curl, CURLOPT_WRITEDATA, k);
+                curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+                curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+                curl_easy_setopt(curl, CURLOPT_XFERINFODATA, d);
+                if (k->fd >= 0)
+                        curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)k->max);
+                rc = curl_easy_perform(curl);
+                curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+                if (rc != CURLE_OK || code < 300 || code > 399 || code == 304)
+                        break;
+                if (curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &next) != CURLE_OK || !next)
+                        return fp_errf(why, whylen, -1, "%s answered HTTP %ld for its %s", url,
+                                       code, kind);
+                if (!same_origin(url, next))
+                        return fp_errf(why, whylen, -1,
+                                       "%s redirected its %s to %s, off the server (not followed)",
+                                       url, kind, shown(next, 60, show, sizeof(show)));
+                if (hop == REDIRECTS_MAX)
+                        return fp_errf(why, whylen, -1, "%s redirected its %s more than %d times",
+                                       url, kind, REDIRECTS_MAX);
+                if (snprintf(full, sizeof(full), "%s", next) >= (int)sizeof(full))
+                        return fp_errf(why, whylen, -1, "%s redirected its %s to too long a URL",
+                                       url, kind);
+                if (sink_reset(k) < 0)
+                        return fp_errf(why, whylen, -1, "cannot write into %s: %s", d->dir,
+                                       strerror(errno));
+        }
         if (rc == CURLE_WRITE_ERROR && k->full && code == 200)
                 return 1;
         if (rc == CURLE_OK && code == 404)
@@ -503,11 +638,11 @@ static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id,
                          d->c.n_urls == 1 ? "the server does not have it" : "no server has it");
         if (r <= 0 && __atomic_load_n(&d->stop, __ATOMIC_RELAXED))
                 return; /* the collector stops: nothing kept, nothing to say */
-        if (r <= 0)
+        pthread_mutex_lock(&d->lock);
+        if (r <= 0 && may_say(d))
                 fp_log(LOG_WARNING,
                        "debuginfod: build %s not named: %s (asked again in %" PRIu64 " s)", id, why,
                        d->c.retry_s);
-        pthread_mutex_lock(&d->lock);
         if (r > 0) {
                 e->state = READY;
                 e->syms = syms;
@@ -649,31 +784,37 @@ void fp_dbgi_free(struct fp_dbgi *d)
 }
 
 /*
- * Under the lock: the symbols of id (a new reference), or NULL after
- * queueing it when it is not cached and not refused or backing off.
+ * Under the lock: the symbols of raw_id (a new reference), or NULL after
+ * queueing it when it is not cached and not backing off, and *quota (the
+ * builds this read may still queue) allows. An ID that cannot be a build
+ * ID is never asked for and takes no entry: a client's junk, however
+ * long, leaves the table as it was and cannot stand for a real build.
  */
-static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t now)
+static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t now, size_t *quota)
 {
-        char id[ID_MAX], why[WHY_MAX];
+        char id[ID_MAX], why[WHY_MAX], show[64];
         struct entry *e;
         size_t n = strlen(raw_id);
 
-        if (n >= sizeof(id))
-                n = sizeof(id) - 1; /* refused below for its length all the same */
-        for (size_t i = 0; i < n; i++)
-                id[i] = (char)tolower((unsigned char)raw_id[i]);
-        id[n] = '\0';
-        e = find(d, id);
-        if (!e) {
-                e = add(d, id);
-                if (!e)
+        if (fp_dbgi_build_id_ok(raw_id, why, sizeof(why)) <= 0) {
+                /* Said once (unless another took its place since): every read meets it. */
+                uint64_t h = fp_fnv1a(FP_FNV1A_SEED, raw_id, n) | 1;
+                uint64_t *said = &d->refused_said[h % REFUSED_SAID];
+                if (*said == h)
                         return NULL;
-                if (fp_dbgi_build_id_ok(raw_id, why, sizeof(why)) <= 0) {
-                        e->state = REFUSED;
-                        d->st.failed++;
-                        fp_log(LOG_WARNING, "debuginfod: build ID '%.40s%s' not asked for: it %s",
-                               id, strlen(raw_id) > 40 ? "..." : "", why);
-                }
+                *said = h;
+                d->st.failed++;
+                if (may_say(d))
+                        fp_log(LOG_WARNING, "debuginfod: build ID '%s' not asked for: it %s",
+                               shown(raw_id, 40, show, sizeof(show)), why);
+                return NULL;
+        }
+        for (size_t i = 0; i <= n; i++)
+                id[i] = (char)tolower((unsigned char)raw_id[i]);
+        e = find(d, id);
+        if (!e && (!*quota || d->q_len == QUEUE_MAX || !(e = add(d, id)))) {
+                d->st.misses++; /* asked for by a later read */
+                return NULL;
         }
         switch (e->state) {
         case READY:
@@ -686,46 +827,84 @@ static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t no
                 /* fall through */
         case NONE:
         case DISK:
-                if (d->q_len == QUEUE_MAX)
+                if (d->q_len == QUEUE_MAX || !*quota)
                         break;
+                (*quota)--;
                 e->state = QUEUED;
                 d->queue[(d->q_head + d->q_len++) % QUEUE_MAX] = e;
                 pthread_cond_signal(&d->wake);
                 break;
         case QUEUED:
-        case REFUSED:
                 break;
         }
         d->st.misses++;
         return NULL;
 }
 
+/* A build met by one naming pass, in its open-addressed table. */
+struct pass_build {
+        const char *id; /* the profile's string; NULL: a free slot */
+        struct fp_dsyms *syms;
+};
+
 /* Builds met by one naming pass, and the name given to each location. */
 struct pass {
         struct fp_dbgi *d;
         int64_t now;
-        struct {
-                const char *id; /* the profile's string */
-                struct fp_dsyms *syms;
-        } * builds;
+        size_t quota;              /* builds it may still queue (NEW_PER_READ) */
+        struct pass_build *builds; /* cap_builds slots, a power of two */
         size_t n_builds, cap_builds;
         const char **names, **systems; /* [location id] */
 };
 
+static size_t pass_slot(const struct pass_build *t, size_t cap, const char *id)
+{
+        size_t i = (size_t)fp_fnv1a(FP_FNV1A_SEED, id, strlen(id)) & (cap - 1);
+
+        while (t[i].id && t[i].id != id && strcmp(t[i].id, id) != 0)
+                i = (i + 1) & (cap - 1);
+        return i;
+}
+
+/* Whether the table has room for one more build (grown to keep it half empty). */
+static bool pass_room(struct pass *ps)
+{
+        size_t cap = ps->cap_builds ? 2 * ps->cap_builds : 64;
+        struct pass_build *t;
+
+        if (2 * (ps->n_builds + 1) <= ps->cap_builds)
+                return true;
+        t = calloc(cap, sizeof(*t));
+        if (!t)
+                return false;
+        for (size_t i = 0; i < ps->cap_builds; i++)
+                if (ps->builds[i].id)
+                        t[pass_slot(t, cap, ps->builds[i].id)] = ps->builds[i];
+        free(ps->builds);
+        ps->builds = t;
+        ps->cap_builds = cap;
+        return true;
+}
+
 static struct fp_dsyms *pass_syms(struct pass *ps, const char *id)
 {
         struct fp_dsyms *s;
+        size_t i;
 
-        for (size_t i = ps->n_builds; i-- > 0;)
-                if (ps->builds[i].id == id || strcmp(ps->builds[i].id, id) == 0)
+        if (ps->cap_builds) {
+                i = pass_slot(ps->builds, ps->cap_builds, id);
+                if (ps->builds[i].id)
                         return ps->builds[i].syms;
-        if (fp_grow(&ps->builds, &ps->cap_builds, ps->n_builds + 1, sizeof(*ps->builds)) < 0)
+        }
+        if (!pass_room(ps))
                 return NULL;
         pthread_mutex_lock(&ps->d->lock);
-        s = lookup(ps->d, id, ps->now);
+        s = lookup(ps->d, id, ps->now, &ps->quota);
         pthread_mutex_unlock(&ps->d->lock);
-        ps->builds[ps->n_builds].id = id;
-        ps->builds[ps->n_builds++].syms = s;
+        i = pass_slot(ps->builds, ps->cap_builds, id);
+        ps->builds[i].id = id;
+        ps->builds[i].syms = s;
+        ps->n_builds++;
         return s;
 }
 
@@ -765,9 +944,10 @@ static int give_name(const struct fp_pprof *src, uint64_t loc, void *arg, const 
         return 1;
 }
 
-int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p)
+int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p, int64_t deadline_ns)
 {
-        struct pass ps = {.d = d, .now = (int64_t)fp_now_ns(CLOCK_MONOTONIC)};
+        struct pass ps = {
+            .d = d, .now = (int64_t)fp_now_ns(CLOCK_MONOTONIC), .quota = NEW_PER_READ};
         size_t n = d ? fp_pprof_n_locations(*p) : 0, named = 0;
         struct fp_pprof *out = NULL;
         int r = 0;
@@ -785,6 +965,9 @@ int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p)
                 struct fp_dsyms *s;
                 uint64_t off;
 
+                if (deadline_ns && id % DEADLINE_EVERY == 0 &&
+                    (int64_t)fp_now_ns(CLOCK_MONOTONIC) >= deadline_ns)
+                        break; /* the read's time is up: the rest keep their offsets */
                 if (fp_pprof_location_get(*p, id, &v) < 0 || !*v.build_id || !*v.mapping_file ||
                     v.address < v.mapping_start || v.address >= v.mapping_limit)
                         continue;
@@ -808,7 +991,7 @@ int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p)
                 pthread_mutex_unlock(&d->lock);
         }
 out:
-        for (size_t i = 0; i < ps.n_builds; i++)
+        for (size_t i = 0; i < ps.cap_builds; i++)
                 fp_dsyms_unref(ps.builds[i].syms);
         free(ps.builds);
         free(ps.names);

@@ -17,7 +17,18 @@
  * cached. A build no server gave (missing, an error, a hang past the
  * timeout, a file that is not what it says) is asked for again only after
  * the back-off (--debuginfod-retry); a build ID that cannot be one (not
- * hex, not 8-64 bytes) is never asked for. Each failure is one log line.
+ * hex, not 8-64 bytes) is never asked for and takes no entry. Each
+ * failure is one log line, at most 20 a minute (the rest counted in one
+ * line), with what a client or server chose shown as safe characters. A
+ * server's redirects are followed only within its own origin (scheme,
+ * host and port), at most 3.
+ *
+ * Bounds: one read queues at most 64 builds it has not met (later reads
+ * queue the rest) and names until its deadline; the table of builds holds
+ * at most 65,536, forgetting failures first; a debug file's names may take
+ * at most four times its size and 1 MiB in memory, and the loaded symbols of
+ * all builds at most the cache's budget (least recently named unloaded
+ * and evicted first), beside the disk's.
  *
  * Threads: fp_dbgi_name() and fp_dbgi_stats() run on the loop thread,
  * the fetcher on its own; they share the table of builds under a mutex
@@ -59,9 +70,11 @@ void fp_dbgi_free(struct fp_dbgi *d);
  * Names what the cache can name of *p: when it names any location, *p is
  * replaced by a new profile (the old one freed) whose named locations
  * have one line each, demangled, the symbol as system name. Builds not
- * cached are queued. d NULL: nothing. 0, or -ENOMEM (*p unchanged).
+ * cached are queued. Naming stops at CLOCK_MONOTONIC deadline_ns (0:
+ * none), the locations left keeping their offsets. d NULL: nothing. 0, or
+ * -ENOMEM (*p unchanged).
  */
-int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p);
+int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p, int64_t deadline_ns);
 
 void fp_dbgi_stats(struct fp_dbgi *d, struct fp_dbgi_stats *ret);
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define UNSIZED_MAX 4096u
@@ -39,7 +40,7 @@ struct fp_dsyms {
         struct dsym *syms;
         size_t n;
         char *names;
-        size_t names_len;
+        size_t names_len, names_max; /* names_max: what the file's size allows */
         struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
         size_t n_segs;
 };
@@ -197,13 +198,20 @@ static int read_symbols(Elf *elf, struct raw **ret, size_t *ret_n, char *err, si
         return 0;
 }
 
-/* Appends s (and its NUL) to d's names; its offset, or NO_NAME when out of memory. */
-static uint32_t add_name(struct fp_dsyms *d, size_t *cap, const char *s)
+/*
+ * Appends s (and its NUL) to d's names; its offset, or NO_NAME when out of
+ * memory or past names_max (*ret_big then set).
+ */
+static uint32_t add_name(struct fp_dsyms *d, size_t *cap, const char *s, bool *ret_big)
 {
         size_t l = strlen(s) + 1;
         uint32_t at = (uint32_t)d->names_len;
 
-        if (d->names_len + l >= NO_NAME || fp_grow(&d->names, cap, d->names_len + l, 1) < 0)
+        if (d->names_len + l > d->names_max || d->names_len + l >= NO_NAME) {
+                *ret_big = true;
+                return NO_NAME;
+        }
+        if (fp_grow(&d->names, cap, d->names_len + l, 1) < 0)
                 return NO_NAME;
         memcpy(d->names + d->names_len, s, l);
         d->names_len += l;
@@ -215,6 +223,7 @@ static int build(struct fp_dsyms *d, const struct raw *v, size_t n)
 {
         static char buf[FP_DEMANGLE_MAX_OUT]; /* under the one loader's lock */
         size_t cap = 0, k = 0;
+        bool big = false;
 
         d->syms = calloc(n, sizeof(*d->syms));
         if (!d->syms)
@@ -229,10 +238,10 @@ static int build(struct fp_dsyms *d, const struct raw *v, size_t n)
                 dm = fp_demangle_into(v[i].name, buf, sizeof(buf)) == 1;
                 s->start = v[i].start;
                 s->end = v[i].size ? v[i].start + v[i].size : 0;
-                s->name = add_name(d, &cap, dm ? buf : v[i].name);
-                s->system = dm ? add_name(d, &cap, v[i].name) : NO_NAME;
+                s->name = add_name(d, &cap, dm ? buf : v[i].name, &big);
+                s->system = dm ? add_name(d, &cap, v[i].name, &big) : NO_NAME;
                 if (s->name == NO_NAME || (dm && s->system == NO_NAME))
-                        return -ENOMEM;
+                        return big ? -EFBIG : -ENOMEM;
         }
         d->n = k;
         for (size_t i = 0; i < k; i++) {
@@ -285,9 +294,28 @@ int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_
         d->refs = 1;
         memcpy(d->segs, segs, n_segs * sizeof(*segs));
         d->n_segs = n_segs;
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                fp_errf(err, errlen, 0, "cannot read the debug file: %s", strerror(errno));
+                goto out;
+        }
+        /*
+         * Names may share their bytes in a string table (one name's tail is
+         * another's), and a few kilobytes of file can hold a name of 4,000
+         * bytes for each of 100,000 symbols: the names kept, each copied and
+         * demangled (a C++ template's name demangled can be several times its
+         * mangled one), may take at most four times the file and a megabyte.
+         */
+        d->names_max = 4 * (size_t)st.st_size + FP_DSYMS_NAMES_SLACK;
         pthread_mutex_lock(&load_lock);
         r = build(d, v, n);
         pthread_mutex_unlock(&load_lock);
+        if (r == -EFBIG)
+                fp_errf(err, errlen, 0,
+                        "the debug file's names take more than %zu bytes in memory, four times its "
+                        "size and 1 MiB",
+                        d->names_max);
         if (r < 0)
                 goto out;
         *ret = d;

@@ -24,9 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FP_DSYMS_HEAD_BYTES  65536u   /* read of an executable: its headers lie here */
-#define FP_DSYMS_MAX_SYMBOLS 8000000u /* of one debug file */
-#define FP_DSYMS_MAX_SEGS    64u      /* PT_LOAD entries of one executable */
+#define FP_DSYMS_HEAD_BYTES  65536u     /* read of an executable: its headers lie here */
+#define FP_DSYMS_MAX_SYMBOLS 8000000u   /* of one debug file */
+#define FP_DSYMS_MAX_SEGS    64u        /* PT_LOAD entries of one executable */
+#define FP_DSYMS_NAMES_SLACK (1u << 20) /* names may take four times the file and this */
 
 struct fp_dsyms;
 
@@ -47,7 +48,8 @@ int fp_dsyms_segments(const uint8_t *head, size_t len, struct fp_dsyms_seg *out,
  * Loads the function symbols of the debug file at path, which must carry
  * build_id (lower-case hex), with the executable's segments: 0 with *ret
  * (one reference), -EBADMSG (not ELF, another build, no function symbols),
- * -EFBIG (too many), -ENOMEM or another -errno with one line in err. C++
+ * -EFBIG (too many, or names in memory past four times the file's size and
+ * FP_DSYMS_NAMES_SLACK), -ENOMEM or another -errno with one line in err. C++
  * and Rust names are demangled once here; the symbol stays the system name.
  */
 int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_seg *segs,

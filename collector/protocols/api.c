@@ -360,7 +360,9 @@ void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req)
                 fp_coll_reply_error(req, 404, "no samples match this selection");
                 goto out;
         }
-        fp_dbgi_name(s->names, &p); /* best effort: unnamed frames keep their offsets */
+        fp_dbgi_name(
+            s->names, &p,
+            fp_backend_deadline(s->store)); /* best effort: unnamed frames keep their offsets */
         r = fp_pprof_encode(p, 1, &buf, &len);
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "cannot encode the profile: %s", strerror(-r));
@@ -558,9 +560,15 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                        "body_not_allowed (400), head_too_large (431), busy (503: "
                        "--max-connections), peer_busy (429: --max-connections-per-ip), slow (a "
                        "head or body too slow: closed), flood (closed at once), shed (closed "
-                       "to make room for a new connection).");
+                       "to make room for a new connection), read_unauthorized (401: a query's "
+                       "body without the read token, unread), query_bodies_busy (503: query "
+                       "bodies on their way past their bound in all).");
         for (int i = 0; i < FP_GATE_N_REASONS; i++)
                 fp_prom_value(&p, gate, "reason", fp_coll_gate_reason_names[i], (double)refused[i]);
+        fp_prom_family(&p, "fleetprof_collector_read_budget_refused_total", "counter",
+                       "Reads stopped because they needed more memory than --max-read-mb.");
+        fp_prom_value(&p, "fleetprof_collector_read_budget_refused_total", NULL, NULL,
+                      (double)s->st.reads_over_memory);
         if (s->names)
                 names_metrics(s->names, &p);
         fp_coll_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);

@@ -275,30 +275,10 @@ static void on_conn_closed(void *arg)
         pd->evcon = NULL;
 }
 
-void fp_coll_connect_reply(struct evhttp_request *req, int status, const char *code,
-                           const char *msg)
-{
-        struct evbuffer *b = evbuffer_new();
-
-        if (!b)
-                return fp_coll_reply_error(req, status, "%s", msg);
-        evbuffer_add_printf(b, "{\"code\":\"%s\",\"message\":", code);
-        fp_escape_json_evb(b, msg);
-        evbuffer_add_printf(b, "}\n");
-        fp_coll_reply(req, status, "application/json", b);
-        evbuffer_free(b);
-}
-
 /* Connect's error codes by HTTP status. */
 static void connect_error(struct evhttp_request *req, int status, const char *msg)
 {
-        const char *code = status == 400 || status == 415 ? "invalid_argument"
-                           : status == 401                ? "unauthenticated"
-                           : status == 413                ? "resource_exhausted"
-                           : status == 503                ? "unavailable"
-                                                          : "internal";
-
-        fp_coll_connect_reply(req, status, code, msg);
+        fp_coll_connect_reply(req, status, fp_coll_connect_code(status), msg);
 }
 
 /*

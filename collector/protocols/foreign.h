@@ -74,9 +74,6 @@ enum fp_coll_answer {
 
 /* The client's address, for a series without a host label. */
 void fp_coll_peer_of(struct evhttp_request *req, char *buf, size_t len);
-/* Connect's error body, {"code","message"}, with this HTTP status. */
-void fp_coll_connect_reply(struct evhttp_request *req, int status, const char *code,
-                           const char *msg);
 /* Answers an error in the protocol's terms. */
 void fp_coll_foreign_error(struct evhttp_request *req, enum fp_coll_answer how, int status,
                            const char *msg);

@@ -1221,7 +1221,9 @@ static int merged(struct call *c, struct selection *s, struct fp_pprof **ret)
                 fp_pprof_free(p);
                 return 0;
         }
-        fp_dbgi_name(c->s->names, &p); /* best effort: unnamed frames keep their offsets */
+        fp_dbgi_name(
+            c->s->names, &p,
+            fp_backend_deadline(c->s->store)); /* best effort: unnamed frames keep their offsets */
         *ret = p;
         return 0;
 }

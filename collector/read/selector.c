@@ -122,26 +122,17 @@ static int matcher(struct cur *c, struct fp_sel_matcher *m)
         if ((r = quoted(c, &m->value)) < 0)
                 return r;
         if (m->op == FP_SEL_RE || m->op == FP_SEL_NRE) {
-                size_t len = strlen(m->value);
-                char *anchored;
-                if (len > FP_SEL_MAX_REGEX)
+                char why[160];
+                if (strlen(m->value) > FP_SEL_MAX_REGEX)
                         r = fp_errf(c->err, c->errlen, -EINVAL,
                                     "the regular expression of '%s' is longer than %d bytes",
                                     m->name, FP_SEL_MAX_REGEX);
-                else if (!(anchored = malloc(len + 5)))
+                else if ((r = fp_linre_new(m->value, FP_SEL_REGEX_MEM, &m->re, why, sizeof(why))) ==
+                         -ENOMEM)
                         r = fp_errf(c->err, c->errlen, -ENOMEM, "out of memory");
-                else {
-                        snprintf(anchored, len + 5, "^(%s)$", m->value);
-                        int rc = regcomp(&m->re, anchored, REG_EXTENDED | REG_NOSUB);
-                        free(anchored);
-                        if (rc != 0) {
-                                char why[128];
-                                regerror(rc, NULL, why, sizeof(why));
-                                r = fp_errf(c->err, c->errlen, -EINVAL,
-                                            "the regular expression of '%s' is invalid: %s",
-                                            m->name, why);
-                        }
-                }
+                else if (r < 0)
+                        r = fp_errf(c->err, c->errlen, -EINVAL,
+                                    "the regular expression of '%s' is invalid: %s", m->name, why);
                 if (r < 0) {
                         free(m->value);
                         m->value = NULL;
@@ -194,16 +185,21 @@ int fp_sel_parse(const char *text, struct fp_selector *ret, char *err, size_t er
                 if (*c.p)
                         r = fp_errf(err, errlen, -EINVAL, "text after the label selector's '}'");
         }
-        if (r < 0)
+        if (r < 0) {
                 fp_sel_free(ret);
+                /* The reason quotes the selector: one line, whatever the selector held. */
+                for (char *e = err; e && *e; e++)
+                        if ((unsigned char)*e < 0x20 || *e == 0x7f)
+                                *e = '?';
+        }
         return r;
 }
 
 void fp_sel_free(struct fp_selector *s)
 {
         for (size_t i = 0; i < s->n; i++) {
-                if (s->m[i].op == FP_SEL_RE || s->m[i].op == FP_SEL_NRE)
-                        regfree(&s->m[i].re);
+                fp_linre_free(s->m[i].re);
+                s->m[i].re = NULL;
                 free(s->m[i].value);
         }
         s->n = 0;
@@ -225,10 +221,10 @@ bool fp_sel_match(const struct fp_selector *s, fp_sel_label_fn fn, void *ctx)
                         ok = strcmp(v, m->value) != 0;
                         break;
                 case FP_SEL_RE:
-                        ok = regexec(&m->re, v, 0, NULL, 0) == 0;
+                        ok = fp_linre_match(m->re, v, strlen(v));
                         break;
                 default:
-                        ok = regexec(&m->re, v, 0, NULL, 0) != 0;
+                        ok = !fp_linre_match(m->re, v, strlen(v));
                         break;
                 }
                 if (!ok)

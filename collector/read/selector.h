@@ -5,21 +5,26 @@
  *   {service_name="api", host=~"web-.*", container!="", pid!~"1|2"}
  *
  * A selector is a list of matchers, all of which a series' labels must
- * meet: = and != compare the whole value, =~ and !~ match a POSIX
- * extended regular expression against the whole value (anchored at both
- * ends, as Prometheus anchors its own). A label a series does not have
+ * meet: = and != compare the whole value, =~ and !~ match a regular
+ * expression in RE2's syntax (Go's, which Prometheus and Pyroscope use)
+ * against the whole value (anchored at both ends, '.' matching a newline,
+ * as Prometheus matches). A label a series does not have
  * reads as "" (so {container=""} selects what has no container). Values
  * are quoted with "..." or '...' (\\, \", \', \n, \t and \r escaped) or
  * `...` (raw). "" and "{}" select everything.
  *
  * Input is hostile: the text is at most FP_SEL_MAX_TEXT bytes, with at
  * most FP_SEL_MAX_MATCHERS matchers; a regular expression is compiled
- * once, at most FP_SEL_MAX_REGEX bytes. Pure; unit-tested in
- * tests/unit/test-selector.c.
+ * once, at most FP_SEL_MAX_REGEX bytes, into at most FP_SEL_REGEX_MEM
+ * bytes, and matches in time linear in the value's length (linre.h): no
+ * pattern can make a read's matching take the loop or the memory, as
+ * glibc's regcomp() could (a++++... doubled its time and memory with each
+ * '+'). Pure; unit-tested in tests/unit/test-selector.c.
  */
 #pragma once
 
-#include <regex.h>
+#include "linre.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -27,6 +32,7 @@
 #define FP_SEL_MAX_MATCHERS 32
 #define FP_SEL_MAX_NAME     64
 #define FP_SEL_MAX_REGEX    1024
+#define FP_SEL_REGEX_MEM    (256 << 10) /* bytes of one expression's program and DFA cache */
 
 enum fp_sel_op {
         FP_SEL_EQ,  /* = */
@@ -38,8 +44,8 @@ enum fp_sel_op {
 struct fp_sel_matcher {
         char name[FP_SEL_MAX_NAME + 1];
         enum fp_sel_op op;
-        char *value; /* unquoted */
-        regex_t re;  /* FP_SEL_RE, FP_SEL_NRE */
+        char *value;         /* unquoted */
+        struct fp_linre *re; /* FP_SEL_RE, FP_SEL_NRE */
 };
 
 struct fp_selector {

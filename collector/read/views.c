@@ -138,7 +138,9 @@ static int query(struct fp_coll_server *s, struct evhttp_request *req,
                 fp_pprof_free(p);
                 return r < 0 ? r : -ENOENT;
         }
-        fp_dbgi_name(s->names, &p); /* best effort: unnamed frames keep their offsets */
+        fp_dbgi_name(
+            s->names, &p,
+            fp_backend_deadline(s->store)); /* best effort: unnamed frames keep their offsets */
         *ret = p;
         return 0;
 }

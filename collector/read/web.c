@@ -183,7 +183,9 @@ void fp_coll_web_top(struct fp_coll_server *s, struct evhttp_request *req)
                                     fp_backend_errmsg(s->store));
                 goto out;
         }
-        fp_dbgi_name(s->names, &p); /* best effort: unnamed frames keep their offsets */
+        fp_dbgi_name(
+            s->names, &p,
+            fp_backend_deadline(s->store)); /* best effort: unnamed frames keep their offsets */
         mem = open_memstream(&text, &text_len);
         if (!mem) {
                 fp_coll_reply_error(req, 503, "out of memory");

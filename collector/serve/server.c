@@ -7,6 +7,7 @@
 #include "http.h"
 #include "log.h"
 #include "api.h"
+#include "foreign.h"
 #include "escape.h"
 #include "util.h"
 #include "backend.h"
@@ -60,32 +61,6 @@ static bool authorized(struct fp_coll_server *s, struct evhttp_request *req)
         return true;
 }
 
-/* The value of cookie name in the request's Cookie headers, into buf; false when absent. */
-static bool cookie(struct evhttp_request *req, const char *name, char *buf, size_t len)
-{
-        const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
-        size_t n = strlen(name);
-
-        for (const char *p = h; p && *p;) {
-                while (*p == ' ' || *p == ';')
-                        p++;
-                size_t item = strcspn(p, ";");
-                if (item > n && strncmp(p, name, n) == 0 && p[n] == '=') {
-                        /* The page percent-encodes the value (encodeURIComponent). */
-                        char raw[512];
-                        snprintf(raw, sizeof(raw), "%.*s", (int)(item - n - 1), p + n + 1);
-                        char *v = evhttp_uridecode(raw, 0, NULL);
-                        if (!v)
-                                return false;
-                        snprintf(buf, len, "%s", v);
-                        free(v);
-                        return true;
-                }
-                p += item;
-        }
-        return false;
-}
-
 /*
  * With --read-token-file, a read needs that token: as a bearer token, as
  * basic authentication's password (Grafana's data sources send it so),
@@ -94,22 +69,17 @@ static bool cookie(struct evhttp_request *req, const char *name, char *buf, size
  */
 static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req, bool connect)
 {
-        const char *h;
-        char value[512];
+        struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+        int ok;
 
         if (!s->read_token)
                 return true;
-        h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-        if (h && strncasecmp(h, "Bearer ", 7) == 0 && fp_coll_token_equal(h + 7, s->read_token))
+        ok = fp_coll_read_auth(evhttp_find_header(in, "Authorization"),
+                               evhttp_find_header(in, "Cookie"), s->read_token);
+        if (ok > 0)
                 return true;
-        if (h && strncasecmp(h, "Basic ", 6) == 0 && fp_coll_auth_ok(h, s->read_token))
-                return true;
-        if (cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value)) &&
-            fp_coll_token_equal(value, s->read_token))
-                return true;
-        const char *why = h || cookie(req, FP_COLL_READ_COOKIE, value, sizeof(value))
-                              ? "wrong read token"
-                              : "reads need the read token (Authorization: Bearer ...)";
+        const char *why =
+            ok < 0 ? "wrong read token" : "reads need the read token (Authorization: Bearer ...)";
         if (connect)
                 fp_coll_connect_error(req, "unauthenticated", "%s", why);
         else
@@ -168,14 +138,25 @@ static void on_request(struct evhttp_request *req, void *arg)
         };
         _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 
+        size_t i;
+        int code;
+        const char *msg;
+
         s->st.requests++;
-        if (fp_coll_gate_answer(req))
-                return;
         if (!path || !*path)
                 path = "/";
-        for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-                if (strcmp(path, routes[i].path) != 0)
-                        continue;
+        for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+                if (strcmp(path, routes[i].path) == 0)
+                        break;
+        if (fp_coll_gate_refusal(req, &code, &msg)) {
+                /* The query API's clients read its errors in Connect's terms. */
+                if (i < sizeof(routes) / sizeof(routes[0]) && routes[i].auth == 'Q')
+                        fp_coll_connect_reply(req, code, fp_coll_connect_code(code), msg);
+                else
+                        fp_coll_reply_error(req, code, "%s", msg);
+                return;
+        }
+        if (i < sizeof(routes) / sizeof(routes[0])) {
                 if (cmd != routes[i].cmd &&
                     !(cmd == EVHTTP_REQ_HEAD && routes[i].cmd == EVHTTP_REQ_GET)) {
                         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
@@ -190,12 +171,21 @@ static void on_request(struct evhttp_request *req, void *arg)
                     ((routes[i].auth == 'R' || routes[i].auth == 'Q') &&
                      !read_authorized(s, req, routes[i].auth == 'Q')))
                         return;
-                /* A read's queries stop at its time budget (503 with the reason). */
-                if (routes[i].auth == 'R' || routes[i].auth == 'Q')
+                /*
+                 * A read's queries stop at its time budget, and its allocations at its
+                 * memory budget (503 with the reason, or Connect's error).
+                 */
+                bool read = routes[i].auth == 'R' || routes[i].auth == 'Q';
+                if (read) {
                         fp_backend_set_deadline(s->store, (int64_t)fp_now_ns(CLOCK_MONOTONIC) +
                                                               (int64_t)s->max_read_ns);
+                        fp_coll_read_begin(s->max_read_bytes, routes[i].auth == 'Q');
+                }
                 routes[i].fn(s, req);
-                fp_backend_set_deadline(s->store, 0);
+                if (read) {
+                        fp_backend_set_deadline(s->store, 0);
+                        s->st.reads_over_memory += fp_coll_read_end();
+                }
                 return;
         }
         s->st.not_found++;
@@ -327,6 +317,7 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         s->store_max_bytes = c->store_max_mb << 20;
         s->max_read_ns = c->max_read_ms * 1000000;
+        s->max_read_bytes = c->max_read_mb << 20;
         r = fp_backend_open(c->store, c->store_credentials, s->store_max_bytes, true, &wstore, err,
                             errlen);
         if (r < 0)
@@ -358,8 +349,8 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         evhttp_set_timeout(s->http, 60);
         evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
         evhttp_set_gencb(s->http, on_request, s);
-        r = fp_coll_gate_new(base, s->token, c->max_connections, c->max_connections_per_ip,
-                             &s->gate);
+        r = fp_coll_gate_new(base, s->token, s->read_token, c->max_connections,
+                             c->max_connections_per_ip, &s->gate);
         if (r < 0) {
                 fp_errf(err, errlen, 0, "out of memory");
                 goto fail;

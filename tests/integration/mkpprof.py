@@ -31,7 +31,9 @@
 #                     --frame BUILD_ID:FILE:OFFSET (repeatable) gives one
 #                     mapping of FILE with that build ID and a location at
 #                     file offset OFFSET (hex) named FILE+0xOFFSET, as the
-#                     agent names an address in a stripped binary
+#                     agent names an address in a stripped binary;
+#                     --frames-file FILE: one such BUILD_ID:FILE:OFFSET a
+#                     line (tens of thousands, past a command line's room)
 import gzip
 import random
 import sys
@@ -150,7 +152,7 @@ def unnamed(frames, time_ns):
     if time_ns:
         p.add(field_varint(9, time_ns) + field_varint(10, 60 * 10**9))
     for i, fr in enumerate(frames, 1):
-        build_id, path, off = fr.split(":")
+        build_id, path, off = fr.rsplit(":", 2)
         off = int(off, 16)
         start = 0x10000000 * i
         p.add(field_bytes(3, field_varint(1, i) + field_varint(2, start) +
@@ -172,6 +174,8 @@ def main():
     for i in range(0, len(args), 2):
         if args[i] == "--frame":
             frames.append(args[i + 1])
+        elif args[i] == "--frames-file":
+            frames += [line.rstrip("\n") for line in open(args[i + 1]) if line.strip()]
         else:
             opt[args[i]] = int(args[i + 1])
     if kind == "unnamed":

@@ -130,6 +130,60 @@ static void test_selectors(void)
         FP_CHECK(fp_sel_parse(re, &s, err, sizeof(err)) == -EINVAL && strstr(err, "longer"));
 }
 
+/*
+ * Patterns as an attacker writes them: glibc's regcomp() doubled its time
+ * and memory with each '+' of a++++... (22 took 2.9 GB and 8-22 s of the
+ * loop). RE2 refuses what it cannot compile within its budget and matches
+ * the rest in linear time; its syntax is Go's, which Grafana sends.
+ */
+static void test_hostile_patterns(void)
+{
+        static const char *const a1[] = {"service_name=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!",
+                                         NULL};
+        char err[256], text[256], *value;
+        struct fp_selector s;
+
+        /* a++++...: not a pattern in RE2's syntax; one line, at once. */
+        snprintf(text, sizeof(text), "{service_name=~\"a++++++++++++++++++++++\"}");
+        FP_CHECK(fp_sel_parse(text, &s, err, sizeof(err)) == -EINVAL);
+        FP_CHECK(strstr(err, "invalid") && strstr(err, "service_name") && !strchr(err, '\n'));
+        /* Nested counted repetition past RE2's limits: refused, not expanded. */
+        FP_CHECK(fp_sel_parse("{a=~\"((a{1,1000}){1,1000}){1,1000}\"}", &s, err, sizeof(err)) ==
+                 -EINVAL);
+        /* A program past the memory bound: refused as too large. */
+        FP_CHECK(fp_sel_parse("{a=~\"(((.{0,100}){0,100}){0,100})\"}", &s, err, sizeof(err)) ==
+                 -EINVAL);
+        /* Classic catastrophic backtracking shapes match (or not) as they should. */
+        FP_CHECK_EQ_INT(selects("{service_name=~\"(a+)+\"}", a1), 0);
+        FP_CHECK_EQ_INT(selects("{service_name=~\"(a|aa)+!\"}", a1), 1);
+        FP_CHECK_EQ_INT(selects("{service_name=~\"(.*a){12}\"}", a1), 0);
+        /* (.*){1,1000} compiles within its bound and matches a 4 KiB value. */
+        FP_CHECK(fp_sel_parse("{v=~\"(.*){1,1000}x\"}", &s, err, sizeof(err)) == 0);
+        FP_CHECK((value = malloc(4097)) != NULL);
+        memset(value, 'y', 4096);
+        value[4096] = 0;
+        const char *kv_value[] = {NULL, NULL};
+        char *kv = malloc(4099);
+        FP_CHECK(kv != NULL);
+        snprintf(kv, 4099, "v=%s", value);
+        kv_value[0] = kv;
+        struct labels l = {kv_value};
+        FP_CHECK(!fp_sel_match(&s, label, &l));
+        kv[4097] = 'x';
+        FP_CHECK(fp_sel_match(&s, label, &l));
+        fp_sel_free(&s);
+        free(kv);
+        free(value);
+        /* RE2's syntax (Go's): classes, flags; '.' matches a newline. */
+        static const char *const pid[] = {"pid=4242", "path=a\nb", NULL};
+        FP_CHECK_EQ_INT(selects("{pid=~\"\\\\d+\"}", pid), 1);
+        FP_CHECK_EQ_INT(selects("{pid=~\"(?i)PID|4242\"}", pid), 1);
+        FP_CHECK_EQ_INT(selects("{path=~\"a.b\"}", pid), 1);
+        /* A pattern that would close the anchoring group is refused, not unanchored. */
+        FP_CHECK_EQ_INT(selects("{pid=~\"x)|(.*\"}", pid), -1);
+        FP_CHECK_EQ_INT(selects("{pid=~\"42\"}", pid), 0);
+}
+
 /* ---- JSON from binary ---- */
 
 static const char *const colors[] = {"RED", "GREEN", NULL};
@@ -284,6 +338,7 @@ static void test_levels(void)
 int main(void)
 {
         test_selectors();
+        test_hostile_patterns();
         test_json();
         test_levels();
         return FP_TEST_DONE();
