@@ -67,6 +67,8 @@ static const struct fp_conf_key agent_keys[] = {
      "no per-CPU bridge: new threads are sampled from when their own events open"},
     {"no-python", FP_CONF_BOOL, "false", 0, 0, NULL,
      "read no Python stacks: CPython processes show the interpreter's frames only"},
+    {"no-javascript", FP_CONF_BOOL, "false", 0, 0, NULL,
+     "read no JavaScript frames: the host tier's Node.js processes show V8's code unnamed"},
     {"java-names", FP_CONF_STRING, "code-cache", 0, 0, "code-cache|perf-map",
      "a JVM's compiled methods: read from its code cache, or only from the perf map it is asked "
      "for"},
@@ -210,6 +212,7 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
             .host_cfg = {.freq = fp_conf_uint(conf, "host-freq"),
                          .kernel_frames = fp_conf_bool(conf, "host-kernel"),
                          .unwind = FP_UNWIND_AUTO,
+                         .no_javascript = fp_conf_bool(conf, "no-javascript"),
                          .off_cpu_period = fp_conf_bool(conf, "host-off-cpu")
                                                ? fp_conf_uint(conf, "host-off-cpu-period")
                                                : 0},

@@ -217,6 +217,47 @@ static void offcpu_json(struct fp_json *j, uint64_t period, const struct fp_targ
         fp_json_end_object(j);
 }
 
+/* A process's (or the host tier's) "javascript" object: its runtime and its frames' counts. */
+static void javascript_json(struct fp_json *j, const struct fp_rt_stats *r)
+{
+        if (!r->runtime[0] && !r->refused[0]) {
+                fp_json_null(j);
+                return;
+        }
+        fp_json_begin_object(j);
+        if (r->refused[0]) {
+                fp_json_key(j, "refused");
+                fp_json_string(j, r->refused);
+        } else {
+                fp_json_key(j, "runtime");
+                fp_json_string(j, r->runtime);
+        }
+        const struct {
+                const char *key;
+                uint64_t v;
+        } f[] = {{"frames", r->frames},           {"typed_frames", r->typed},
+                 {"no_function", r->no_function}, {"unreadable", r->unreadable},
+                 {"functions", r->functions},     {"functions_full", r->functions_full}};
+        for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+                fp_json_key(j, f[i].key);
+                fp_json_uint(j, f[i].v);
+        }
+        fp_json_end_object(j);
+}
+
+/* The rest of a "javascript" line: its frames named, and those left native by reason. */
+static void javascript_text(FILE *out, const struct fp_rt_stats *r)
+{
+        fprintf(out, ": %" PRIu64 " frames named, %" PRIu64 " functions read", r->frames,
+                r->functions);
+        if (r->no_function || r->unreadable || r->functions_full)
+                fprintf(out,
+                        "; left native: no function %" PRIu64 ", unreadable %" PRIu64
+                        ", functions table full %" PRIu64,
+                        r->no_function, r->unreadable, r->functions_full);
+        fputc('\n', out);
+}
+
 /*
  * What became of Python stacks (pyframes.h), as "stacks" of a target's or
  * the host tier's "python" object: p's counts (zeros when !found), or
@@ -346,6 +387,9 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         } else {
                 fp_json_null(j);
         }
+        /* Its JavaScript frames (a V8 recognised in it, or why not); null: none. */
+        fp_json_key(j, "javascript");
+        javascript_json(j, &ts->javascript);
         fp_json_key(j, "threads_missed");
         fp_json_uint(j, st->threads_missed);
         fp_json_key(j, "threads_by_rescan");
@@ -672,6 +716,10 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 fp_json_uint(&j, h->python_records_unclaimed);
                 python_stacks_json(&j, &h->python, h->python_on, true, h->python_attach_failed);
                 fp_json_end_object(&j);
+                fp_json_key(&j, "javascript_processes");
+                fp_json_uint(&j, h->javascript_procs);
+                fp_json_key(&j, "javascript");
+                javascript_json(&j, &h->javascript);
                 /* Its JVMs (the first FP_HOST_STATUS_JVMS), as a target's "java". */
                 fp_json_key(&j, "jvms");
                 fp_json_uint(&j, h->jvms);
@@ -863,6 +911,11 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                                 h->python_procs);
                         python_stacks_text(out, &h->python, h->python_on);
                 }
+                if (h->javascript_procs) {
+                        fprintf(out, "host tier javascript: %u processes running V8 now",
+                                h->javascript_procs);
+                        javascript_text(out, &h->javascript);
+                }
                 if (host_off)
                         fprintf(out,
                                 "host tier off-CPU: %.3f s in %" PRIu64
@@ -1020,6 +1073,17 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         python_stacks_text(out, &ts->python_st, ts->python_stacks_on);
                 else if (ts->python < 0)
                         fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
+        }
+        /* The V8s recognised in the targets (their JavaScript frames), and those refused. */
+        for (size_t i = 0; i < st->n_targets; i++) {
+                const struct fp_core_target_status *ts = &st->targets[i];
+                if (ts->javascript.refused[0]) {
+                        fprintf(out, "javascript of %d: not read: %s\n", (int)ts->pid,
+                                ts->javascript.refused);
+                } else if (ts->javascript.runtime[0]) {
+                        fprintf(out, "javascript of %d: %s", (int)ts->pid, ts->javascript.runtime);
+                        javascript_text(out, &ts->javascript);
+                }
         }
         /* The JVMs, and how their compiled methods are named. */
         for (size_t i = 0; i < st->n_targets; i++)

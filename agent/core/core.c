@@ -16,6 +16,7 @@
 #include "maps.h"
 #include "offcpu.h"
 #include "pystack.h"
+#include "runtimes.h"
 #include "procfs.h"
 #include "symbols.h"
 #include "targetconf.h"
@@ -1435,6 +1436,7 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 if (py)
                         fp_pyframes_stats(py, &ts->python_st);
                 fp_target_jvm_status(t, &ts->jvm);
+                fp_runtimes_stats(fp_target_maps(t), &ts->javascript);
                 st.n_targets++;
         }
         st.samples_total = s->gone_samples;

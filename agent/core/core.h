@@ -25,6 +25,7 @@
 #include "perf.h"
 #include "target.h"
 #include "pyframes.h"
+#include "rtframe.h"
 #include "upload.h"
 
 #include <stdbool.h>
@@ -227,6 +228,7 @@ struct fp_core_target_status {
         struct fp_pyframes_stats python_st;
         uint64_t python_attach_failed;
         struct fp_jvm_names_status jvm; /* a JVM asked for its methods' names */
+        struct fp_rt_stats javascript;  /* its JavaScript frames (runtimes.h) */
 };
 
 struct fp_core_rule_status {

@@ -32,6 +32,7 @@ static const struct fp_start_option start_options[] = {
     {"--off-cpu", "off_cpu", false},
     {"--off-cpu-period", "off_cpu_period", true},
     {"--no-python", "no_python", false},
+    {"--no-javascript", "no_javascript", false},
     {"--name", "name", true},
     {"--exe", "exe", true},
     {"--unit", "unit", true},
@@ -163,6 +164,7 @@ int fp_rule_sampling_from_request(const struct fp_ctl_request *q, struct fp_perf
         }
         cfg.kernel_frames = is_on(q, "kernel");
         cfg.no_python = is_on(q, "no_python");
+        cfg.no_javascript = is_on(q, "no_javascript");
         const char *off = fp_ctl_request_get(q, "off_cpu_period");
         if (off && fp_parse_uint(off, 1000, FP_OFFCPU_PERIOD_MAX, &cfg.off_cpu_period) < 0)
                 return fp_errf(err, err_len, -EINVAL,

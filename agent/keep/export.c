@@ -16,6 +16,7 @@
 #include "offcpu.h"
 #include "pprof.h"
 #include "pyframes.h"
+#include "runtimes.h"
 #include "store.h"
 #include "symbols.h"
 #include "host.h"
@@ -77,13 +78,14 @@ struct namer {
         const struct fp_pyframes *py;
 };
 
-enum { KIND_KERNEL = FP_SYM_SOURCES, KIND_JIT, KIND_JAVA, KIND_PYTHON, KIND_UNNAMED };
+enum { KIND_KERNEL = FP_SYM_SOURCES, KIND_JIT, KIND_JAVA, KIND_PYTHON, KIND_RUNTIME, KIND_UNNAMED };
 
 static uint64_t names_by_kind[FP_EXPORT_NAME_KINDS];
 
 const char *fp_export_name_kind(int kind)
 {
-        static const char *const extra[] = {"kernel", "jit", "java", "python", "unnamed"};
+        static const char *const extra[] = {"kernel", "jit",        "java",
+                                            "python", "javascript", "unnamed"};
 
         if (kind < FP_SYM_SOURCES)
                 return fp_sym_source_name((enum fp_sym_source)kind);
@@ -118,6 +120,21 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
                 count_name(d->function ? KIND_JAVA : KIND_UNNAMED);
                 if (!d->function)
                         d->function = "[java]"; /* its method could not be read */
+                d->no_address = true;
+                return;
+        }
+        if (f->flags & FP_FRAME_RUNTIME) {
+                /* A JavaScript function (runtimes.h): its name, file and first line. */
+                struct fp_rt_name rn;
+                if (fp_runtimes_name(nm->maps, f, &rn)) {
+                        d->function = rn.function;
+                        d->filename = rn.filename;
+                        d->start_line = d->line = rn.line;
+                        count_name(KIND_RUNTIME);
+                } else {
+                        d->function = "[runtime]";
+                        count_name(KIND_UNNAMED);
+                }
                 d->no_address = true;
                 return;
         }
@@ -194,7 +211,8 @@ static size_t describe_all(const struct namer *nm, const struct fp_frame *f, str
         const char *inl[FP_GOPCLN_MAX_INLINE];
         size_t n = 0;
 
-        if (f->mapping && room > 1 && !(f->flags & (FP_FRAME_PYTHON | FP_FRAME_JAVA)))
+        if (f->mapping && room > 1 &&
+            !(f->flags & (FP_FRAME_PYTHON | FP_FRAME_JAVA | FP_FRAME_RUNTIME)))
                 n = fp_maps_inlined(nm->maps, f->mapping, f->addr, inl,
                                     room - 1 < FP_GOPCLN_MAX_INLINE ? room - 1
                                                                     : FP_GOPCLN_MAX_INLINE);

@@ -22,6 +22,7 @@
 #include "perfmap.h"
 #include "procfs.h"
 #include "pyframes.h"
+#include "runtimes.h"
 #include "pystack.h"
 #include "stackwalk.h"
 #include "targetconf.h"
@@ -906,6 +907,7 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
         h->pcfg.freq = cfg->freq;
         h->pcfg.kernel_frames = cfg->kernel_frames;
         h->pcfg.unwind = cfg->unwind;
+        h->pcfg.no_javascript = cfg->no_javascript;
         fp_targetconf_finish(&h->pcfg);
         h->off_pcfg = h->pcfg;
         h->off_pcfg.kernel_frames = false;
@@ -1030,6 +1032,16 @@ void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
                 fp_pyframes_stats(h->procs[i]->py.py, &ps);
                 fp_pyframes_stats_add(&ret->python, &ps);
                 ret->python_procs++;
+        }
+        for (size_t i = 0; i < h->n_procs; i++) {
+                struct fp_rt_stats rs;
+                if (h->procs[i]->end_ns != UINT64_MAX)
+                        continue;
+                fp_runtimes_stats(h->procs[i]->maps, &rs);
+                if (!rs.runtime[0])
+                        continue;
+                fp_runtimes_stats_add(&ret->javascript, &rs);
+                ret->javascript_procs++;
         }
 }
 

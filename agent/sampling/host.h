@@ -32,6 +32,7 @@
 
 #include "jvmnames.h"
 #include "pyframes.h"
+#include "rtframe.h"
 #include "samplestats.h"
 
 #include <stdbool.h>
@@ -64,6 +65,7 @@ struct fp_host_config {
         bool kernel_frames;      /* kernel callchains too */
         unsigned unwind;         /* enum fp_unwind_mode */
         uint64_t off_cpu_period; /* ns; 0: no off-CPU time (the core feeds the records) */
+        bool no_javascript;      /* no-javascript: V8's frames stay native (runtimes/v8/v8.h) */
 };
 
 /* A JVM of the tier, as status shows it (jvmnames.h). */
@@ -100,6 +102,8 @@ struct fp_host_stats {
         unsigned python_procs;             /* generations known to run a CPython now */
         uint64_t python_attach_failed;     /* CPUs' events the program could not run at */
         struct fp_pyframes_stats python;   /* their samples, every generation's summed */
+        unsigned javascript_procs;         /* live processes recognised to run V8 */
+        struct fp_rt_stats javascript;     /* their JavaScript frames, summed */
         unsigned procs;                    /* generations kept now */
         unsigned cpus;                     /* CPUs with their events open */
         unsigned cgroups;                  /* cgroup paths known */

@@ -98,6 +98,8 @@ struct fp_perf_config {
         uint64_t off_cpu_period;
         /* --no-python: a CPython's samples keep native frames only (pyframes.h). */
         bool no_python;
+        /* --no-javascript: a V8's samples keep native frames only (runtimes/v8/v8.h). */
+        bool no_javascript;
 };
 
 #define FP_PERF_OFF_CPU_PERIOD_DEFAULT 10000000ULL /* 10 ms: --off-cpu's T */

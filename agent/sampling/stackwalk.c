@@ -11,6 +11,7 @@
 #include "stackwalk.h"
 #include "hotspot.h"
 #include "jvmnames.h"
+#include "runtimes.h"
 #include "maps.h"
 #include "symbols.h"
 #include "unwind.h"
@@ -61,7 +62,7 @@ void fp_stackwalk_resolve(void *userdata, struct fp_frame *frames, uint32_t n)
                         (void)w->java_method(w->jit_ctx, frames[i].addr); /* read while it lives */
                         continue;
                 }
-                if (frames[i].flags) /* synthetic: [kernel], [truncated], ... */
+                if (frames[i].flags) /* synthetic ([kernel], [truncated], ...) or a runtime's */
                         continue;
                 frames[i].mapping = find_mapping(w, frames[i].addr, &reloaded);
                 if (!frames[i].mapping) {
@@ -240,8 +241,23 @@ static uint32_t user_frames(struct fp_stackwalk *w, const struct fp_perf_sample 
                 } else {
                         w->st->unwind_failed++;
                 }
+                /* The language runtimes' frames among them, all at once (runtimes.h). */
+                struct fp_rt_frame_at at[FP_STACKWALK_MAX_FRAMES];
+                struct fp_frame rt[FP_STACKWALK_MAX_FRAMES];
+                bool is_rt[FP_STACKWALK_MAX_FRAMES] = {false};
+                if (!w->cfg->no_javascript) {
+                        for (size_t i = 0; i < n_ips; i++)
+                                at[i] = (struct fp_rt_frame_at){.ip = ips[i],
+                                                                .bp = bps[i],
+                                                                .stack = s->stack,
+                                                                .sp = s->user_sp,
+                                                                .size = s->stack_size};
+                        (void)fp_runtimes_frames(w->maps, at, n_ips, rt, is_rt);
+                }
                 for (size_t i = 0; i < n_ips && n < FP_STACKWALK_MAX_FRAMES - 1; i++)
-                        n = user_frame(w, s, f, n, FP_STACKWALK_MAX_FRAMES - 1, ips[i], bps[i]);
+                        n = is_rt[i] ? (f[n] = rt[i], n + 1)
+                                     : user_frame(w, s, f, n, FP_STACKWALK_MAX_FRAMES - 1, ips[i],
+                                                  bps[i]);
                 if (res.end != FP_UNWIND_END_ROOT)
                         f[n++] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
                 return n;
