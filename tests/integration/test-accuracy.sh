@@ -21,7 +21,8 @@
 # Then four equal threads at 2 kHz, profiled until they exit: each
 # thread's samples per second of its CPU time (CLOCK_THREAD_CPUTIME_ID,
 # its whole life) must agree across the four within 0.6 %, or within
-# the kernel's loss below when that is more.  The agent
+# the kernel's loss below when that is more (plus, on a VM, the share of
+# busy time its hypervisor stole meanwhile).  The agent
 # varies each thread's sampling period by up to 5 % (against lock step with
 # periodic work); a thread's count follows its mean period, which a random
 # walk of periods left about 1 % off per thread (0.5-2 % apart), and which
@@ -135,12 +136,14 @@ run_to_exit() {
 
 # ---- equal threads: sample counts against their CPU time ----------------------------------------
 EQ_HZ=2000
+fp_cpu_mark "$FP_TMP/eq.mark"
 run_to_exit eq --freq "$EQ_HZ" -- truth --scenario equal --seconds 8 --truth "$FP_TMP/eq.json"
 EQ=$RUN_PID
 test -s "$FP_TMP/eq.json" || fp_fail "truth (equal) did not write its truth"
 [[ $(fp_target_field "$EQ" lost) == 0 ]] || fp_fail "the agent lost samples of the equal threads: the counts say nothing"
 fp_ctl dump "$EQ" --format pprof -o "$FP_TMP/eq.pb.gz" || fp_fail "agentctl dump of the equal threads failed"
-fp_timeout 150 python3 - "$FP_PPROFRAW" "$FP_TMP/eq.json" "$FP_TMP/eq.pb.gz" "$EQ_HZ" <<'PY' || fp_fail "equal threads' sample counts disagree"
+fp_timeout 150 python3 - "$FP_PPROFRAW" "$FP_TMP/eq.json" "$FP_TMP/eq.pb.gz" "$EQ_HZ" \
+  "$(cat "$FP_TMP/eq.mark")" "$(head -1 /proc/stat)" <<'PY' || fp_fail "equal threads' sample counts disagree"
 import collections, json, os, sys
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
 import pprofraw
@@ -162,11 +165,24 @@ spread = 100 * (max(ratio.values()) - min(ratio.values())) / mean
 # The kernel's cpu-clock loses a little of a thread's time at each of its
 # switches (1% quiet, 1.5-2% beside CPU-bound jobs), differently per thread:
 # the counts may differ by 0.6%, or by as much as that loss.
-bound = max(0.6, 100 * (1 - mean))
-print("spread: %.2f %% (bound %.2f %%: the kernel lost %.2f %%)" % (spread, bound, 100 * (1 - mean)))
+#
+# On a VM whose host is busy, the hypervisor also stops a vCPU while a
+# thread runs on it: Linux leaves that stolen time out of the thread's CPU
+# clock (paravirtual steal accounting), but cpu-clock's timer, on the
+# wall clock, keeps firing through it, so a thread gets samples for time
+# its clock does not count, as much as the steal it happened to meet (one
+# CI run: 100.2-101.0 % of the rate, 4 % of the host's time stolen). The
+# counts may differ by the host's steal per busy second over the run too.
+a = [int(x) for x in sys.argv[5].split()[1:9]]
+b = [int(x) for x in sys.argv[6].split()[1:9]]
+d = [y - x for x, y in zip(a, b)]
+steal = d[7] / max(1, sum(d) - d[3] - d[4])
+bound = max(0.6, 100 * (1 - mean)) + 100 * steal
+print("spread: %.2f %% (bound %.2f %%: the kernel lost %.2f %%, the hypervisor stole %.2f %% of busy time)" % (
+    spread, bound, 100 * (1 - mean), 100 * steal))
 sys.exit(0 if spread <= bound and min(ratio.values()) > 0.95 else 1)
 PY
-fp_ok "four equal threads: their sample counts follow their CPU time alike (within 0.6 %, or what the kernel lost)"
+fp_ok "four equal threads: their sample counts follow their CPU time alike (within 0.6 %, or what the kernel lost and the hypervisor stole)"
 
 # ---- lock step: a period equal to the work's own ---------------------------------------------
 run_to_exit alt --period 1000000 -- alternate --half-us 500 --seconds 6
