@@ -165,6 +165,7 @@ int main(int argc, char **argv)
         event_base_dispatch(base);
 
         fp_log(LOG_INFO, "shutting down");
+        fp_coll_server_stop(s); /* answers the reads under way and queued */
         event_free(sigterm);
         event_free(sigint);
         fp_coll_server_free(s);

@@ -242,7 +242,7 @@ out:
 
 int fp_coll_filter_from_request(struct evhttp_request *req, struct fp_coll_filter *f)
 {
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const struct evhttp_uri *uri = fp_coll_req_uri(req);
         char err[256];
         int r;
 

@@ -11,12 +11,14 @@
 #include <inttypes.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 
 bool fp_coll_token_equal(const char *a, const char *b)
 {
@@ -50,6 +52,184 @@ bool fp_coll_read_end(void)
         return over;
 }
 
+/* ---- a read's copy ---- */
+
+struct fp_coll_req_copy {
+        struct evhttp_request *req; /* a key off the loop thread, never read there */
+        int cmd;
+        struct evhttp_uri *uri; /* NULL: evhttp could not parse it either */
+        struct evkeyvalq in, out;
+        struct evbuffer *body, *reply;
+        int code; /* 0: not answered yet */
+        const char *reason;
+};
+
+static _Thread_local struct fp_coll_req_copy *copied;
+
+/* The copy req's getters read on this thread, NULL: evhttp's request itself. */
+static struct fp_coll_req_copy *copy_of(struct evhttp_request *req)
+{
+        if (!copied)
+                return NULL;
+        if (copied->req != req)
+                abort(); /* a read answering another request than its own */
+        return copied;
+}
+
+static void copy_headers(struct evkeyvalq *to, const struct evkeyvalq *from)
+{
+        const struct evkeyval *kv;
+
+        TAILQ_FOREACH(kv, from, next)
+        {
+                /* What evhttp parsed or a handler set is valid; a refusal drops one header. */
+                (void)evhttp_add_header(to, kv->key, kv->value);
+        }
+}
+
+static void copy_free(struct fp_coll_req_copy *c)
+{
+        if (!c)
+                return;
+        if (c->uri)
+                evhttp_uri_free(c->uri);
+        evhttp_clear_headers(&c->in);
+        evhttp_clear_headers(&c->out);
+        if (c->body)
+                evbuffer_free(c->body);
+        if (c->reply)
+                evbuffer_free(c->reply);
+        free(c);
+}
+
+struct fp_coll_req_copy *fp_coll_req_copy_new(struct evhttp_request *req)
+{
+        struct fp_coll_req_copy *c = calloc(1, sizeof(*c));
+        const char *uri = evhttp_request_get_uri(req);
+        bool parsed = evhttp_request_get_evhttp_uri(req) != NULL;
+
+        if (!c)
+                return NULL;
+        TAILQ_INIT(&c->in);
+        TAILQ_INIT(&c->out);
+        c->req = req;
+        c->cmd = (int)evhttp_request_get_command(req);
+        c->body = evbuffer_new();
+        c->reply = evbuffer_new();
+        /* evhttp parsed the URI with these flags; what it could not parse stays NULL. */
+        if (uri && parsed)
+                c->uri = evhttp_uri_parse_with_flags(uri, EVHTTP_URI_NONCONFORMANT);
+        if (!c->body || !c->reply || (parsed && !c->uri) ||
+            evbuffer_add_buffer(c->body, evhttp_request_get_input_buffer(req)) < 0) {
+                copy_free(c);
+                return NULL;
+        }
+        copy_headers(&c->in, evhttp_request_get_input_headers(req));
+        return c;
+}
+
+struct evhttp_request *fp_coll_req_copy_req(const struct fp_coll_req_copy *c)
+{
+        return c->req;
+}
+
+void fp_coll_req_copy_enter(struct fp_coll_req_copy *c)
+{
+        copied = c;
+}
+
+void fp_coll_req_copy_leave(void)
+{
+        copied = NULL;
+}
+
+bool fp_coll_req_copied(void)
+{
+        return copied != NULL;
+}
+
+void fp_coll_req_copy_send(struct fp_coll_req_copy *c)
+{
+        if (!c->code) {
+                evbuffer_drain(c->reply, evbuffer_get_length(c->reply));
+                evbuffer_add_printf(c->reply,
+                                    "{\"error\": \"the read ended without an answer\"}\n");
+                evhttp_clear_headers(&c->out);
+                evhttp_add_header(&c->out, "Content-Type", "application/json");
+                c->code = 500;
+                c->reason = "Internal Server Error";
+        }
+        copy_headers(evhttp_request_get_output_headers(c->req), &c->out);
+        evhttp_send_reply(c->req, c->code, c->reason, c->reply);
+        copy_free(c);
+}
+
+void fp_coll_req_copy_drop(struct fp_coll_req_copy *c)
+{
+        /*
+         * evhttp detaches a request from its connection when the peer leaves
+         * before the answer: it is then its handler's to free.
+         */
+        evhttp_request_free(c->req);
+        copy_free(c);
+}
+
+const struct evhttp_uri *fp_coll_req_uri(struct evhttp_request *req)
+{
+        struct fp_coll_req_copy *c = copy_of(req);
+
+        return c ? c->uri : evhttp_request_get_evhttp_uri(req);
+}
+
+struct evkeyvalq *fp_coll_req_headers(struct evhttp_request *req)
+{
+        struct fp_coll_req_copy *c = copy_of(req);
+
+        return c ? &c->in : evhttp_request_get_input_headers(req);
+}
+
+struct evkeyvalq *fp_coll_req_out_headers(struct evhttp_request *req)
+{
+        struct fp_coll_req_copy *c = copy_of(req);
+
+        return c ? &c->out : evhttp_request_get_output_headers(req);
+}
+
+struct evbuffer *fp_coll_req_body(struct evhttp_request *req)
+{
+        struct fp_coll_req_copy *c = copy_of(req);
+
+        return c ? c->body : evhttp_request_get_input_buffer(req);
+}
+
+int fp_coll_req_command(struct evhttp_request *req)
+{
+        struct fp_coll_req_copy *c = copy_of(req);
+
+        return c ? c->cmd : (int)evhttp_request_get_command(req);
+}
+
+/* Sends the answer, or, on a copy, keeps it for the loop thread to send. */
+static void send_reply(struct evhttp_request *req, int code, const char *reason,
+                       struct evbuffer *body)
+{
+        struct fp_coll_req_copy *c = copy_of(req);
+
+        if (!c) {
+                evhttp_send_reply(req, code, reason, body);
+                return;
+        }
+        if (c->code) { /* the first answer stands */
+                if (body)
+                        evbuffer_drain(body, evbuffer_get_length(body));
+                return;
+        }
+        c->code = code;
+        c->reason = reason;
+        if (body)
+                evbuffer_add_buffer(c->reply, body);
+}
+
 /* The error of a read past its memory budget, instead of its answer. */
 static void reply_budget(struct evhttp_request *req)
 {
@@ -75,7 +255,7 @@ void fp_coll_reply(struct evhttp_request *req, int code, const char *content_typ
                 reply_budget(req);
                 return;
         }
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        struct evkeyvalq *h = fp_coll_req_out_headers(req);
         const char *reason = code == 200   ? "OK"
                              : code == 400 ? "Bad Request"
                              : code == 401 ? "Unauthorized"
@@ -89,7 +269,7 @@ void fp_coll_reply(struct evhttp_request *req, int code, const char *content_typ
 
         evhttp_add_header(h, "Content-Type", content_type);
         evhttp_add_header(h, "Cache-Control", "no-store");
-        if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        if (fp_coll_req_command(req) == EVHTTP_REQ_HEAD) {
                 /*
                  * The head a GET would have, and no body: evhttp writes a body it is
                  * given even to HEAD (and then no Content-Length), which a keep-alive
@@ -102,10 +282,10 @@ void fp_coll_reply(struct evhttp_request *req, int code, const char *content_typ
                 evhttp_add_header(h, "Content-Length", n);
                 if (body)
                         evbuffer_drain(body, len);
-                evhttp_send_reply(req, code, reason, NULL);
+                send_reply(req, code, reason, NULL);
                 return;
         }
-        evhttp_send_reply(req, code, reason, body);
+        send_reply(req, code, reason, body);
 }
 
 void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, ...)
@@ -118,14 +298,14 @@ void fp_coll_reply_error(struct evhttp_request *req, int code, const char *fmt, 
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         if (!b) {
-                evhttp_send_error(req, 500, NULL);
+                send_reply(req, 500, "Internal Server Error", NULL);
                 return;
         }
         evbuffer_add_printf(b, "{\"error\": ");
         fp_escape_json_evb(b, msg);
         evbuffer_add_printf(b, "}\n");
         if (code == 401)
-                evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                evhttp_add_header(fp_coll_req_out_headers(req), "WWW-Authenticate",
                                   "Bearer realm=\"fleetprof\"");
         fp_coll_reply(req, code, "application/json", b);
         evbuffer_free(b);

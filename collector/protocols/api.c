@@ -32,8 +32,9 @@
 /* An upload queued for the writer, answered when its group is written. */
 struct pending_upload {
         struct fp_coll_server *s;
-        struct evhttp_request *req; /* NULL: the client hung up (its upload is still stored) */
+        struct evhttp_request *req;
         struct evhttp_connection *evcon;
+        bool gone;      /* the client hung up (its upload is still stored) */
         char host[256]; /* for the log */
         pid_t pid;
 };
@@ -42,8 +43,7 @@ static void on_conn_closed(void *arg)
 {
         struct pending_upload *pu = arg;
 
-        pu->req = NULL;
-        pu->evcon = NULL;
+        pu->gone = true;
 }
 
 /*
@@ -62,9 +62,13 @@ static void on_stored(void *userdata, const struct fp_coll_writeq_result *res)
                 fp_log(LOG_ERR, "Refused an upload from %s (pid %d): %s", pu->host, (int)pu->pid,
                        res->error);
         fp_coll_writeq_stats(s->writeq, &s->st.store_ns, &s->st.groups);
-        if (!pu->req)
+        if (pu->gone) {
+                /* evhttp left the request, detached from its closed connection, to us. */
+                evhttp_request_free(pu->req);
                 goto out;
-        fp_coll_gate_on_close(s->gate, pu->evcon, NULL, NULL);
+        }
+        if (pu->evcon)
+                fp_coll_gate_on_close(s->gate, pu->evcon, NULL, NULL);
         if (res->decode_status) {
                 fp_coll_reply_error(pu->req, res->decode_status, "%s", res->error);
                 goto out;
@@ -377,7 +381,7 @@ void fp_coll_api_profile(struct fp_coll_server *s, struct evhttp_request *req)
                 goto out;
         }
         buf = NULL;
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Disposition",
+        evhttp_add_header(fp_coll_req_out_headers(req), "Content-Disposition",
                           "attachment; filename=\"profile.pb.gz\"");
         fp_coll_reply(req, 200, "application/octet-stream", b);
         evbuffer_free(b);
@@ -388,11 +392,43 @@ out:
 
 /* ---- healthz ---- */
 
+/*
+ * The store's figures for /healthz and /metrics: read now on the reader
+ * thread (and kept for the loop), or, on the loop thread while a read
+ * takes the reader, the last ones read. *age_ns: how old they are.
+ */
+static int store_figures(struct fp_coll_server *s, struct fp_store_stats *ss, int64_t *age_ns)
+{
+        struct fp_coll_read_state *st = s->reads;
+        int64_t now = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+        int r;
+
+        if (fp_coll_req_copied()) {
+                r = fp_backend_stats(s->store, ss);
+                pthread_mutex_lock(&st->lock);
+                st->store = *ss;
+                st->store_r = r;
+                st->store_ns = now;
+                pthread_mutex_unlock(&st->lock);
+                *age_ns = 0;
+                return r;
+        }
+        pthread_mutex_lock(&st->lock);
+        *ss = st->store;
+        r = st->store_ns ? st->store_r : -EAGAIN;
+        *age_ns = st->store_ns ? now - st->store_ns : -1;
+        pthread_mutex_unlock(&st->lock);
+        return r;
+}
+
 void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
 {
         struct fp_store_stats ss = {0};
         struct evbuffer *b = evbuffer_new();
-        int r = fp_backend_stats(s->store, &ss);
+        int64_t age_ns;
+        int r = store_figures(s, &ss, &age_ns);
+        /* Not read yet (the reader has been busy since the start): not a failure. */
+        bool failed = r < 0 && r != -EAGAIN;
 
         if (!b) {
                 fp_coll_reply_error(req, 503, "out of memory");
@@ -408,14 +444,15 @@ void fp_coll_api_healthz(struct fp_coll_server *s, struct evhttp_request *req)
             ", \"store_write_ms\": %" PRIu64 ", \"store_groups\": %" PRIu64
             ", \"store\": {\"buckets\": %" PRIu64 ", \"targets\": %" PRIu64
             ", \"file_bytes\": %" PRIu64 ", \"wal_bytes\": %" PRIu64 ", \"max_bytes\": %" PRIu64
-            "}}\n",
-            r < 0 ? "degraded" : "ok", FP_VERSION,
+            ", \"age_ms\": %" PRId64 "}}\n",
+            failed ? "degraded" : "ok", FP_VERSION,
             (int64_t)(((int64_t)fp_now_ns(CLOCK_REALTIME) - s->st.started_ns) / 1000000000LL),
             s->st.requests, s->st.uploads_stored, s->st.uploads_duplicate, s->st.uploads_rejected,
             s->st.uploads_failed, s->st.samples_stored, s->st.bytes_received,
             s->st.decode_ns / 1000000, s->st.store_ns / 1000000, s->st.groups, ss.buckets,
-            ss.targets, ss.file_bytes, ss.wal_bytes, s->store_max_bytes);
-        fp_coll_reply(req, r < 0 ? 503 : 200, "application/json", b);
+            ss.targets, ss.file_bytes, ss.wal_bytes, s->store_max_bytes,
+            age_ns < 0 ? (int64_t)-1 : age_ns / 1000000);
+        fp_coll_reply(req, failed ? 503 : 200, "application/json", b);
         evbuffer_free(b);
 }
 
@@ -471,7 +508,8 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
         struct fp_hist write;
         size_t queued = 0, queued_bytes = 0;
         struct fp_prom p;
-        int r = fp_backend_stats(s->store, &ss);
+        int64_t age_ns;
+        int r = store_figures(s, &ss, &age_ns);
 
         if (!b) {
                 fp_coll_reply_error(req, 503, "out of memory");
@@ -547,9 +585,8 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                                       s->st.by_route[i].path, (double)s->st.by_route[i].n);
         fp_prom_value(&p, "fleetprof_collector_requests_total", "path", "other",
                       (double)s->st.not_found);
-        size_t open;
-        uint64_t refused[FP_GATE_N_REASONS];
-        fp_coll_gate_stats(s->gate, &open, refused);
+        const size_t open = s->st.gate_open; /* as the read was queued (readers.h) */
+        const uint64_t *refused = s->st.gate_refused;
         fp_prom_family(&p, "fleetprof_collector_connections", "gauge",
                        "Connections open, including those being refused or closed.");
         fp_prom_value(&p, "fleetprof_collector_connections", NULL, NULL, (double)open);
@@ -569,6 +606,28 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                        "Reads stopped because they needed more memory than --max-read-mb.");
         fp_prom_value(&p, "fleetprof_collector_read_budget_refused_total", NULL, NULL,
                       (double)s->st.reads_over_memory);
+        uint64_t waiting, busy, ran, ran_ns, waited_ns;
+        pthread_mutex_lock(&s->reads->lock);
+        waiting = s->reads->waiting, busy = s->reads->busy, ran = s->reads->ran;
+        ran_ns = s->reads->ran_ns, waited_ns = s->reads->waited_ns;
+        pthread_mutex_unlock(&s->reads->lock);
+        fp_prom_family(&p, "fleetprof_collector_reads_waiting", "gauge",
+                       "Reads queued for the reader thread or running (this one too).");
+        fp_prom_value(&p, "fleetprof_collector_reads_waiting", NULL, NULL, (double)waiting);
+        fp_prom_family(&p, "fleetprof_collector_reads_busy_total", "counter",
+                       "Reads refused (503) because too many were waiting.");
+        fp_prom_value(&p, "fleetprof_collector_reads_busy_total", NULL, NULL, (double)busy);
+        fp_prom_family(&p, "fleetprof_collector_reads_total", "counter",
+                       "Reads the reader thread ran.");
+        fp_prom_value(&p, "fleetprof_collector_reads_total", NULL, NULL, (double)ran);
+        fp_prom_family(&p, "fleetprof_collector_read_seconds_total", "counter",
+                       "Time the reader thread spent on reads.");
+        fp_prom_value(&p, "fleetprof_collector_read_seconds_total", NULL, NULL,
+                      (double)ran_ns / 1e9);
+        fp_prom_family(&p, "fleetprof_collector_read_wait_seconds_total", "counter",
+                       "Time reads waited in the queue before they ran.");
+        fp_prom_value(&p, "fleetprof_collector_read_wait_seconds_total", NULL, NULL,
+                      (double)waited_ns / 1e9);
         if (s->names)
                 names_metrics(s->names, &p);
         fp_coll_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);

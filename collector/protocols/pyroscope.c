@@ -732,7 +732,7 @@ static int parse_time(const char *v, int64_t *ret)
 
 void fp_coll_pyro_ingest(struct fp_coll_server *s, struct evhttp_request *req)
 {
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const struct evhttp_uri *uri = fp_coll_req_uri(req);
         const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
         struct evkeyvalq q;
         struct evkeyval *kv;
@@ -820,7 +820,7 @@ void fp_coll_pyro_ingest(struct fp_coll_server *s, struct evhttp_request *req)
 
 void fp_coll_pyro_push(struct fp_coll_server *s, struct evhttp_request *req)
 {
-        struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+        struct evkeyvalq *h = fp_coll_req_headers(req);
         const char *ct = evhttp_find_header(h, "Content-Type");
         const char *enc = evhttp_find_header(h, "Content-Encoding");
         bool json = ct && strcmp(ct, "application/json") == 0;

@@ -1765,7 +1765,7 @@ static int on_render_point(void *ud, size_t target, const struct fp_store_point 
 
 void fp_coll_pyro_render(struct fp_coll_server *s, struct evhttp_request *req)
 {
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const struct evhttp_uri *uri = fp_coll_req_uri(req);
         const char *qs = uri ? evhttp_uri_get_query(uri) : NULL;
         int64_t now_ns = (int64_t)fp_now_ns(CLOCK_REALTIME), max_nodes = DEFAULT_MAX_NODES;
         struct call c = {.s = s, .req = req, .json = true};
@@ -1951,13 +1951,13 @@ static const struct method methods[] = {
 
 void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req)
 {
-        struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        struct evkeyvalq *h = fp_coll_req_headers(req);
+        const struct evhttp_uri *uri = fp_coll_req_uri(req);
         const char *path = uri ? evhttp_uri_get_path(uri) : "";
         const char *ct = evhttp_find_header(h, "Content-Type");
         const char *ver = evhttp_find_header(h, "Connect-Protocol-Version");
         const char *enc = evhttp_find_header(h, "Content-Encoding");
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        struct evbuffer *in = fp_coll_req_body(req);
         struct call c = {.s = s, .req = req};
         uint8_t *body = NULL, *raw = NULL, *json_bin = NULL;
         size_t len = evbuffer_get_length(in), raw_len = 0;

@@ -63,7 +63,7 @@ struct view_params {
 /* Reads value, max_nodes and points; answers 400 itself on a bad one. */
 static int view_params(struct evhttp_request *req, struct view_params *ret)
 {
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const struct evhttp_uri *uri = fp_coll_req_uri(req);
         struct evkeyvalq q;
         struct evkeyval *kv;
         int r = 0;
@@ -106,7 +106,7 @@ static int view_params(struct evhttp_request *req, struct view_params *ret)
 /* A selection's filter (prefix: the baseline's); answers 400 itself. */
 static int view_filter(struct evhttp_request *req, const char *prefix, struct fp_coll_filter *f)
 {
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const struct evhttp_uri *uri = fp_coll_req_uri(req);
         char err[256];
         int r = fp_coll_filter_parse_ex(uri ? evhttp_uri_get_query(uri) : NULL,
                                         (int64_t)fp_now_ns(CLOCK_REALTIME), prefix, view_keys, f,

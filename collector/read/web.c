@@ -226,9 +226,9 @@ out:
 
 void fp_coll_web_asset(struct fp_coll_server *s, struct evhttp_request *req)
 {
-        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const struct evhttp_uri *uri = fp_coll_req_uri(req);
         const char *path = uri && evhttp_uri_get_path(uri) ? evhttp_uri_get_path(uri) : "";
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        struct evkeyvalq *h = fp_coll_req_out_headers(req);
         struct evbuffer *b;
 
         (void)s;

@@ -19,6 +19,7 @@
 #include "pyroscope.h"
 #include "querier.h"
 #include "debuginfod.h"
+#include "readers.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -95,46 +96,49 @@ static void on_request(struct evhttp_request *req, void *arg)
         enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
         /*
          * auth: W an agent's upload (--token-file), R a read (--read-token-file), Q the same
-         * in Connect's terms, - none.
+         * in Connect's terms, - none. where: L on the loop thread (what costs the same
+         * whatever was sent or stored), T the reader thread (readers.h), I the reader thread
+         * when it is idle, else the loop (/healthz: fresh figures, or the last ones at once).
          */
         static const struct {
                 const char *path;
                 enum evhttp_cmd_type cmd;
                 char auth;
+                char where;
                 void (*fn)(struct fp_coll_server *, struct evhttp_request *);
         } routes[] = {
-            {"/api/v1/ingest", EVHTTP_REQ_POST, 'W', fp_coll_api_ingest},
-            {"/ingest", EVHTTP_REQ_POST, 'W', fp_coll_pyro_ingest},
-            {"/push.v1.PusherService/Push", EVHTTP_REQ_POST, 'W', fp_coll_pyro_push},
-            {"/v1development/profiles", EVHTTP_REQ_POST, 'W', fp_coll_otlp_export},
-            {"/api/v1/series", EVHTTP_REQ_GET, 'R', fp_coll_api_series},
-            {"/api/v1/profile", EVHTTP_REQ_GET, 'R', fp_coll_api_profile},
-            {"/healthz", EVHTTP_REQ_GET, '-', fp_coll_api_healthz},
+            {"/api/v1/ingest", EVHTTP_REQ_POST, 'W', 'L', fp_coll_api_ingest},
+            {"/ingest", EVHTTP_REQ_POST, 'W', 'L', fp_coll_pyro_ingest},
+            {"/push.v1.PusherService/Push", EVHTTP_REQ_POST, 'W', 'L', fp_coll_pyro_push},
+            {"/v1development/profiles", EVHTTP_REQ_POST, 'W', 'L', fp_coll_otlp_export},
+            {"/api/v1/series", EVHTTP_REQ_GET, 'R', 'T', fp_coll_api_series},
+            {"/api/v1/profile", EVHTTP_REQ_GET, 'R', 'T', fp_coll_api_profile},
+            {"/healthz", EVHTTP_REQ_GET, '-', 'I', fp_coll_api_healthz},
             /* The page's own files hold no data: it asks for the read token itself. */
-            {"/", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
-            {"/series", EVHTTP_REQ_GET, 'R', fp_coll_web_index},
-            {"/top", EVHTTP_REQ_GET, 'R', fp_coll_web_top},
-            {"/metrics", EVHTTP_REQ_GET, 'R', fp_coll_metrics},
-            {"/api/v1/flamegraph", EVHTTP_REQ_GET, 'R', fp_coll_view_flamegraph},
-            {"/api/v1/diff", EVHTTP_REQ_GET, 'R', fp_coll_view_diff},
-            {"/api/v1/timeline", EVHTTP_REQ_GET, 'R', fp_coll_view_timeline},
-            {"/ui/", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
-            {"/ui/app.js", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
-            {"/ui/app.css", EVHTTP_REQ_GET, '-', fp_coll_web_asset},
+            {"/", EVHTTP_REQ_GET, '-', 'L', fp_coll_web_asset},
+            {"/series", EVHTTP_REQ_GET, 'R', 'T', fp_coll_web_index},
+            {"/top", EVHTTP_REQ_GET, 'R', 'T', fp_coll_web_top},
+            {"/metrics", EVHTTP_REQ_GET, 'R', 'T', fp_coll_metrics},
+            {"/api/v1/flamegraph", EVHTTP_REQ_GET, 'R', 'T', fp_coll_view_flamegraph},
+            {"/api/v1/diff", EVHTTP_REQ_GET, 'R', 'T', fp_coll_view_diff},
+            {"/api/v1/timeline", EVHTTP_REQ_GET, 'R', 'T', fp_coll_view_timeline},
+            {"/ui/", EVHTTP_REQ_GET, '-', 'L', fp_coll_web_asset},
+            {"/ui/app.js", EVHTTP_REQ_GET, '-', 'L', fp_coll_web_asset},
+            {"/ui/app.css", EVHTTP_REQ_GET, '-', 'L', fp_coll_web_asset},
             /* Pyroscope's query API over Connect (querier.h): Q, a read refused in Connect's terms.
              */
-            {"/querier.v1.QuerierService/ProfileTypes", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
-            {"/querier.v1.QuerierService/LabelNames", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
-            {"/querier.v1.QuerierService/LabelValues", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
-            {"/querier.v1.QuerierService/Series", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
-            {"/querier.v1.QuerierService/SelectMergeStacktraces", EVHTTP_REQ_POST, 'Q',
+            {"/querier.v1.QuerierService/ProfileTypes", EVHTTP_REQ_POST, 'Q', 'T', fp_coll_querier},
+            {"/querier.v1.QuerierService/LabelNames", EVHTTP_REQ_POST, 'Q', 'T', fp_coll_querier},
+            {"/querier.v1.QuerierService/LabelValues", EVHTTP_REQ_POST, 'Q', 'T', fp_coll_querier},
+            {"/querier.v1.QuerierService/Series", EVHTTP_REQ_POST, 'Q', 'T', fp_coll_querier},
+            {"/querier.v1.QuerierService/SelectMergeStacktraces", EVHTTP_REQ_POST, 'Q', 'T',
              fp_coll_querier},
-            {"/querier.v1.QuerierService/SelectMergeProfile", EVHTTP_REQ_POST, 'Q',
+            {"/querier.v1.QuerierService/SelectMergeProfile", EVHTTP_REQ_POST, 'Q', 'T',
              fp_coll_querier},
-            {"/querier.v1.QuerierService/SelectSeries", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
-            {"/querier.v1.QuerierService/Diff", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
-            {"/settings.v1.SettingsService/Get", EVHTTP_REQ_POST, 'Q', fp_coll_querier},
-            {"/pyroscope/render", EVHTTP_REQ_GET, 'R', fp_coll_pyro_render},
+            {"/querier.v1.QuerierService/SelectSeries", EVHTTP_REQ_POST, 'Q', 'T', fp_coll_querier},
+            {"/querier.v1.QuerierService/Diff", EVHTTP_REQ_POST, 'Q', 'T', fp_coll_querier},
+            {"/settings.v1.SettingsService/Get", EVHTTP_REQ_POST, 'Q', 'T', fp_coll_querier},
+            {"/pyroscope/render", EVHTTP_REQ_GET, 'R', 'T', fp_coll_pyro_render},
         };
         _Static_assert(sizeof(routes) / sizeof(routes[0]) <= FP_COLL_MAX_ROUTES, "by_route");
 
@@ -171,21 +175,36 @@ static void on_request(struct evhttp_request *req, void *arg)
                     ((routes[i].auth == 'R' || routes[i].auth == 'Q') &&
                      !read_authorized(s, req, routes[i].auth == 'Q')))
                         return;
-                /*
-                 * A read's queries stop at its time budget, and its allocations at its
-                 * memory budget (503 with the reason, or Connect's error).
-                 */
-                bool read = routes[i].auth == 'R' || routes[i].auth == 'Q';
-                if (read) {
-                        fp_backend_set_deadline(s->store, (int64_t)fp_now_ns(CLOCK_MONOTONIC) +
-                                                              (int64_t)s->max_read_ns);
-                        fp_coll_read_begin(s->max_read_bytes, routes[i].auth == 'Q');
+                if (!s->readers && routes[i].where == 'T') {
+                        static const char why[] = "the collector is stopping: ask again";
+                        if (routes[i].auth == 'Q')
+                                fp_coll_connect_reply(req, 503, "unavailable", why);
+                        else
+                                fp_coll_reply_error(req, 503, "%s", why);
+                        return;
+                }
+                if (s->readers && (routes[i].where == 'T' ||
+                                   (routes[i].where == 'I' && fp_coll_readers_idle(s->readers)))) {
+                        int r = fp_coll_readers_add(s->readers, req, routes[i].fn,
+                                                    routes[i].auth == 'Q');
+                        if (r == 0)
+                                return;
+                        if (routes[i].where == 'I') {
+                                routes[i].fn(s, req);
+                                return;
+                        }
+                        const char *why = r == -EBUSY
+                                              ? "too many reads are waiting: ask again shortly"
+                                              : "out of memory";
+                        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+                                          "1");
+                        if (routes[i].auth == 'Q')
+                                fp_coll_connect_reply(req, 503, "unavailable", why);
+                        else
+                                fp_coll_reply_error(req, 503, "%s", why);
+                        return;
                 }
                 routes[i].fn(s, req);
-                if (read) {
-                        fp_backend_set_deadline(s->store, 0);
-                        s->st.reads_over_memory += fp_coll_read_end();
-                }
                 return;
         }
         s->st.not_found++;
@@ -338,6 +357,13 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         if (r > 0 && !fp_backend_is_clickhouse(s->store))
                 fp_log(LOG_WARNING, "%s", err);
         fp_backend_set_summaries(s->store, c->summaries);
+        s->reads = calloc(1, sizeof(*s->reads));
+        if (!s->reads) {
+                fp_errf(err, errlen, 0, "out of memory");
+                r = -ENOMEM;
+                goto fail;
+        }
+        pthread_mutex_init(&s->reads->lock, NULL);
         s->http = evhttp_new(base);
         if (!s->http) {
                 fp_errf(err, errlen, 0, "Failed to create the HTTP server");
@@ -358,6 +384,11 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
         evhttp_set_bevcb(s->http, new_bev, s);
         if ((r = names_setup(s, c, err, errlen)) < 0)
                 goto fail;
+        r = fp_coll_readers_new(s, &s->readers);
+        if (r < 0) {
+                fp_errf(err, errlen, 0, "Failed to start the reader thread: %s", strerror(-r));
+                goto fail;
+        }
         if (c->tls_cert && (r = tls_setup(s, c, err, errlen)) < 0)
                 goto fail;
         s->sock = evhttp_bind_socket_with_handle(s->http, addr, (ev_uint16_t)port);
@@ -373,11 +404,29 @@ fail:
         return r;
 }
 
+void fp_coll_server_stop(struct fp_coll_server *s)
+{
+        unsigned answered;
+
+        if (s->sock) {
+                evhttp_del_accept_socket(s->http, s->sock);
+                s->sock = NULL;
+        }
+        answered = fp_coll_readers_free(s->readers);
+        s->readers = NULL;
+        if (answered) {
+                struct timeval tv = {0, FP_COLL_STOP_FLUSH_MS * 1000};
+                event_base_loopexit(s->base, &tv);
+                event_base_dispatch(s->base);
+        }
+}
+
 void fp_coll_server_free(struct fp_coll_server *s)
 {
         if (!s)
                 return;
-        fp_coll_writeq_free(s->writeq); /* writes and answers what is queued */
+        fp_coll_readers_free(s->readers); /* ends the read it runs, answers the rest */
+        fp_coll_writeq_free(s->writeq);   /* writes and answers what is queued */
         fp_dbgi_free(s->names);
         if (s->http)
                 evhttp_free(s->http);
@@ -385,6 +434,9 @@ void fp_coll_server_free(struct fp_coll_server *s)
         if (s->ssl_ctx)
                 SSL_CTX_free(s->ssl_ctx);
         fp_backend_close(s->store);
+        if (s->reads)
+                pthread_mutex_destroy(&s->reads->lock);
+        free(s->reads);
         free(s->token);
         free(s->read_token);
         free(s);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The collector's HTTP(S) server: one libevent loop thread owns the
- * listening socket, every connection and the store. Requests are routed
+ * listening socket and every connection; reads run on the reader thread
+ * (readers.h), uploads are stored by the writer thread. Requests are routed
  * by path to the API handlers (api.c) and the web page (web.c); this
  * module does what is common to all of them: TLS, the bearer token,
  * method checks, body limits (evhttp refuses a body over --max-body-mb
@@ -41,5 +42,12 @@ struct fp_backend;
  */
 int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                        struct fp_coll_server **ret, char *err, size_t errlen);
+/*
+ * Once the loop has ended: stops taking connections, waits for the read
+ * under way, answers the queued reads (503: stopping) and runs the loop
+ * up to FP_COLL_STOP_FLUSH_MS more for those answers to be written.
+ */
+#define FP_COLL_STOP_FLUSH_MS 500
+void fp_coll_server_stop(struct fp_coll_server *s);
 /* Stops serving, closes the store. Accepts NULL. */
 void fp_coll_server_free(struct fp_coll_server *s);

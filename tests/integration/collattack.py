@@ -30,9 +30,17 @@ shell script judges it.
   collattack.py get PORT PID TOKEN N PATH         GET PATH N times, one after
           another (TOKEN as the bearer token): each status, time and the
           first bytes of its answer
+  collattack.py flood PORT PID TOKEN N PATH HANG  GET PATH on N connections
+          at once, the first HANG of them closed at once: the others'
+          answers by status, and how many said the readers were busy
+  collattack.py stop PORT PID TOKEN N PATH SECS   GET PATH on N connections
+          at once, SIGTERM to PID after SECS: each answer's status, and
+          whether it said the collector was stopping
 """
 import json
+import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -49,12 +57,12 @@ def rss_kib(pid):
 
 def read_all(s, size=65536):
     """What s gives until the peer closes it."""
-    data = b""
+    parts = []
     while True:
         chunk = s.recv(size)
         if not chunk:
-            return data
-        data += chunk
+            return b"".join(parts)
+        parts.append(chunk)
 
 
 class Watch:
@@ -122,8 +130,16 @@ def http(port, method, path, headers, body=b"", timeout=60):
         pass
     s.close()
     status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else 0
-    return status, data.split(b"\r\n\r\n", 1)[-1].decode("utf-8", "replace"), \
-        time.monotonic() - t0
+    body = data.split(b"\r\n\r\n", 1)[-1]
+    seconds = time.monotonic() - t0
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        # A binary answer (a gzip profile): its head is enough to show, and
+        # decoding megabytes with replacements would hold the interpreter
+        # long enough to delay the /healthz watcher's thread.
+        text = body[:4096].decode("utf-8", "replace")
+    return status, text, seconds
 
 
 def regex(port, pid, token, patterns):
@@ -291,6 +307,56 @@ def get(port, pid, token, n, path):
     w.done({"calls": calls}, settle=1.5)
 
 
+def flood(port, pid, token, n, path, hang):
+    """n reads sent at once, each on its own connection, the first hang of
+    them hung up at once; the answers of the rest, counted by status."""
+    w = Watch(port, pid)
+    t0 = time.monotonic()
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=120)
+        s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Connection: close\r\n\r\n" % (path, token)).encode())
+        socks.append(s)
+    for s in socks[:hang]:
+        s.close()
+    statuses, busy = {}, 0
+    for s in socks[hang:]:
+        try:
+            data = read_all(s)
+        except OSError:
+            data = b""
+        s.close()
+        st = data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/") else "none"
+        statuses[st] = statuses.get(st, 0) + 1
+        busy += b"too many reads are waiting" in data[:4096]
+    w.done({"statuses": statuses, "busy": busy, "seconds": round(time.monotonic() - t0, 2)},
+           settle=0.5)
+
+
+def stop(port, pid, token, n, path, after):
+    """n reads sent at once, then SIGTERM to the collector after some
+    seconds: how each read was answered."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Connection: close\r\n\r\n" % (path, token)).encode())
+        socks.append(s)
+    time.sleep(after)
+    os.kill(pid, signal.SIGTERM)
+    answers = []
+    for s in socks:
+        try:
+            data = read_all(s)
+        except OSError:
+            data = b""
+        s.close()
+        st = data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/") else "none"
+        answers.append({"status": st, "stopping": b"the collector is stopping" in data[:4096]})
+    print(json.dumps({"answers": answers}))
+
+
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "regex":
@@ -307,6 +373,11 @@ def main():
         get(port, int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6])
     elif mode == "head":
         head(port)
+    elif mode == "flood":
+        flood(port, int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6], int(sys.argv[7]))
+    elif mode == "stop":
+        stop(port, int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6],
+             float(sys.argv[7]))
     else:
         sys.exit("collattack.py: unknown mode " + mode)
 
