@@ -10,7 +10,6 @@
  */
 #pragma once
 
-#include "gate.h"
 #include "prom.h"
 #include "store.h"
 
@@ -28,7 +27,8 @@ struct fp_coll_writeq_result;
 struct fp_coll_readers;
 struct fp_dbgi;
 
-#define FP_COLL_MAX_ROUTES 40
+#define FP_COLL_MAX_ROUTES       40
+#define FP_COLL_GATE_REASONS_MAX 16 /* room for gate.h's reasons (readers.c checks) */
 
 /* The cookie the web page keeps the read token in (--read-token-file). */
 #define FP_COLL_READ_COOKIE "fleetprof_read"
@@ -51,7 +51,7 @@ struct fp_coll_stats {
         uint64_t reads_over_memory; /* reads stopped at --max-read-mb */
         /* The gate's figures (gate.h), in a read's copy of the server only: as it was queued. */
         size_t gate_open;
-        uint64_t gate_refused[FP_GATE_N_REASONS];
+        uint64_t gate_refused[FP_COLL_GATE_REASONS_MAX]; /* FP_GATE_N_REASONS of them */
 };
 
 /*

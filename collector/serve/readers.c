@@ -269,6 +269,7 @@ int fp_coll_readers_add(struct fp_coll_readers *rs, struct evhttp_request *req, 
         j->evcon = evhttp_request_get_connection(req);
         j->queued_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
         j->view = *s;
+        _Static_assert(FP_GATE_N_REASONS <= FP_COLL_GATE_REASONS_MAX, "gate_refused");
         fp_coll_gate_stats(s->gate, &j->view.st.gate_open, j->view.st.gate_refused);
         if (j->evcon)
                 fp_coll_gate_on_close(s->gate, j->evcon, on_closed, j);
