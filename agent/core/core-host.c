@@ -18,8 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Whether a running per-thread target profiles pid. */
-static bool covered(void *userdata, pid_t pid)
+/*
+ * Whether a per-thread target profiled pid at time_ns: running, or gone
+ * only after then (the host tier's rings are read a moment after the
+ * target's, so its process's last records may come after its exit).
+ */
+static bool covered(void *userdata, pid_t pid, uint64_t time_ns)
 {
         struct fp_core *s = userdata;
         for (size_t i = 0; i < s->n_targets; i++) {
@@ -27,7 +31,8 @@ static bool covered(void *userdata, pid_t pid)
                 if (fp_target_pid(s->targets[i].t) != pid)
                         continue;
                 fp_target_stats(s->targets[i].t, &st);
-                return st.state == FP_TARGET_RUNNING;
+                if (st.state == FP_TARGET_RUNNING || time_ns <= st.exited_ns)
+                        return true;
         }
         return false;
 }

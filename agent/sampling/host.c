@@ -571,7 +571,7 @@ static void sample(void *userdata, const struct fp_perf_sample *s)
                 h->hs.unknown++;
                 return;
         }
-        if (h->covered && h->covered(h->covered_userdata, pid)) {
+        if (h->covered && h->covered(h->covered_userdata, pid, s->time)) {
                 h->hs.covered++;
                 return;
         }
@@ -741,7 +741,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r,
                 h->hs.st.dropped_nomem += fp_offcpu_parts(r);
                 return;
         }
-        if (h->covered && h->covered(h->covered_userdata, pid)) {
+        if (h->covered && h->covered(h->covered_userdata, pid, r->time_ns)) {
                 h->hs.off_covered += fp_offcpu_parts(r);
                 return;
         }

@@ -112,8 +112,13 @@ struct fp_host_stats {
         unsigned n_jvm;
 };
 
-/* Whether a per-thread target profiles process pid (its samples are then the target's). */
-typedef bool (*fp_host_covered_fn)(void *userdata, pid_t pid);
+/*
+ * Whether a per-thread target profiled process pid at time_ns
+ * (CLOCK_MONOTONIC, a record's time): its samples are then the target's.
+ * A record read after the target saw its process go is still the
+ * target's if it was taken before then.
+ */
+typedef bool (*fp_host_covered_fn)(void *userdata, pid_t pid, uint64_t time_ns);
 
 /*
  * Opens the events of every online CPU and starts reading them on base.

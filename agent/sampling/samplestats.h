@@ -20,6 +20,7 @@ enum fp_target_state {
 
 struct fp_target_stats {
         enum fp_target_state state;
+        uint64_t exited_ns; /* CLOCK_MONOTONIC when it was seen gone (0 while it runs) */
         unsigned threads_live;
         unsigned threads_seen;
         uint64_t samples;            /* samples aggregated */

@@ -440,6 +440,7 @@ void fp_target_check_exited(struct fp_target *t)
         if (t->st.state == FP_TARGET_EXITED || t->st.threads_live > 0 || !process_gone(t))
                 return;
         t->st.state = FP_TARGET_EXITED;
+        t->st.exited_ns = fp_now_ns(CLOCK_MONOTONIC);
         if (t->ev_rescan)
                 event_del(t->ev_rescan);
 }
