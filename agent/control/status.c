@@ -387,6 +387,26 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         } else {
                 fp_json_null(j);
         }
+        /* The PHP interpreter it runs, as python; null: none. */
+        fp_json_key(j, "php");
+        if (ts->php > 0) {
+                char v[32];
+                fp_json_begin_object(j);
+                snprintf(v, sizeof(v), "%d.%d.%d", ts->php_bin->major, ts->php_bin->minor,
+                         ts->php_bin->micro);
+                fp_json_key(j, "version");
+                fp_json_string(j, v);
+                python_stacks_json(j, &ts->php_st, ts->python_stacks_on, ts->php_stacks_found,
+                                   ts->python_attach_failed);
+                fp_json_end_object(j);
+        } else if (ts->php < 0) {
+                fp_json_begin_object(j);
+                fp_json_key(j, "refused");
+                fp_json_string(j, ts->php_why);
+                fp_json_end_object(j);
+        } else {
+                fp_json_null(j);
+        }
         /* Its JavaScript frames (a V8 recognised in it, or why not); null: none. */
         fp_json_key(j, "javascript");
         javascript_json(j, &ts->javascript);
@@ -467,23 +487,26 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
 }
 
 /* The rest of a "python" line: how many samples have their Python stack, and why not. */
-static void python_stacks_text(FILE *out, const struct fp_pyframes_stats *p, bool on)
+/* A CPython's or a PHP's stacks (lang "Python", "PHP"; codes: what its frames' code is). */
+static void python_stacks_text(FILE *out, const struct fp_pyframes_stats *p, bool on,
+                               const char *lang, const char *codes)
 {
         if (!on) {
-                fprintf(out, ", Python stacks not read\n");
+                fprintf(out, ", %s stacks not read\n", lang);
                 return;
         }
-        fprintf(out, ", %" PRIu64 " samples with a Python stack", p->samples);
+        fprintf(out, ", %" PRIu64 " samples with a %s stack", p->samples, lang);
         if (p->early || p->no_record || p->no_thread_state || p->unreadable || p->truncated)
                 fprintf(out,
                         "; without or cut: %" PRIu64 " before it was read, %" PRIu64
-                        " no record, %" PRIu64 " not a Python thread, %" PRIu64
-                        " unreadable, %" PRIu64 " too deep",
-                        p->early, p->no_record, p->no_thread_state, p->unreadable, p->truncated);
+                        " no record, %" PRIu64 " not in %s code, %" PRIu64 " unreadable, %" PRIu64
+                        " too deep",
+                        p->early, p->no_record, p->no_thread_state, lang, p->unreadable,
+                        p->truncated);
         if (p->offcpu || p->offcpu_without)
                 fprintf(out, "; %" PRIu64 " off-CPU stacks with one, %" PRIu64 " without",
                         p->offcpu, p->offcpu_without);
-        fprintf(out, "; %" PRIu64 " code objects named", p->codes - p->codes_unnamed);
+        fprintf(out, "; %" PRIu64 " %s named", p->codes - p->codes_unnamed, codes);
         if (p->codes_unnamed)
                 fprintf(out, ", %" PRIu64 " unreadable", p->codes_unnamed);
         fprintf(out, "\n");
@@ -716,6 +739,12 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 fp_json_uint(&j, h->python_records_unclaimed);
                 python_stacks_json(&j, &h->python, h->python_on, true, h->python_attach_failed);
                 fp_json_end_object(&j);
+                fp_json_key(&j, "php");
+                fp_json_begin_object(&j);
+                fp_json_key(&j, "processes");
+                fp_json_uint(&j, h->php_procs);
+                python_stacks_json(&j, &h->php, h->python_on, true, h->python_attach_failed);
+                fp_json_end_object(&j);
                 fp_json_key(&j, "javascript_processes");
                 fp_json_uint(&j, h->javascript_procs);
                 fp_json_key(&j, "javascript");
@@ -909,7 +938,11 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 if (h->python_procs || h->python.samples) {
                         fprintf(out, "host tier python: %u processes running CPython now",
                                 h->python_procs);
-                        python_stacks_text(out, &h->python, h->python_on);
+                        python_stacks_text(out, &h->python, h->python_on, "Python", "code objects");
+                }
+                if (h->php_procs || h->php.samples) {
+                        fprintf(out, "host tier php: %u processes running PHP now", h->php_procs);
+                        python_stacks_text(out, &h->php, h->python_on, "PHP", "functions");
                 }
                 if (h->javascript_procs) {
                         fprintf(out, "host tier javascript: %u processes running V8 now",
@@ -1070,9 +1103,18 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         fprintf(out, "python of %d: CPython %d.%d", (int)ts->pid,
                                 ts->python_bin->major, ts->python_bin->minor);
                 if (ts->python > 0)
-                        python_stacks_text(out, &ts->python_st, ts->python_stacks_on);
+                        python_stacks_text(out, &ts->python_st, ts->python_stacks_on, "Python",
+                                           "code objects");
                 else if (ts->python < 0)
                         fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
+                if (ts->php > 0) {
+                        fprintf(out, "php of %d: PHP %d.%d.%d", (int)ts->pid, ts->php_bin->major,
+                                ts->php_bin->minor, ts->php_bin->micro);
+                        python_stacks_text(out, &ts->php_st, ts->python_stacks_on, "PHP",
+                                           "functions");
+                } else if (ts->php < 0) {
+                        fprintf(out, "php of %d: not read: %s\n", (int)ts->pid, ts->php_why);
+                }
         }
         /* The V8s recognised in the targets (their JavaScript frames), and those refused. */
         for (size_t i = 0; i < st->n_targets; i++) {

@@ -1432,9 +1432,11 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 ts->python = fp_py_find(fp_target_maps(t), &ts->python_bin, &bias, &ts->python_why);
                 struct fp_pyframes *py =
                     fp_target_python(t, &ts->python_stacks_on, &ts->python_attach_failed);
-                ts->python_stacks_found = py != NULL;
+                ts->php = fp_php_find(fp_target_maps(t), &ts->php_bin, &bias, &ts->php_why);
+                ts->php_stacks_found = fp_pyframes_is_php(py);
+                ts->python_stacks_found = py && !ts->php_stacks_found;
                 if (py)
-                        fp_pyframes_stats(py, &ts->python_st);
+                        fp_pyframes_stats(py, ts->php_stacks_found ? &ts->php_st : &ts->python_st);
                 fp_target_jvm_status(t, &ts->jvm);
                 fp_runtimes_stats(fp_target_maps(t), &ts->javascript);
                 st.n_targets++;

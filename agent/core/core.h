@@ -227,6 +227,12 @@ struct fp_core_target_status {
         bool python_stacks_found; /* its CPython is read: python_st counts */
         struct fp_pyframes_stats python_st;
         uint64_t python_attach_failed;
+        /* A PHP interpreter in it (php.h), as python: its stacks read by the same program */
+        int php;
+        const struct fp_php_binary *php_bin;
+        const char *php_why;
+        bool php_stacks_found;
+        struct fp_pyframes_stats php_st;
         struct fp_jvm_names_status jvm; /* a JVM asked for its methods' names */
         struct fp_rt_stats javascript;  /* its JavaScript frames (runtimes.h) */
 };

@@ -78,14 +78,22 @@ struct namer {
         const struct fp_pyframes *py;
 };
 
-enum { KIND_KERNEL = FP_SYM_SOURCES, KIND_JIT, KIND_JAVA, KIND_PYTHON, KIND_RUNTIME, KIND_UNNAMED };
+enum {
+        KIND_KERNEL = FP_SYM_SOURCES,
+        KIND_JIT,
+        KIND_JAVA,
+        KIND_PYTHON,
+        KIND_RUNTIME,
+        KIND_PHP,
+        KIND_UNNAMED
+};
 
 static uint64_t names_by_kind[FP_EXPORT_NAME_KINDS];
 
 const char *fp_export_name_kind(int kind)
 {
-        static const char *const extra[] = {"kernel", "jit",        "java",
-                                            "python", "javascript", "unnamed"};
+        static const char *const extra[] = {"kernel",     "jit", "java",   "python",
+                                            "javascript", "php", "unnamed"};
 
         if (kind < FP_SYM_SOURCES)
                 return fp_sym_source_name((enum fp_sym_source)kind);
@@ -143,7 +151,9 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
                 if (nm->py)
                         fp_pyframes_name(nm->py, f, &pn);
                 d->function = pn.function;
-                count_name(strcmp(pn.function, "[python]") ? KIND_PYTHON : KIND_UNNAMED);
+                count_name(!pn.named                    ? KIND_UNNAMED
+                           : fp_pyframes_is_php(nm->py) ? KIND_PHP
+                                                        : KIND_PYTHON);
                 d->system_name = pn.system_name;
                 d->filename = pn.filename;
                 d->start_line = pn.start_line;

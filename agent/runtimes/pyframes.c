@@ -45,6 +45,7 @@ struct code {
         uint64_t addr;
         uint32_t stamp;
         const struct fp_py_layout *layout; /* of the interpreter it was read under */
+        const struct fp_php_layout *php;   /* or PHP's: a zend_function, its lines in frames */
         bool named; /* its memory read as a code object whose stamp was the frame's */
         char *name, *filename;
         int firstlineno;
@@ -60,6 +61,7 @@ struct fp_pyframes {
         pid_t pid;
         uint64_t since; /* the program reads it from then on */
         struct fp_py_binary bin;
+        const struct fp_php_layout *php; /* a PHP's frames (bin unused), NULL CPython's */
         uint64_t eval_lo, eval_hi, cold_lo, cold_hi; /* the process's addresses */
         struct queue *queues;                        /* open addressing by tid */
         size_t n_queues, cap_queues;                 /* cap: a power of two, or 0 */
@@ -78,6 +80,17 @@ struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uin
                 return NULL;
         p->pid = pid;
         fp_pyframes_rebind(p, b, bias);
+        return p;
+}
+
+struct fp_pyframes *fp_pyframes_new_php(pid_t pid, const struct fp_php_binary *b, uint64_t bias)
+{
+        struct fp_pyframes *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return NULL;
+        p->pid = pid;
+        fp_pyframes_rebind_php(p, b, bias);
         return p;
 }
 
@@ -117,6 +130,11 @@ void fp_pyframes_free(struct fp_pyframes *p)
 const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p)
 {
         return &p->bin;
+}
+
+bool fp_pyframes_is_php(const struct fp_pyframes *p)
+{
+        return p && p->php;
 }
 
 /* ---- the records ---- */
@@ -212,17 +230,33 @@ void fp_pyframes_reading_since(struct fp_pyframes *p, uint64_t time)
         p->since = time;
 }
 
+/* The old program's records have no sample to come. */
+static void drop_records(struct fp_pyframes *p)
+{
+        for (size_t i = 0; i < p->cap_queues; i++)
+                while (p->queues[i].tid && p->queues[i].len)
+                        drop_oldest(p, &p->queues[i]);
+}
+
 void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uint64_t bias)
 {
         p->bin = *b;
+        p->php = NULL;
         p->eval_lo = b->eval_end ? b->eval_start + bias : 0;
         p->eval_hi = b->eval_end ? b->eval_end + bias : 0;
         p->cold_lo = b->eval_cold_end ? b->eval_cold_start + bias : 0;
         p->cold_hi = b->eval_cold_end ? b->eval_cold_end + bias : 0;
-        /* The old program's records have no sample to come. */
-        for (size_t i = 0; i < p->cap_queues; i++)
-                while (p->queues[i].tid && p->queues[i].len)
-                        drop_oldest(p, &p->queues[i]);
+        drop_records(p);
+}
+
+void fp_pyframes_rebind_php(struct fp_pyframes *p, const struct fp_php_binary *b, uint64_t bias)
+{
+        memset(&p->bin, 0, sizeof(p->bin));
+        p->php = b->layout;
+        p->eval_lo = b->eval_start + bias;
+        p->eval_hi = b->eval_end + bias;
+        p->cold_lo = p->cold_hi = 0;
+        drop_records(p);
 }
 
 static int queue_push(struct queue *q, struct rec *r)
@@ -361,8 +395,18 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         c->addr = addr;
         c->stamp = stamp;
         c->layout = p->bin.layout;
+        c->php = p->php;
         /* Read now, while the sampled code object surely still lives. */
-        if (fp_py_code_read(p->pid, p->bin.layout, addr, &c->c) == 0) {
+        if (c->php) {
+                struct fp_php_function fn;
+                if (fp_php_function_read(p->pid, c->php, addr, &fn) == 0 &&
+                    fp_php_stamp(&fn) == stamp) {
+                        c->name = strdup(fn.name);
+                        c->filename = strdup(fn.filename);
+                        c->firstlineno = fn.line_start;
+                        c->named = c->name && c->filename;
+                }
+        } else if (fp_py_code_read(p->pid, p->bin.layout, addr, &c->c) == 0) {
                 if (FP_PYSTACK_STAMP(c->c.name_addr, c->c.firstlineno) == stamp) {
                         c->name = strdup(c->c.name[0] ? c->c.name : "<no name>");
                         c->filename = strdup(c->c.filename);
@@ -384,6 +428,8 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
 
 static int line_of(struct code *c, uint64_t instr)
 {
+        if (c->php) /* the line itself, read with the frame */
+                return instr < INT32_MAX ? (int)instr : 0;
         uint64_t off = fp_py_instr_offset(c->layout, c->addr, instr);
 
         for (unsigned i = 0; i < LINE_MEMO; i++)
@@ -529,8 +575,9 @@ void fp_pyframes_name(const struct fp_pyframes *p, const struct fp_frame *f,
         const struct code *c = i < p->n_codes ? &p->codes[i] : NULL;
 
         ret->line = (int64_t)(uint32_t)f->addr;
+        ret->named = c && c->named;
         if (!c || !c->named) {
-                ret->function = "[python]";
+                ret->function = p->php ? "[php]" : "[python]";
                 ret->system_name = NULL;
                 ret->filename = "";
                 ret->start_line = 0;
@@ -587,6 +634,28 @@ void fp_pyframes_stats_add(struct fp_pyframes_stats *a, const struct fp_pyframes
 
 /* ---- a sampled process's Python state ---- */
 
+/* fp_pyproc_known()'s look for a PHP, once no CPython was found. */
+static bool php_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m)
+{
+        const struct fp_php_binary *b;
+        const char *why;
+        uint64_t bias;
+        int r = fp_php_find(m, &b, &bias, &why);
+
+        if (r < 0)
+                pp->refused = true;
+        if (r <= 0)
+                return false;
+        if (pp->py)
+                fp_pyframes_rebind_php(pp->py, b, bias);
+        else
+                pp->py = fp_pyframes_new_php(pid, b, bias);
+        pp->live = pp->py && fp_pystack_add_php(s, pid, b, bias) == 0;
+        if (pp->live)
+                fp_pyframes_reading_since(pp->py, fp_now_ns(CLOCK_MONOTONIC));
+        return false;
+}
+
 bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,
                      uint64_t time)
 {
@@ -598,10 +667,15 @@ bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, stru
                 return true;
         if (pp->refused || (pp->check_ns && time < pp->check_ns + FP_PYPROC_CHECK_NS))
                 return false;
-        if (!pp->check_ns)
-                fp_py_read_files(m); /* a first look: the interpreter's file read now */
+        if (!pp->check_ns) {
+                /* A first look: the interpreter's file read now. */
+                fp_py_read_files(m);
+                fp_maps_read_files_named(m, "php");
+        }
         pp->check_ns = time;
         int r = fp_py_find(m, &b, &bias, &why);
+        if (r == 0)
+                return php_known(pp, s, pid, m);
         if (r < 0)
                 pp->refused = true; /* said once per file; its samples stay native-only */
         if (r <= 0)

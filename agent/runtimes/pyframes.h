@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One CPython process's Python frames (pyframes.c): the Python stacks the
- * BPF program read at its samples (pystack.h), waiting for their perf
- * samples; spliced into each sample's native stack; and named.
+ * One CPython (or PHP) process's interpreter frames (pyframes.c): the
+ * stacks the BPF program read at its samples (pystack.h), waiting for
+ * their perf samples; spliced into each sample's native stack (for PHP at
+ * execute_ex, the frames of one evaluation up to the one PHP was called
+ * into from C); and named.
  *
  * Matching. The program runs in the sampling event's overflow, before the
  * kernel writes the sample, so a sample's record is in the ring before
@@ -33,6 +35,7 @@
 #pragma once
 
 #include "aggregate.h"
+#include "php.h"
 #include "pystack.h"
 #include "python.h"
 
@@ -69,6 +72,8 @@ struct fp_pyframes;
 struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias);
 void fp_pyframes_free(struct fp_pyframes *p);
 const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p);
+/* Whether p's frames are a PHP's (false for NULL). */
+bool fp_pyframes_is_php(const struct fp_pyframes *p);
 /*
  * The process exec'd another CPython: its frames are read as b's from now
  * on (the records of the old program dropped). The code objects named so
@@ -76,6 +81,12 @@ const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p);
  * bucket holds keep their names.
  */
 void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uint64_t bias);
+/*
+ * The same for a PHP (php.h): its frames' code is their zend_function and
+ * their instruction their line, read with them; named as PHP writes them.
+ */
+struct fp_pyframes *fp_pyframes_new_php(pid_t pid, const struct fp_php_binary *b, uint64_t bias);
+void fp_pyframes_rebind_php(struct fp_pyframes *p, const struct fp_php_binary *b, uint64_t bias);
 
 /* The program reads the process from time on (CLOCK_MONOTONIC): samples before have no record. */
 void fp_pyframes_reading_since(struct fp_pyframes *p, uint64_t time);
@@ -99,7 +110,8 @@ uint32_t fp_pyframes_splice(struct fp_pyframes *p, const struct fp_pystack_recor
 
 /* A Python frame's names: valid until the next fp_pyframes_trim(). */
 struct fp_pyframe_name {
-        const char *function;    /* the qualified name, or "[python]" when unread */
+        bool named;
+        const char *function;    /* the qualified name, or "[python]" ("[php]") when unread */
         const char *system_name; /* its plain name (co_name) when it differs, else NULL */
         const char *filename;    /* "" when unknown */
         int64_t start_line;      /* the function's first line, 0 unknown */

@@ -5,10 +5,12 @@
  * One perf_event program, run by each sampling event the loader attaches
  * it to, before the sample is written (it always keeps the sample). For a
  * process in procs it reads the sampled thread's Python stack
- * (pywalk.bpf.h) and writes one record to the ring.
+ * (pywalk.bpf.h) or PHP stack (phpwalk.bpf.h) and writes one record to
+ * the ring.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
 #include "pystack.h"
@@ -44,6 +46,7 @@ struct {
 
 #define PYWALK_TSTATES tstates
 #include "pywalk.bpf.h"
+#include "phpwalk.bpf.h"
 
 SEC("perf_event")
 int fp_pystack_sample(struct bpf_perf_event_data *ctx)
@@ -61,7 +64,10 @@ int fp_pystack_sample(struct bpf_perf_event_data *ctx)
         r->tid = tid;
         r->tgid = tgid;
         r->time_ns = bpf_ktime_get_ns();
-        pywalk_read(p, tid, pywalk_fsbase(bpf_get_current_task_btf()), r);
+        if (p->kind == FP_PYSTACK_PHP)
+                phpwalk_read(p, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()), r);
+        else
+                pywalk_read(p, tid, pywalk_fsbase(bpf_get_current_task_btf()), r);
         n = r->n_frames; /* (read back: bounded again for the verifier) */
         if (n > FP_PYSTACK_MAX_FRAMES)
                 n = FP_PYSTACK_MAX_FRAMES;

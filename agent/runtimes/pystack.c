@@ -110,6 +110,18 @@ void fp_pystack_free(struct fp_pystack *s)
         free(s);
 }
 
+/* Process tgid's entry, in the program's map and its mirror. */
+static int put_entry(struct fp_pystack *s, pid_t tgid, const struct fp_pystack_proc *p)
+{
+        __u32 key = (__u32)tgid;
+
+        if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, p, BPF_ANY) < 0)
+                return -errno;
+        if (s->mirror >= 0)
+                (void)bpf_map_update_elem(s->mirror, &key, p, BPF_ANY);
+        return 0;
+}
+
 int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *b, uint64_t bias)
 {
         const struct fp_py_layout *l = b->layout;
@@ -131,13 +143,32 @@ int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *
             .code_name = l->code_qualname >= 0 ? l->code_qualname : l->code_name,
             .code_firstlineno = l->code_firstlineno,
         };
-        __u32 key = (__u32)tgid;
+        return put_entry(s, tgid, &p);
+}
 
-        if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.procs), &key, &p, BPF_ANY) < 0)
-                return -errno;
-        if (s->mirror >= 0)
-                (void)bpf_map_update_elem(s->mirror, &key, &p, BPF_ANY);
-        return 0;
+int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_binary *b,
+                       uint64_t bias)
+{
+        const struct fp_php_layout *l = b->layout;
+        struct fp_pystack_proc p = {
+            .runtime = b->executor_globals + bias + (uint64_t)l->eg_current_execute_data,
+            .minor = (__u32)l->minor,
+            .kind = FP_PYSTACK_PHP,
+            .php = {.ex_opline = l->ex_opline,
+                    .ex_func = l->ex_func,
+                    .ex_call_info = l->ex_call_info,
+                    .ex_prev = l->ex_prev,
+                    .func_type = l->func_type,
+                    .func_name = l->func_name,
+                    .op_array_filename = l->op_array_filename,
+                    .op_array_line_start = l->op_array_line_start,
+                    .op_lineno = l->op_lineno,
+                    .internal_function = l->internal_function,
+                    .call_top = l->call_top},
+            .eval_lo = b->eval_start + bias,
+            .eval_hi = b->eval_end + bias,
+        };
+        return put_entry(s, tgid, &p);
 }
 
 int fp_pystack_remove(struct fp_pystack *s, pid_t tgid)
@@ -201,6 +232,16 @@ void fp_pystack_free(struct fp_pystack *s)
 }
 
 int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *b, uint64_t bias)
+{
+        (void)s;
+        (void)tgid;
+        (void)b;
+        (void)bias;
+        return -EOPNOTSUPP;
+}
+
+int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_binary *b,
+                       uint64_t bias)
 {
         (void)s;
         (void)tgid;

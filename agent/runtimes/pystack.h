@@ -12,6 +12,10 @@
  * Why at sample time: CPython 3.11 and later keep their frames in chunks
  * of the heap that the interpreter rewrites as it runs; read after the
  * sample they would be another moment's.
+ *
+ * The same program walks PHP's frames (a process's entry of kind
+ * FP_PYSTACK_PHP, php/phpwalk.bpf.h) into the same records: a frame's
+ * code is then its zend_function, its instruction its line.
  */
 #pragma once
 
@@ -22,16 +26,41 @@
 #define FP_PYSTACK_MAX_FRAMES  128 /* innermost kept; a deeper stack is cut (TRUNCATED) */
 #define FP_PYSTACK_MAX_THREADS 64  /* thread states looked through for the sampled one */
 
-/* Where a process's interpreter is and how its structures are laid out (python.h). */
+/* Which interpreter a process's entry is of. */
+#define FP_PYSTACK_PYTHON 0
+#define FP_PYSTACK_PHP    1 /* php/php.h, walked by php/phpwalk.bpf.h */
+
+/* PHP's layout, as the walk needs it (php.h: struct fp_php_layout). */
+struct fp_pystack_php {
+        __s16 ex_opline, ex_func, ex_call_info, ex_prev;
+        __s16 func_type, func_name, op_array_filename, op_array_line_start, op_lineno;
+        __u8 internal_function, pad0;
+        __u32 call_top;
+};
+
+/*
+ * Where a process's interpreter is and how its structures are laid out:
+ * a CPython's (python.h), or a PHP's (kind FP_PYSTACK_PHP: runtime is
+ * then the address of executor_globals.current_execute_data, and
+ * [eval_lo, eval_hi) execute_ex's code, in which the VM keeps the running
+ * frame's opline in a register).
+ */
 struct fp_pystack_proc {
         __u64 runtime; /* _PyRuntime's address in the process */
         __u32 minor;
-        __s16 runtime_interp_head, interp_tstate_head;
-        __s16 tstate_next, tstate_thread_id, tstate_native_thread_id, tstate_frame;
-        __s16 cframe_current_frame;
-        __s16 frame_previous, frame_code, frame_instr, frame_owner, frame_is_entry;
-        __s16 code_name, code_firstlineno; /* for each frame's stamp */
-        __s16 pad[3];
+        __u16 kind, pad0;
+        union {
+                struct {
+                        __s16 runtime_interp_head, interp_tstate_head;
+                        __s16 tstate_next, tstate_thread_id, tstate_native_thread_id, tstate_frame;
+                        __s16 cframe_current_frame;
+                        __s16 frame_previous, frame_code, frame_instr, frame_owner, frame_is_entry;
+                        __s16 code_name, code_firstlineno; /* for each frame's stamp */
+                        __s16 pad[2];
+                };
+                struct fp_pystack_php php;
+        };
+        __u64 eval_lo, eval_hi;
 };
 
 /*
@@ -46,8 +75,9 @@ struct fp_pystack_proc {
 #define FP_PYSTACK_ENTRY 1 /* the outermost Python frame of one C-level evaluation */
 
 struct fp_pystack_frame {
-        __u64 code;  /* the code object (3.13: the frame's executable) */
-        __u64 instr; /* f_lasti (3.8-3.10, an int) or the instruction pointer (3.11+) */
+        __u64 code;  /* the code object (3.13: the frame's executable); PHP: its zend_function */
+        __u64 instr; /* f_lasti (3.8-3.10, an int) or the instruction pointer (3.11+); PHP: the line
+                      */
         __u32 flags;
         __u32 stamp; /* FP_PYSTACK_STAMP() of the code object */
 };
@@ -69,6 +99,7 @@ struct fp_pystack_record {
 #define FP_PYSTACK_HEADER_LEN ((unsigned long)&((struct fp_pystack_record *)0)->frames)
 
 #ifndef __bpf__
+#include "php.h"
 #include "python.h"
 
 #include <stdint.h>
@@ -84,6 +115,9 @@ int fp_pystack_new(fp_pystack_fn fn, void *userdata, struct fp_pystack **ret, ch
 void fp_pystack_free(struct fp_pystack *s);
 /* Process tgid runs interpreter b, loaded bias bytes above its link-time addresses. */
 int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *b, uint64_t bias);
+/* Process tgid runs PHP b, loaded bias bytes above its link-time addresses. */
+int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_binary *b,
+                       uint64_t bias);
 int fp_pystack_remove(struct fp_pystack *s, pid_t tgid);
 /* The program's fd: another perf_event program's tail call may run it. */
 int fp_pystack_prog_fd(const struct fp_pystack *s);

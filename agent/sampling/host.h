@@ -102,6 +102,8 @@ struct fp_host_stats {
         unsigned python_procs;             /* generations known to run a CPython now */
         uint64_t python_attach_failed;     /* CPUs' events the program could not run at */
         struct fp_pyframes_stats python;   /* their samples, every generation's summed */
+        unsigned php_procs;                /* generations known to run a PHP now (php.h) */
+        struct fp_pyframes_stats php;      /* their samples, as python */
         unsigned javascript_procs;         /* live processes recognised to run V8 */
         struct fp_rt_stats javascript;     /* their JavaScript frames, summed */
         unsigned procs;                    /* generations kept now */

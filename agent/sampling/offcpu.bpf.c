@@ -233,6 +233,7 @@ static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
 
 #define PYWALK_TSTATES py_tstates
 #include "pywalk.bpf.h"
+#include "phpwalk.bpf.h"
 
 /*
  * Writes the Python stack of thread tid of process tgid (fsbase its fs
@@ -243,8 +244,9 @@ static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
 static __noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 time)
 {
         struct fp_pystack_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
-        __u32 zero = 0, n;
+        __u32 zero = 0;
         struct scratch *sc;
+        __u64 n;
 
         if (!p)
                 return 0;
@@ -255,14 +257,18 @@ static __noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 tim
         sc->py.py.tid = tid;
         sc->py.py.tgid = tgid;
         sc->py.py.time_ns = time;
-        pywalk_read(p, tid, fsbase, &sc->py.py);
+        if (p->kind == FP_PYSTACK_PHP)
+                phpwalk_read(p, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()),
+                             &sc->py.py);
+        else
+                pywalk_read(p, tid, fsbase, &sc->py.py);
         n = sc->py.py.n_frames;
         if (n > FP_PYSTACK_MAX_FRAMES)
                 n = FP_PYSTACK_MAX_FRAMES;
         /* Never a wake-up: the stack's record, right after, decides that. */
-        return bpf_ringbuf_output(
-            &records, &sc->py, FP_OFFCPU_PY_HEADER_LEN + (__u64)n * sizeof(struct fp_pystack_frame),
-            BPF_RB_NO_WAKEUP);
+        return bpf_ringbuf_output(&records, &sc->py,
+                                  FP_OFFCPU_PY_HEADER_LEN + n * sizeof(struct fp_pystack_frame),
+                                  BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline void count_lost(struct fp_offcpu_target *tv, __u64 *counter, const __u64 *w)

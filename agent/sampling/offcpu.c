@@ -171,7 +171,8 @@ static bool has_tracepoint(const char *name)
  */
 static void load_reason(int r, char *err, size_t err_len)
 {
-        if (r == -EPERM || r == -EACCES)
+        /* (For root, EACCES is the verifier's refusal, not a permission.) */
+        if (r == -EPERM || (r == -EACCES && geteuid() != 0))
                 snprintf(err, err_len,
                          "off-CPU profiling: loading BPF programs is not permitted: the agent "
                          "needs root, or CAP_BPF and CAP_PERFMON");
@@ -228,14 +229,14 @@ int fp_offcpu_new(struct event_base *base, fp_offcpu_fn fn, void *userdata, stru
                 o->skel->rodata->python = python;
                 if ((r = offcpu_bpf__load(o->skel)) == 0)
                         break;
-                if (!python || r == -EPERM || r == -EACCES) {
+                if (!python || r == -EPERM || (r == -EACCES && geteuid() != 0)) {
                         load_reason(r, err, err_len);
                         goto fail;
                 }
                 fp_log(LOG_WARNING,
-                       "off-CPU profiling: this kernel refused the Python stack walk (%s); "
-                       "off-CPU stacks of Python processes show native frames only",
-                       strerror(-r));
+                       "off-CPU profiling: this kernel refused the Python and PHP stack walks "
+                       "(%s%s); off-CPU stacks of those processes show native frames only",
+                       strerror(-r), fp_bpflog_suffix());
                 offcpu_bpf__destroy(o->skel);
                 o->skel = NULL;
         }
