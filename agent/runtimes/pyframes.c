@@ -72,25 +72,30 @@ struct fp_pyframes {
         struct fp_pyframes_stats st;
 };
 
-struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias)
+static struct fp_pyframes *frames_of(pid_t pid)
 {
         struct fp_pyframes *p = calloc(1, sizeof(*p));
 
-        if (!p)
-                return NULL;
-        p->pid = pid;
-        fp_pyframes_rebind(p, b, bias);
+        if (p)
+                p->pid = pid;
+        return p;
+}
+
+struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias)
+{
+        struct fp_pyframes *p = frames_of(pid);
+
+        if (p)
+                fp_pyframes_rebind(p, b, bias);
         return p;
 }
 
 struct fp_pyframes *fp_pyframes_new_php(pid_t pid, const struct fp_php_binary *b, uint64_t bias)
 {
-        struct fp_pyframes *p = calloc(1, sizeof(*p));
+        struct fp_pyframes *p = frames_of(pid);
 
-        if (!p)
-                return NULL;
-        p->pid = pid;
-        fp_pyframes_rebind_php(p, b, bias);
+        if (p)
+                fp_pyframes_rebind_php(p, b, bias);
         return p;
 }
 

@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "maps.h"
 #include "rtelf.h"
+#include "rtfind.h"
 #include "symbols.h"
 
 /* ---- layouts ---- */
@@ -247,46 +246,16 @@ static bool is_runtime(const void *facts)
 const struct fp_sym_inspector fp_php_inspector = {"php", sizeof(struct fp_php_facts), inspect,
                                                   is_runtime, NULL};
 
-/* What fp_php_find() keeps of a process: its last answer. */
-struct php_state {
-        struct fp_php_binary bin;
-        char why[512];
-};
+static int judge(const void *facts, const char *path, void *bin, char *why, size_t why_len)
+{
+        return fp_php_judge(facts, path, bin, why, why_len);
+}
 
 int fp_php_find(struct fp_maps *m, const struct fp_php_binary **ret_bin, uint64_t *ret_bias,
                 const char **ret_why)
 {
-        size_t slot = fp_sym_inspector_slot(&fp_php_inspector);
-        struct php_state *st = fp_maps_runtime_state(m, slot, sizeof(*st));
-        char why[sizeof(st->why)];
-        int found = 0;
-
-        if (!st)
-                return 0;
-        for (size_t i = 0; i < fp_maps_n_live(m); i++) {
-                const struct fp_mapping *x = fp_maps_live_at(m, i);
-                const struct fp_php_facts *f =
-                    x && x->symtab ? fp_symtab_facts(x->symtab, slot) : NULL;
-                struct fp_php_binary b;
-                int php = f ? fp_php_judge(f, x->path, &b, why, sizeof(why)) : 0;
-                uint64_t vaddr;
-                if (php > 0 && fp_symtab_offset_to_vaddr(x->symtab, x->pgoff, &vaddr) == 0) {
-                        st->bin = b;
-                        *ret_bin = &st->bin;
-                        *ret_bias = x->start - vaddr;
-                        return 1;
-                }
-                if (php < 0 && !found) {
-                        if (!fp_symtab_refusal_said(x->symtab, slot)) {
-                                fp_log(LOG_WARNING, "php: %s; its samples stay native-only", why);
-                                fp_symcache_count_refusal(fp_maps_symcache(m), slot);
-                        }
-                        snprintf(st->why, sizeof(st->why), "%s", why);
-                        *ret_why = st->why;
-                        found = -1;
-                }
-        }
-        return found;
+        return fp_rt_find(m, &fp_php_inspector, judge, sizeof(**ret_bin), (const void **)ret_bin,
+                          ret_bias, ret_why);
 }
 
 size_t fp_php_n_files(const struct fp_symcache *c, size_t *ret_refused)

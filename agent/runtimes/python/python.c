@@ -9,7 +9,7 @@
 
 #include "escape.h"
 #include "rtelf.h"
-#include "log.h"
+#include "rtfind.h"
 #include "maps.h"
 #include "symbols.h"
 
@@ -531,52 +531,16 @@ static bool is_runtime(const void *facts)
 const struct fp_sym_inspector fp_py_inspector = {"python", sizeof(struct fp_py_facts), inspect,
                                                  is_runtime, NULL};
 
-/* What fp_py_find() keeps of a process: its last answer. */
-struct py_state {
-        struct fp_py_binary bin;
-        char why[512];
-};
+static int judge(const void *facts, const char *path, void *bin, char *why, size_t why_len)
+{
+        return fp_py_judge(facts, path, bin, why, why_len);
+}
 
 int fp_py_find(struct fp_maps *m, const struct fp_py_binary **ret_bin, uint64_t *ret_bias,
                const char **ret_why)
 {
-        size_t slot = fp_sym_inspector_slot(&fp_py_inspector);
-        struct py_state *st = fp_maps_runtime_state(m, slot, sizeof(*st));
-        char why[sizeof(st->why)];
-        int found = 0;
-
-        if (!st)
-                return 0;
-        /*
-         * Live mappings, whose tables are already read: a CPython's own file
-         * is among the first a sample hits.
-         */
-        for (size_t i = 0; i < fp_maps_n_live(m); i++) {
-                const struct fp_mapping *x = fp_maps_live_at(m, i);
-                const struct fp_py_facts *f =
-                    x && x->symtab ? fp_symtab_facts(x->symtab, slot) : NULL;
-                struct fp_py_binary b;
-                int py = f ? fp_py_judge(f, x->path, &b, why, sizeof(why)) : 0;
-                uint64_t vaddr;
-                if (py > 0 && fp_symtab_offset_to_vaddr(x->symtab, x->pgoff, &vaddr) == 0) {
-                        st->bin = b;
-                        *ret_bin = &st->bin;
-                        *ret_bias = x->start - vaddr;
-                        return 1;
-                }
-                if (py < 0 && !found) {
-                        /* Said once per file: its processes' samples stay native-only. */
-                        if (!fp_symtab_refusal_said(x->symtab, slot)) {
-                                fp_log(LOG_WARNING, "python: %s; its samples stay native-only",
-                                       why);
-                                fp_symcache_count_refusal(fp_maps_symcache(m), slot);
-                        }
-                        snprintf(st->why, sizeof(st->why), "%s", why);
-                        *ret_why = st->why;
-                        found = -1;
-                }
-        }
-        return found;
+        return fp_rt_find(m, &fp_py_inspector, judge, sizeof(**ret_bin), (const void **)ret_bin,
+                          ret_bias, ret_why);
 }
 
 void fp_py_read_files(struct fp_maps *m)
