@@ -28,6 +28,7 @@ struct job {
         struct fp_coll_readers *rs;
         fp_coll_read_fn fn;
         bool connect;
+        bool probe;       /* counted in no read's place (readers.h) */
         bool gone;        /* its client left: under the lock */
         bool over_memory; /* it ran past --max-read-mb */
         struct fp_coll_req_copy *copy;
@@ -133,7 +134,7 @@ static void finish(struct fp_coll_readers *rs, struct job *j)
                 fp_coll_req_copy_send(j->copy);
         }
         pthread_mutex_lock(&s->reads->lock);
-        s->reads->waiting--;
+        s->reads->waiting -= !j->probe;
         pthread_mutex_unlock(&s->reads->lock);
         free(j);
 }
@@ -243,13 +244,13 @@ unsigned fp_coll_readers_free(struct fp_coll_readers *rs)
 }
 
 int fp_coll_readers_add(struct fp_coll_readers *rs, struct evhttp_request *req, fp_coll_read_fn fn,
-                        bool connect)
+                        bool connect, bool probe)
 {
         struct fp_coll_server *s = rs->s;
         struct job *j;
 
         pthread_mutex_lock(&s->reads->lock);
-        if (s->reads->waiting >= FP_COLL_READS_WAITING) {
+        if (!probe && s->reads->waiting >= FP_COLL_READS_WAITING) {
                 s->reads->busy++;
                 pthread_mutex_unlock(&s->reads->lock);
                 return -EBUSY;
@@ -266,6 +267,7 @@ int fp_coll_readers_add(struct fp_coll_readers *rs, struct evhttp_request *req, 
         j->rs = rs;
         j->fn = fn;
         j->connect = connect;
+        j->probe = probe;
         j->evcon = evhttp_request_get_connection(req);
         j->queued_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
         j->view = *s;
@@ -274,7 +276,7 @@ int fp_coll_readers_add(struct fp_coll_readers *rs, struct evhttp_request *req, 
         if (j->evcon)
                 fp_coll_gate_on_close(s->gate, j->evcon, on_closed, j);
         pthread_mutex_lock(&s->reads->lock);
-        s->reads->waiting++;
+        s->reads->waiting += !probe;
         pthread_mutex_unlock(&s->reads->lock);
         pthread_mutex_lock(&rs->lock);
         *rs->todo_tail = j;

@@ -38,9 +38,11 @@ int fp_coll_readers_new(struct fp_coll_server *s, struct fp_coll_readers **ret);
 unsigned fp_coll_readers_free(struct fp_coll_readers *r);
 /*
  * Queues fn(s, req) as a read (connect: its errors in Connect's terms):
- * 0, -EBUSY (the queue is full), -ENOMEM. On the loop thread.
+ * 0, -EBUSY (the queue is full), -ENOMEM. On the loop thread. A probe
+ * (/healthz, queued only while the thread is idle) takes none of the
+ * FP_COLL_READS_WAITING places, so it never turns a client's read away.
  */
 int fp_coll_readers_add(struct fp_coll_readers *r, struct evhttp_request *req, fp_coll_read_fn fn,
-                        bool connect);
+                        bool connect, bool probe);
 /* Whether no read is queued or running now. */
 bool fp_coll_readers_idle(struct fp_coll_readers *r);

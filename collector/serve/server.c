@@ -186,7 +186,7 @@ static void on_request(struct evhttp_request *req, void *arg)
                 if (s->readers && (routes[i].where == 'T' ||
                                    (routes[i].where == 'I' && fp_coll_readers_idle(s->readers)))) {
                         int r = fp_coll_readers_add(s->readers, req, routes[i].fn,
-                                                    routes[i].auth == 'Q');
+                                                    routes[i].auth == 'Q', routes[i].where == 'I');
                         if (r == 0)
                                 return;
                         if (routes[i].where == 'I') {
