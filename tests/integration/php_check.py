@@ -7,7 +7,7 @@
 
 The profile is read with `go tool pprof -raw` (pprofraw.py). cpu: at
 least 95% of the samples carry a PHP frame; the shares of beta (with
-alpha under it), Shape::area and {closure} within 6 points of the
+alpha under it), Shape::area and {closure} within 2 points of the
 program's own measurement; alpha's PHP callers beta and {main}, the others' {main},
 in at least 98% of their samples; each function's file the script, its
 lines inside its body. off: usleep (the internal
@@ -78,7 +78,7 @@ def cpu(path, truth_path, script):
     psum = sum(inner.get(k, 0) for k in cpu_truth)
     for k, t in cpu_truth.items():
         want, got = 100.0 * t / tsum, 100.0 * inner.get(k, 0) / max(psum, 1)
-        ok = abs(want - got) <= 6.0
+        ok = abs(want - got) <= 2.0
         print("%-12s program %5.1f%%  profile %5.1f%%  %s" % (k, want, got, "ok" if ok else "OFF"))
         if not ok:
             bad.append("%s's share %.1f%%, the program measured %.1f%%" % (k, got, want))

@@ -3,7 +3,10 @@
 // a method, a closure) and a sleep, each timed by the program itself (its
 // CPU time from getrusage, which a busy machine's preemption leaves out;
 // the sleep by the clock); it writes the times (ns) to the file named by
-// its first argument when done.
+// its first argument when done. Each call runs for some 5-10 ms, many
+// sampling periods: calls shorter than a period (as these once were, 0.8 ms
+// for all three) get a sample or none by where the period falls, which
+// left a run's shares off by up to 7.5 points however exact the samples.
 class Shape
 {
     public function area(int $n): float
@@ -55,14 +58,14 @@ function cpu_ns()
 $end = hrtime(true) + (int)($seconds * 1e9);
 while (hrtime(true) < $end) {
     $a = cpu_ns();
-    beta(30000);
+    beta(750000);
     $b = cpu_ns();
-    $shape->area(20000);
+    $shape->area(500000);
     $c = cpu_ns();
-    $square(20000);
+    $square(500000);
     $cd = cpu_ns();
     $d = hrtime(true);
-    usleep(2000);
+    usleep(20000);
     $e = hrtime(true);
     $t['beta'] += $b - $a;
     $t['Shape::area'] += $c - $b;
