@@ -27,7 +27,7 @@ packages=(
   chromium fonts-dejavu-core nodejs bindfs e2fsprogs
   clickhouse-server clickhouse-client
   openjdk-17-jdk-headless debuginfod
-  php-cli php-dev
+  php-cli php-dev ruby ruby-dev
 )
 
 missing=()

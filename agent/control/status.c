@@ -363,49 +363,29 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         } else {
                 fp_json_null(j);
         }
-        /* The CPython interpreter it runs: its version, or why it was refused; null: none. */
-        fp_json_key(j, "python");
-        if (ts->python > 0) {
-                char v[32];
-                fp_json_begin_object(j);
-                if (ts->python_bin->micro >= 0)
-                        snprintf(v, sizeof(v), "%d.%d.%d", ts->python_bin->major,
-                                 ts->python_bin->minor, ts->python_bin->micro);
-                else
-                        snprintf(v, sizeof(v), "%d.%d", ts->python_bin->major,
-                                 ts->python_bin->minor);
-                fp_json_key(j, "version");
-                fp_json_string(j, v);
-                python_stacks_json(j, &ts->python_st, ts->python_stacks_on, ts->python_stacks_found,
-                                   ts->python_attach_failed);
-                fp_json_end_object(j);
-        } else if (ts->python < 0) {
-                fp_json_begin_object(j);
-                fp_json_key(j, "refused");
-                fp_json_string(j, ts->python_why);
-                fp_json_end_object(j);
-        } else {
-                fp_json_null(j);
-        }
-        /* The PHP interpreter it runs, as python; null: none. */
-        fp_json_key(j, "php");
-        if (ts->php > 0) {
-                char v[32];
-                fp_json_begin_object(j);
-                snprintf(v, sizeof(v), "%d.%d.%d", ts->php_bin->major, ts->php_bin->minor,
-                         ts->php_bin->micro);
-                fp_json_key(j, "version");
-                fp_json_string(j, v);
-                python_stacks_json(j, &ts->php_st, ts->python_stacks_on, ts->php_stacks_found,
-                                   ts->python_attach_failed);
-                fp_json_end_object(j);
-        } else if (ts->php < 0) {
-                fp_json_begin_object(j);
-                fp_json_key(j, "refused");
-                fp_json_string(j, ts->php_why);
-                fp_json_end_object(j);
-        } else {
-                fp_json_null(j);
+        /*
+         * The interpreters it runs whose stacks are read at sample time
+         * ("python", "php", "ruby"): each one's version, or why it was
+         * refused; null: none.
+         */
+        for (int k = 0; k < FP_PYSTACK_KINDS; k++) {
+                const struct fp_core_interp *in = &ts->interp[k];
+                fp_json_key(j, fp_pyframes_kinds[k].key);
+                if (in->found > 0) {
+                        fp_json_begin_object(j);
+                        fp_json_key(j, "version");
+                        fp_json_string(j, in->version);
+                        python_stacks_json(j, &in->st, ts->python_stacks_on, in->stacks_found,
+                                           ts->python_attach_failed);
+                        fp_json_end_object(j);
+                } else if (in->found < 0) {
+                        fp_json_begin_object(j);
+                        fp_json_key(j, "refused");
+                        fp_json_string(j, in->why);
+                        fp_json_end_object(j);
+                } else {
+                        fp_json_null(j);
+                }
         }
         /* Its JavaScript frames (a V8 recognised in it, or why not); null: none. */
         fp_json_key(j, "javascript");
@@ -486,11 +466,14 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
         fp_json_end_object(j);
 }
 
-/* The rest of a "python" line: how many samples have their Python stack, and why not. */
-/* A CPython's or a PHP's stacks (lang "Python", "PHP"; codes: what its frames' code is). */
-static void python_stacks_text(FILE *out, const struct fp_pyframes_stats *p, bool on,
-                               const char *lang, const char *codes)
+/*
+ * The rest of a "python" (or "php", "ruby") line: how many samples have
+ * their stack of interpreter kind k (fp_pyframes_kinds[]), and why not.
+ */
+static void python_stacks_text(FILE *out, const struct fp_pyframes_stats *p, bool on, int k)
 {
+        const char *lang = fp_pyframes_kinds[k].lang, *codes = fp_pyframes_kinds[k].codes;
+
         if (!on) {
                 fprintf(out, ", %s stacks not read\n", lang);
                 return;
@@ -731,20 +714,19 @@ void fp_status_write_json(const struct fp_core_status *st, FILE *out)
                 UINT_FIELDS(&j, hs);
                 fp_json_key(&j, "kernel");
                 fp_json_bool(&j, st->host_cfg.kernel_frames);
-                fp_json_key(&j, "python");
-                fp_json_begin_object(&j);
-                fp_json_key(&j, "processes");
-                fp_json_uint(&j, h->python_procs);
-                fp_json_key(&j, "records_unclaimed");
-                fp_json_uint(&j, h->python_records_unclaimed);
-                python_stacks_json(&j, &h->python, h->python_on, true, h->python_attach_failed);
-                fp_json_end_object(&j);
-                fp_json_key(&j, "php");
-                fp_json_begin_object(&j);
-                fp_json_key(&j, "processes");
-                fp_json_uint(&j, h->php_procs);
-                python_stacks_json(&j, &h->php, h->python_on, true, h->python_attach_failed);
-                fp_json_end_object(&j);
+                for (int k = 0; k < FP_PYSTACK_KINDS; k++) {
+                        fp_json_key(&j, fp_pyframes_kinds[k].key);
+                        fp_json_begin_object(&j);
+                        fp_json_key(&j, "processes");
+                        fp_json_uint(&j, h->interp_procs[k]);
+                        if (k == FP_PYSTACK_PYTHON) { /* (the records of all kinds) */
+                                fp_json_key(&j, "records_unclaimed");
+                                fp_json_uint(&j, h->python_records_unclaimed);
+                        }
+                        python_stacks_json(&j, &h->interp[k], h->python_on, true,
+                                           h->python_attach_failed);
+                        fp_json_end_object(&j);
+                }
                 fp_json_key(&j, "javascript_processes");
                 fp_json_uint(&j, h->javascript_procs);
                 fp_json_key(&j, "javascript");
@@ -935,14 +917,13 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                 fputc('\n', out);
                 for (unsigned i = 0; i < h->n_jvm; i++)
                         jvm_text(out, h->jvm[i].pid, " (host tier)", &h->jvm[i].st);
-                if (h->python_procs || h->python.samples) {
-                        fprintf(out, "host tier python: %u processes running CPython now",
-                                h->python_procs);
-                        python_stacks_text(out, &h->python, h->python_on, "Python", "code objects");
-                }
-                if (h->php_procs || h->php.samples) {
-                        fprintf(out, "host tier php: %u processes running PHP now", h->php_procs);
-                        python_stacks_text(out, &h->php, h->python_on, "PHP", "functions");
+                for (int k = 0; k < FP_PYSTACK_KINDS; k++) {
+                        const struct fp_pyframes_kind *pk = &fp_pyframes_kinds[k];
+                        if (!h->interp_procs[k] && !h->interp[k].samples)
+                                continue;
+                        fprintf(out, "host tier %s: %u processes running %s now", pk->key,
+                                h->interp_procs[k], pk->runtime);
+                        python_stacks_text(out, &h->interp[k], h->python_on, k);
                 }
                 if (h->javascript_procs) {
                         fprintf(out, "host tier javascript: %u processes running V8 now",
@@ -1092,28 +1073,20 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         (int)ts->pid, s->off_value / 1e9, s->off_samples, s->off_kept, s->off_parts,
                         ts->cfg->off_cpu_period / 1e6, s->off_unwound_root, s->off_walked);
         }
-        /* The CPython interpreters recognised in the targets, and those refused. */
+        /* The interpreters recognised in the targets (CPython, PHP, Ruby), and those refused. */
         for (size_t i = 0; i < st->n_targets; i++) {
                 const struct fp_core_target_status *ts = &st->targets[i];
-                if (ts->python > 0 && ts->python_bin->micro >= 0)
-                        fprintf(out, "python of %d: CPython %d.%d.%d", (int)ts->pid,
-                                ts->python_bin->major, ts->python_bin->minor,
-                                ts->python_bin->micro);
-                else if (ts->python > 0)
-                        fprintf(out, "python of %d: CPython %d.%d", (int)ts->pid,
-                                ts->python_bin->major, ts->python_bin->minor);
-                if (ts->python > 0)
-                        python_stacks_text(out, &ts->python_st, ts->python_stacks_on, "Python",
-                                           "code objects");
-                else if (ts->python < 0)
-                        fprintf(out, "python of %d: not read: %s\n", (int)ts->pid, ts->python_why);
-                if (ts->php > 0) {
-                        fprintf(out, "php of %d: PHP %d.%d.%d", (int)ts->pid, ts->php_bin->major,
-                                ts->php_bin->minor, ts->php_bin->micro);
-                        python_stacks_text(out, &ts->php_st, ts->python_stacks_on, "PHP",
-                                           "functions");
-                } else if (ts->php < 0) {
-                        fprintf(out, "php of %d: not read: %s\n", (int)ts->pid, ts->php_why);
+                for (int k = 0; k < FP_PYSTACK_KINDS; k++) {
+                        const struct fp_core_interp *in = &ts->interp[k];
+                        const struct fp_pyframes_kind *pk = &fp_pyframes_kinds[k];
+                        if (in->found > 0) {
+                                fprintf(out, "%s of %d: %s %s", pk->key, (int)ts->pid, pk->runtime,
+                                        in->version);
+                                python_stacks_text(out, &in->st, ts->python_stacks_on, k);
+                        } else if (in->found < 0) {
+                                fprintf(out, "%s of %d: not read: %s\n", pk->key, (int)ts->pid,
+                                        in->why);
+                        }
                 }
         }
         /* The V8s recognised in the targets (their JavaScript frames), and those refused. */

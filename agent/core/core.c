@@ -1428,15 +1428,16 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                 fp_target_stats(t, &ts->st);
                 fp_target_attach_latency(t, &ts->latency);
                 ts->n_drops = target_drops(s, t, ts->drops, FP_CORE_MAX_DROPS);
-                uint64_t bias;
-                ts->python = fp_py_find(fp_target_maps(t), &ts->python_bin, &bias, &ts->python_why);
                 struct fp_pyframes *py =
                     fp_target_python(t, &ts->python_stacks_on, &ts->python_attach_failed);
-                ts->php = fp_php_find(fp_target_maps(t), &ts->php_bin, &bias, &ts->php_why);
-                ts->php_stacks_found = fp_pyframes_is_php(py);
-                ts->python_stacks_found = py && !ts->php_stacks_found;
-                if (py)
-                        fp_pyframes_stats(py, ts->php_stacks_found ? &ts->php_st : &ts->python_st);
+                for (int k = 0; k < FP_PYSTACK_KINDS; k++) {
+                        struct fp_core_interp *in = &ts->interp[k];
+                        in->found = fp_pyframes_find(k, fp_target_maps(t), in->version,
+                                                     sizeof(in->version), &in->why);
+                        in->stacks_found = py && fp_pyframes_kind(py) == k;
+                        if (in->stacks_found)
+                                fp_pyframes_stats(py, &in->st);
+                }
                 fp_target_jvm_status(t, &ts->jvm);
                 fp_runtimes_stats(fp_target_maps(t), &ts->javascript);
                 st.n_targets++;

@@ -218,21 +218,21 @@ struct fp_core_target_status {
         struct fp_target_latency latency;
         struct fp_target_drop drops[FP_CORE_MAX_DROPS]; /* stored and not yet stored */
         size_t n_drops;
-        /* A CPython interpreter in it: 1 (python), -1 refused (python_why), 0 none seen */
-        int python;
-        const struct fp_py_binary *python_bin;
-        const char *python_why;
-        /* Its Python stacks: read (stacks_on), and what became of them (pyframes.h). */
+        /*
+         * The interpreters read at sample time in it, by kind (FP_PYSTACK_PYTHON,
+         * _PHP, _RUBY: pyframes.h's fp_pyframes_kinds[]): each recognised (found 1,
+         * with its version), refused (-1, with why) or not seen (0).
+         */
+        struct fp_core_interp {
+                int found;
+                char version[32];
+                const char *why;
+                bool stacks_found; /* its stacks are read: st counts */
+                struct fp_pyframes_stats st;
+        } interp[FP_PYSTACK_KINDS];
+        /* Their stacks: read (stacks_on), and the CPUs' events the program could not run at. */
         bool python_stacks_on;
-        bool python_stacks_found; /* its CPython is read: python_st counts */
-        struct fp_pyframes_stats python_st;
         uint64_t python_attach_failed;
-        /* A PHP interpreter in it (php.h), as python: its stacks read by the same program */
-        int php;
-        const struct fp_php_binary *php_bin;
-        const char *php_why;
-        bool php_stacks_found;
-        struct fp_pyframes_stats php_st;
         struct fp_jvm_names_status jvm; /* a JVM asked for its methods' names */
         struct fp_rt_stats javascript;  /* its JavaScript frames (runtimes.h) */
 };

@@ -85,6 +85,7 @@ enum {
         KIND_PYTHON,
         KIND_RUNTIME,
         KIND_PHP,
+        KIND_RUBY,
         KIND_UNNAMED
 };
 
@@ -92,8 +93,8 @@ static uint64_t names_by_kind[FP_EXPORT_NAME_KINDS];
 
 const char *fp_export_name_kind(int kind)
 {
-        static const char *const extra[] = {"kernel",     "jit", "java",   "python",
-                                            "javascript", "php", "unnamed"};
+        static const char *const extra[] = {"kernel",     "jit", "java", "python",
+                                            "javascript", "php", "ruby", "unnamed"};
 
         if (kind < FP_SYM_SOURCES)
                 return fp_sym_source_name((enum fp_sym_source)kind);
@@ -151,9 +152,10 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
                 if (nm->py)
                         fp_pyframes_name(nm->py, f, &pn);
                 d->function = pn.function;
-                count_name(!pn.named                    ? KIND_UNNAMED
-                           : fp_pyframes_is_php(nm->py) ? KIND_PHP
-                                                        : KIND_PYTHON);
+                static const int by_kind[FP_PYSTACK_KINDS] = {[FP_PYSTACK_PYTHON] = KIND_PYTHON,
+                                                              [FP_PYSTACK_PHP] = KIND_PHP,
+                                                              [FP_PYSTACK_RUBY] = KIND_RUBY};
+                count_name(!pn.named ? KIND_UNNAMED : by_kind[fp_pyframes_kind(nm->py)]);
                 d->system_name = pn.system_name;
                 d->filename = pn.filename;
                 d->start_line = pn.start_line;

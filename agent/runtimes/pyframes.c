@@ -9,6 +9,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,10 +47,12 @@ struct code {
         uint32_t stamp;
         const struct fp_py_layout *layout; /* of the interpreter it was read under */
         const struct fp_php_layout *php;   /* or PHP's: a zend_function, its lines in frames */
+        const struct fp_ruby_layout *ruby; /* or Ruby's: an iseq or a C function's entry */
         bool named; /* its memory read as a code object whose stamp was the frame's */
         char *name, *filename;
         int firstlineno;
-        struct fp_py_code c; /* its line table */
+        struct fp_py_code c;    /* its line table */
+        struct fp_ruby_code rb; /* Ruby's */
         struct {
                 uint64_t off;
                 int line;
@@ -59,9 +62,12 @@ struct code {
 
 struct fp_pyframes {
         pid_t pid;
-        uint64_t since; /* the program reads it from then on */
-        struct fp_py_binary bin;
-        const struct fp_php_layout *php; /* a PHP's frames (bin unused), NULL CPython's */
+        uint64_t since;                              /* the program reads it from then on */
+        int kind;                                    /* FP_PYSTACK_PYTHON, _PHP, _RUBY */
+        struct fp_py_binary bin;                     /* a CPython's */
+        const struct fp_php_layout *php;             /* a PHP's */
+        const struct fp_ruby_layout *ruby;           /* a Ruby's */
+        uint64_t ruby_symbols;                       /* its ruby_global_symbols here */
         uint64_t eval_lo, eval_hi, cold_lo, cold_hi; /* the process's addresses */
         struct queue *queues;                        /* open addressing by tid */
         size_t n_queues, cap_queues;                 /* cap: a power of two, or 0 */
@@ -99,12 +105,22 @@ struct fp_pyframes *fp_pyframes_new_php(pid_t pid, const struct fp_php_binary *b
         return p;
 }
 
+struct fp_pyframes *fp_pyframes_new_ruby(pid_t pid, const struct fp_ruby_binary *b, uint64_t bias)
+{
+        struct fp_pyframes *p = frames_of(pid);
+
+        if (p)
+                fp_pyframes_rebind_ruby(p, b, bias);
+        return p;
+}
+
 static void free_codes(struct fp_pyframes *p)
 {
         for (size_t i = 0; i < p->n_codes; i++) {
                 free(p->codes[i].name);
                 free(p->codes[i].filename);
                 fp_py_code_free(&p->codes[i].c);
+                fp_ruby_code_free(&p->codes[i].rb);
         }
         p->n_codes = 0;
         if (p->index)
@@ -137,9 +153,39 @@ const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p)
         return &p->bin;
 }
 
-bool fp_pyframes_is_php(const struct fp_pyframes *p)
+const struct fp_pyframes_kind fp_pyframes_kinds[FP_PYSTACK_KINDS] = {
+    [FP_PYSTACK_PYTHON] = {"python", "CPython", "Python", "code objects", "[python]"},
+    [FP_PYSTACK_PHP] = {"php", "PHP", "PHP", "functions", "[php]"},
+    [FP_PYSTACK_RUBY] = {"ruby", "Ruby", "Ruby", "methods", "[ruby]"},
+};
+
+int fp_pyframes_kind(const struct fp_pyframes *p)
 {
-        return p && p->php;
+        return p->kind;
+}
+
+int fp_pyframes_find(int kind, struct fp_maps *m, char *version, size_t len, const char **why)
+{
+        uint64_t bias;
+        int r;
+
+        version[0] = 0;
+        if (kind == FP_PYSTACK_PHP) {
+                const struct fp_php_binary *b;
+                if ((r = fp_php_find(m, &b, &bias, why)) > 0)
+                        snprintf(version, len, "%d.%d.%d", b->major, b->minor, b->micro);
+        } else if (kind == FP_PYSTACK_RUBY) {
+                const struct fp_ruby_binary *b;
+                if ((r = fp_ruby_find(m, &b, &bias, why)) > 0)
+                        snprintf(version, len, "%d.%d.%d", b->major, b->minor, b->micro);
+        } else {
+                const struct fp_py_binary *b;
+                if ((r = fp_py_find(m, &b, &bias, why)) > 0 && b->micro >= 0)
+                        snprintf(version, len, "%d.%d.%d", b->major, b->minor, b->micro);
+                else if (r > 0)
+                        snprintf(version, len, "%d.%d", b->major, b->minor);
+        }
+        return r;
 }
 
 /* ---- the records ---- */
@@ -245,8 +291,10 @@ static void drop_records(struct fp_pyframes *p)
 
 void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uint64_t bias)
 {
+        p->kind = FP_PYSTACK_PYTHON;
         p->bin = *b;
         p->php = NULL;
+        p->ruby = NULL;
         p->eval_lo = b->eval_end ? b->eval_start + bias : 0;
         p->eval_hi = b->eval_end ? b->eval_end + bias : 0;
         p->cold_lo = b->eval_cold_end ? b->eval_cold_start + bias : 0;
@@ -257,7 +305,22 @@ void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uin
 void fp_pyframes_rebind_php(struct fp_pyframes *p, const struct fp_php_binary *b, uint64_t bias)
 {
         memset(&p->bin, 0, sizeof(p->bin));
+        p->kind = FP_PYSTACK_PHP;
         p->php = b->layout;
+        p->ruby = NULL;
+        p->eval_lo = b->eval_start + bias;
+        p->eval_hi = b->eval_end + bias;
+        p->cold_lo = p->cold_hi = 0;
+        drop_records(p);
+}
+
+void fp_pyframes_rebind_ruby(struct fp_pyframes *p, const struct fp_ruby_binary *b, uint64_t bias)
+{
+        memset(&p->bin, 0, sizeof(p->bin));
+        p->kind = FP_PYSTACK_RUBY;
+        p->php = NULL;
+        p->ruby = b->layout;
+        p->ruby_symbols = b->symbols ? b->symbols + bias : 0;
         p->eval_lo = b->eval_start + bias;
         p->eval_hi = b->eval_end + bias;
         p->cold_lo = p->cold_hi = 0;
@@ -366,8 +429,12 @@ static int grow_index(struct fp_pyframes *p)
         return 0;
 }
 
-/* Reads the code object a frame names (once: cached), or NULL when the table is full. */
-static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp, uint32_t *ret_i)
+/*
+ * Reads the code object a frame names (once: cached), or NULL when the
+ * table is full; native: a Ruby C function's (FP_PYSTACK_NATIVE).
+ */
+static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp, bool native,
+                            uint32_t *ret_i)
 {
         size_t j;
 
@@ -401,8 +468,21 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         c->stamp = stamp;
         c->layout = p->bin.layout;
         c->php = p->php;
+        c->ruby = p->ruby;
         /* Read now, while the sampled code object surely still lives. */
-        if (c->php) {
+        if (c->ruby) {
+                uint32_t st = 0;
+                if (fp_ruby_code_read(p->pid, c->ruby, p->ruby_symbols, addr, native, &c->rb,
+                                      &st) == 0 &&
+                    st == stamp) {
+                        c->name = strdup(c->rb.name);
+                        c->filename = strdup(c->rb.filename);
+                        c->firstlineno = c->rb.first_line;
+                        c->named = c->name && c->filename;
+                }
+                if (!c->named)
+                        fp_ruby_code_free(&c->rb);
+        } else if (c->php) {
                 struct fp_php_function fn;
                 if (fp_php_function_read(p->pid, c->php, addr, &fn) == 0 &&
                     fp_php_stamp(&fn) == stamp) {
@@ -435,12 +515,12 @@ static int line_of(struct code *c, uint64_t instr)
 {
         if (c->php) /* the line itself, read with the frame */
                 return instr < INT32_MAX ? (int)instr : 0;
-        uint64_t off = fp_py_instr_offset(c->layout, c->addr, instr);
+        uint64_t off = c->ruby ? instr : fp_py_instr_offset(c->layout, c->addr, instr);
 
         for (unsigned i = 0; i < LINE_MEMO; i++)
                 if (c->memo[i].line && c->memo[i].off == off)
                         return c->memo[i].line;
-        int line = fp_py_line(c->layout, &c->c, off);
+        int line = c->ruby ? fp_ruby_line(&c->rb, off) : fp_py_line(c->layout, &c->c, off);
         if (line > 0) {
                 c->memo[c->memo_next].off = off;
                 c->memo[c->memo_next].line = line;
@@ -453,7 +533,7 @@ static int line_of(struct code *c, uint64_t instr)
 static struct fp_frame python_frame(struct fp_pyframes *p, const struct fp_pystack_frame *pf)
 {
         uint32_t i = UINT32_MAX;
-        struct code *c = code_of(p, pf->code, pf->stamp, &i);
+        struct code *c = code_of(p, pf->code, pf->stamp, pf->flags & FP_PYSTACK_NATIVE, &i);
         int line = 0;
 
         if (c && c->named)
@@ -468,12 +548,24 @@ static struct fp_frame python_frame(struct fp_pyframes *p, const struct fp_pysta
 
 /* ---- splicing ---- */
 
-static bool in_eval(const struct fp_pyframes *p, const struct fp_frame *f)
+static bool in_range(const struct fp_pyframes *p, const struct fp_frame *f)
 {
         if (f->flags)
                 return false;
         return (f->addr >= p->eval_lo && f->addr < p->eval_hi) ||
                (f->addr >= p->cold_lo && f->addr < p->cold_hi);
+}
+
+/*
+ * Whether native frame i of f (n) is an evaluation's: in the range
+ * (_PyEval_EvalFrameDefault, execute_ex) or, for Ruby, the frame
+ * rb_vm_exec called (its loop, vm_exec_core, which has no symbol).
+ */
+static bool in_eval(const struct fp_pyframes *p, const struct fp_frame *f, uint32_t i, uint32_t n)
+{
+        if (p->kind == FP_PYSTACK_RUBY)
+                return i + 1 < n && !f[i].flags && in_range(p, &f[i + 1]);
+        return in_range(p, &f[i]);
 }
 
 /*
@@ -490,7 +582,7 @@ static uint32_t splice(struct fp_pyframes *p, const struct fp_pystack_frame *pf,
         uint32_t slot[FP_PYSTACK_MAX_FRAMES + 1], group_end[FP_PYSTACK_MAX_FRAMES + 1];
         uint32_t groups = 0, evals = 0;
         for (uint32_t i = 0; i < n; i++) {
-                if (!in_eval(p, &f[i]))
+                if (!in_eval(p, f, i, n))
                         continue;
                 evals++;
                 if (gi == nf)
@@ -501,6 +593,12 @@ static uint32_t splice(struct fp_pyframes *p, const struct fp_pystack_frame *pf,
                 group_end[groups++] = gi;
         }
         p->st.evals_without += evals - groups;
+        /*
+         * Ruby's loop (vm_exec_core) has no symbol: each of its addresses
+         * would read as a function of its own, so its Ruby frames take its
+         * place. (CPython's and PHP's loops are named: they stay.)
+         */
+        uint32_t drops = p->kind == FP_PYSTACK_RUBY ? groups : 0, native_groups = groups;
         /* Left over (the native stack was cut short): at the root end, before [truncated]. */
         if (gi < nf) {
                 slot[groups] = n && (f[n - 1].flags & FP_FRAME_TRUNCATED) ? n - 1 : n;
@@ -512,11 +610,12 @@ static uint32_t splice(struct fp_pyframes *p, const struct fp_pystack_frame *pf,
          * In place, from the root end: a frame only moves rootward, so none
          * is overwritten before it moved. What falls past max is cut.
          */
-        uint32_t pos = n + nf, g = groups, len = pos < max ? pos : max;
+        uint32_t pos = n + nf - drops, g = groups, len = pos < max ? pos : max;
         for (int64_t i = n; i >= 0; i--) {
-                if (i < (int64_t)n && --pos < max)
+                bool at_slot = g && slot[g - 1] == (uint32_t)i;
+                if (i < (int64_t)n && !(at_slot && drops && g - 1 < native_groups) && --pos < max)
                         f[pos] = f[i];
-                if (g && slot[g - 1] == (uint32_t)i) {
+                if (at_slot) {
                         g--;
                         for (uint32_t from = group_end[g]; from > (g ? group_end[g - 1] : 0);)
                                 if (--pos < max)
@@ -525,7 +624,7 @@ static uint32_t splice(struct fp_pyframes *p, const struct fp_pystack_frame *pf,
                                         from--;
                 }
         }
-        if (n + nf > max)
+        if (n + nf - drops > max)
                 f[max - 1] = (struct fp_frame){.flags = FP_FRAME_TRUNCATED};
         return len;
 }
@@ -582,7 +681,7 @@ void fp_pyframes_name(const struct fp_pyframes *p, const struct fp_frame *f,
         ret->line = (int64_t)(uint32_t)f->addr;
         ret->named = c && c->named;
         if (!c || !c->named) {
-                ret->function = p->php ? "[php]" : "[python]";
+                ret->function = fp_pyframes_kinds[p->kind].unread;
                 ret->system_name = NULL;
                 ret->filename = "";
                 ret->start_line = 0;
@@ -639,23 +738,30 @@ void fp_pyframes_stats_add(struct fp_pyframes_stats *a, const struct fp_pyframes
 
 /* ---- a sampled process's Python state ---- */
 
-/* fp_pyproc_known()'s look for a PHP, once no CPython was found. */
-static bool php_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m)
+/* fp_pyproc_known()'s look for a PHP or a Ruby, once no CPython was found. */
+static bool other_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m)
 {
-        const struct fp_php_binary *b;
+        const struct fp_php_binary *php;
+        const struct fp_ruby_binary *rb;
         const char *why;
         uint64_t bias;
-        int r = fp_php_find(m, &b, &bias, &why);
+        int r = fp_php_find(m, &php, &bias, &why);
 
+        if (r > 0) {
+                if (pp->py)
+                        fp_pyframes_rebind_php(pp->py, php, bias);
+                else
+                        pp->py = fp_pyframes_new_php(pid, php, bias);
+                pp->live = pp->py && fp_pystack_add_php(s, pid, php, bias) == 0;
+        } else if (r == 0 && (r = fp_ruby_find(m, &rb, &bias, &why)) > 0) {
+                if (pp->py)
+                        fp_pyframes_rebind_ruby(pp->py, rb, bias);
+                else
+                        pp->py = fp_pyframes_new_ruby(pid, rb, bias);
+                pp->live = pp->py && fp_pystack_add_ruby(s, pid, rb, bias) == 0;
+        }
         if (r < 0)
                 pp->refused = true;
-        if (r <= 0)
-                return false;
-        if (pp->py)
-                fp_pyframes_rebind_php(pp->py, b, bias);
-        else
-                pp->py = fp_pyframes_new_php(pid, b, bias);
-        pp->live = pp->py && fp_pystack_add_php(s, pid, b, bias) == 0;
         if (pp->live)
                 fp_pyframes_reading_since(pp->py, fp_now_ns(CLOCK_MONOTONIC));
         return false;
@@ -676,11 +782,12 @@ bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, stru
                 /* A first look: the interpreter's file read now. */
                 fp_py_read_files(m);
                 fp_maps_read_files_named(m, "php");
+                fp_maps_read_files_named(m, "ruby");
         }
         pp->check_ns = time;
         int r = fp_py_find(m, &b, &bias, &why);
         if (r == 0)
-                return php_known(pp, s, pid, m);
+                return other_known(pp, s, pid, m);
         if (r < 0)
                 pp->refused = true; /* said once per file; its samples stay native-only */
         if (r <= 0)

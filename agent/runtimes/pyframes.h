@@ -38,8 +38,10 @@
 #include "php.h"
 #include "pystack.h"
 #include "python.h"
+#include "ruby.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -72,8 +74,23 @@ struct fp_pyframes;
 struct fp_pyframes *fp_pyframes_new(pid_t pid, const struct fp_py_binary *b, uint64_t bias);
 void fp_pyframes_free(struct fp_pyframes *p);
 const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p);
-/* Whether p's frames are a PHP's (false for NULL). */
-bool fp_pyframes_is_php(const struct fp_pyframes *p);
+/* The interpreters whose frames a pyframes holds, by kind (FP_PYSTACK_PYTHON, _PHP, _RUBY). */
+struct fp_pyframes_kind {
+        const char *key;     /* in status: "python", "php", "ruby" */
+        const char *runtime; /* "CPython", "PHP", "Ruby" */
+        const char *lang;    /* "Python": "a Python stack" */
+        const char *codes;   /* what its frames' code is: "code objects", "functions", "methods" */
+        const char *unread;  /* the name of a frame whose code did not read: "[python]" */
+};
+extern const struct fp_pyframes_kind fp_pyframes_kinds[FP_PYSTACK_KINDS];
+/* Which interpreter's frames p holds: FP_PYSTACK_PYTHON, _PHP or _RUBY. */
+int fp_pyframes_kind(const struct fp_pyframes *p);
+/*
+ * Whether process m runs an interpreter of kind: fp_py_find()'s answer
+ * (php, ruby's), with its version ("3.11.2") in version.
+ */
+struct fp_maps;
+int fp_pyframes_find(int kind, struct fp_maps *m, char *version, size_t len, const char **why);
 /*
  * The process exec'd another CPython: its frames are read as b's from now
  * on (the records of the old program dropped). The code objects named so
@@ -87,6 +104,13 @@ void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uin
  */
 struct fp_pyframes *fp_pyframes_new_php(pid_t pid, const struct fp_php_binary *b, uint64_t bias);
 void fp_pyframes_rebind_php(struct fp_pyframes *p, const struct fp_php_binary *b, uint64_t bias);
+/*
+ * And a Ruby (ruby.h): its frames' code is their iseq (their instruction
+ * their pc) or a C function's method entry (FP_PYSTACK_NATIVE), spliced at
+ * the frame rb_vm_exec called.
+ */
+struct fp_pyframes *fp_pyframes_new_ruby(pid_t pid, const struct fp_ruby_binary *b, uint64_t bias);
+void fp_pyframes_rebind_ruby(struct fp_pyframes *p, const struct fp_ruby_binary *b, uint64_t bias);
 
 /* The program reads the process from time on (CLOCK_MONOTONIC): samples before have no record. */
 void fp_pyframes_reading_since(struct fp_pyframes *p, uint64_t time);

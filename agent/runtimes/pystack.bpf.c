@@ -5,7 +5,8 @@
  * One perf_event program, run by each sampling event the loader attaches
  * it to, before the sample is written (it always keeps the sample). For a
  * process in procs it reads the sampled thread's Python stack
- * (pywalk.bpf.h) or PHP stack (phpwalk.bpf.h) and writes one record to
+ * (pywalk.bpf.h), PHP stack (phpwalk.bpf.h) or Ruby stack (rubywalk.bpf.h)
+ * and writes one record to
  * the ring.
  */
 #include "vmlinux.h"
@@ -47,6 +48,7 @@ struct {
 #define PYWALK_TSTATES tstates
 #include "pywalk.bpf.h"
 #include "phpwalk.bpf.h"
+#include "rubywalk.bpf.h"
 
 SEC("perf_event")
 int fp_pystack_sample(struct bpf_perf_event_data *ctx)
@@ -66,6 +68,9 @@ int fp_pystack_sample(struct bpf_perf_event_data *ctx)
         r->time_ns = bpf_ktime_get_ns();
         if (p->kind == FP_PYSTACK_PHP)
                 phpwalk_read(p, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()), r);
+        else if (p->kind == FP_PYSTACK_RUBY)
+                rubywalk_read(p, pywalk_fsbase(bpf_get_current_task_btf()),
+                              (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()), r);
         else
                 pywalk_read(p, tid, pywalk_fsbase(bpf_get_current_task_btf()), r);
         n = r->n_frames; /* (read back: bounded again for the verifier) */

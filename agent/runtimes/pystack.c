@@ -5,6 +5,7 @@
  * events, and hands the ring's records to its caller.
  */
 #include "pystack.h"
+#include "rtelf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -171,6 +172,50 @@ int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_bin
         return put_entry(s, tgid, &p);
 }
 
+int fp_pystack_add_ruby(struct fp_pystack *s, pid_t tgid, const struct fp_ruby_binary *b,
+                        uint64_t bias)
+{
+        const struct fp_ruby_layout *l = b->layout;
+        uint64_t module = 0;
+        int r;
+
+        /* The dynamic linker's module ID for libruby's TLS: in the process, once it is loaded. */
+        if ((r = fp_rt_peek(tgid, b->tls_module_slot + bias, &module, sizeof(module))) < 0)
+                return r;
+        if (!module)
+                return -EAGAIN;
+        struct fp_pystack_proc p = {
+            .minor = (__u32)l->minor,
+            .kind = FP_PYSTACK_RUBY,
+            .ruby = {.tls_module = module,
+                     .tls_ec = b->tls_ec,
+                     .ec_vm_stack = l->ec_vm_stack,
+                     .ec_vm_stack_size = l->ec_vm_stack_size,
+                     .ec_cfp = l->ec_cfp,
+                     .cfp_size = l->cfp_size,
+                     .cfp_pc = l->cfp_pc,
+                     .cfp_iseq = l->cfp_iseq,
+                     .cfp_ep = l->cfp_ep,
+                     .iseq_body = l->iseq_body,
+                     .body_label = l->body_label,
+                     .body_first_lineno = l->body_first_lineno,
+                     .body_iseq_encoded = l->body_iseq_encoded,
+                     .body_iseq_size = l->body_iseq_size,
+                     .me_def = l->me_def,
+                     .def_original_id = l->def_original_id,
+                     .frame_cframe = l->frame_cframe,
+                     .frame_finish = l->frame_finish,
+                     .t_mask = l->t_mask,
+                     .t_imemo = l->t_imemo,
+                     .fl_ushift = l->fl_ushift,
+                     .imemo_ment = l->imemo_ment,
+                     .imemo_svar = l->imemo_svar},
+            .eval_lo = b->eval_start + bias,
+            .eval_hi = b->eval_end + bias,
+        };
+        return put_entry(s, tgid, &p);
+}
+
 int fp_pystack_remove(struct fp_pystack *s, pid_t tgid)
 {
         __u32 key = (__u32)tgid;
@@ -242,6 +287,16 @@ int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *
 
 int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_binary *b,
                        uint64_t bias)
+{
+        (void)s;
+        (void)tgid;
+        (void)b;
+        (void)bias;
+        return -EOPNOTSUPP;
+}
+
+int fp_pystack_add_ruby(struct fp_pystack *s, pid_t tgid, const struct fp_ruby_binary *b,
+                        uint64_t bias)
 {
         (void)s;
         (void)tgid;

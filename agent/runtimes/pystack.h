@@ -29,6 +29,8 @@
 /* Which interpreter a process's entry is of. */
 #define FP_PYSTACK_PYTHON 0
 #define FP_PYSTACK_PHP    1 /* php/php.h, walked by php/phpwalk.bpf.h */
+#define FP_PYSTACK_RUBY   2 /* ruby/ruby.h, walked by ruby/rubywalk.bpf.h */
+#define FP_PYSTACK_KINDS  3
 
 /* PHP's layout, as the walk needs it (php.h: struct fp_php_layout). */
 struct fp_pystack_php {
@@ -38,12 +40,25 @@ struct fp_pystack_php {
         __u32 call_top;
 };
 
+/* Ruby's layout, as the walk needs it (ruby.h: struct fp_ruby_layout). */
+struct fp_pystack_ruby {
+        __u64 tls_module; /* the module ID of libruby's TLS block, read from the process */
+        __u64 tls_ec;     /* ruby_current_ec's offset in it */
+        __s16 ec_vm_stack, ec_vm_stack_size, ec_cfp;
+        __s16 cfp_size, cfp_pc, cfp_iseq, cfp_ep;
+        __s16 iseq_body, body_label, body_first_lineno, body_iseq_encoded, body_iseq_size;
+        __s16 me_def, def_original_id, pad1;
+        __u32 frame_cframe, frame_finish;
+        __u8 t_mask, t_imemo, fl_ushift, imemo_ment, imemo_svar, pad[3];
+};
+
 /*
  * Where a process's interpreter is and how its structures are laid out:
  * a CPython's (python.h), or a PHP's (kind FP_PYSTACK_PHP: runtime is
  * then the address of executor_globals.current_execute_data, and
  * [eval_lo, eval_hi) execute_ex's code, in which the VM keeps the running
- * frame's opline in a register).
+ * frame's opline in a register), or a Ruby's (FP_PYSTACK_RUBY: each
+ * thread's execution context in libruby's TLS block, ruby.tls_*).
  */
 struct fp_pystack_proc {
         __u64 runtime; /* _PyRuntime's address in the process */
@@ -59,6 +74,7 @@ struct fp_pystack_proc {
                         __s16 pad[2];
                 };
                 struct fp_pystack_php php;
+                struct fp_pystack_ruby ruby;
         };
         __u64 eval_lo, eval_hi;
 };
@@ -72,12 +88,16 @@ struct fp_pystack_proc {
         ((__u32)((name_addr) >> 4) ^ ((__u32)(firstlineno)*0x9e3779b1u))
 
 /* A frame's flags. */
-#define FP_PYSTACK_ENTRY 1 /* the outermost Python frame of one C-level evaluation */
+#define FP_PYSTACK_ENTRY  1 /* the outermost Python frame of one C-level evaluation */
+#define FP_PYSTACK_NATIVE 2 /* Ruby: a C function's frame, its code its method entry */
 
 struct fp_pystack_frame {
-        __u64 code;  /* the code object (3.13: the frame's executable); PHP: its zend_function */
-        __u64 instr; /* f_lasti (3.8-3.10, an int) or the instruction pointer (3.11+); PHP: the line
-                      */
+        /* the code object (3.13: the frame's executable); PHP: its zend_function; Ruby: its iseq
+         * or (NATIVE) its method entry */
+        __u64 code;
+        /* f_lasti (3.8-3.10, an int) or the instruction pointer (3.11+); PHP: the line; Ruby: its
+         * pc */
+        __u64 instr;
         __u32 flags;
         __u32 stamp; /* FP_PYSTACK_STAMP() of the code object */
 };
@@ -101,6 +121,7 @@ struct fp_pystack_record {
 #ifndef __bpf__
 #include "php.h"
 #include "python.h"
+#include "ruby.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -118,6 +139,9 @@ int fp_pystack_add(struct fp_pystack *s, pid_t tgid, const struct fp_py_binary *
 /* Process tgid runs PHP b, loaded bias bytes above its link-time addresses. */
 int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_binary *b,
                        uint64_t bias);
+/* Process tgid runs Ruby b, loaded bias bytes above its link-time addresses. */
+int fp_pystack_add_ruby(struct fp_pystack *s, pid_t tgid, const struct fp_ruby_binary *b,
+                        uint64_t bias);
 int fp_pystack_remove(struct fp_pystack *s, pid_t tgid);
 /* The program's fd: another perf_event program's tail call may run it. */
 int fp_pystack_prog_fd(const struct fp_pystack *s);

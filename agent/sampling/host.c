@@ -148,7 +148,7 @@ struct fp_host {
         struct fp_target_stats off_st;  /* their unwinding figures, apart from the samples' */
         struct off_pending *pending;    /* OFF_PENDING, with the first off-CPU record */
         struct fp_pystack *pystack; /* reads Python stacks at its samples (the core's), or NULL */
-        struct fp_pyframes_stats py_gone, php_gone; /* of the generations forgotten */
+        struct fp_pyframes_stats py_gone[FP_PYSTACK_KINDS]; /* of the generations forgotten */
         uint64_t py_attach_failed; /* CPUs' events the program could not be attached to */
         struct {
                 char reason[32];
@@ -279,8 +279,7 @@ static void proc_free(struct fp_host_proc *p)
         if (p->py.py) {
                 struct fp_pyframes_stats ps;
                 fp_pyframes_stats(p->py.py, &ps);
-                fp_pyframes_stats_add(
-                    fp_pyframes_is_php(p->py.py) ? &p->host->php_gone : &p->host->py_gone, &ps);
+                fp_pyframes_stats_add(&p->host->py_gone[fp_pyframes_kind(p->py.py)], &ps);
         }
         fp_pyproc_free(&p->py, p->host->pystack, p->pid);
         fp_agg_free(p->agg);
@@ -1012,8 +1011,7 @@ void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
         ret->procs = (unsigned)h->n_procs;
         ret->cgroups = (unsigned)h->n_cgroups;
         ret->python_on = h->pystack != NULL;
-        ret->python = h->py_gone;
-        ret->php = h->php_gone;
+        memcpy(ret->interp, h->py_gone, sizeof(ret->interp));
         ret->python_attach_failed = h->py_attach_failed;
         for (size_t i = 0; i < h->n_procs; i++) {
                 const struct fp_host_proc *p = h->procs[i];
@@ -1032,13 +1030,9 @@ void fp_host_stats(const struct fp_host *h, struct fp_host_stats *ret)
                 if (!h->procs[i]->py.py)
                         continue;
                 fp_pyframes_stats(h->procs[i]->py.py, &ps);
-                if (fp_pyframes_is_php(h->procs[i]->py.py)) {
-                        fp_pyframes_stats_add(&ret->php, &ps);
-                        ret->php_procs++;
-                } else {
-                        fp_pyframes_stats_add(&ret->python, &ps);
-                        ret->python_procs++;
-                }
+                int k = fp_pyframes_kind(h->procs[i]->py.py);
+                fp_pyframes_stats_add(&ret->interp[k], &ps);
+                ret->interp_procs[k]++;
         }
         for (size_t i = 0; i < h->n_procs; i++) {
                 struct fp_rt_stats rs;

@@ -99,16 +99,15 @@ struct fp_host_stats {
         uint64_t off_unknown;      /* off-CPU block parts of a process nobody knew */
         uint64_t python_records_unclaimed; /* Python stack records of no known generation */
         bool python_on;                    /* Python stacks are read at its samples */
-        unsigned python_procs;             /* generations known to run a CPython now */
         uint64_t python_attach_failed;     /* CPUs' events the program could not run at */
-        struct fp_pyframes_stats python;   /* their samples, every generation's summed */
-        unsigned php_procs;                /* generations known to run a PHP now (php.h) */
-        struct fp_pyframes_stats php;      /* their samples, as python */
-        unsigned javascript_procs;         /* live processes recognised to run V8 */
-        struct fp_rt_stats javascript;     /* their JavaScript frames, summed */
-        unsigned procs;                    /* generations kept now */
-        unsigned cpus;                     /* CPUs with their events open */
-        unsigned cgroups;                  /* cgroup paths known */
+        /* By interpreter (FP_PYSTACK_PYTHON, _PHP, _RUBY: fp_pyframes_kinds[]): */
+        unsigned interp_procs[FP_PYSTACK_KINDS];           /* generations known to run one now */
+        struct fp_pyframes_stats interp[FP_PYSTACK_KINDS]; /* their samples, every generation's */
+        unsigned javascript_procs;                         /* live processes recognised to run V8 */
+        struct fp_rt_stats javascript;                     /* their JavaScript frames, summed */
+        unsigned procs;                                    /* generations kept now */
+        unsigned cpus;                                     /* CPUs with their events open */
+        unsigned cgroups;                                  /* cgroup paths known */
         unsigned jvms; /* live generations that map libjvm.so and were looked at */
         struct fp_host_jvm jvm[FP_HOST_STATUS_JVMS];
         unsigned n_jvm;

@@ -234,6 +234,7 @@ static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
 #define PYWALK_TSTATES py_tstates
 #include "pywalk.bpf.h"
 #include "phpwalk.bpf.h"
+#include "rubywalk.bpf.h"
 
 /*
  * Writes the Python stack of thread tid of process tgid (fsbase its fs
@@ -260,6 +261,10 @@ static __noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 tim
         if (p->kind == FP_PYSTACK_PHP)
                 phpwalk_read(p, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()),
                              &sc->py.py);
+        else if (p->kind == FP_PYSTACK_RUBY)
+                rubywalk_read(p, fsbase,
+                              (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()),
+                              &sc->py.py);
         else
                 pywalk_read(p, tid, fsbase, &sc->py.py);
         n = sc->py.py.n_frames;

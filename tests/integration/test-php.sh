@@ -5,7 +5,7 @@
 # change to the program (php/shares.php, which times its own functions):
 #   - `status` names the target's PHP and its version, in text and JSON;
 #   - the CPU profile at 999 Hz: at least 95% of samples with a PHP frame,
-#     each function's share within 6 points of the program's own times (measured: up to 5.6; the aim is 1),
+#     each function's share within 2 points of the program's own times,
 #     callers right in at least 98% of samples, Class::method and
 #     {closure} as PHP writes them, lines inside each function's body;
 #   - the off-CPU profile: the internal function that waited (usleep)
@@ -41,12 +41,12 @@ assert t["python"] is None, t["python"]' "$PP" || fp_fail "status --json has no 
 fp_ok "status names PHP 8.2 and counts its stacks"
 
 fp_ctl dump "$PP" -o "$FP_TMP/cpu.pb.gz" >/dev/null || fp_fail "dump $PP failed"
-python3 "$HERE/php_check.py" cpu "$FP_TMP/cpu.pb.gz" "$FP_TMP/truth.json" "$SCRIPT" ||
+python3 "$HERE/interp_check.py" php cpu "$FP_TMP/cpu.pb.gz" "$FP_TMP/truth.json" "$SCRIPT" ||
   fp_fail "the CPU profile does not match the PHP program's own times"
 fp_ok "CPU: shares, callers and lines right"
 
 fp_ctl dump "$PP" --event off-cpu -o "$FP_TMP/off.pb.gz" >/dev/null || fp_fail "dump --event off-cpu failed"
-python3 "$HERE/php_check.py" off "$FP_TMP/off.pb.gz" "$FP_TMP/truth.json" ||
+python3 "$HERE/interp_check.py" php off "$FP_TMP/off.pb.gz" "$FP_TMP/truth.json" ||
   fp_fail "the off-CPU profile does not have the PHP function that waited"
 fp_ok "off-CPU: the waiting PHP function and its time"
 

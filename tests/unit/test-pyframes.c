@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of how Python stack records meet their samples and are
- * spliced into the native stacks (agent/runtimes/python/pyframes.c), with records
+ * spliced into the native stacks (agent/runtimes/pyframes.c), with records
  * made here as the BPF program writes them:
  *   - samples read out of time order (the host tier reads its CPUs' rings
  *     one after another) each find their own record;
@@ -10,6 +10,8 @@
  *   - each evaluation's Python frames go just leafward of its
  *     _PyEval_EvalFrameDefault frame, the leftovers at the root end before
  *     [truncated], and a stack past its room is cut with [truncated];
+ *   - a Ruby's frames take the place of the frame rb_vm_exec called (its
+ *     loop, which has no symbol);
  *   - a record no sample took goes once a newer one is 2 s later, counted.
  * The code objects' addresses are not this process's code objects: their
  * frames stay unnamed ("[python]"), which is counted too.
@@ -179,6 +181,53 @@ static void test_splice(void)
         fp_pyframes_free(p);
 }
 
+/*
+ * Ruby's: each group goes in place of the frame rb_vm_exec (the range)
+ * called, its unnamed loop; C functions' frames (Array#each here) lie with
+ * the Ruby frames of the evaluation that called them.
+ */
+static void test_splice_ruby(void)
+{
+        struct fp_ruby_binary b = {.major = 3,
+                                   .minor = 1,
+                                   .eval_start = EVAL_LO,
+                                   .eval_end = EVAL_HI,
+                                   .layout = fp_ruby_layout_of(3, 1)};
+        struct fp_pyframes *p = fp_pyframes_new_ruby(getpid(), &b, 0);
+        struct fp_frame f[16];
+        char s[32];
+
+        FP_CHECK(p != NULL);
+        FP_CHECK_EQ_INT(fp_pyframes_kind(p), FP_PYSTACK_RUBY);
+        /*
+         * Native, leaf first: the inner loop, rb_vm_exec, the C function
+         * (rb_ary_each), the outer loop, rb_vm_exec, main. Ruby, innermost
+         * first: a block (an entry: called from C), Array#each (NATIVE), the
+         * method and <main> (an entry).
+         */
+        record(p, 7, 10 * MS, 4, 0x100, 0x1 | 0x8);
+        f[0] = native(0x400);
+        f[1] = native(EVAL_LO + 1);
+        f[2] = native(0x600);
+        f[3] = native(0x480);
+        f[4] = native(EVAL_LO + 2);
+        f[5] = native(0x700);
+        uint32_t n = fp_pyframes_merge(p, 7, 10 * MS, f, 6, 16);
+        shape(f, n, s);
+        FP_CHECK_EQ_STR(s, "PENPPPEN");
+        FP_CHECK_EQ_INT(f[2].addr, 0x600);
+
+        /* A leaf in rb_vm_exec itself: no loop frame to take the place of; the frames at the root.
+         */
+        record(p, 7, 20 * MS, 1, 0x100, 0x1);
+        f[0] = native(EVAL_LO + 3);
+        f[1] = native(0x700);
+        n = fp_pyframes_merge(p, 7, 20 * MS, f, 2, 16);
+        shape(f, n, s);
+        FP_CHECK_EQ_STR(s, "ENP");
+        fp_pyframes_free(p);
+}
+
 static void test_stale(void)
 {
         struct fp_pyframes *p = new_frames();
@@ -199,6 +248,7 @@ int main(void)
         test_out_of_order();
         test_missing_record();
         test_splice();
+        test_splice_ruby();
         test_stale();
         return FP_TEST_DONE();
 }

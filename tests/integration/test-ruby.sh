@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Ruby named from outside (agent/runtimes/ruby/), on Debian's ruby 3.1
+# with no change to the program (ruby/shares.rb, which times its own
+# methods):
+#   - `status` names the target's Ruby and its version, in text and JSON;
+#   - the CPU profile at 999 Hz: at least 95% of samples with a Ruby frame,
+#     each method's share within 2 points of the program's own times,
+#     callers right in at least 98% of samples, labels as Ruby's
+#     backtraces write them (area, block in <main>), lines inside each
+#     body;
+#   - the off-CPU profile: the C function that waited (Kernel#sleep)
+#     under <main>, its time within 5% of the program's;
+#   - the host tier: a Ruby process nobody asked for has Ruby frames;
+#   - Ruby's own layout matches ruby-dev's headers when they are installed.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+FP_TEST_NAME=ruby
+fp_init 240
+command -v ruby >/dev/null || fp_fail "missing ruby (Debian's ruby)"
+HERE=$(cd "$(dirname "$0")" && pwd)
+SCRIPT=$HERE/ruby/shares.rb
+
+fp_start_agent --host --host-freq 49
+ruby "$SCRIPT" "$FP_TMP/truth.json" 4 "$FP_TMP/go" &
+RP=$!
+fp_track "$RP"
+fp_ctl start "$RP" --freq 999 --off-cpu --off-cpu-period 1000000 >/dev/null ||
+  fp_fail "start of ruby failed"
+fp_wait_for 20 bash -c "$(printf '%q ' "$FP_AGENTCTL") --socket $FP_SOCK status | grep -q '^ruby of $RP: Ruby 3\.1\.'" ||
+  fp_fail "status does not name the Ruby of $RP: $(fp_ctl status | grep -i ruby || true)"
+touch "$FP_TMP/go"
+fp_wait_for 30 test -e "$FP_TMP/truth.json" || fp_fail "the Ruby program wrote no times"
+sleep 0.3
+fp_ctl status | grep "^ruby of $RP" | sed "s/^/$FP_TEST_NAME: /"
+fp_status_json | python3 -c '
+import json, sys
+t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]
+assert t["ruby"]["version"].startswith("3.1."), t["ruby"]
+assert t["ruby"]["stacks"]["samples"] > 1000, t["ruby"]
+assert t["python"] is None and t["php"] is None, t' "$RP" || fp_fail "status --json has no right ruby entry"
+fp_ok "status names Ruby 3.1 and counts its stacks"
+
+fp_ctl dump "$RP" -o "$FP_TMP/cpu.pb.gz" >/dev/null || fp_fail "dump $RP failed"
+python3 "$HERE/interp_check.py" ruby cpu "$FP_TMP/cpu.pb.gz" "$FP_TMP/truth.json" "$SCRIPT" ||
+  fp_fail "the CPU profile does not match the Ruby program's own times"
+fp_ok "CPU: shares, callers and lines right"
+
+fp_ctl dump "$RP" --event off-cpu -o "$FP_TMP/off.pb.gz" >/dev/null || fp_fail "dump --event off-cpu failed"
+python3 "$HERE/interp_check.py" ruby off "$FP_TMP/off.pb.gz" "$FP_TMP/truth.json" ||
+  fp_fail "the off-CPU profile does not have the Ruby method that waited"
+fp_ok "off-CPU: the waiting method and its time"
+
+# Its own run, after the target's (the host tier's rate is too low to judge
+# shares; it is asked for names only).
+ruby "$SCRIPT" "$FP_TMP/other.json" 2 &
+OP=$!
+fp_track "$OP"
+fp_wait_for 30 test -e "$FP_TMP/other.json" || fp_fail "the other Ruby program wrote no times"
+sleep 0.3
+fp_ctl dump --host --format folded >"$FP_TMP/host.folded" || fp_fail "dump --host failed"
+grep -q "<main>;beta;alpha" "$FP_TMP/host.folded" ||
+  fp_fail "the host tier has no Ruby frames: $(grep -m3 ruby "$FP_TMP/host.folded" || head -3 "$FP_TMP/host.folded")"
+fp_ok "the host tier names Ruby methods"
+
+# The layout against Ruby's own headers (ruby-dev's min header, made from
+# this build's vm.c), where they are installed.
+hdr=$(ls /usr/include/*/ruby-3.1.0/rb_mjit_min_header-3.1.*.h 2>/dev/null | head -1 || true)
+if [[ -n $hdr ]]; then
+  cat >"$FP_TMP/off.c" <<C
+#include "$(basename "$hdr")"
+#define O(T, f) printf("%zu ", (size_t)__builtin_offsetof(T, f))
+int main(void)
+{
+        O(rb_execution_context_t, vm_stack); O(rb_execution_context_t, vm_stack_size);
+        O(rb_execution_context_t, cfp);
+        printf("%zu ", sizeof(rb_control_frame_t));
+        O(rb_control_frame_t, pc); O(rb_control_frame_t, iseq); O(rb_control_frame_t, ep);
+        O(rb_iseq_t, body);
+        O(struct rb_iseq_constant_body, iseq_size); O(struct rb_iseq_constant_body, iseq_encoded);
+        O(struct rb_iseq_constant_body, location.pathobj);
+        O(struct rb_iseq_constant_body, location.label);
+        O(struct rb_iseq_constant_body, location.first_lineno);
+        O(struct rb_iseq_constant_body, insns_info.body);
+        O(struct rb_iseq_constant_body, insns_info.positions);
+        O(struct rb_iseq_constant_body, insns_info.size);
+        O(struct rb_iseq_constant_body, insns_info.succ_index_table);
+        printf("%zu ", sizeof(struct iseq_insn_info_entry));
+        O(rb_callable_method_entry_t, defined_class); O(rb_callable_method_entry_t, def);
+        O(rb_method_definition_t, original_id);
+        O(struct RString, as.heap.len); O(struct RString, as.heap.ptr); O(struct RString, as.embed.ary);
+        O(struct RArray, as.heap.len); O(struct RArray, as.heap.ptr); O(struct RArray, as.ary);
+        O(struct RClass, ptr); O(rb_classext_t, iv_tbl);
+        O(st_table, entries_start); O(st_table, entries_bound); O(st_table, entries);
+        printf("%d %d %d %d\n", (int)VM_FRAME_FLAG_CFRAME, (int)VM_FRAME_FLAG_FINISH,
+               (int)RSTRING_NOEMBED, (int)RSTRING_EMBED_LEN_SHIFT);
+        return 0;
+}
+C
+  cc -w -I"$(dirname "$hdr")" "$FP_TMP/off.c" -o "$FP_TMP/rboff" -lruby-3.1 || fp_fail "cannot build the layout check"
+  got=$("$FP_TMP/rboff")
+  want="0 8 16 64 0 16 32 16 4 8 64 80 88 120 128 136 144 12 8 16 32 16 24 16 16 32 16 24 8 32 40 48 128 32 8192 14"
+  [[ $got == "$want" ]] || fp_fail "Ruby 3.1's headers say $got, agent/runtimes/ruby/ruby.c has $want"
+  fp_ok "the layout matches $(basename "$hdr")"
+fi
+fp_ok "all"
