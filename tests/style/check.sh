@@ -24,7 +24,7 @@ cd "$src"
 if command -v clang-format >/dev/null; then
   if ! git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror 2>"$build/clang-format.out"; then
     echo "style: files not formatted as .clang-format says (run clang-format -i on them):"
-    grep -o '^[^:]*\.[ch]' "$build/clang-format.out" | sort -u | sed 's/^/  /'
+    grep -o '^[^: ]*\.[ch]:[0-9]*:' "$build/clang-format.out" | cut -d: -f1 | sort -u | sed 's/^/  /'
     status=1
   else
     echo "style: ok: $(git ls-files '*.c' '*.h' | wc -l) files formatted"

@@ -17,7 +17,8 @@
 
 /* ---- layouts ---- */
 
-/* Ruby 3.1, from its vm_core.h, iseq.h, method.h, symbol.h, internal/class.h, st.h and the public headers. */
+/* Ruby 3.1, from its vm_core.h, iseq.h, method.h, symbol.h, internal/class.h, st.h and the public
+ * headers. */
 static const struct fp_ruby_layout ruby31 = {
     .major = 3,
     .minor = 1,
