@@ -5,7 +5,10 @@
  * input is a request head, judged with and without an upload and a read
  * token. None may crash or read out of bounds, and what the gate lets in
  * with a body is a POST that carries the token (upload or read token, as
- * bearer, basic password or cookie): with another token it is refused.
+ * bearer, basic password or cookie): with another token it is refused,
+ * unless the head carries that other token too (the fuzzer finds it among
+ * this file's constants: a 10-minute run put it in a cookie beside the
+ * right one in a bearer header).
  */
 #include "gate.h"
 
@@ -38,7 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 struct fp_coll_gate_verdict other;
                 fp_coll_gate_judge(head, size, with_token ? other_token : NULL,
                                    with_token ? other_token : NULL, &other);
-                if (with_token && other.reason < 0)
+                if (with_token && other.reason < 0 &&
+                    !memmem(head, size, other_token, sizeof(other_token) - 1))
                         abort();
         }
         free(head);
