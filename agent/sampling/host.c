@@ -727,6 +727,18 @@ static struct off_pending *pending_slot(struct fp_host *h, pid_t tid, bool claim
         return take;
 }
 
+/*
+ * The cgroup r saw p's thread in. A process's cgroup is otherwise its CPU
+ * samples' (or its parent's, at its birth): one that moved into a unit's
+ * cgroup before its exec (as systemd starts every service) and then only
+ * waits would keep its parent's service.
+ */
+static void off_cgroup(struct fp_host_proc *p, const struct fp_offcpu_record *r)
+{
+        if (r->cgroup)
+                p->cgroup = r->cgroup;
+}
+
 void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r,
                            const struct fp_pystack_record *py)
 {
@@ -753,6 +765,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r,
                         h->hs.off_unknown += fp_offcpu_parts(r);
                         break;
                 }
+                off_cgroup(p, r);
                 n = off_walk(h, p, r, py, h->frames);
                 off_add(h, p, tid, fp_maps_epoch(p->maps), h->frames, n, r->weight);
                 break;
@@ -762,6 +775,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r,
                 q->tid = 0;
                 if (!(p = proc_lookup(h, pid, r->time_ns)))
                         break;
+                off_cgroup(p, r);
                 n = off_walk(h, p, r, py, h->frames);
                 if (!(copy = realloc(q->frames, (n ? n : 1) * sizeof(*copy))))
                         break;
@@ -780,6 +794,7 @@ void fp_host_offcpu_record(struct fp_host *h, const struct fp_offcpu_record *r,
                         h->hs.st.off_unpaired += fp_offcpu_parts(r);
                         break;
                 }
+                off_cgroup(p, r);
                 off_add(h, p, tid, q->epoch, q->frames, q->n, r->weight);
                 q->tid = 0;
                 break;

@@ -315,6 +315,7 @@ static __always_inline int emit(struct fp_offcpu_target *tv, __u32 tier, __u32 k
         r->seq = seq;
         r->tier = tier;
         r->time_ns = bpf_ktime_get_ns();
+        r->cgroup = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
         for (int i = 0; i < FP_OFFCPU_REASONS; i++)
                 r->weight[i] = w ? w[i] : 0;
         r->stack_len = 0;

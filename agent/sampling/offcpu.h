@@ -106,6 +106,7 @@ struct fp_offcpu_record {
         __u64 ip, sp, bp;                /* user registers (CALL, STACK) */
         __u32 stack_len;                 /* bytes of stack that follow (from sp up) */
         __u32 tier;                      /* FP_OFFCPU_TARGET or FP_OFFCPU_HOST: whose it is */
+        __u64 cgroup; /* the thread's cgroup (v2 id) at the record: its service, unsampled */
         __u8 stack[FP_OFFCPU_STACK_MAX];
 };
 

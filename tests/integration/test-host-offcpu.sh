@@ -16,6 +16,10 @@
 #    --off-cpu has its waits counted by the tier as
 #    offcpu_covered_by_target, none kept (both wait in wait_disk, which
 #    no other process here calls).
+# 2b. A unit's service from its waits: a process that moves into a unit's
+#    cgroup, then execs /bin/sleep (as systemd starts every service: fork,
+#    cgroup, exec) has its 2 s of sleep under the unit's service, though
+#    the tier never catches it on a CPU to learn its new cgroup.
 # 3. stop --host unloads the BPF side (no target needs it).
 # 4. Stored and uploaded: the tier's buckets hold event off-cpu with the
 #    wait label; after the tier stopped the agent dumps part 1's waits
@@ -127,6 +131,28 @@ fp_ctl stop "$TP" >/dev/null 2>&1 || true
 fp_ctl stop "$CP" >/dev/null 2>&1 || true
 fp_kill "$TP"
 fp_kill "$CP"
+
+# ---- 2b. a unit's service from its waits ----
+cg=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
+[[ -n $cg ]] || fp_fail "no cgroup v2 hierarchy is mounted"
+units=$cg/fleetprof-hostofftest-$$
+svc=fptest-hostoff-sleep
+mkdir -p "$units/$svc.service"
+fp_on_exit "kill -KILL \$(cat '$units'/*/cgroup.procs 2>/dev/null) 2>/dev/null; sleep 0.2; rmdir '$units'/* '$units' 2>/dev/null"
+sh -c 'echo $$ >"$1/cgroup.procs" && exec /bin/sleep 2' sh "$units/$svc.service"
+sleep 0.3 # the last records: the agent reads the ring every 100 ms
+fp_ctl dump --host --event off-cpu --service "$svc" -o "$FP_TMP/unit.pb.gz" >/dev/null ||
+  fp_fail "dump --host --service $svc failed"
+python3 -c 'import sys
+sys.path.insert(0, sys.argv[1])
+import pprofraw
+p = pprofraw.load(sys.argv[2])
+vi = p.value_index("off-cpu")
+ns = sum(s.values[vi] for s in p.samples if s.labels.get("process") == ["sleep"])
+print("%.0f ms of sleep off-CPU under its unit" % (ns / 1e6))
+sys.exit(0 if 1.8e9 <= ns <= 2.2e9 else 1)' "$(dirname "$0")" "$FP_TMP/unit.pb.gz" >"$FP_TMP/unit.out" ||
+  fp_fail "a unit's only waiting process is not under its service: $(cat "$FP_TMP/unit.out")"
+fp_ok "a unit's service from its waits: $(cat "$FP_TMP/unit.out") (2000 ms slept)"
 
 # ---- 3. the BPF side unloads with the tier ----
 fp_ctl stop --host >/dev/null || fp_fail "stop --host failed"

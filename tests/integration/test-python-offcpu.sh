@@ -105,7 +105,11 @@ fp_wait_for 20 host_recognised || fp_fail "the host tier did not recognise the C
 finish host
 sleep 1 # a round of the host tier's rings
 fp_ctl dump --host --event off-cpu --service "$svc" -o "$FP_TMP/host.pb.gz" >/dev/null || fp_fail "dump --host --event off-cpu failed"
-out=$(python3 "$CHECK" "$FP_TMP/host.pb.gz" "$FP_TMP/host.truth" --host) || fp_fail "[host tier] $out"
+# On a failure, the tier's own off-CPU figures (its losses by reason) beside it.
+out=$(python3 "$CHECK" "$FP_TMP/host.pb.gz" "$FP_TMP/host.truth" --host) ||
+  fp_fail "[host tier] $out; the tier's off-CPU figures: $(fp_status_json | python3 -c 'import json,sys
+h = json.load(sys.stdin)["host_tier"]
+print(json.dumps({k: h.get(k) for k in ("off_cpu", "off_cpu_process_unknown", "drops", "python")}))')"
 fp_ok "[host tier] $out"
 fp_ctl stop --host >/dev/null || fp_fail "stop --host failed"
 
