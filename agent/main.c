@@ -66,7 +66,8 @@ static const struct fp_conf_key agent_keys[] = {
     {"no-bridge", FP_CONF_BOOL, "false", 0, 0, NULL,
      "no per-CPU bridge: new threads are sampled from when their own events open"},
     {"no-python", FP_CONF_BOOL, "false", 0, 0, NULL,
-     "read no Python, PHP or Ruby stacks: their processes show the interpreter's frames only"},
+     "read no Python, PHP, Ruby or Perl stacks: their processes show the interpreter's frames "
+     "only"},
     {"no-javascript", FP_CONF_BOOL, "false", 0, 0, NULL,
      "read no JavaScript frames: the host tier's Node.js processes show V8's code unnamed"},
     {"java-names", FP_CONF_STRING, "code-cache", 0, 0, "code-cache|perf-map",

@@ -86,6 +86,7 @@ enum {
         KIND_RUNTIME,
         KIND_PHP,
         KIND_RUBY,
+        KIND_PERL,
         KIND_UNNAMED
 };
 
@@ -93,8 +94,8 @@ static uint64_t names_by_kind[FP_EXPORT_NAME_KINDS];
 
 const char *fp_export_name_kind(int kind)
 {
-        static const char *const extra[] = {"kernel",     "jit", "java", "python",
-                                            "javascript", "php", "ruby", "unnamed"};
+        static const char *const extra[] = {"kernel", "jit",  "java", "python", "javascript",
+                                            "php",    "ruby", "perl", "unnamed"};
 
         if (kind < FP_SYM_SOURCES)
                 return fp_sym_source_name((enum fp_sym_source)kind);
@@ -154,7 +155,8 @@ static void describe(const struct namer *nm, const struct fp_frame *f, struct fr
                 d->function = pn.function;
                 static const int by_kind[FP_PYSTACK_KINDS] = {[FP_PYSTACK_PYTHON] = KIND_PYTHON,
                                                               [FP_PYSTACK_PHP] = KIND_PHP,
-                                                              [FP_PYSTACK_RUBY] = KIND_RUBY};
+                                                              [FP_PYSTACK_RUBY] = KIND_RUBY,
+                                                              [FP_PYSTACK_PERL] = KIND_PERL};
                 count_name(!pn.named ? KIND_UNNAMED : by_kind[fp_pyframes_kind(nm->py)]);
                 d->system_name = pn.system_name;
                 d->filename = pn.filename;

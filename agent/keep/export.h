@@ -91,7 +91,7 @@ int fp_export_host_pprof(struct fp_host *h, struct fp_pprof *p, const char *serv
  * (FP_TARGET_MAX_FRAMES) and as many calls inlined at them.
  */
 #define FP_EXPORT_MAX_FRAMES 1024
-#define FP_EXPORT_NAME_KINDS (FP_SYM_SOURCES + 8)
+#define FP_EXPORT_NAME_KINDS (FP_SYM_SOURCES + 9)
 /* The kind's name in status and metrics. */
 const char *fp_export_name_kind(int kind);
 void fp_export_names(uint64_t out[FP_EXPORT_NAME_KINDS]);

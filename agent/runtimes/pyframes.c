@@ -48,6 +48,7 @@ struct code {
         const struct fp_py_layout *layout; /* of the interpreter it was read under */
         const struct fp_php_layout *php;   /* or PHP's: a zend_function, its lines in frames */
         const struct fp_ruby_layout *ruby; /* or Ruby's: an iseq or a C function's entry */
+        const struct fp_perl_layout *perl; /* or Perl's: a CV (or the main program's interpreter) */
         bool named; /* its memory read as a code object whose stamp was the frame's */
         char *name, *filename;
         int firstlineno;
@@ -63,11 +64,12 @@ struct code {
 struct fp_pyframes {
         pid_t pid;
         uint64_t since;                              /* the program reads it from then on */
-        int kind;                                    /* FP_PYSTACK_PYTHON, _PHP, _RUBY */
+        int kind;                                    /* FP_PYSTACK_PYTHON, _PHP, _RUBY, _PERL */
         struct fp_py_binary bin;                     /* a CPython's */
         const struct fp_php_layout *php;             /* a PHP's */
         const struct fp_ruby_layout *ruby;           /* a Ruby's */
         uint64_t ruby_symbols;                       /* its ruby_global_symbols here */
+        const struct fp_perl_layout *perl;           /* a Perl's */
         uint64_t eval_lo, eval_hi, cold_lo, cold_hi; /* the process's addresses */
         struct queue *queues;                        /* open addressing by tid */
         size_t n_queues, cap_queues;                 /* cap: a power of two, or 0 */
@@ -114,6 +116,15 @@ struct fp_pyframes *fp_pyframes_new_ruby(pid_t pid, const struct fp_ruby_binary 
         return p;
 }
 
+struct fp_pyframes *fp_pyframes_new_perl(pid_t pid, const struct fp_perl_binary *b, uint64_t bias)
+{
+        struct fp_pyframes *p = frames_of(pid);
+
+        if (p)
+                fp_pyframes_rebind_perl(p, b, bias);
+        return p;
+}
+
 static void free_codes(struct fp_pyframes *p)
 {
         for (size_t i = 0; i < p->n_codes; i++) {
@@ -157,6 +168,7 @@ const struct fp_pyframes_kind fp_pyframes_kinds[FP_PYSTACK_KINDS] = {
     [FP_PYSTACK_PYTHON] = {"python", "CPython", "Python", "code objects", "[python]"},
     [FP_PYSTACK_PHP] = {"php", "PHP", "PHP", "functions", "[php]"},
     [FP_PYSTACK_RUBY] = {"ruby", "Ruby", "Ruby", "methods", "[ruby]"},
+    [FP_PYSTACK_PERL] = {"perl", "Perl", "Perl", "subs", "[perl]"},
 };
 
 int fp_pyframes_kind(const struct fp_pyframes *p)
@@ -178,6 +190,10 @@ int fp_pyframes_find(int kind, struct fp_maps *m, char *version, size_t len, con
                 const struct fp_ruby_binary *b;
                 if ((r = fp_ruby_find(m, &b, &bias, why)) > 0)
                         snprintf(version, len, "%d.%d.%d", b->major, b->minor, b->micro);
+        } else if (kind == FP_PYSTACK_PERL) {
+                const struct fp_perl_binary *b;
+                if ((r = fp_perl_find(m, &b, &bias, why)) > 0)
+                        snprintf(version, len, "%d.%d.%d", b->revision, b->version, b->subversion);
         } else {
                 const struct fp_py_binary *b;
                 if ((r = fp_py_find(m, &b, &bias, why)) > 0 && b->micro >= 0)
@@ -295,6 +311,7 @@ void fp_pyframes_rebind(struct fp_pyframes *p, const struct fp_py_binary *b, uin
         p->bin = *b;
         p->php = NULL;
         p->ruby = NULL;
+        p->perl = NULL;
         p->eval_lo = b->eval_end ? b->eval_start + bias : 0;
         p->eval_hi = b->eval_end ? b->eval_end + bias : 0;
         p->cold_lo = b->eval_cold_end ? b->eval_cold_start + bias : 0;
@@ -308,6 +325,7 @@ void fp_pyframes_rebind_php(struct fp_pyframes *p, const struct fp_php_binary *b
         p->kind = FP_PYSTACK_PHP;
         p->php = b->layout;
         p->ruby = NULL;
+        p->perl = NULL;
         p->eval_lo = b->eval_start + bias;
         p->eval_hi = b->eval_end + bias;
         p->cold_lo = p->cold_hi = 0;
@@ -320,10 +338,26 @@ void fp_pyframes_rebind_ruby(struct fp_pyframes *p, const struct fp_ruby_binary 
         p->kind = FP_PYSTACK_RUBY;
         p->php = NULL;
         p->ruby = b->layout;
+        p->perl = NULL;
         p->ruby_symbols = b->symbols ? b->symbols + bias : 0;
         p->eval_lo = b->eval_start + bias;
         p->eval_hi = b->eval_end + bias;
         p->cold_lo = p->cold_hi = 0;
+        drop_records(p);
+}
+
+void fp_pyframes_rebind_perl(struct fp_pyframes *p, const struct fp_perl_binary *b, uint64_t bias)
+{
+        memset(&p->bin, 0, sizeof(p->bin));
+        p->kind = FP_PYSTACK_PERL;
+        p->php = NULL;
+        p->ruby = NULL;
+        p->perl = b->layout;
+        p->eval_lo = b->eval_start + bias;
+        p->eval_hi = b->eval_end + bias;
+        /* Perl_runops_debug, the run loop a Devel:: module may set */
+        p->cold_lo = b->debug_end ? b->debug_start + bias : 0;
+        p->cold_hi = b->debug_end ? b->debug_end + bias : 0;
         drop_records(p);
 }
 
@@ -431,9 +465,10 @@ static int grow_index(struct fp_pyframes *p)
 
 /*
  * Reads the code object a frame names (once: cached), or NULL when the
- * table is full; native: a Ruby C function's (FP_PYSTACK_NATIVE).
+ * table is full; flags the frame's: a Ruby C function's (FP_PYSTACK_NATIVE),
+ * Perl's main program (FP_PYSTACK_MAIN).
  */
-static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp, bool native,
+static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp, uint32_t flags,
                             uint32_t *ret_i)
 {
         size_t j;
@@ -469,11 +504,24 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         c->layout = p->bin.layout;
         c->php = p->php;
         c->ruby = p->ruby;
+        c->perl = p->perl;
         /* Read now, while the sampled code object surely still lives. */
-        if (c->ruby) {
+        if (c->perl) {
+                struct fp_perl_code pc;
+                uint64_t body = 0, gv = 0;
+                bool is_main = flags & FP_PYSTACK_MAIN;
+                int r = is_main ? fp_perl_main_read(p->pid, c->perl, addr, &pc)
+                                : fp_perl_code_read(p->pid, c->perl, addr, &pc, &body, &gv);
+                if (r == 0 &&
+                    (is_main ? FP_PYSTACK_STAMP(addr, 0) : FP_PYSTACK_STAMP(body, gv)) == stamp) {
+                        c->name = strdup(pc.name);
+                        c->filename = strdup(pc.filename);
+                        c->named = c->name && c->filename;
+                }
+        } else if (c->ruby) {
                 uint32_t st = 0;
-                if (fp_ruby_code_read(p->pid, c->ruby, p->ruby_symbols, addr, native, &c->rb,
-                                      &st) == 0 &&
+                if (fp_ruby_code_read(p->pid, c->ruby, p->ruby_symbols, addr,
+                                      flags & FP_PYSTACK_NATIVE, &c->rb, &st) == 0 &&
                     st == stamp) {
                         c->name = strdup(c->rb.name);
                         c->filename = strdup(c->rb.filename);
@@ -513,7 +561,7 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
 
 static int line_of(struct code *c, uint64_t instr)
 {
-        if (c->php) /* the line itself, read with the frame */
+        if (c->php || c->perl) /* the line itself, read with the frame */
                 return instr < INT32_MAX ? (int)instr : 0;
         uint64_t off = c->ruby ? instr : fp_py_instr_offset(c->layout, c->addr, instr);
 
@@ -533,7 +581,7 @@ static int line_of(struct code *c, uint64_t instr)
 static struct fp_frame python_frame(struct fp_pyframes *p, const struct fp_pystack_frame *pf)
 {
         uint32_t i = UINT32_MAX;
-        struct code *c = code_of(p, pf->code, pf->stamp, pf->flags & FP_PYSTACK_NATIVE, &i);
+        struct code *c = code_of(p, pf->code, pf->stamp, pf->flags, &i);
         int line = 0;
 
         if (c && c->named)
@@ -738,11 +786,12 @@ void fp_pyframes_stats_add(struct fp_pyframes_stats *a, const struct fp_pyframes
 
 /* ---- a sampled process's Python state ---- */
 
-/* fp_pyproc_known()'s look for a PHP or a Ruby, once no CPython was found. */
+/* fp_pyproc_known()'s look for a PHP, a Ruby or a Perl, once no CPython was found. */
 static bool other_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m)
 {
         const struct fp_php_binary *php;
         const struct fp_ruby_binary *rb;
+        const struct fp_perl_binary *pl;
         const char *why;
         uint64_t bias;
         int r = fp_php_find(m, &php, &bias, &why);
@@ -759,6 +808,12 @@ static bool other_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, s
                 else
                         pp->py = fp_pyframes_new_ruby(pid, rb, bias);
                 pp->live = pp->py && fp_pystack_add_ruby(s, pid, rb, bias) == 0;
+        } else if (r == 0 && (r = fp_perl_find(m, &pl, &bias, &why)) > 0) {
+                if (pp->py)
+                        fp_pyframes_rebind_perl(pp->py, pl, bias);
+                else
+                        pp->py = fp_pyframes_new_perl(pid, pl, bias);
+                pp->live = pp->py && fp_pystack_add_perl(s, pid, pl, bias) == 0;
         }
         if (r < 0)
                 pp->refused = true;
@@ -783,6 +838,7 @@ bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, stru
                 fp_py_read_files(m);
                 fp_maps_read_files_named(m, "php");
                 fp_maps_read_files_named(m, "ruby");
+                fp_maps_read_files_named(m, "perl");
         }
         pp->check_ns = time;
         int r = fp_py_find(m, &b, &bias, &why);

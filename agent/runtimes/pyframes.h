@@ -38,6 +38,7 @@
 #include "php.h"
 #include "pystack.h"
 #include "python.h"
+#include "perl.h"
 #include "ruby.h"
 
 #include <stdbool.h>
@@ -76,7 +77,7 @@ void fp_pyframes_free(struct fp_pyframes *p);
 const struct fp_py_binary *fp_pyframes_binary(const struct fp_pyframes *p);
 /* The interpreters whose frames a pyframes holds, by kind (FP_PYSTACK_PYTHON, _PHP, _RUBY). */
 struct fp_pyframes_kind {
-        const char *key;     /* in status: "python", "php", "ruby" */
+        const char *key;     /* in status: "python", "php", "ruby", "perl" */
         const char *runtime; /* "CPython", "PHP", "Ruby" */
         const char *lang;    /* "Python": "a Python stack" */
         const char *codes;   /* what its frames' code is: "code objects", "functions", "methods" */
@@ -111,6 +112,13 @@ void fp_pyframes_rebind_php(struct fp_pyframes *p, const struct fp_php_binary *b
  */
 struct fp_pyframes *fp_pyframes_new_ruby(pid_t pid, const struct fp_ruby_binary *b, uint64_t bias);
 void fp_pyframes_rebind_ruby(struct fp_pyframes *p, const struct fp_ruby_binary *b, uint64_t bias);
+/*
+ * And a Perl (perl.h): its frames' code is their CV (or, FP_PYSTACK_MAIN,
+ * the interpreter of the main program's file scope) and their
+ * instruction their line, read with them; named as caller() writes them.
+ */
+struct fp_pyframes *fp_pyframes_new_perl(pid_t pid, const struct fp_perl_binary *b, uint64_t bias);
+void fp_pyframes_rebind_perl(struct fp_pyframes *p, const struct fp_perl_binary *b, uint64_t bias);
 
 /* The program reads the process from time on (CLOCK_MONOTONIC): samples before have no record. */
 void fp_pyframes_reading_since(struct fp_pyframes *p, uint64_t time);

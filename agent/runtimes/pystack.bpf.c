@@ -49,6 +49,7 @@ struct {
 #include "pywalk.bpf.h"
 #include "phpwalk.bpf.h"
 #include "rubywalk.bpf.h"
+#include "perlwalk.bpf.h"
 
 SEC("perf_event")
 int fp_pystack_sample(struct bpf_perf_event_data *ctx)
@@ -71,6 +72,8 @@ int fp_pystack_sample(struct bpf_perf_event_data *ctx)
         else if (p->kind == FP_PYSTACK_RUBY)
                 rubywalk_read(p, pywalk_fsbase(bpf_get_current_task_btf()),
                               (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()), r);
+        else if (p->kind == FP_PYSTACK_PERL)
+                perlwalk_read(p, pywalk_fsbase(bpf_get_current_task_btf()), r);
         else
                 pywalk_read(p, tid, pywalk_fsbase(bpf_get_current_task_btf()), r);
         n = r->n_frames; /* (read back: bounded again for the verifier) */

@@ -216,6 +216,52 @@ int fp_pystack_add_ruby(struct fp_pystack *s, pid_t tgid, const struct fp_ruby_b
         return put_entry(s, tgid, &p);
 }
 
+int fp_pystack_add_perl(struct fp_pystack *s, pid_t tgid, const struct fp_perl_binary *b,
+                        uint64_t bias)
+{
+        const struct fp_perl_layout *l = b->layout;
+        uint64_t slot = 0;
+        int r;
+
+        /* The GOT slot the dynamic linker filled: the static TLS offset, or libperl's module ID. */
+        if ((r = fp_rt_peek(tgid, b->tls_slot + bias, &slot, sizeof(slot))) < 0)
+                return r;
+        if (!slot)
+                return -EAGAIN; /* (an offset from the thread pointer is never 0: below it) */
+        struct fp_pystack_proc p = {
+            .minor = (__u32)l->version,
+            .kind = FP_PYSTACK_PERL,
+            .perl = {.tls_module = b->tls == FP_PERL_TLS_MODULE ? slot : 0,
+                     .tls_offset =
+                         b->tls == FP_PERL_TLS_MODULE ? (__s64)b->tls_context : (__s64)slot,
+                     .interp_curcop = l->interp_curcop,
+                     .interp_curstackinfo = l->interp_curstackinfo,
+                     .interp_compiling = l->interp_compiling,
+                     .si_cxstack = l->si_cxstack,
+                     .si_prev = l->si_prev,
+                     .si_cxsubix = l->si_cxsubix,
+                     .si_type = l->si_type,
+                     .cx_size = l->cx_size,
+                     .cx_oldcop = l->cx_oldcop,
+                     .cx_retop = l->cx_retop,
+                     .cx_old_cxsubix = l->cx_old_cxsubix,
+                     .cx_cv = l->cx_cv,
+                     .cop_line = l->cop_line,
+                     .sv_any = l->sv_any,
+                     .xcv_gv = l->xcv_gv,
+                     .cxt_mask = l->cxt_mask,
+                     .cxt_block = l->cxt_block,
+                     .cxt_sub = l->cxt_sub,
+                     .cxt_format = l->cxt_format,
+                     .cxt_eval = l->cxt_eval,
+                     .cxp_sub_re_fake = l->cxp_sub_re_fake,
+                     .si_main = l->si_main},
+            .eval_lo = b->eval_start + bias,
+            .eval_hi = b->eval_end + bias,
+        };
+        return put_entry(s, tgid, &p);
+}
+
 int fp_pystack_remove(struct fp_pystack *s, pid_t tgid)
 {
         __u32 key = (__u32)tgid;
@@ -296,6 +342,16 @@ int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_bin
 }
 
 int fp_pystack_add_ruby(struct fp_pystack *s, pid_t tgid, const struct fp_ruby_binary *b,
+                        uint64_t bias)
+{
+        (void)s;
+        (void)tgid;
+        (void)b;
+        (void)bias;
+        return -EOPNOTSUPP;
+}
+
+int fp_pystack_add_perl(struct fp_pystack *s, pid_t tgid, const struct fp_perl_binary *b,
                         uint64_t bias)
 {
         (void)s;

@@ -30,7 +30,8 @@
 #define FP_PYSTACK_PYTHON 0
 #define FP_PYSTACK_PHP    1 /* php/php.h, walked by php/phpwalk.bpf.h */
 #define FP_PYSTACK_RUBY   2 /* ruby/ruby.h, walked by ruby/rubywalk.bpf.h */
-#define FP_PYSTACK_KINDS  3
+#define FP_PYSTACK_PERL   3 /* perl/perl.h, walked by perl/perlwalk.bpf.h */
+#define FP_PYSTACK_KINDS  4
 
 /* PHP's layout, as the walk needs it (php.h: struct fp_php_layout). */
 struct fp_pystack_php {
@@ -50,6 +51,17 @@ struct fp_pystack_ruby {
         __s16 me_def, def_original_id, pad1;
         __u32 frame_cframe, frame_finish;
         __u8 t_mask, t_imemo, fl_ushift, imemo_ment, imemo_svar, pad[3];
+};
+
+/* Perl's layout, as the walk needs it (perl.h: struct fp_perl_layout). */
+struct fp_pystack_perl {
+        __u64 tls_module; /* libperl's TLS module ID, read from the process; 0: static TLS */
+        __s64 tls_offset; /* PL_current_context: from the thread pointer (static), in the block */
+        __s16 interp_curcop, interp_curstackinfo, interp_compiling;
+        __s16 si_cxstack, si_prev, si_cxsubix, si_type;
+        __s16 cx_size, cx_oldcop, cx_retop, cx_old_cxsubix, cx_cv;
+        __s16 cop_line, sv_any, xcv_gv, pad1;
+        __u8 cxt_mask, cxt_block, cxt_sub, cxt_format, cxt_eval, cxp_sub_re_fake, si_main, pad;
 };
 
 /*
@@ -75,6 +87,7 @@ struct fp_pystack_proc {
                 };
                 struct fp_pystack_php php;
                 struct fp_pystack_ruby ruby;
+                struct fp_pystack_perl perl;
         };
         __u64 eval_lo, eval_hi;
 };
@@ -90,6 +103,7 @@ struct fp_pystack_proc {
 /* A frame's flags. */
 #define FP_PYSTACK_ENTRY  1 /* the outermost Python frame of one C-level evaluation */
 #define FP_PYSTACK_NATIVE 2 /* Ruby: a C function's frame, its code its method entry */
+#define FP_PYSTACK_MAIN   4 /* Perl: the main program's file scope, its code the interpreter */
 
 struct fp_pystack_frame {
         /* the code object (3.13: the frame's executable); PHP: its zend_function; Ruby: its iseq
@@ -119,6 +133,7 @@ struct fp_pystack_record {
 #define FP_PYSTACK_HEADER_LEN ((unsigned long)&((struct fp_pystack_record *)0)->frames)
 
 #ifndef __bpf__
+#include "perl.h"
 #include "php.h"
 #include "python.h"
 #include "ruby.h"
@@ -141,6 +156,9 @@ int fp_pystack_add_php(struct fp_pystack *s, pid_t tgid, const struct fp_php_bin
                        uint64_t bias);
 /* Process tgid runs Ruby b, loaded bias bytes above its link-time addresses. */
 int fp_pystack_add_ruby(struct fp_pystack *s, pid_t tgid, const struct fp_ruby_binary *b,
+                        uint64_t bias);
+/* Process tgid runs Perl b, loaded bias bytes above its link-time addresses. */
+int fp_pystack_add_perl(struct fp_pystack *s, pid_t tgid, const struct fp_perl_binary *b,
                         uint64_t bias);
 int fp_pystack_remove(struct fp_pystack *s, pid_t tgid);
 /* The program's fd: another perf_event program's tail call may run it. */

@@ -21,7 +21,9 @@ void fp_rt_elf_symbols(Elf *elf, void (*fn)(void *userdata, const char *name, co
                 for (size_t i = 0; d && i < n; i++) {
                         GElf_Sym s;
                         const char *name;
-                        if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
+                        /* (A thread-local one's value is its offset in its block: 0 is one.) */
+                        if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF ||
+                            (!s.st_value && GELF_ST_TYPE(s.st_info) != STT_TLS))
                                 continue;
                         name = elf_strptr(elf, sh.sh_link, s.st_name);
                         if (name)

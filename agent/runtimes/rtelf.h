@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Calls fn with each defined symbol of elf's .symtab and .dynsym (those of address 0 left out). */
+/*
+ * Calls fn with each defined symbol of elf's .symtab and .dynsym (those of
+ * address 0 left out, but for thread-local ones: offset 0 in their block).
+ */
 void fp_rt_elf_symbols(Elf *elf, void (*fn)(void *userdata, const char *name, const GElf_Sym *s),
                        void *userdata);
 /*

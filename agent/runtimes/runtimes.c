@@ -4,7 +4,8 @@
  * own here (python/, hotspot/), above the stacks floor and below sampling.
  *
  * The runtimes recognised by what their files hold (CPython by _PyRuntime,
- * PHP by executor_globals, Ruby by ruby_current_vm_ptr)
+ * PHP by executor_globals, Ruby by ruby_current_vm_ptr, Perl by
+ * PL_current_context)
  * have an inspector each in the table below, which the symbol tables
  * (stacks/symbols.h) run on every file a process maps, once a file: the
  * stacks floor reads a runtime's facts by slot, never by name. HotSpot is
@@ -19,14 +20,16 @@
 
 #include <string.h>
 
+#include "perl.h"
 #include "php.h"
 #include "python.h"
 #include "ruby.h"
 #include "symbols.h"
 #include "v8.h"
 
-const struct fp_sym_inspector *const fp_sym_inspectors[] = {
-    &fp_py_inspector, &fp_v8_inspector, &fp_php_inspector, &fp_ruby_inspector, NULL};
+const struct fp_sym_inspector *const fp_sym_inspectors[] = {&fp_py_inspector,   &fp_v8_inspector,
+                                                            &fp_php_inspector,  &fp_ruby_inspector,
+                                                            &fp_perl_inspector, NULL};
 _Static_assert(sizeof(fp_sym_inspectors) / sizeof(fp_sym_inspectors[0]) <= FP_SYM_INSPECTORS + 1,
                "more runtimes' inspectors than FP_SYM_INSPECTORS");
 

@@ -235,14 +235,17 @@ static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
 #include "pywalk.bpf.h"
 #include "phpwalk.bpf.h"
 #include "rubywalk.bpf.h"
+#include "perlwalk.bpf.h"
 
 /*
  * Writes the Python stack of thread tid of process tgid (fsbase its fs
  * base) as a FP_OFFCPU_PYTHON record stamped time, when the process runs a
  * CPython: just before the record of its native stack. Once per stack
- * copy, not inlined in each of emit()'s callers.
+ * copy, not inlined in each of emit()'s callers; a global function (its
+ * arguments all scalars), so that the verifier checks the walks once, not
+ * once at each of emit()'s callers.
  */
-static __noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 time)
+__noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 time)
 {
         struct fp_pystack_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
         __u32 zero = 0;
@@ -265,6 +268,8 @@ static __noinline int emit_python(__u32 tgid, __u32 tid, __u64 fsbase, __u64 tim
                 rubywalk_read(p, fsbase,
                               (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()),
                               &sc->py.py);
+        else if (p->kind == FP_PYSTACK_PERL)
+                perlwalk_read(p, fsbase, &sc->py.py);
         else
                 pywalk_read(p, tid, fsbase, &sc->py.py);
         n = sc->py.py.n_frames;

@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Checks an interpreter's profile against the program's own times: PHP's
-(php/shares.php) or Ruby's (ruby/shares.rb).
+(php/shares.php), Ruby's (ruby/shares.rb) or Perl's (perl/shares.pl).
 
   interp_check.py LANG cpu PROFILE TRUTH.json SCRIPT   the CPU profile
   interp_check.py LANG off PROFILE TRUTH.json          the off-CPU profile
 
-LANG is php or ruby. The profile is read with `go tool pprof -raw`
+LANG is php, ruby or perl. The profile is read with `go tool pprof -raw`
 (pprofraw.py). cpu: at least 95% of the samples carry a frame of the
 language; the shares of beta (with alpha under it), the class's method
 and the closure within 2 points of the program's own measurement; alpha's
 callers beta and the main script's frame, the others' the main frame, in
 at least 98% of their samples; each function's file the script, its
 lines inside its body. off: the function that waited (PHP's usleep,
-Ruby's Kernel#sleep) under the main frame, its time within 5% of the
-program's.
+Ruby's Kernel#sleep, Perl's main::nap) under the main frame, its time
+within 5% of the program's.
 """
 import json
 import re
@@ -23,11 +23,12 @@ import sys
 import pprofraw
 
 # Per language: its frames' names, the program's names for the three
-# places (truth key -> the innermost frame's name), the main frame, the
-# waiting function, and how each function's body is found in the script
-# (its first line's text, its closing line).
+# places (truth key -> the innermost frame's name), beta's frame, the main
+# frame, the waiting function, and how each function's body is found in
+# the script (its first line's text, its closing line).
 LANGS = {
     "php": {
+        "beta": "beta",
         "main": "{main}",
         "places": {"beta": "alpha", "Shape::area": "Shape::area", "{closure}": "{closure}"},
         "sleep": ("usleep", "usleep"),
@@ -35,18 +36,27 @@ LANGS = {
                    "{closure}": ("= function (", "};")},
     },
     "ruby": {
+        "beta": "beta",
         "main": "<main>",
         "places": {"beta": "alpha", "Shape#area": "area", "block": "block in <main>"},
         "sleep": ("Kernel#sleep", "sleep"),
         "bodies": {"alpha": ("def alpha(", "end"), "area": ("  def area(", "  end"),
                    "block in <main>": ("= lambda do", "end")},
     },
+    "perl": {
+        "beta": "main::beta",
+        "main": "main::RUNTIME",
+        "places": {"beta": "main::alpha", "Shape::area": "Shape::area", "closure": "main::__ANON__"},
+        "sleep": ("main::nap", "sleep"),
+        "bodies": {"main::alpha": ("sub alpha {", "}"), "Shape::area": ("sub area {", "}"),
+                   "main::__ANON__": ("= sub {", "};")},
+    },
 }
 L = None
 
 
 def names():
-    return set(L["places"].values()) | {"beta", L["main"], L["sleep"][0]}
+    return set(L["places"].values()) | {L["beta"], L["main"], L["sleep"][0]}
 
 
 def lang_frames(p, s):
@@ -81,7 +91,7 @@ def cpu(path, truth_path, script):
     total = sum(s.values[vi] for s in p.samples)
     with_lang, inner, callers, lines = 0, {}, {}, {}
     key_of = {inner_fn: key for key, inner_fn in L["places"].items()}
-    key_of["beta"] = "beta"  # (its own time, between its two calls)
+    key_of[L["beta"]] = "beta"  # (its own time, between its two calls)
     for s in p.samples:
         v = s.values[vi]
         fr = lang_frames(p, s)
@@ -93,7 +103,7 @@ def cpu(path, truth_path, script):
         if top:
             inner[top] = inner.get(top, 0) + v
         caller = fr[1][0] if len(fr) > 1 else None
-        if fn == "alpha":  # and beta's own caller
+        if fn == L["places"]["beta"]:  # and beta's own caller
             caller = ";".join(f[0] for f in fr[1:3])
         c = callers.setdefault(fn, {})
         c[caller] = c.get(caller, 0) + v
@@ -112,7 +122,8 @@ def cpu(path, truth_path, script):
         if not ok:
             bad.append("%s's share %.1f%%, the program measured %.1f%%" % (k, got, want))
     m = L["main"]
-    for fn, want in [(f, "beta;" + m if f == "alpha" else m) for f in L["places"].values()]:
+    alpha = L["places"]["beta"]
+    for fn, want in [(f, L["beta"] + ";" + m if f == alpha else m) for f in L["places"].values()]:
         c = callers.get(fn, {})
         n = sum(c.values())
         right = c.get(want, 0)

@@ -228,6 +228,48 @@ static void test_splice_ruby(void)
         fp_pyframes_free(p);
 }
 
+/*
+ * Perl's: each group goes leafward of its run loop's frame, which stays
+ * (named: Perl_runops_standard, or Perl_runops_debug in the second range);
+ * a sort's comparator runs in a run loop of its own, below pp_sort.
+ */
+static void test_splice_perl(void)
+{
+        struct fp_perl_binary b = {.revision = 5,
+                                   .version = 36,
+                                   .eval_start = EVAL_LO,
+                                   .eval_end = EVAL_HI,
+                                   .debug_start = 0x3000,
+                                   .debug_end = 0x3100,
+                                   .layout = fp_perl_layout_of(5, 36)};
+        struct fp_pyframes *p = fp_pyframes_new_perl(getpid(), &b, 0);
+        struct fp_frame f[16];
+        char s[32];
+
+        FP_CHECK(p != NULL);
+        FP_CHECK_EQ_INT(fp_pyframes_kind(p), FP_PYSTACK_PERL);
+        /*
+         * Native, leaf first: an op, the comparator's Perl_runops_standard,
+         * sortsv, pp_sort, the program's Perl_runops_debug, main. Perl,
+         * innermost first: the comparator's sub (an entry: called from C),
+         * the sub that sorted, the main program (an entry).
+         */
+        record(p, 7, 10 * MS, 3, 0x100, 0x1 | 0x4);
+        f[0] = native(0x500);
+        f[1] = native(EVAL_LO + 1);
+        f[2] = native(0x600);
+        f[3] = native(0x650);
+        f[4] = native(0x3010);
+        f[5] = native(0x700);
+        uint32_t n = fp_pyframes_merge(p, 7, 10 * MS, f, 6, 16);
+        shape(f, n, s);
+        FP_CHECK_EQ_STR(s, "NPENNPPNN");
+        FP_CHECK_EQ_INT(f[7].addr, 0x3010);
+        FP_CHECK_EQ_INT(f[3].addr, 0x600);
+        FP_CHECK_EQ_STR(fp_pyframes_kinds[FP_PYSTACK_PERL].key, "perl");
+        fp_pyframes_free(p);
+}
+
 static void test_stale(void)
 {
         struct fp_pyframes *p = new_frames();
@@ -249,6 +291,7 @@ int main(void)
         test_missing_record();
         test_splice();
         test_splice_ruby();
+        test_splice_perl();
         test_stale();
         return FP_TEST_DONE();
 }
