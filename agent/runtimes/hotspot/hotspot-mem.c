@@ -5,6 +5,7 @@
  * bytes or fails: a JVM changes its memory while it is read, and may exit.
  */
 #include "hotspot-internal.h"
+#include "rtelf.h"
 
 #include <string.h>
 #include <sys/uio.h>
@@ -23,19 +24,5 @@ bool fp_hotspot_peek_u64(pid_t pid, uint64_t addr, uint64_t *ret)
 
 bool fp_hotspot_peek_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
 {
-        size_t n = 0;
-
-        while (n + 1 < len) {
-                size_t chunk = 4096 - ((addr + n) & 4095);
-                if (chunk > len - 1 - n)
-                        chunk = len - 1 - n;
-                if (!fp_hotspot_peek(pid, addr + n, buf + n, chunk))
-                        return false;
-                void *nul = memchr(buf + n, 0, chunk);
-                if (nul)
-                        return true;
-                n += chunk;
-        }
-        buf[len - 1] = 0;
-        return false; /* longer than any name wanted */
+        return fp_rt_peek_cstr(pid, addr, buf, len) == 0; /* (a longer one: no name wanted) */
 }

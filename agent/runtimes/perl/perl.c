@@ -121,48 +121,25 @@ static void find_one(void *userdata, const char *name, const GElf_Sym *s)
  * symbol is the file's own block: its TPOFF64 one is PL_current_context's
  * when its addend is that offset.
  */
-static void tls_slots(Elf *elf, uint64_t context, uint64_t *tpoff, uint64_t *dtpmod)
-{
-        Elf_Scn *scn = NULL;
-        GElf_Shdr sh;
+struct tls_slots {
+        uint64_t context, tpoff, dtpmod;
+};
 
-        *tpoff = *dtpmod = 0;
-        while ((scn = elf_nextscn(elf, scn))) {
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
-                        continue;
-                Elf_Scn *symscn = elf_getscn(elf, sh.sh_link);
-                Elf_Data *syms = symscn ? elf_getdata(symscn, NULL) : NULL;
-                GElf_Shdr symsh;
-                if (!symscn || !gelf_getshdr(symscn, &symsh))
-                        syms = NULL;
-                Elf_Data *d = elf_getdata(scn, NULL);
-                size_t n = sh.sh_size / sh.sh_entsize;
-                for (size_t i = 0; d && i < n; i++) {
-                        GElf_Rela r;
-                        GElf_Sym s;
-                        if (!gelf_getrela(d, (int)i, &r))
-                                continue;
-                        unsigned type = (unsigned)GELF_R_TYPE(r.r_info);
-                        size_t symi = GELF_R_SYM(r.r_info);
-                        bool ours;
-                        if (type != R_X86_64_TPOFF64 && type != R_X86_64_DTPMOD64)
-                                continue;
-                        if (symi == 0) {
-                                ours = type == R_X86_64_DTPMOD64 || (uint64_t)r.r_addend == context;
-                        } else {
-                                const char *name = NULL;
-                                if (syms && gelf_getsym(syms, (int)symi, &s))
-                                        name = elf_strptr(elf, symsh.sh_link, s.st_name);
-                                ours = name && strcmp(name, "PL_current_context") == 0;
-                        }
-                        if (!ours)
-                                continue;
-                        if (type == R_X86_64_TPOFF64 && !*tpoff)
-                                *tpoff = r.r_offset;
-                        else if (type == R_X86_64_DTPMOD64 && !*dtpmod)
-                                *dtpmod = r.r_offset;
-                }
-        }
+static void tls_slot(void *userdata, const GElf_Rela *r, const char *sym)
+{
+        struct tls_slots *t = userdata;
+        unsigned type = (unsigned)GELF_R_TYPE(r->r_info);
+
+        if (type != R_X86_64_TPOFF64 && type != R_X86_64_DTPMOD64)
+                return;
+        if (GELF_R_SYM(r->r_info) == 0
+                ? type == R_X86_64_TPOFF64 && (uint64_t)r->r_addend != t->context
+                : !sym || strcmp(sym, "PL_current_context") != 0)
+                return;
+        if (type == R_X86_64_TPOFF64 && !t->tpoff)
+                t->tpoff = r->r_offset;
+        else if (type == R_X86_64_DTPMOD64 && !t->dtpmod)
+                t->dtpmod = r->r_offset;
 }
 
 /* The byte at symbol s, -1 when it has none. */
@@ -192,7 +169,10 @@ void fp_perl_inspect(Elf *elf, struct fp_perl_facts *ret)
         }
         ret->has_context = 1;
         ret->tls_context = f.context.st_value;
-        tls_slots(elf, ret->tls_context, &ret->tpoff_slot, &ret->dtpmod_slot);
+        struct tls_slots t = {.context = ret->tls_context};
+        fp_rt_elf_relocs(elf, tls_slot, &t);
+        ret->tpoff_slot = t.tpoff;
+        ret->dtpmod_slot = t.dtpmod;
         ret->revision = byte_of(elf, &f.revision, f.have_revision);
         ret->version = byte_of(elf, &f.version, f.have_version);
         ret->subversion = byte_of(elf, &f.subversion, f.have_subversion);
@@ -255,31 +235,6 @@ static int peek64(const struct reader *rd, uint64_t addr, uint64_t *v)
 static int peek32(const struct reader *rd, uint64_t addr, uint32_t *v)
 {
         return fp_rt_peek(rd->pid, addr, v, 4);
-}
-
-/* The NUL-terminated string at addr into buf (cut to size - 1): 0, or -EFAULT. */
-static int read_cstr(const struct reader *rd, uint64_t addr, char *buf, size_t size)
-{
-        size_t got = 0;
-
-        buf[0] = 0;
-        if (!addr)
-                return -EFAULT;
-        while (got + 1 < size) {
-                size_t chunk = size - 1 - got < 64 ? size - 1 - got : 64;
-                if (fp_rt_peek(rd->pid, addr + got, buf + got, chunk) < 0) {
-                        /* the string may end just before an unmapped page: bytes one by one */
-                        if (fp_rt_peek(rd->pid, addr + got, buf + got, 1) < 0)
-                                break;
-                        chunk = 1;
-                }
-                void *nul = memchr(buf + got, 0, chunk);
-                if (nul)
-                        return 0;
-                got += chunk;
-        }
-        buf[got] = 0;
-        return got ? 0 : -EFAULT;
 }
 
 /* The key of the HEK at hek into buf (cut to size - 1): 0, or -EFAULT. */
@@ -372,7 +327,7 @@ int fp_perl_code_read(pid_t pid, const struct fp_perl_layout *l, uint64_t cv,
         if (!(cvflags & l->cvf_lexical) &&
             snprintf(ret->name, sizeof(ret->name), "%s%s%s", pkg, pkg[0] ? "::" : "", name) < 0)
                 return -EFAULT;
-        if (file && read_cstr(&rd, file, ret->filename, sizeof(ret->filename)) < 0)
+        if (file && fp_rt_peek_cstr(pid, file, ret->filename, sizeof(ret->filename)) == -EFAULT)
                 ret->filename[0] = 0;
         return 0;
 }
@@ -387,7 +342,7 @@ int fp_perl_main_read(pid_t pid, const struct fp_perl_layout *l, uint64_t interp
         snprintf(ret->name, sizeof(ret->name), "main::RUNTIME");
         if (!interp || peek64(&rd, interp + (uint64_t)l->interp_origfilename, &file) < 0)
                 return -EFAULT;
-        if (file && read_cstr(&rd, file, ret->filename, sizeof(ret->filename)) < 0)
+        if (file && fp_rt_peek_cstr(pid, file, ret->filename, sizeof(ret->filename)) == -EFAULT)
                 ret->filename[0] = 0;
         return 0;
 }

@@ -123,24 +123,21 @@ static void find_one(void *userdata, const char *name, const GElf_Sym *s)
  * The slot of the file's relocations that the dynamic linker fills with
  * its TLS module's ID (R_X86_64_DTPMOD64): 0 when none.
  */
+static void module_slot(void *userdata, const GElf_Rela *r, const char *sym)
+{
+        uint64_t *slot = userdata;
+
+        (void)sym;
+        if (!*slot && GELF_R_TYPE(r->r_info) == R_X86_64_DTPMOD64)
+                *slot = r->r_offset;
+}
+
 static uint64_t tls_module_slot(Elf *elf)
 {
-        Elf_Scn *scn = NULL;
-        GElf_Shdr sh;
+        uint64_t slot = 0;
 
-        while ((scn = elf_nextscn(elf, scn))) {
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
-                        continue;
-                Elf_Data *d = elf_getdata(scn, NULL);
-                size_t n = sh.sh_size / sh.sh_entsize;
-                for (size_t i = 0; d && i < n; i++) {
-                        GElf_Rela r;
-                        if (gelf_getrela(d, (int)i, &r) &&
-                            GELF_R_TYPE(r.r_info) == R_X86_64_DTPMOD64)
-                                return r.r_offset;
-                }
-        }
-        return 0;
+        fp_rt_elf_relocs(elf, module_slot, &slot);
+        return slot;
 }
 
 /*
