@@ -91,6 +91,9 @@ struct cpu {
         int cpu;
         bool open;
         struct fp_perf_ring sampler, sideband;
+        uint64_t period;     /* the sampler's jittered period (ns), 0 until its first change */
+        uint64_t since;      /* samples since its last change */
+        int64_t period_debt; /* its samples' periods less as many configured ones (ns) */
         struct event *ev_sampler, *ev_sideband;
         struct fp_host *host;
 };
@@ -143,6 +146,9 @@ struct fp_host {
         unsigned perfmaps;             /* generations holding a perf map */
         struct fp_jvm_group jvm_group; /* the tier's JVM requests: one at a time */
         bool in_round;
+        uint64_t period;       /* the samplers' configured period (ns) */
+        uint64_t drawn;        /* sample records read from the samplers, idle ones too */
+        uint64_t jitter_state; /* fp_perf_random()'s */
         struct fp_host_stats hs, hs_bucketed;
         struct fp_perf_config off_pcfg; /* how off-CPU stacks are walked: copies, user only */
         struct fp_target_stats off_st;  /* their unwinding figures, apart from the samples' */
@@ -563,6 +569,7 @@ static void sample(void *userdata, const struct fp_perf_sample *s)
         uint32_t n;
         int r;
 
+        h->drawn++;
         if (pid == 0) {
                 h->hs.idle++;
                 return;
@@ -633,16 +640,50 @@ static void sideband_round(struct fp_host *h)
         h->n_queue = 0;
 }
 
+/*
+ * A CPU's timer fires at a fixed period and so can lock step with a
+ * program's regular work as a thread's can (one function of a loop's two
+ * in turn sampled far more than its share), so each CPU's period is
+ * jittered as a target thread's is (threads.c's jitter_period()), after
+ * each round that read a few dozen of its samples. A sample counts for
+ * the configured period whatever the period now (the clocks report the
+ * period they were opened with), and the side of each step keeps the
+ * periods' mean at it. Setting a period restarts it: the part of a period
+ * the CPU had run goes unsampled, half a period a change on average, 0.1%
+ * of the samples at one change a second.
+ */
+static void jitter_cpu(struct fp_host *h, struct cpu *c)
+{
+        if (h->period < 40 || (c->period && c->since < FP_PERF_JITTER_MIN_SAMPLES))
+                return;
+        uint64_t np = fp_perf_jitter_period(h->period, c->period_debt,
+                                            fp_perf_random(&h->jitter_state, (uint64_t)c->cpu));
+        if (fp_perf_set_period(&c->sampler, np) < 0)
+                return;
+        c->period = np;
+        c->since = 0;
+}
+
 void fp_host_drain(struct fp_host *h)
 {
         if (h->in_round)
                 return;
         h->in_round = true;
         sideband_round(h);
-        for (size_t i = 0; i < h->n_cpus; i++)
-                if (h->cpus[i].open &&
-                    fp_perf_ring_drain(&h->cpus[i].sampler, &sampler_handlers, h) == -EBADMSG)
+        for (size_t i = 0; i < h->n_cpus; i++) {
+                struct cpu *c = &h->cpus[i];
+                uint64_t n = h->drawn;
+                if (!c->open)
+                        continue;
+                if (fp_perf_ring_drain(&c->sampler, &sampler_handlers, h) == -EBADMSG)
                         h->hs.st.lost++;
+                /* Only this CPU's samples are in its ring, taken at c->period. */
+                c->since += h->drawn - n;
+                if (c->period)
+                        c->period_debt +=
+                            (int64_t)(h->drawn - n) * ((int64_t)c->period - (int64_t)h->period);
+                jitter_cpu(h, c);
+        }
         h->in_round = false;
 }
 
@@ -857,6 +898,7 @@ static int cpu_open(struct fp_host *h, struct cpu *c)
                 return r;
         }
         c->host = h;
+        c->period = c->since = 0; /* opened at the configured period */
         c->ev_sampler = event_new(h->base, c->sampler.fd, EV_READ | EV_PERSIST, on_ring, c);
         c->ev_sideband = event_new(h->base, c->sideband.fd, EV_READ | EV_PERSIST, on_ring, c);
         if (!c->ev_sampler || !c->ev_sideband || event_add(c->ev_sampler, NULL) < 0 ||
@@ -920,6 +962,8 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
         h->pcfg.event =
             (struct fp_perf_event){"cpu-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK};
         h->pcfg.freq = cfg->freq;
+        /* The kernel's period for a clock sampled at a frequency (perf_swevent_init_hrtimer()). */
+        h->period = cfg->freq ? 1000000000ULL / cfg->freq : 0;
         h->pcfg.kernel_frames = cfg->kernel_frames;
         h->pcfg.unwind = cfg->unwind;
         h->pcfg.no_javascript = cfg->no_javascript;

@@ -10,6 +10,7 @@
  * always see one contiguous record.
  */
 #include "perf.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1030,6 +1031,25 @@ int fp_perf_check_events(struct fp_perf_config *cfg, pid_t pid, char *left_out, 
         }
         cfg->n_members = kept;
         return 0;
+}
+
+uint64_t fp_perf_random(uint64_t *state, uint64_t seed)
+{
+        uint64_t x = *state ? *state : (fp_now_ns(CLOCK_MONOTONIC) | 1) ^ seed;
+
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        *state = x;
+        return x * 0x2545f4914f6cdd1dULL;
+}
+
+uint64_t fp_perf_jitter_period(uint64_t period, int64_t debt, uint64_t random)
+{
+        uint64_t step = period / 40 + (random >> 11) % (period / 40 + 1);
+        bool shorter = debt > 0 || (debt == 0 && ((random >> 7) & 1));
+
+        return shorter ? period - step : period + step;
 }
 
 int fp_perf_set_period(struct fp_perf_ring *r, uint64_t period)

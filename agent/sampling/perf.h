@@ -107,6 +107,21 @@ struct fp_perf_config {
 /* Sets the sampling event's period (PERF_EVENT_IOC_PERIOD). 0 or -errno. */
 struct fp_perf_ring;
 int fp_perf_set_period(struct fp_perf_ring *r, uint64_t period);
+/*
+ * Jitter, against lock step with periodic work (threads.c's jitter_period()
+ * says why these steps): the next period of a sampler whose configured
+ * period is period, 2.5-5% (random, from random's bits) shorter when debt
+ * (its samples' periods less as many configured ones) is positive, longer
+ * when negative, either side at 0. A sampler's period changes at most
+ * every FP_PERF_JITTER_MIN_SAMPLES samples after its first change.
+ */
+#define FP_PERF_JITTER_MIN_SAMPLES 32
+/*
+ * The periods' randomness (first periods, jitter): xorshift64* on *state,
+ * seeded from the clock and seed when 0; decorrelation is all they need.
+ */
+uint64_t fp_perf_random(uint64_t *state, uint64_t seed);
+uint64_t fp_perf_jitter_period(uint64_t period, int64_t debt, uint64_t random);
 
 /* The default size of the user-stack copy; see unwind.h for how it was chosen. */
 #define FP_PERF_STACK_BYTES 16384

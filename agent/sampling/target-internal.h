@@ -24,15 +24,14 @@ struct fp_agg;
 
 #define MAX_FRAMES FP_TARGET_MAX_FRAMES
 _Static_assert(FP_TARGET_MAX_FRAMES == FP_STACKWALK_MAX_FRAMES, "a target's stacks are walked");
-#define RESCAN_INTERVAL    1  /* seconds */
-#define JITTER_MIN_SAMPLES 32 /* between a thread's period changes, after its first */
-#define PROC_PASS_TRACKED  10 /* seconds between /proc passes while BPF reports every birth */
-#define COMM_LEN           16
-#define RETRY_MAX          16 /* threads waiting for another attach attempt */
-#define RETRY_TRIES        5  /* attempts, RETRY_USEC apart */
-#define RETRY_USEC         2000
-#define LATENCY_RING       512 /* attach latencies kept for the percentiles */
-#define PRUNE_MIN          64  /* dead thread records worth a pruning pass */
+#define RESCAN_INTERVAL   1  /* seconds */
+#define PROC_PASS_TRACKED 10 /* seconds between /proc passes while BPF reports every birth */
+#define COMM_LEN          16
+#define RETRY_MAX         16 /* threads waiting for another attach attempt */
+#define RETRY_TRIES       5  /* attempts, RETRY_USEC apart */
+#define RETRY_USEC        2000
+#define LATENCY_RING      512 /* attach latencies kept for the percentiles */
+#define PRUNE_MIN         64  /* dead thread records worth a pruning pass */
 
 struct fp_thread {
         struct fp_target *target;

@@ -121,16 +121,9 @@ static void thread_read_comm(struct fp_target *t, struct fp_thread *th)
 
 /* ---- a thread's random first period ---- */
 
-/* The periods' randomness (first periods, jitter): xorshift64*, decorrelation is all they need. */
 static uint64_t next_random(struct fp_target *t, pid_t tid)
 {
-        uint64_t x =
-            t->jitter_state ? t->jitter_state : (fp_now_ns(CLOCK_MONOTONIC) | 1) ^ (uint64_t)tid;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        t->jitter_state = x;
-        return x * 0x2545f4914f6cdd1dULL;
+        return fp_perf_random(&t->jitter_state, (uint64_t)tid);
 }
 
 /*
@@ -1121,19 +1114,16 @@ static void jitter_period(struct fp_target *t, struct fp_thread *th)
         /*
          * Reading the count and setting the period each cost an IPI to the
          * thread's CPU when it runs, so a change comes at most every 100 ms
-         * and, after the first, every JITTER_MIN_SAMPLES samples: at low
+         * and, after the first, every FP_PERF_JITTER_MIN_SAMPLES samples: at low
          * rates the step's 2.5-5% phase drift per sample still walks the
          * phase 0.8-1.6 periods between changes.
          */
         if (t->cfg.freq || p < 8 || !th->live || now - th->jitter_ns < 100000000ULL ||
-            (th->period && th->since < JITTER_MIN_SAMPLES))
+            (th->period && th->since < FP_PERF_JITTER_MIN_SAMPLES))
                 return;
         th->jitter_ns = now;
-        uint64_t x = next_random(t, th->tid);
-        uint64_t step = p / 40 + (x >> 11) % (p / 40 + 1);
         /* No debt yet (a first change): either side, or a thread that ends soon is biased. */
-        bool shorter = th->period_debt > 0 || (th->period_debt == 0 && ((x >> 7) & 1));
-        uint64_t np = shorter ? p - step : p + step;
+        uint64_t np = fp_perf_jitter_period(p, th->period_debt, next_random(t, th->tid));
         /*
          * Setting a period restarts it: what the thread ran since its last
          * sample would be lost (half a period on average, at every change).
