@@ -7,7 +7,9 @@
 
 #include <ctype.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -55,6 +57,26 @@ bool fp_budget_charge(size_t n)
         }
         budget.used += n;
         return true;
+}
+
+void *fp_budget_malloc(size_t n)
+{
+        return fp_budget_charge(n) ? malloc(n ? n : 1) : NULL;
+}
+
+void *fp_budget_calloc(size_t n, size_t size)
+{
+        if (size && n > SIZE_MAX / size)
+                return NULL;
+        return fp_budget_charge(n * size) ? calloc(n ? n : 1, size ? size : 1) : NULL;
+}
+
+char *fp_budget_strdup(const char *s)
+{
+        size_t n = strlen(s) + 1;
+        char *d = fp_budget_malloc(n);
+
+        return d ? memcpy(d, s, n) : NULL;
 }
 
 bool fp_budget_exceeded(void)

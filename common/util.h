@@ -64,6 +64,10 @@ int fp_grow(void *arr, size_t *cap, size_t need, size_t elem);
 void fp_budget_begin(uint64_t bytes);
 bool fp_budget_charge(size_t n);
 bool fp_budget_exceeded(void);
+/* malloc, calloc and strdup that charge the thread's allowance first: NULL past it. */
+void *fp_budget_malloc(size_t n);
+void *fp_budget_calloc(size_t n, size_t size);
+char *fp_budget_strdup(const char *s);
 /* Ends the budget: the bytes it charged. */
 uint64_t fp_budget_end(void);
 

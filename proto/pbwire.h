@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* A cursor over a protobuf message. */
 struct pb {
         const uint8_t *p, *end;
@@ -95,7 +97,8 @@ static inline void out_bytes(struct pbout *o, const void *data, size_t n)
                 size_t cap = o->cap ? o->cap : 256;
                 while (cap < o->len + n)
                         cap *= 2;
-                uint8_t *b = realloc(o->buf, cap);
+                /* (a read's answer: charged to its allowance, fp_budget_charge()) */
+                uint8_t *b = fp_budget_charge(cap - o->cap) ? realloc(o->buf, cap) : NULL;
                 if (!b) {
                         o->oom = true;
                         return;

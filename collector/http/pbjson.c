@@ -216,8 +216,8 @@ static int jarray(struct jcur *c, int (*fn)(struct jcur *, void *), void *arg)
 static int base64_decode(const char *s, size_t n, uint8_t **ret, size_t *ret_len)
 {
         size_t padded = (n + 3) / 4 * 4;
-        char *t = malloc(padded + 1);
-        uint8_t *out = malloc(padded / 4 * 3 + 1);
+        char *t = fp_budget_malloc(padded + 1);
+        uint8_t *out = fp_budget_malloc(padded / 4 * 3 + 1);
         int got;
 
         if (!t || !out) {
@@ -538,7 +538,7 @@ static void wscalar(const struct fp_pbj_field *f, uint64_t v, struct fp_json *j)
 static void wbase64(const struct pb *sub, struct fp_json *j)
 {
         size_t n = (size_t)(sub->end - sub->p);
-        char *out = malloc(4 * ((n + 2) / 3) + 1);
+        char *out = fp_budget_malloc(4 * ((n + 2) / 3) + 1);
 
         if (!out) {
                 fp_json_string(j, "");
@@ -561,7 +561,7 @@ static int wvalue(const struct fp_pbj_field *f, unsigned wt, uint64_t v, struct 
                         return -EBADMSG;
                 {
                         size_t n = (size_t)(sub.end - sub.p);
-                        char *s = malloc(n + 1);
+                        char *s = fp_budget_malloc(n + 1);
                         if (!s)
                                 return -ENOMEM;
                         memcpy(s, sub.p, n);

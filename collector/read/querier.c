@@ -339,7 +339,8 @@ struct call {
         bool json;
         struct query q, left, right;
         struct pbout out;
-        bool answered; /* an error was sent */
+        bool answered; /* an error was sent (or, with no request, kept in err) */
+        char err[256]; /* the error of a call with no request (fp_coll_querier_decode()) */
 };
 
 static void query_free(struct query *q)
@@ -365,7 +366,10 @@ static int fail(struct call *c, const char *code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        fp_coll_connect_error(c->req, code, "%s", msg);
+        if (c->req)
+                fp_coll_connect_error(c->req, code, "%s", msg);
+        else
+                snprintf(c->err, sizeof(c->err), "%s: %.200s", code, msg);
         c->answered = true;
         return -EINVAL;
 }
@@ -389,7 +393,7 @@ static int take_string(struct call *c, struct pb sub, char **ret)
                             "a string of the request is longer than %d bytes", MAX_STRING - 1);
         if (memchr(sub.p, 0, n))
                 return fail(c, "invalid_argument", "a string of the request holds a NUL byte");
-        char *s = malloc(n + 1);
+        char *s = fp_budget_malloc(n + 1);
         if (!s)
                 return fail(c, "resource_exhausted", "out of memory");
         memcpy(s, sub.p, n);
@@ -644,7 +648,7 @@ static int strset_add(struct strset *s, const char *x)
 {
         if (2 * (s->n + 1) > s->slots) {
                 size_t slots = s->slots ? 2 * s->slots : 64;
-                uint32_t *index = calloc(slots, sizeof(*index));
+                uint32_t *index = fp_budget_calloc(slots, sizeof(*index));
                 if (!index)
                         return -ENOMEM;
                 for (size_t i = 0; i < s->n; i++) {
@@ -664,7 +668,7 @@ static int strset_add(struct strset *s, const char *x)
         if (s->n >= MAX_TARGETS)
                 return -E2BIG;
         if (fp_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)) < 0 ||
-            !(s->v[s->n] = strdup(x)))
+            !(s->v[s->n] = fp_budget_strdup(x)))
                 return -ENOMEM;
         s->index[k] = (uint32_t)++s->n;
         return 0;
@@ -845,7 +849,7 @@ static int on_series(void *ud, const struct fp_store_series *se)
                 if ((r = slabels_each(&l, add_pair, w)) < 0)
                         break;
                 /* Each distinct set once (its bytes as the key). */
-                char *key = malloc(2 * w->labels.len + 1);
+                char *key = fp_budget_malloc(2 * w->labels.len + 1);
                 if (!key) {
                         r = -ENOMEM;
                         break;
@@ -1017,7 +1021,7 @@ static char *group_of(struct selection *s, struct slabels *l)
 
         for (size_t i = 0; i < s->n_group_by; i++)
                 len += strlen(slabel(l, s->group_by[i])) + 1;
-        char *g = malloc(len), *p = g;
+        char *g = fp_budget_malloc(len), *p = g;
         if (!g)
                 return NULL;
         *p = 0;
@@ -1057,10 +1061,10 @@ static int on_select(void *ud, const struct fp_store_series *se)
                 } else {
                         struct target *t = &s->t[s->n];
                         *t = (struct target){
-                            .host = strdup(se->host ? se->host : ""),
-                            .service = strdup(se->service ? se->service : ""),
-                            .container = strdup(se->container ? se->container : ""),
-                            .comm = strdup(se->comm ? se->comm : ""),
+                            .host = fp_budget_strdup(se->host ? se->host : ""),
+                            .service = fp_budget_strdup(se->service ? se->service : ""),
+                            .container = fp_budget_strdup(se->container ? se->container : ""),
+                            .comm = fp_budget_strdup(se->comm ? se->comm : ""),
                             .group = group_of(s, &l),
                             .pid = se->pid,
                             .starttime = se->starttime,
@@ -1463,7 +1467,7 @@ static int selection_timeline(struct fp_backend *store, const struct selection *
         struct timeline_walk w = {.fn = fn, .ud = ud};
         int r = 0;
 
-        if (!(w.target = calloc(s->n ? s->n : 1, sizeof(*w.target))))
+        if (!(w.target = fp_budget_calloc(s->n ? s->n : 1, sizeof(*w.target))))
                 return -ENOMEM;
         for (size_t i = 0; i < s->n && r == 0; i++) {
                 char key[1024];
@@ -1515,9 +1519,9 @@ static struct group *group_for(struct points *ps, const char *key)
         if (fp_grow((void **)&ps->g, &ps->cap_groups, ps->n_groups + 1, sizeof(*ps->g)) < 0)
                 return NULL;
         struct group *g = &ps->g[ps->n_groups];
-        *g = (struct group){.key = strdup(key),
-                            .sum = calloc(ps->n_points, sizeof(double)),
-                            .n = calloc(ps->n_points, sizeof(uint32_t))};
+        *g = (struct group){.key = fp_budget_strdup(key),
+                            .sum = fp_budget_calloc(ps->n_points, sizeof(double)),
+                            .n = fp_budget_calloc(ps->n_points, sizeof(uint32_t))};
         if (!g->key || !g->sum || !g->n) {
                 free(g->key);
                 free(g->sum);
@@ -1566,7 +1570,7 @@ static int run_select_series(struct call *c)
                 return r;
         }
         /* Each process's group, then every point to its process's. */
-        if (!(ps.target_group = calloc(s.n ? s.n : 1, sizeof(*ps.target_group))))
+        if (!(ps.target_group = fp_budget_calloc(s.n ? s.n : 1, sizeof(*ps.target_group))))
                 r = fail(c, "resource_exhausted", "out of memory");
         for (size_t i = 0; i < s.n && r >= 0; i++) {
                 struct group *g = group_for(&ps, s.t[i].group);
@@ -1829,7 +1833,7 @@ void fp_coll_pyro_render(struct fp_coll_server *s, struct evhttp_request *req)
                 const char *brace = strchr(query, '{');
                 size_t tl = brace ? (size_t)(brace - query) : strlen(query);
                 c.q.type = strndup(query, tl);
-                c.q.selector = strdup(brace ? brace : "");
+                c.q.selector = fp_budget_strdup(brace ? brace : "");
                 if (!c.q.type || !c.q.selector) {
                         r = -ENOMEM;
                         fp_coll_reply_error(req, 503, "out of memory");
@@ -1856,7 +1860,7 @@ void fp_coll_pyro_render(struct fp_coll_server *s, struct evhttp_request *req)
                         line.step_ms *= 2;
                 line.n = (size_t)((c.q.end_ms - c.q.start_ms) / line.step_ms) + 1;
                 line.vi = sel.vi;
-                line.v = calloc(line.n, sizeof(*line.v));
+                line.v = fp_budget_calloc(line.n, sizeof(*line.v));
                 if (line.v && (r = selection_timeline(s->store, &sel, on_render_point, &line)) < 0)
                         r = store_fail(&c, r);
                 if (!line.v) {
@@ -1949,6 +1953,55 @@ static const struct method methods[] = {
     {"/settings.v1.SettingsService/Get", &j_empty, &j_settings, {S_NONE}, run_settings},
 };
 
+/*
+ * The request's body (raw_len bytes at raw, the call's method's message in
+ * binary or, c->json, in JSON, translated into *ret_bin, the caller's to
+ * free) into c->q and the Diff's halves: 0, or < 0 with the call failed.
+ */
+static int read_request(struct call *c, const uint8_t *raw, size_t raw_len, uint8_t **ret_bin)
+{
+        char err[256];
+
+        if (c->json) {
+                int r = fp_pbjson_read(raw, raw_len, c->m->req_json, ret_bin, &raw_len, err,
+                                       sizeof(err));
+                if (r < 0)
+                        return fail(c, r == -ENOMEM ? "resource_exhausted" : "invalid_argument",
+                                    "%s", err);
+                raw = *ret_bin;
+        }
+        return decode(c, c->m, (struct pb){raw, raw + raw_len}, &c->q, 0);
+}
+
+static const struct method *method_at(const char *path)
+{
+        for (size_t i = 0; i < N(methods); i++)
+                if (path && strcmp(path, methods[i].path) == 0)
+                        return &methods[i];
+        return NULL;
+}
+
+int fp_coll_querier_decode(const char *path, bool json, const uint8_t *body, size_t len, char *err,
+                           size_t err_len)
+{
+        struct call c = {.m = method_at(path), .json = json};
+        uint8_t *json_bin = NULL;
+        int r;
+
+        if (!c.m) {
+                snprintf(err, err_len, "unimplemented: no such method: %.200s", path);
+                return -ENOENT;
+        }
+        r = read_request(&c, body, len, &json_bin);
+        if (r < 0)
+                snprintf(err, err_len, "%s", c.err);
+        query_free(&c.q);
+        query_free(&c.left);
+        query_free(&c.right);
+        free(json_bin);
+        return r;
+}
+
 void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req)
 {
         struct evkeyvalq *h = fp_coll_req_headers(req);
@@ -1964,9 +2017,7 @@ void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req)
         char err[256];
         int r;
 
-        for (size_t i = 0; i < N(methods) && !c.m; i++)
-                if (path && strcmp(path, methods[i].path) == 0)
-                        c.m = &methods[i];
+        c.m = method_at(path);
         if (!c.m)
                 return fp_coll_connect_error(req, "unimplemented", "no such method: %.200s", path);
         size_t ct_len = ct ? strcspn(ct, "; ") : 0;
@@ -1986,7 +2037,7 @@ void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req)
         if (len > MAX_BODY)
                 return fp_coll_connect_error(req, "resource_exhausted",
                                              "the request is larger than %u bytes", MAX_BODY);
-        if (!(body = malloc(len + 1)))
+        if (!(body = fp_budget_malloc(len + 1)))
                 return fp_coll_connect_error(req, "resource_exhausted", "out of memory");
         evbuffer_copyout(in, body, len);
         raw = body;
@@ -1999,18 +2050,7 @@ void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req)
                 free(body);
                 body = raw;
         }
-        if (c.json) {
-                r = fp_pbjson_read(raw, raw_len, c.m->req_json, &json_bin, &raw_len, err,
-                                   sizeof(err));
-                if (r < 0) {
-                        free(body);
-                        return fp_coll_connect_error(
-                            req, r == -ENOMEM ? "resource_exhausted" : "invalid_argument", "%s",
-                            err);
-                }
-                raw = json_bin;
-        }
-        r = decode(&c, c.m, (struct pb){raw, raw + raw_len}, &c.q, 0);
+        r = read_request(&c, raw, raw_len, &json_bin);
         if (r == 0)
                 r = c.m->run(&c);
         if (r == 0 && c.out.oom)

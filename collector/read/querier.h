@@ -25,15 +25,27 @@
  * series came with; thread_name selects samples (= only). Selectors are
  * selector.h's. Times are milliseconds since the epoch (0: open).
  *
- * Reads run on the loop thread under the read deadline, as the other
+ * Reads run on the reader thread under the read deadline, as the other
  * read endpoints do; frames are named by debuginfod where configured.
  */
 #pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct evhttp_request;
 struct fp_coll_server;
 
 void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req);
+/*
+ * Reads a request body of the method at path (/querier.v1.QuerierService/
+ * LabelNames, ...) as fp_coll_querier() does, binary or (json) JSON, and
+ * frees what it read; no store is read. 0; -ENOENT for no such method; or
+ * < 0 with the Connect error (code: message) in err. For the fuzz target.
+ */
+int fp_coll_querier_decode(const char *path, bool json, const uint8_t *body, size_t len, char *err,
+                           size_t err_len);
 /*
  * GET /pyroscope/render?query=TYPE{SELECTOR}&from=&until=[&max-nodes=N]:
  * Pyroscope's older render API (Profiles Drilldown's): the selection's

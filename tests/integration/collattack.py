@@ -25,7 +25,7 @@ shell script judges it.
           without the read token with a Content-Length body, the same with
           a chunked body (chunk extensions, a trailer), then GET /healthz:
           the three answers' statuses, in order
-  collattack.py head PORT                         HEAD /healthz then GET
+  collattack.py head PORT PID                     HEAD /healthz then GET
           /healthz on one keep-alive connection
   collattack.py get PORT PID TOKEN N PATH         GET PATH N times, one after
           another (TOKEN as the bearer token): each status, time and the
@@ -280,7 +280,8 @@ def refused(port):
                       "connect": data.count(b'"code":"unauthenticated"')}))
 
 
-def head(port):
+def head(port, pid):
+    w = Watch(port, pid)
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     time.sleep(0.5)
@@ -293,9 +294,9 @@ def head(port):
         k, _, v = line.partition(b":")
         if k.strip().lower() == b"content-length":
             length = int(v.strip())
-    print(json.dumps({"head": first.decode("latin-1"), "content_length": length,
-                      "after_head": rest[:200].decode("latin-1"),
-                      "next_is_answer": rest.startswith(b"HTTP/1.1 200")}))
+    w.done({"head": first.decode("latin-1"), "content_length": length,
+            "after_head": rest[:200].decode("latin-1"),
+            "next_is_answer": rest.startswith(b"HTTP/1.1 200")})
 
 
 def get(port, pid, token, n, path):
@@ -372,7 +373,7 @@ def main():
     elif mode == "get":
         get(port, int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6])
     elif mode == "head":
-        head(port)
+        head(port, int(sys.argv[3]))
     elif mode == "flood":
         flood(port, int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6], int(sys.argv[7]))
     elif mode == "stop":

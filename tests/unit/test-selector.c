@@ -4,13 +4,19 @@
  * (collector/read/selector.c), protobuf JSON written from binary by a
  * message's table (collector/http/pbjson.c), and the flame graph walked
  * level by level as Pyroscope's FlameGraph lays it out
- * (proto/pprof_flame.c, fp_flame_levels).
+ * (proto/pprof_flame.c, fp_flame_levels), and the query API's request
+ * decoders (fp_coll_querier_decode(), collector/read/querier.c) on the
+ * fuzz target's seeds and on bodies it must refuse.
  */
 #include "fp-test.h"
 #include "pbjson.h"
 #include "pbwire.h"
 #include "pprof.h"
+#include "querier.h"
 #include "selector.h"
+
+#include <dirent.h>
+#include <errno.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,11 +341,85 @@ static void test_levels(void)
         fp_pprof_free(p);
 }
 
+/* Reads a request of method path: 0, or < 0 with err the Connect error that refused it. */
+static int decode(const char *path, bool json, const char *body, size_t len, char *err)
+{
+        err[0] = 0;
+        return fp_coll_querier_decode(path, json, (const uint8_t *)body, len, err, 256);
+}
+
+static void test_querier_decode(void)
+{
+        static const char *const paths[] = {
+            "/querier.v1.QuerierService/ProfileTypes",
+            "/querier.v1.QuerierService/LabelNames",
+            "/querier.v1.QuerierService/LabelValues",
+            "/querier.v1.QuerierService/Series",
+            "/querier.v1.QuerierService/SelectMergeStacktraces",
+            "/querier.v1.QuerierService/SelectMergeProfile",
+            "/querier.v1.QuerierService/SelectSeries",
+            "/querier.v1.QuerierService/Diff",
+        };
+        const char *names = "/querier.v1.QuerierService/LabelNames";
+        char err[256], path[512], body[4096];
+        unsigned seeds = 0;
+
+        /* Every seed of the fuzz target is a request its method reads (fuzz-querier.c's layout). */
+        DIR *d = opendir(FP_TEST_DATA "/../fuzz/corpus/querier");
+        FP_CHECK(d != NULL);
+        for (struct dirent *e; d && (e = readdir(d));) {
+                if (e->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof(path), FP_TEST_DATA "/../fuzz/corpus/querier/%s", e->d_name);
+                FILE *f = fopen(path, "rb");
+                size_t n = f ? fread(body, 1, sizeof(body), f) : 0;
+                if (f)
+                        fclose(f);
+                FP_CHECK(n > 1);
+                int r = decode(paths[((unsigned char)body[0] >> 1) % 8], body[0] & 1, body + 1,
+                               n - 1, err);
+                if (r != 0)
+                        fprintf(stderr, "seed %s: %s\n", e->d_name, err);
+                FP_CHECK_EQ_INT(r, 0);
+                seeds++;
+        }
+        if (d)
+                closedir(d);
+        FP_CHECK(seeds >= 16);
+
+        FP_CHECK_EQ_INT(decode("/querier.v1.QuerierService/Nothing", false, "", 0, err), -ENOENT);
+        FP_CHECK_EQ_INT(decode(names, true, "{\"matchers\":[\"{a=\\\"b\\\"}\"]}", 26, err), 0);
+        /* JSON that is not the message's, a field of the wrong type, a cut binary message. */
+        FP_CHECK(decode(names, true, "{\"matchers\":", 12, err) < 0);
+        FP_CHECK(strncmp(err, "invalid_argument: ", 18) == 0);
+        FP_CHECK(decode(names, true, "{\"start\":\"x\"}", 13, err) < 0);
+        FP_CHECK(strncmp(err, "invalid_argument: ", 18) == 0);
+        FP_CHECK(decode(names, false,
+                        "\x0a\x05"
+                        "ab",
+                        4, err) < 0); /* 5 bytes said, 2 there */
+        FP_CHECK(strncmp(err, "invalid_argument: ", 18) == 0);
+        FP_CHECK(decode(names, false,
+                        "\x0a\x02"
+                        "a\0",
+                        4, err) < 0); /* a NUL in a string */
+        FP_CHECK(strstr(err, "NUL") != NULL);
+        FP_CHECK(decode(names, false, "\x10\x01", 2, err) == 0); /* start = 1 */
+        FP_CHECK(decode(names, false,
+                        "\x12\x01"
+                        "x",
+                        3, err) < 0); /* start as bytes */
+        /* A Diff's half is read as its own message: a type that is a number is refused there. */
+        FP_CHECK(decode("/querier.v1.QuerierService/Diff", false, "\x0a\x02\x08\x01", 4, err) < 0);
+        FP_CHECK(strstr(err, "field 1") != NULL);
+}
+
 int main(void)
 {
         test_selectors();
         test_hostile_patterns();
         test_json();
         test_levels();
+        test_querier_decode();
         return FP_TEST_DONE();
 }
