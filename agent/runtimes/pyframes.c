@@ -45,6 +45,7 @@ struct queue {
 struct code {
         uint64_t addr;
         uint32_t stamp;
+        uint64_t aux;                      /* a Ruby frame's method entry: its class in the name */
         const struct fp_py_layout *layout; /* of the interpreter it was read under */
         const struct fp_php_layout *php;   /* or PHP's: a zend_function, its lines in frames */
         const struct fp_ruby_layout *ruby; /* or Ruby's: an iseq or a C function's entry */
@@ -466,10 +467,11 @@ static int grow_index(struct fp_pyframes *p)
 /*
  * Reads the code object a frame names (once: cached), or NULL when the
  * table is full; flags the frame's: a Ruby C function's (FP_PYSTACK_NATIVE),
- * Perl's main program (FP_PYSTACK_MAIN).
+ * Perl's main program (FP_PYSTACK_MAIN); aux a Ruby frame's method entry
+ * (0 for none, and for the other runtimes).
  */
 static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp, uint32_t flags,
-                            uint32_t *ret_i)
+                            uint64_t aux, uint32_t *ret_i)
 {
         size_t j;
 
@@ -477,7 +479,7 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
                 for (j = fp_mix64(addr ^ stamp) & (p->cap_index - 1); p->index[j];
                      j = (j + 1) & (p->cap_index - 1)) {
                         struct code *c = &p->codes[p->index[j] - 1];
-                        if (c->addr == addr && c->stamp == stamp) {
+                        if (c->addr == addr && c->stamp == stamp && c->aux == aux) {
                                 *ret_i = p->index[j] - 1;
                                 return c;
                         }
@@ -501,6 +503,7 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
         memset(c, 0, sizeof(*c));
         c->addr = addr;
         c->stamp = stamp;
+        c->aux = aux;
         c->layout = p->bin.layout;
         c->php = p->php;
         c->ruby = p->ruby;
@@ -520,7 +523,7 @@ static struct code *code_of(struct fp_pyframes *p, uint64_t addr, uint32_t stamp
                 }
         } else if (c->ruby) {
                 uint32_t st = 0;
-                if (fp_ruby_code_read(p->pid, c->ruby, p->ruby_symbols, addr,
+                if (fp_ruby_code_read(p->pid, c->ruby, p->ruby_symbols, addr, aux,
                                       flags & FP_PYSTACK_NATIVE, &c->rb, &st) == 0 &&
                     st == stamp) {
                         c->name = strdup(c->rb.name);
@@ -581,7 +584,8 @@ static int line_of(struct code *c, uint64_t instr)
 static struct fp_frame python_frame(struct fp_pyframes *p, const struct fp_pystack_frame *pf)
 {
         uint32_t i = UINT32_MAX;
-        struct code *c = code_of(p, pf->code, pf->stamp, pf->flags, &i);
+        uint64_t aux = p->kind == FP_PYSTACK_RUBY && !(pf->flags & FP_PYSTACK_NATIVE) ? pf->aux : 0;
+        struct code *c = code_of(p, pf->code, pf->stamp, pf->flags, aux, &i);
         int line = 0;
 
         if (c && c->named)

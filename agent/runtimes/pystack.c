@@ -205,6 +205,7 @@ int fp_pystack_add_ruby(struct fp_pystack *s, pid_t tgid, const struct fp_ruby_b
                      .def_original_id = l->def_original_id,
                      .frame_cframe = l->frame_cframe,
                      .frame_finish = l->frame_finish,
+                     .env_local = l->env_local,
                      .t_mask = l->t_mask,
                      .t_imemo = l->t_imemo,
                      .fl_ushift = l->fl_ushift,

@@ -49,7 +49,7 @@ struct fp_pystack_ruby {
         __s16 cfp_size, cfp_pc, cfp_iseq, cfp_ep;
         __s16 iseq_body, body_label, body_first_lineno, body_iseq_encoded, body_iseq_size;
         __s16 me_def, def_original_id, pad1;
-        __u32 frame_cframe, frame_finish;
+        __u32 frame_cframe, frame_finish, env_local, pad2;
         __u8 t_mask, t_imemo, fl_ushift, imemo_ment, imemo_svar, pad[3];
 };
 
@@ -114,6 +114,8 @@ struct fp_pystack_frame {
         __u64 instr;
         __u32 flags;
         __u32 stamp; /* FP_PYSTACK_STAMP() of the code object */
+        /* Ruby: a Ruby frame's method entry (a block's: its method's), 0 for none; else 0 */
+        __u64 aux;
 };
 
 /* Why a sample has no Python stack, or only part of it. */

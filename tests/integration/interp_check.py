@@ -9,8 +9,9 @@
 LANG is php, ruby or perl. The profile is read with `go tool pprof -raw`
 (pprofraw.py). cpu: at least 95% of the samples carry a frame of the
 language; the shares of beta (with alpha under it), the class's method
-and the closure within 2 points of the program's own measurement; alpha's
-callers beta and the main script's frame, the others' the main frame, in
+and the closure (and Ruby's block in a module's method) within 2 points of
+the program's own measurement; alpha's callers beta and the main script's
+frame, the others' the main frame (the block's its method), in
 at least 98% of their samples; each function's file the script, its
 lines inside its body. off: the function that waited (PHP's usleep,
 Ruby's Kernel#sleep, Perl's main::nap) under the main frame, its time
@@ -35,13 +36,17 @@ LANGS = {
         "bodies": {"alpha": ("function alpha(", "}"), "Shape::area": ("function area(", "    }"),
                    "{closure}": ("= function (", "};")},
     },
-    "ruby": {
-        "beta": "beta",
+    "ruby": {  # named as Ruby 3.4's backtraces write them (3.1's say area, block in twice)
+        "beta": "Object#beta",
         "main": "<main>",
-        "places": {"beta": "alpha", "Shape#area": "area", "block": "block in <main>"},
+        "places": {"beta": "Object#alpha", "Shape#area": "Shape#area", "block": "block in <main>",
+                   "Geometry.twice": "block in Geometry.twice"},
+        "callers": {"block in Geometry.twice": "Geometry.twice"},
+        "frames": {"Geometry.twice"},
         "sleep": ("Kernel#sleep", "sleep"),
-        "bodies": {"alpha": ("def alpha(", "end"), "area": ("  def area(", "  end"),
-                   "block in <main>": ("= lambda do", "end")},
+        "bodies": {"Object#alpha": ("def alpha(", "end"), "Shape#area": ("  def area(", "  end"),
+                   "block in <main>": ("= lambda do", "end"),
+                   "block in Geometry.twice": (".each do |m|", "    end")},
     },
     "perl": {
         "beta": "main::beta",
@@ -56,7 +61,7 @@ L = None
 
 
 def names():
-    return set(L["places"].values()) | {L["beta"], L["main"], L["sleep"][0]}
+    return set(L["places"].values()) | {L["beta"], L["main"], L["sleep"][0]} | L.get("frames", set())
 
 
 def lang_frames(p, s):
@@ -123,7 +128,8 @@ def cpu(path, truth_path, script):
             bad.append("%s's share %.1f%%, the program measured %.1f%%" % (k, got, want))
     m = L["main"]
     alpha = L["places"]["beta"]
-    for fn, want in [(f, L["beta"] + ";" + m if f == alpha else m) for f in L["places"].values()]:
+    for fn, want in [(f, L["beta"] + ";" + m if f == alpha else L.get("callers", {}).get(f, m))
+                     for f in L["places"].values()]:
         c = callers.get(fn, {})
         n = sum(c.values())
         right = c.get(want, 0)

@@ -7,9 +7,10 @@
 #   - `status` names the target's Ruby and its version, in text and JSON;
 #   - the CPU profile at 999 Hz: at least 95% of samples with a Ruby frame,
 #     each method's share within 2 points of the program's own times,
-#     callers right in at least 98% of samples, labels as Ruby's
-#     backtraces write them (area, block in <main>), lines inside each
-#     body;
+#     callers right in at least 98% of samples, labels as Ruby 3.4's
+#     backtraces write them, with the method's class (Object#alpha,
+#     Shape#area, block in <main>, block in Geometry.twice), lines inside
+#     each body;
 #   - the off-CPU profile: the C function that waited (Kernel#sleep)
 #     under <main>, its time within 5% of the program's;
 #   - the host tier: a Ruby process nobody asked for has Ruby frames;
@@ -60,7 +61,7 @@ fp_track "$OP"
 fp_wait_for 30 test -e "$FP_TMP/other.json" || fp_fail "the other Ruby program wrote no times"
 sleep 0.3
 fp_ctl dump --host --format folded >"$FP_TMP/host.folded" || fp_fail "dump --host failed"
-grep -q "<main>;beta;alpha" "$FP_TMP/host.folded" ||
+grep -q "<main>;Object#beta;Object#alpha" "$FP_TMP/host.folded" ||
   fp_fail "the host tier has no Ruby frames: $(grep -m3 ruby "$FP_TMP/host.folded" || head -3 "$FP_TMP/host.folded")"
 fp_ok "the host tier names Ruby methods"
 
@@ -93,14 +94,14 @@ int main(void)
         O(struct RArray, as.heap.len); O(struct RArray, as.heap.ptr); O(struct RArray, as.ary);
         O(struct RClass, ptr); O(rb_classext_t, iv_tbl);
         O(st_table, entries_start); O(st_table, entries_bound); O(st_table, entries);
-        printf("%d %d %d %d\n", (int)VM_FRAME_FLAG_CFRAME, (int)VM_FRAME_FLAG_FINISH,
-               (int)RSTRING_NOEMBED, (int)RSTRING_EMBED_LEN_SHIFT);
+        printf("%d %d %d %d %d\n", (int)VM_FRAME_FLAG_CFRAME, (int)VM_FRAME_FLAG_FINISH,
+               (int)RSTRING_NOEMBED, (int)RSTRING_EMBED_LEN_SHIFT, (int)VM_ENV_FLAG_LOCAL);
         return 0;
 }
 C
   cc -w -I"$(dirname "$hdr")" "$FP_TMP/off.c" -o "$FP_TMP/rboff" -lruby-3.1 || fp_fail "cannot build the layout check"
   got=$("$FP_TMP/rboff")
-  want="0 8 16 64 0 16 32 16 4 8 64 80 88 120 128 136 144 12 8 16 32 16 24 16 16 32 16 24 8 32 40 48 128 32 8192 14"
+  want="0 8 16 64 0 16 32 16 4 8 64 80 88 120 128 136 144 12 8 16 32 16 24 16 16 32 16 24 8 32 40 48 128 32 8192 14 2"
   [[ $got == "$want" ]] || fp_fail "Ruby 3.1's headers say $got, agent/runtimes/ruby/ruby.c has $want"
   fp_ok "the layout matches $(basename "$hdr")"
 fi

@@ -70,6 +70,7 @@ static const struct fp_ruby_layout ruby31 = {
     .last_op_id = 169,
     .frame_cframe = 0x80,
     .frame_finish = 0x20,
+    .env_local = 0x02,
     .t_mask = 0x1f,
     .t_string = 0x05,
     .t_array = 0x07,
@@ -471,31 +472,67 @@ void fp_ruby_code_free(struct fp_ruby_code *c)
         c->succ = NULL;
 }
 
-/* A C function's method entry: its name as Class#name (Class.name for a singleton's). */
-static int read_cfunc(const struct reader *rd, uint64_t me, struct fp_ruby_code *ret,
-                      uint32_t *stamp)
+/*
+ * A method entry's method: its name into fn (128 bytes), and into full
+ * Class#name (Class.name for a singleton's, the name alone when no class
+ * reads); *ret_stamp the stamp the BPF side gives a C function's frame.
+ */
+static int method_of(const struct reader *rd, uint64_t me, char *fn, char *full, size_t full_size,
+                     uint32_t *ret_stamp)
 {
         const struct fp_ruby_layout *l = rd->l;
         uint64_t def, id, klass;
-        char fn[128], cls[128];
+        char cls[128];
         bool singleton;
 
         if (peek64(rd, me + (uint64_t)l->me_def, &def) < 0 || !def ||
             peek64(rd, def + (uint64_t)l->def_original_id, &id) < 0 ||
             peek64(rd, me + (uint64_t)l->me_defined_class, &klass) < 0)
                 return -EFAULT;
-        *stamp = (uint32_t)(def >> 4) ^ ((uint32_t)id * 0x9e3779b1u);
-        if (id_name(rd, id, fn, sizeof(fn)) < 0)
+        *ret_stamp = (uint32_t)(def >> 4) ^ ((uint32_t)id * 0x9e3779b1u);
+        if (id_name(rd, id, fn, 128) < 0)
                 return -EFAULT;
         if (class_path(rd, klass, cls, sizeof(cls), &singleton) == 0)
-                snprintf(ret->name, sizeof(ret->name), "%s%s%s", cls, singleton ? "." : "#", fn);
+                snprintf(full, full_size, "%s%s%s", cls, singleton ? "." : "#", fn);
         else
-                snprintf(ret->name, sizeof(ret->name), "%s", fn);
+                snprintf(full, full_size, "%s", fn);
         return 0;
 }
 
+/* A C function's method entry: its name as Class#name (Class.name for a singleton's). */
+static int read_cfunc(const struct reader *rd, uint64_t me, struct fp_ruby_code *ret,
+                      uint32_t *stamp)
+{
+        char fn[128];
+
+        return method_of(rd, me, fn, ret->name, sizeof(ret->name), stamp);
+}
+
+/*
+ * An iseq's label (name) as Ruby 3.4 writes it, with the class of the
+ * frame's method entry me: "Shape#area" for "area", "Geometry.scale",
+ * "block in Shape#area", "block (2 levels) in Object#run", where the
+ * label ends in that method's own name; any other label (<main>,
+ * <class:Shape>, a method defined from a block) stays as it is.
+ */
+static void qualify(const struct reader *rd, uint64_t me, char *name, size_t size)
+{
+        char fn[128], full[FP_RUBY_NAME_MAX], out[FP_RUBY_NAME_MAX];
+        uint32_t stamp;
+        const char *tail = name;
+
+        if (!me || method_of(rd, me, fn, full, sizeof(full), &stamp) < 0)
+                return;
+        for (const char *in = strstr(name, " in "); in; in = strstr(in + 1, " in "))
+                tail = in + 4;
+        if (strcmp(tail, fn) != 0 || strcmp(full, fn) == 0)
+                return;
+        if (snprintf(out, sizeof(out), "%.*s%s", (int)(tail - name), name, full) < (int)sizeof(out))
+                snprintf(name, size, "%s", out);
+}
+
 int fp_ruby_code_read(pid_t pid, const struct fp_ruby_layout *l, uint64_t symbols, uint64_t addr,
-                      bool native, struct fp_ruby_code *ret, uint32_t *ret_stamp)
+                      uint64_t me, bool native, struct fp_ruby_code *ret, uint32_t *ret_stamp)
 {
         const struct reader rd = {pid, l, symbols};
         uint64_t body, label, pathobj, first;
@@ -513,6 +550,7 @@ int fp_ruby_code_read(pid_t pid, const struct fp_ruby_layout *l, uint64_t symbol
         *ret_stamp = (uint32_t)(label >> 4) ^ ((uint32_t)first * 0x9e3779b1u);
         if ((r = read_string(&rd, label, ret->name, sizeof(ret->name))) < 0)
                 return r;
+        qualify(&rd, me, ret->name, sizeof(ret->name));
         /* The path: a String, or an Array [path, realpath]. */
         uint64_t flags, path = pathobj;
         if (type_of(&rd, pathobj, &flags) == l->t_array && array_at(&rd, pathobj, 0, &path) < 0)

@@ -60,8 +60,9 @@ struct fp_ruby_layout {
         /* rb_symbols_t.last_id, .ids (an Array of Arrays of ID_ENTRY_UNIT entries) */
         int16_t symbols_last_id, symbols_ids;
         unsigned id_scope_shift, id_entry_unit, id_entry_size, last_op_id;
-        /* ep[0] flags, ep[-2] the method entry (an imemo) */
-        uint32_t frame_cframe, frame_finish;
+        /* ep[0] flags (a C frame's, a frame pushed from C, an env's with no previous one), ep[-2]
+         * the method entry (an imemo), ep[-1] a block's previous ep (tagged) */
+        uint32_t frame_cframe, frame_finish, env_local;
         uint8_t t_mask, t_string, t_array, t_class, t_module, t_iclass, t_imemo;
         uint8_t fl_ushift, imemo_ment, imemo_svar;
         uint64_t fl_singleton;
@@ -117,14 +118,16 @@ struct fp_ruby_code {
         size_t succ_words;
 };
 /*
- * Reads the code of a frame in process pid: an iseq (native false) or a C
- * function's method entry (native true, names read through the symbols
- * table at symbols): 0, or -errno (-EFAULT when it does not read as one).
+ * Reads the code of a frame in process pid: an iseq (native false; me the
+ * frame's method entry, 0 for none, whose class qualifies its name) or a
+ * C function's method entry (native true); names of methods are read
+ * through the symbols table at symbols: 0, or -errno (-EFAULT when it
+ * does not read as one).
  * The stamp the BPF side gave the frame is checked by the caller
  * (fp_ruby_stamp()).
  */
 int fp_ruby_code_read(pid_t pid, const struct fp_ruby_layout *l, uint64_t symbols, uint64_t addr,
-                      bool native, struct fp_ruby_code *ret, uint32_t *ret_stamp);
+                      uint64_t me, bool native, struct fp_ruby_code *ret, uint32_t *ret_stamp);
 void fp_ruby_code_free(struct fp_ruby_code *c);
 /* The line of the frame of c at pc, 0 unknown. */
 int fp_ruby_line(const struct fp_ruby_code *c, uint64_t pc);

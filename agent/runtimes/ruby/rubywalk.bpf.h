@@ -9,7 +9,10 @@
  * (16 bytes each) is the block. From ec->cfp up to the end of its VM
  * stack (the last frame, the thread's own dummy, left out), innermost
  * first: a Ruby frame's iseq and pc, or (a C function's frame) its method
- * entry, ep[-2] (an imemo_ment, or an imemo_svar holding one);
+ * entry, ep[-2] (an imemo_ment, or an imemo_svar holding one), which a
+ * Ruby frame records too for its name's class (a block's is its method's:
+ * the first down its eps, ep[-1], to the local one, as
+ * rb_vm_frame_method_entry() finds it);
  * FP_PYSTACK_ENTRY on each frame pushed from C (VM_FRAME_FLAG_FINISH in
  * ep[0]): the outermost of one rb_vm_exec.
  *
@@ -25,6 +28,8 @@
 #pragma once
 
 #include "pystack.h"
+
+#define FP_RUBY_BLOCK_DEPTH 8 /* envs down to a block's method's, at most */
 
 struct ruby_walk {
         const struct fp_pystack_proc *p;
@@ -47,11 +52,35 @@ static __always_inline __u64 ruby_imemo(const struct fp_pystack_ruby *l, __u64 v
         return v;
 }
 
+/* The method entry at ep[-2], directly or in an svar: 0 when it holds none (a cref). */
+static __always_inline __u64 ruby_me(const struct fp_pystack_ruby *l, __u64 ep)
+{
+        __u64 me = read_ptr(ep - 16), svar = ruby_imemo(l, me, l->imemo_svar);
+
+        if (svar)
+                me = read_ptr(svar + 8);
+        return ruby_imemo(l, me, l->imemo_ment);
+}
+
+/* The method entry a Ruby frame of env ep runs in: its own, or its block's method's. */
+static __always_inline __u64 ruby_frame_me(const struct fp_pystack_ruby *l, __u64 ep, __u64 flags)
+{
+        for (int k = 0; k < FP_RUBY_BLOCK_DEPTH; k++) {
+                __u64 me = ruby_me(l, ep);
+                if (me || (flags & l->env_local))
+                        return me;
+                ep = read_ptr(ep - 8) & ~3ULL;
+                if (!ep || bpf_probe_read_user(&flags, 8, (const void *)ep))
+                        return 0;
+        }
+        return 0;
+}
+
 static long ruby_step(__u32 i, void *ctx)
 {
         struct ruby_walk *w = ctx;
         const struct fp_pystack_ruby *l = &w->p->ruby;
-        __u64 cfp = w->cfp, iseq, pc, ep, flags, code, stamp_a, stamp_b, instr = 0;
+        __u64 cfp = w->cfp, iseq, pc, ep, flags, code, stamp_a, stamp_b, instr = 0, me = 0;
         __u32 n = w->n, kind = 0;
 
         if (cfp + l->cfp_size >= w->end)
@@ -83,22 +112,20 @@ static long ruby_step(__u32 i, void *ctx)
                 instr = pc;
                 stamp_a = read_ptr(body + l->body_label);
                 stamp_b = read_ptr(body + l->body_first_lineno);
+                me = ruby_frame_me(l, ep, flags);
         } else {
-                __u64 me = read_ptr(ep - 16), svar = ruby_imemo(l, me, l->imemo_svar);
-                if (svar)
-                        me = read_ptr(svar + 8);
-                me = ruby_imemo(l, me, l->imemo_ment);
-                if (!me)
+                code = ruby_me(l, ep);
+                if (!code)
                         return 0; /* a block of C (an ifunc): no method */
-                code = me;
                 kind = FP_PYSTACK_NATIVE;
-                stamp_a = read_ptr(me + l->me_def);
+                stamp_a = read_ptr(code + l->me_def);
                 stamp_b = read_ptr(stamp_a + l->def_original_id);
         }
         w->r->frames[n].code = code;
         w->r->frames[n].instr = instr;
         w->r->frames[n].flags = kind | ((flags & l->frame_finish) ? FP_PYSTACK_ENTRY : 0);
         w->r->frames[n].stamp = FP_PYSTACK_STAMP(stamp_a, stamp_b);
+        w->r->frames[n].aux = me;
         w->n = n + 1;
         return 0;
 }

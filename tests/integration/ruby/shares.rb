@@ -1,5 +1,6 @@
-# A Ruby program whose time is in three places (a method under a method, a
-# class's method, a block) and a sleep, each timed by the program itself
+# A Ruby program whose time is in four places (a method under a method, a
+# class's method, a block, a block in a module's singleton method) and a
+# sleep, each timed by the program itself
 # (its CPU time; the sleep by the clock); it writes the times (ns) to the
 # file named by its first argument when done. Each call runs for some
 # 5-10 ms, many sampling periods.
@@ -12,6 +13,20 @@ class Shape
     while i < n
       s += i * 0.5
       i += 1
+    end
+    s
+  end
+end
+
+module Geometry
+  def self.twice(n)
+    s = 0
+    [n / 2, n - n / 2].each do |m|
+      i = 0
+      while i < m
+        s += i & 7
+        i += 1
+      end
     end
     s
   end
@@ -48,7 +63,7 @@ sleep 0.01 while go != '' && !File.exist?(go)
 def cpu_ns
   Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond)
 end
-t = { 'beta' => 0, 'Shape#area' => 0, 'block' => 0, 'sleep' => 0 }
+t = { 'beta' => 0, 'Shape#area' => 0, 'block' => 0, 'Geometry.twice' => 0, 'sleep' => 0 }
 shape = Shape.new
 n = (ARGV[3] || 120000).to_i
 finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
@@ -60,12 +75,15 @@ while Process.clock_gettime(Process::CLOCK_MONOTONIC) < finish
   c = cpu_ns
   square.call(n)
   d = cpu_ns
+  Geometry.twice(n)
+  g = cpu_ns
   e = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
   sleep 0.02
   f = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
   t['beta'] += b - a
   t['Shape#area'] += c - b
   t['block'] += d - c
+  t['Geometry.twice'] += g - d
   t['sleep'] += f - e
 end
 File.write(out + '.tmp', JSON.generate(t))
