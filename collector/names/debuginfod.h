@@ -31,8 +31,9 @@
  * and evicted first), beside the disk's.
  *
  * Threads: fp_dbgi_name() runs on the reader thread (a read's naming),
- * fp_dbgi_stats() on the reader or the loop thread, the fetcher on its own; they share the table of builds under a mutex
- * held only for table updates, never across a download or a parse.
+ * fp_dbgi_stats() on the reader or the loop thread, the fetcher on its
+ * own; they share the table of builds under a mutex held only for table
+ * updates, never across a download or a parse.
  */
 #pragma once
 
