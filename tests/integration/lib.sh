@@ -194,9 +194,15 @@ fp_wait_for() {
   done
 }
 
-# fp_agent_supports FLAG: the agent's --help mentions FLAG.
+# fp_agent_supports FLAG: the agent's --help mentions FLAG. (Read whole
+# first: grep -q leaving the pipe early let the agent's write fail with
+# SIGPIPE, and pipefail then said no, now and then: a test's agent then
+# ran on the default store, /var/lib/fleetprof-agent/agent.db, and read
+# what earlier runs had left there.)
 fp_agent_supports() {
-  fp_timeout 10 "$FP_AGENT" --help 2>&1 | grep -q -- "$1"
+  local help
+  help=$(fp_timeout 10 "$FP_AGENT" --help 2>&1) || true
+  grep -q -- "$1" <<<"$help"
 }
 
 # fp_start_agent [ARGS...]: run the agent in the foreground mode on $FP_SOCK,

@@ -202,7 +202,7 @@ for q in "" "host=alpha" "process=racer" "pid=102&event=page-faults" "host=beta&
     [[ $(fp_profile_total "$FP_TMP/ch.pb.gz" $t) == $(fp_profile_total "$FP_TMP/sq.pb.gz" $t) ]] ||
       fp_fail "profile ?$q: $t totals differ"
   done
-  [[ $q != *off-cpu* ]] || fp_pprof -tags "$FP_TMP/ch.pb.gz" 2>/dev/null | grep -q "runqueue" ||
+  [[ $q != *off-cpu* ]] || grep -q "runqueue" <<<"$(fp_pprof -tags "$FP_TMP/ch.pb.gz" 2>/dev/null)" ||
     fp_fail "profile ?$q from ClickHouse has no wait label"
 done
 # The query API (Grafana's, read/querier.c) answers the same from both stores: its
@@ -428,7 +428,7 @@ curl -sf "$B/api/v1/profile?pid=$pid" -o "$FP_TMP/b.pb.gz" || fp_fail "profile f
 b_total=$(fp_profile_total "$FP_TMP/b.pb.gz")
 ((local_total > 2000)) || fp_fail "too few samples ($local_total)"
 [[ $b_total == "$local_total" ]] || fp_fail "B serves $b_total samples, the agent holds $local_total"
-fp_pprof -top -symbolize=none "$B/api/v1/profile?pid=$pid" 2>/dev/null | grep -q "worker_main" ||
+grep -q "worker_main" <<<"$(fp_pprof -top -symbolize=none "$B/api/v1/profile?pid=$pid" 2>/dev/null)" ||
   fp_fail "go tool pprof cannot read B's URL"
 fp_ok "uploaded through A, go tool pprof reads the same $b_total samples from B"
 

@@ -71,7 +71,7 @@ total_of() { fp_profile_total "$1"; }
 
 # ---- 1. command line ------------------------------------------------------
 "$COLLECTOR" --version | grep -q "^fleetprof-collector " || fp_fail "--version"
-"$COLLECTOR" --help | grep -q -- "--max-body-mb" || fp_fail "--help lacks --max-body-mb"
+grep -q -- "--max-body-mb" <<<"$("$COLLECTOR" --help)" || fp_fail "--help lacks --max-body-mb"
 for bad in "--bogus 1" "--max-body-mb 0" "--max-body-mb lots" "--retention 5x" "--tls-cert x" "--listen"; do
   rc=0
   # shellcheck disable=SC2086

@@ -321,9 +321,9 @@ fp_pprofraw --raw-text expect "$FP_TMP/box.txt" --function spin_inner --min-samp
   fp_fail "the collector's profile of container $cid lacks spin_inner"
 grep -q "container:\[$cid\]" "$FP_TMP/box.txt" || fp_fail "the profile's samples lack the label container=$cid"
 grep -q "fptest-web" "$FP_TMP/box.txt" && fp_fail "the profile of container $cid holds fptest-web's samples"
-curl -sf "$url/series" | grep -q "href=\"/top?container=$cid" ||
+grep -q "href=\"/top?container=$cid" <<<"$(curl -sf "$url/series")" ||
   fp_fail "the series page does not link container $cid"
-curl -sf "$url/top?container=$cid&event=cpu-clock" | grep -q spin_inner ||
+grep -q spin_inner <<<"$(curl -sf "$url/top?container=$cid&event=cpu-clock")" ||
   fp_fail "the top page of container $cid lacks spin_inner"
 fp_ok "container $cid: services $(echo "$got" | cut -d'|' -f1)on both hosts under one filter; label, series page and top page"
 

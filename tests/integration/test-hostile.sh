@@ -267,7 +267,7 @@ fp_ctl start "$ROOTSPIN" --freq 499 >/dev/null || fp_fail "root could not profil
 wait "$ROOTSPIN" || true
 fp_untrack "$ROOTSPIN"
 sleep 2.5 # its last bucket stored
-fp_ctl dump "$ROOTSPIN" --format folded | grep -q spin_inner || fp_fail "root's exited spin is not in the store"
+grep -q spin_inner <<<"$(fp_ctl dump "$ROOTSPIN" --format folded)" || fp_fail "root's exited spin is not in the store"
 reused=
 for _ in 1 2 3 4 5 6 7 8; do # the next fork gets ROOTSPIN's PID (ns_last_pid), as nobody's
   echo $((ROOTSPIN - 1)) >/proc/sys/kernel/ns_last_pid
@@ -290,7 +290,7 @@ sleep 1.5
 "${asnobody[@]}" dump "$reused" --format folded >"$FP_TMP/reused.folded" 2>&1 || true
 grep -q spin_inner "$FP_TMP/reused.folded" &&
   fp_fail "nobody's profile of PID $reused holds root's earlier process: $(grep -m1 spin_inner "$FP_TMP/reused.folded" | cut -c1-120)"
-fp_ctl dump "$reused" --format folded | grep -q spin_inner || fp_fail "root's dump of PID $reused lost root's earlier process"
+grep -q spin_inner <<<"$(fp_ctl dump "$reused" --format folded)" || fp_fail "root's dump of PID $reused lost root's earlier process"
 fp_ctl stop "$reused" >/dev/null || true
 fp_kill "$reused"
 fp_ok "PID $ROOTSPIN reused by nobody: nobody may profile its process there, and its dumps hold none of root's earlier process (root's still do)"
