@@ -70,6 +70,14 @@ static const struct fp_conf_key agent_keys[] = {
      "only"},
     {"no-javascript", FP_CONF_BOOL, "false", 0, 0, NULL,
      "read no JavaScript frames: the host tier's Node.js processes show V8's code unnamed"},
+    {"no-php", FP_CONF_BOOL, "false", 0, 0, NULL,
+     "read no PHP stacks in the host tier: its PHP processes show the interpreter's frames only"},
+    {"no-ruby", FP_CONF_BOOL, "false", 0, 0, NULL,
+     "read no Ruby stacks in the host tier: its Ruby processes show the interpreter's frames "
+     "only"},
+    {"no-perl", FP_CONF_BOOL, "false", 0, 0, NULL,
+     "read no Perl stacks in the host tier: its Perl processes show the interpreter's frames "
+     "only"},
     {"java-names", FP_CONF_STRING, "code-cache", 0, 0, "code-cache|perf-map",
      "a JVM's compiled methods: read from its code cache, or only from the perf map it is asked "
      "for"},
@@ -214,6 +222,9 @@ static int configure(int argc, char **argv, struct fp_conf *conf, struct fp_core
                          .kernel_frames = fp_conf_bool(conf, "host-kernel"),
                          .unwind = FP_UNWIND_AUTO,
                          .no_javascript = fp_conf_bool(conf, "no-javascript"),
+                         .no_php = fp_conf_bool(conf, "no-php"),
+                         .no_ruby = fp_conf_bool(conf, "no-ruby"),
+                         .no_perl = fp_conf_bool(conf, "no-perl"),
                          .off_cpu_period = fp_conf_bool(conf, "host-off-cpu")
                                                ? fp_conf_uint(conf, "host-off-cpu-period")
                                                : 0},

@@ -375,7 +375,7 @@ static void target_json(struct fp_json *j, const struct fp_core_target_status *t
                         fp_json_begin_object(j);
                         fp_json_key(j, "version");
                         fp_json_string(j, in->version);
-                        python_stacks_json(j, &in->st, ts->python_stacks_on, in->stacks_found,
+                        python_stacks_json(j, &in->st, in->stacks_on, in->stacks_found,
                                            ts->python_attach_failed);
                         fp_json_end_object(j);
                 } else if (in->found < 0) {
@@ -1082,7 +1082,7 @@ void fp_status_write_text(const struct fp_core_status *st, FILE *out)
                         if (in->found > 0) {
                                 fprintf(out, "%s of %d: %s %s", pk->key, (int)ts->pid, pk->runtime,
                                         in->version);
-                                python_stacks_text(out, &in->st, ts->python_stacks_on, k);
+                                python_stacks_text(out, &in->st, in->stacks_on, k);
                         } else if (in->found < 0) {
                                 fprintf(out, "%s of %d: not read: %s\n", pk->key, (int)ts->pid,
                                         in->why);

@@ -450,7 +450,7 @@ int fp_core_add_rule(struct fp_core *s, struct fp_rule *rule, bool from_config, 
                 keep_rule(s, id, owner, spec);
         free(spec);
         /* Loaded now, not in the first matching process's birth. */
-        if (!rule->cfg.no_python)
+        if (fp_perf_interpreters_off(&rule->cfg) != FP_PERF_INTERPRETERS)
                 (void)fp_core_pystack_get(s);
         fp_core_poll_tracker(s);
         size_t n = scan(s);

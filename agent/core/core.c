@@ -437,7 +437,8 @@ int fp_core_start_target_tracked(struct fp_core *s, pid_t pid, const struct fp_p
          * The Python stack reader loaded first (0.1 s of the loop): once its
          * off-CPU time is on, the target's blocks fill the ring meanwhile.
          */
-        struct fp_pystack *py = cfg->no_python ? NULL : fp_core_pystack_get(s);
+        struct fp_pystack *py =
+            fp_perf_interpreters_off(cfg) == FP_PERF_INTERPRETERS ? NULL : fp_core_pystack_get(s);
         /* Tracked before its threads are listed, so none born meanwhile is missed. */
         if (s->tracker)
                 bpf = fp_tracker_add(s->tracker, pid,
@@ -1435,6 +1436,8 @@ int fp_core_status(struct fp_core *s, uid_t uid, struct fp_core_status *ret)
                         in->found = fp_pyframes_find(k, fp_target_maps(t), in->version,
                                                      sizeof(in->version), &in->why);
                         in->stacks_found = py && fp_pyframes_kind(py) == k;
+                        in->stacks_on = ts->python_stacks_on &&
+                                        !(fp_perf_interpreters_off(fp_target_config(t)) & 1u << k);
                         if (in->stacks_found)
                                 fp_pyframes_stats(py, &in->st);
                 }

@@ -228,6 +228,7 @@ struct fp_core_target_status {
                 char version[32];
                 const char *why;
                 bool stacks_found; /* its stacks are read: st counts */
+                bool stacks_on;    /* the program runs at its samples, for this interpreter */
                 struct fp_pyframes_stats st;
         } interp[FP_PYSTACK_KINDS];
         /* Their stacks: read (stacks_on), and the CPUs' events the program could not run at. */

@@ -32,6 +32,9 @@ static const struct fp_start_option start_options[] = {
     {"--off-cpu", "off_cpu", false},
     {"--off-cpu-period", "off_cpu_period", true},
     {"--no-python", "no_python", false},
+    {"--no-php", "no_php", false},
+    {"--no-ruby", "no_ruby", false},
+    {"--no-perl", "no_perl", false},
     {"--no-javascript", "no_javascript", false},
     {"--name", "name", true},
     {"--exe", "exe", true},
@@ -164,6 +167,9 @@ int fp_rule_sampling_from_request(const struct fp_ctl_request *q, struct fp_perf
         }
         cfg.kernel_frames = is_on(q, "kernel");
         cfg.no_python = is_on(q, "no_python");
+        cfg.no_php = is_on(q, "no_php");
+        cfg.no_ruby = is_on(q, "no_ruby");
+        cfg.no_perl = is_on(q, "no_perl");
         cfg.no_javascript = is_on(q, "no_javascript");
         const char *off = fp_ctl_request_get(q, "off_cpu_period");
         if (off && fp_parse_uint(off, 1000, FP_OFFCPU_PERIOD_MAX, &cfg.off_cpu_period) < 0)

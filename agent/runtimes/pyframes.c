@@ -798,7 +798,7 @@ static bool other_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, s
         const struct fp_perl_binary *pl;
         const char *why;
         uint64_t bias;
-        int r = fp_php_find(m, &php, &bias, &why);
+        int r = pp->off & (1u << FP_PYSTACK_PHP) ? 0 : fp_php_find(m, &php, &bias, &why);
 
         if (r > 0) {
                 if (pp->py)
@@ -806,13 +806,15 @@ static bool other_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, s
                 else
                         pp->py = fp_pyframes_new_php(pid, php, bias);
                 pp->live = pp->py && fp_pystack_add_php(s, pid, php, bias) == 0;
-        } else if (r == 0 && (r = fp_ruby_find(m, &rb, &bias, &why)) > 0) {
+        } else if (r == 0 && !(pp->off & (1u << FP_PYSTACK_RUBY)) &&
+                   (r = fp_ruby_find(m, &rb, &bias, &why)) > 0) {
                 if (pp->py)
                         fp_pyframes_rebind_ruby(pp->py, rb, bias);
                 else
                         pp->py = fp_pyframes_new_ruby(pid, rb, bias);
                 pp->live = pp->py && fp_pystack_add_ruby(s, pid, rb, bias) == 0;
-        } else if (r == 0 && (r = fp_perl_find(m, &pl, &bias, &why)) > 0) {
+        } else if (r == 0 && !(pp->off & (1u << FP_PYSTACK_PERL)) &&
+                   (r = fp_perl_find(m, &pl, &bias, &why)) > 0) {
                 if (pp->py)
                         fp_pyframes_rebind_perl(pp->py, pl, bias);
                 else
@@ -845,7 +847,7 @@ bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, stru
                 fp_maps_read_files_named(m, "perl");
         }
         pp->check_ns = time;
-        int r = fp_py_find(m, &b, &bias, &why);
+        int r = pp->off & (1u << FP_PYSTACK_PYTHON) ? 0 : fp_py_find(m, &b, &bias, &why);
         if (r == 0)
                 return other_known(pp, s, pid, m);
         if (r < 0)

@@ -177,6 +177,7 @@ struct fp_pyproc {
         bool live;              /* py is the running program's and registered */
         bool refused;           /* a CPython not understood (said once per file) */
         uint64_t check_ns;      /* the sample time of the last look for one */
+        unsigned off;           /* interpreters not looked for: 1 << FP_PYSTACK_PYTHON, ... */
 };
 /* Whether pid (mappings m) is known to run a CPython registered with s; looks again if due. */
 bool fp_pyproc_known(struct fp_pyproc *pp, struct fp_pystack *s, pid_t pid, struct fp_maps *m,

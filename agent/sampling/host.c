@@ -318,6 +318,7 @@ static struct fp_host_proc *proc_new(struct fp_host *h, pid_t pid, uint64_t star
         p->pid = pid;
         p->start_ns = start_ns;
         p->end_ns = UINT64_MAX;
+        p->py.off = fp_perf_interpreters_off(&h->pcfg);
         snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
         p->exe = strdup(exe ? exe : "");
         p->maps = fp_maps_new(pid, h->cache);
@@ -967,6 +968,9 @@ int fp_host_start(struct event_base *base, struct fp_symcache *cache,
         h->pcfg.kernel_frames = cfg->kernel_frames;
         h->pcfg.unwind = cfg->unwind;
         h->pcfg.no_javascript = cfg->no_javascript;
+        h->pcfg.no_php = cfg->no_php;
+        h->pcfg.no_ruby = cfg->no_ruby;
+        h->pcfg.no_perl = cfg->no_perl;
         fp_targetconf_finish(&h->pcfg);
         h->off_pcfg = h->pcfg;
         h->off_pcfg.kernel_frames = false;

@@ -66,6 +66,7 @@ struct fp_host_config {
         unsigned unwind;         /* enum fp_unwind_mode */
         uint64_t off_cpu_period; /* ns; 0: no off-CPU time (the core feeds the records) */
         bool no_javascript;      /* no-javascript: V8's frames stay native (runtimes/v8/v8.h) */
+        bool no_php, no_ruby, no_perl; /* no-php, ...: that interpreter's frames stay native */
 };
 
 /* A JVM of the tier, as status shows it (jvmnames.h). */

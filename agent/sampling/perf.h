@@ -96,11 +96,27 @@ struct fp_perf_config {
          * a block part of d ns kept with probability min(1, d / this); 0: not.
          */
         uint64_t off_cpu_period;
-        /* --no-python: a CPython's samples keep native frames only (pyframes.h). */
-        bool no_python;
+        /*
+         * --no-python, --no-php, --no-ruby, --no-perl: that interpreter's
+         * samples keep native frames only (pyframes.h); with all four the
+         * interpreters' BPF program is not attached.
+         */
+        bool no_python, no_php, no_ruby, no_perl;
         /* --no-javascript: a V8's samples keep native frames only (runtimes/v8/v8.h). */
         bool no_javascript;
 };
+
+/*
+ * The interpreters cfg reads no stacks of, a bit each by their kind in
+ * pystack.h (1 << FP_PYSTACK_PYTHON, _PHP, _RUBY, _PERL): struct
+ * fp_pyproc's off. FP_PERF_INTERPRETERS: all of them.
+ */
+#define FP_PERF_INTERPRETERS 0xfu
+static inline unsigned fp_perf_interpreters_off(const struct fp_perf_config *cfg)
+{
+        return (cfg->no_python ? 1u : 0) | (cfg->no_php ? 2u : 0) | (cfg->no_ruby ? 4u : 0) |
+               (cfg->no_perl ? 8u : 0);
+}
 
 #define FP_PERF_OFF_CPU_PERIOD_DEFAULT 10000000ULL /* 10 ms: --off-cpu's T */
 

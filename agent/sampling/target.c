@@ -24,6 +24,7 @@
 #include "store.h"
 #include "symbols.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <sys/sysmacros.h>
@@ -56,6 +57,11 @@ int fp_target_start(struct event_base *base, struct fp_symcache *cache, pid_t pi
                                          FP_TARGET_JVM_BURST, FP_TARGET_JVM_REFILL_NS};
         fp_jvm_names_init(&t->jvm, base, NULL, pid, "", &pace);
         t->cfg = *cfg;
+        /* (the config's bits are pyframes.h's, by interpreter kind) */
+        static_assert(FP_PYSTACK_PYTHON == 0 && FP_PYSTACK_PHP == 1 && FP_PYSTACK_RUBY == 2 &&
+                          FP_PYSTACK_PERL == 3,
+                      "fp_perf_interpreters_off()'s bits");
+        t->py.off = fp_perf_interpreters_off(cfg);
         t->starttime = fp_proc_stat(pid, NULL);
         t->st.state = FP_TARGET_RUNNING;
         t->st.start_ns = fp_now_ns(CLOCK_REALTIME);
@@ -349,7 +355,7 @@ const char *fp_target_jit_name(struct fp_target *t, uint64_t addr)
 
 void fp_target_set_pystack(struct fp_target *t, struct fp_pystack *s)
 {
-        if (t->cfg.no_python || t->pystack)
+        if (fp_perf_interpreters_off(&t->cfg) == FP_PERF_INTERPRETERS || t->pystack)
                 return;
         t->pystack = s;
         (void)fp_pyproc_known(&t->py, s, t->pid, t->maps, fp_now_ns(CLOCK_MONOTONIC));

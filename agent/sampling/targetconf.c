@@ -22,10 +22,12 @@ void fp_targetconf_format(const struct fp_perf_config *cfg, bool follow, char *b
         if (cfg->off_cpu_period)
                 snprintf(off, sizeof(off), " off_cpu=%" PRIu64, cfg->off_cpu_period);
         snprintf(buf, len,
-                 "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d unwind=%s%s%s%s%s", events,
-                 cfg->freq, cfg->period, cfg->kernel_frames ? 1 : 0,
+                 "event=%s freq=%" PRIu64 " period=%" PRIu64 " kernel=%d unwind=%s%s%s%s%s%s%s%s",
+                 events, cfg->freq, cfg->period, cfg->kernel_frames ? 1 : 0,
                  fp_unwind_mode_name(cfg->unwind), follow ? " follow=1" : "", off,
-                 cfg->no_python ? " python=0" : "", cfg->no_javascript ? " javascript=0" : "");
+                 cfg->no_python ? " python=0" : "", cfg->no_php ? " php=0" : "",
+                 cfg->no_ruby ? " ruby=0" : "", cfg->no_perl ? " perl=0" : "",
+                 cfg->no_javascript ? " javascript=0" : "");
 }
 
 void fp_targetconf_set_stack(struct fp_perf_config *cfg, uint32_t stack_bytes)
@@ -56,16 +58,19 @@ void fp_targetconf_finish(struct fp_perf_config *cfg)
 
 int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_follow)
 {
-        char ev[FP_PERF_EVENT_LIST_MAX], w[5][32] = {"", "", "", "", ""};
+        char ev[FP_PERF_EVENT_LIST_MAX], w[8][32] = {"", "", "", "", "", "", "", ""};
         unsigned long long freq, period, off_cpu = 0;
         int kernel, n;
-        bool follow = false, no_python = false, no_javascript = false;
+        bool follow = false, no_python = false, no_php = false, no_ruby = false, no_perl = false,
+             no_javascript = false;
         unsigned unwind = FP_UNWIND_AUTO;
         struct fp_perf_config c = {0};
 
         static_assert(FP_PERF_EVENT_LIST_MAX == 256, "the %255s below");
-        n = sscanf(text, "event=%255s freq=%llu period=%llu kernel=%d %31s %31s %31s %31s %31s", ev,
-                   &freq, &period, &kernel, w[0], w[1], w[2], w[3], w[4]);
+        n = sscanf(text,
+                   "event=%255s freq=%llu period=%llu kernel=%d %31s %31s %31s %31s %31s %31s %31s "
+                   "%31s",
+                   ev, &freq, &period, &kernel, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
         if (n < 4)
                 return -EINVAL;
         for (int i = 0; i < n - 4; i++) {
@@ -74,6 +79,12 @@ int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_
                         follow = true;
                 } else if (strcmp(w[i], "python=0") == 0) {
                         no_python = true;
+                } else if (strcmp(w[i], "php=0") == 0) {
+                        no_php = true;
+                } else if (strcmp(w[i], "ruby=0") == 0) {
+                        no_ruby = true;
+                } else if (strcmp(w[i], "perl=0") == 0) {
+                        no_perl = true;
                 } else if (strcmp(w[i], "javascript=0") == 0) {
                         no_javascript = true;
                 } else if (strncmp(w[i], "off_cpu=", 8) == 0) {
@@ -95,6 +106,9 @@ int fp_targetconf_parse(const char *text, struct fp_perf_config *cfg, bool *ret_
         c.kernel_frames = kernel != 0;
         c.off_cpu_period = off_cpu;
         c.no_python = no_python;
+        c.no_php = no_php;
+        c.no_ruby = no_ruby;
+        c.no_perl = no_perl;
         c.no_javascript = no_javascript;
         fp_targetconf_finish(&c);
         *cfg = c;

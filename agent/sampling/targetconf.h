@@ -6,13 +6,14 @@
  * leader. This module is the one owner of the format:
  *
  *   event=EVENT[,COUNTER...] freq=HZ period=N kernel=0|1[ unwind=MODE][ follow=1][ off_cpu=T]
- *   [ python=0]
+ *   [ python=0][ php=0][ ruby=0][ perl=0][ javascript=0]
  *
  * freq and period: exactly one is non-zero. unwind is auto, fp or dwarf
  * (unwind.h; texts written before it existed mean auto). follow=1 is
  * present only when the target's child processes are followed, off_cpu=T
  * only when its off-CPU time is profiled too (T ns, offcpu.h), python=0
- * only when its Python stacks are not read (--no-python). Words are
+ * (php=0, ruby=0, perl=0, javascript=0) only when its Python stacks (PHP's,
+ * Ruby's, Perl's, JavaScript frames) are not read (--no-python, ...). Words are
  * separated by one space; event names never hold spaces or commas.
  */
 #pragma once

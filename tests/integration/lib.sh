@@ -435,3 +435,40 @@ fp_stop_clickhouse() {
 
 # fp_ch_query SQL: runs SQL on the test's ClickHouse, prints the answer (TSV).
 fp_ch_query() { curl -sf --data-binary "$1" "http://127.0.0.1:$FP_CH_PORT/"; }
+
+# fp_interp_switch LANG NAMED EVAL CMD...: an interpreter's own switch
+# (agentctl start's --no-LANG, LANG php, ruby or perl) turns off that one
+# interpreter only: CMD (a program of LANG that runs 2 s once its last
+# argument, a file, appears) started twice, as a target with the other
+# interpreters' switches (its samples still carry NAMED, a frame of the
+# language) and as one with --no-LANG (NAMED nowhere; EVAL, the
+# interpreter's own eval frame, in most of its samples).
+fp_interp_switch() {
+  local lang=$1 named=$2 eval=$3 others="" l pid_on pid_off
+  shift 3
+  for l in python php ruby perl; do [[ $l == "$lang" ]] || others+=" --no-$l"; done
+  "$@" "$FP_TMP/switch-on.json" 2 "$FP_TMP/switch.go" &
+  pid_on=$!
+  "$@" "$FP_TMP/switch-off.json" 2 "$FP_TMP/switch.go" &
+  pid_off=$!
+  fp_track "$pid_on" "$pid_off"
+  # shellcheck disable=SC2086
+  fp_ctl start "$pid_on" --freq 499 $others >/dev/null || fp_fail "start $others failed"
+  fp_ctl start "$pid_off" --freq 499 "--no-$lang" >/dev/null || fp_fail "start --no-$lang failed"
+  touch "$FP_TMP/switch.go"
+  fp_wait_for 30 test -e "$FP_TMP/switch-on.json" -a -e "$FP_TMP/switch-off.json" ||
+    fp_fail "the $lang programs of the switches wrote no times"
+  sleep 0.3
+  fp_ctl dump "$pid_on" --format folded >"$FP_TMP/switch-on.folded" || fp_fail "dump $pid_on failed"
+  fp_ctl dump "$pid_off" --format folded >"$FP_TMP/switch-off.folded" || fp_fail "dump $pid_off failed"
+  grep -qF "$named" "$FP_TMP/switch-on.folded" ||
+    fp_fail "with$others, the $lang program has no $named: $(head -c 400 "$FP_TMP/switch-on.folded")"
+  ! grep -qF "$named" "$FP_TMP/switch-off.folded" ||
+    fp_fail "with --no-$lang, the $lang program still has $named"
+  local n_eval n_all
+  n_eval=$(awk -v e="$eval" 'index($0, e) {n += $NF} END {print n + 0}' "$FP_TMP/switch-off.folded")
+  n_all=$(awk '{n += $NF} END {print n + 0}' "$FP_TMP/switch-off.folded")
+  ((n_all > 200 && n_eval * 2 > n_all)) ||
+    fp_fail "with --no-$lang, $n_eval of $n_all samples in $eval"
+  fp_ok "--no-$lang: $n_eval of $n_all samples in $eval and none named $named; with$others, $named named"
+}

@@ -13,6 +13,8 @@
 #   - the off-CPU profile: the sub that waited (main::nap) under
 #     main::RUNTIME, its time within 5% of the program's;
 #   - the host tier: a Perl process nobody asked for has Perl frames;
+#   - --no-perl keeps a target's Perl subs out (Perl_runops_standard
+#     only), the other interpreters' switches do not;
 #   - libperl (the interpreter in a shared library, as an embedder has
 #     it: Debian's perl5.36-x86_64-linux-gnu): named too;
 #   - the layout matches Perl's own headers (libperl5.36 installs them).
@@ -65,6 +67,8 @@ fp_ctl dump --host --format folded >"$FP_TMP/host.folded" || fp_fail "dump --hos
 grep -q "main::RUNTIME;main::beta;main::alpha" "$FP_TMP/host.folded" ||
   fp_fail "the host tier has no Perl frames: $(grep -m3 perl "$FP_TMP/host.folded" || head -3 "$FP_TMP/host.folded")"
 fp_ok "the host tier names Perl subs"
+
+fp_interp_switch perl "Shape::area" Perl_runops_standard perl "$SCRIPT"
 
 # libperl: the interpreter in a shared library, its context in the library's
 # own TLS block.

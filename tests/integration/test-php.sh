@@ -11,6 +11,8 @@
 #   - the off-CPU profile: the internal function that waited (usleep)
 #     under {main}, its time within 5% of the program's;
 #   - the host tier: a PHP process nobody asked for has PHP frames;
+#   - --no-php keeps a target's PHP functions out (execute_ex only), the
+#     other interpreters' switches do not;
 #   - PHP's own layout matches php-dev's headers when they are installed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -61,6 +63,8 @@ fp_ctl dump --host --format folded >"$FP_TMP/host.folded" || fp_fail "dump --hos
 grep -q ";execute_ex;{main};beta;alpha" "$FP_TMP/host.folded" ||
   fp_fail "the host tier has no PHP frames: $(head -3 "$FP_TMP/host.folded")"
 fp_ok "the host tier names PHP functions"
+
+fp_interp_switch php "Shape::area" execute_ex php "$SCRIPT"
 
 # The layout against PHP's own headers (php-dev), where they are installed.
 if command -v php-config >/dev/null; then

@@ -14,6 +14,8 @@
 #   - the off-CPU profile: the C function that waited (Kernel#sleep)
 #     under <main>, its time within 5% of the program's;
 #   - the host tier: a Ruby process nobody asked for has Ruby frames;
+#   - --no-ruby keeps a target's Ruby methods out (rb_vm_exec only), the
+#     other interpreters' switches do not; the no-ruby key the host tier's;
 #   - Ruby's own layout matches ruby-dev's headers when they are installed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -64,6 +66,24 @@ fp_ctl dump --host --format folded >"$FP_TMP/host.folded" || fp_fail "dump --hos
 grep -q "<main>;Object#beta;Object#alpha" "$FP_TMP/host.folded" ||
   fp_fail "the host tier has no Ruby frames: $(grep -m3 ruby "$FP_TMP/host.folded" || head -3 "$FP_TMP/host.folded")"
 fp_ok "the host tier names Ruby methods"
+
+fp_interp_switch ruby "Shape#area" rb_vm_exec ruby "$SCRIPT"
+
+# The host tier's own switch (the no-ruby key): an agent that reads no
+# Ruby stacks there, while another program's Ruby still runs by.
+fp_stop_agent
+rm -f "$FP_TMP"/agent.db* # (the first agent's host tier named Ruby's methods there)
+fp_start_agent --host --host-freq 199 --no-ruby
+ruby "$SCRIPT" "$FP_TMP/noruby.json" 2 &
+OP=$!
+fp_track "$OP"
+fp_wait_for 30 test -e "$FP_TMP/noruby.json" || fp_fail "the Ruby program under no-ruby wrote no times"
+sleep 1.2
+fp_ctl dump --host --format folded >"$FP_TMP/noruby.folded" || fp_fail "dump --host failed"
+! grep -q "Shape#area" "$FP_TMP/noruby.folded" || fp_fail "no-ruby: the host tier still names Ruby methods"
+grep -q "rb_vm_exec" "$FP_TMP/noruby.folded" ||
+  fp_fail "no-ruby: the host tier has not even rb_vm_exec: $(head -3 "$FP_TMP/noruby.folded")"
+fp_ok "the host tier's no-ruby key: Ruby's interpreter frames only"
 
 # The layout against Ruby's own headers (ruby-dev's min header, made from
 # this build's vm.c), where they are installed.

@@ -312,6 +312,45 @@ static void test_start_options(void)
         FP_CHECK(fp_start_option_find("--pid") == NULL);
 }
 
+/* Each interpreter's switch, in a rule and through the stored text, alone and all together. */
+static void test_interpreters_off(void)
+{
+        static const char *const words[] = {"--no-python", "--no-php", "--no-ruby", "--no-perl"};
+        char err[256], line[128], text[512];
+        struct fp_perf_config back;
+
+        for (unsigned i = 0; i < 4; i++) {
+                snprintf(line, sizeof(line), "--name app %s", words[i]);
+                struct fp_rule *r = from_words(line, 0, err, sizeof(err));
+                FP_CHECK(r != NULL);
+                if (!r)
+                        continue;
+                FP_CHECK_EQ_INT(fp_perf_interpreters_off(&r->cfg), 1u << i);
+                fp_targetconf_format(&r->cfg, false, text, sizeof(text));
+                FP_CHECK_EQ_INT(fp_targetconf_parse(text, &back, NULL), 0);
+                FP_CHECK_EQ_INT(fp_perf_interpreters_off(&back), 1u << i);
+                fp_rule_free(r);
+        }
+        struct fp_rule *r = from_words("--name app --no-perl --no-ruby --no-php --no-python "
+                                       "--no-javascript --follow-children --off-cpu",
+                                       0, err, sizeof(err));
+        FP_CHECK(r != NULL);
+        if (!r)
+                return;
+        FP_CHECK_EQ_INT(fp_perf_interpreters_off(&r->cfg), FP_PERF_INTERPRETERS);
+        fp_targetconf_format(&r->cfg, true, text, sizeof(text));
+        FP_CHECK(strstr(text, " python=0 php=0 ruby=0 perl=0 javascript=0") != NULL);
+        bool follow = false;
+        FP_CHECK_EQ_INT(fp_targetconf_parse(text, &back, &follow), 0);
+        FP_CHECK(follow && back.no_javascript && back.off_cpu_period);
+        FP_CHECK_EQ_INT(fp_perf_interpreters_off(&back), FP_PERF_INTERPRETERS);
+        FP_CHECK_EQ_INT(fp_targetconf_parse("event=cpu-clock freq=0 period=10101010 kernel=0 "
+                                            "ruby=1",
+                                            &back, NULL),
+                        -EINVAL);
+        fp_rule_free(r);
+}
+
 /* This process, read as rules read it. */
 static void test_read_proc(void)
 {
@@ -333,6 +372,7 @@ int main(void)
         test_refused();
         test_start_options();
         test_off_cpu();
+        test_interpreters_off();
         test_read_proc();
         return FP_TEST_DONE();
 }
