@@ -26,6 +26,7 @@
 # peer uses pyenv's newest 3.12+).
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
+source "$(dirname "$0")/benchlib.bash"
 FP_TEST_NAME=python-cost
 SECS=${BENCH_SECONDS:-10}
 FREQ=${BENCH_FREQ:-1000}
@@ -75,20 +76,19 @@ run() {
   fp)
     fp_ctl start "$pid" --freq "$FREQ" "$@" >/dev/null || fp_fail "start $tag failed"
     # From here: the start's one-time work (reading the interpreter's symbols) is done.
-    echo "$(agent_cpu_us) $(bpf_stats)" >"$FP_TMP/$tag.before"
+    echo "$(bench_agent_cpu_us) $(bench_bpf_stats)" >"$FP_TMP/$tag.before"
     ;;
   esac
   touch "$FP_TMP/$tag.go"
   wait "$pid" || fp_fail "$tag failed: $(cat "$FP_TMP/$tag.out")"
   fp_untrack "$pid"
-  [[ $mode == fp ]] && echo "$(agent_cpu_us) $(bpf_stats)" >"$FP_TMP/$tag.after"
+  [[ $mode == fp ]] && echo "$(bench_agent_cpu_us) $(bench_bpf_stats)" >"$FP_TMP/$tag.after"
   if [[ -n $perf_pid ]]; then
     wait "$perf_pid" || true
   fi
   awk '/^iterations/ {print $2}' "$FP_TMP/$tag.out"
 }
 
-agent_cpu_us() { awk '{print ($14 + $15) * 10000}' "/proc/$FP_AGENT_PID/stat"; }
 
 # fleetprof TAG [options]: "iterations agent_cpu_us samples bpf_ns bpf_runs" of a
 # target's run, the agent's CPU and the program's figures from its start on.
@@ -106,26 +106,6 @@ d = json.load(sys.stdin); print(d["targets"][-1]["samples"])')
   echo "$it $((c1 - c0)) $samples $((ns1 - ns0)) $((n1 - n0))"
 }
 
-# This agent's programs named PREFIX* (default fp_pystack): their run time
-# and count so far ("0 0" when not loaded): its programs are those of its
-# fds (fdinfo's prog_id).
-bpf_stats() {
-  bpftool prog show --json 2>/dev/null | python3 -c 'import glob, json, sys
-ids = set()
-for f in glob.glob("/proc/%s/fdinfo/*" % sys.argv[1]):
-    try:
-        for line in open(f):
-            if line.startswith("prog_id:"):
-                ids.add(int(line.split()[1]))
-    except OSError:
-        pass
-ns = n = 0
-for p in json.load(sys.stdin):
-    if p.get("id") in ids and p.get("name", "").startswith(sys.argv[2]):
-        ns += p.get("run_time_ns", 0); n += p.get("run_cnt", 0)
-print(ns, n)' "$FP_AGENT_PID" "${1:-fp_pystack}"
-}
-
 # offcpu TAG [options]: "agent_cpu_us bpf_ns off_cpu_stacks python_stacks" of
 # waits.py's run under --off-cpu (1 ms period) with options.
 offcpu() {
@@ -138,14 +118,14 @@ offcpu() {
   fp_wait_for 20 test -s "$FP_TMP/$tag.out" || fp_fail "$tag did not start"
   fp_ctl start "$pid" --off-cpu --off-cpu-period 1000000 "$@" >/dev/null || fp_fail "start $tag failed"
   sysctl -qw kernel.bpf_stats_enabled=1
-  read -r c0 <<<"$(agent_cpu_us)"
-  read -r ns0 _ <<<"$(bpf_stats fp_offcpu)"
+  read -r c0 <<<"$(bench_agent_cpu_us)"
+  read -r ns0 _ <<<"$(bench_bpf_stats fp_offcpu)"
   touch "$FP_TMP/$tag.go"
   wait "$pid" || fp_fail "$tag failed: $(cat "$FP_TMP/$tag.out")"
   fp_untrack "$pid"
   sleep 0.3
-  read -r ns1 _ <<<"$(bpf_stats fp_offcpu)"
-  read -r c1 <<<"$(agent_cpu_us)"
+  read -r ns1 _ <<<"$(bench_bpf_stats fp_offcpu)"
+  read -r c1 <<<"$(bench_agent_cpu_us)"
   sysctl -qw kernel.bpf_stats_enabled=0
   fp_status_json | python3 -c 'import json,sys
 t = [t for t in json.load(sys.stdin)["targets"] if t["pid"] == int(sys.argv[1])][0]

@@ -14,6 +14,9 @@
 #   - the off-CPU profile: the C function that waited (Kernel#sleep)
 #     under <main>, its time within 5% of the program's;
 #   - the host tier: a Ruby process nobody asked for has Ruby frames;
+#   - processes that lie (fakeruby, a "libruby" of its own): a well-formed
+#     frame named as it says, junk, 300 frames and a looping environment
+#     kept, cut short, nothing named that they do not say;
 #   - --no-ruby keeps a target's Ruby methods out (rb_vm_exec only), the
 #     other interpreters' switches do not; the no-ruby key the host tier's;
 #   - Ruby's own layout matches ruby-dev's headers when they are installed.
@@ -68,6 +71,39 @@ grep -q "<main>;Object#beta;Object#alpha" "$FP_TMP/host.folded" ||
 fp_ok "the host tier names Ruby methods"
 
 fp_interp_switch ruby "Shape#area" rb_vm_exec ruby "$SCRIPT"
+
+# Processes that lie (fakeruby: a "libruby" of its own, its control frames
+# made up): sampled, kept, cut short, nothing named they do not say.
+# lie MODE: the folded profile of fakeruby MODE, its status line in $FP_TMP/MODE.status.
+lie() {
+  fp_start_workload fakeruby "$FP_TMP/$1.out" "$FP_TMP/$1.ready" "$1" --seconds 1.5
+  fp_ctl start "$FP_WL_PID" --freq 499 >/dev/null || fp_fail "start of fakeruby $1 failed"
+  wait "$FP_WL_PID" || fp_fail "fakeruby $1 failed"
+  fp_untrack "$FP_WL_PID"
+  fp_ctl status | grep "^ruby of $FP_WL_PID:" >"$FP_TMP/$1.status" ||
+    fp_fail "fakeruby $1: status does not name its Ruby: $(fp_ctl status | grep -i ruby)"
+  fp_ctl dump "$FP_WL_PID" --format folded >"$FP_TMP/$1.folded" || fp_fail "dump of fakeruby $1 failed"
+  fp_ctl dump "$FP_WL_PID" -o "$FP_TMP/$1.pb.gz" >/dev/null || fp_fail "dump of fakeruby $1 failed"
+  total=$(awk '{n += $NF} END {print n + 0}' "$FP_TMP/$1.folded")
+  ((total >= 400)) || fp_fail "fakeruby $1: only $total samples kept"
+}
+count() { awk -v p="$2" 'index($0, p) {n += $NF} END {print n + 0}' "$FP_TMP/$1.folded"; }
+lie told
+n=$(count told "rb_vm_exec;told_method") told_total=$total
+((n * 10 >= total * 9)) || fp_fail "fakeruby told: $n of $total samples name its frame: $(sort -k2 -n "$FP_TMP/told.folded" | tail -2)"
+fp_pprof -raw "$FP_TMP/told.pb.gz" 2>/dev/null | grep -q "told_method told.rb" ||
+  fp_fail "fakeruby told: its frame's file is not told.rb"
+lie junk
+[[ $(count junk told_method) == 0 && $(count junk "[ruby]") == 0 ]] || fp_fail "fakeruby junk: a frame named from junk"
+grep -qE "[1-9][0-9]* unreadable" "$FP_TMP/junk.status" || fp_fail "fakeruby junk: status counts no unreadable stack: $(cat "$FP_TMP/junk.status")"
+lie deep
+most=$(awk '{n = gsub(/told_method/, "&"); if (n > m) m = n} END {print m + 0}' "$FP_TMP/deep.folded")
+((most > 0 && most <= 128)) || fp_fail "fakeruby deep: $most Ruby frames in a sample (at most 128 kept)"
+grep -qE "[1-9][0-9]* too deep" "$FP_TMP/deep.status" || fp_fail "fakeruby deep: status counts no stack too deep: $(cat "$FP_TMP/deep.status")"
+lie loop
+[[ $(count loop loop_method) == 0 ]] || fp_fail "fakeruby loop: a label of 2^40 bytes was named"
+fp_ctl status >/dev/null || fp_fail "the agent does not answer after fakeruby"
+fp_ok "processes that lie (fakeruby): told named told_method (told.rb) in $n of $told_total, junk nothing, deep cut at $most frames, a looping environment and a 2^40-byte label kept unnamed"
 
 # The host tier's own switch (the no-ruby key): an agent that reads no
 # Ruby stacks there, while another program's Ruby still runs by.
