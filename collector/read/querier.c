@@ -1981,6 +1981,11 @@ static const struct method *method_at(const char *path)
         return NULL;
 }
 
+const char *fp_coll_querier_method(size_t i)
+{
+        return i < N(methods) ? methods[i].path : NULL;
+}
+
 int fp_coll_querier_decode(const char *path, bool json, const uint8_t *body, size_t len, char *err,
                            size_t err_len)
 {

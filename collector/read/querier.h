@@ -38,6 +38,9 @@ struct evhttp_request;
 struct fp_coll_server;
 
 void fp_coll_querier(struct fp_coll_server *s, struct evhttp_request *req);
+/* The path of the i-th method served (/querier.v1.QuerierService/ProfileTypes, ...), NULL past
+ * them. */
+const char *fp_coll_querier_method(size_t i);
 /*
  * Reads a request body of the method at path (/querier.v1.QuerierService/
  * LabelNames, ...) as fp_coll_querier() does, binary or (json) JSON, and

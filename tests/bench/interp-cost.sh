@@ -101,46 +101,14 @@ declare -A MAIN=([ruby]="<main>" [php]="{main}" [perl]=main::RUNTIME)
 declare -A VERSION=([ruby]="ruby -e 'print RUBY_VERSION'" [php]="php -r 'echo PHP_VERSION;'"
   [perl]="perl -e 'printf \"%vd\", \$^V'")
 
-# run TAG LANG none|perf|fp [start options]: the program's iterations,
-# unprofiled, under perf record -g, or a fleetprof target.
-run() {
-  local tag=$1 lang=$2 mode=$3 pid perf_pid=
-  shift 3
-  "$lang" "$FP_TMP/loop.${EXT[$lang]}" "$FP_TMP/$tag.go" "$SECS" >"$FP_TMP/$tag.out" 2>&1 &
-  pid=$!
-  fp_track "$pid"
-  fp_wait_for 20 test -s "$FP_TMP/$tag.out" || fp_fail "$tag did not start"
-  case $mode in
-  none) ;;
-  perf)
-    perf record -F "$FREQ" -g -p "$pid" -o "$FP_TMP/$tag.data" >"$FP_TMP/$tag.perf.log" 2>&1 &
-    perf_pid=$!
-    sleep 0.5
-    ;;
-  fp)
-    fp_ctl start "$pid" --freq "$FREQ" "$@" >/dev/null || fp_fail "start $tag failed"
-    # From here: the start's one-time work (the interpreter's symbols) is done.
-    sleep 0.3
-    echo "$(bench_agent_cpu_us) $(bench_bpf_stats)" >"$FP_TMP/$tag.before"
-    ;;
-  esac
-  touch "$FP_TMP/$tag.go"
-  wait "$pid" || fp_fail "$tag failed: $(cat "$FP_TMP/$tag.out")"
-  fp_untrack "$pid"
-  [[ $mode == fp ]] && echo "$(bench_agent_cpu_us) $(bench_bpf_stats)" >"$FP_TMP/$tag.after"
-  if [[ -n $perf_pid ]]; then
-    wait "$perf_pid" || true
-  fi
-  awk '/^iterations/ {print $2}' "$FP_TMP/$tag.out"
-}
-
 # fleetprof TAG LANG [options]: "iterations agent_cpu_us samples bpf_ns bpf_runs
 # with named callers_right" of a target's run.
 fleetprof() {
   local tag=$1 lang=$2 it samples pid
   shift 2
   sysctl -qw kernel.bpf_stats_enabled=1
-  it=$(run "$tag" "$lang" fp "$@")
+  BENCH_START=("$@")
+  it=$(bench_run "$tag" fp "$lang" "$FP_TMP/loop.${EXT[$lang]}")
   sysctl -qw kernel.bpf_stats_enabled=0
   pid=$(awk 'NR==1' "$FP_TMP/$tag.out")
   samples=$(fp_status_json | python3 -c 'import json,sys
@@ -182,12 +150,12 @@ for lang in $LANGS; do
     fp_log "no $lang here: skipped"
     continue
   }
-  base=$(run "$lang-base" "$lang" none)
+  base=$(bench_run "$lang-base" none "$lang" "$FP_TMP/loop.${EXT[$lang]}")
   on=$(fleetprof "$lang-on" "$lang")
   off=$(fleetprof "$lang-off" "$lang" "--no-$lang")
   perf_it=- perf_samples=- perf_deep=-
   if command -v perf >/dev/null; then
-    perf_it=$(run "$lang-perf" "$lang" perf)
+    perf_it=$(bench_run "$lang-perf" perf "$lang" "$FP_TMP/loop.${EXT[$lang]}")
     perf script -i "$FP_TMP/$lang-perf.data" -F ip,sym 2>/dev/null >"$FP_TMP/$lang-perf.txt" || true
     perf script -i "$FP_TMP/$lang-perf.data" -F tid >"$FP_TMP/$lang-perf.tids" 2>/dev/null || true
     perf_samples=$(wc -l <"$FP_TMP/$lang-perf.tids")

@@ -55,48 +55,14 @@ while time.monotonic() < end:
 print("iterations", k, flush=True)
 EOF
 
-# run TAG PYTHON none|perf|fp [start options]: the program's iterations,
-# unprofiled, under perf record -g (run with -X perf), or a fleetprof target.
-run() {
-  local tag=$1 py=$2 mode=${3:-none} pid perf_pid=
-  shift 3 || true
-  local xopt=()
-  [[ $mode == perf ]] && xopt=(-X perf)
-  "$py" "${xopt[@]}" "$FP_TMP/loop.py" "$FP_TMP/$tag.go" "$SECS" >"$FP_TMP/$tag.out" 2>&1 &
-  pid=$!
-  fp_track "$pid"
-  fp_wait_for 20 test -s "$FP_TMP/$tag.out" || fp_fail "$tag did not start"
-  case $mode in
-  none) ;;
-  perf)
-    perf record -F "$FREQ" -g -p "$pid" -o "$FP_TMP/$tag.data" >"$FP_TMP/$tag.perf.log" 2>&1 &
-    perf_pid=$!
-    sleep 0.5
-    ;;
-  fp)
-    fp_ctl start "$pid" --freq "$FREQ" "$@" >/dev/null || fp_fail "start $tag failed"
-    # From here: the start's one-time work (reading the interpreter's symbols) is done.
-    echo "$(bench_agent_cpu_us) $(bench_bpf_stats)" >"$FP_TMP/$tag.before"
-    ;;
-  esac
-  touch "$FP_TMP/$tag.go"
-  wait "$pid" || fp_fail "$tag failed: $(cat "$FP_TMP/$tag.out")"
-  fp_untrack "$pid"
-  [[ $mode == fp ]] && echo "$(bench_agent_cpu_us) $(bench_bpf_stats)" >"$FP_TMP/$tag.after"
-  if [[ -n $perf_pid ]]; then
-    wait "$perf_pid" || true
-  fi
-  awk '/^iterations/ {print $2}' "$FP_TMP/$tag.out"
-}
-
-
 # fleetprof TAG [options]: "iterations agent_cpu_us samples bpf_ns bpf_runs" of a
 # target's run, the agent's CPU and the program's figures from its start on.
 fleetprof() {
   local tag=$1 it samples
   shift
   sysctl -qw kernel.bpf_stats_enabled=1
-  it=$(run "$tag" "$PY" fp "$@")
+  BENCH_START=("$@")
+  it=$(bench_run "$tag" fp "$PY" "$FP_TMP/loop.py")
   sysctl -qw kernel.bpf_stats_enabled=0
   samples=$(fp_status_json | python3 -c 'import json,sys
 d = json.load(sys.stdin); print(d["targets"][-1]["samples"])')
@@ -135,7 +101,7 @@ print(sys.argv[2], sys.argv[3], t["off_cpu"]["stacks"], py["offcpu_stacks"] if i
   fp_ctl stop "$pid" >/dev/null 2>&1 || true
 }
 
-base=$(run base "$PY" none)
+base=$(bench_run base none "$PY" "$FP_TMP/loop.py")
 fp_start_agent --store none
 on=$(fleetprof on)
 off=$(fleetprof off --no-python)
@@ -158,8 +124,8 @@ for minor in 13 12; do
 done
 perf_it=- peer_base=- perf_samples=-
 if [[ -n $peer_py ]] && command -v perf >/dev/null; then
-  peer_base=$(run peer-base "$peer_py" none)
-  perf_it=$(run peer "$peer_py" perf)
+  peer_base=$(bench_run peer-base none "$peer_py" "$FP_TMP/loop.py")
+  perf_it=$(bench_run peer perf "$peer_py" -X perf "$FP_TMP/loop.py")
   perf_samples=$(perf report -i "$FP_TMP/peer.data" --stdio -F overhead 2>/dev/null | awk '/^# Samples:/ {print $3}' | head -1)
 fi
 

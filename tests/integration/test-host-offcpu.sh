@@ -6,11 +6,13 @@
 #
 # 1. At T = 1 ms the `waits` workload (started after the tier, named by
 #    nobody) shows each function's off-CPU time within 6% of what its
-#    threads measured (the spinners: within 8% of the kernel's run-queue
-#    wait; the host tier copies a preempted thread's stack every 16th time,
-#    weighing 16), the same reasons and callers as a target's profile, and
-#    95% of the tier's stacks reach their root; every stack copy meets
-#    its weights (none unpaired). Status says so.
+#    threads measured (the spinners: together within 8% of the kernel's
+#    run-queue wait, each within 15%; the host tier copies a preempted
+#    thread's stack every 16th time, weighing 16: exact for even
+#    preemptions, not for those a CPU-bound job beside them makes), the
+#    same reasons and callers as a target's profile, and 95% of the
+#    tier's stacks reach their root; every stack copy meets its weights
+#    (none unpaired). Status says so.
 # 2. Counted once: a process a target profiles with --off-cpu has its
 #    waits in the target, none in the tier; one a target profiles without
 #    --off-cpu has its waits counted by the tier as
@@ -95,7 +97,7 @@ assert o["samples"] > 0 and o["kept"] <= o["parts"], o
 assert o["lost_ns"] <= 0.01 * o["value_ns"], o
 assert o["lost_unpaired"] <= 0.001 * o["kept"], o  # each stack waits for its weights
 EOF
-python3 "$CHECK" "$FP_TMP/all.pb.gz" "$FP_TMP/all.truth" --runq-tolerance 0.08 \
+python3 "$CHECK" "$FP_TMP/all.pb.gz" "$FP_TMP/all.truth" --runq-tolerance 0.08 --runq-each-tolerance 0.15 \
   --reason w-sleep=sleep:0.75 --reason w-long=sleep:0.75 --reason w-pipe=sleep:0.75 \
   --reason w-mutex=sleep:0.75 --reason w-spin-0=runqueue:0.999 --reason w-spin-1=runqueue:0.999 \
   --caller wait_sleep=waiter --caller wait_long=waiter --caller wait_pipe=waiter \
@@ -166,7 +168,7 @@ fp_ok "stop --host unloads the off-CPU profiler"
 # ---- 4. stored and uploaded ----
 fp_ctl dump --host --event off-cpu -o "$FP_TMP/stored.pb.gz" >/dev/null ||
   fp_fail "dump --host --event off-cpu from the store failed"
-python3 "$CHECK" "$FP_TMP/stored.pb.gz" "$FP_TMP/all.truth" --runq-tolerance 0.08 \
+python3 "$CHECK" "$FP_TMP/stored.pb.gz" "$FP_TMP/all.truth" --runq-tolerance 0.08 --runq-each-tolerance 0.15 \
   --reason w-sleep=sleep:0.75 --reason w-spin-0=runqueue:0.999 ||
   fp_fail "the stored host off-CPU profile does not match the workload"
 fp_ctl dump --host --event wall --format top >"$FP_TMP/stored.wall" ||
@@ -176,7 +178,7 @@ grep -q "^Type: wall" "$FP_TMP/stored.wall" && grep -q "wait_pipe" "$FP_TMP/stor
 fp_ctl flush >/dev/null || fp_fail "flush failed"
 curl -sf "$URL/api/v1/profile?process=waits&event=off-cpu" -o "$FP_TMP/coll.pb.gz" ||
   fp_fail "the collector has no host tier off-CPU profile of waits"
-python3 "$CHECK" "$FP_TMP/coll.pb.gz" "$FP_TMP/all.truth" --runq-tolerance 0.08 \
+python3 "$CHECK" "$FP_TMP/coll.pb.gz" "$FP_TMP/all.truth" --runq-tolerance 0.08 --runq-each-tolerance 0.15 \
   --reason w-sleep=sleep:0.75 --reason w-pipe=sleep:0.75 ||
   fp_fail "the collector's host tier off-CPU profile does not match the workload"
 fp_ok "stored and uploaded: the host tier's off-CPU time from the store and from the collector"

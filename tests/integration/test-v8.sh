@@ -108,14 +108,16 @@ const fs = require('fs');
 const sab = new Int32Array(new SharedArrayBuffer(4));
 function sleeper(ms) { Atomics.wait(sab, 0, 0, ms); }
 function reader() { return fs.readFileSync('/proc/self/status').length; }
-const end = Date.now() + 3000;
+// 150 waits of 20 ms once profiled (a busy machine's slow start would leave few in a fixed time).
+while (!fs.existsSync(process.argv[2])) sleeper(5);
 let n = 0;
-while (Date.now() < end) { sleeper(20); n += reader(); }
+for (let i = 0; i < 150; i++) { sleeper(20); n += reader(); }
 EOF2
-/usr/bin/node "$FP_TMP/wait.js" &
+/usr/bin/node "$FP_TMP/wait.js" "$FP_TMP/wait.go" &
 pid=$!
 fp_track "$pid"
 fp_ctl start "$pid" --freq 99 --off-cpu --off-cpu-period 1000000 >/dev/null || fp_fail "start --off-cpu failed"
+touch "$FP_TMP/wait.go"
 wait "$pid" || true
 exited "$pid"
 fp_ctl dump "$pid" --event off-cpu --format folded >"$FP_TMP/wait.folded" || fp_fail "dump off-cpu failed"
