@@ -11,8 +11,8 @@
  *   told   one well-formed frame: an iseq labelled "told_method" from
  *          "told.rb", first line 7, in a local environment with no method
  *          entry: the frame should be named what the process says;
- *   junk   frames whose environment and iseq pointers lead nowhere
- *          (unmapped): nothing to name, every sample kept;
+ *   junk   frames whose environment and iseq pointers lead nowhere (an
+ *          address past user space's): nothing to name, every sample kept;
  *   deep   300 frames of told's kind: the walk stops at its bound;
  *   loop   a frame whose environment is its own previous one (the walk to
  *          a block's method would go round forever), whose method-entry
@@ -24,7 +24,6 @@
  */
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #define EXPORT   __attribute__((used, visibility("default")))
@@ -120,12 +119,8 @@ static void setup(const char *mode)
                 label_huge.as.heap.ptr = "loop_method";
                 body[80 / 8] = (uint64_t)(uintptr_t)&label_huge;
                 frames(1, (uint64_t)(uintptr_t)iseq, lep);
-        } else { /* junk: a page that is no longer mapped */
-                void *gone =
-                    mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                if (gone != MAP_FAILED)
-                        munmap(gone, 4096);
-                uint64_t g = gone == MAP_FAILED ? 0x4141414141414000ULL : (uint64_t)(uintptr_t)gone;
+        } else { /* junk: an address no user mapping can hold (past 47 bits) */
+                uint64_t g = 0x4141414141414000ULL;
                 frames(4, g + 64, g + 128);
         }
 }
