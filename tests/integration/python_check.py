@@ -200,6 +200,7 @@ def main():
     if n_hot < 20 or hot.get(truth["hot_line"], 0) < 0.75 * n_hot:
         fail("hot_line()'s samples by line: %s; the marked line is %d" % (hot, truth["hot_line"]))
     figures.append("hot_line() on its line %d in %d of %d samples" % (truth["hot_line"], hot[truth["hot_line"]], n_hot))
+    figures.append("truth by %s" % truth.get("clock", "thread_time"))
     print("; ".join(figures))
 
 

@@ -149,9 +149,13 @@ echo 'code: 3 message: "bad dictionary"' |
 printf '400 %s\n500\n' "$FP_TMP/status.bin" >"$FP_TMP/answers"
 start_capture "$FP_TMP/cap3"
 restart_agent --collector "otlp+http://127.0.0.1:$cport"
-fp_start_workload truth "$FP_TMP/t3.out" "$FP_TMP/t3.ready" --seconds 3 --hold
+# (It works once profiled: a start that loaded the off-CPU programs slowly once outlasted
+# its 3 s of work, and the flush had its off-CPU profile only.)
+fp_start_workload truth "$FP_TMP/t3.out" "$FP_TMP/t3.ready" --seconds 3 --hold \
+  --wait-for-start "$FP_TMP/t3.go"
 pid=$FP_WL_PID
 fp_ctl start "$pid" --freq 200 --off-cpu >/dev/null || fp_fail "start failed"
+touch "$FP_TMP/t3.go"
 sleep 2
 fp_ctl stop "$pid" >/dev/null || fp_fail "stop failed"
 fp_ctl flush >/dev/null || fp_fail "a flush answered 400 and 500 by OTLP should end (refused for good)"

@@ -10,11 +10,13 @@
 #   worker: worker_spin() all along.
 #   churn:  churn_a() and churn_b() calling each other to a depth that
 #           changes at every call (in and out of deep stacks, fast).
-# Each function adds its own inclusive CPU time (time.thread_time_ns) per
-# thread; at the end it writes OUT, JSON: {"threads": {name: {"tid": N,
-# "cpu_ns": N, "functions": {name: ns}}}, "callers": {name: ns of shared()
-# under it}, "hot_line": N, "file": path, "overhead_ns": N}. It prints its
-# pid, waits for GO (when given), runs SECONDS, and then writes OUT.
+# Each function adds its own inclusive CPU time per thread, by the clock the
+# profiler samples by (cpuclock.py: the thread's cpu-clock, not
+# thread_time_ns, which leaves out a VM's stolen time); at the end it writes
+# OUT, JSON: {"threads": {name: {"tid": N, "cpu_ns": N, "functions": {name:
+# ns}}}, "callers": {name: ns of shared() under it}, "hot_line": N, "file":
+# path, "overhead_ns": N, "clock": "cpu-clock" or "thread_time"}. It prints
+# its pid, waits for GO (when given), runs SECONDS, and then writes OUT.
 #
 # A function's samples also fall in what its own measuring costs outside
 # the measured interval: its call, half of each clock read (a system
@@ -35,9 +37,11 @@ import threading
 import time
 import zlib
 
+import cpuclock  # beside this file
+
 OUT, SECONDS = sys.argv[1], float(sys.argv[2])
 GO = sys.argv[3] if len(sys.argv) > 3 else None
-clock = time.thread_time_ns
+clock = cpuclock.thread_cpu_ns
 local = threading.local()
 DATA = bytes(range(256)) * 64
 
@@ -236,5 +240,6 @@ for r in RESULTS.values():
 hot = [i + 1 for i, l in enumerate(open(__file__)) if l.rstrip().endswith("# " + "HOT")][0]
 with open(OUT + ".tmp", "w") as f:
     json.dump({"threads": RESULTS, "callers": CALLERS, "hot_line": hot,
-               "file": os.path.abspath(__file__), "overhead_ns": overhead}, f)
+               "file": os.path.abspath(__file__), "overhead_ns": overhead,
+               "clock": cpuclock.source()}, f)
 os.rename(OUT + ".tmp", OUT)

@@ -13,7 +13,7 @@
 # (time.monotonic_ns) per thread, and nap() its time per caller; at the end
 # it writes OUT, JSON: {"threads": {name: {"tid": N, "wall_ns": N,
 # "cpu_ns": N, "functions": {name: ns}}}, "nap_callers": {name: ns},
-# "file": path}. It prints its pid, waits for GO (when given), runs
+# "file": path}; cpu_ns by the thread's cpu-clock (cpuclock.py says why). It prints its pid, waits for GO (when given), runs
 # SECONDS, and then writes OUT.
 #
 #   python3.X waits.py OUT SECONDS [GO]
@@ -22,6 +22,8 @@ import os
 import sys
 import threading
 import time
+
+import cpuclock  # beside this file
 
 OUT, SECONDS = sys.argv[1], float(sys.argv[2])
 GO = sys.argv[3] if len(sys.argv) > 3 else None
@@ -86,13 +88,13 @@ def read_pipe():
 
 def run(body, end):
     local.functions = {}
-    w, c = wall(), time.thread_time_ns()
+    w, c = wall(), cpuclock.thread_cpu_ns()
     while time.monotonic() < end:
         body()
     RESULTS[threading.current_thread().name] = {
         "tid": threading.get_native_id(),
         "wall_ns": wall() - w,
-        "cpu_ns": time.thread_time_ns() - c,
+        "cpu_ns": cpuclock.thread_cpu_ns() - c,
         "functions": local.functions,
     }
 
