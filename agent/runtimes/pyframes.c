@@ -733,7 +733,13 @@ void fp_pyframes_name(const struct fp_pyframes *p, const struct fp_frame *f,
         ret->line = (int64_t)(uint32_t)f->addr;
         ret->named = c && c->named;
         if (!c || !c->named) {
-                ret->function = fp_pyframes_kinds[p->kind].unread;
+                /* The runtime it was sampled under (a Ruby's, though the process exec'd PHP). */
+                unsigned kind = !c        ? p->kind
+                                : c->php  ? FP_PYSTACK_PHP
+                                : c->ruby ? FP_PYSTACK_RUBY
+                                : c->perl ? FP_PYSTACK_PERL
+                                          : FP_PYSTACK_PYTHON;
+                ret->function = fp_pyframes_kinds[kind].unread;
                 ret->system_name = NULL;
                 ret->filename = "";
                 ret->start_line = 0;

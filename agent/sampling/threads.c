@@ -1003,8 +1003,8 @@ static void handle_record(void *userdata, const struct fp_perf_record *r)
                 /* Another program: its CPython, if any, is another's. */
                 if ((r->misc & PERF_RECORD_MISC_COMM_EXEC) && (pid_t)r->comm.pid == t->pid) {
                         fp_target_python_forget(t);
-                        (void)fp_maps_load_proc(t->maps); /* the new program's mappings live */
-                        fp_target_jvm_look(t);            /* a JVM, or none any more */
+                        (void)fp_maps_exec(t->maps); /* the new program's mappings live */
+                        fp_target_jvm_look(t);       /* a JVM, or none any more */
                 }
                 th = fp_thread_find(t, (pid_t)r->comm.tid);
                 if (th)

@@ -247,6 +247,18 @@ int fp_maps_load_proc(struct fp_maps *m)
         return r;
 }
 
+int fp_maps_exec(struct fp_maps *m)
+{
+        /*
+         * Only mappings the new program overlaps were displaced before: an old
+         * library left live (libruby, once Ruby exec'd Perl) was taken for the
+         * new program's runtime.
+         */
+        m->n_live = 0;
+        m->epoch++;
+        return fp_maps_load_proc(m);
+}
+
 unsigned fp_maps_epoch(const struct fp_maps *m)
 {
         return m->epoch;

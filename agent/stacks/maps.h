@@ -56,8 +56,17 @@ struct fp_maps;
 struct fp_maps *fp_maps_new(pid_t pid, struct fp_symcache *cache);
 void fp_maps_free(struct fp_maps *m);
 
-/* Re-reads /proc/PID/maps, making its executable mappings the live set. */
+/*
+ * Re-reads /proc/PID/maps, adding its executable mappings to the live set
+ * (each displacing the live ones it overlaps).
+ */
 int fp_maps_load_proc(struct fp_maps *m);
+
+/*
+ * After an exec: no mapping of the old program is live any more (they stay
+ * known, for the frames already sampled), and /proc/PID/maps's are.
+ */
+int fp_maps_exec(struct fp_maps *m);
 /*
  * Adds src's live mappings to dst (a child at fork has its parent's
  * address space). 0 or -errno (dst then holds part of them).

@@ -44,10 +44,9 @@ const struct fp_conf_key fp_coll_settings[] = {
     {"retention", FP_CONF_DURATION, "0", 0, 100ULL * 366 * 86400, "DURATION",
      "delete uploads older than this (7d, 12h; 0: keep until evicted)"},
     {"debuginfod", FP_CONF_LIST, NULL, 0, 0, "URL",
-     "name stripped frames from this debuginfod server (repeatable; default: $DEBUGINFOD_URLS; "
-     "none: off)"},
+     "name stripped frames from this debuginfod server (default: $DEBUGINFOD_URLS; none: off)"},
     {"debuginfod-cache", FP_CONF_STRING, "/var/cache/fleetprof-collector/debuginfod", 0, 0, "DIR",
-     "where fetched debug files are kept (the collector's alone)"},
+     "where fetched debug files are kept (the collector's alone; made 0700 when missing)"},
     {"debuginfod-cache-mb", FP_CONF_UINT, "2048", 1, 1048576, "N",
      "byte budget of the debug file cache; the least recently used build goes first"},
     {"debuginfod-timeout", FP_CONF_DURATION, "60", 1, 3600, "DURATION",

@@ -268,14 +268,35 @@ static void evict(struct fp_dbgi *d, const struct entry *keep)
         }
 }
 
+/*
+ * Makes the directory path when missing: its missing parents 0755 (a
+ * source build or a container has no /var/cache/fleetprof-collector), the
+ * directory itself 0700. 0 or -errno.
+ */
+static int make_dirs(const char *path)
+{
+        _cleanup_free_ char *p = strdup(path);
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+                *s = 0;
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        return mkdir(p, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
 /* Makes or checks the directory: ours, a real directory, no one else may write it. */
 static int open_dir(struct fp_dbgi *d, char *err, size_t errlen)
 {
         struct stat st;
+        int r = make_dirs(d->dir);
 
-        if (mkdir(d->dir, 0750) < 0 && errno != EEXIST)
-                return fp_errf(err, errlen, -errno, "cannot make the debuginfod cache %s: %s",
-                               d->dir, strerror(errno));
+        if (r < 0)
+                return fp_errf(err, errlen, r, "cannot make the debuginfod cache %s: %s", d->dir,
+                               strerror(-r));
         d->dirfd = open(d->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (d->dirfd < 0)
                 return fp_errf(err, errlen, -errno, "cannot open the debuginfod cache %s: %s",

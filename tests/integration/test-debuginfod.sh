@@ -22,6 +22,8 @@
 #      A collector stopped while a download hangs exits at once.
 #   4. A cache directory that others can write, or a symbolic link, stops
 #      the start with one line.
+#   5. A missing cache directory is made (0700, its parents 0755); one that
+#      cannot be made stops the start with one line.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=debuginfod
@@ -341,4 +343,21 @@ for dir in open-cache link-cache; do
   [[ $rc == 1 && $(grep -c "debuginfod cache" <<<"$err") == 1 ]] || fp_fail "$dir: exit $rc: $err"
 done
 fp_ok "a cache directory others can write, or a link, stops the start with one line"
+
+# ---- 5. a cache directory that is missing, or cannot be made -------------------
+# (A source build or a container has no /var/cache/fleetprof-collector: the
+# default path, parents and all, is made.)
+fp_stop_collector
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/five.db" \
+  --debuginfod "http://127.0.0.1:$DPORT" --debuginfod-cache "$FP_TMP/made/deep/cache"
+[[ $(stat -c %a "$FP_TMP/made/deep/cache") == 700 && $(stat -c %a "$FP_TMP/made/deep") == 755 ]] ||
+  fp_fail "the cache was not made 0700 under parents 0755: $(stat -c '%n %a' "$FP_TMP/made/deep" "$FP_TMP/made/deep/cache")"
+fp_stop_collector
+touch "$FP_TMP/a-file"
+rc=0
+err=$("$FP_COLLECTOR" --listen "127.0.0.1:$PORT" --store "$FP_TMP/five.db" \
+  --debuginfod "http://127.0.0.1:$DPORT" --debuginfod-cache "$FP_TMP/a-file/cache" 2>&1) || rc=$?
+[[ $rc == 1 && $(wc -l <<<"$err") == 1 && $err == *"cannot make the debuginfod cache $FP_TMP/a-file/cache: Not a directory"* ]] ||
+  fp_fail "a cache under a file: exit $rc: $err"
+fp_ok "a missing cache directory is made 0700 (its parents 0755); one under a file stops the start with one line"
 fp_ok "done"

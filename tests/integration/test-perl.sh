@@ -17,7 +17,9 @@
 #     only), the other interpreters' switches do not;
 #   - libperl (the interpreter in a shared library, as an embedder has
 #     it: Debian's perl5.36-x86_64-linux-gnu): named too;
-#   - the layout matches Perl's own headers (libperl5.36 installs them).
+#   - the layout matches Perl's own headers (libperl5.36 installs them);
+#   - one process, three interpreters: a Ruby program that execs perl,
+#     whose program execs php, each function named in its own stacks.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=perl
@@ -130,5 +132,54 @@ C
   fp_ok "the layout matches $core's headers"
 else
   fp_log "SKIP the layout check: no $core/perl.h"
+fi
+# ---- one process, three interpreters: Ruby execs Perl, which execs PHP ----------
+if command -v ruby >/dev/null && command -v php >/dev/null; then
+  cat >"$FP_TMP/chain.rb" <<'RB'
+def ruby_spin
+  t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  x = 0
+  x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 1.5
+end
+sleep 0.01 until File.exist?(ARGV[0])
+ruby_spin
+exec("perl", ARGV[1])
+RB
+  cat >"$FP_TMP/chain.pl" <<'PL'
+use Time::HiRes qw(time);
+sub perl_spin { my $e = time + 1.5; my $x = 0; $x++ while time < $e; }
+perl_spin();
+exec("php", "-r", 'function php_spin() { $e = microtime(true) + 1.5; $x = 0; while (microtime(true) < $e) { $x++; } } php_spin();');
+PL
+  ruby "$FP_TMP/chain.rb" "$FP_TMP/chain.go" "$FP_TMP/chain.pl" &
+  XP=$!
+  fp_track "$XP"
+  fp_ctl start "$XP" --freq 499 >/dev/null || fp_fail "start of the chain failed"
+  touch "$FP_TMP/chain.go"
+  fp_wait_for 30 bash -c '! kill -0 "$0" 2>/dev/null' "$XP" || fp_fail "the chain did not end"
+  fp_ctl dump "$XP" --format folded >"$FP_TMP/chain.folded" || fp_fail "dump of the chain failed"
+  out=$(python3 - "$FP_TMP/chain.folded" <<'PY'
+import sys
+n = {"Object#ruby_spin": 0, "main::perl_spin": 0, "php_spin": 0}
+for line in open(sys.argv[1]):
+    stack, count = line.rsplit(" ", 1)
+    frames = stack.split(";")
+    mine = [k for k in n if any(f.split(" ")[0] == k for f in frames)]
+    assert len(mine) <= 1, "one stack, two interpreters' functions: " + line
+    # A frame not named reads as its own runtime's, not the process's last one.
+    for lib, own in (("libruby", "[ruby]"), ("perl_run", "[perl]"), ("php8.2", "[php]")):
+        if any(f.startswith(lib) for f in frames):
+            bad = [f for f in frames if f in ("[ruby]", "[perl]", "[php]") and f != own]
+            assert not bad, "%s in a stack of %s: %s" % (bad[0], lib, line)
+    for k in mine:
+        n[k] += int(count)
+for k, v in n.items():
+    assert v >= 300, "%s: %d samples (want 300 of its 1.5 s at 499 Hz)" % (k, v)
+print(", ".join("%s %d samples" % kv for kv in n.items()))
+PY
+) || fp_fail "the chain's profile: $out"
+  fp_ok "Ruby execs Perl, which execs PHP, in one process: each function named in its own stacks ($out)"
+else
+  fp_log "SKIP the exec chain: no ruby or no php"
 fi
 fp_ok "all"

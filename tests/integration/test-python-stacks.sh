@@ -3,7 +3,8 @@
 #
 # Python functions in the profile, read at sample time (pystack.bpf.c) and
 # spliced into the native stacks (pyframes.c), under Debian's python3.11
-# (static, non-PIE, stripped) and each of pyenv's 3.8-3.13 present:
+# (static, non-PIE, stripped) and each of pyenv's 3.8-3.13 present (in the
+# sanitizers' build, 3.12 of those only):
 #   1. tests/workloads/python/shares.py, profiled at 1 kHz per thread,
 #      checked against what it measured of itself (python_check.py): 99%
 #      of each thread's samples with a Python stack, the main thread's
@@ -64,7 +65,12 @@ fp_start_agent
 # ---- 1. every CPython present -------------------------------------------------
 pythons=(/usr/bin/python3.11)
 pyenv_root=$(pyenv root 2>/dev/null || true)
-for minor in 8 9 10 11 12 13; do
+minors=(8 9 10 11 12 13)
+# The sanitizers' build: the static python3.11 and a shared libpython (3.12) only. What
+# differs between versions is the walk's layout (test-python and test-pystack check each
+# under the sanitizers too); 20 s of each of the others is for the shares' accuracy.
+[[ ${FP_SANITIZED:-0} == 1 ]] && minors=(12)
+for minor in "${minors[@]}"; do
   p=$(ls -d "$pyenv_root"/versions/3.$minor.*/bin/python3.$minor 2>/dev/null | head -1 || true)
   [[ -n $p ]] && pythons+=("$p")
 done
