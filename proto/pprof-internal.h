@@ -71,6 +71,7 @@ struct fp_pp_mapping {
         uint64_t start;
         uint64_t limit;
         uint64_t offset;
+        uint64_t vaddr1; /* the ELF address start holds, plus one; 0: unknown (not in the key) */
         uint32_t filename;
         uint32_t build_id;
         uint32_t hash;

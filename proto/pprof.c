@@ -519,6 +519,8 @@ int fp_pp_intern_mapping(struct fp_pprof *p, const struct fp_pp_mapping *m, uint
                 uint32_t idx = p->mapping_tab.slots[slot].idx1 - 1;
 
                 p->mappings[idx].flags |= m->flags;
+                if (!p->mappings[idx].vaddr1)
+                        p->mappings[idx].vaddr1 = m->vaddr1; /* an older agent's copy first */
                 *ret_id = (uint64_t)idx + 1;
                 return 0;
         }
@@ -555,6 +557,14 @@ int fp_pprof_mapping(struct fp_pprof *p, uint64_t memory_start, uint64_t memory_
         if (r < 0)
                 return r;
         *ret_id = id;
+        return 0;
+}
+
+int fp_pprof_mapping_set_vaddr(struct fp_pprof *p, uint64_t id, uint64_t vaddr)
+{
+        if (!p || id == 0 || id > p->n_mappings || vaddr == UINT64_MAX)
+                return -EINVAL;
+        p->mappings[id - 1].vaddr1 = vaddr + 1;
         return 0;
 }
 
@@ -973,6 +983,8 @@ int fp_pprof_location_get(const struct fp_pprof *p, uint64_t location_id,
             .mapping_start = m ? m->start : 0,
             .mapping_limit = m ? m->limit : 0,
             .mapping_offset = m ? m->offset : 0,
+            .mapping_has_vaddr = m && m->vaddr1,
+            .mapping_vaddr = m && m->vaddr1 ? m->vaddr1 - 1 : 0,
             .n_lines = l->n_lines,
         };
         return 0;

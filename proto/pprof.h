@@ -50,7 +50,9 @@ struct fp_pprof_location_view {
         const char *mapping_file;  /* "" when no mapping */
         const char *build_id;      /* "" when unknown */
         uint64_t mapping_start, mapping_limit, mapping_offset; /* 0 when no mapping */
-        size_t n_lines; /* its lines: inlined functions first, the caller last */
+        bool mapping_has_vaddr; /* the ELF address of mapping_start is known: */
+        uint64_t mapping_vaddr; /* it (0 when not known) */
+        size_t n_lines;         /* its lines: inlined functions first, the caller last */
 };
 
 /* Line j of a location (j < n_lines): its function's name and file ("" none) and line. */
@@ -88,6 +90,12 @@ const char *fp_pprof_comment(const struct fp_pprof *p, size_t i);
 int fp_pprof_mapping(struct fp_pprof *p, uint64_t memory_start, uint64_t memory_limit,
                      uint64_t file_offset, const char *filename, const char *build_id,
                      uint64_t *ret_id);
+/*
+ * Says which ELF virtual address mapping id's memory_start holds (what a
+ * stripped build's debug file names, with no executable to read its
+ * program headers from): written as fleetprof's own field of Mapping.
+ */
+int fp_pprof_mapping_set_vaddr(struct fp_pprof *p, uint64_t id, uint64_t vaddr);
 int fp_pprof_function(struct fp_pprof *p, const char *name, const char *filename, uint64_t *ret_id);
 /*
  * The same with the name the code itself carries (a mangled C++ or Rust

@@ -88,6 +88,15 @@ static size_t put_uint(uint8_t *d, unsigned field, uint64_t v)
         return 1 + put_varint(d + 1, v);
 }
 
+/* The same for a field past 15, whose key takes two bytes or more. */
+static size_t put_uint_far(uint8_t *d, unsigned field, uint64_t v)
+{
+        if (!v)
+                return 0;
+        size_t n = put_varint(d, (uint64_t)field << 3 | WT_VARINT);
+        return n + put_varint(d + n, v);
+}
+
 static void wb_uint(struct wbuf *b, unsigned field, uint64_t v)
 {
         uint8_t *d = wb_room(b, 11);
@@ -220,7 +229,7 @@ static uint32_t *mapping_flags(const struct fp_pprof *p)
 static void encode_mapping(const struct fp_pprof *p, size_t i, uint32_t flags, struct wbuf *b)
 {
         const struct fp_pp_mapping *m = &p->mappings[i];
-        uint8_t tmp[96];
+        uint8_t tmp[112];
         size_t n = 0;
 
         n += put_uint(tmp + n, 1, i + 1);
@@ -233,6 +242,7 @@ static void encode_mapping(const struct fp_pprof *p, size_t i, uint32_t flags, s
         n += put_uint(tmp + n, 8, !!(flags & FP_PP_HAS_FILENAMES));
         n += put_uint(tmp + n, 9, !!(flags & FP_PP_HAS_LINE_NUMBERS));
         n += put_uint(tmp + n, 10, !!(flags & FP_PP_HAS_INLINE_FRAMES));
+        n += put_uint_far(tmp + n, 100, m->vaddr1);
         wb_msg(b, 3, tmp, n);
 }
 
@@ -750,6 +760,7 @@ static int decode_mappings(struct decoder *d)
                     .start = x->memory_start,
                     .limit = x->memory_limit,
                     .offset = x->file_offset,
+                    .vaddr1 = x->fleetprof_vaddr_plus_one,
                     .flags = (x->has_functions ? FP_PP_HAS_FUNCTIONS : 0) |
                              (x->has_filenames ? FP_PP_HAS_FILENAMES : 0) |
                              (x->has_line_numbers ? FP_PP_HAS_LINE_NUMBERS : 0) |

@@ -366,16 +366,19 @@ static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *
             .start = f->mapping_start,
             .limit = f->mapping_limit,
             .offset = f->mapping_offset,
+            .vaddr1 = f->mapping_vaddr1,
         };
         uint64_t h;
         bool is_new;
         int r;
 
         if (m) {
-                const struct fp_batch_mapping *c = &b->mappings[m - 1];
+                struct fp_batch_mapping *c = &b->mappings[m - 1];
                 if (c->start == e.start && c->limit == e.limit && c->offset == e.offset &&
                     opt_str_is(b, c->file, f->mapping_file) &&
                     opt_str_is(b, c->build_id, f->build_id)) {
+                        if (!c->vaddr1)
+                                c->vaddr1 = e.vaddr1;
                         *ret = m - 1;
                         return 0;
                 }
@@ -391,6 +394,8 @@ static int frame_mapping(struct fp_store_batch *b, const struct fp_store_frame *
         r = INTERN(b, mappings, &e, mapping_eq, ret, &is_new);
         if (r < 0)
                 return r;
+        if (!b->mappings[*ret].vaddr1)
+                b->mappings[*ret].vaddr1 = e.vaddr1;
         b->recent_mappings[slot] = *ret + 1;
         return 0;
 }

@@ -39,7 +39,9 @@
  *                frame_id, mapping_id, function_id, address, line), functions
  *                (day, function_id, name, system_name, filename: schema
  *                version 5 added them and line), mappings (day, mapping_id, file,
- *                build_id, memory_start, memory_limit, file_offset): stored
+ *                build_id, memory_start, memory_limit, file_offset, vaddr1:
+ *                the ELF address memory_start holds plus one, 0 unknown,
+ *                schema version 7): stored
  *                once per day and referenced by content hash (the SQLite
  *                store's hashes, store-internal.h).
  *   costs        (day, host, from_ns, to_ns, agent_cpu_ns, agent_rss, host_cpus)
@@ -213,6 +215,11 @@ static const struct schema_step schema_v6[] = {
      " PARTITION BY hour ORDER BY (hour, span, build)"},
 };
 
+/* 6 -> 7: where a mapping's ELF addresses begin (a debug file alone names its frames). */
+static const struct schema_step schema_v7[] = {
+    {"mappings", "vaddr1", "ALTER TABLE DB.mappings ADD COLUMN vaddr1 UInt64 DEFAULT 0"},
+};
+
 /* Each version's statements; a later version appends its ALTERs here. */
 static const struct {
         const struct schema_step *steps;
@@ -225,6 +232,7 @@ static const struct {
     {NULL, 0, resort_samples},
     {schema_v5, sizeof(schema_v5) / sizeof(schema_v5[0]), NULL},
     {schema_v6, sizeof(schema_v6) / sizeof(schema_v6[0]), NULL},
+    {schema_v7, sizeof(schema_v7) / sizeof(schema_v7[0]), NULL},
 };
 
 /* Summaries first: a read never takes a summary whose rows are gone. */
@@ -1008,7 +1016,12 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
         }
         for (size_t i = 0; i < b->n_mappings; i++) {
                 const struct fp_batch_mapping *m = &b->mappings[i];
-                if (written_before(c, FP_STORE_SEED_MAPPING, day, m->hash))
+                /*
+                 * Written again once its ELF address is known (an older agent's row
+                 * first): reads take the row that has it, and the table keeps the
+                 * last row written of a mapping_id.
+                 */
+                if (written_before(c, FP_STORE_SEED_MAPPING, day, m->vaddr1 ? ~m->hash : m->hash))
                         continue;
                 rb_uint(&w->mappings, day, 2);
                 rb_uint(&w->mappings, m->hash, 8);
@@ -1017,6 +1030,7 @@ static int batch_rows(struct fp_ch *c, const struct fp_store_batch *b, struct ro
                 rb_uint(&w->mappings, m->start, 8);
                 rb_uint(&w->mappings, m->limit, 8);
                 rb_uint(&w->mappings, m->offset, 8);
+                rb_uint(&w->mappings, m->vaddr1, 8);
         }
         if (b->cost.host_cpus && b->cost.to_ns > b->cost.from_ns && b->n_targets) {
                 rb_uint(&w->costs, day_of(b->cost.from_ns), 2);
@@ -1113,7 +1127,8 @@ int fp_ch_write_batches(struct fp_ch *c, const struct fp_store_batch *const *bat
          */
         if ((r = fp_ch_insert(
                  c, "mappings",
-                 "day, mapping_id, file, build_id, memory_start, memory_limit, file_offset",
+                 "day, mapping_id, file, build_id, memory_start, memory_limit, file_offset,"
+                 " vaddr1",
                  &w.mappings)) < 0 ||
             (r = fp_ch_insert(c, "functions", "day, function_id, name, system_name, filename",
                               &w.functions)) < 0 ||
@@ -2047,8 +2062,12 @@ static int need_add(struct prof *x, uint64_t id)
  * Fetches rows of table for the ids in x->need, IDS_PER_QUERY at a time,
  * one row per id (its first values), and calls row() on each.
  */
+/*
+ * The rows of table whose id_col is needed, one each (of rows not merged
+ * yet, the first by order: "" any).
+ */
 static int fetch(struct prof *x, const char *table, const char *id_col, const char *cols,
-                 int (*row)(struct prof *x, struct rd *rd))
+                 const char *order, int (*row)(struct prof *x, struct rd *rd))
 {
         struct fp_ch *c = x->c;
         int r = 0;
@@ -2062,7 +2081,8 @@ static int fetch(struct prof *x, const char *table, const char *id_col, const ch
                            id_col, cols, c->db, table, x->day_min, x->day_max, id_col);
                 for (size_t i = off; i < end; i++)
                         buf_printf(&q, "%s%" PRIu64, i > off ? ", " : "", x->need[i]);
-                buf_printf(&q, ") LIMIT 1 BY %s FORMAT RowBinary", id_col);
+                buf_printf(&q, ")%s%s LIMIT 1 BY %s FORMAT RowBinary", *order ? " ORDER BY " : "",
+                           order, id_col);
                 r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
                 free(q.p);
                 if (r < 0)
@@ -2119,11 +2139,20 @@ static int mapping_row(struct prof *x, struct rd *rd)
         uint64_t id = RD_U64(rd), pid;
         const char *file = rd_str(rd), *build_id = rd_str(rd);
         uint64_t start = RD_U64(rd), limit = RD_U64(rd), offset = RD_U64(rd);
+        uint64_t vaddr1 = RD_U64(rd);
+        struct fp_store_map_entry *e;
         int r;
 
-        if (rd->bad || fp_store_map_get(&x->mapping_ids, id))
+        if (rd->bad)
                 return 0;
-        if ((r = fp_pprof_mapping(x->p, start, limit, offset, file, build_id, &pid)) < 0)
+        if ((e = fp_store_map_get(&x->mapping_ids, id))) {
+                /* A row of the same mapping (not merged yet) from an agent that knew it. */
+                if (vaddr1 && (r = fp_pprof_mapping_set_vaddr(x->p, e->a, vaddr1 - 1)) < 0)
+                        return pprof_fail(x->c, r);
+                return 0;
+        }
+        if ((r = fp_pprof_mapping(x->p, start, limit, offset, file, build_id, &pid)) < 0 ||
+            (vaddr1 && (r = fp_pprof_mapping_set_vaddr(x->p, pid, vaddr1 - 1)) < 0))
                 return pprof_fail(x->c, r);
         return fp_store_map_put(&x->mapping_ids, id, pid, 0) < 0 ? fp_ch_oom(x->c) : 0;
 }
@@ -2157,7 +2186,7 @@ static int resolve_frames(struct prof *x)
                 }
         fp_store_map_free(&seen);
         if (r == 0)
-                r = fetch(x, "frames", "frame_id", "mapping_id, function_id, address, line",
+                r = fetch(x, "frames", "frame_id", "mapping_id, function_id, address, line", "",
                           frame_row);
         /* Their functions and mappings. */
         for (size_t i = 0; i < x->n_frames && r == 0; i++)
@@ -2165,7 +2194,7 @@ static int resolve_frames(struct prof *x)
                     !fp_store_map_get(&x->function_ids, x->frames[i].function))
                         r = need_add(x, x->frames[i].function);
         if (r == 0)
-                r = fetch(x, "functions", "function_id", "name, system_name, filename",
+                r = fetch(x, "functions", "function_id", "name, system_name, filename", "",
                           function_row);
         for (size_t i = 0; i < x->n_frames && r == 0; i++)
                 if (x->frames[i].mapping &&
@@ -2173,7 +2202,8 @@ static int resolve_frames(struct prof *x)
                         r = need_add(x, x->frames[i].mapping);
         if (r == 0)
                 r = fetch(x, "mappings", "mapping_id",
-                          "file, build_id, memory_start, memory_limit, file_offset", mapping_row);
+                          "file, build_id, memory_start, memory_limit, file_offset, vaddr1",
+                          "mapping_id, vaddr1 DESC", mapping_row);
         for (size_t i = 0; i < x->n_frames && r == 0; i++) {
                 const struct frame_row *f = &x->frames[i];
                 struct fp_store_map_entry *me =
@@ -2617,7 +2647,7 @@ int fp_ch_query_pprof(struct fp_ch *c, const struct fp_store_filter *f, struct f
                                 c->hostport);
                 goto out;
         }
-        if ((r = fetch(&x, "stacks", "stack_id", "frames", stack_row)) < 0 ||
+        if ((r = fetch(&x, "stacks", "stack_id", "frames", "", stack_row)) < 0 ||
             (r = resolve_frames(&x)) < 0)
                 goto out;
         for (size_t i = 0; i < n_rows; i++) {

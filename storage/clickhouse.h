@@ -37,7 +37,7 @@
 struct fp_ch;
 struct fp_pprof;
 
-#define FP_CH_SCHEMA_VERSION 6
+#define FP_CH_SCHEMA_VERSION 7
 #define FP_CH_DEFERRED       2 /* fp_ch_open(): not set up for now; see below */
 
 /* True when spec names a ClickHouse store (clickhouse:// or clickhouses://). */

@@ -675,6 +675,9 @@ static int mapping_id(struct query *q, int64_t id, uint64_t *ret, uint64_t *ret_
                     q->p, *ret_start, (uint64_t)sqlite3_column_int64(q->st_mapping, 3),
                     (uint64_t)sqlite3_column_int64(q->st_mapping, 4),
                     fp_store_col_text(q->st_mapping, 0), fp_store_col_text(q->st_mapping, 1), ret);
+                uint64_t vaddr1 = (uint64_t)sqlite3_column_int64(q->st_mapping, 5);
+                if (r == 0 && vaddr1)
+                        r = fp_pprof_mapping_set_vaddr(q->p, *ret, vaddr1 - 1);
                 if (r == 0 && fp_store_map_put(&q->mapping_ids, (uint64_t)id, *ret, *ret_start) < 0)
                         r = -ENOMEM;
                 if (r < 0)
@@ -821,8 +824,8 @@ static int add_samples(struct query *q)
                  q->s, "SELECT mapping_id, function_id, offset, line FROM frames WHERE id = ?1",
                  &q->st_frame)) < 0 ||
             (r = fp_store_prepare(q->s,
-                                  "SELECT file, build_id, memory_start, memory_limit, file_offset"
-                                  " FROM mappings WHERE id = ?1",
+                                  "SELECT file, build_id, memory_start, memory_limit, file_offset,"
+                                  " vaddr1 FROM mappings WHERE id = ?1",
                                   &q->st_mapping)) < 0 ||
             (r = fp_store_prepare(q->s,
                                   "SELECT name, system_name, filename FROM functions WHERE id = ?1",

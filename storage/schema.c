@@ -51,7 +51,10 @@
  *                  (wait: sleep, uninterruptible, runqueue; '' for the
  *                  rest): a sample's labels come from its thread's row.
  * mappings       id INTEGER PRIMARY KEY, hash UNIQUE, file, build_id,
- *                memory_start, memory_limit, file_offset
+ *                memory_start, memory_limit, file_offset, vaddr1
+ *                  vaddr1: the ELF address memory_start holds, plus one
+ *                  (0: unknown; not in the hash: an older agent's copy of
+ *                  the mapping gets it from a newer one's)
  * functions      id INTEGER PRIMARY KEY, hash UNIQUE, name, system_name,
  *                filename
  *                  system_name: the name as the code carries it when it
@@ -511,6 +514,8 @@ static const struct {
      NULL, NULL},
     /* 10 -> 11: the longest bucket, found at once (FILTER_REACH). */
     {"CREATE INDEX buckets_by_length ON buckets (length_ns);", NULL, NULL},
+    /* 11 -> 12: where a mapping's ELF addresses begin (a debug file names its frames). */
+    {"ALTER TABLE mappings ADD COLUMN vaddr1 INTEGER NOT NULL DEFAULT 0;", NULL, NULL},
 };
 #define FP_STORE_OLDEST_MIGRATABLE 1
 
@@ -568,7 +573,9 @@ const char *const fp_store_stmt_sql[FP_STMT__MAX] = {
         " DO UPDATE SET last_bucket = excluded.last_bucket RETURNING id",
     [FP_STMT_MAPPING_FIND] = "SELECT id FROM mappings WHERE hash = ?1",
     [FP_STMT_MAPPING_INSERT] = "INSERT INTO mappings (hash, file, build_id, memory_start,"
-                               " memory_limit, file_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                               " memory_limit, file_offset, vaddr1)"
+                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [FP_STMT_MAPPING_VADDR] = "UPDATE mappings SET vaddr1 = ?2 WHERE id = ?1 AND vaddr1 = 0",
     [FP_STMT_FUNCTION_FIND] = "SELECT id FROM functions WHERE hash = ?1",
     [FP_STMT_FUNCTION_INSERT] = "INSERT INTO functions (hash, name, system_name, filename)"
                                 " VALUES (?1, ?2, ?3, ?4)",

@@ -167,7 +167,8 @@ struct fp_batch_event {
 struct fp_batch_mapping {
         uint32_t file, build_id;
         uint64_t start, limit, offset;
-        uint64_t hash; /* content hash (on disk) */
+        uint64_t vaddr1; /* the ELF address start holds, plus one; 0: unknown (not in the hash) */
+        uint64_t hash;   /* content hash (on disk) */
 };
 
 struct fp_batch_frame {
@@ -254,6 +255,7 @@ enum fp_store_stmt_id {
         FP_STMT_THREAD_UPSERT,
         FP_STMT_MAPPING_FIND,
         FP_STMT_MAPPING_INSERT,
+        FP_STMT_MAPPING_VADDR,
         FP_STMT_FUNCTION_FIND,
         FP_STMT_FUNCTION_INSERT,
         FP_STMT_FRAME_FIND,

@@ -240,8 +240,20 @@ static int resolve_mapping(struct writer *w, uint32_t i, int64_t *ret)
                 return 0;
         }
         r = find(s, &s->mappings, FP_STMT_MAPPING_FIND, m->hash, ret);
-        if (r < 0 || *ret)
+        if (r < 0)
                 goto out;
+        if (*ret) {
+                /* Stored without its ELF address (an older agent's): this batch knows it. */
+                struct fp_store_map_entry *e = fp_store_map_get(&s->mappings, m->hash);
+                if (m->vaddr1 && e && !e->b) {
+                        st = ST(s, FP_STMT_MAPPING_VADDR);
+                        sqlite3_bind_int64(st, 1, *ret);
+                        sqlite3_bind_int64(st, 2, (int64_t)m->vaddr1);
+                        CHECK_RC(s, fp_store_db_step_done(st), "store a mapping's address");
+                        e->b = 1;
+                }
+                goto out;
+        }
         st = ST(s, FP_STMT_MAPPING_INSERT);
         sqlite3_bind_int64(st, 1, (int64_t)m->hash);
         bind_text(st, 2, fp_batch_str_at(w->b, m->file));
@@ -249,7 +261,13 @@ static int resolve_mapping(struct writer *w, uint32_t i, int64_t *ret)
         sqlite3_bind_int64(st, 4, (int64_t)m->start);
         sqlite3_bind_int64(st, 5, (int64_t)m->limit);
         sqlite3_bind_int64(st, 6, (int64_t)m->offset);
+        sqlite3_bind_int64(st, 7, (int64_t)m->vaddr1);
         r = insert_row(s, st, &s->mappings, m->hash, ret);
+        if (r == 0 && m->vaddr1) {
+                struct fp_store_map_entry *e = fp_store_map_get(&s->mappings, m->hash);
+                if (e)
+                        e->b = 1;
+        }
 out:
         if (r == 0)
                 w->mapping_ids[i] = *ret;
@@ -621,6 +639,15 @@ static int write_one(struct fp_store *s, const struct fp_store_batch *b)
                 r = fp_store_db_failf(s, -ENOMEM, "Failed to write a bucket: out of memory");
         else
                 r = write_bucket(&w);
+        /*
+         * A mapping whose ELF address this batch knows: stored with it, also
+         * when every frame in it was known (its mapping never looked up).
+         */
+        for (size_t i = 0; r == 0 && i < b->n_mappings; i++) {
+                int64_t id;
+                if (b->mappings[i].vaddr1 && !w.mapping_ids[i])
+                        r = resolve_mapping(&w, (uint32_t)i, &id);
+        }
         writer_free(&w);
         return r;
 }

@@ -130,6 +130,7 @@ struct fp_store_frame {
         const char *system_name; /* NULL or "": the name (else a mangled symbol, say) */
         const char *filename;    /* NULL or "": unknown (a source file: a Python frame's) */
         int64_t line;            /* 0: unknown; the line of filename it was at */
+        uint64_t mapping_vaddr1; /* the ELF address mapping_start holds, plus one; 0: unknown */
 };
 
 #define FP_STORE_MAX_FRAMES 4096 /* deepest stack a batch accepts */
@@ -248,7 +249,7 @@ uint64_t fp_store_batch_target_count(const struct fp_store_batch *b, uint32_t ta
 
 /* ---- opening ---- */
 
-#define FP_STORE_SCHEMA_VERSION 11
+#define FP_STORE_SCHEMA_VERSION 12
 #define FP_STORE_MIN_BYTES      ((uint64_t)256 << 10) /* smaller budgets are raised to this */
 #define FP_STORE_RECOVERED      1                     /* fp_store_open(): see below */
 

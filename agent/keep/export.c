@@ -263,6 +263,21 @@ static struct namer host_namer(struct fp_host_proc *p)
 }
 
 /* The store's frame of a described one. */
+/*
+ * The ELF address of d's mapping's start, plus one (0: unknown): what a
+ * debug file needs beside the address to name a stripped build's frame.
+ */
+static uint64_t mapping_vaddr1(const struct frame_desc *d)
+{
+        uint64_t vaddr;
+
+        if (!d->mapping || d->mapping->kind != FP_MAPPING_FILE || !d->build_id[0] ||
+            fp_symtab_offset_to_vaddr(d->mapping->symtab, d->mapping->pgoff, &vaddr) < 0 ||
+            vaddr == UINT64_MAX)
+                return 0;
+        return vaddr + 1;
+}
+
 static struct fp_store_frame store_frame(const struct frame_desc *d, const struct fp_frame *f)
 {
         return (struct fp_store_frame){.function = d->function,
@@ -272,6 +287,7 @@ static struct fp_store_frame store_frame(const struct frame_desc *d, const struc
                                        .mapping_start = d->mapping ? d->mapping->start : 0,
                                        .mapping_limit = d->limit,
                                        .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
+                                       .mapping_vaddr1 = mapping_vaddr1(d),
                                        .address = d->filename || d->no_address ? 0 : f->addr,
                                        .filename = d->filename,
                                        .line = d->line};
@@ -311,6 +327,11 @@ static int frame_location(struct fp_pprof *p, const struct frame_desc *d, const 
                                              &mapping_ids[f->mapping - 1]);
                         if (r < 0)
                                 return r;
+                        /* Where the file's own addresses begin: its debug file names the rest. */
+                        uint64_t vaddr1 = mapping_vaddr1(d);
+                        if (vaddr1)
+                                (void)fp_pprof_mapping_set_vaddr(p, mapping_ids[f->mapping - 1],
+                                                                 vaddr1 - 1);
                 }
                 mapping_id = mapping_ids[f->mapping - 1];
         }

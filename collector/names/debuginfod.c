@@ -16,7 +16,9 @@
  * MAX_BUILDS, failures being forgotten first once it is full.
  *
  * The cache directory holds ID.debug (the debug file) and ID.head (the
- * executable's first bytes) of each DISK or READY build, and .tmp-* files
+ * executable's first bytes; empty when the server had the debug file
+ * only: then only frames whose mapping says where its ELF addresses begin
+ * are named) of each DISK or READY build, and .tmp-* files
  * while a download runs (removed at start). disk_bytes is their sum; the
  * fetcher evicts the least recently named builds past the budget.
  */
@@ -516,7 +518,9 @@ static int get(struct fp_dbgi *d, CURL *curl, const char *url, const char *id, c
 
 /*
  * The symbols of build id from the debug file dir/debug_name and its
- * executable's first len bytes (head): 0 with *ret, or -1 with why.
+ * executable's first len bytes (head; len 0: no executable, the frames of
+ * agents that say where their mappings begin named only): 0 with *ret, or
+ * -1 with why.
  */
 static int load_build(struct fp_dbgi *d, const char *id, const char *debug_name,
                       const uint8_t *head, size_t len, struct fp_dsyms **ret, char *why,
@@ -524,7 +528,7 @@ static int load_build(struct fp_dbgi *d, const char *id, const char *debug_name,
 {
         struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
         char path[4096];
-        int n = fp_dsyms_segments(head, len, segs, FP_DSYMS_MAX_SEGS, why, whylen);
+        int n = len ? fp_dsyms_segments(head, len, segs, FP_DSYMS_MAX_SEGS, why, whylen) : 0;
 
         if (n < 0)
                 return -1;
@@ -561,16 +565,16 @@ static int fetch_from(struct fp_dbgi *d, CURL *curl, const char *url, const char
         *ret_bytes = k.n;
         k = (struct sink){.fd = -1, .head = head};
         r = get(d, curl, url, id, "executable", &k, why, whylen);
-        if (r == 0)
-                return fp_errf(why, whylen, -1, "%s has its debug file but not its executable",
-                               url);
         if (r < 0)
                 return r;
+        if (r == 0) /* a server of debug files only: the agents' mapping addresses suffice */
+                k.n = 0;
         if (load_build(d, id, tmp_debug, head, k.n, ret, err, sizeof(err)) < 0)
                 return fp_errf(why, whylen, -1, "%s: %s", url, err);
+        /* (Empty without an executable: the build is cached all the same.) */
         fd =
             openat(d->dirfd, tmp_head, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
-        if (fd < 0 || fp_write_all(fd, head, k.n) < 0) {
+        if (fd < 0 || (k.n && fp_write_all(fd, head, k.n) < 0)) {
                 if (fd >= 0)
                         close(fd);
                 fp_dsyms_unref(*ret);
@@ -995,7 +999,12 @@ int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p, int64_t deadline_ns)
                 off = v.address - v.mapping_start + v.mapping_offset;
                 if (!unnamed(&v, off) || !(s = pass_syms(&ps, v.build_id)))
                         continue;
-                ps.names[id] = fp_dsyms_name(s, off, &ps.systems[id]);
+                /* The agent said where the mapping's ELF addresses begin: no segment needed. */
+                ps.names[id] =
+                    v.mapping_has_vaddr
+                        ? fp_dsyms_name_at(s, v.address - v.mapping_start + v.mapping_vaddr,
+                                           &ps.systems[id])
+                        : fp_dsyms_name(s, off, &ps.systems[id]);
                 named += ps.names[id] != NULL;
         }
         if (named) {

@@ -292,7 +292,8 @@ int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_
         if (!d)
                 goto out;
         d->refs = 1;
-        memcpy(d->segs, segs, n_segs * sizeof(*segs));
+        if (n_segs)
+                memcpy(d->segs, segs, n_segs * sizeof(*segs));
         d->n_segs = n_segs;
         struct stat st;
         if (fstat(fd, &st) < 0) {
@@ -346,21 +347,21 @@ void fp_dsyms_unref(struct fp_dsyms *d)
 
 const char *fp_dsyms_name(const struct fp_dsyms *d, uint64_t off, const char **ret_system)
 {
-        uint64_t vaddr = 0;
-        bool found = false;
+        *ret_system = NULL;
+        for (size_t i = 0; i < d->n_segs; i++) {
+                const struct fp_dsyms_seg *s = &d->segs[i];
+
+                if (off >= s->offset && off - s->offset < s->filesz)
+                        return fp_dsyms_name_at(d, off - s->offset + s->vaddr, ret_system);
+        }
+        return NULL;
+}
+
+const char *fp_dsyms_name_at(const struct fp_dsyms *d, uint64_t vaddr, const char **ret_system)
+{
         size_t lo = 0, hi = d->n;
 
         *ret_system = NULL;
-        for (size_t i = 0; i < d->n_segs && !found; i++) {
-                const struct fp_dsyms_seg *s = &d->segs[i];
-
-                if (off >= s->offset && off - s->offset < s->filesz) {
-                        vaddr = off - s->offset + s->vaddr;
-                        found = true;
-                }
-        }
-        if (!found)
-                return NULL;
         while (lo < hi) { /* the first symbol starting after vaddr */
                 size_t mid = lo + (hi - lo) / 2;
 

@@ -12,6 +12,9 @@
  * their file offsets (objcopy --only-keep-debug writes its own), so the
  * segments come from the executable's first bytes: its ELF header and
  * program headers, which debuginfod serves as /buildid/ID/executable.
+ * An agent that read the executable says where each mapping's ELF
+ * addresses begin (fp_dsyms_name_at()): then the debug file alone names
+ * its frames, and the segments are not needed (none: n_segs 0).
  *
  * Everything here is read from files an outside server chose: sizes and
  * counts are bounded, every offset is checked, and a file that is not what
@@ -60,11 +63,14 @@ struct fp_dsyms *fp_dsyms_ref(struct fp_dsyms *d);
 void fp_dsyms_unref(struct fp_dsyms *d);
 
 /*
- * The function at file offset off: its name (NULL: none) and, when it
- * was demangled, the symbol in *ret_system (else NULL). The strings live
- * as long as d.
+ * The function at file offset off: its name (NULL: none, or no segments
+ * to place off in) and, when it was demangled, the symbol in *ret_system
+ * (else NULL). The strings live as long as d.
  */
 const char *fp_dsyms_name(const struct fp_dsyms *d, uint64_t off, const char **ret_system);
+
+/* The same at the ELF virtual address vaddr (the agent said where its mapping begins). */
+const char *fp_dsyms_name_at(const struct fp_dsyms *d, uint64_t vaddr, const char **ret_system);
 
 /* Memory d holds, bytes; its number of functions. */
 size_t fp_dsyms_bytes(const struct fp_dsyms *d);

@@ -163,6 +163,8 @@ static int location_frames(const struct fp_pprof *p, uint64_t id, struct fp_stor
                                            .mapping_start = l.mapping_start,
                                            .mapping_limit = l.mapping_limit,
                                            .mapping_offset = l.mapping_offset,
+                                           .mapping_vaddr1 =
+                                               l.mapping_has_vaddr ? l.mapping_vaddr + 1 : 0,
                                            .address = l.address,
                                            .function = ""};
                 if (l.n_lines && fp_pprof_location_line(p, id, n, &line) == 0) {

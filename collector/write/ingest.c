@@ -63,7 +63,7 @@ static int pb_each(unsigned wt, uint64_t v, struct pb *sub, uint64_t *out, size_
 }
 
 struct w_mapping {
-        uint64_t id, start, limit, offset;
+        uint64_t id, start, limit, offset, vaddr1;
         int64_t filename, build_id;
 };
 struct w_function {
@@ -262,6 +262,8 @@ static int wire_scan(struct wire *w, struct pb c)
                                         m.filename = (int64_t)v2;
                                 else if (ff == 6)
                                         m.build_id = (int64_t)v2;
+                                else if (ff == 100) /* fleetprof's: the ELF address, plus one */
+                                        m.vaddr1 = v2;
                         }
                         if (r == 0 && (r = W_GROW(w, mappings, n_mappings)) == 0)
                                 w->mappings[w->n_mappings++] = m;
@@ -453,6 +455,7 @@ static int wire_frame(struct wire *w, struct fp_store_batch *b, size_t li, uint3
             .mapping_start = m ? m->start : 0,
             .mapping_limit = m ? m->limit : 0,
             .mapping_offset = m ? m->offset : 0,
+            .mapping_vaddr1 = m ? m->vaddr1 : 0,
             .address = l->address,
         };
         if (l->function) {

@@ -81,10 +81,10 @@ start_coll B "$pb" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
 start_coll S "$ps" "$FP_TMP/sqlite.db"
 tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = 'fleetprof'")
 [[ $tables == 14 ]] || fp_fail "expected 14 tables in database fleetprof, found $tables"
-[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 6 ]] || fp_fail "schema version not recorded"
+[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 7 ]] || fp_fail "schema version not recorded"
 key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = 'fleetprof' AND name = 'samples'")
 [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "samples is sorted by '$key'"
-fp_ok "two collectors share one ClickHouse database (14 tables, schema version 6)"
+fp_ok "two collectors share one ClickHouse database (14 tables, schema version 7)"
 
 # ---- 2. the same answers as SQLite; idempotency -------------------------------------
 post() { # post URL FILE QUERY KEY: prints the HTTP status
@@ -110,6 +110,18 @@ for host in alpha beta; do
     done
   done
 done
+# Each mapping's ELF address (fleetprof's field of Mapping) kept by both stores.
+python3 "$FP_SRC/tests/integration/pprofvaddr.py" set "$FP_TMP/u1.pb.gz" "$FP_TMP/uv.pb.gz"
+python3 "$FP_SRC/tests/integration/pprofvaddr.py" show "$FP_TMP/uv.pb.gz" | sort >"$FP_TMP/uv.want"
+grep -q "vaddr 0x" "$FP_TMP/uv.want" || fp_fail "the test profile has no mapping address"
+for url in "$A" "$S"; do
+  st=$(post "$url" "$FP_TMP/uv.pb.gz" "$(meta vaddr 190 svc190 cpu-clock $((now - 600)))" "vaddr-1")
+  [[ $st == 200 ]] || fp_fail "upload with mapping addresses to $url: HTTP $st $(cat "$FP_TMP/resp")"
+  curl -sf -o "$FP_TMP/uv-back.pb.gz" "$url/api/v1/profile?host=vaddr" || fp_fail "no profile of host vaddr from $url"
+  python3 "$FP_SRC/tests/integration/pprofvaddr.py" show "$FP_TMP/uv-back.pb.gz" | sort >"$FP_TMP/uv.got"
+  cmp -s "$FP_TMP/uv.want" "$FP_TMP/uv.got" || fp_fail "$url did not keep the mappings' addresses: $(diff "$FP_TMP/uv.want" "$FP_TMP/uv.got" | head -4)"
+done
+fp_ok "each mapping's ELF address is kept by ClickHouse and SQLite alike ($(wc -l <"$FP_TMP/uv.want") mappings)"
 # Off-CPU time of one process beside its CPU time: the wait labels and the wall profile.
 python3 "$MK" good "$FP_TMP/wall-cpu.pb.gz" --stacks 6 --samples 400 --seed 31
 python3 "$MK" offcpu "$FP_TMP/wall-off.pb.gz" --stacks 9 --samples 700 --seed 32
@@ -293,7 +305,7 @@ meta_is() { [[ $(fp_ch_query "SELECT max(version) FROM $1.meta") == "$2" ]]; } #
 # (the DELETE is a mutation: done in the background)
 fp_wait_for 20 meta_is migrated 2 || fp_fail "could not make a version-2 database"
 start_coll M "$pm" "$CH/migrated" --store-credentials "$FP_TMP/ch.cred"
-[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 6 ]] || fp_fail "the version-2 database was not migrated"
+[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 7 ]] || fp_fail "the version-2 database was not migrated"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
 [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a key stored by version 2 is not a duplicate after the migration: $st $(cat "$FP_TMP/resp")"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta mig 401 migrant cpu-clock $((now - 100)))" mig-new)
@@ -304,7 +316,7 @@ want=$(($(fp_profile_total "$FP_TMP/u1.pb.gz" samples) + $(fp_profile_total "$FP
 got=$(curl -sf "http://127.0.0.1:$pm/api/v1/series?host=mig" | fp_json_get 'sum(s["samples"] for s in d["series"])')
 [[ $got == "$want" ]] || fp_fail "the migrated database holds $got samples, want $want (each upload once)"
 fp_kill "$PID_M"
-fp_ok "a version-2 database is migrated to 6: keys stored before and after are both duplicates, $got samples once"
+fp_ok "a version-2 database is migrated to 7: keys stored before and after are both duplicates, $got samples once"
 
 # ---- 2c. samples of schema version 3 sorted anew, also after a crash half-way -------
 # Version 3 sorted samples by time first; 4 by thread and stack (the table is made
@@ -360,7 +372,7 @@ for db in resort halfway racing torn late; do
   else
     start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
   fi
-  [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 6 ]] || fp_fail "$db was not migrated to 6"
+  [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 7 ]] || fp_fail "$db was not migrated to 7"
   key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = '$db' AND name = 'samples'")
   [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "$db: samples is sorted by '$key' after the migration"
   left=$(fp_ch_query "SELECT groupArray(name) FROM system.tables WHERE database = '$db' AND name LIKE 'samples_%'")
@@ -385,7 +397,7 @@ fp_ch_query "ALTER TABLE dist.meta DELETE WHERE version >= 4" >/dev/null
 fp_wait_for 20 meta_is dist 3 || fp_fail "could not make a version-3 database of dist"
 start_coll M "$pm" "$CH/dist" --store-credentials "$FP_TMP/ch.cred"
 fp_kill "$PID_M"
-[[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 6 ]] || fp_fail "dist was not migrated to 6"
+[[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 7 ]] || fp_fail "dist was not migrated to 7"
 tables=$(fp_ch_query "SELECT groupArray(concat(name, ':', engine)) FROM (SELECT name, engine FROM system.tables WHERE database = 'dist' AND name LIKE 'samples%' ORDER BY name)")
 [[ $tables == "['samples:Distributed','samples_local:ReplacingMergeTree']" ]] || fp_fail "a Distributed samples was not left alone: $tables"
 fp_ok "samples of a version-3 database are sorted anew by thread and stack, also after a crash half-way or a torn race: $rows rows, $got samples once; a Distributed samples is left alone"

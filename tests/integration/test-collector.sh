@@ -175,7 +175,7 @@ for w in '<table>' h1 h2 alpha beta task-clock 'throttled: 6' '/top?host=h2'; do
   grep -qF "$w" "$FP_TMP/page.html" || fp_fail "the web page lacks '$w'"
 done
 grep -qiE '<(script|link|img)' "$FP_TMP/page.html" && fp_fail "the web page is not self-contained"
-curl -sf "$url/top?host=h2&pid=200&event=cpu-clock" | grep -q "func_" || fp_fail "/top shows no functions"
+[[ $(curl -sf "$url/top?host=h2&pid=200&event=cpu-clock") == *func_* ]] || fp_fail "/top shows no functions"
 fp_ok "series and profile filters, drops, go tool pprof and the web page"
 
 # ---- 6. the store is intact ---------------------------------------------------------

@@ -24,6 +24,11 @@
 #      the start with one line.
 #   5. A missing cache directory is made (0700, its parents 0755); one that
 #      cannot be made stops the start with one line.
+#   6. A server that has the debug file and not the executable: the agent's
+#      profile says where the program's mapping begins in the ELF file
+#      (checked against its program headers), and the collector names it
+#      from the debug file alone; an upload without that (an older agent)
+#      keeps its offsets.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=debuginfod
@@ -360,4 +365,67 @@ err=$("$FP_COLLECTOR" --listen "127.0.0.1:$PORT" --store "$FP_TMP/five.db" \
 [[ $rc == 1 && $(wc -l <<<"$err") == 1 && $err == *"cannot make the debuginfod cache $FP_TMP/a-file/cache: Not a directory"* ]] ||
   fp_fail "a cache under a file: exit $rc: $err"
 fp_ok "a missing cache directory is made 0700 (its parents 0755); one under a file stops the start with one line"
+
+# ---- 6. a server of debug files only: the agent says where its mappings begin ----------
+# The agent's profile says, for the stripped program's mapping, the ELF address its start
+# holds (fleetprof's own field of Mapping, which go tool pprof skips: part 1 read it); a
+# server that has the debug file and not the executable then names it. An upload without
+# that field (an agent of the version before) keeps its offsets there: nothing guessed.
+mkdir -p "$W/dbgonly"
+cp "$W/srv/cxxnames.debug" "$W/dbgonly/"
+D2PORT=$(fp_free_port)
+debuginfod -F "$W/dbgonly" -p "$D2PORT" -d "$FP_TMP/debuginfod2.sqlite" >>"$FP_TMP/debuginfod2.log" 2>&1 &
+fp_track "$!"
+fp_wait_for 30 curl -sf -o /dev/null "http://127.0.0.1:$D2PORT/buildid/$BID/debuginfo" ||
+  fp_fail "the second debuginfod did not serve the debug file: $(tail -3 "$FP_TMP/debuginfod2.log")"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$D2PORT/buildid/$BID/executable")
+[[ $code == 404 ]] || fp_fail "the second debuginfod serves the executable too (HTTP $code)"
+python3 "$INTEG/pprofvaddr.py" show "$FP_TMP/agent.pb.gz" >"$FP_TMP/vaddr.txt"
+readelf -lW "$W/stripped" >"$FP_TMP/phdrs.txt"
+python3 - "$FP_TMP/vaddr.txt" "$FP_TMP/phdrs.txt" "$W/stripped" "$BID" <<'PY' || fp_fail "the agent's profile does not say where the stripped program's mapping begins: $(cat "$FP_TMP/vaddr.txt")"
+import sys
+loads = []
+for line in open(sys.argv[2]):
+    f = line.split()
+    if f and f[0] == "LOAD":
+        loads.append((int(f[1], 16), int(f[2], 16), int(f[4], 16)))  # offset, vaddr, filesz
+rows = [l.split() for l in open(sys.argv[1]) if l.split()[:2] == [sys.argv[3], sys.argv[4]]]
+assert rows, "no mapping of the program"
+for r in rows:
+    off, got = int(r[5], 16), r[7]
+    want = [v + off - o for o, v, n in loads if o <= off < o + max(n, 1)]
+    assert want and got == "0x%x" % want[0], (r, want)
+print("mappings of the program: %s" % ", ".join("offset %s at ELF address %s" % (r[5], r[7]) for r in rows))
+PY
+python3 "$INTEG/pprofvaddr.py" strip "$FP_TMP/agent.pb.gz" "$FP_TMP/old-agent.pb.gz"
+upload6() { # upload6 FILE PID
+  curl -sf -H "Idempotency-Key: six-$2-$$" --data-binary @"$1" \
+    "$URL/api/v1/ingest?host=h6&pid=$2&starttime=1&comm=stripped&exe=$W/stripped&event=cpu-clock&from=$(date +%s)000000000&to=$(date +%s)999999999&agent=test" \
+    -o /dev/null || fp_fail "the upload of $1 failed"
+}
+# The older agent's alone first (the same mapping from a newer agent would lend it its address).
+collector sixold --store "$FP_TMP/sixold.db" --debuginfod "http://127.0.0.1:$D2PORT" --debuginfod-retry 1h
+upload6 "$FP_TMP/old-agent.pb.gz" 602
+profile "$FP_TMP/p6old.pb.gz" "pid=602"
+fp_wait_for 30 eval '[[ -f $FP_TMP/sixold-cache/$BID.debug ]]' || fp_fail "the debug file was not fetched"
+profile "$FP_TMP/p6old.pb.gz" "pid=602"
+names "$FP_TMP/p6old.pb.gz" >"$FP_TMP/p6old.names"
+grep -q "^stripped+0x" "$FP_TMP/p6old.names" || fp_fail "the older agent's upload lost its offsets"
+if grep -q "^demo::" "$FP_TMP/p6old.names"; then fp_fail "the older agent's upload was named with no executable to place its offsets"; fi
+fp_stop_collector
+collector six --store "$FP_TMP/six.db" --debuginfod "http://127.0.0.1:$D2PORT" --debuginfod-retry 1h
+upload6 "$FP_TMP/agent.pb.gz" 601
+fp_wait_for 30 eval 'profile "$FP_TMP/p6.pb.gz" "pid=601" && named "$FP_TMP/p6.pb.gz"' ||
+  fp_fail "a server of debug files only did not name the program: $(head -5 "$FP_TMP/p6.pb.gz.names"; grep debuginfod "$FP_TMP/collector.log" | tail -3)"
+left=$(grep -c "^stripped+0x" "$FP_TMP/p6.pb.gz.names" || true)
+[[ $left == 0 ]] || fp_fail "$left frames of the program are still offsets"
+grep -q "^$W/stripped $BID .* vaddr 0x" <<<"$(python3 "$INTEG/pprofvaddr.py" show "$FP_TMP/p6.pb.gz")" ||
+  fp_fail "the collector's profile lost the mapping's address"
+[[ -f $FP_TMP/six-cache/$BID.debug && ! -s $FP_TMP/six-cache/$BID.head ]] || fp_fail "the debug-only build is not cached (with an empty header)"
+fp_stop_collector
+collector six --store "$FP_TMP/six.db" --debuginfod "http://127.0.0.1:1" --debuginfod-retry 1h
+fp_wait_for 10 eval 'profile "$FP_TMP/p6r.pb.gz" "pid=601" && named "$FP_TMP/p6r.pb.gz"' ||
+  fp_fail "a restarted collector did not name from its cache of the debug file alone"
+fp_stop_collector
+fp_ok "a server of the debug file only: named by the mapping's ELF address the agent sent (kept in the collector's profile, cached, named after a restart); an older agent's upload keeps its offsets"
 fp_ok "done"

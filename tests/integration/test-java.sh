@@ -240,7 +240,7 @@ fp_wait_for 40 refused "$pid" || fp_fail "the JVM without attach is still asked:
 kill -0 "$pid" 2>/dev/null || fp_fail "the JVM without attach died"
 dumps=$(grep -c "^Full thread dump" "$FP_TMP/noattach.out" || true)
 ((dumps == 2)) || fp_fail "the JVM without attach printed $dumps thread dumps, not 2"
-fp_ctl status | grep -q "^java of $pid: not asked: its attach listener never started in 2 requests" ||
+grep -q "^java of $pid: not asked: its attach listener never started in 2 requests" <<<"$(fp_ctl status)" ||
   fp_fail "status does not say why: $(fp_ctl status | grep "java of")"
 fp_ok "a JVM with -XX:+DisableAttachMechanism: refused after 2 requests (2 thread dumps), still running"
 fp_ctl stop "$pid" >/dev/null || true
@@ -362,7 +362,7 @@ sys.exit(0 if j and j[0]["names"].startswith("code cache") and j[0]["code_blobs_
 }
 fp_wait_for 30 host_jvm "$pid" >/dev/null || fp_fail "[host tier] the JVM's code cache was not read: $(host_jvm "$pid")"
 fp_ok "[host tier] status: $(host_jvm "$pid")"
-fp_ctl status | grep -q "^java of $pid (host tier): HotSpot" ||
+grep -q "^java of $pid (host tier): HotSpot" <<<"$(fp_ctl status)" ||
   fp_fail "[host tier] the text status has no java line: $(fp_ctl status | grep java)"
 fp_wait_for 40 test -s "$JDIR/out/host.truth" || fp_fail "the host tier's JVM wrote no truth"
 fp_ctl dump --host -o "$FP_TMP/host.pb.gz" >/dev/null || fp_fail "dump --host failed"

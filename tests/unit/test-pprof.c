@@ -532,6 +532,64 @@ static void test_merge_renamed(void)
         fp_pprof_free(out);
 }
 
+/*
+ * A stripped build with one mapping of known ELF address (fleetprof's field
+ * 100 of Mapping): one sample at addr in it; vaddr UINT64_MAX: unknown.
+ */
+static struct fp_pprof *stripped_profile(uint64_t addr, uint64_t vaddr)
+{
+        struct fp_pprof *p = fp_pprof_new();
+        uint64_t m, l;
+        int64_t v[] = {1};
+
+        if (!p || fp_pprof_add_sample_type(p, "samples", "count") < 0 ||
+            fp_pprof_mapping(p, 0x55550000a000, 0x55550000f000, 0x9000, "/srv/app", "feed", &m) ||
+            (vaddr != UINT64_MAX && fp_pprof_mapping_set_vaddr(p, m, vaddr)) ||
+            fp_pprof_location(p, m, addr, 0, &l) || fp_pprof_add_sample(p, &l, 1, v, NULL, 0)) {
+                fp_pprof_free(p);
+                return NULL;
+        }
+        return p;
+}
+
+/* The ELF address of a mapping's start: encoded, decoded, merged, taken from a copy that has it. */
+static void test_mapping_vaddr(void)
+{
+        struct fp_pprof *p = stripped_profile(0x55550000a123, 0xa000), *q = NULL;
+        struct fp_pprof *old = stripped_profile(0x55550000a456, UINT64_MAX), *out = fp_pprof_new();
+        struct fp_pprof_location_view v;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        char err[256];
+
+        printf("# mapping vaddr\n");
+        CHECK(p && old && out);
+        if (!p || !old || !out)
+                goto out;
+        CHECK_INT(fp_pprof_mapping_set_vaddr(p, 2, 0), -EINVAL);
+        CHECK_INT(fp_pprof_mapping_set_vaddr(p, 1, UINT64_MAX), -EINVAL);
+        CHECK_INT(fp_pprof_encode(p, 0, &buf, &len), 0);
+        CHECK_INT(fp_pprof_decode(buf, len, 0, &q, err, sizeof(err)), 0);
+        CHECK(q && fp_pprof_location_get(q, 1, &v) == 0 && v.mapping_has_vaddr &&
+              v.mapping_vaddr == 0xa000 && v.mapping_offset == 0x9000);
+        /* The agent of the version before: none. */
+        CHECK(fp_pprof_location_get(old, 1, &v) == 0 && !v.mapping_has_vaddr && !v.mapping_vaddr);
+        /* Its copy of the mapping first, then one that knows: the merge knows. */
+        CHECK_INT(fp_pprof_merge(out, old), 0);
+        CHECK_INT(fp_pprof_merge(out, q), 0);
+        CHECK(fp_pprof_location_get(out, 1, &v) == 0 && v.mapping_has_vaddr &&
+              v.mapping_vaddr == 0xa000);
+        /* An ELF address of 0 (a PIE's first segment) is one. */
+        CHECK_INT(fp_pprof_mapping_set_vaddr(out, 1, 0), 0);
+        CHECK(fp_pprof_location_get(out, 1, &v) == 0 && v.mapping_has_vaddr && !v.mapping_vaddr);
+out:
+        free(buf);
+        fp_pprof_free(p);
+        fp_pprof_free(q);
+        fp_pprof_free(old);
+        fp_pprof_free(out);
+}
+
 /* A counter's profile as the store gives it: samples and the counter's values. */
 static struct fp_pprof *counter_profile(const char *const *names, size_t n, int64_t count,
                                         const char *type, int64_t value)
@@ -1505,6 +1563,7 @@ int main(void)
         test_aggregation();
         test_merge();
         test_merge_renamed();
+        test_mapping_vaddr();
         test_merge_typed();
         test_reject();
         test_inline();

@@ -239,13 +239,13 @@ static void test_round_trip(void)
                                      .exe = "/usr/bin/batch"};
         struct fp_store_frame frames[3] = {
             {"do_work", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x401234,
-             NULL, NULL, 0},
+             NULL, NULL, 0, 0},
             {"main", "/usr/sbin/server", "deadbeef01", 0x400000, 0x500000, 0x1000, 0x400100, NULL,
-             NULL, 0},
+             NULL, 0, 0},
             {"__libc_start_main", "/lib/libc.so.6", "c0ffee", 0x7f00, 0x9f00, 0, 0x7f10, NULL, NULL,
-             0},
+             0, 0},
         };
-        struct fp_store_frame anon = {NULL, NULL, NULL, 0, 0, 0, 0xdead, NULL, NULL, 0};
+        struct fp_store_frame anon = {NULL, NULL, NULL, 0, 0, 0, 0xdead, NULL, NULL, 0, 0};
         uint32_t a, c, e, s1, s2, s3, again;
         char err[256];
 
@@ -366,13 +366,13 @@ static void test_names(void)
         struct fp_store_target t = {
             .host = "h", .pid = 7, .starttime = 1, .comm = "py", .exe = "/py"};
         struct fp_store_frame py[] = {
-            {"Shop.price", NULL, NULL, 0, 0, 0, 0, "price", "/srv/shop.py", 41},
-            {"Shop.price", NULL, NULL, 0, 0, 0, 0, "price", "/srv/shop.py", 44},
+            {"Shop.price", NULL, NULL, 0, 0, 0, 0, "price", "/srv/shop.py", 41, 0},
+            {"Shop.price", NULL, NULL, 0, 0, 0, 0, "price", "/srv/shop.py", 44, 0},
             {"std::vector<int>::push_back(int const&)", "/usr/bin/app", "ab", 0x1000, 0x2000, 0,
-             0x1100, "_ZNSt6vectorIiSaIiEE9push_backERKi", NULL, 0},
+             0x1100, "_ZNSt6vectorIiSaIiEE9push_backERKi", NULL, 0, 0},
             /* The same name without a system name: another function. */
             {"std::vector<int>::push_back(int const&)", "/usr/bin/app", "ab", 0x1000, 0x2000, 0,
-             0x1100, NULL, NULL, 0},
+             0x1100, NULL, NULL, 0, 0},
         };
         uint32_t tid, e, st[4];
         char err[256];
