@@ -262,7 +262,6 @@ static struct namer host_namer(struct fp_host_proc *p)
                               .py = fp_host_proc_python(p)};
 }
 
-/* The store's frame of a described one. */
 /*
  * The ELF address of d's mapping's start, plus one (0: unknown): what a
  * debug file needs beside the address to name a stripped build's frame.
@@ -278,6 +277,7 @@ static uint64_t mapping_vaddr1(const struct frame_desc *d)
         return vaddr + 1;
 }
 
+/* The store's frame of a described one. */
 static struct fp_store_frame store_frame(const struct frame_desc *d, const struct fp_frame *f)
 {
         return (struct fp_store_frame){.function = d->function,

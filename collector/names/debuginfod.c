@@ -1029,6 +1029,35 @@ out:
         return r;
 }
 
+int fp_dbgi_open_debug(struct fp_dbgi *d, const char *id, int *ret_fd, uint64_t *ret_size)
+{
+        char name[ID_MAX + 16];
+        struct entry *e;
+        struct stat st;
+        int fd = -1, r = -ENOENT;
+
+        if (!d || strlen(id) >= ID_MAX || fp_dbgi_build_id_ok(id, NULL, 0) <= 0)
+                return -ENOENT;
+        pthread_mutex_lock(&d->lock);
+        e = find(d, id);
+        if (e && (e->state == READY || e->state == DISK)) {
+                /* Opened under the lock: an eviction after it unlinks a file still read. */
+                file_name(name, sizeof(name), id, "debug");
+                fd = openat(d->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                        e->last_use_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+                        *ret_fd = fd;
+                        *ret_size = (uint64_t)st.st_size;
+                        fd = -1;
+                        r = 0;
+                }
+        }
+        pthread_mutex_unlock(&d->lock);
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
+
 void fp_dbgi_stats(struct fp_dbgi *d, struct fp_dbgi_stats *ret)
 {
         pthread_mutex_lock(&d->lock);

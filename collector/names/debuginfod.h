@@ -84,3 +84,10 @@ void fp_dbgi_stats(struct fp_dbgi *d, struct fp_dbgi_stats *ret);
  * hex of 8 to 64 bytes. Else false with why ("12 hex digits, ...").
  */
 int fp_dbgi_build_id_ok(const char *id, char *why, size_t whylen);
+
+/*
+ * The debug file of build id (lower-case hex) as the cache holds it, for
+ * the collector's own debuginfod answers: 0 with an open descriptor and
+ * its size, -ENOENT when it holds none (never fetched, failed, evicted).
+ */
+int fp_dbgi_open_debug(struct fp_dbgi *d, const char *id, int *ret_fd, uint64_t *ret_size);

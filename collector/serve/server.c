@@ -21,6 +21,7 @@
 #include "debuginfod.h"
 #include "readers.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -86,6 +87,48 @@ static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req
         else
                 fp_coll_reply_error(req, 401, "%s", why);
         return false;
+}
+
+/*
+ * GET /buildid/ID/debuginfo: the collector as a debuginfod server of the
+ * debug files it fetched (DEBUGINFOD_URLS for perf, gdb, eu-stack on any
+ * host). Executables and sources it does not keep: 404, as debuginfod
+ * answers what it does not have. On the loop: a file's descriptor handed
+ * to the answer, nothing read here.
+ */
+static void buildid(struct fp_coll_server *s, struct evhttp_request *req, const char *path)
+{
+        char id[130], kind[16];
+        struct evbuffer *b;
+        uint64_t size;
+        int fd, n = 0;
+
+        if (sscanf(path, "/buildid/%129[0-9a-fA-F]/%15[a-z]%n", id, kind, &n) != 2 || path[n] ||
+            strlen(id) >= sizeof(id) - 1) {
+                fp_coll_reply_error(req, 404, "no such build file: %.200s", path);
+                return;
+        }
+        for (char *c = id; *c; c++)
+                *c = (char)tolower((unsigned char)*c);
+        if (strcmp(kind, "debuginfo") != 0) {
+                fp_coll_reply_error(req, 404, "this collector keeps debug files only");
+                return;
+        }
+        if (!s->names || fp_dbgi_open_debug(s->names, id, &fd, &size) < 0) {
+                fp_coll_reply_error(req, 404, "this collector has no debug file of build %s", id);
+                return;
+        }
+        b = evbuffer_new();
+        if (!b || evbuffer_add_file(b, fd, 0, (ev_off_t)size) < 0) {
+                if (b)
+                        evbuffer_free(b);
+                else
+                        close(fd);
+                fp_coll_reply_error(req, 503, "cannot send the debug file");
+                return;
+        }
+        fp_coll_reply(req, 200, "application/octet-stream", b);
+        evbuffer_free(b);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -205,6 +248,16 @@ static void on_request(struct evhttp_request *req, void *arg)
                         return;
                 }
                 routes[i].fn(s, req);
+                return;
+        }
+        if (strncmp(path, "/buildid/", 9) == 0) {
+                if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+                        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                                          "GET, HEAD");
+                        fp_coll_reply_error(req, 405, "/buildid/ takes GET");
+                } else if (read_authorized(s, req, false)) {
+                        buildid(s, req, path);
+                }
                 return;
         }
         s->st.not_found++;

@@ -28,7 +28,9 @@
 #      profile says where the program's mapping begins in the ELF file
 #      (checked against its program headers), and the collector names it
 #      from the debug file alone; an upload without that (an older agent)
-#      keeps its offsets.
+#      keeps its offsets. The collector serves the debug file back as a
+#      debuginfod server (elfutils' debuginfod-find), with the read token
+#      when one is set; anything else under /buildid/ is 404.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 FP_TEST_NAME=debuginfod
@@ -422,10 +424,25 @@ left=$(grep -c "^stripped+0x" "$FP_TMP/p6.pb.gz.names" || true)
 grep -q "^$W/stripped $BID .* vaddr 0x" <<<"$(python3 "$INTEG/pprofvaddr.py" show "$FP_TMP/p6.pb.gz")" ||
   fp_fail "the collector's profile lost the mapping's address"
 [[ -f $FP_TMP/six-cache/$BID.debug && ! -s $FP_TMP/six-cache/$BID.head ]] || fp_fail "the debug-only build is not cached (with an empty header)"
+# The collector as a debuginfod server: elfutils' own client fetches the debug file back.
+got=$(DEBUGINFOD_URLS=$URL DEBUGINFOD_CACHE_PATH=$FP_TMP/dfind debuginfod-find debuginfo "$BID" 2>"$FP_TMP/dfind.err") ||
+  fp_fail "debuginfod-find from the collector: $(tail -2 "$FP_TMP/dfind.err")"
+cmp -s "$got" "$W/srv/cxxnames.debug" || fp_fail "debuginfod-find got another file than the debug file: $got"
+for bad in "$BID/executable" "$BID/source/x.c" "0123456789abcdef0123/debuginfo" "..%2f..%2fetc%2fpasswd/debuginfo" "$BID/debuginfo/more"; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/buildid/$bad")
+  [[ $code == 404 ]] || fp_fail "/buildid/$bad: HTTP $code, not 404"
+done
 fp_stop_collector
-collector six --store "$FP_TMP/six.db" --debuginfod "http://127.0.0.1:1" --debuginfod-retry 1h
-fp_wait_for 10 eval 'profile "$FP_TMP/p6r.pb.gz" "pid=601" && named "$FP_TMP/p6r.pb.gz"' ||
+echo "rd-$$" >"$FP_TMP/read-token"
+collector six --store "$FP_TMP/six.db" --debuginfod "http://127.0.0.1:1" --debuginfod-retry 1h \
+  --read-token-file "$FP_TMP/read-token"
+RD=(-H "Authorization: Bearer rd-$$")
+fp_wait_for 10 eval 'curl -sf "${RD[@]}" -o "$FP_TMP/p6r.pb.gz" "$URL/api/v1/profile?pid=601" && named "$FP_TMP/p6r.pb.gz"' ||
   fp_fail "a restarted collector did not name from its cache of the debug file alone"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/buildid/$BID/debuginfo")
+[[ $code == 401 ]] || fp_fail "/buildid/ without the read token: HTTP $code"
+curl -sf "${RD[@]}" -o "$FP_TMP/served.debug" "$URL/buildid/$BID/debuginfo" || fp_fail "/buildid/ with the read token failed"
+cmp -s "$FP_TMP/served.debug" "$W/srv/cxxnames.debug" || fp_fail "/buildid/ served another file"
 fp_stop_collector
-fp_ok "a server of the debug file only: named by the mapping's ELF address the agent sent (kept in the collector's profile, cached, named after a restart); an older agent's upload keeps its offsets"
+fp_ok "a server of the debug file only: named by the mapping's ELF address the agent sent (kept in the collector's profile, cached, named after a restart); an older agent's upload keeps its offsets; debuginfod-find fetches the debug file back from the collector (the read token asked for when set), anything else 404"
 fp_ok "done"

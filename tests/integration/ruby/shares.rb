@@ -59,7 +59,12 @@ end
 out = ARGV[0]
 seconds = (ARGV[1] || 4).to_f
 go = ARGV[2] || ''
-sleep 0.01 while go != '' && !File.exist?(go)
+# (In a method of its own: these sleeps are not the timed ones under <main>. Under <main>
+# they once made the profile's Kernel#sleep 5.6% longer than the program's.)
+def wait_for_go(go)
+  sleep 0.01 while go != '' && !File.exist?(go)
+end
+wait_for_go(go)
 def cpu_ns
   Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond)
 end
