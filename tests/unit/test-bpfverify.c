@@ -95,26 +95,36 @@ static void check_stats(const char *what, struct bpf_object *obj, double secs)
         }
 }
 
+/*
+ * Loads a skeleton's object (obj, its skeleton sk) asking for the
+ * verifier's statistics, and checks them when it loaded: the load's result.
+ */
+static int load_checked(const char *what, struct bpf_object *obj, struct bpf_object_skeleton *sk)
+{
+        struct timespec t;
+        int r;
+
+        want_stats(obj);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        r = bpf_object__load_skeleton(sk);
+        if (r == 0)
+                check_stats(what, obj, since(&t));
+        return r;
+}
+
 static void pystack(void)
 {
         struct pystack_bpf *s = pystack_bpf__open();
-        struct timespec t;
 
         FP_CHECK(s != NULL);
-        if (!s)
-                return;
-        want_stats(s->obj);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int r = pystack_bpf__load(s);
-        FP_CHECK_EQ_INT(r, 0);
-        if (r == 0)
-                check_stats("pystack (the interpreters' walks)", s->obj, since(&t));
+        if (s)
+                FP_CHECK_EQ_INT(
+                    load_checked("pystack (the interpreters' walks)", s->obj, s->skeleton), 0);
         pystack_bpf__destroy(s);
 }
 
 static void offcpu(bool python)
 {
-        struct timespec t;
         int r = -1;
 
         /* As the agent loads it: without the rseq_update hook where the kernel has none. */
@@ -126,13 +136,9 @@ static void offcpu(bool python)
                 s->rodata->python = python;
                 if (!resume)
                         bpf_program__set_autoload(s->progs.fp_offcpu_resume, false);
-                want_stats(s->obj);
-                clock_gettime(CLOCK_MONOTONIC, &t);
-                r = offcpu_bpf__load(s);
-                if (r == 0)
-                        check_stats(python ? "offcpu (with the interpreters' walks)"
-                                           : "offcpu (native stacks only)",
-                                    s->obj, since(&t));
+                r = load_checked(python ? "offcpu (with the interpreters' walks)"
+                                        : "offcpu (native stacks only)",
+                                 s->obj, s->skeleton);
                 offcpu_bpf__destroy(s);
         }
         FP_CHECK_EQ_INT(r, 0);
@@ -141,17 +147,10 @@ static void offcpu(bool python)
 static void tracker(void)
 {
         struct tracker_bpf *s = tracker_bpf__open();
-        struct timespec t;
 
         FP_CHECK(s != NULL);
-        if (!s)
-                return;
-        want_stats(s->obj);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int r = tracker_bpf__load(s);
-        FP_CHECK_EQ_INT(r, 0);
-        if (r == 0)
-                check_stats("tracker", s->obj, since(&t));
+        if (s)
+                FP_CHECK_EQ_INT(load_checked("tracker", s->obj, s->skeleton), 0);
         tracker_bpf__destroy(s);
 }
 
