@@ -226,6 +226,8 @@ struct fp_ch {
         bool rollups_off; /* neither read nor made (fp_ch_set_summaries()) */
 };
 
+/* Creates, migrates or checks the schema once (a handle not yet set up): 0 or -errno. */
+int fp_ch_setup(struct fp_ch *c);
 /* Sets c->errmsg from fmt and returns r. */
 int fp_ch_failf(struct fp_ch *c, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* -ENOMEM, said. */

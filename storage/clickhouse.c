@@ -220,6 +220,20 @@ static const struct schema_step schema_v7[] = {
     {"mappings", "vaddr1", "ALTER TABLE DB.mappings ADD COLUMN vaddr1 UInt64 DEFAULT 0"},
 };
 
+/*
+ * 7 -> 8: debug files uploaded from CI (ch-debug.c), shared by every
+ * collector of the store: a file's bytes once per build ID, and when each
+ * collector last named from it (the byte budget evicts the least recent).
+ */
+static const struct schema_step schema_v8[] = {
+    {"debugfiles", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.debugfiles (build_id String, executable UInt8, size UInt64,"
+     " added_ns Int64, data String) " RMT " ORDER BY build_id"},
+    {"debugfiles_used", NULL,
+     "CREATE TABLE IF NOT EXISTS DB.debugfiles_used (build_id String, used_ns Int64)"
+     " ENGINE = ReplacingMergeTree(used_ns) ORDER BY build_id"},
+};
+
 /* Each version's statements; a later version appends its ALTERs here. */
 static const struct {
         const struct schema_step *steps;
@@ -233,6 +247,7 @@ static const struct {
     {schema_v5, sizeof(schema_v5) / sizeof(schema_v5[0]), NULL},
     {schema_v6, sizeof(schema_v6) / sizeof(schema_v6[0]), NULL},
     {schema_v7, sizeof(schema_v7) / sizeof(schema_v7[0]), NULL},
+    {schema_v8, sizeof(schema_v8) / sizeof(schema_v8[0]), NULL},
 };
 
 /* Summaries first: a read never takes a summary whose rows are gone. */
@@ -581,7 +596,8 @@ static int setup(struct fp_ch *c)
                     "SELECT toUInt64(count()) FROM system.tables WHERE database = '%s'"
                     " AND name NOT IN ('meta', 'series', 'buckets', 'samples', 'drops',"
                     " 'upload_keys', 'stacks', 'frames', 'functions', 'mappings', 'costs',"
-                    " 'samples_v3', 'samples_v4', 'rollups', 'rollup_drops', 'rollup_builds')"
+                    " 'samples_v3', 'samples_v4', 'rollups', 'rollup_drops', 'rollup_builds',"
+                    " 'debugfiles', 'debugfiles_used')"
                     " FORMAT RowBinary",
                     c->db);
                 r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
@@ -1192,8 +1208,8 @@ static int load_parts(struct fp_ch *c, struct part **ret, size_t *ret_n)
         buf_printf(&q,
                    "SELECT table, partition_id, toUInt64(sum(bytes_on_disk)),"
                    " toUInt64(sumIf(rows, table = 'buckets')) FROM system.parts"
-                   " WHERE database = '%s' AND active AND table != 'meta'"
-                   " GROUP BY table, partition_id FORMAT RowBinary",
+                   " WHERE database = '%s' AND active AND table NOT IN ('meta', 'debugfiles',"
+                   " 'debugfiles_used') GROUP BY table, partition_id FORMAT RowBinary",
                    c->db);
         r = fp_ch_exec(c, &q, READ_TIMEOUT_S);
         free(q.p);
@@ -1683,6 +1699,12 @@ static int meta_cmp(const void *a, const void *b)
         return strcmp(x->event, y->event);
 }
 
+int fp_ch_setup(struct fp_ch *c)
+{
+        c->errmsg[0] = 0;
+        return setup(c);
+}
+
 static int start_read(struct fp_ch *c, const struct fp_store_filter *f)
 {
         c->errmsg[0] = 0;
@@ -1986,7 +2008,8 @@ int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret)
                    "SELECT toUInt64((SELECT uniqExact(upload) FROM %s.buckets)),"
                    " toUInt64((SELECT uniqExact(target_id) FROM %s.series)),"
                    " toUInt64((SELECT sum(bytes_on_disk) FROM system.parts WHERE database = '%s'"
-                   " AND active)), toInt64((SELECT min(start_ns) FROM %s.buckets)),"
+                   " AND active AND table NOT IN ('debugfiles', 'debugfiles_used'))), "
+                   "toInt64((SELECT min(start_ns) FROM %s.buckets)),"
                    " toInt64((SELECT max(start_ns + length_ns) FROM %s.buckets)),"
                    " toUInt64((SELECT count() FROM %s.rollup_builds)) FORMAT RowBinary",
                    c->db, c->db, c->db, c->db, c->db, c->db);

@@ -37,7 +37,7 @@
 struct fp_ch;
 struct fp_pprof;
 
-#define FP_CH_SCHEMA_VERSION 7
+#define FP_CH_SCHEMA_VERSION 8
 #define FP_CH_DEFERRED       2 /* fp_ch_open(): not set up for now; see below */
 
 /* True when spec names a ClickHouse store (clickhouse:// or clickhouses://). */
@@ -96,3 +96,12 @@ int fp_ch_host_costs(struct fp_ch *c, const struct fp_store_filter *f, fp_store_
  * whose buckets no summary holds as they are (to be summarised).
  */
 int fp_ch_stats(struct fp_ch *c, struct fp_store_stats *ret);
+
+/* Uploaded debug files (debugfiles.h, ch-debug.c): what fp_dfiles_* mean. */
+struct fp_dfiles_info;
+int fp_ch_debug_put(struct fp_ch *c, const char *id, bool executable, const void *data, size_t len,
+                    uint64_t budget, uint64_t *ret_evicted);
+int fp_ch_debug_info(struct fp_ch *c, const char *id, struct fp_dfiles_info *ret);
+int fp_ch_debug_get(struct fp_ch *c, const char *id, bool used, uint8_t **ret_data, size_t *ret_len,
+                    struct fp_dfiles_info *ret_info);
+int fp_ch_debug_totals(struct fp_ch *c, uint64_t *ret_files, uint64_t *ret_bytes);

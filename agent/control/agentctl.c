@@ -15,6 +15,7 @@
 #include "rule.h"
 #include "pprof.h"
 #include "store.h"
+#include "upload.h"
 #include "util.h"
 
 #include <errno.h>
@@ -94,6 +95,11 @@ static void usage(FILE *f)
                 "        close the open bucket and upload to the collector now\n"
                 "  metrics\n"
                 "        the agent's own metrics in the Prometheus text format (root)\n"
+                "  upload-debuginfo --collector URL [--token-file FILE] PATH...\n"
+                "        for CI, no agent needed: send every ELF file with symbols under\n"
+                "        PATH (debug files, unstripped executables) to the collector by\n"
+                "        build ID, skipping those it holds, so that it names stripped\n"
+                "        builds of them; FILE holds the collector's write token\n"
                 "\n"
                 "  --socket PATH   the agent's socket (default " DEFAULT_SOCKET ")\n"
                 "  --version       print the version\n"
@@ -408,6 +414,8 @@ int main(int argc, char **argv)
                 return 2;
         }
         const char *cmd = argv[i++];
+        if (strcmp(cmd, "upload-debuginfo") == 0) /* to the collector, not the agent */
+                return fp_ctl_upload_debuginfo(argc - i, argv + i);
         q = calloc(1, sizeof(*q));
         if (!q)
                 return fail(1, "out of memory");
@@ -424,7 +432,9 @@ int main(int argc, char **argv)
                 ADD("cmd", cmd);
         } else {
                 free(q);
-                return fail(2, "unknown command '%s' (start, stop, status, dump, flush, metrics)",
+                return fail(2,
+                            "unknown command '%s' (start, stop, status, dump, flush, metrics, "
+                            "upload-debuginfo)",
                             cmd);
         }
         bool want_pid = strcmp(cmd, "start") == 0 || strcmp(cmd, "stop") == 0;

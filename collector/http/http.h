@@ -26,6 +26,7 @@ struct fp_backend;
 struct fp_coll_writeq_result;
 struct fp_coll_readers;
 struct fp_dbgi;
+struct fp_dfiles;
 
 #define FP_COLL_MAX_ROUTES       40
 #define FP_COLL_GATE_REASONS_MAX 16 /* room for gate.h's reasons (readers.c checks) */
@@ -67,6 +68,7 @@ struct fp_coll_read_state {
         uint64_t waiting;                /* reads queued or running */
         uint64_t busy;                   /* reads refused with the queue full */
         uint64_t ran, ran_ns, waited_ns; /* reads run, their time and their time queued */
+        uint64_t debug_stored, debug_held, debug_refused; /* uploads of debug files */
 };
 
 struct fp_coll_server {
@@ -79,7 +81,9 @@ struct fp_coll_server {
         struct fp_coll_readers *readers;  /* the reader thread (readers.h) */
         struct fp_coll_read_state *reads; /* shared with it */
         struct fp_backend *store;         /* read-only: the reader thread's queries */
-        struct fp_dbgi *names;            /* debuginfod.h; NULL: no debuginfod */
+        struct fp_dbgi *names;            /* debuginfod.h; NULL: neither servers nor uploads */
+        struct fp_dfiles *dfiles;         /* uploaded debug files: the reader thread's handle */
+        struct fp_dfiles *dfiles_fetch;   /* the same, the debuginfod fetcher's */
         uint64_t store_max_bytes;
         uint64_t max_read_ns;    /* one read's time budget (--max-read-ms) */
         uint64_t max_read_bytes; /* one read's memory budget (--max-read-mb) */

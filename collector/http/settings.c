@@ -53,6 +53,9 @@ const struct fp_conf_key fp_coll_settings[] = {
      "one request to a debuginfod server, connection to last byte"},
     {"debuginfod-retry", FP_CONF_DURATION, "10m", 1, 7 * 86400, "DURATION",
      "a build no server gave is asked for again after this"},
+    {"debuginfo-mb", FP_CONF_UINT, "4096", 0, 1048576, "N",
+     "byte budget of uploaded debug files (POST /buildid/ID/debuginfo), kept beside the store; "
+     "the least recently used go first; 0: uploads refused"},
 };
 const size_t fp_coll_n_settings = sizeof(fp_coll_settings) / sizeof(fp_coll_settings[0]);
 
@@ -80,6 +83,7 @@ void fp_coll_config_from(const struct fp_conf *conf, struct fp_coll_config *c)
             .debuginfod_cache_mb = fp_conf_uint(conf, "debuginfod-cache-mb"),
             .debuginfod_timeout_s = fp_conf_duration(conf, "debuginfod-timeout"),
             .debuginfod_retry_s = fp_conf_duration(conf, "debuginfod-retry"),
+            .debuginfo_mb = fp_conf_uint(conf, "debuginfo-mb"),
         };
         c->debuginfod = fp_conf_list(conf, "debuginfod", &c->n_debuginfod);
 }

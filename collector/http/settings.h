@@ -33,6 +33,7 @@ struct fp_coll_config {
         size_t n_debuginfod;
         const char *debuginfod_cache;
         uint64_t debuginfod_cache_mb, debuginfod_timeout_s, debuginfod_retry_s;
+        uint64_t debuginfo_mb; /* uploaded debug files' budget; 0: uploads refused */
 };
 
 extern const struct fp_conf_key fp_coll_settings[];

@@ -54,8 +54,11 @@
 #define SAY_PER_MINUTE 20  /* failure lines; the rest are counted in one line */
 #define DEADLINE_EVERY 256 /* locations named between looks at the read's deadline */
 #define REFUSED_SAID   256 /* junk build IDs remembered as said (a fixed cost) */
+#define SOURCES_SAID   64  /* builds a named profile's comments tell the source of */
 
 enum state { NONE, DISK, QUEUED, READY, FAILED };
+
+static const char UPLOADED[] = "an uploaded debug file";
 
 struct entry {
         char id[ID_MAX];
@@ -64,6 +67,7 @@ struct entry {
         uint64_t disk_bytes;   /* DISK, READY */
         int64_t last_use_ns;   /* CLOCK_MONOTONIC (DISK from a run before: 0) */
         int64_t retry_ns;      /* FAILED */
+        const char *from;      /* READY: where its file came from (UPLOADED or a server's URL) */
         struct entry *next;
 };
 
@@ -234,6 +238,8 @@ static void drop_files(struct fp_dbgi *d, struct entry *e)
 {
         char name[ID_MAX + 16];
 
+        if (!e->disk_bytes)
+                return; /* an upload's: never on disk */
         file_name(name, sizeof(name), e->id, "debug");
         unlinkat(d->dirfd, name, 0);
         file_name(name, sizeof(name), e->id, "head");
@@ -603,19 +609,48 @@ static int load_cached(struct fp_dbgi *d, const char *id, struct fp_dsyms **ret,
         return load_build(d, id, name, head, (size_t)len, ret, why, whylen);
 }
 
-/* One build: from the disk when cached, else from the servers. Without the lock. */
+/*
+ * The symbols of id from a file uploaded to the collector's store: 1 with
+ * *ret, 0 when none was uploaded (or no store), -1 with why.
+ */
+static int from_upload(struct fp_dbgi *d, const char *id, struct fp_dsyms **ret, char *why,
+                       size_t whylen)
+{
+        uint8_t *data = NULL;
+        size_t len = 0;
+        char err[WHY_MAX];
+        int r;
+
+        if (!d->c.uploads)
+                return 0;
+        r = d->c.uploads(d->c.uploads_arg, id, &data, &len, err, sizeof(err));
+        if (r < 0)
+                return fp_errf(why, whylen, -1, "its uploaded file cannot be read: %s", err);
+        if (r == 0)
+                return 0;
+        r = fp_dsyms_load_mem(data, len, id, ret, err, sizeof(err));
+        free(data);
+        if (r < 0)
+                return fp_errf(why, whylen, -1, "its uploaded file: %s", err);
+        return 1;
+}
+
+/* One build: from the disk when cached, else uploads, else the servers. Without the lock. */
 static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id, bool cached)
 {
         char why[WHY_MAX] = "", tmp_debug[ID_MAX + 16], tmp_head[ID_MAX + 16];
         char name[ID_MAX + 16];
         struct fp_dsyms *syms = NULL;
         uint64_t bytes = 0;
+        size_t served_by = 0;
+        bool upload_failed;
         int r = -1, missing = 0;
 
         if (cached && load_cached(d, id, &syms, why, sizeof(why)) == 0) {
                 pthread_mutex_lock(&d->lock);
                 e->state = READY;
                 e->syms = syms;
+                e->from = d->c.n_urls ? d->urls[0] : "debuginfod";
                 d->symbol_bytes += fp_dsyms_bytes(syms);
                 pthread_mutex_unlock(&d->lock);
                 return;
@@ -626,11 +661,26 @@ static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id,
                 drop_files(d, e);
                 pthread_mutex_unlock(&d->lock);
         }
+        if ((r = from_upload(d, id, &syms, why, sizeof(why))) > 0) {
+                pthread_mutex_lock(&d->lock);
+                e->state = READY;
+                e->syms = syms;
+                e->from = UPLOADED;
+                e->last_use_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
+                d->symbol_bytes += fp_dsyms_bytes(syms);
+                d->st.uploads_named++;
+                evict(d, e);
+                pthread_mutex_unlock(&d->lock);
+                return;
+        }
+        upload_failed = r < 0;
+        r = -1;
         snprintf(tmp_debug, sizeof(tmp_debug), ".tmp-%s.debug", id);
         snprintf(tmp_head, sizeof(tmp_head), ".tmp-%s.head", id);
         for (size_t i = 0; i < d->c.n_urls && r <= 0; i++) {
                 char one[WHY_MAX];
 
+                served_by = i;
                 r = fetch_from(d, curl, d->urls[i], id, tmp_debug, tmp_head, &syms, &bytes, one,
                                sizeof(one));
                 if (r == 0)
@@ -660,17 +710,21 @@ static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id,
         unlinkat(d->dirfd, tmp_head, 0);
         if (r <= 0 && !*why)
                 snprintf(why, sizeof(why), "%s",
-                         d->c.n_urls == 1 ? "the server does not have it" : "no server has it");
+                         d->c.n_urls == 0   ? "no debug file of it was uploaded"
+                         : d->c.n_urls == 1 ? "the server does not have it"
+                                            : "no server has it");
         if (r <= 0 && __atomic_load_n(&d->stop, __ATOMIC_RELAXED))
                 return; /* the collector stops: nothing kept, nothing to say */
         pthread_mutex_lock(&d->lock);
-        if (r <= 0 && may_say(d))
+        /* Without servers, a build no one uploaded is the normal case: not said. */
+        if (r <= 0 && (d->c.n_urls || upload_failed) && may_say(d))
                 fp_log(LOG_WARNING,
                        "debuginfod: build %s not named: %s (asked again in %" PRIu64 " s)", id, why,
                        d->c.retry_s);
         if (r > 0) {
                 e->state = READY;
                 e->syms = syms;
+                e->from = d->urls[served_by];
                 e->disk_bytes = bytes;
                 e->last_use_ns = (int64_t)fp_now_ns(CLOCK_MONOTONIC);
                 d->disk_bytes += bytes;
@@ -739,9 +793,9 @@ int fp_dbgi_new(const struct fp_dbgi_config *c, struct fp_dbgi **ret, char *err,
         d->dirfd = -1;
         pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->wake, NULL);
-        d->dir = strdup(c->cache_dir);
+        d->dir = c->n_urls ? strdup(c->cache_dir) : NULL; /* uploads only: nothing on disk */
         d->urls = calloc(c->n_urls + 1, sizeof(*d->urls));
-        if (!d->dir || !d->urls)
+        if ((c->n_urls && !d->dir) || !d->urls)
                 goto fail;
         for (size_t i = 0; i < c->n_urls; i++) {
                 if (strncmp(c->urls[i], "http://", 7) && strncmp(c->urls[i], "https://", 8)) {
@@ -755,9 +809,9 @@ int fp_dbgi_new(const struct fp_dbgi_config *c, struct fp_dbgi **ret, char *err,
         }
         d->c.urls = NULL;
         d->c.cache_dir = NULL;
-        if ((r = open_dir(d, err, errlen)) < 0)
+        if (d->dir && (r = open_dir(d, err, errlen)) < 0)
                 goto fail;
-        if ((r = index_dir(d)) < 0) {
+        if (d->dir && (r = index_dir(d)) < 0) {
                 fp_errf(err, errlen, r, "cannot read the debuginfod cache %s: %s", d->dir,
                         strerror(-r));
                 goto fail;
@@ -815,7 +869,8 @@ void fp_dbgi_free(struct fp_dbgi *d)
  * ID is never asked for and takes no entry: a client's junk, however
  * long, leaves the table as it was and cannot stand for a real build.
  */
-static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t now, size_t *quota)
+static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t now, size_t *quota,
+                               const char **ret_from)
 {
         char id[ID_MAX], why[WHY_MAX], show[64];
         struct entry *e;
@@ -845,6 +900,7 @@ static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t no
         case READY:
                 e->last_use_ns = now;
                 d->st.hits++;
+                *ret_from = e->from;
                 return fp_dsyms_ref(e->syms);
         case FAILED:
                 if (now < e->retry_ns)
@@ -870,6 +926,9 @@ static struct fp_dsyms *lookup(struct fp_dbgi *d, const char *raw_id, int64_t no
 struct pass_build {
         const char *id; /* the profile's string; NULL: a free slot */
         struct fp_dsyms *syms;
+        const char *from; /* the entry's (lives as long as d) */
+        const char *file; /* the first mapping of it named from, the profile's string */
+        uint64_t named;   /* locations named from it */
 };
 
 /* Builds met by one naming pass, and the name given to each location. */
@@ -911,26 +970,28 @@ static bool pass_room(struct pass *ps)
         return true;
 }
 
-static struct fp_dsyms *pass_syms(struct pass *ps, const char *id)
+static struct pass_build *pass_syms(struct pass *ps, const char *id)
 {
+        const char *from = NULL;
         struct fp_dsyms *s;
         size_t i;
 
         if (ps->cap_builds) {
                 i = pass_slot(ps->builds, ps->cap_builds, id);
                 if (ps->builds[i].id)
-                        return ps->builds[i].syms;
+                        return ps->builds[i].syms ? &ps->builds[i] : NULL;
         }
         if (!pass_room(ps))
                 return NULL;
         pthread_mutex_lock(&ps->d->lock);
-        s = lookup(ps->d, id, ps->now, &ps->quota);
+        s = lookup(ps->d, id, ps->now, &ps->quota, &from);
         pthread_mutex_unlock(&ps->d->lock);
         i = pass_slot(ps->builds, ps->cap_builds, id);
         ps->builds[i].id = id;
         ps->builds[i].syms = s;
+        ps->builds[i].from = from;
         ps->n_builds++;
-        return s;
+        return s ? &ps->builds[i] : NULL;
 }
 
 static const char *base_name(const char *path)
@@ -969,6 +1030,45 @@ static int give_name(const struct fp_pprof *src, uint64_t loc, void *arg, const 
         return 1;
 }
 
+/*
+ * What named what, in the profile's comments (go tool pprof -comments):
+ * one line per build named here, at most SOURCES_SAID, then their count.
+ */
+static int say_sources(struct fp_pprof *out, const struct pass *ps)
+{
+        uint64_t more = 0;
+        size_t said = 0;
+        char line[512];
+
+        for (size_t i = 0; i < ps->cap_builds; i++) {
+                const struct pass_build *b = &ps->builds[i];
+
+                if (!b->id || !b->named)
+                        continue;
+                if (said == SOURCES_SAID) {
+                        more++;
+                        continue;
+                }
+                snprintf(line, sizeof(line),
+                         "fleetprof: %" PRIu64 " frame%s of %s (build %.16s...) named by the "
+                         "collector from %s",
+                         b->named, b->named == 1 ? "" : "s", b->file, b->id,
+                         b->from == UPLOADED ? UPLOADED : "debuginfod server ");
+                if (b->from != UPLOADED)
+                        snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s", b->from);
+                if (fp_pprof_add_comment(out, line) < 0)
+                        return -ENOMEM;
+                said++;
+        }
+        if (more) {
+                snprintf(line, sizeof(line),
+                         "fleetprof: and %" PRIu64 " more builds named by the collector", more);
+                if (fp_pprof_add_comment(out, line) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p, int64_t deadline_ns)
 {
         struct pass ps = {
@@ -987,7 +1087,7 @@ int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p, int64_t deadline_ns)
         }
         for (uint64_t id = 1; id <= n; id++) {
                 struct fp_pprof_location_view v;
-                struct fp_dsyms *s;
+                struct pass_build *b;
                 uint64_t off;
 
                 if (deadline_ns && id % DEADLINE_EVERY == 0 &&
@@ -997,19 +1097,26 @@ int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p, int64_t deadline_ns)
                     v.address < v.mapping_start || v.address >= v.mapping_limit)
                         continue;
                 off = v.address - v.mapping_start + v.mapping_offset;
-                if (!unnamed(&v, off) || !(s = pass_syms(&ps, v.build_id)))
+                if (!unnamed(&v, off) || !(b = pass_syms(&ps, v.build_id)))
                         continue;
                 /* The agent said where the mapping's ELF addresses begin: no segment needed. */
                 ps.names[id] =
                     v.mapping_has_vaddr
-                        ? fp_dsyms_name_at(s, v.address - v.mapping_start + v.mapping_vaddr,
+                        ? fp_dsyms_name_at(b->syms, v.address - v.mapping_start + v.mapping_vaddr,
                                            &ps.systems[id])
-                        : fp_dsyms_name(s, off, &ps.systems[id]);
-                named += ps.names[id] != NULL;
+                        : fp_dsyms_name(b->syms, off, &ps.systems[id]);
+                if (ps.names[id]) {
+                        named++;
+                        b->named++;
+                        if (!b->file)
+                                b->file = v.mapping_file;
+                }
         }
         if (named) {
                 out = fp_pprof_new();
                 r = out ? fp_pprof_merge_renamed(out, *p, give_name, &ps) : -ENOMEM;
+                if (r == 0)
+                        r = say_sources(out, &ps);
                 if (r < 0) {
                         fp_pprof_free(out);
                         goto out;
@@ -1036,7 +1143,7 @@ int fp_dbgi_open_debug(struct fp_dbgi *d, const char *id, int *ret_fd, uint64_t 
         struct stat st;
         int fd = -1, r = -ENOENT;
 
-        if (!d || strlen(id) >= ID_MAX || fp_dbgi_build_id_ok(id, NULL, 0) <= 0)
+        if (!d || d->dirfd < 0 || strlen(id) >= ID_MAX || fp_dbgi_build_id_ok(id, NULL, 0) <= 0)
                 return -ENOENT;
         pthread_mutex_lock(&d->lock);
         e = find(d, id);
@@ -1056,6 +1163,19 @@ int fp_dbgi_open_debug(struct fp_dbgi *d, const char *id, int *ret_fd, uint64_t 
         if (fd >= 0)
                 close(fd);
         return r;
+}
+
+void fp_dbgi_uploaded(struct fp_dbgi *d, const char *id)
+{
+        struct entry *e;
+
+        if (!d)
+                return;
+        pthread_mutex_lock(&d->lock);
+        e = find(d, id);
+        if (e && e->state == FAILED)
+                e->retry_ns = 0; /* the next read that meets it queues it */
+        pthread_mutex_unlock(&d->lock);
 }
 
 void fp_dbgi_stats(struct fp_dbgi *d, struct fp_dbgi_stats *ret)

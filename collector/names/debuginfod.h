@@ -46,16 +46,26 @@ struct fp_dbgi;
 struct fp_dbgi_config {
         const char *const *urls; /* servers, tried in order */
         size_t n_urls;
-        const char *cache_dir; /* created (0750) when missing; must be ours alone */
+        const char *cache_dir; /* created (0700) when missing; must be ours alone; unused
+                                  without servers (uploads are named from memory) */
         uint64_t cache_bytes;  /* the disk budget; also the largest file taken */
         uint64_t timeout_s;    /* one request, connection to last byte */
         uint64_t retry_s;      /* a failed build is asked for again after this */
+        /*
+         * Files uploaded to the collector, asked before any server (NULL:
+         * none): 1 with id's bytes (*data malloc'd), 0 when none was
+         * uploaded, -errno with one line in err. On the fetcher thread.
+         */
+        int (*uploads)(void *arg, const char *id, uint8_t **data, size_t *len, char *err,
+                       size_t errlen);
+        void *uploads_arg;
 };
 
 struct fp_dbgi_stats {
         uint64_t fetched, missing, failed; /* builds fetched; no server had; errors or refused */
         uint64_t hits, misses;             /* a query's build: cached, or not (yet) */
         uint64_t frames_named;             /* locations named */
+        uint64_t uploads_named;            /* builds loaded from uploaded files */
         uint64_t cache_bytes, cache_builds, symbol_bytes, evicted;
 };
 
@@ -78,6 +88,9 @@ void fp_dbgi_free(struct fp_dbgi *d);
 int fp_dbgi_name(struct fp_dbgi *d, struct fp_pprof **p, int64_t deadline_ns);
 
 void fp_dbgi_stats(struct fp_dbgi *d, struct fp_dbgi_stats *ret);
+
+/* Build id (lower-case hex) was just uploaded: a read that meets it asks at once. NULL: nothing. */
+void fp_dbgi_uploaded(struct fp_dbgi *d, const char *id);
 
 /*
  * Whether id is a build ID worth asking for: lower-case or upper-case

@@ -17,6 +17,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <pthread.h>
@@ -255,37 +256,27 @@ static int build(struct fp_dsyms *d, const struct raw *v, size_t n)
 }
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+_Static_assert(FP_DSYMS_ID_HEX == FP_ELF_BUILD_ID_HEX, "the two say the same");
 
-int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_seg *segs,
-                  size_t n_segs, struct fp_dsyms **ret, char *err, size_t errlen)
+/* The symbols of elf (a file of size bytes) once its build ID is checked. */
+static int load_elf(Elf *elf, uint64_t size, const char *build_id, const struct fp_dsyms_seg *segs,
+                    size_t n_segs, struct fp_dsyms **ret, char *err, size_t errlen)
 {
-        _cleanup_close_ int fd = -1;
         char id[FP_ELF_BUILD_ID_HEX];
         struct fp_dsyms *d = NULL;
         struct raw *v = NULL;
         size_t n = 0;
-        Elf *elf = NULL;
         int r;
 
-        if (n_segs > FP_DSYMS_MAX_SEGS)
-                return -EINVAL;
-        elf_version(EV_CURRENT);
-        r = fp_elf_open(path, &fd, &elf, NULL);
-        if (r < 0) {
-                fp_errf(err, errlen, 0, "the debug file is %s",
-                        r == -ENOEXEC ? "not an ELF file" : strerror(-r));
-                return r == -ENOEXEC ? -EBADMSG : r;
-        }
         fp_elf_build_id(elf, id);
         if (strcmp(id, build_id) != 0) {
                 fp_errf(err, errlen, 0, "the debug file is of build %s, not this one",
                         *id ? id : "(none)");
-                r = -EBADMSG;
-                goto out;
+                return -EBADMSG;
         }
         r = read_symbols(elf, &v, &n, err, errlen);
         if (r < 0)
-                goto out;
+                return r;
         qsort(v, n, sizeof(*v), cmp_raw);
         d = calloc(1, sizeof(*d));
         r = -ENOMEM;
@@ -295,12 +286,6 @@ int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_
         if (n_segs)
                 memcpy(d->segs, segs, n_segs * sizeof(*segs));
         d->n_segs = n_segs;
-        struct stat st;
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                fp_errf(err, errlen, 0, "cannot read the debug file: %s", strerror(errno));
-                goto out;
-        }
         /*
          * Names may share their bytes in a string table (one name's tail is
          * another's), and a few kilobytes of file can hold a name of 4,000
@@ -308,7 +293,7 @@ int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_
          * demangled (a C++ template's name demangled can be several times its
          * mangled one), may take at most four times the file and a megabyte.
          */
-        d->names_max = 4 * (size_t)st.st_size + FP_DSYMS_NAMES_SLACK;
+        d->names_max = 4 * (size_t)size + FP_DSYMS_NAMES_SLACK;
         pthread_mutex_lock(&load_lock);
         r = build(d, v, n);
         pthread_mutex_unlock(&load_lock);
@@ -326,8 +311,125 @@ out:
                 fp_errf(err, errlen, 0, "out of memory reading the debug file");
         fp_dsyms_unref(d);
         free(v);
+        return r;
+}
+
+int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_seg *segs,
+                  size_t n_segs, struct fp_dsyms **ret, char *err, size_t errlen)
+{
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+        Elf *elf = NULL;
+        int r;
+
+        if (n_segs > FP_DSYMS_MAX_SEGS)
+                return -EINVAL;
+        elf_version(EV_CURRENT);
+        r = fp_elf_open(path, &fd, &elf, &st);
+        if (r < 0) {
+                fp_errf(err, errlen, 0, "the debug file is %s",
+                        r == -ENOEXEC ? "not an ELF file" : strerror(-r));
+                return r == -ENOEXEC ? -EBADMSG : r;
+        }
+        r = load_elf(elf, (uint64_t)st.st_size, build_id, segs, n_segs, ret, err, errlen);
         elf_end(elf);
         return r;
+}
+
+/* elf_memory() over a copy's bytes it never writes (ELF_C_READ_MMAP semantics). */
+static Elf *elf_of(const uint8_t *data, size_t len)
+{
+        elf_version(EV_CURRENT);
+        if (len < SELFMAG || memcmp(data, ELFMAG, SELFMAG) != 0)
+                return NULL;
+        Elf *elf = elf_memory((char *)data, len);
+        if (elf && elf_kind(elf) != ELF_K_ELF) {
+                elf_end(elf);
+                return NULL;
+        }
+        return elf;
+}
+
+int fp_dsyms_load_mem(const uint8_t *data, size_t len, const char *build_id, struct fp_dsyms **ret,
+                      char *err, size_t errlen)
+{
+        struct fp_dsyms_seg segs[FP_DSYMS_MAX_SEGS];
+        int n_segs = 0, r;
+        bool exec = false;
+        char id[FP_ELF_BUILD_ID_HEX];
+
+        r = fp_dsyms_inspect(data, len, id, &exec, err, errlen);
+        if (r < 0)
+                return r;
+        if (exec) { /* an executable's own program headers place its file offsets */
+                n_segs =
+                    fp_dsyms_segments(data, len < FP_DSYMS_HEAD_BYTES ? len : FP_DSYMS_HEAD_BYTES,
+                                      segs, FP_DSYMS_MAX_SEGS, err, errlen);
+                if (n_segs < 0)
+                        return n_segs;
+        }
+        Elf *elf = elf_of(data, len);
+        if (!elf)
+                return fp_errf(err, errlen, -EBADMSG, "the debug file is not an ELF file");
+        r = load_elf(elf, len, build_id, segs, (size_t)n_segs, ret, err, errlen);
+        elf_end(elf);
+        return r;
+}
+
+int fp_dsyms_inspect(const uint8_t *data, size_t len, char *id, bool *ret_executable, char *err,
+                     size_t errlen)
+{
+        Elf *elf = elf_of(data, len);
+        GElf_Ehdr eh;
+        size_t shstrndx;
+        bool text = false, symbols;
+
+        *id = 0;
+        if (!elf)
+                return fp_errf(err, errlen, -EBADMSG, "the file is not an ELF file");
+        if (!gelf_getehdr(elf, &eh) || elf_getshdrstrndx(elf, &shstrndx) < 0) {
+                elf_end(elf);
+                return fp_errf(err, errlen, -EBADMSG, "the file's ELF headers are damaged");
+        }
+        /* Every section's bytes must lie in the file: a cut file is refused here. */
+        for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+                GElf_Shdr sh;
+                const char *name;
+
+                if (!gelf_getshdr(scn, &sh)) {
+                        elf_end(elf);
+                        return fp_errf(err, errlen, -EBADMSG,
+                                       "the file's section headers are damaged");
+                }
+                if (sh.sh_type != SHT_NOBITS &&
+                    (sh.sh_offset > len || sh.sh_size > len - sh.sh_offset)) {
+                        elf_end(elf);
+                        return fp_errf(err, errlen, -EBADMSG,
+                                       "the file is cut short: a section ends at byte %" PRIu64
+                                       " of %zu",
+                                       (uint64_t)(sh.sh_offset + sh.sh_size), len);
+                }
+                name = elf_strptr(elf, shstrndx, sh.sh_name);
+                if (name && strcmp(name, ".text") == 0 && sh.sh_type == SHT_PROGBITS)
+                        text = true;
+        }
+        if (eh.e_shoff > len || (uint64_t)eh.e_shnum * eh.e_shentsize > len - eh.e_shoff) {
+                elf_end(elf);
+                return fp_errf(err, errlen, -EBADMSG,
+                               "the file is cut short: its section headers are past its end");
+        }
+        fp_elf_build_id(elf, id);
+        symbols = fp_elf_has_symtab(elf);
+        elf_end(elf);
+        if (!*id)
+                return fp_errf(err, errlen, -EBADMSG,
+                               "the file has no build ID (a GNU build-id note)");
+        if (!symbols)
+                return fp_errf(
+                    err, errlen, -EBADMSG,
+                    "the file has no symbol table (.symtab): a stripped file names nothing");
+        *ret_executable = text && eh.e_phnum > 0;
+        return 0;
 }
 
 struct fp_dsyms *fp_dsyms_ref(struct fp_dsyms *d)

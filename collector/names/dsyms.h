@@ -24,6 +24,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,25 @@ int fp_dsyms_segments(const uint8_t *head, size_t len, struct fp_dsyms_seg *out,
  */
 int fp_dsyms_load(const char *path, const char *build_id, const struct fp_dsyms_seg *segs,
                   size_t n_segs, struct fp_dsyms **ret, char *err, size_t errlen);
+
+/*
+ * The same from a file's bytes in memory (an upload: a debug file, or an
+ * unstripped executable, whose own program headers then place the
+ * agents' file offsets too). data must outlive the call only.
+ */
+int fp_dsyms_load_mem(const uint8_t *data, size_t len, const char *build_id, struct fp_dsyms **ret,
+                      char *err, size_t errlen);
+
+/*
+ * What an upload is before it is kept: an ELF file whose sections all lie
+ * within len bytes, with a build ID (into id, lower-case hex; at least
+ * FP_DSYMS_ID_HEX bytes) and a symbol table; *ret_executable when its code
+ * is there too (.text has bytes, program headers present). 0, or
+ * -EBADMSG with one line in err.
+ */
+#define FP_DSYMS_ID_HEX 129
+int fp_dsyms_inspect(const uint8_t *data, size_t len, char *id, bool *ret_executable, char *err,
+                     size_t errlen);
 
 struct fp_dsyms *fp_dsyms_ref(struct fp_dsyms *d);
 /* Accepts NULL. */

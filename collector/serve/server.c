@@ -19,10 +19,13 @@
 #include "pyroscope.h"
 #include "querier.h"
 #include "debuginfod.h"
+#include "debugfiles.h"
+#include "dsyms.h"
 #include "readers.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -90,45 +93,230 @@ static bool read_authorized(struct fp_coll_server *s, struct evhttp_request *req
 }
 
 /*
- * GET /buildid/ID/debuginfo: the collector as a debuginfod server of the
- * debug files it fetched (DEBUGINFOD_URLS for perf, gdb, eu-stack on any
- * host). Executables and sources it does not keep: 404, as debuginfod
- * answers what it does not have. On the loop: a file's descriptor handed
- * to the answer, nothing read here.
+ * /buildid/ID/KIND, debuginfod's paths: ID lower-cased into id (ID_LEN),
+ * KIND "debuginfo" or "executable" into kind. False: no such file (404
+ * said).
  */
-static void buildid(struct fp_coll_server *s, struct evhttp_request *req, const char *path)
+#define ID_LEN 130
+static bool buildid_path(struct evhttp_request *req, const char *path, char *id, char *kind)
 {
-        char id[130], kind[16];
-        struct evbuffer *b;
-        uint64_t size;
-        int fd, n = 0;
+        int n = 0;
 
         if (sscanf(path, "/buildid/%129[0-9a-fA-F]/%15[a-z]%n", id, kind, &n) != 2 || path[n] ||
-            strlen(id) >= sizeof(id) - 1) {
+            strlen(id) >= ID_LEN - 1 || fp_dbgi_build_id_ok(id, NULL, 0) <= 0) {
                 fp_coll_reply_error(req, 404, "no such build file: %.200s", path);
-                return;
+                return false;
         }
         for (char *c = id; *c; c++)
                 *c = (char)tolower((unsigned char)*c);
-        if (strcmp(kind, "debuginfo") != 0) {
-                fp_coll_reply_error(req, 404, "this collector keeps debug files only");
+        if (strcmp(kind, "debuginfo") != 0 && strcmp(kind, "executable") != 0) {
+                fp_coll_reply_error(req, 404,
+                                    "this collector keeps debug files and executables only");
+                return false;
+        }
+        return true;
+}
+
+static void count_upload(struct fp_coll_server *s, uint64_t *which)
+{
+        pthread_mutex_lock(&s->reads->lock);
+        (*which)++;
+        pthread_mutex_unlock(&s->reads->lock);
+}
+
+/*
+ * POST /buildid/ID/debuginfo (or /executable), with the write token: a
+ * debug file or an unstripped executable uploaded (from CI: agentctl
+ * upload-debuginfo), checked (an ELF file whose sections lie within it,
+ * of build ID, whose symbols load) and kept in the store's debug files
+ * (debugfiles.h) for every collector of the store. On the reader thread:
+ * the check reads the whole file.
+ */
+static void put_debuginfo(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const char *path = evhttp_uri_get_path(fp_coll_req_uri(req));
+        struct evbuffer *body = fp_coll_req_body(req);
+        char id[ID_LEN], kind[16], got[FP_DSYMS_ID_HEX], err[256];
+        struct fp_dsyms *syms = NULL;
+        size_t len = evbuffer_get_length(body);
+        const uint8_t *data = len ? evbuffer_pullup(body, -1) : NULL;
+        uint64_t evicted = 0;
+        bool exec = false;
+        int r;
+
+        if (!buildid_path(req, path, id, kind))
+                return;
+        if (!data || fp_dsyms_inspect(data, len, got, &exec, err, sizeof(err)) < 0) {
+                count_upload(s, &s->reads->debug_refused);
+                fp_coll_reply_error(req, 400, "not stored: %s", len ? err : "the body is empty");
                 return;
         }
-        if (!s->names || fp_dbgi_open_debug(s->names, id, &fd, &size) < 0) {
-                fp_coll_reply_error(req, 404, "this collector has no debug file of build %s", id);
+        if (strcmp(got, id) != 0) {
+                count_upload(s, &s->reads->debug_refused);
+                fp_coll_reply_error(req, 400, "not stored: the file is of build %s, not %s", got,
+                                    id);
                 return;
         }
-        b = evbuffer_new();
-        if (!b || evbuffer_add_file(b, fd, 0, (ev_off_t)size) < 0) {
+        if (fp_dsyms_load_mem(data, len, id, &syms, err, sizeof(err)) < 0) {
+                count_upload(s, &s->reads->debug_refused);
+                fp_coll_reply_error(req, 400, "not stored: %s", err);
+                return;
+        }
+        fp_dsyms_unref(syms);
+        r = fp_dfiles_put(s->dfiles, id, exec, data, len, &evicted);
+        if (r == -EFBIG) {
+                count_upload(s, &s->reads->debug_refused);
+                fp_coll_reply_error(req, 413, "not stored: %s", fp_dfiles_errmsg(s->dfiles));
+                return;
+        }
+        if (r < 0) {
+                fp_log(LOG_WARNING, "an upload of build %s: %s", id, fp_dfiles_errmsg(s->dfiles));
+                fp_coll_reply_error(req, 503, "not stored: %s", fp_dfiles_errmsg(s->dfiles));
+                return;
+        }
+        count_upload(s, r == 0 ? &s->reads->debug_stored : &s->reads->debug_held);
+        fp_dbgi_uploaded(s->names, id);
+        struct evbuffer *b = evbuffer_new();
+        if (!b) {
+                fp_coll_reply_error(req, 503, "out of memory");
+                return;
+        }
+        evbuffer_add_printf(b,
+                            "{\"build_id\":\"%s\",\"stored\":%s,\"kind\":\"%s\",\"bytes\":%zu,"
+                            "\"evicted\":%" PRIu64 "}\n",
+                            id, r == 0 ? "true" : "false", exec ? "executable" : "debuginfo", len,
+                            evicted);
+        if (r == 0)
+                fp_log(LOG_INFO, "build %s: %s of %zu bytes uploaded%s", id,
+                       exec ? "an executable" : "a debug file", len,
+                       evicted ? ", older builds evicted to make room" : "");
+        fp_coll_reply(req, 200, "application/json", b);
+        evbuffer_free(b);
+}
+
+static void free_file(const void *data, size_t len, void *arg)
+{
+        (void)len;
+        (void)arg;
+        free((void *)data);
+}
+
+/*
+ * GET or HEAD /buildid/ID/KIND of an uploaded file, on the reader thread
+ * (the store is read): an executable only where one was uploaded, a
+ * debug file for either. HEAD reads no bytes: their size is in
+ * X-Debuginfod-Size, as debuginfod says it.
+ */
+static void get_upload(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const char *path = evhttp_uri_get_path(fp_coll_req_uri(req));
+        char id[ID_LEN], kind[16], size[32];
+        struct fp_dfiles_info info;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        bool head = fp_coll_req_command(req) == EVHTTP_REQ_HEAD;
+        int r;
+
+        if (!buildid_path(req, path, id, kind))
+                return;
+        if (!s->dfiles) {
+                fp_coll_reply_error(req, 404, "this collector has no file of build %s", id);
+                return;
+        }
+        fp_dfiles_set_deadline(s->dfiles, fp_backend_deadline(s->store));
+        r = head ? fp_dfiles_info(s->dfiles, id, &info)
+                 : fp_dfiles_get(s->dfiles, id, false, &data, &len, &info);
+        fp_dfiles_set_deadline(s->dfiles, 0);
+        if (r < 0) {
+                fp_coll_reply_error(req, 503, "%s", fp_dfiles_errmsg(s->dfiles));
+                return;
+        }
+        if (r == 0 || (strcmp(kind, "executable") == 0 && !info.executable)) {
+                free(data);
+                fp_coll_reply_error(req, 404, "this collector has no %s of build %s",
+                                    strcmp(kind, "executable") == 0 ? "executable" : "debug file",
+                                    id);
+                return;
+        }
+        snprintf(size, sizeof(size), "%" PRIu64, info.size);
+        evhttp_add_header(fp_coll_req_out_headers(req), "X-Debuginfod-Size", size);
+        evhttp_add_header(fp_coll_req_out_headers(req), "X-Fleetprof-Kind",
+                          info.executable ? "executable" : "debuginfo");
+        struct evbuffer *b = evbuffer_new();
+        if (!b || (data && evbuffer_add_reference(b, data, len, free_file, NULL) < 0)) {
+                free(data);
                 if (b)
                         evbuffer_free(b);
-                else
-                        close(fd);
-                fp_coll_reply_error(req, 503, "cannot send the debug file");
+                fp_coll_reply_error(req, 503, "out of memory");
                 return;
         }
         fp_coll_reply(req, 200, "application/octet-stream", b);
         evbuffer_free(b);
+}
+
+/*
+ * /buildid/ID/KIND: the collector as a debuginfod server (DEBUGINFOD_URLS
+ * for perf, gdb, eu-stack on any host) of the debug files it fetched
+ * (its cache: a file's descriptor handed to the answer on the loop) and
+ * of those uploaded (the reader thread reads the store), with the read
+ * token, or the write token (CI asks what is held before it uploads);
+ * and, POSTed with the write token, an upload.
+ */
+static void buildid(struct fp_coll_server *s, struct evhttp_request *req, const char *path,
+                    enum evhttp_cmd_type cmd)
+{
+        char id[ID_LEN], kind[16];
+        struct evbuffer *b;
+        uint64_t size;
+        int fd, r;
+
+        if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD && cmd != EVHTTP_REQ_POST) {
+                evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                                  "GET, HEAD, POST");
+                fp_coll_reply_error(req, 405, "/buildid/ takes GET, HEAD or POST");
+                return;
+        }
+        if (cmd == EVHTTP_REQ_POST
+                ? !authorized(s, req)
+                : !(s->token && s->read_token &&
+                    fp_coll_auth_ok(
+                        evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization"),
+                        s->token)) &&
+                      !read_authorized(s, req, false))
+                return;
+        if (!buildid_path(req, path, id, kind))
+                return;
+        if (cmd == EVHTTP_REQ_POST && !s->dfiles) {
+                fp_coll_reply_error(req, 403, "uploads of debug files are off (--debuginfo-mb 0)");
+                return;
+        }
+        if (cmd != EVHTTP_REQ_POST && strcmp(kind, "debuginfo") == 0 &&
+            fp_dbgi_open_debug(s->names, id, &fd, &size) == 0) {
+                char n[32];
+
+                b = evbuffer_new();
+                if (!b || evbuffer_add_file(b, fd, 0, (ev_off_t)size) < 0) {
+                        if (b)
+                                evbuffer_free(b);
+                        else
+                                close(fd);
+                        fp_coll_reply_error(req, 503, "cannot send the debug file");
+                        return;
+                }
+                snprintf(n, sizeof(n), "%" PRIu64, size);
+                evhttp_add_header(evhttp_request_get_output_headers(req), "X-Debuginfod-Size", n);
+                fp_coll_reply(req, 200, "application/octet-stream", b);
+                evbuffer_free(b);
+                return;
+        }
+        r = s->readers ? fp_coll_readers_add(s->readers, req,
+                                             cmd == EVHTTP_REQ_POST ? put_debuginfo : get_upload,
+                                             false, false)
+                       : -ESHUTDOWN;
+        if (r < 0)
+                fp_coll_reply_error(req, 503, "%s",
+                                    r == -EBUSY ? "too many reads waiting: ask again"
+                                                : "the collector is stopping: ask again");
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -251,13 +439,7 @@ static void on_request(struct evhttp_request *req, void *arg)
                 return;
         }
         if (strncmp(path, "/buildid/", 9) == 0) {
-                if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
-                        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                                          "GET, HEAD");
-                        fp_coll_reply_error(req, 405, "/buildid/ takes GET");
-                } else if (read_authorized(s, req, false)) {
-                        buildid(s, req, path);
-                }
+                buildid(s, req, path, cmd);
                 return;
         }
         s->st.not_found++;
@@ -310,8 +492,23 @@ static int tls_setup(struct fp_coll_server *s, const struct fp_coll_config *c, c
         return 0;
 }
 
+/* The fetcher thread's look at the store's uploaded files (debuginfod.h's uploads). */
+static int from_store(void *arg, const char *id, uint8_t **data, size_t *len, char *err,
+                      size_t errlen)
+{
+        struct fp_dfiles *f = arg;
+        struct fp_dfiles_info info;
+        int r = fp_dfiles_get(f, id, true, data, len, &info);
+
+        if (r < 0)
+                fp_errf(err, errlen, 0, "%s", fp_dfiles_errmsg(f));
+        return r;
+}
+
 /*
- * The debuginfod servers frames are named from (debuginfod.h): those of
+ * Where frames the agents could not name are named from (debuginfod.h):
+ * files uploaded to the store (--debuginfo-mb; 0: none), then the
+ * debuginfod servers of
  * --debuginfod ("none": none), else $DEBUGINFOD_URLS (space-separated, as
  * elfutils reads it). A cache that cannot be used stops the start when
  * the servers were configured, and only turns naming off (one warning)
@@ -333,9 +530,13 @@ static int names_setup(struct fp_coll_server *s, const struct fp_coll_config *c,
         };
         int r;
 
+        if (s->dfiles_fetch) {
+                dc.uploads = from_store;
+                dc.uploads_arg = s->dfiles_fetch;
+        }
         if (dc.n_urls == 1 && strcmp(dc.urls[0], "none") == 0)
-                return 0;
-        if (dc.n_urls == 0 && env && *env) {
+                dc.n_urls = 0; /* no servers: uploads still name */
+        else if (dc.n_urls == 0 && env && *env) {
                 char *save = NULL;
 
                 copy = strdup(env);
@@ -346,14 +547,17 @@ static int names_setup(struct fp_coll_server *s, const struct fp_coll_config *c,
                         urls[dc.n_urls++] = t;
                 dc.urls = urls;
         }
-        if (dc.n_urls == 0)
+        if (dc.n_urls == 0 && !dc.uploads)
                 return 0;
         r = fp_dbgi_new(&dc, &s->names, err, errlen);
-        if (r < 0 && !c->n_debuginfod) {
+        if (r < 0 && !c->n_debuginfod && dc.n_urls) {
                 fp_log(LOG_WARNING, "frames are not named from $DEBUGINFOD_URLS: %s", err);
-                return 0;
+                dc.n_urls = 0;
+                r = dc.uploads ? fp_dbgi_new(&dc, &s->names, err, errlen) : 0;
+                if (r < 0 || !dc.uploads)
+                        return r;
         }
-        if (r == 0)
+        if (r == 0 && dc.n_urls)
                 fp_log(LOG_INFO, "naming frames from %zu debuginfod server%s (first %s), cache %s",
                        dc.n_urls, dc.n_urls == 1 ? "" : "s", dc.urls[0], dc.cache_dir);
         return r;
@@ -435,6 +639,13 @@ int fp_coll_server_new(struct event_base *base, const struct fp_coll_config *c,
                 goto fail;
         }
         evhttp_set_bevcb(s->http, new_bev, s);
+        /* Uploaded debug files: one handle for the reader thread, one for the fetcher. */
+        if (c->debuginfo_mb &&
+            ((r = fp_dfiles_open(c->store, c->store_credentials, c->debuginfo_mb << 20, &s->dfiles,
+                                 err, errlen)) < 0 ||
+             (r = fp_dfiles_open(c->store, c->store_credentials, c->debuginfo_mb << 20,
+                                 &s->dfiles_fetch, err, errlen)) < 0))
+                goto fail;
         if ((r = names_setup(s, c, err, errlen)) < 0)
                 goto fail;
         r = fp_coll_readers_new(s, &s->readers);
@@ -480,7 +691,9 @@ void fp_coll_server_free(struct fp_coll_server *s)
                 return;
         fp_coll_readers_free(s->readers); /* ends the read it runs, answers the rest */
         fp_coll_writeq_free(s->writeq);   /* writes and answers what is queued */
-        fp_dbgi_free(s->names);
+        fp_dbgi_free(s->names);           /* its fetcher used dfiles_fetch */
+        fp_dfiles_close(s->dfiles_fetch);
+        fp_dfiles_close(s->dfiles);
         if (s->http)
                 evhttp_free(s->http);
         fp_coll_gate_free(s->gate);
