@@ -52,12 +52,18 @@ static size_t take(char *p, size_t size, size_t n, void *arg)
 /* The collector's answer as one line: its error text, without the JSON around it. */
 static const char *one_line(struct run *r)
 {
-        char *s = strstr(r->answer, "\"error\":\"");
+        char *s = strstr(r->answer, "\"error\"");
         char *e;
 
-        s = s ? s + 9 : r->answer;
+        if (s) {
+                s += 7;
+                s += strspn(s, ": \t");
+                s += *s == '"';
+        } else {
+                s = r->answer;
+        }
         s[strcspn(s, "\r\n")] = 0;
-        if ((e = strstr(s, "\"}")) || (e = strrchr(s, '"')))
+        if ((e = strstr(s, "\"}")))
                 *e = 0;
         return s;
 }

@@ -265,16 +265,24 @@ static struct namer host_namer(struct fp_host_proc *p)
 /*
  * The ELF address of d's mapping's start, plus one (0: unknown): what a
  * debug file needs beside the address to name a stripped build's frame.
+ * Placed by the frame's own address addr, not by the mapping's first
+ * byte: a segment's first page may also hold the end of the segment
+ * before it (Rust's and lld's layouts: the read-only segment ends at file
+ * offset 0x16dd0, the code begins there at 0x17dd0), and the page's
+ * offset alone then reads as the other segment's.
  */
-static uint64_t mapping_vaddr1(const struct frame_desc *d)
+static uint64_t mapping_vaddr1(const struct frame_desc *d, uint64_t addr)
 {
-        uint64_t vaddr;
+        const struct fp_mapping *m = d->mapping;
+        uint64_t vaddr, in;
 
-        if (!d->mapping || d->mapping->kind != FP_MAPPING_FILE || !d->build_id[0] ||
-            fp_symtab_offset_to_vaddr(d->mapping->symtab, d->mapping->pgoff, &vaddr) < 0 ||
-            vaddr == UINT64_MAX)
+        if (!m || m->kind != FP_MAPPING_FILE || !d->build_id[0] || addr < m->start)
                 return 0;
-        return vaddr + 1;
+        in = addr - m->start;
+        if (fp_symtab_offset_to_vaddr(m->symtab, m->pgoff + in, &vaddr) < 0 || vaddr < in ||
+            vaddr - in == UINT64_MAX)
+                return 0;
+        return vaddr - in + 1;
 }
 
 /* The store's frame of a described one. */
@@ -287,7 +295,7 @@ static struct fp_store_frame store_frame(const struct frame_desc *d, const struc
                                        .mapping_start = d->mapping ? d->mapping->start : 0,
                                        .mapping_limit = d->limit,
                                        .mapping_offset = d->mapping ? d->mapping->pgoff : 0,
-                                       .mapping_vaddr1 = mapping_vaddr1(d),
+                                       .mapping_vaddr1 = mapping_vaddr1(d, f->addr),
                                        .address = d->filename || d->no_address ? 0 : f->addr,
                                        .filename = d->filename,
                                        .line = d->line};
@@ -328,7 +336,7 @@ static int frame_location(struct fp_pprof *p, const struct frame_desc *d, const 
                         if (r < 0)
                                 return r;
                         /* Where the file's own addresses begin: its debug file names the rest. */
-                        uint64_t vaddr1 = mapping_vaddr1(d);
+                        uint64_t vaddr1 = mapping_vaddr1(d, f->addr);
                         if (vaddr1)
                                 (void)fp_pprof_mapping_set_vaddr(p, mapping_ids[f->mapping - 1],
                                                                  vaddr1 - 1);

@@ -3,6 +3,7 @@
  * The JSON and pprof API handlers; see api.h for what each answers.
  */
 #include "debuginfod.h"
+#include "debugfiles.h"
 #include "upload_contract.h"
 #include "api.h"
 #include "log.h"
@@ -22,6 +23,7 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +503,43 @@ static void names_metrics(struct fp_dbgi *d, struct fp_prom *p)
         }
 }
 
+/* Uploaded debug files (debugfiles.h): what came, and what the store's files hold now. */
+static void uploads_metrics(struct fp_coll_server *s, struct fp_prom *p)
+{
+        static const char ups[] = "fleetprof_collector_debuginfo_uploads_total";
+        uint64_t stored, held, refused, files = 0, bytes = 0, named = 0;
+        struct fp_dbgi_stats st;
+
+        pthread_mutex_lock(&s->reads->lock);
+        stored = s->reads->debug_stored;
+        held = s->reads->debug_held;
+        refused = s->reads->debug_refused;
+        pthread_mutex_unlock(&s->reads->lock);
+        if (s->names) {
+                fp_dbgi_stats(s->names, &st);
+                named = st.uploads_named;
+        }
+        fp_prom_family(p, ups, "counter",
+                       "Debug files POSTed to /buildid/, by result: stored, held (that build was "
+                       "stored already), refused (not ELF, cut short, another build, no symbols, "
+                       "over the budget).");
+        fp_prom_value(p, ups, "result", "stored", (double)stored);
+        fp_prom_value(p, ups, "result", "held", (double)held);
+        fp_prom_value(p, ups, "result", "refused", (double)refused);
+        fp_prom_family(p, "fleetprof_collector_debuginfo_builds_loaded_total", "counter",
+                       "Builds whose names were loaded from an uploaded debug file.");
+        fp_prom_value(p, "fleetprof_collector_debuginfo_builds_loaded_total", NULL, NULL,
+                      (double)named);
+        if (fp_dfiles_totals(s->dfiles, &files, &bytes) < 0)
+                return; /* the store cannot say now: no figure rather than a wrong one */
+        fp_prom_family(p, "fleetprof_collector_debuginfo_files", "gauge",
+                       "Uploaded debug files held (--debuginfo-mb).");
+        fp_prom_value(p, "fleetprof_collector_debuginfo_files", NULL, NULL, (double)files);
+        fp_prom_family(p, "fleetprof_collector_debuginfo_bytes", "gauge",
+                       "Bytes of the uploaded debug files held.");
+        fp_prom_value(p, "fleetprof_collector_debuginfo_bytes", NULL, NULL, (double)bytes);
+}
+
 void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
 {
         struct fp_store_stats ss = {0};
@@ -630,6 +669,8 @@ void fp_coll_metrics(struct fp_coll_server *s, struct evhttp_request *req)
                       (double)waited_ns / 1e9);
         if (s->names)
                 names_metrics(s->names, &p);
+        if (s->dfiles)
+                uploads_metrics(s, &p);
         fp_coll_reply(req, 200, "text/plain; version=0.0.4; charset=utf-8", b);
         evbuffer_free(b);
 }

@@ -225,7 +225,7 @@ static void get_upload(struct fp_coll_server *s, struct evhttp_request *req)
         }
         fp_dfiles_set_deadline(s->dfiles, fp_backend_deadline(s->store));
         r = head ? fp_dfiles_info(s->dfiles, id, &info)
-                 : fp_dfiles_get(s->dfiles, id, false, &data, &len, &info);
+                 : fp_dfiles_get(s->dfiles, id, true, &data, &len, &info);
         fp_dfiles_set_deadline(s->dfiles, 0);
         if (r < 0) {
                 fp_coll_reply_error(req, 503, "%s", fp_dfiles_errmsg(s->dfiles));
