@@ -7,7 +7,7 @@
 # each. Every collector comes up (none exits: Debian's 18.16 answered the
 # second ADD COLUMN with "column with this name already exists", and two
 # CREATE TABLE IF NOT EXISTS at one moment with "already exists"), the
-# schema ends at version 7 with every column and table and the samples in their
+# schema ends at version 8 with every column and table and the samples in their
 # new order, no migration table is left, and an upload through each
 # collector is stored once and read back through another.
 set -euo pipefail
@@ -88,7 +88,7 @@ for round in 1 2; do
       db=start_v${v}_n${n}
       make_db "$db" "$v"
       together "$db" "$n"
-      [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 7 ]] || fp_fail "$db: schema version $(fp_ch_query "SELECT max(version) FROM $db.meta")"
+      [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 8 ]] || fp_fail "$db: schema version $(fp_ch_query "SELECT max(version) FROM $db.meta")"
       cols=$(fp_ch_query "SELECT count() FROM system.columns WHERE database = '$db' AND ((table = 'series' AND name = 'container') OR (table = 'buckets' AND name = 'key'))")
       [[ $cols == 2 ]] || fp_fail "$db: the columns of versions 2 and 3 are missing"
       cols=$(fp_ch_query "SELECT count() FROM system.columns WHERE database = '$db' AND ((table = 'functions' AND name IN ('system_name', 'filename')) OR (table = 'frames' AND name = 'line'))")
@@ -97,6 +97,8 @@ for round in 1 2; do
       [[ $tables == 3 ]] || fp_fail "$db: the tables of version 6 are missing"
       cols=$(fp_ch_query "SELECT count() FROM system.columns WHERE database = '$db' AND table = 'mappings' AND name = 'vaddr1'")
       [[ $cols == 1 ]] || fp_fail "$db: the column of version 7 is missing"
+      tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = '$db' AND name IN ('debugfiles', 'debugfiles_used')")
+      [[ $tables == 2 ]] || fp_fail "$db: the tables of version 8 are missing"
       key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = '$db' AND name = 'samples'")
       [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "$db: samples sorted by '$key'"
       # Each collector stores one upload (its own key) and another reads all of them.
@@ -116,6 +118,6 @@ for round in 1 2; do
       runs=$((runs + 1))
     done
   done
-  fp_ok "round $round: 2 and 3 collectors at once, from a fresh database and versions 1-4: all up, version 7, every upload once"
+  fp_ok "round $round: 2 and 3 collectors at once, from a fresh database and versions 1-4: all up, version 8, every upload once"
 done
 fp_ok "$runs databases set up by collectors started together"

@@ -80,11 +80,11 @@ start_coll A "$pa" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
 start_coll B "$pb" "$CH/fleetprof" --store-credentials "$FP_TMP/ch.cred"
 start_coll S "$ps" "$FP_TMP/sqlite.db"
 tables=$(fp_ch_query "SELECT count() FROM system.tables WHERE database = 'fleetprof'")
-[[ $tables == 14 ]] || fp_fail "expected 14 tables in database fleetprof, found $tables"
-[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 7 ]] || fp_fail "schema version not recorded"
+[[ $tables == 16 ]] || fp_fail "expected 16 tables in database fleetprof, found $tables"
+[[ $(fp_ch_query "SELECT max(version) FROM fleetprof.meta") == 8 ]] || fp_fail "schema version not recorded"
 key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = 'fleetprof' AND name = 'samples'")
 [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "samples is sorted by '$key'"
-fp_ok "two collectors share one ClickHouse database (14 tables, schema version 7)"
+fp_ok "two collectors share one ClickHouse database (16 tables, schema version 8)"
 
 # ---- 2. the same answers as SQLite; idempotency -------------------------------------
 post() { # post URL FILE QUERY KEY: prints the HTTP status
@@ -305,7 +305,7 @@ meta_is() { [[ $(fp_ch_query "SELECT max(version) FROM $1.meta") == "$2" ]]; } #
 # (the DELETE is a mutation: done in the background)
 fp_wait_for 20 meta_is migrated 2 || fp_fail "could not make a version-2 database"
 start_coll M "$pm" "$CH/migrated" --store-credentials "$FP_TMP/ch.cred"
-[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 7 ]] || fp_fail "the version-2 database was not migrated"
+[[ $(fp_ch_query "SELECT max(version) FROM migrated.meta") == 8 ]] || fp_fail "the version-2 database was not migrated"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u1.pb.gz" "$mq" mig-key)
 [[ $st == 200 ]] && grep -q duplicate "$FP_TMP/resp" || fp_fail "a key stored by version 2 is not a duplicate after the migration: $st $(cat "$FP_TMP/resp")"
 st=$(post "http://127.0.0.1:$pm" "$FP_TMP/u2.pb.gz" "$(meta mig 401 migrant cpu-clock $((now - 100)))" mig-new)
@@ -372,7 +372,7 @@ for db in resort halfway racing torn late; do
   else
     start_coll M "$pm" "$CH/$db" --store-credentials "$FP_TMP/ch.cred"
   fi
-  [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 7 ]] || fp_fail "$db was not migrated to 7"
+  [[ $(fp_ch_query "SELECT max(version) FROM $db.meta") == 8 ]] || fp_fail "$db was not migrated to 8"
   key=$(fp_ch_query "SELECT sorting_key FROM system.tables WHERE database = '$db' AND name = 'samples'")
   [[ $key == "series_id, tid, thread_name, stack_id, start_ns, upload" ]] || fp_fail "$db: samples is sorted by '$key' after the migration"
   left=$(fp_ch_query "SELECT groupArray(name) FROM system.tables WHERE database = '$db' AND name LIKE 'samples_%'")
@@ -397,7 +397,7 @@ fp_ch_query "ALTER TABLE dist.meta DELETE WHERE version >= 4" >/dev/null
 fp_wait_for 20 meta_is dist 3 || fp_fail "could not make a version-3 database of dist"
 start_coll M "$pm" "$CH/dist" --store-credentials "$FP_TMP/ch.cred"
 fp_kill "$PID_M"
-[[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 7 ]] || fp_fail "dist was not migrated to 7"
+[[ $(fp_ch_query "SELECT max(version) FROM dist.meta") == 8 ]] || fp_fail "dist was not migrated to 8"
 tables=$(fp_ch_query "SELECT groupArray(concat(name, ':', engine)) FROM (SELECT name, engine FROM system.tables WHERE database = 'dist' AND name LIKE 'samples%' ORDER BY name)")
 [[ $tables == "['samples:Distributed','samples_local:ReplacingMergeTree']" ]] || fp_fail "a Distributed samples was not left alone: $tables"
 fp_ok "samples of a version-3 database are sorted anew by thread and stack, also after a crash half-way or a torn race: $rows rows, $got samples once; a Distributed samples is left alone"

@@ -7,8 +7,9 @@
  * demangled, the symbol kept); another build's debug file, one cut short
  * and an executable's head without its program headers are refused; 200
  * scribbled copies of a debug file and of a head are refused or read,
- * never crash (run under ASan). test-debuginfod.sh runs the same through
- * real servers.
+ * never crash (run under ASan); the same read from memory, as uploads are
+ * (an unstripped executable places its own offsets). test-debuginfod.sh
+ * and test-debuginfo-upload.sh run the same through real servers.
  */
 #include "dsyms.h"
 #include "fp-test.h"
@@ -240,6 +241,122 @@ static void test_scribbled(void)
         FP_CHECK_EQ_INT(loaded + refused, 200);
 }
 
+/* dir/name's bytes (malloc'd) and length; NULL when it cannot be read. */
+static uint8_t *slurp(const char *name, size_t *len)
+{
+        char path[512];
+        uint8_t *p = NULL;
+        long n = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "rb");
+        if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+            (p = malloc((size_t)n)) && fread(p, 1, (size_t)n, f) != (size_t)n) {
+                free(p);
+                p = NULL;
+        }
+        if (f)
+                fclose(f);
+        *len = p ? (size_t)n : 0;
+        return p;
+}
+
+/*
+ * Uploads, read from memory (fp_dsyms_inspect(), fp_dsyms_load_mem()): an
+ * unstripped executable is one (its own program headers place its
+ * offsets), a debug file is not (named by ELF address only); a file cut
+ * short, one that is not ELF and a stripped one are refused with why; 200
+ * scribbled copies are refused or read, never crash.
+ */
+static void test_uploads(void)
+{
+        char id[256], got[FP_DSYMS_ID_HEX], err[256], line[4096], path[512];
+        struct fp_dsyms *d = NULL;
+        size_t len, n = 0, wrong = 0;
+        uint8_t *data;
+        bool exec = true;
+        FILE *f;
+
+        read_line("cprog.id", id, sizeof(id));
+        FP_CHECK_EQ_INT(fp_test_run("cd '%s' && strip -s -o cprog.stripped cprog", dir), 0);
+        /* The executable: named by file offset, every function as nm names it. */
+        data = slurp("cprog", &len);
+        FP_CHECK(data != NULL);
+        FP_CHECK_EQ_INT(fp_dsyms_inspect(data, len, got, &exec, err, sizeof(err)), 0);
+        FP_CHECK(exec);
+        FP_CHECK_EQ_STR(got, id);
+        FP_CHECK_EQ_INT(fp_dsyms_load_mem(data, len, id, &d, err, sizeof(err)), 0);
+        free(data);
+        snprintf(path, sizeof(path), "%s/cprog.offs", dir);
+        f = fopen(path, "r");
+        while (d && f && fgets(line, sizeof(line), f)) {
+                unsigned long long off;
+                char sym[1024];
+                const char *sys, *name;
+
+                if (sscanf(line, "%llx %1023s", &off, sym) != 2)
+                        continue;
+                name = fp_dsyms_name(d, off, &sys);
+                n++;
+                wrong += !name || strcmp(name, sym) != 0;
+        }
+        if (f)
+                fclose(f);
+        FP_CHECK(n >= 3);
+        FP_CHECK_EQ_INT(wrong, 0);
+        fp_dsyms_unref(d);
+        d = NULL;
+        /* The debug file: no segments of its own; by ELF address it names. */
+        data = slurp("cprog.debug", &len);
+        FP_CHECK_EQ_INT(fp_dsyms_inspect(data, len, got, &exec, err, sizeof(err)), 0);
+        FP_CHECK(!exec);
+        FP_CHECK_EQ_INT(fp_dsyms_load_mem(data, len, id, &d, err, sizeof(err)), 0);
+        const char *sys;
+        FP_CHECK(d && fp_dsyms_name(d, 0x1100, &sys) == NULL);
+        fp_dsyms_unref(d);
+        /* Scribbled copies of it. */
+        srand(11);
+        for (int i = 0; data && i < 200; i++) {
+                uint8_t *c = malloc(len);
+                int r;
+
+                FP_CHECK(c != NULL);
+                if (!c)
+                        break;
+                memcpy(c, data, len);
+                for (int k = 0; k < 8; k++)
+                        c[(size_t)rand() % len] = (uint8_t)rand();
+                r = fp_dsyms_inspect(c, len, got, &exec, err, sizeof(err));
+                FP_CHECK(r == 0 || (r == -EBADMSG && err[0]));
+                d = NULL;
+                r = fp_dsyms_load_mem(c, len, id, &d, err, sizeof(err));
+                FP_CHECK(r == 0 || r == -EBADMSG || r == -EFBIG || r == -ENOMEM);
+                fp_dsyms_unref(d);
+                free(c);
+        }
+        free(data);
+        /* Refused, each with why. */
+        static const struct {
+                const char *file, *why;
+        } bad[] = {
+            {"cut.debug", "cut short"},
+            {"junk.debug", "not an ELF file"},
+            {"cprog.stripped", "no symbol table"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                data = slurp(bad[i].file, &len);
+                FP_CHECK(data != NULL);
+                err[0] = 0;
+                FP_CHECK_EQ_INT(fp_dsyms_inspect(data, len, got, &exec, err, sizeof(err)),
+                                -EBADMSG);
+                if (!strstr(err, bad[i].why))
+                        fprintf(stderr, "%s: '%s', want '%s'\n", bad[i].file, err, bad[i].why);
+                FP_CHECK(strstr(err, bad[i].why) != NULL);
+                free(data);
+        }
+}
+
 int main(void)
 {
         const char *tmp = getenv("TMPDIR");
@@ -252,6 +369,7 @@ int main(void)
         test_programs();
         test_refused();
         test_scribbled();
+        test_uploads();
         fp_test_run("rm -rf '%s'", dir);
         return FP_TEST_DONE();
 }
