@@ -48,7 +48,7 @@ cc -O1 -g -c -o "$B/prog.o" "$B/prog.c"
 frames=$FP_TMP/frames
 : >"$frames"
 for i in $(seq 1 "$BUILDS"); do
-  cc -Wl,--build-id=0x$(printf '%08x' "$i")f1ee7c0ffee0000000000000000000000000 -o "$B/p$i" "$B/prog.o"
+  cc -Wl,--build-id=0x$(printf '%08x' "$i")f1ee7c0ffee000000000000000000000 -o "$B/p$i" "$B/prog.o"
   objcopy --only-keep-debug "$B/p$i" "$B/ci/p$i.debug"
   strip -s -o "$B/bin/p$i" "$B/p$i"
   id=$(readelf -n "$B/p$i" | awk '/Build ID/ {print $3}')
@@ -56,7 +56,7 @@ for i in $(seq 1 "$BUILDS"); do
   nm "$B/p$i" | awk -v id="$id" -v f="/opt/p$i" '$2 == "T" && $3 ~ /^fn_/ && (++k % 50) == 0 {print id ":" f ":" $1}' >>"$frames"
 done
 debug_bytes=$(cat "$B"/ci/*.debug | wc -c)
-python3 "$INTEG/mkpprof.py" unnamed "$FP_TMP/unnamed.pb.gz" --frames-file "$frames" --vaddr --time "$(date +%s)000000000"
+python3 "$INTEG/mkpprof.py" unnamed "$FP_TMP/unnamed.pb.gz" --frames-file "$frames" --vaddr 1 --time "$(date +%s)000000000"
 
 PORT=$(fp_free_port)
 URL=http://127.0.0.1:$PORT
@@ -77,9 +77,10 @@ times() {
     curl -sf -o /dev/null -w '%{time_total}\n' "$URL$1" || fp_fail "query $1 failed"
   done | sort -n | awk '{v[NR] = $1 * 1000} END {printf "%.1f %.1f", v[int((NR + 1) / 2)], v[int(NR * 0.9)]}'
 }
-named() {
+# left: the frames of the merged profile still unnamed (pN+0xOFFSET; the builds share their names).
+left() {
   curl -sf -o "$FP_TMP/q.pb.gz" "$URL/api/v1/profile"
-  fp_pprof -top -nodecount=100000 -symbolize=none "$FP_TMP/q.pb.gz" 2>/dev/null | grep -c " fn_[0-9]*$" || true
+  fp_pprof -top -nodecount=100000 -nodefraction=0 -symbolize=none "$FP_TMP/q.pb.gz" 2>/dev/null | grep -c " p[0-9]*+0x[0-9a-f]*$" || true
 }
 metric() { curl -sf "$URL/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$FP_COLL_PID/status"; }
@@ -103,21 +104,21 @@ for config in unnamed named; do
   rss0=$(rss_kb)
   curl -sf -o /dev/null "$URL/api/v1/profile" # the first query asks for the builds
   if [[ $config == named ]]; then
-    fp_wait_for 120 eval '[[ $(named) -ge $want ]]' || fp_fail "only $(named) of $want frames named"
+    fp_wait_for 120 eval '[[ $(left) == 0 ]]' || fp_fail "$(left) of $want frames left unnamed"
     rss1=$(rss_kb)
     sym=$(metric fleetprof_collector_debuginfod_symbol_bytes)
     loaded=$(metric fleetprof_collector_debuginfo_builds_loaded_total)
   fi
   P[$config]=$(times /api/v1/profile)
   F[$config]=$(times "/api/v1/flamegraph?value=samples")
-  got[${#got[@]}]=$(named)
+  got[${#got[@]}]=$(left)
   fp_stop_collector
 done
 
 echo "$BUILDS stripped builds of $FUNCS functions; $UPLOADS uploads of $want frames each (40 a build)"
 printf 'upload of %d debug files (%d bytes): %.2f s; again, all held: %.2f s  [%s]\n' "$BUILDS" "$debug_bytes" \
   "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(tail -1 "$FP_TMP/up1.out")"
-printf '%-8s %22s %24s %8s\n' config "profile ms (p50 p90)" "flamegraph ms (p50 p90)" named
+printf '%-8s %22s %24s %8s\n' config "profile ms (p50 p90)" "flamegraph ms (p50 p90)" unnamed
 printf '%-8s %22s %24s %8s\n' unnamed "${P[unnamed]}" "${F[unnamed]}" "${got[0]}"
 printf '%-8s %22s %24s %8s\n' named "${P[named]}" "${F[named]}" "${got[1]}"
 read -r pu _ <<<"${P[unnamed]}"

@@ -33,7 +33,11 @@
 #                     file offset OFFSET (hex) named FILE+0xOFFSET, as the
 #                     agent names an address in a stripped binary;
 #                     --frames-file FILE: one such BUILD_ID:FILE:OFFSET a
-#                     line (tens of thousands, past a command line's room)
+#                     line (tens of thousands, past a command line's room);
+#                     --vaddr 1: each mapping also says that its start is
+#                     the file's ELF address 0 (fleetprof's field 100 of
+#                     Mapping, as the agent sends it: a PIE's text, where
+#                     file offsets and ELF addresses agree)
 import gzip
 import random
 import sys
@@ -142,7 +146,7 @@ def build(kind, samples, stacks, seed, time_ns=0):
     return p.encode()
 
 
-def unnamed(frames, time_ns):
+def unnamed(frames, time_ns, vaddr=False):
     p = Profile()
     vt = lambda t, u: field_varint(1, p.s(t)) + field_varint(2, p.s(u))
     p.add(field_bytes(1, vt("samples", "count")))
@@ -157,7 +161,8 @@ def unnamed(frames, time_ns):
         start = 0x10000000 * i
         p.add(field_bytes(3, field_varint(1, i) + field_varint(2, start) +
                           field_varint(3, start + 0x1000000) + field_varint(4, 0) +
-                          field_varint(5, p.s(path)) + field_varint(6, p.s(build_id))))
+                          field_varint(5, p.s(path)) + field_varint(6, p.s(build_id)) +
+                          (field_varint(100, 1) if vaddr else b"")))
         name = "%s+0x%x" % (path.rsplit("/", 1)[-1], off)
         p.add(field_bytes(5, field_varint(1, i) + field_varint(2, p.s(name))))
         p.add(field_bytes(4, field_varint(1, i) + field_varint(2, i) +
@@ -169,7 +174,7 @@ def unnamed(frames, time_ns):
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
-    opt = {"--samples": 1000, "--stacks": 50, "--seed": 1, "--time": 0}
+    opt = {"--samples": 1000, "--stacks": 50, "--seed": 1, "--time": 0, "--vaddr": 0}
     frames = []
     for i in range(0, len(args), 2):
         if args[i] == "--frame":
@@ -179,7 +184,7 @@ def main():
         else:
             opt[args[i]] = int(args[i + 1])
     if kind == "unnamed":
-        data = gzip.compress(unnamed(frames, opt["--time"]))
+        data = gzip.compress(unnamed(frames, opt["--time"], opt["--vaddr"] == 1))
     elif kind == "bomb":
         data = gzip.compress(b"\0" * (100 << 20), 9)
     elif kind == "notproto":
