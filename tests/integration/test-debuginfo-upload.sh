@@ -15,6 +15,8 @@
 #   2. Refused with one line, nothing stored: another build's file, a file
 #      cut short, a file that is not ELF, a stripped file (no symbols), no
 #      token, a file over the whole budget.
+#  2b. The same debug files served by Debian's debuginfod -F over a
+#      directory holding only them: named, the server named in the comments.
 #   3. The budget: unstripped executables of 400 KB under a 1 MiB budget;
 #      the least recently used (served or named from) is evicted first, the
 #      executable is served as /executable too.
@@ -26,6 +28,7 @@ FP_TEST_NAME=debuginfo-upload
 fp_init 240
 fp_require_go
 command -v g++ >/dev/null || fp_fail "g++ is not installed"
+command -v debuginfod >/dev/null || fp_fail "debuginfod is not installed (scripts/deps.sh installs it)"
 unset DEBUGINFOD_URLS
 INTEG=$FP_SRC/tests/integration
 NAMES=$FP_SRC/tests/workloads/names
@@ -194,6 +197,34 @@ done
 fp_log "agentctl with no token: $(cat "$FP_TMP/ci3.err")"
 fp_stop_collector
 fp_ok "refused with one line, nothing stored: another build's file, a file cut short, one that is not ELF, a stripped one, no token, a wrong token"
+
+# ---- 2b. the same debug files served by Debian's debuginfod, uploads off ---------
+DPORT=$(fp_free_port)
+debuginfod -F "$W/ci" -p "$DPORT" -d "$FP_TMP/debuginfod.sqlite" >>"$FP_TMP/debuginfod.log" 2>&1 &
+fp_track "$!"
+for p in "${PROGS[@]}"; do
+  fp_wait_for 30 curl -sf -o /dev/null "http://127.0.0.1:$DPORT/buildid/${BID[$p]}/debuginfo" ||
+    fp_fail "debuginfod does not serve $p's debug file: $(tail -3 "$FP_TMP/debuginfod.log")"
+done
+mkdir -p -m 700 "$FP_TMP/cache"
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/served.db" --token-file "$FP_TMP/token" \
+  --debuginfod "http://127.0.0.1:$DPORT" --debuginfod-cache "$FP_TMP/cache" --debuginfo-mb 0
+i=0
+for p in "${PROGS[@]}"; do ingest "$FP_TMP/$p.pb.gz" $((900 + i)); i=$((i + 1)); done
+i=0
+for p in "${PROGS[@]}"; do
+  q="$URL/api/v1/profile?pid=$((900 + i))"
+  fp_wait_for 20 eval 'curl -sf -o "$FP_TMP/d-$p.pb.gz" "$q" && named $p "$FP_TMP/d-$p.pb.gz"' ||
+    fp_fail "the collector did not name $p from Debian's debuginfod: $(head -4 "$FP_TMP/d-$p.pb.gz.leaves")"
+  fp_pprof -comments "$FP_TMP/d-$p.pb.gz" >"$FP_TMP/d-$p.comments" 2>&1
+  grep -q "named by the collector from debuginfod server http://127.0.0.1:$DPORT" "$FP_TMP/d-$p.comments" ||
+    fp_fail "$p's profile does not say which server named it: $(cat "$FP_TMP/d-$p.comments")"
+  i=$((i + 1))
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "${AUTH[@]}" --data-binary @"$W/ci/cnames.debug" "$URL/buildid/${BID[cnames]}/debuginfo")
+[[ $code == 403 ]] || fp_fail "an upload to a collector with --debuginfo-mb 0: HTTP $code"
+fp_stop_collector
+fp_ok "${PROGS[*]}: named from Debian's debuginfod -F over a directory of the debug files alone (the comments name the server); uploads off: 403"
 
 # ---- 3. the byte budget: least recently used first -------------------------------
 mkdir -p "$W/big" "$W/huge"
