@@ -15,7 +15,7 @@
 #include "rule.h"
 #include "pprof.h"
 #include "store.h"
-#include "upload.h"
+#include "upload-debuginfo.h"
 #include "util.h"
 
 #include <errno.h>

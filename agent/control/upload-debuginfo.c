@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* agentctl upload-debuginfo (upload.h): debug files sent to the collector from CI. */
-#include "upload.h"
+/* agentctl upload-debuginfo (upload-debuginfo.h): debug files sent to the collector from CI. */
+#include "upload-debuginfo.h"
 #include "elfread.h"
 #include "util.h"
 
