@@ -58,7 +58,9 @@
 
 enum state { NONE, DISK, QUEUED, READY, FAILED };
 
+/* Where a build's names came from, besides a server's URL (struct entry's from). */
 static const char UPLOADED[] = "an uploaded debug file";
+static const char CACHED[] = "a debug file fetched before (the debuginfod cache)";
 
 struct entry {
         char id[ID_MAX];
@@ -650,7 +652,7 @@ static void work(struct fp_dbgi *d, CURL *curl, struct entry *e, const char *id,
                 pthread_mutex_lock(&d->lock);
                 e->state = READY;
                 e->syms = syms;
-                e->from = d->c.n_urls ? d->urls[0] : "debuginfod";
+                e->from = CACHED;
                 d->symbol_bytes += fp_dsyms_bytes(syms);
                 pthread_mutex_unlock(&d->lock);
                 return;
@@ -1053,8 +1055,8 @@ static int say_sources(struct fp_pprof *out, const struct pass *ps)
                          "fleetprof: %" PRIu64 " frame%s of %s (build %.16s...) named by the "
                          "collector from %s",
                          b->named, b->named == 1 ? "" : "s", b->file, b->id,
-                         b->from == UPLOADED ? UPLOADED : "debuginfod server ");
-                if (b->from != UPLOADED)
+                         b->from == UPLOADED || b->from == CACHED ? b->from : "debuginfod server ");
+                if (b->from != UPLOADED && b->from != CACHED)
                         snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s", b->from);
                 if (fp_pprof_add_comment(out, line) < 0)
                         return -ENOMEM;

@@ -2,9 +2,15 @@
 /*
  * Names at the collector: frames the agent could not name (an address in
  * a stripped binary, which it stores as FILE+0xOFFSET with its mapping's
- * build ID) are named from the build's debug file, fetched from debuginfod
- * servers (--debuginfod URL, else DEBUGINFOD_URLS as elfutils' tools read
- * it) once per build for the whole fleet.
+ * build ID) are named from the build's debug file: one uploaded to the
+ * collector's store (the uploads callback: debugfiles.h), else one fetched
+ * from debuginfod servers (--debuginfod URL, else DEBUGINFOD_URLS as
+ * elfutils' tools read it), once per build for the whole fleet. An upload
+ * is loaded from memory, never written to the cache directory; a build
+ * uploaded after a read met it is asked for at once (fp_dbgi_uploaded()),
+ * one uploaded through another collector of the store after the back-off.
+ * A profile that was named says, in its comments, which builds were named
+ * and from what.
  *
  * A query never waits for a server: fp_dbgi_name() names what the cache
  * holds now and asks the fetcher thread for the builds it lacks, so the

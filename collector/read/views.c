@@ -6,7 +6,7 @@
  * same filters (filter.h), plus parameters of its own:
  *
  *   GET /api/v1/flamegraph?FILTERS[&value=samples][&max_nodes=N]
- *     {"type","unit","total","nodes","pruned","drops":{reason:n},
+ *     {"type","unit","total","nodes","pruned","drops":{reason:n},"names":[line],
  *      "profiler":[{"host","agent_cpu_ns","covered_ns","host_cpus",
  *                   "agent_rss_bytes","cpu_share"}],
  *      "tree":{"name","self","total","children":[...]}}
@@ -17,7 +17,8 @@
  *     "(other)" nodes, so every total still adds up. "profiler" is what
  *     profiling cost each host of the selection over its time range, as
  *     its agent measured it: its CPU time and the share of the host's CPU
- *     (cpu_share, 0 to 1), its largest resident memory.
+ *     (cpu_share, 0 to 1), its largest resident memory. "names" says which
+ *     builds the collector named and from what (an upload, a server).
  *   GET /api/v1/diff?FILTERS&base_FILTERS...[&value=samples][&max_nodes=N]
  *     The same tree with base_self and base_total: the comparison is
  *     selected by FILTERS, the baseline by the same filters overridden by
@@ -163,6 +164,28 @@ static void drops_json(struct evbuffer *b, const struct fp_pprof *p)
         evbuffer_add_printf(b, "}");
 }
 
+/*
+ * ,"names":[...]: what the collector named and from what (debuginfod.h's
+ * comments, "fleetprof: N frames of FILE ... named by the collector from
+ * ..."), which the page shows beside the graph.
+ */
+static void names_json(struct evbuffer *b, const struct fp_pprof *p)
+{
+        static const char mark[] = "fleetprof: ";
+        bool first = true;
+
+        evbuffer_add_printf(b, ",\"names\":[");
+        for (size_t i = 0; i < fp_pprof_n_comments(p); i++) {
+                const char *c = fp_pprof_comment(p, i);
+                if (strncmp(c, mark, sizeof(mark) - 1) != 0)
+                        continue;
+                evbuffer_add_printf(b, "%s", first ? "" : ",");
+                fp_escape_json(fp_write_evbuffer, b, c + sizeof(mark) - 1);
+                first = false;
+        }
+        evbuffer_add_printf(b, "]");
+}
+
 /* One host's profiling cost as JSON (the userdata: the buffer; commas tracked). */
 struct cost_list {
         struct evbuffer *b;
@@ -217,6 +240,7 @@ static void send_tree(struct fp_coll_server *s, struct evhttp_request *req,
         evbuffer_add_printf(b, ",\"nodes\":%zu,\"pruned\":%s,\"drops\":", fp_flame_n_nodes(f),
                             fp_flame_n_nodes(f) < before ? "true" : "false");
         drops_json(b, p);
+        names_json(b, p);
         evbuffer_add_printf(b, ",\"profiler\":[");
         struct cost_list cl = {b, true};
         (void)fp_backend_host_costs(s->store, sel, cost_json, &cl); /* a cost is a nicety */

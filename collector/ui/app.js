@@ -420,6 +420,9 @@ async function load() {
     $('cost').textContent = cost.length ? 'profiling cost ' + cost.join('; ') : '';
     const drops = Object.entries(fg.drops || {});
     $('drops').textContent = drops.length ? 'lost: ' + drops.map(([r, n]) => `${r} ${n}`).join(', ') : '';
+    const names = fg.names || [];
+    $('names').textContent = names.length ? `${names.length} build${names.length === 1 ? '' : 's'} named by the collector` : '';
+    $('names').title = names.join('\n');
     document.body.dataset.total = String(total);
     document.body.dataset.baseTotal = String(baseTotal);
     document.body.dataset.nodes = String(fg.nodes);

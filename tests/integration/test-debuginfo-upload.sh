@@ -144,6 +144,11 @@ for p in "${PROGS[@]}"; do
     "$FP_TMP/n-$p.comments" || fp_fail "$p's profile does not say where its names came from: $(cat "$FP_TMP/n-$p.comments")"
   i=$((i + 1))
 done
+# The page's flame graph says the same.
+curl -sf -o "$FP_TMP/flame.json" "$URL/api/v1/flamegraph?pid=700&value=samples" || fp_fail "no flame graph"
+fp_json_get '"\n".join(d["names"])' <"$FP_TMP/flame.json" >"$FP_TMP/flame.names"
+grep -q "frames of .*/bin/cnames (build ${BID[cnames]:0:16}...) named by the collector from an uploaded debug file" "$FP_TMP/flame.names" ||
+  fp_fail "the flame graph does not say where its names came from: $(cat "$FP_TMP/flame.names")"
 ta=$(fp_profile_total "$FP_TMP/n-cnames.pb.gz")
 tb=$(fp_profile_total "$FP_TMP/cnames.pb.gz")
 ((ta == tb)) || fp_fail "naming changed the total: $ta samples, the agent's $tb"

@@ -145,9 +145,11 @@ run_store() {
   done
   fp_wait_for 180 finished || fp_fail "$KIND: the summaries were not finished: $(marked) marked and kept"
   read -r m k < <(marked)
-  curl -sf "$url/metrics" | grep -q "^fleetprof_collector_store_summaries{state=\"kept\"} $k\$" ||
-    fp_fail "/metrics does not say $k summaries kept: $(curl -sf "$url/metrics" | grep summaries)"
-  curl -sf "$url/metrics" | grep -q '^fleetprof_collector_store_summaries{state="marked"} 0$' ||
+  # (Read whole first: under pipefail, grep -q's early exit can fail curl with SIGPIPE.)
+  metrics=$(curl -sf "$url/metrics") || fp_fail "/metrics failed"
+  grep -q "^fleetprof_collector_store_summaries{state=\"kept\"} $k\$" <<<"$metrics" ||
+    fp_fail "/metrics does not say $k summaries kept: $(grep summaries <<<"$metrics")"
+  grep -q '^fleetprof_collector_store_summaries{state="marked"} 0$' <<<"$metrics" ||
     fp_fail "/metrics does not say none is marked"
   fp_ok "$KIND: 12 hosts x 26 h of uploads, the collector killed $kills times while summarising: $k summaries, none marked (and /metrics says so)"
 
