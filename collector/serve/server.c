@@ -255,6 +255,19 @@ static void get_upload(struct fp_coll_server *s, struct evhttp_request *req)
 }
 
 /*
+ * A read of /buildid/: the read token (read_authorized()), or the write
+ * token, with which CI asks what is held before it uploads.
+ */
+static bool buildid_read_authorized(struct fp_coll_server *s, struct evhttp_request *req)
+{
+        const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+
+        if (s->token && h && fp_coll_auth_ok(h, s->token))
+                return true;
+        return read_authorized(s, req, false);
+}
+
+/*
  * /buildid/ID/KIND: the collector as a debuginfod server (DEBUGINFOD_URLS
  * for perf, gdb, eu-stack on any host) of the debug files it fetched
  * (its cache: a file's descriptor handed to the answer on the loop) and
@@ -276,13 +289,7 @@ static void buildid(struct fp_coll_server *s, struct evhttp_request *req, const 
                 fp_coll_reply_error(req, 405, "/buildid/ takes GET, HEAD or POST");
                 return;
         }
-        if (cmd == EVHTTP_REQ_POST
-                ? !authorized(s, req)
-                : !(s->token && s->read_token &&
-                    fp_coll_auth_ok(
-                        evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization"),
-                        s->token)) &&
-                      !read_authorized(s, req, false))
+        if (cmd == EVHTTP_REQ_POST ? !authorized(s, req) : !buildid_read_authorized(s, req))
                 return;
         if (!buildid_path(req, path, id, kind))
                 return;

@@ -231,6 +231,25 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "${AUTH[@]}" --data-binary @"$W/ci
 fp_stop_collector
 fp_ok "${PROGS[*]}: named from Debian's debuginfod -F over a directory of the debug files alone (the comments name the server); uploads off: 403"
 
+# ---- 2c. both tokens: /buildid/ reads take either, nothing else -----------------
+echo "rd-$$" >"$FP_TMP/read-token"
+fp_start_collector "$URL" --listen "127.0.0.1:$PORT" --store "$FP_TMP/one.db" \
+  --token-file "$FP_TMP/token" --read-token-file "$FP_TMP/read-token" --debuginfod none
+bid=${BID[cnames]}
+for how in none wrong; do
+  hdr=()
+  [[ $how == wrong ]] && hdr=(-H "Authorization: Bearer nope")
+  code=$(curl -s -o /dev/null -w '%{http_code}' "${hdr[@]}" "$URL/buildid/$bid/debuginfo")
+  [[ $code == 401 ]] || fp_fail "/buildid/ with $how token, both tokens set: HTTP $code"
+done
+curl -sf -o /dev/null "$URL/healthz" || fp_fail "the collector stopped answering after a /buildid/ read without a token"
+[[ $(curl -s -o /dev/null -w '%{http_code}' -I "${AUTH[@]}" "$URL/buildid/$bid/debuginfo") == 200 ]] ||
+  fp_fail "HEAD /buildid/ with the write token was refused"
+curl -sf -H "Authorization: Bearer rd-$$" -o "$FP_TMP/rd.debug" "$URL/buildid/$bid/debuginfo" &&
+  cmp -s "$FP_TMP/rd.debug" "$W/ci/cnames.debug" || fp_fail "GET /buildid/ with the read token failed"
+fp_stop_collector
+fp_ok "with both tokens: /buildid/ read with either, 401 without or with a wrong one"
+
 # ---- 3. the byte budget: least recently used first -------------------------------
 mkdir -p "$W/big" "$W/huge"
 for k in 1 2 3; do
